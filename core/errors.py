@@ -1,0 +1,149 @@
+"""Errors are values: every failure the pipeline can meet is one of these classes.
+
+The worker decides retry-or-dead-letter by class alone, never by comparing messages::
+
+    CalsyncError
+    ├── TemporaryError                 retried on the schedule; unknown exceptions count as this
+    │   ├── RateLimited(retry_after)   provider asked us to slow down (429, 403 rateLimitExceeded, ServerBusy)
+    │   ├── ProviderUnavailable        5xx, connection refused/reset, provider-side timeouts
+    │   ├── ProviderTimeout            our own deadline (PROVIDER_TIMEOUT) expired
+    │   ├── LockBusy                   another worker holds the resource lock
+    │   └── StoreUnavailable           the database or Redis could not be reached
+    └── PermanentError                 dead-lettered at once; a human must act, then replay
+        ├── InvalidPayload             corrupt message or unknown schema
+        ├── InvalidChange              a change file / submit call that breaks the contract
+        ├── EntityNotFound             the referenced event, target or account does not exist
+        ├── AuthRevoked                credentials rejected for good: the account needs re-authorization
+        ├── AccountInactive            the account is disabled or awaits re-authorization
+        ├── Forbidden                  the provider refuses this operation for this account
+        ├── InvalidRequest             the provider rejected the request as malformed
+        └── ConfigurationError         a setting or secret is missing or wrong
+
+``reason`` is the short, stable text shown in the DLQ and used as a metric label.
+"""
+
+from __future__ import annotations
+
+from typing import ClassVar
+
+
+class CalsyncError(Exception):
+    """Base of every error calsync raises on purpose, so callers can catch ours and only ours."""
+
+    reason: ClassVar[str] = "error"
+
+    @property
+    def error_class(self) -> str:
+        """Name recorded in the DLQ and in metrics; the class name keeps it stable and greppable."""
+        return type(self).__name__
+
+
+class TemporaryError(CalsyncError):
+    """Worth retrying later: the same request may succeed once the world recovers."""
+
+    reason = "temporary failure"
+
+    def __init__(self, message: str = "", *, retry_after: float | None = None) -> None:
+        super().__init__(message)
+        self.retry_after = retry_after
+
+
+class RateLimited(TemporaryError):
+    """The provider throttled us; ``retry_after`` (seconds) is its hint, honoured by the retry schedule."""
+
+    reason = "rate limited"
+
+
+class ProviderUnavailable(TemporaryError):
+    """The provider failed on its side or the network dropped the call."""
+
+    reason = "provider unavailable"
+
+
+class ProviderTimeout(TemporaryError):
+    """The provider did not answer within PROVIDER_TIMEOUT."""
+
+    reason = "provider timeout"
+
+
+class LockBusy(TemporaryError):
+    """Another worker is syncing the same target right now."""
+
+    reason = "lock busy"
+
+
+class StoreUnavailable(TemporaryError):
+    """Our own database or Redis is unreachable; nothing was decided, so retrying is safe."""
+
+    reason = "store unavailable"
+
+
+class PermanentError(CalsyncError):
+    """Retrying cannot help; the job goes to the dead-letter queue with everything needed to replay it."""
+
+    reason = "permanent failure"
+
+
+class InvalidPayload(PermanentError):
+    """The message cannot be parsed as a job payload of a schema we know."""
+
+    reason = "invalid payload"
+
+
+class InvalidChange(PermanentError):
+    """A submitted change breaks the contract; nothing was saved."""
+
+    reason = "invalid change"
+
+
+class EntityNotFound(PermanentError):
+    """The job references an event, target or account that does not exist (or not for this tenant)."""
+
+    reason = "entity not found"
+
+
+class AuthRevoked(PermanentError):
+    """The provider rejected the credentials for good; the account is marked ``needs_reauth``."""
+
+    reason = "needs re-authorization"
+
+
+class AccountInactive(PermanentError):
+    """The account is disabled or waits for re-authorization, so no call is attempted."""
+
+    reason = "account inactive"
+
+
+class Forbidden(PermanentError):
+    """The provider refuses the operation for this account (permissions, policy)."""
+
+    reason = "forbidden"
+
+
+class InvalidRequest(PermanentError):
+    """The provider rejected our request as malformed; a code or data fix is needed."""
+
+    reason = "invalid request"
+
+
+class ConfigurationError(PermanentError):
+    """A setting, secret or credentials file is missing or malformed."""
+
+    reason = "configuration error"
+
+
+def is_permanent(exc: BaseException) -> bool:
+    """Only our explicit permanent errors skip the retry schedule; anything unknown is retried (bounded)."""
+    return isinstance(exc, PermanentError)
+
+
+def reason_of(exc: BaseException) -> str:
+    """Short stable reason for DLQ records and metric labels, for our errors and foreign ones alike."""
+    if isinstance(exc, CalsyncError):
+        return exc.reason
+    return "unexpected error"
+
+
+def error_class_of(exc: BaseException) -> str:
+    """Class name of an exception as recorded in error histories."""
+    return type(exc).__name__
