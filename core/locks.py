@@ -1,0 +1,107 @@
+"""Per-resource locks in Redis: owner token, TTL, renewal while held, release only by the owner.
+
+``SET key token NX PX ttl`` takes a lock; small Lua scripts extend and release it only if the token
+still matches, so a worker whose lock expired can never free (or extend) someone else's. One renewer
+thread per process extends every held lock every TTL/3; a lock it fails to extend is marked lost.
+The TTL bounds how long a dead worker blocks a target; operations stay idempotent regardless, since a
+paused holder can lose its lock while still running.
+"""
+
+from __future__ import annotations
+
+import logging
+import secrets
+import threading
+from dataclasses import dataclass, field
+
+import redis
+
+log = logging.getLogger(__name__)
+
+_RELEASE = """
+if redis.call('get', KEYS[1]) == ARGV[1] then return redis.call('del', KEYS[1]) end
+return 0
+"""
+_EXTEND = """
+if redis.call('get', KEYS[1]) == ARGV[1] then return redis.call('pexpire', KEYS[1], ARGV[2]) end
+return 0
+"""
+
+
+@dataclass
+class HeldLock:
+    """A lock this process holds; ``lost`` turns true if renewal found it taken or expired."""
+
+    key: str
+    token: str
+    lost: bool = field(default=False)
+
+
+class LockManager:
+    """Takes, renews and releases locks for one process."""
+
+    def __init__(self, client: redis.Redis, *, ttl_seconds: float) -> None:
+        self._client = client
+        self._ttl_ms = int(ttl_seconds * 1000)
+        self._release = client.register_script(_RELEASE)
+        self._extend = client.register_script(_EXTEND)
+        self._held: dict[str, HeldLock] = {}
+        self._held_lock = threading.Lock()
+        self._stop = threading.Event()
+        self._renewer: threading.Thread | None = None
+
+    def acquire(self, key: str) -> HeldLock | None:
+        """Take the lock, or return None if someone else holds it."""
+        token = secrets.token_hex(16)
+        if not self._client.set(key, token, nx=True, px=self._ttl_ms):
+            return None
+        held = HeldLock(key, token)
+        with self._held_lock:
+            self._held[token] = held
+        self._ensure_renewer()
+        return held
+
+    def release(self, held: HeldLock) -> bool:
+        """Free the lock if we still own it; False means it had expired or been taken over."""
+        with self._held_lock:
+            self._held.pop(held.token, None)
+        released = bool(self._release(keys=[held.key], args=[held.token]))
+        if not released:
+            held.lost = True
+        return released
+
+    def renew_all(self) -> None:
+        """Extend every held lock once (the renewer thread calls this every TTL/3)."""
+        with self._held_lock:
+            held = list(self._held.values())
+        if not held:
+            return
+        pipe = self._client.pipeline(transaction=False)
+        for lock in held:
+            self._extend(keys=[lock.key], args=[lock.token, self._ttl_ms], client=pipe)
+        for lock, extended in zip(held, pipe.execute(), strict=True):
+            if not extended:
+                lock.lost = True
+                log.warning("lock lost before release", extra={"fields": {"lock_key": lock.key}})
+
+    def _ensure_renewer(self) -> None:
+        if self._renewer is not None:
+            return
+        with self._held_lock:
+            if self._renewer is None:
+                self._renewer = threading.Thread(target=self._renew_loop, name="calsync-lock-renewer", daemon=True)
+                self._renewer.start()
+
+    def _renew_loop(self) -> None:
+        interval = self._ttl_ms / 3000
+        while not self._stop.wait(interval):
+            try:
+                self.renew_all()
+            except redis.RedisError:
+                log.warning("lock renewal failed; will retry", exc_info=True)
+
+    def close(self) -> None:
+        """Stop the renewer thread (held locks then expire by TTL)."""
+        self._stop.set()
+        if self._renewer is not None:
+            self._renewer.join(timeout=5)

@@ -1,0 +1,14 @@
+"""calsync's Dramatiq middlewares, one concern per module, in the order set by ``core.broker.worker_middleware``.
+
+Before-hooks run top to bottom and after-hooks bottom to top (Dramatiq's rule), so:
+
+1. ``JobLifecycle`` — opens the delivery context; its ack/nack hooks run last, logging the outcome;
+2. ``TimeLimit`` — Dramatiq's, set above the provider timeout so a hung call is interrupted;
+3. ``ShutdownNotifications`` — Dramatiq's, lets SIGTERM stop idle threads cleanly;
+4. ``PayloadValidation`` — corrupt payloads → DLQ at once;
+5. ``IdempotencyGuard`` — effect already recorded → ack as ``already_done`` (before taking the lock);
+6. ``ResourceLocking`` — busy → re-enqueued later without burning an attempt;
+7. ``StaleVersionSkip`` — under the lock: newer version exists / already synced → ``stale``;
+8. ``DeadLetterRecorder`` — durable DLQ record before every nack;
+9. ``ScheduledRetries`` — last, so its after-hook decides retry-or-DLQ before the lock is released.
+"""

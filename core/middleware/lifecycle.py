@@ -1,0 +1,61 @@
+"""Opens each delivery's context and, when the delivery ends (ack or nack), logs and counts its outcome."""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable, Sequence
+
+import dramatiq
+
+from core.errors import error_class_of
+from core.logs import bind_job, redact
+from core.middleware.context import JobContext, current_job, start_job
+from core.stats import JobStats
+
+log = logging.getLogger("calsync.jobs")
+
+JobObserver = Callable[[JobContext, str, float], None]
+
+
+class JobLifecycle(dramatiq.Middleware):
+    """First in the stack: its after-hooks run last, when every other middleware has had its say."""
+
+    def __init__(self, stats: JobStats, observers: Sequence[JobObserver] = ()) -> None:
+        self.stats = stats
+        self.observers = list(observers)
+
+    def before_process_message(self, broker: dramatiq.Broker, message: dramatiq.MessageProxy) -> None:
+        ctx = JobContext(message.message_id, message.actor_name, message.queue_name)
+        start_job(ctx)
+        bind_job(ctx.log_fields())
+
+    def after_ack(self, broker: dramatiq.Broker, message: dramatiq.MessageProxy) -> None:
+        self._finish(message, acked=True)
+
+    def after_nack(self, broker: dramatiq.Broker, message: dramatiq.MessageProxy) -> None:
+        self._finish(message, acked=False)
+
+    def _finish(self, message: dramatiq.MessageProxy, *, acked: bool) -> None:
+        ctx = current_job()
+        if ctx is None or ctx.message_id != message.message_id:
+            if not acked:  # e.g. a message for an actor this worker does not know
+                log.error("message dead-lettered before processing", extra={"fields": {"actor": message.actor_name}})
+            return
+        outcome = (ctx.outcome or "success") if acked else "dead_lettered"
+        duration = time.monotonic() - ctx.started
+        fields: dict[str, object] = {"outcome": outcome, "duration_seconds": round(duration, 4)}
+        if ctx.error is not None:
+            fields.update(error_class=error_class_of(ctx.error), error=redact(str(ctx.error))[:500])
+        if ctx.retry_in is not None:
+            fields["retry_in_seconds"] = round(ctx.retry_in, 3)
+        level = logging.WARNING if outcome in ("dead_lettered", "retry_scheduled") else logging.INFO
+        log.log(level, "job %s", outcome, extra={"fields": fields})
+        try:
+            self.stats.record(outcome)
+        except Exception:
+            log.warning("could not count job outcome", exc_info=True)
+        for observer in self.observers:
+            observer(ctx, outcome, duration)
+        bind_job(None)
+        start_job(None)

@@ -1,0 +1,118 @@
+"""Everything one calsync process talks to, built once from settings and handed to whoever needs it.
+
+Producers, workers, the reconciler and the CLI all start from :meth:`Runtime.create`, so the URL
+resolution (embedded Redis by default), schema check and client construction happen in one place.
+"""
+
+from __future__ import annotations
+
+import threading
+from functools import cached_property
+from typing import TYPE_CHECKING
+from urllib.parse import urlsplit
+
+import redis
+
+from core.crypto import CredentialCipher
+from core.embedded_redis import EmbeddedRedis
+from core.errors import ConfigurationError
+from core.keys import RedisKeys
+from core.locks import LockManager
+from core.settings import Settings, load_settings
+from core.stats import JobStats
+from core.store import migrate
+from core.store.database import Database
+from providers.base import Provider
+from providers.registry import ProviderRegistry
+
+if TYPE_CHECKING:
+    import dramatiq
+
+
+def resolve_broker_url(settings: Settings) -> str:
+    """The configured broker, or this data dir's embedded Redis (started on first use)."""
+    return settings.broker_url or EmbeddedRedis(settings.data_dir).ensure()
+
+
+def resolve_redis_url(settings: Settings, broker_url: str) -> str:
+    """Redis for locks, dedup and stats: its own setting, else the broker when that is Redis."""
+    if settings.redis_url:
+        return settings.redis_url
+    if urlsplit(broker_url).scheme in {"redis", "rediss", "unix"}:
+        return broker_url
+    raise ConfigurationError("CALSYNC_REDIS_URL is required when CALSYNC_BROKER_URL is not a Redis URL")
+
+
+class Runtime:
+    """Clients and services of one process; cheap parts are eager, the broker is built on first use."""
+
+    def __init__(
+        self,
+        settings: Settings,
+        *,
+        role: str = "cli",
+        providers: dict[str, Provider] | None = None,
+        check_schema: bool = True,
+    ) -> None:
+        self.settings = settings
+        self.role = role
+        self.broker_url = resolve_broker_url(settings)
+        self.redis_url = resolve_redis_url(settings, self.broker_url)
+        pool_size = settings.worker_threads + 2 if role == "worker" else 5
+        self.db = Database(settings.effective_database_url, pool_size=pool_size)
+        if check_schema:
+            if settings.database_url is None:
+                migrate.upgrade(self.db)  # the embedded SQLite default needs no manual step
+            else:
+                migrate.require_current(self.db)
+        self.redis = redis.Redis.from_url(self.redis_url, health_check_interval=30)
+        self.keys = RedisKeys(settings.redis_namespace)
+        self.cipher = CredentialCipher(settings.secret_key.get_secret_value() if settings.secret_key else None)
+        self.providers = ProviderRegistry(settings, providers)
+        self.stats = JobStats(self.redis, self.keys)
+        self._broker_lock = threading.Lock()
+        self._broker: dramatiq.Broker | None = None
+
+    @classmethod
+    def create(cls, settings: Settings | None = None, **kwargs: object) -> Runtime:
+        """A runtime from the environment's settings (or the given ones)."""
+        return cls(settings or load_settings(), **kwargs)  # type: ignore[arg-type]
+
+    @cached_property
+    def locks(self) -> LockManager:
+        """Per-target locks (workers only use them)."""
+        return LockManager(self.redis, ttl_seconds=self.settings.lock_ttl)
+
+    @property
+    def broker(self) -> dramatiq.Broker:
+        """The Dramatiq broker: with the full middleware stack in workers, bare in producers."""
+        if self._broker is None:
+            with self._broker_lock:
+                if self._broker is None:
+                    from core.broker import build_broker
+
+                    self._broker = build_broker(self, worker=self.role == "worker")
+        return self._broker
+
+    def close(self) -> None:
+        """Release connections and threads (tests, CLI exit)."""
+        if self._broker is not None:
+            self._broker.close()
+        if "locks" in self.__dict__:
+            self.locks.close()
+        self.redis.close()
+        self.db.dispose()
+
+
+_default: Runtime | None = None
+_default_lock = threading.Lock()
+
+
+def default_runtime() -> Runtime:
+    """The process-wide producer runtime used by library calls that are not handed one."""
+    global _default
+    if _default is None:
+        with _default_lock:
+            if _default is None:
+                _default = Runtime(load_settings(), role="producer")
+    return _default

@@ -1,0 +1,1 @@
+"""Persistence: the relational database (schema, migrations, one repository module per table)."""

@@ -1,0 +1,143 @@
+"""Repository of ``provider_accounts``: where events are synced to, and with which credentials."""
+
+from __future__ import annotations
+
+import datetime as dt
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from sqlalchemy import Connection, RowMapping, select, update
+
+from core.crypto import CredentialCipher
+from core.errors import EntityNotFound
+from core.ids import new_id
+from core.logs import register_secrets
+from core.store.schema import provider_accounts
+from providers.base import Account, AccountStatus, ProviderName
+
+
+@dataclass(frozen=True)
+class AccountSummary:
+    """An account as operators see it: everything but the secret."""
+
+    id: str
+    tenant_id: str
+    provider: ProviderName
+    address: str
+    status: AccountStatus
+    options: Mapping[str, Any]
+    has_credentials: bool
+    created_at: dt.datetime
+    updated_at: dt.datetime
+
+    def as_json(self) -> dict[str, Any]:
+        """JSON-ready form for the CLI."""
+        return {
+            "account_id": self.id,
+            "tenant_id": self.tenant_id,
+            "provider": self.provider,
+            "address": self.address,
+            "status": self.status,
+            "options": dict(self.options),
+            "has_credentials": self.has_credentials,
+            "created_at": self.created_at.isoformat(),
+            "updated_at": self.updated_at.isoformat(),
+        }
+
+
+def _summary(row: RowMapping) -> AccountSummary:
+    return AccountSummary(
+        id=row["id"],
+        tenant_id=row["tenant_id"],
+        provider=row["provider"],
+        address=row["address"],
+        status=row["status"],
+        options=row["options"] or {},
+        has_credentials=row["credentials"] is not None,
+        created_at=row["created_at"],
+        updated_at=row["updated_at"],
+    )
+
+
+def add_account(
+    conn: Connection,
+    *,
+    tenant_id: str,
+    provider: ProviderName,
+    address: str,
+    credentials: bytes | None,
+    options: Mapping[str, Any],
+    account_id: str | None = None,
+) -> AccountSummary:
+    """Insert an active account; ``credentials`` is the already-encrypted blob."""
+    now = dt.datetime.now(dt.UTC)
+    values = {
+        "id": account_id or new_id("acc"),
+        "tenant_id": tenant_id,
+        "provider": provider,
+        "address": address,
+        "credentials": credentials,
+        "options": dict(options),
+        "status": "active",
+        "created_at": now,
+        "updated_at": now,
+    }
+    conn.execute(provider_accounts.insert().values(**values))
+    return _summary(values)  # type: ignore[arg-type]
+
+
+def get_summary(conn: Connection, account_id: str) -> AccountSummary | None:
+    """One account without its secret."""
+    row = conn.execute(select(provider_accounts).where(provider_accounts.c.id == account_id)).mappings().first()
+    return _summary(row) if row else None
+
+
+def list_accounts(conn: Connection, tenant_id: str | None = None) -> list[AccountSummary]:
+    """Accounts of a tenant (or all), oldest first."""
+    query = select(provider_accounts).order_by(provider_accounts.c.created_at, provider_accounts.c.id)
+    if tenant_id is not None:
+        query = query.where(provider_accounts.c.tenant_id == tenant_id)
+    return [_summary(row) for row in conn.execute(query).mappings()]
+
+
+def load_account(conn: Connection, account_id: str, cipher: CredentialCipher) -> Account | None:
+    """An account with decrypted credentials, for an adapter call; its secrets are registered for redaction."""
+    row = conn.execute(select(provider_accounts).where(provider_accounts.c.id == account_id)).mappings().first()
+    if row is None:
+        return None
+    credentials = cipher.decrypt(row["credentials"]) if row["credentials"] is not None else {}
+    register_secrets(credentials)
+    return Account(
+        id=row["id"],
+        tenant_id=row["tenant_id"],
+        provider=row["provider"],
+        address=row["address"],
+        status=row["status"],
+        credentials=credentials,
+        options=row["options"] or {},
+    )
+
+
+def update_account(
+    conn: Connection,
+    account_id: str,
+    *,
+    status: AccountStatus | None = None,
+    credentials: bytes | None = None,
+    options: Mapping[str, Any] | None = None,
+) -> AccountSummary:
+    """Change status, credentials or options; raises EntityNotFound for an unknown id."""
+    values: dict[str, Any] = {"updated_at": dt.datetime.now(dt.UTC)}
+    if status is not None:
+        values["status"] = status
+    if credentials is not None:
+        values["credentials"] = credentials
+    if options is not None:
+        values["options"] = dict(options)
+    result = conn.execute(update(provider_accounts).where(provider_accounts.c.id == account_id).values(**values))
+    if result.rowcount == 0:
+        raise EntityNotFound(f"account {account_id} does not exist")
+    summary = get_summary(conn, account_id)
+    assert summary is not None
+    return summary

@@ -1,0 +1,96 @@
+"""Connections and transactions for SQLite and PostgreSQL, with the quirks of each handled once.
+
+``read()`` opens a plain transaction; ``write()`` one that takes the write lock up front on SQLite
+(``BEGIN IMMEDIATE``), because a deferred transaction that upgrades to a writer fails at once with
+"database is locked" when another writer got in first, ignoring the busy timeout.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import sqlite3
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+from sqlalchemy import Connection, Engine, Table, create_engine, event
+from sqlalchemy.dialects import postgresql, sqlite
+from sqlalchemy.engine import make_url
+from sqlalchemy.exc import DBAPIError, OperationalError
+from sqlalchemy.sql.dml import Insert
+
+from core.errors import StoreUnavailable
+
+_SQLITE_BUSY_TIMEOUT_S = 30
+
+
+def _prepare_sqlite(engine: Engine) -> None:
+    @event.listens_for(engine, "connect")
+    def _on_connect(dbapi_connection: sqlite3.Connection, _record: Any) -> None:
+        dbapi_connection.isolation_level = None  # let the "begin" hook below issue BEGIN itself
+        cursor = dbapi_connection.cursor()
+        cursor.execute("PRAGMA journal_mode=WAL")
+        cursor.execute("PRAGMA foreign_keys=ON")
+        cursor.execute("PRAGMA synchronous=NORMAL")
+        cursor.execute(f"PRAGMA busy_timeout={_SQLITE_BUSY_TIMEOUT_S * 1000}")
+        cursor.close()
+
+    @event.listens_for(engine, "begin")
+    def _on_begin(connection: Connection) -> None:
+        mode = connection.get_execution_options().get("sqlite_begin", "DEFERRED")
+        connection.exec_driver_sql(f"BEGIN {mode}")
+
+
+class Database:
+    """The engine of one process, sized to its worker threads."""
+
+    def __init__(self, url: str, *, pool_size: int = 10) -> None:
+        parsed = make_url(url)
+        self.dialect = parsed.get_backend_name()
+        kwargs: dict[str, Any] = {"pool_pre_ping": True}
+        if self.dialect == "sqlite":
+            if parsed.database and parsed.database != ":memory:":
+                Path(parsed.database).parent.mkdir(parents=True, exist_ok=True)
+            kwargs["connect_args"] = {"timeout": _SQLITE_BUSY_TIMEOUT_S, "check_same_thread": False}
+            kwargs["pool_size"] = pool_size
+        else:
+            kwargs["pool_size"] = pool_size
+            kwargs["max_overflow"] = max(2, pool_size // 2)
+        self.engine = create_engine(parsed, **kwargs)
+        if self.dialect == "sqlite":
+            _prepare_sqlite(self.engine)
+
+    @contextlib.contextmanager
+    def read(self) -> Iterator[Connection]:
+        """A transaction for reads (and writes that cannot conflict)."""
+        with _translate_errors(), self.engine.begin() as conn:
+            yield conn
+
+    @contextlib.contextmanager
+    def write(self) -> Iterator[Connection]:
+        """A transaction that will write: committed on exit, rolled back on any exception."""
+        with _translate_errors(), self.engine.connect() as conn:
+            conn = conn.execution_options(sqlite_begin="IMMEDIATE")
+            with conn.begin():
+                yield conn
+
+    def insert_ignoring_conflicts(self, table: Table) -> Insert:
+        """``INSERT ... ON CONFLICT DO NOTHING`` for this backend (duplicates are expected, not errors)."""
+        dialect_insert = postgresql.insert if self.dialect == "postgresql" else sqlite.insert
+        return dialect_insert(table).on_conflict_do_nothing()
+
+    def dispose(self) -> None:
+        """Close pooled connections (end of process or test)."""
+        self.engine.dispose()
+
+
+@contextlib.contextmanager
+def _translate_errors() -> Iterator[None]:
+    try:
+        yield
+    except OperationalError as exc:
+        raise StoreUnavailable(f"database unavailable: {type(exc.orig).__name__}: {exc.orig}") from exc
+    except DBAPIError as exc:
+        if exc.connection_invalidated:
+            raise StoreUnavailable(f"database connection lost: {exc.orig}") from exc
+        raise

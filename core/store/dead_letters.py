@@ -1,0 +1,137 @@
+"""Repository of ``dead_letters``: jobs that failed for good, kept until replayed or discarded.
+
+Unlike Dramatiq's own XQ (seven days, lost with a non-persistent Redis), these rows hold everything
+needed to understand and replay a job: the original payload, the attempt count, the last error and
+a short history of every attempt.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from dataclasses import asdict, dataclass
+from typing import Any, Literal
+
+from sqlalchemy import Connection, RowMapping, func, select, update
+
+from core.store.database import Database
+from core.store.schema import dead_letters as d
+
+DeadLetterStatus = Literal["open", "replayed", "discarded"]
+
+
+@dataclass(frozen=True)
+class DeadLetter:
+    """One dead-lettered job."""
+
+    id: int
+    job_id: str
+    job_type: str
+    message_id: str | None
+    queue: str | None
+    tenant_id: str | None
+    entity_id: str | None
+    account_id: str | None
+    idempotency_key: str | None
+    trace_id: str | None
+    payload: Any
+    attempts: int
+    reason: str
+    error_class: str
+    last_error: str
+    error_history: list[dict[str, Any]]
+    first_failed_at: dt.datetime
+    failed_at: dt.datetime
+    status: DeadLetterStatus
+    replayed_at: dt.datetime | None
+    replay_job_id: str | None
+    discarded_at: dt.datetime | None
+    note: str | None
+
+    def as_json(self) -> dict[str, Any]:
+        """JSON-ready form for ``calsync dlq list/show --json``."""
+        return {k: v.isoformat() if isinstance(v, dt.datetime) else v for k, v in asdict(self).items()}
+
+
+@dataclass(frozen=True)
+class DeadLetterFilter:
+    """Which records an operator means (all given conditions must hold)."""
+
+    status: DeadLetterStatus | None = "open"
+    tenant_id: str | None = None
+    account_id: str | None = None
+    entity_id: str | None = None
+    reason: str | None = None
+    error_class: str | None = None
+    job_type: str | None = None
+
+    def clauses(self) -> list[Any]:
+        """SQL conditions for this filter."""
+        conditions = []
+        for name in ("status", "tenant_id", "account_id", "entity_id", "reason", "error_class", "job_type"):
+            value = getattr(self, name)
+            if value is not None:
+                conditions.append(d.c[name] == value)
+        return conditions
+
+
+def _record(row: RowMapping) -> DeadLetter:
+    return DeadLetter(**{column.name: row[column.name] for column in d.columns})
+
+
+def insert(db: Database, conn: Connection, values: dict[str, Any]) -> None:
+    """Store a dead letter; a second record for the same job id (a duplicate delivery) is ignored."""
+    conn.execute(db.insert_ignoring_conflicts(d).values(status="open", **values))
+
+
+def get(conn: Connection, record_id: int) -> DeadLetter | None:
+    """One record by id."""
+    row = conn.execute(select(d).where(d.c.id == record_id)).mappings().first()
+    return _record(row) if row else None
+
+
+def get_by_job(conn: Connection, job_id: str) -> DeadLetter | None:
+    """The record of a job, if it was dead-lettered."""
+    row = conn.execute(select(d).where(d.c.job_id == job_id)).mappings().first()
+    return _record(row) if row else None
+
+
+def find(conn: Connection, flt: DeadLetterFilter, *, limit: int | None = None) -> list[DeadLetter]:
+    """Records matching the filter, oldest failure first."""
+    query = select(d).where(*flt.clauses()).order_by(d.c.failed_at, d.c.id)
+    if limit is not None:
+        query = query.limit(limit)
+    return [_record(row) for row in conn.execute(query).mappings()]
+
+
+def mark_replayed(conn: Connection, record_id: int, *, replay_job_id: str) -> bool:
+    """Close an open record as replayed under a new job id; False if it was not open."""
+    result = conn.execute(
+        update(d)
+        .where(d.c.id == record_id, d.c.status == "open")
+        .values(status="replayed", replayed_at=dt.datetime.now(dt.UTC), replay_job_id=replay_job_id)
+    )
+    return bool(result.rowcount)
+
+
+def mark_discarded(conn: Connection, record_id: int, *, note: str | None) -> bool:
+    """Close an open record without replaying it; False if it was not open."""
+    result = conn.execute(
+        update(d)
+        .where(d.c.id == record_id, d.c.status == "open")
+        .values(status="discarded", discarded_at=dt.datetime.now(dt.UTC), note=note)
+    )
+    return bool(result.rowcount)
+
+
+def open_counts(conn: Connection) -> dict[tuple[str, str], int]:
+    """Open records by (job_type, reason)."""
+    query = (
+        select(d.c.job_type, d.c.reason, func.count()).where(d.c.status == "open").group_by(d.c.job_type, d.c.reason)
+    )
+    return {(job_type, reason): int(n) for job_type, reason, n in conn.execute(query).all()}
+
+
+def oldest_open_failed_at(conn: Connection) -> dt.datetime | None:
+    """When the oldest still-open record failed."""
+    value: dt.datetime | None = conn.execute(select(func.min(d.c.failed_at)).where(d.c.status == "open")).scalar()
+    return value

@@ -1,0 +1,123 @@
+"""Repository of ``events``: the business state of each calendar event and its monotonic version."""
+
+from __future__ import annotations
+
+import datetime as dt
+from typing import Any
+
+from sqlalchemy import Connection, RowMapping, select, update
+
+from core.domain import EventFields
+from core.store.schema import events
+from providers.base import BusinessStatus, EventState, SendUpdates
+
+
+def _instant(value: str, all_day: bool) -> dt.date | dt.datetime:
+    return dt.date.fromisoformat(value) if all_day else dt.datetime.fromisoformat(value)
+
+
+def event_from_row(row: RowMapping) -> EventState:
+    """Rebuild the typed event state from its stored row."""
+    return EventState(
+        id=row["id"],
+        tenant_id=row["tenant_id"],
+        version=row["version"],
+        title=row["title"],
+        start=_instant(row["start_at"], row["all_day"]),
+        end=_instant(row["end_at"], row["all_day"]),
+        time_zone=row["time_zone"],
+        all_day=row["all_day"],
+        location=row["location"],
+        description=row["description"],
+        attendees=tuple(row["attendees"] or ()),
+        status=row["status"],
+        send_updates=row["send_updates"],
+    )
+
+
+def _columns(fields: EventFields) -> dict[str, Any]:
+    return {
+        "title": fields.title,
+        "start_at": fields.start.isoformat(),
+        "end_at": fields.end.isoformat(),
+        "time_zone": fields.time_zone,
+        "all_day": fields.all_day,
+        "location": fields.location,
+        "description": fields.description,
+        "attendees": list(fields.attendees),
+    }
+
+
+def fields_of(state: EventState) -> EventFields:
+    """The business fields of a stored event, comparable with a submitted change."""
+    return EventFields(
+        title=state.title,
+        start=state.start,
+        end=state.end,
+        time_zone=state.time_zone,
+        all_day=state.all_day,
+        location=state.location,
+        description=state.description,
+        attendees=state.attendees,
+    )
+
+
+def get_event(conn: Connection, tenant_id: str, event_id: str) -> EventState | None:
+    """The current state of an event of this tenant, or None."""
+    query = select(events).where(events.c.tenant_id == tenant_id, events.c.id == event_id)
+    row = conn.execute(query).mappings().first()
+    return event_from_row(row) if row else None
+
+
+def find_event_tenants(conn: Connection, event_id: str) -> list[str]:
+    """Tenants having an event with this id (ids are unique per tenant only)."""
+    return list(conn.execute(select(events.c.tenant_id).where(events.c.id == event_id)).scalars())
+
+
+def insert_event(
+    conn: Connection, tenant_id: str, event_id: str, fields: EventFields, send_updates: SendUpdates
+) -> EventState:
+    """Create version 1 of an event."""
+    now = dt.datetime.now(dt.UTC)
+    conn.execute(
+        events.insert().values(
+            tenant_id=tenant_id,
+            id=event_id,
+            version=1,
+            send_updates=send_updates,
+            status="confirmed",
+            created_at=now,
+            updated_at=now,
+            **_columns(fields),
+        )
+    )
+    state = get_event(conn, tenant_id, event_id)
+    assert state is not None
+    return state
+
+
+def bump_event(
+    conn: Connection,
+    tenant_id: str,
+    event_id: str,
+    *,
+    status: BusinessStatus,
+    send_updates: SendUpdates,
+    fields: EventFields | None = None,
+) -> int:
+    """Write a new version atomically (``version = version + 1``) and return it."""
+    values: dict[str, Any] = {
+        "version": events.c.version + 1,
+        "status": status,
+        "send_updates": send_updates,
+        "updated_at": dt.datetime.now(dt.UTC),
+    }
+    if fields is not None:
+        values.update(_columns(fields))
+    new_version = conn.execute(
+        update(events)
+        .where(events.c.tenant_id == tenant_id, events.c.id == event_id)
+        .values(**values)
+        .returning(events.c.version)
+    ).scalar_one()
+    return int(new_version)

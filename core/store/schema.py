@@ -1,0 +1,162 @@
+"""The relational schema (SQLAlchemy Core), identical on SQLite and PostgreSQL.
+
+Business status (``events.status``) and sync status (``event_targets.status``) are separate columns:
+an event can be confirmed while one of its targets is still pending or has failed.
+Alembic migrations in ``core/store/migrations`` create exactly this (a test compares them).
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from typing import Any
+
+from sqlalchemy import (
+    JSON,
+    Boolean,
+    CheckConstraint,
+    Column,
+    Dialect,
+    ForeignKeyConstraint,
+    Index,
+    Integer,
+    LargeBinary,
+    MetaData,
+    String,
+    Table,
+    Text,
+)
+from sqlalchemy.types import DateTime, TypeDecorator
+
+metadata = MetaData()
+
+
+class UTCDateTime(TypeDecorator[dt.datetime]):
+    """Aware UTC datetimes on every backend (SQLite has no time zones; stored as naive UTC there)."""
+
+    impl = DateTime(timezone=True)
+    cache_ok = True
+
+    def process_bind_param(self, value: dt.datetime | None, dialect: Dialect) -> dt.datetime | None:
+        if value is None:
+            return None
+        if value.tzinfo is None:
+            raise ValueError("naive datetime given to a UTC column")
+        value = value.astimezone(dt.UTC)
+        return value.replace(tzinfo=None) if dialect.name == "sqlite" else value
+
+    def process_result_value(self, value: Any, dialect: Dialect) -> dt.datetime | None:
+        if value is None:
+            return None
+        result: dt.datetime = value.replace(tzinfo=dt.UTC) if value.tzinfo is None else value.astimezone(dt.UTC)
+        return result
+
+
+provider_accounts = Table(
+    "provider_accounts",
+    metadata,
+    Column("id", String(128), primary_key=True),
+    Column("tenant_id", String(128), nullable=False),
+    Column("provider", String(16), nullable=False),
+    Column("address", String(320), nullable=False),
+    Column("credentials", LargeBinary, nullable=True),
+    Column("options", JSON, nullable=False),
+    Column("status", String(16), nullable=False),
+    Column("created_at", UTCDateTime, nullable=False),
+    Column("updated_at", UTCDateTime, nullable=False),
+    CheckConstraint("provider IN ('google', 'exchange', 'memory')", name="ck_provider_accounts_provider"),
+    CheckConstraint("status IN ('active', 'needs_reauth', 'disabled')", name="ck_provider_accounts_status"),
+    Index("ix_provider_accounts_tenant", "tenant_id"),
+)
+
+events = Table(
+    "events",
+    metadata,
+    Column("tenant_id", String(128), primary_key=True),
+    Column("id", String(128), primary_key=True),
+    Column("version", Integer, nullable=False),
+    Column("title", String(1024), nullable=False),
+    Column("start_at", String(40), nullable=False),
+    Column("end_at", String(40), nullable=False),
+    Column("time_zone", String(64), nullable=False),
+    Column("all_day", Boolean, nullable=False),
+    Column("location", String(1024), nullable=True),
+    Column("description", Text, nullable=True),
+    Column("attendees", JSON, nullable=False),
+    Column("send_updates", String(16), nullable=False),
+    Column("status", String(16), nullable=False),
+    Column("created_at", UTCDateTime, nullable=False),
+    Column("updated_at", UTCDateTime, nullable=False),
+    CheckConstraint("status IN ('confirmed', 'cancelled')", name="ck_events_status"),
+    CheckConstraint("version >= 1", name="ck_events_version"),
+)
+
+event_targets = Table(
+    "event_targets",
+    metadata,
+    Column("tenant_id", String(128), primary_key=True),
+    Column("event_id", String(128), primary_key=True),
+    Column("account_id", String(128), primary_key=True),
+    # present: the event must appear in this account; absent: it must be removed from it.
+    Column("wanted", String(8), nullable=False),
+    # The event version this target must reach; synced_version only ever grows toward it (CAS).
+    Column("wanted_version", Integer, nullable=False),
+    Column("synced_version", Integer, nullable=False),
+    Column("external_id", String(1024), nullable=True),
+    Column("external_etag", String(1024), nullable=True),
+    Column("status", String(16), nullable=False),
+    Column("last_error", Text, nullable=True),
+    Column("error_class", String(128), nullable=True),
+    # When a pending target is expected to have been processed; the reconciler re-enqueues overdue ones.
+    Column("due_at", UTCDateTime, nullable=True),
+    Column("updated_at", UTCDateTime, nullable=False),
+    ForeignKeyConstraint(["tenant_id", "event_id"], ["events.tenant_id", "events.id"], name="fk_targets_event"),
+    ForeignKeyConstraint(["account_id"], ["provider_accounts.id"], name="fk_targets_account"),
+    CheckConstraint("status IN ('pending', 'synced', 'failed', 'deleted')", name="ck_event_targets_status"),
+    CheckConstraint("wanted IN ('present', 'absent')", name="ck_event_targets_wanted"),
+    Index("ix_event_targets_status_due", "status", "due_at"),
+    Index("ix_event_targets_account", "account_id"),
+)
+
+idempotency_records = Table(
+    "idempotency_records",
+    metadata,
+    Column("key", String(512), primary_key=True),
+    Column("job_id", String(128), nullable=False),
+    Column("outcome", String(32), nullable=False),
+    Column("result", JSON, nullable=False),
+    Column("created_at", UTCDateTime, nullable=False),
+    Column("expires_at", UTCDateTime, nullable=False),
+    Index("ix_idempotency_records_expires", "expires_at"),
+)
+
+dead_letters = Table(
+    "dead_letters",
+    metadata,
+    Column("id", Integer, primary_key=True, autoincrement=True),
+    # One record per failed job; a replay runs under a new job id and gets its own record if it fails.
+    Column("job_id", String(128), nullable=False, unique=True),
+    Column("job_type", String(64), nullable=False),
+    Column("message_id", String(64), nullable=True),
+    Column("queue", String(128), nullable=True),
+    Column("tenant_id", String(128), nullable=True),
+    Column("entity_id", String(128), nullable=True),
+    Column("account_id", String(128), nullable=True),
+    Column("idempotency_key", String(512), nullable=True),
+    Column("trace_id", String(128), nullable=True),
+    Column("payload", JSON, nullable=True),
+    Column("attempts", Integer, nullable=False),
+    Column("reason", String(128), nullable=False),
+    Column("error_class", String(128), nullable=False),
+    Column("last_error", Text, nullable=False),
+    Column("error_history", JSON, nullable=False),
+    Column("first_failed_at", UTCDateTime, nullable=False),
+    Column("failed_at", UTCDateTime, nullable=False),
+    Column("status", String(16), nullable=False),
+    Column("replayed_at", UTCDateTime, nullable=True),
+    Column("replay_job_id", String(128), nullable=True),
+    Column("discarded_at", UTCDateTime, nullable=True),
+    Column("note", Text, nullable=True),
+    CheckConstraint("status IN ('open', 'replayed', 'discarded')", name="ck_dead_letters_status"),
+    Index("ix_dead_letters_status_failed", "status", "failed_at"),
+    Index("ix_dead_letters_account", "account_id"),
+)

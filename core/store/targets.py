@@ -1,0 +1,199 @@
+"""Repository of ``event_targets``: the sync state of one event in one account.
+
+``wanted_version`` is the event version a target must reach; ``synced_version`` the newest version
+the provider is known to show. ``synced_version`` only grows (compare-and-set), so a late,
+superseded writer can never move it backwards, and a target stays ``pending`` until the version it
+wants has been synced.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from dataclasses import dataclass
+from typing import Any, Literal, NamedTuple
+
+from sqlalchemy import Connection, RowMapping, and_, case, func, or_, select, update
+
+from core.store.schema import event_targets as t
+from providers.base import Target
+
+SyncStatus = Literal["pending", "synced", "failed", "deleted"]
+Wanted = Literal["present", "absent"]
+
+
+class TargetKey(NamedTuple):
+    """Primary key of a target."""
+
+    tenant_id: str
+    event_id: str
+    account_id: str
+
+
+@dataclass(frozen=True)
+class TargetRow:
+    """A target as stored."""
+
+    tenant_id: str
+    event_id: str
+    account_id: str
+    wanted: Wanted
+    wanted_version: int
+    synced_version: int
+    external_id: str | None
+    external_etag: str | None
+    status: SyncStatus
+    last_error: str | None
+    error_class: str | None
+    due_at: dt.datetime | None
+    updated_at: dt.datetime
+
+    @property
+    def key(self) -> TargetKey:
+        """This target's primary key."""
+        return TargetKey(self.tenant_id, self.event_id, self.account_id)
+
+    def view(self) -> Target:
+        """What an adapter needs to know about the target."""
+        return Target(
+            event_id=self.event_id,
+            account_id=self.account_id,
+            tenant_id=self.tenant_id,
+            external_id=self.external_id,
+            etag=self.external_etag,
+            synced_version=self.synced_version,
+        )
+
+    def as_json(self) -> dict[str, Any]:
+        """JSON-ready form for ``calsync events show``."""
+        return {
+            "account_id": self.account_id,
+            "wanted": self.wanted,
+            "status": self.status,
+            "wanted_version": self.wanted_version,
+            "synced_version": self.synced_version,
+            "external_id": self.external_id,
+            "etag": self.external_etag,
+            "last_error": self.last_error,
+            "error_class": self.error_class,
+            "due_at": self.due_at.isoformat() if self.due_at else None,
+            "updated_at": self.updated_at.isoformat(),
+        }
+
+
+def _row(row: RowMapping) -> TargetRow:
+    return TargetRow(**{column.name: row[column.name] for column in t.columns})
+
+
+def _where(key: TargetKey) -> Any:
+    return and_(t.c.tenant_id == key.tenant_id, t.c.event_id == key.event_id, t.c.account_id == key.account_id)
+
+
+def get_target(conn: Connection, key: TargetKey) -> TargetRow | None:
+    """One target, or None."""
+    row = conn.execute(select(t).where(_where(key))).mappings().first()
+    return _row(row) if row else None
+
+
+def list_targets(conn: Connection, tenant_id: str, event_id: str) -> list[TargetRow]:
+    """Every target of an event, by account id."""
+    query = select(t).where(t.c.tenant_id == tenant_id, t.c.event_id == event_id).order_by(t.c.account_id)
+    return [_row(row) for row in conn.execute(query).mappings()]
+
+
+def plan_target(conn: Connection, key: TargetKey, *, wanted: Wanted, version: int, due_at: dt.datetime) -> None:
+    """Ask for ``version`` of the event to be synced (present) or removed (absent): the target turns pending."""
+    now = dt.datetime.now(dt.UTC)
+    values = {"wanted": wanted, "wanted_version": version, "status": "pending", "due_at": due_at, "updated_at": now}
+    if conn.execute(update(t).where(_where(key)).values(**values)).rowcount == 0:
+        conn.execute(t.insert().values(**key._asdict(), synced_version=0, **values))
+
+
+def record_synced(
+    conn: Connection,
+    key: TargetKey,
+    *,
+    version: int,
+    external_id: str | None,
+    etag: str | None,
+    final_status: Literal["synced", "deleted"],
+) -> bool:
+    """Compare-and-set the sync result; False when a newer version was already recorded (the write lost)."""
+    reached = t.c.wanted_version <= version
+    result = conn.execute(
+        update(t)
+        .where(_where(key), t.c.synced_version < version)
+        .values(
+            synced_version=version,
+            external_id=func.coalesce(external_id, t.c.external_id),
+            external_etag=etag,
+            status=case((reached, final_status), else_="pending"),
+            last_error=None,
+            error_class=None,
+            due_at=case((reached, None), else_=t.c.due_at),
+            updated_at=dt.datetime.now(dt.UTC),
+        )
+    )
+    return bool(result.rowcount)
+
+
+def record_retry(
+    conn: Connection, key: TargetKey, *, version: int, error_class: str, message: str, due_at: dt.datetime
+) -> None:
+    """Note the last error and when the retry is due, unless a newer version already took over."""
+    conn.execute(
+        update(t)
+        .where(_where(key), t.c.status == "pending", t.c.wanted_version <= version)
+        .values(last_error=message, error_class=error_class, due_at=due_at, updated_at=dt.datetime.now(dt.UTC))
+    )
+
+
+def record_failed(conn: Connection, key: TargetKey, *, version: int, error_class: str, message: str) -> None:
+    """Mark the target failed (dead-lettered), unless a newer version is already pending for it."""
+    conn.execute(
+        update(t)
+        .where(_where(key), t.c.status == "pending", t.c.wanted_version <= version)
+        .values(
+            status="failed",
+            last_error=message,
+            error_class=error_class,
+            due_at=None,
+            updated_at=dt.datetime.now(dt.UTC),
+        )
+    )
+
+
+def reopen(conn: Connection, key: TargetKey, *, due_at: dt.datetime) -> None:
+    """Make a failed target pending again (DLQ replay); other statuses are left alone."""
+    conn.execute(
+        update(t)
+        .where(_where(key), t.c.status == "failed")
+        .values(status="pending", due_at=due_at, updated_at=dt.datetime.now(dt.UTC))
+    )
+
+
+def overdue(conn: Connection, *, before: dt.datetime, limit: int) -> list[TargetRow]:
+    """Pending targets whose job should have run before ``before``: their message may have been lost."""
+    query = (
+        select(t)
+        .where(t.c.status == "pending", or_(t.c.due_at.is_(None), t.c.due_at < before))
+        .order_by(t.c.due_at)
+        .limit(limit)
+    )
+    return [_row(row) for row in conn.execute(query).mappings()]
+
+
+def postpone(conn: Connection, key: TargetKey, *, due_at: dt.datetime) -> None:
+    """Move a pending target's due time (after the reconciler re-enqueued it)."""
+    conn.execute(update(t).where(_where(key), t.c.status == "pending").values(due_at=due_at))
+
+
+def count_by_status(conn: Connection) -> dict[str, int]:
+    """How many targets are in each sync status."""
+    query = select(t.c.status, func.count()).group_by(t.c.status)
+    return {status: int(count) for status, count in conn.execute(query).all()}
+
+
+def oldest_pending_due(conn: Connection) -> dt.datetime | None:
+    """Due time of the most overdue pending target."""
+    value: dt.datetime | None = conn.execute(select(func.min(t.c.due_at)).where(t.c.status == "pending")).scalar()
+    return value

@@ -1,0 +1,18 @@
+"""The module the ``dramatiq`` CLI loads in every worker process (``calsync worker`` points it here).
+
+Importing it configures JSON logging, builds this process's runtime and broker from the
+environment's settings, and declares the actors.
+"""
+
+from __future__ import annotations
+
+import actors
+from core.logs import configure_logging
+from core.runtime import Runtime
+from core.settings import load_settings
+
+settings = load_settings()
+configure_logging(settings.log_level)
+runtime = Runtime(settings, role="worker")
+broker = runtime.broker
+actors.declare(broker, runtime)

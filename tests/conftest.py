@@ -1,0 +1,164 @@
+"""Shared fixtures: real Redis, PostgreSQL and RabbitMQ when the machine has them, embedded Redis and
+SQLite otherwise. CI sets ``CALSYNC_TEST_REQUIRE`` (e.g. ``redis,postgresql,rabbitmq``) so a missing
+service fails the run instead of silently switching to the fallback.
+
+Every test gets its own Redis namespace, its own SQLite file or PostgreSQL schema and, on RabbitMQ,
+its own queue, so tests never see each other's data and never flush a shared server.
+"""
+
+from __future__ import annotations
+
+import os
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import psycopg
+import pytest
+import redis
+
+from core.embedded_redis import EmbeddedRedis
+from tests.support import make_settings
+
+REQUIRED = {s.strip() for s in os.environ.get("CALSYNC_TEST_REQUIRE", "").split(",") if s.strip()}
+POSTGRES_DSN = "postgresql://postgres@127.0.0.1:5432/test"
+RABBITMQ_URL = "amqp://guest:guest@127.0.0.1:5672/%2F"
+
+for _name in [n for n in os.environ if n.startswith("CALSYNC_") and n != "CALSYNC_TEST_REQUIRE"]:
+    del os.environ[_name]  # tests configure calsync explicitly, never from the developer's shell
+
+
+def _unavailable(service: str, why: str) -> None:
+    if service in REQUIRED:
+        pytest.fail(f"{service} is required by CALSYNC_TEST_REQUIRE but unavailable: {why}")
+
+
+@pytest.fixture(scope="session")
+def redis_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    """The machine's Redis on 6379, or an embedded redis-server for the session."""
+    url = "redis://127.0.0.1:6379/0"
+    try:
+        redis.Redis.from_url(url, socket_connect_timeout=1).ping()
+        yield url
+        return
+    except redis.RedisError as exc:
+        _unavailable("redis", str(exc))
+    embedded = EmbeddedRedis(tmp_path_factory.mktemp("embedded-redis"))
+    yield embedded.ensure()
+    embedded.stop()
+
+
+@pytest.fixture(scope="session")
+def postgres_available() -> bool:
+    """Whether the machine's PostgreSQL answers."""
+    try:
+        psycopg.connect(POSTGRES_DSN, connect_timeout=2).close()
+        return True
+    except psycopg.Error as exc:
+        _unavailable("postgresql", str(exc))
+        return False
+
+
+@pytest.fixture(scope="session")
+def rabbitmq_available() -> bool:
+    """Whether the machine's RabbitMQ answers."""
+    import pika
+
+    try:
+        pika.BlockingConnection(pika.URLParameters(RABBITMQ_URL + "?connection_attempts=1&socket_timeout=2")).close()
+        return True
+    except Exception as exc:
+        _unavailable("rabbitmq", str(exc))
+        return False
+
+
+def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
+    """``database`` is parametrized over both backends for tests marked ``both_databases``."""
+    if "database" in metafunc.fixturenames:
+        both = metafunc.definition.get_closest_marker("both_databases") is not None
+        metafunc.parametrize("database", ["sqlite", "postgresql"] if both else ["default"], indirect=True)
+    if "broker_kind" in metafunc.fixturenames:
+        both = metafunc.definition.get_closest_marker("both_brokers") is not None
+        metafunc.parametrize("broker_kind", ["redis", "rabbitmq"] if both else ["redis"], indirect=True)
+
+
+@pytest.fixture
+def database(request: pytest.FixtureRequest, tmp_path: Path, postgres_available: bool) -> Iterator[str]:
+    """A database URL private to this test: a fresh PostgreSQL schema, or a fresh SQLite file."""
+    kind = request.param
+    if kind == "default":
+        kind = "postgresql" if postgres_available else "sqlite"
+    if kind == "sqlite":
+        yield f"sqlite:///{tmp_path / 'calsync.sqlite3'}"
+        return
+    if not postgres_available:
+        pytest.skip("PostgreSQL is not reachable")
+    schema = f"t_{uuid.uuid4().hex[:12]}"
+    with psycopg.connect(POSTGRES_DSN, autocommit=True) as conn:
+        conn.execute(f"CREATE SCHEMA {schema}")
+    try:
+        yield f"postgresql+psycopg://postgres@127.0.0.1:5432/test?options=-csearch_path%3D{schema}"
+    finally:
+        with psycopg.connect(POSTGRES_DSN, autocommit=True) as conn:
+            conn.execute(f"DROP SCHEMA {schema} CASCADE")
+
+
+@pytest.fixture
+def broker_kind(request: pytest.FixtureRequest, rabbitmq_available: bool) -> str:
+    """Which broker this test runs on."""
+    if request.param == "rabbitmq" and not rabbitmq_available:
+        pytest.skip("RabbitMQ is not reachable")
+    return str(request.param)
+
+
+@pytest.fixture
+def namespace(redis_url: str) -> Iterator[str]:
+    """A Redis namespace private to this test, deleted afterwards."""
+    name = f"cst{uuid.uuid4().hex[:10]}"
+    yield name
+    client = redis.Redis.from_url(redis_url)
+    keys = list(client.scan_iter(match=f"{name}:*", count=1000))
+    if keys:
+        client.delete(*keys)
+    client.close()
+
+
+@pytest.fixture
+def settings_factory(
+    tmp_path: Path, redis_url: str, database: str, namespace: str, broker_kind: str
+) -> Iterator[Any]:
+    """Builds test-scale settings for this test's isolated resources (overrides as keyword arguments)."""
+    queue = f"cal{uuid.uuid4().hex[:8]}" if broker_kind == "rabbitmq" else "calendar"
+    broker_url = RABBITMQ_URL if broker_kind == "rabbitmq" else redis_url
+
+    def build(**overrides: Any) -> Any:
+        return make_settings(
+            tmp_path,
+            broker_url=broker_url,
+            redis_url=redis_url,
+            database_url=database,
+            redis_namespace=namespace,
+            queue=queue,
+            **overrides,
+        )
+
+    yield build
+    if broker_kind == "rabbitmq":
+        import pika
+
+        connection = pika.BlockingConnection(pika.URLParameters(RABBITMQ_URL))
+        channel = connection.channel()
+        for name in (queue, f"{queue}.DQ", f"{queue}.XQ"):
+            channel.queue_delete(name)
+        connection.close()
+
+
+@pytest.fixture
+def pipeline(settings_factory: Any) -> Iterator[Any]:
+    """A worker-side runtime on this test's resources, with the memory provider."""
+    from tests.support import Pipeline
+
+    built = Pipeline(settings_factory())
+    yield built
+    built.close()

@@ -1,0 +1,171 @@
+"""Helpers for tests: test-scale settings, a pipeline harness with real worker threads, condition waits."""
+
+from __future__ import annotations
+
+import contextlib
+import datetime as dt
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any, TypeVar
+
+import dramatiq
+
+import actors
+from core.producer import Producer, Receipt
+from core.runtime import Runtime
+from core.settings import Settings
+from core.store import accounts, dead_letters, events, migrate, targets
+from core.store.dead_letters import DeadLetter, DeadLetterFilter
+from core.store.targets import TargetKey, TargetRow
+from providers.memory import MemoryProvider
+
+T = TypeVar("T")
+
+TEST_SCALE: dict[str, Any] = {
+    "retry_schedule": (0.2, 0.4, 0.6),
+    "retry_jitter": 0.1,
+    "provider_timeout": 3,
+    "job_time_limit": 6,
+    "lock_ttl": 8,
+    "lock_retry_delay": 0.05,
+    "reconcile_after": 30,
+    "broker_heartbeat_timeout": 5,
+    "broker_maintenance_chance": 0.5,
+}
+
+
+def make_settings(data_dir: Path, **values: Any) -> Settings:
+    """Settings with test-scale timings; explicit values win."""
+    return Settings(data_dir=data_dir, **{**TEST_SCALE, **values})
+
+
+def wait_until(predicate: Callable[[], T], *, timeout: float = 30, what: str = "condition") -> T:
+    """Poll ``predicate`` until it returns something truthy; fail after ``timeout`` seconds."""
+    deadline = time.monotonic() + timeout
+    while True:
+        value = predicate()
+        if value:
+            return value
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out after {timeout}s waiting for {what}")
+        time.sleep(0.02)
+
+
+def change(
+    accounts_: list[str] | None,
+    *,
+    title: str = "Planning",
+    entity_id: str | None = None,
+    operation: str = "upsert",
+    start: str = "2026-12-01T09:00:00",
+    end: str = "2026-12-01T10:00:00",
+    **event: Any,
+) -> dict[str, Any]:
+    """A change document as a producer would send it."""
+    doc: dict[str, Any] = {"operation": operation}
+    if entity_id is not None:
+        doc["entity_id"] = entity_id
+    if accounts_ is not None:
+        doc["accounts"] = accounts_
+    if operation == "upsert":
+        doc["event"] = {"title": title, "start": start, "end": end, "time_zone": "Europe/Berlin", **event}
+    return doc
+
+
+class Pipeline:
+    """A worker-side runtime with the memory provider, plus shortcuts to drive and inspect it."""
+
+    def __init__(self, settings: Settings, provider: MemoryProvider | None = None) -> None:
+        self.settings = settings
+        self.provider = provider or MemoryProvider()
+        bootstrap = Runtime(settings, check_schema=False)
+        migrate.upgrade(bootstrap.db)
+        bootstrap.close()
+        self.runtime = Runtime(settings, role="worker", providers={"memory": self.provider})
+        self.broker = self.runtime.broker
+        self.actors = actors.declare(self.broker, self.runtime)
+        self.broker.emit_after("process_boot")
+        self.producer = Producer(self.runtime)
+        self._worker: dramatiq.Worker | None = None
+
+    @contextlib.contextmanager
+    def worker(self, threads: int = 4) -> Iterator[dramatiq.Worker]:
+        """Real Dramatiq worker threads consuming the real broker while the block runs."""
+        worker = dramatiq.Worker(self.broker, worker_threads=threads, worker_timeout=50)
+        worker.start()
+        try:
+            yield worker
+        finally:
+            worker.stop(timeout=10_000)
+
+    def close(self) -> None:
+        """Release the runtime."""
+        self.runtime.close()
+
+    # --- driving ------------------------------------------------------------------------------
+
+    def account(self, tenant: str = "tenant-1", account_id: str | None = None) -> str:
+        """Register a memory account."""
+        with self.runtime.db.write() as conn:
+            return accounts.add_account(
+                conn,
+                tenant_id=tenant,
+                provider="memory",
+                address=f"{account_id or 'cal'}@example.com",
+                credentials=None,
+                options={},
+                account_id=account_id,
+            ).id
+
+    def submit(self, accounts_: list[str] | None, tenant: str = "tenant-1", **kw: Any) -> Receipt:
+        """Submit a change through the producer."""
+        return self.producer.submit(tenant, change(accounts_, **kw))
+
+    # --- inspecting ---------------------------------------------------------------------------
+
+    def target(self, entity_id: str, account_id: str, tenant: str = "tenant-1") -> TargetRow:
+        """One target's row."""
+        with self.runtime.db.read() as conn:
+            row = targets.get_target(conn, TargetKey(tenant, entity_id, account_id))
+        assert row is not None
+        return row
+
+    def event_version(self, entity_id: str, tenant: str = "tenant-1") -> int:
+        """The event's current version."""
+        with self.runtime.db.read() as conn:
+            state = events.get_event(conn, tenant, entity_id)
+        assert state is not None
+        return state.version
+
+    def dead_letters(self, **flt: Any) -> list[DeadLetter]:
+        """Open DLQ records (filters as DeadLetterFilter fields)."""
+        with self.runtime.db.read() as conn:
+            return dead_letters.find(conn, DeadLetterFilter(**flt))
+
+    def outcomes(self) -> dict[str, int]:
+        """Job outcomes counted by the workers in the last hour."""
+        return dict(self.runtime.stats.totals(minutes=60))
+
+    def wait_target(self, entity_id: str, account_id: str, status: str, *, timeout: float = 30) -> TargetRow:
+        """Wait until a target reaches ``status`` and return it."""
+
+        def reached() -> TargetRow | None:
+            row = self.target(entity_id, account_id)
+            return row if row.status == status else None
+
+        return wait_until(reached, timeout=timeout, what=f"target {entity_id}/{account_id} to be {status}")
+
+    def wait_idle(self, *, timeout: float = 30) -> None:
+        """Wait until no target is pending."""
+
+        def idle() -> bool:
+            with self.runtime.db.read() as conn:
+                return targets.count_by_status(conn).get("pending", 0) == 0
+
+        wait_until(idle, timeout=timeout, what="every target to leave pending")
+
+
+def utcnow() -> dt.datetime:
+    """Aware now."""
+    return dt.datetime.now(dt.UTC)
