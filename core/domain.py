@@ -53,10 +53,10 @@ class EventFields(BaseModel):
     @field_validator("attendees")
     @classmethod
     def _unique_attendees(cls, value: tuple[str, ...]) -> tuple[str, ...]:
-        seen: dict[str, None] = {}
+        first_spelling: dict[str, str] = {}
         for email in value:
-            seen.setdefault(email.lower(), None)
-        return tuple(seen)
+            first_spelling.setdefault(email.lower(), email)
+        return tuple(first_spelling.values())
 
     @model_validator(mode="before")
     @classmethod

@@ -55,6 +55,8 @@ class Receipt:
 class _PlannedJob:
     account_id: str
     operation: Operation
+    # Operations whose recent enqueue for the same version already covers this job (dedup markers).
+    covered_by: tuple[Operation, ...] = ()
 
 
 def _operation(row: TargetRow | None, *, wanted_present: bool, cancelled: bool) -> Operation:
@@ -134,10 +136,11 @@ class Producer:
             and set(wanted) == present_now
         )
         if unchanged:
-            # Same request again: no new version; re-offer the jobs still pending (dedup drops duplicates).
+            # Same request again: no new version. Pending targets are re-offered; the dedup markers of the
+            # first submission (create or update) return its job ids instead of enqueueing twice.
             pending = [row for row in rows.values() if row.status == "pending"]
             return existing.id, existing.version, [
-                _PlannedJob(row.account_id, _operation(row, wanted_present=row.wanted == "present", cancelled=False))
+                _PlannedJob(row.account_id, "update" if row.wanted == "present" else "delete", ("create",))
                 for row in pending
             ]
 
@@ -170,7 +173,8 @@ class Producer:
                 trace_id=trace,
             )
             dedup = runtime.keys.dedup(tenant_id, entity_id, job.account_id, job.operation, version)
-            earlier = self._claim(dedup, payload.job_id)
+            covering = [runtime.keys.dedup(tenant_id, entity_id, job.account_id, op, version) for op in job.covered_by]
+            earlier = self._claim(dedup, payload.job_id, covering)
             if earlier is not None:
                 job_ids.append(earlier)
                 continue
@@ -192,12 +196,17 @@ class Producer:
         )  # fmt: skip
         return Receipt(entity_id, version, job_ids, deferred)
 
-    def _claim(self, key: str, job_id: str) -> str | None:
+    def _claim(self, key: str, job_id: str, covering: list[str]) -> str | None:
         """None when this enqueue is new; else the job id of the identical enqueue that came first."""
+        client = self.runtime.redis
         try:
-            if self.runtime.redis.set(key, job_id, nx=True, ex=self.runtime.settings.dedup_ttl):
+            for other in covering:
+                earlier = client.get(other)
+                if earlier is not None:
+                    return str(earlier.decode())
+            if client.set(key, job_id, nx=True, ex=self.runtime.settings.dedup_ttl):
                 return None
-            earlier = self.runtime.redis.get(key)
+            earlier = client.get(key)
         except redis.RedisError:
             return None  # the dedup cache is optional; a duplicate job is harmless
         return earlier.decode() if isinstance(earlier, bytes) else None

@@ -1,0 +1,67 @@
+"""Fixtures for the Google adapter and emulator tests: a real emulator over HTTP and the real client library."""
+
+from __future__ import annotations
+
+import socket
+from collections.abc import Iterator
+
+import pytest
+
+from providers.base import Account
+from providers.emulators.google import create_app
+from providers.emulators.server import RunningEmulator
+from providers.google import GoogleProvider
+from tests.providers.google.gcal_support import Api, Emulator
+
+
+@pytest.fixture(scope="session")
+def _running_emulator() -> Iterator[RunningEmulator]:
+    with RunningEmulator(create_app()) as running:
+        yield running
+
+
+@pytest.fixture
+def emulator(_running_emulator: RunningEmulator) -> Emulator:
+    """The shared emulator, reset for this test."""
+    emu = Emulator(_running_emulator)
+    emu.reset()
+    return emu
+
+
+@pytest.fixture
+def private_emulator() -> Iterator[Emulator]:
+    """An emulator of this test's own, for faults that leave requests running (delays) or need a fixed seed."""
+    with RunningEmulator(create_app(seed=7)) as running:
+        yield Emulator(running)
+
+
+@pytest.fixture
+def provider(emulator: Emulator) -> GoogleProvider:
+    """The adapter under test, talking HTTP to the emulator."""
+    return GoogleProvider(emulator.settings())
+
+
+@pytest.fixture
+def account(emulator: Emulator) -> Account:
+    """A user-OAuth Google account whose primary calendar is its address."""
+    return Account(
+        id="acct-1",
+        tenant_id="tenant-1",
+        provider="google",
+        address="alice@example.com",
+        credentials=emulator.user_credentials(),
+    )
+
+
+@pytest.fixture
+def api(emulator: Emulator) -> Api:
+    """The real client, for inspecting and changing the emulator's state."""
+    return Api(emulator)
+
+
+@pytest.fixture
+def closed_port() -> int:
+    """A local port nobody listens on (connection refused)."""
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return int(probe.getsockname()[1])

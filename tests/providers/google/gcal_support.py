@@ -1,0 +1,120 @@
+"""Helpers shared by the Google tests: the emulator's control API, the real client, event factories."""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import urllib.request
+import uuid
+from typing import Any
+
+import google_auth_httplib2
+import httplib2
+from google.oauth2 import credentials as user_credentials
+from googleapiclient.discovery import build
+
+from core.settings import Settings
+from providers.base import Account, EventState, Target
+from providers.emulators.server import RunningEmulator
+from providers.google import SCOPES
+
+
+class Emulator:
+    """A running Google emulator plus helpers for its /_emulator/ control API."""
+
+    def __init__(self, running: RunningEmulator) -> None:
+        self.running = running
+        self.url = running.url
+        self.api_endpoint = f"{self.url}/calendar/v3/"
+        self.token_uri = f"{self.url}/token"
+
+    def control(self, method: str, route: str, body: Any = None) -> Any:
+        """Call a control route and return its JSON answer (raises on a non-2xx answer)."""
+        data = None if body is None else json.dumps(body).encode()
+        request = urllib.request.Request(f"{self.url}/_emulator/{route}", data=data, method=method)
+        request.add_header("Content-Type", "application/json")
+        with urllib.request.urlopen(request, timeout=10) as answer:
+            return json.loads(answer.read() or b"null")
+
+    def fault(self, **rule: Any) -> Any:
+        """Add a fault rule."""
+        return self.control("POST", "faults", rule)
+
+    def requests(self) -> list[dict[str, Any]]:
+        """The request log."""
+        result: list[dict[str, Any]] = self.control("GET", "requests")
+        return result
+
+    def calls(self) -> list[tuple[str, str, int | None]]:
+        """The request log as (method, last path segment or 'token', status), compact enough to assert on."""
+        return [(r["method"], r["path"].rsplit("/", 1)[-1], r["status"]) for r in self.requests()]
+
+    def reset(self) -> None:
+        """Forget events, tokens, faults and the log."""
+        self.control("POST", "reset")
+
+    def settings(self, **overrides: Any) -> Settings:
+        """Settings pointing the adapter at this emulator."""
+        return Settings(**{"google_api_endpoint": self.api_endpoint, **overrides})
+
+    def user_credentials(self, refresh_token: str | None = None) -> dict[str, str]:
+        """Google's authorized_user JSON with the emulator as token endpoint."""
+        return {
+            "type": "authorized_user",
+            "client_id": "calsync-test.apps.googleusercontent.com",
+            "client_secret": "GOCSPX-test-secret",
+            "refresh_token": refresh_token or f"1//test-{uuid.uuid4().hex}",
+            "token_uri": self.token_uri,
+        }
+
+
+def make_event(event_id: str = "ev-1", **overrides: Any) -> EventState:
+    """A timed event with sensible defaults."""
+    fields: dict[str, Any] = {
+        "id": event_id,
+        "tenant_id": "tenant-1",
+        "version": 1,
+        "title": "Planning",
+        "start": dt.datetime(2026, 12, 1, 9, 0),
+        "end": dt.datetime(2026, 12, 1, 10, 0),
+        "time_zone": "Europe/Berlin",
+        "all_day": False,
+        **overrides,
+    }
+    return EventState(**fields)
+
+
+def target_for(event: EventState, account: Account, **overrides: Any) -> Target:
+    """The target of ``event`` in ``account``, not yet synced unless overridden."""
+    return Target(event_id=event.id, account_id=account.id, tenant_id=event.tenant_id, **overrides)
+
+
+class Api:
+    """The real Calendar client, authorised against the emulator, for looking at or changing its state directly."""
+
+    def __init__(self, emulator: Emulator) -> None:
+        creds = user_credentials.Credentials.from_authorized_user_info(
+            emulator.user_credentials("1//inspector"), scopes=list(SCOPES)
+        ).with_token_uri(emulator.token_uri)
+        self.http = google_auth_httplib2.AuthorizedHttp(creds, http=httplib2.Http(timeout=10))
+        options = {"api_endpoint": emulator.api_endpoint}
+        self.service = build("calendar", "v3", http=self.http, static_discovery=True, client_options=options)
+
+    def events(self) -> Any:
+        """The events collection."""
+        return self.service.events()
+
+    def run(self, request: Any) -> Any:
+        """Execute once, no retries."""
+        return request.execute(num_retries=0)
+
+    def list_all(self, calendar_id: str) -> list[dict[str, Any]]:
+        """Every stored event of a calendar, cancelled ones included."""
+        items: list[dict[str, Any]] = []
+        page_token = None
+        while True:
+            page = self.run(self.events().list(calendarId=calendar_id, showDeleted=True, pageToken=page_token))
+            items.extend(page["items"])
+            page_token = page.get("nextPageToken")
+            if not page_token:
+                return items

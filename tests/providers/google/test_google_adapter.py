@@ -1,0 +1,461 @@
+"""GoogleProvider against the emulator, through the real googleapiclient/google-auth/httplib2 stack."""
+
+from __future__ import annotations
+
+import dataclasses
+import datetime as dt
+import re
+import threading
+from typing import Any
+
+import pytest
+from cryptography.hazmat.primitives import serialization
+from cryptography.hazmat.primitives.asymmetric import rsa
+
+from core.errors import (
+    AuthRevoked,
+    ConfigurationError,
+    InvalidRequest,
+    ProviderUnavailable,
+    TemporaryError,
+)
+from providers.base import Account, Target
+from providers.google import (
+    SCOPES,
+    SYNC_KEY_PROPERTY,
+    VERSION_PROPERTY,
+    GoogleProvider,
+    event_id_for,
+    scrub,
+)
+from tests.providers.google.gcal_support import Api, Emulator, make_event, target_for
+
+CAL = "alice@example.com"
+
+
+def only_event(api: Api, calendar_id: str = CAL) -> dict[str, Any]:
+    """The single event stored in a calendar (cancelled ones count)."""
+    events = api.list_all(calendar_id)
+    assert len(events) == 1, events
+    return events[0]
+
+
+def service_account_info(emulator: Emulator) -> dict[str, str]:
+    """A service-account key file whose token endpoint is the emulator, with a key made for this test."""
+    key = rsa.generate_private_key(public_exponent=65537, key_size=2048)
+    pem = key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption())
+    return {
+        "type": "service_account",
+        "project_id": "calsync-test",
+        "private_key_id": "0123456789abcdef",
+        "private_key": pem.decode(),
+        "client_email": "robot@calsync-test.iam.gserviceaccount.com",
+        "client_id": "1234567890",
+        "token_uri": emulator.token_uri,
+    }
+
+
+# --- ids -----------------------------------------------------------------------------------------
+
+
+def test_event_ids_are_deterministic_base32hex() -> None:
+    first = event_id_for("tenant-1:ev-1:acct-1")
+    assert first == event_id_for("tenant-1:ev-1:acct-1")
+    assert re.fullmatch(r"[a-v0-9]{52}", first)
+    assert first != event_id_for("tenant-1:ev-1:acct-2")
+
+
+# --- round trips ---------------------------------------------------------------------------------
+
+
+def test_create_update_delete_round_trip(provider: GoogleProvider, account: Account, api: Api) -> None:
+    event = make_event(attendees=("bob@example.com",), location="Room 1", description="Agenda")
+    target = target_for(event, account)
+
+    created = provider.upsert(account, event, target)
+    stored = only_event(api)
+    assert created.external_id == event_id_for(target.sync_key) == stored["id"]
+    assert created.etag == stored["etag"]
+    assert stored["summary"] == "Planning"
+    assert (stored["location"], stored["description"]) == ("Room 1", "Agenda")
+    assert stored["start"] == {"dateTime": "2026-12-01T09:00:00", "timeZone": "Europe/Berlin"}
+    assert stored["end"] == {"dateTime": "2026-12-01T10:00:00", "timeZone": "Europe/Berlin"}
+    assert [a["email"] for a in stored["attendees"]] == ["bob@example.com"]
+    assert stored["extendedProperties"]["private"] == {SYNC_KEY_PROPERTY: target.sync_key, VERSION_PROPERTY: "1"}
+
+    changed = dataclasses.replace(event, version=2, title="Planning (moved)", location=None, attendees=())
+    synced = dataclasses.replace(target, external_id=created.external_id, etag=created.etag, synced_version=1)
+    updated = provider.upsert(account, changed, synced)
+    stored = only_event(api)
+    assert updated.external_id == created.external_id
+    assert updated.etag == stored["etag"] != created.etag
+    assert stored["summary"] == "Planning (moved)"
+    assert "location" not in stored
+    assert stored["extendedProperties"]["private"][VERSION_PROPERTY] == "2"
+
+    provider.delete(account, dataclasses.replace(synced, etag=updated.etag))
+    assert only_event(api)["status"] == "cancelled"
+
+
+def test_update_sends_if_match_and_send_updates(provider: GoogleProvider, account: Account, emulator: Emulator) -> None:
+    event = make_event(send_updates="external_only")
+    created = provider.upsert(account, event, target_for(event, account))
+    synced = target_for(event, account, external_id=created.external_id, etag=created.etag)
+    provider.upsert(account, dataclasses.replace(event, send_updates="all"), synced)
+    provider.delete(account, synced, send_updates="none")
+    writes = [r for r in emulator.requests() if r["method"] != "POST" or r["path"] != "/token"]
+    assert [(r["method"], r.get("send_updates"), r.get("if_match")) for r in writes] == [
+        ("POST", "externalOnly", None),
+        ("PUT", "all", created.etag),
+        ("DELETE", "none", None),
+    ]
+
+
+def test_all_day_and_aware_timed_events(provider: GoogleProvider, account: Account, api: Api) -> None:
+    all_day = make_event("ev-day", all_day=True, start=dt.date(2026, 12, 24), end=dt.date(2026, 12, 26))
+    provider.upsert(account, all_day, target_for(all_day, account))
+    aware = make_event(
+        "ev-aware",
+        start=dt.datetime(2026, 12, 1, 9, 0, tzinfo=dt.timezone(dt.timedelta(hours=1))),
+        end=dt.datetime(2026, 12, 1, 9, 30, tzinfo=dt.timezone(dt.timedelta(hours=1))),
+    )
+    provider.upsert(account, aware, target_for(aware, account))
+    by_key = {e["extendedProperties"]["private"][SYNC_KEY_PROPERTY]: e for e in api.list_all(CAL)}
+    day = by_key[target_for(all_day, account).sync_key]
+    assert (day["start"], day["end"]) == ({"date": "2026-12-24"}, {"date": "2026-12-26"})
+    timed = by_key[target_for(aware, account).sync_key]
+    assert timed["start"] == {"dateTime": "2026-12-01T09:00:00+01:00", "timeZone": "Europe/Berlin"}
+
+
+def test_timed_event_with_dates_is_invalid(provider: GoogleProvider, account: Account) -> None:
+    event = make_event(start=dt.date(2026, 12, 1), end=dt.date(2026, 12, 2))
+    with pytest.raises(InvalidRequest):
+        provider.upsert(account, event, target_for(event, account))
+
+
+def test_calendar_id_option(provider: GoogleProvider, account: Account, api: Api) -> None:
+    shared = dataclasses.replace(account, options={"calendar_id": "team/room@example.com"})
+    event = make_event()
+    provider.upsert(shared, event, target_for(event, shared))
+    assert only_event(api, "team/room@example.com")["summary"] == "Planning"
+    assert api.list_all(CAL) == []
+
+
+# --- idempotent create ---------------------------------------------------------------------------
+
+
+def test_409_adopts_the_earlier_create(provider: GoogleProvider, account: Account, api: Api) -> None:
+    event = make_event(version=3, title="Wanted")
+    target = target_for(event, account)
+    earlier = make_event(version=2, title="Older attempt")
+    first = provider.upsert(account, earlier, target)
+
+    adopted = provider.upsert(account, event, target)  # the pipeline never saw the first result
+    stored = only_event(api)
+    assert adopted.external_id == first.external_id == stored["id"]
+    assert (stored["summary"], stored["extendedProperties"]["private"][VERSION_PROPERTY]) == ("Wanted", "3")
+    assert adopted.etag == stored["etag"]
+
+
+def test_409_refuses_an_event_calsync_did_not_create(provider: GoogleProvider, account: Account, api: Api) -> None:
+    event = make_event()
+    target = target_for(event, account)
+    squatter = {"id": event_id_for(target.sync_key), "start": {"date": "2026-12-01"}, "end": {"date": "2026-12-02"}}
+    api.run(api.events().insert(calendarId=CAL, body=squatter))
+    with pytest.raises(InvalidRequest, match="not created by calsync"):
+        provider.upsert(account, event, target)
+
+
+def test_lost_insert_response_then_job_retry_makes_one_event(
+    provider: GoogleProvider, account: Account, emulator: Emulator, api: Api
+) -> None:
+    # The insert lands but both answers (httplib2 re-sends once, notes §4.4) are lost: a crash before commit.
+    emulator.fault(method="POST", path="/events$", after=True, drop=True, times=2)
+    event = make_event()
+    target = target_for(event, account)
+    with pytest.raises(ProviderUnavailable):
+        provider.upsert(account, event, target)
+    assert only_event(api)["status"] == "confirmed"
+
+    retried = provider.upsert(account, event, target)
+    assert retried.external_id == only_event(api)["id"] == event_id_for(target.sync_key)
+    assert retried.etag == only_event(api)["etag"]
+
+
+def test_lost_insert_response_recovered_within_the_call(
+    provider: GoogleProvider, account: Account, emulator: Emulator, api: Api
+) -> None:
+    emulator.fault(method="POST", path="/events$", after=True, drop=True, times=1)
+    event = make_event()
+    ref = provider.upsert(account, event, target_for(event, account))
+    assert ref.etag == only_event(api)["etag"]
+    assert emulator.calls()[1:5] == [
+        ("POST", "events", None),
+        ("POST", "events", 409),
+        ("GET", ref.external_id, 200),
+        ("PUT", ref.external_id, 200),
+    ]
+
+
+def test_recreate_after_delete_restores_the_same_event(provider: GoogleProvider, account: Account, api: Api) -> None:
+    event = make_event()
+    target = target_for(event, account)
+    created = provider.upsert(account, event, target)
+    provider.delete(account, dataclasses.replace(target, external_id=created.external_id))
+    assert only_event(api)["status"] == "cancelled"
+
+    again = provider.upsert(account, dataclasses.replace(event, version=2, title="Back"), target)
+    stored = only_event(api)
+    assert again.external_id == created.external_id == stored["id"]
+    assert (stored["status"], stored["summary"]) == ("confirmed", "Back")
+
+
+def test_update_of_a_vanished_id_creates(provider: GoogleProvider, account: Account, api: Api) -> None:
+    event = make_event()
+    target = target_for(event, account, external_id="gone00000000", etag='"1"')
+    ref = provider.upsert(account, event, target)
+    assert ref.external_id == event_id_for(target.sync_key) == only_event(api)["id"]
+
+
+# --- optimistic concurrency ----------------------------------------------------------------------
+
+
+def test_412_rereads_and_reapplies_keeping_foreign_fields(
+    provider: GoogleProvider, account: Account, api: Api, emulator: Emulator
+) -> None:
+    event = make_event(attendees=("bob@example.com",))
+    created = provider.upsert(account, event, target_for(event, account))
+    # Someone edits the event in Google Calendar: a colour, an RSVP, a property of another app.
+    api.run(
+        api.events().patch(
+            calendarId=CAL,
+            eventId=created.external_id,
+            body={
+                "summary": "Edited in Google",
+                "colorId": "5",
+                "attendees": [{"email": "bob@example.com", "responseStatus": "accepted"}],
+                "extendedProperties": {"private": {"otherApp": "x"}},
+            },
+        )
+    )
+    newer = dataclasses.replace(event, version=2, title="Ours")
+    stale = target_for(event, account, external_id=created.external_id, etag=created.etag)
+    ref = provider.upsert(account, newer, stale)
+    assert emulator.calls()[-3:] == [
+        ("PUT", created.external_id, 412),
+        ("GET", created.external_id, 200),
+        ("PUT", created.external_id, 200),
+    ]
+
+    stored = only_event(api)
+    assert ref.etag == stored["etag"]
+    assert (stored["summary"], stored["colorId"]) == ("Ours", "5")
+    assert stored["attendees"] == [{"email": "bob@example.com", "responseStatus": "accepted"}]
+    assert stored["extendedProperties"]["private"]["otherApp"] == "x"
+
+
+def test_412_forever_is_temporary(provider: GoogleProvider, account: Account, emulator: Emulator) -> None:
+    event = make_event()
+    created = provider.upsert(account, event, target_for(event, account))
+    emulator.fault(method="PUT", status=412)
+    synced = target_for(event, account, external_id=created.external_id, etag=created.etag)
+    with pytest.raises(TemporaryError, match="changed under us"):
+        provider.upsert(account, event, synced)
+
+
+def test_update_restores_an_event_deleted_in_google(provider: GoogleProvider, account: Account, api: Api) -> None:
+    event = make_event()
+    created = provider.upsert(account, event, target_for(event, account))
+    api.run(api.events().delete(calendarId=CAL, eventId=created.external_id))
+    synced = target_for(event, account, external_id=created.external_id, etag=created.etag)
+    provider.upsert(account, dataclasses.replace(event, version=2), synced)
+    assert only_event(api)["status"] == "confirmed"
+
+
+# --- delete --------------------------------------------------------------------------------------
+
+
+def test_delete_of_missing_or_deleted_event_succeeds(
+    provider: GoogleProvider, account: Account, emulator: Emulator
+) -> None:
+    event = make_event()
+    target = target_for(event, account)
+    provider.delete(account, target)  # never created: 404
+    provider.upsert(account, event, target)
+    provider.delete(account, target)  # no external id recorded: found by its deterministic id
+    provider.delete(account, target)  # already cancelled: 410
+    assert [c[2] for c in emulator.calls() if c[0] == "DELETE"] == [404, 204, 410]
+
+
+# --- credentials ---------------------------------------------------------------------------------
+
+
+def test_token_refresh_after_server_side_expiry(
+    provider: GoogleProvider, account: Account, emulator: Emulator, api: Api
+) -> None:
+    event = make_event()
+    created = provider.upsert(account, event, target_for(event, account))
+    emulator.control("POST", "tokens/expire")
+    synced = target_for(event, account, external_id=created.external_id, etag=created.etag)
+    provider.upsert(account, dataclasses.replace(event, version=2, title="After refresh"), synced)
+    assert only_event(api)["summary"] == "After refresh"
+    assert emulator.calls() == [
+        ("POST", "token", 200),
+        ("POST", "events", 200),
+        ("PUT", created.external_id, 401),
+        ("POST", "token", 200),
+        ("PUT", created.external_id, 200),
+        ("POST", "token", 200),  # the inspecting client's own grant
+        ("GET", "events", 200),
+    ]
+
+
+def test_access_token_is_reused_across_calls(provider: GoogleProvider, account: Account, emulator: Emulator) -> None:
+    for n in range(3):
+        event = make_event(f"ev-{n}")
+        provider.upsert(account, event, target_for(event, account))
+    assert [c[1] for c in emulator.calls()].count("token") == 1
+
+
+def test_short_token_lifetime_refreshes_before_each_call(
+    provider: GoogleProvider, account: Account, emulator: Emulator
+) -> None:
+    # google-auth refreshes when fewer than 3m45s remain, so a 60 s token is renewed before every call.
+    emulator.control("POST", "config", {"token_lifetime": 60})
+    for n in range(2):
+        event = make_event(f"ev-{n}")
+        provider.upsert(account, event, target_for(event, account))
+    assert [c[1] for c in emulator.calls()] == ["token", "events", "token", "events"]
+
+
+def test_service_account_with_domain_wide_delegation(provider: GoogleProvider, emulator: Emulator, api: Api) -> None:
+    robot = Account(
+        id="acct-sa",
+        tenant_id="tenant-1",
+        provider="google",
+        address=CAL,
+        credentials=service_account_info(emulator),
+    )
+    event = make_event()
+    ref = provider.upsert(robot, event, target_for(event, robot))
+    assert only_event(api)["id"] == ref.external_id
+    grant = emulator.requests()[0]
+    assert (grant["path"], grant["grant"], grant["subject"], grant["scope"]) == ("/token", "jwt-bearer", CAL, SCOPES[0])
+
+    as_itself = dataclasses.replace(robot, id="acct-sa-2", options={"delegate": False, "calendar_id": "c@example.com"})
+    provider.upsert(as_itself, event, target_for(event, as_itself))
+    assert [r["subject"] for r in emulator.requests() if r["path"] == "/token"][-1] is None
+
+    other_subject = dataclasses.replace(robot, id="acct-sa-3", options={"subject": "admin@example.com"})
+    provider.upsert(other_subject, event, target_for(event, other_subject))
+    assert [r["subject"] for r in emulator.requests() if r["path"] == "/token"][-1] == "admin@example.com"
+
+
+@pytest.mark.parametrize(
+    ("credentials", "options", "match"),
+    [
+        ({}, {}, "authorized_user or service_account"),
+        ({"type": "external_account"}, {}, "authorized_user or service_account"),
+        ({"type": "authorized_user", "client_id": "c", "refresh_token": "1//secret-rt"}, {}, "lack client_secret"),
+        ({"client_id": "c", "client_secret": "s3cr3t-value", "refresh_token": ""}, {}, "lack refresh_token"),
+        (
+            {"type": "service_account", "client_email": "r@x", "token_uri": "http://t", "private_key": "-----BEGIN"},
+            {},
+            "malformed",
+        ),
+        ({"type": "service_account", "client_email": "r@x", "private_key": "k"}, {}, "lack token_uri"),
+        ({"refresh_token": "1//rt", "client_id": "c", "client_secret": "s"}, {"calendar_id": 7}, "calendar_id"),
+    ],
+)
+def test_bad_credentials_are_configuration_errors(
+    provider: GoogleProvider, credentials: dict[str, Any], options: dict[str, Any], match: str
+) -> None:
+    broken = Account(
+        id="acct-bad", tenant_id="t", provider="google", address=CAL, credentials=credentials, options=options
+    )
+    event = make_event()
+    with pytest.raises(ConfigurationError, match=match) as caught:
+        provider.upsert(broken, event, target_for(event, broken))
+    for secret in ("1//secret-rt", "s3cr3t-value", "-----BEGIN"):
+        assert secret not in str(caught.value)
+
+
+def test_service_account_with_bad_delegate_option(provider: GoogleProvider, emulator: Emulator) -> None:
+    robot = Account(
+        id="acct-sa",
+        tenant_id="t",
+        provider="google",
+        address=CAL,
+        credentials=service_account_info(emulator),
+        options={"delegate": "yes"},
+    )
+    event = make_event()
+    with pytest.raises(ConfigurationError, match="delegate"):
+        provider.upsert(robot, event, target_for(event, robot))
+
+
+def test_error_messages_never_carry_secrets(provider: GoogleProvider, account: Account, emulator: Emulator) -> None:
+    refresh_token = account.credentials["refresh_token"]
+    leaky = f"echo {refresh_token} {account.credentials['client_secret']} Bearer ya29.abc eyJhb.eyJzd.sig"
+    emulator.fault(path="/events$", status=400, message=leaky)
+    event = make_event()
+    with pytest.raises(InvalidRequest) as caught:
+        provider.upsert(account, event, target_for(event, account))
+    text = str(caught.value)
+    assert "echo ***" in text
+    for secret in (refresh_token, "GOCSPX", "ya29.abc", "eyJhb"):
+        assert secret not in text
+    assert caught.value.__cause__ is None and caught.value.__suppress_context__
+
+    emulator.control("DELETE", "faults")
+    emulator.fault(path="^/token$", status=400, reason="invalid_grant", message=f"bad token {refresh_token}")
+    fresh = dataclasses.replace(account, id="acct-2")
+    with pytest.raises(AuthRevoked) as revoked:
+        provider.upsert(fresh, event, target_for(event, fresh))
+    assert refresh_token not in str(revoked.value)
+
+
+def test_scrub_removes_private_keys_and_known_secrets() -> None:
+    text = "key -----BEGIN PRIVATE KEY-----\nMIIE\n-----END PRIVATE KEY----- and hunter22"
+    assert scrub(text, ["hunter22"]) == "key *** and ***"
+
+
+# --- concurrency ---------------------------------------------------------------------------------
+
+
+def test_eight_threads_have_no_cross_talk(provider: GoogleProvider, account: Account, api: Api) -> None:
+    rounds = 6
+    start = threading.Barrier(8)
+    failures: list[str] = []
+    finals: dict[str, tuple[str, str | None]] = {}
+
+    def worker(n: int) -> None:
+        event = make_event(f"ev-{n}", title=f"thread {n} round 0")
+        target = target_for(event, account)
+        start.wait()
+        try:
+            ref = provider.upsert(account, event, target)
+            for round_ in range(1, rounds):
+                synced = dataclasses.replace(target, external_id=ref.external_id, etag=ref.etag)
+                changed = dataclasses.replace(event, version=round_ + 1, title=f"thread {n} round {round_}")
+                ref = provider.upsert(account, changed, synced)
+                if ref.external_id != event_id_for(target.sync_key):
+                    failures.append(f"thread {n} got {ref.external_id}")
+            finals[target.sync_key] = (f"thread {n} round {rounds - 1}", ref.etag)
+        except Exception as exc:  # collected and asserted below; a thread can't fail the test itself
+            failures.append(f"thread {n}: {exc!r}")
+
+    threads = [threading.Thread(target=worker, args=(n,)) for n in range(8)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert failures == []
+    stored = {e["extendedProperties"]["private"][SYNC_KEY_PROPERTY]: e for e in api.list_all(CAL)}
+    assert {key: (e["summary"], e["etag"]) for key, e in stored.items()} == finals
+    assert len(stored) == 8
+
+
+def test_event_id_ignores_sync_state() -> None:
+    one = Target(event_id="e", account_id="a", tenant_id="t", external_id="x", etag="1", synced_version=4)
+    assert event_id_for(one.sync_key) == event_id_for(Target(event_id="e", account_id="a", tenant_id="t").sync_key)

@@ -1,0 +1,166 @@
+"""Every row of providers.google.CLASSIFICATION, provoked for real against the emulator."""
+
+from __future__ import annotations
+
+import dataclasses
+import datetime as dt
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+import pytest
+
+from core.errors import CalsyncError
+from providers.base import Account
+from providers.google import CLASSIFICATION, QUOTA_RETRY_AFTER, GoogleProvider
+from tests.providers.google.gcal_support import Emulator, make_event, target_for
+
+
+@dataclass
+class Scene:
+    """What a case may touch: the shared emulator, the default adapter and account, and extra fixtures on demand."""
+
+    emulator: Emulator
+    provider: GoogleProvider
+    account: Account
+    request: pytest.FixtureRequest
+
+    def private(self, timeout: float = 0.5) -> tuple[GoogleProvider, Account, Emulator]:
+        """An adapter with a short timeout on an emulator of its own (delayed requests outlive the test)."""
+        emulator: Emulator = self.request.getfixturevalue("private_emulator")
+        account = dataclasses.replace(self.account, credentials=emulator.user_credentials())
+        return GoogleProvider(emulator.settings(provider_timeout=timeout)), account, emulator
+
+
+Arrange = Callable[[Scene], tuple[GoogleProvider, Account] | None]
+
+
+@dataclass(frozen=True)
+class Case:
+    """One way to provoke a row; ``retry_after`` is the hint the raised error must carry (when checked)."""
+
+    id: str
+    row: str
+    arrange: Arrange
+    retry_after: float | type[Any] | None = object
+    event: dict[str, Any] = dataclasses.field(default_factory=dict)
+
+
+def fault(**rule: Any) -> Arrange:
+    """Arrange a fault rule on the shared emulator."""
+
+    def arrange(scene: Scene) -> None:
+        scene.emulator.fault(**rule)
+
+    return arrange
+
+
+def revoke(scene: Scene) -> None:
+    scene.emulator.control("POST", "revoke", {"refresh_token": scene.account.credentials["refresh_token"]})
+
+
+def api_timeout(scene: Scene) -> tuple[GoogleProvider, Account]:
+    provider, account, emulator = scene.private()
+    emulator.fault(path="/events$", delay_ms=2000, status=503)
+    return provider, account
+
+
+def token_timeout(scene: Scene) -> tuple[GoogleProvider, Account]:
+    provider, account, emulator = scene.private()
+    emulator.fault(path="^/token$", delay_ms=2000, status=503)
+    return provider, account
+
+
+def refused(scene: Scene) -> tuple[GoogleProvider, Account]:
+    port: int = scene.request.getfixturevalue("closed_port")
+    nowhere = f"http://127.0.0.1:{port}"
+    credentials = {
+        **scene.emulator.user_credentials(),
+        "token_uri": f"{nowhere}/token",
+        "token": "ya29.cached",  # still valid: the API call itself meets the closed port
+        "expiry": "2099-01-01T00:00:00Z",
+    }
+    provider = GoogleProvider(scene.emulator.settings(google_api_endpoint=f"{nowhere}/calendar/v3/"))
+    return provider, dataclasses.replace(scene.account, credentials=credentials)
+
+
+EVENTS = "/events$"
+TOKEN = "^/token$"
+
+CASES = [
+    Case("429-retry-after", "429 too many requests", fault(path=EVENTS, status=429, retry_after=7), retry_after=7),
+    Case("429-no-hint", "429 too many requests", fault(path=EVENTS, status=429), retry_after=None),
+    Case("403-rateLimitExceeded", "403 rate limit", fault(path=EVENTS, status=403, reason="rateLimitExceeded")),
+    Case(
+        "403-userRateLimitExceeded-details",
+        "403 rate limit",
+        fault(path=EVENTS, status=403, reason="userRateLimitExceeded", style="details", retry_after=30),
+        retry_after=30,
+    ),
+    Case(
+        "403-quotaExceeded",
+        "403 calendar usage limits",
+        fault(path=EVENTS, status=403, reason="quotaExceeded"),
+        retry_after=QUOTA_RETRY_AFTER,
+    ),
+    Case("403-forbidden", "403 permission denied", fault(path=EVENTS, status=403)),
+    Case(
+        "403-forbiddenForServiceAccounts",
+        "403 permission denied",
+        fault(path=EVENTS, status=403, reason="forbiddenForServiceAccounts"),
+    ),
+    Case(
+        "403-insufficientPermissions",
+        "403 permission denied",
+        fault(path=EVENTS, status=403, reason="insufficientPermissions"),
+    ),
+    Case(
+        "403-insufficient-scopes",
+        "403 permission denied",
+        fault(path=EVENTS, status=403, message="Request had insufficient authentication scopes.", style="status_only"),
+    ),
+    Case("401-after-refresh", "401 after refresh", fault(path=EVENTS, status=401)),
+    Case(
+        "400-timeRangeEmpty",
+        "400 bad request",
+        lambda scene: None,
+        event={"end": dt.datetime(2026, 12, 1, 8, 0)},
+    ),
+    Case("400-invalid", "400 bad request", fault(path=EVENTS, status=400, reason="invalid")),
+    Case("404-calendar", "404/410 calendar or event gone", fault(path=EVENTS, status=404)),
+    Case("410-gone", "404/410 calendar or event gone", fault(path=EVENTS, status=410)),
+    Case("500", "5xx server error", fault(path=EVENTS, status=500)),
+    Case("503-retry-after", "5xx server error", fault(path=EVENTS, status=503, retry_after=5), retry_after=5),
+    Case("502-html", "5xx server error", fault(path=EVENTS, status=502, style="html")),
+    Case("revoked-refresh-token", "token grant refused", revoke),
+    Case("invalid_client", "token grant refused", fault(path=TOKEN, status=401, reason="invalid_client")),
+    Case("unauthorized_client", "token grant refused", fault(path=TOKEN, status=400, reason="unauthorized_client")),
+    Case("token-502-html", "token endpoint failure", fault(path=TOKEN, status=502, style="html")),
+    # JSON 5xx: google-auth itself tries three times, sleeping ~1 s and ~2 s (notes §5.4).
+    Case("token-503-json", "token endpoint failure", fault(path=TOKEN, status=503)),
+    Case("api-timeout", "timeout", api_timeout),
+    Case("token-timeout", "timeout", token_timeout),
+    Case("dropped-connection", "connection failure", fault(path=EVENTS, drop=True)),
+    Case("connection-refused", "connection failure", refused),
+    Case("unexpected-status", "anything else", fault(path=EVENTS, status=418)),
+]
+
+
+def test_every_row_has_a_case() -> None:
+    assert [row.name for row in CLASSIFICATION] == list(dict.fromkeys(case.row for case in CASES))
+
+
+@pytest.mark.parametrize("case", CASES, ids=[case.id for case in CASES])
+def test_classification_row(
+    case: Case, emulator: Emulator, provider: GoogleProvider, account: Account, request: pytest.FixtureRequest
+) -> None:
+    row = next(row for row in CLASSIFICATION if row.name == case.row)
+    arranged = case.arrange(Scene(emulator, provider, account, request))
+    provider, account = arranged or (provider, account)
+    event = make_event(**case.event)
+    with pytest.raises(CalsyncError) as caught:
+        provider.upsert(account, event, target_for(event, account))
+    assert type(caught.value) is row.error
+    assert f"({row.name})" in str(caught.value)
+    if case.retry_after is not object:
+        assert getattr(caught.value, "retry_after", None) == case.retry_after

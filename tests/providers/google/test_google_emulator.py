@@ -1,0 +1,422 @@
+"""The emulator speaks Calendar v3 and OAuth the way the real client library expects."""
+
+from __future__ import annotations
+
+import http.client
+import json
+import re
+import urllib.error
+import urllib.request
+from typing import Any
+
+import google_auth_httplib2
+import httplib2
+import pytest
+from cryptography.hazmat.primitives import serialization
+from cryptography.hazmat.primitives.asymmetric import rsa
+from google.auth.exceptions import RefreshError
+from google.oauth2 import service_account
+from googleapiclient.errors import HttpError
+
+from providers.emulators.google import create_app
+from providers.emulators.server import EmulatorApp, RunningEmulator
+from providers.google import SCOPES
+from tests.providers.google.gcal_support import Api, Emulator
+
+CAL = "alice@example.com"
+
+
+def body(event_id: str | None = None, **fields: Any) -> dict[str, Any]:
+    """A minimal valid all-day event body."""
+    resource: dict[str, Any] = {
+        "summary": "x",
+        "start": {"date": "2026-12-01"},
+        "end": {"date": "2026-12-02"},
+        **fields,
+    }
+    if event_id is not None:
+        resource["id"] = event_id
+    return resource
+
+
+def http_error(call: Any) -> HttpError:
+    """Run a request that must fail and return the HttpError."""
+    with pytest.raises(HttpError) as caught:
+        call.execute(num_retries=0)
+    return caught.value
+
+
+def error_json(exc: HttpError) -> dict[str, Any]:
+    """The error object of a Google error body."""
+    payload: dict[str, Any] = json.loads(exc.content)["error"]
+    return payload
+
+
+def raw(emulator: Emulator, method: str, path: str, token: str | None = None, form: str | None = None) -> Any:
+    """A bare HTTP call (no client library) returning (status, parsed body)."""
+    request = urllib.request.Request(f"{emulator.url}{path}", data=form.encode() if form else None, method=method)
+    if token:
+        request.add_header("Authorization", f"Bearer {token}")
+    if form:
+        request.add_header("Content-Type", "application/x-www-form-urlencoded")
+    try:
+        with urllib.request.urlopen(request, timeout=10) as answer:
+            return answer.status, json.loads(answer.read() or b"null")
+    except urllib.error.HTTPError as exc:
+        return exc.code, json.loads(exc.read() or b"null")
+
+
+def test_create_app_is_an_emulator_app() -> None:
+    assert isinstance(create_app(), EmulatorApp)
+
+
+def test_client_ids_must_be_base32hex(api: Api) -> None:
+    created = api.run(api.events().insert(calendarId=CAL, body=body("abcdev01234")))
+    assert created["id"] == "abcdev01234"
+    assert created["iCalUID"] == "abcdev01234@google.com"
+    assert re.fullmatch(r'"\d+"', created["etag"])
+    for bad in ("ABCDEF12345", "abcd", "abc-def-123", "wxyz12345"):
+        exc = http_error(api.events().insert(calendarId=CAL, body=body(bad)))
+        assert exc.resp.status == 400
+        assert error_json(exc) == {
+            "code": 400,
+            "message": "Invalid resource id value.",
+            "errors": [{"domain": "global", "reason": "invalid", "message": "Invalid resource id value."}],
+            "status": "INVALID_ARGUMENT",
+        }
+
+
+def test_server_generates_ids_in_the_same_alphabet(api: Api) -> None:
+    created = api.run(api.events().insert(calendarId=CAL, body=body()))
+    assert re.fullmatch(r"[a-v0-9]{5,1024}", created["id"])
+
+
+def test_duplicate_id_is_409_even_when_cancelled(api: Api) -> None:
+    api.run(api.events().insert(calendarId=CAL, body=body("dup00001")))
+    exc = http_error(api.events().insert(calendarId=CAL, body=body("dup00001")))
+    assert exc.resp.status == 409
+    assert error_json(exc)["errors"][0]["reason"] == "duplicate"
+    api.run(api.events().delete(calendarId=CAL, eventId="dup00001"))
+    assert http_error(api.events().insert(calendarId=CAL, body=body("dup00001"))).resp.status == 409
+
+
+def test_delete_cancels_then_410_and_unknown_is_404(api: Api) -> None:
+    api.run(api.events().insert(calendarId=CAL, body=body("del00001")))
+    assert api.run(api.events().delete(calendarId=CAL, eventId="del00001")) == ""
+    kept = api.run(api.events().get(calendarId=CAL, eventId="del00001"))
+    assert kept["status"] == "cancelled"
+    gone = http_error(api.events().delete(calendarId=CAL, eventId="del00001"))
+    assert (gone.resp.status, error_json(gone)["errors"][0]["reason"]) == (410, "deleted")
+    missing = http_error(api.events().delete(calendarId=CAL, eventId="never0001"))
+    assert (missing.resp.status, error_json(missing)["errors"][0]["reason"]) == (404, "notFound")
+    assert http_error(api.events().get(calendarId=CAL, eventId="never0001")).resp.status == 404
+
+
+def test_update_restores_a_cancelled_event(api: Api) -> None:
+    api.run(api.events().insert(calendarId=CAL, body=body("res00001")))
+    api.run(api.events().delete(calendarId=CAL, eventId="res00001"))
+    restored = api.run(api.events().update(calendarId=CAL, eventId="res00001", body=body(summary="back")))
+    assert (restored["status"], restored["summary"], restored["sequence"]) == ("confirmed", "back", 1)
+
+
+def test_if_match_and_if_none_match(api: Api) -> None:
+    created = api.run(api.events().insert(calendarId=CAL, body=body("etag0001")))
+    changed = api.run(api.events().patch(calendarId=CAL, eventId="etag0001", body={"summary": "y"}))
+    assert changed["etag"] != created["etag"]
+
+    stale = api.events().update(calendarId=CAL, eventId="etag0001", body=body(summary="z"))
+    stale.headers["If-Match"] = created["etag"]
+    exc = http_error(stale)
+    assert exc.resp.status == 412
+    assert error_json(exc)["errors"][0] == {
+        "domain": "global",
+        "reason": "conditionNotMet",
+        "message": "Precondition Failed",
+        "locationType": "header",
+        "location": "If-Match",
+    }
+    fresh = api.events().update(calendarId=CAL, eventId="etag0001", body=body(summary="z"))
+    fresh.headers["If-Match"] = changed["etag"]
+    assert api.run(fresh)["summary"] == "z"
+
+    cached = api.events().get(calendarId=CAL, eventId="etag0001")
+    cached.headers["If-None-Match"] = api.run(api.events().get(calendarId=CAL, eventId="etag0001"))["etag"]
+    assert http_error(cached).resp.status == 304
+
+
+def test_patch_merges_and_null_removes(api: Api) -> None:
+    api.run(
+        api.events().insert(
+            calendarId=CAL, body=body("pat00001", extendedProperties={"private": {"a": "1", "b": "2"}}, location="L")
+        )
+    )
+    patched = api.run(
+        api.events().patch(
+            calendarId=CAL,
+            eventId="pat00001",
+            body={"location": None, "extendedProperties": {"private": {"b": None, "c": "3"}}},
+        )
+    )
+    assert "location" not in patched
+    assert patched["extendedProperties"]["private"] == {"a": "1", "c": "3"}
+
+
+@pytest.mark.parametrize(
+    ("start", "end", "reason"),
+    [
+        ({"dateTime": "2026-12-01T10:00:00"}, {"dateTime": "2026-12-01T11:00:00"}, "required"),
+        ({"dateTime": "2026-12-01T10:00:00Z"}, {"dateTime": "2026-12-01T09:00:00Z"}, "timeRangeEmpty"),
+        ({"date": "2026-12-01"}, {"dateTime": "2026-12-01T09:00:00Z"}, "invalid"),
+        ({"dateTime": "2026-12-01T10:00:00", "timeZone": "Mars/Olympus"}, {"date": "2026-12-02"}, "invalid"),
+    ],
+)
+def test_invalid_times_are_400(api: Api, start: dict[str, str], end: dict[str, str], reason: str) -> None:
+    exc = http_error(api.events().insert(calendarId=CAL, body={"start": start, "end": end}))
+    assert (exc.resp.status, error_json(exc)["errors"][0]["reason"]) == (400, reason)
+
+
+def test_timed_event_with_time_zone(api: Api) -> None:
+    when = {"dateTime": "2026-12-01T10:00:00", "timeZone": "Europe/Berlin"}
+    until = {"dateTime": "2026-12-01T11:00:00", "timeZone": "Europe/Berlin"}
+    created = api.run(api.events().insert(calendarId=CAL, body={"start": when, "end": until}))
+    assert (created["start"], created["end"]) == (when, until)
+
+
+def test_percent_encoded_calendar_ids(api: Api, emulator: Emulator) -> None:
+    odd = "team/room+1@example.com"
+    api.run(api.events().insert(calendarId=odd, body=body("pct00001")))
+    assert [e["id"] for e in api.list_all(odd)] == ["pct00001"]
+    assert api.list_all("team") == []
+    assert api.run(api.events().get(calendarId=odd, eventId="pct00001"))["organizer"]["email"] == odd
+    assert emulator.requests()[1]["path"] == f"/calendar/v3/calendars/{odd}/events"
+
+
+def test_listing_hides_cancelled_unless_show_deleted(api: Api) -> None:
+    for n in range(5):
+        api.run(api.events().insert(calendarId=CAL, body=body(f"lst0000{n}")))
+    api.run(api.events().delete(calendarId=CAL, eventId="lst00000"))
+    visible = api.run(api.events().list(calendarId=CAL))["items"]
+    assert [e["id"] for e in visible] == ["lst00001", "lst00002", "lst00003", "lst00004"]
+    everything = api.list_all(CAL)
+    assert [(e["id"], e["status"]) for e in everything][:2] == [("lst00000", "cancelled"), ("lst00001", "confirmed")]
+    assert len(everything) == 5
+
+
+def test_listing_pages(api: Api) -> None:
+    for n in range(5):
+        api.run(api.events().insert(calendarId=CAL, body=body(f"pag0000{n}")))
+    first = api.run(api.events().list(calendarId=CAL, maxResults=2))
+    assert [e["id"] for e in first["items"]] == ["pag00000", "pag00001"]
+    rest = api.run(api.events().list(calendarId=CAL, maxResults=2, pageToken=first["nextPageToken"]))
+    assert [e["id"] for e in rest["items"]] == ["pag00002", "pag00003"]
+    last = api.run(api.events().list(calendarId=CAL, maxResults=2, pageToken=rest["nextPageToken"]))
+    assert [e["id"] for e in last["items"]] == ["pag00004"]
+    assert "nextPageToken" not in last
+
+
+def test_private_extended_property_filter(api: Api) -> None:
+    api.run(api.events().insert(calendarId=CAL, body=body("prp00001", extendedProperties={"private": {"k": "1"}})))
+    api.run(api.events().insert(calendarId=CAL, body=body("prp00002", extendedProperties={"private": {"k": "2"}})))
+    found = api.run(api.events().list(calendarId=CAL, privateExtendedProperty="k=2"))["items"]
+    assert [e["id"] for e in found] == ["prp00002"]
+
+
+def test_api_calls_need_a_live_token(emulator: Emulator) -> None:
+    status, payload = raw(emulator, "GET", f"/calendar/v3/calendars/{CAL}/events")
+    assert status == 401
+    assert payload["error"]["errors"][0]["reason"] == "authError"
+    status, grant = raw(emulator, "POST", "/token", form="grant_type=refresh_token&refresh_token=r1&client_id=c")
+    assert (status, grant["token_type"], grant["expires_in"]) == (200, "Bearer", 3599)
+    assert raw(emulator, "GET", f"/calendar/v3/calendars/{CAL}/events", grant["access_token"])[0] == 200
+    assert emulator.control("POST", "tokens/expire") == {"expired": 1}
+    status, payload = raw(emulator, "GET", f"/calendar/v3/calendars/{CAL}/events", grant["access_token"])
+    assert (status, payload["error"]["status"]) == (401, "UNAUTHENTICATED")
+
+
+def test_token_lifetime_is_configurable(emulator: Emulator, api: Api) -> None:
+    assert emulator.control("POST", "config", {"token_lifetime": 0}) == {"token_lifetime": 0}
+    # Every token is dead on arrival: AuthorizedHttp retries twice with fresh ones, then lets the 401 through.
+    assert http_error(api.events().list(calendarId=CAL)).resp.status == 401
+    assert [c for c in emulator.calls() if c[1] == "events"] == [("GET", "events", 401)] * 3
+    emulator.reset()
+    assert emulator.control("GET", "config") == {"token_lifetime": 3599}
+
+
+def test_revoked_refresh_token_answers_invalid_grant(emulator: Emulator, api: Api) -> None:
+    api.run(api.events().list(calendarId=CAL))
+    assert emulator.control("POST", "revoke", {"refresh_token": "1//inspector"}) == {"revoked": True}
+    with pytest.raises(RefreshError) as caught:
+        api.run(api.events().list(calendarId=CAL))
+    assert caught.value.args[1]["error"] == "invalid_grant"
+    assert [c[2] for c in emulator.calls()] == [200, 200, 401, 400]
+    other = raw(emulator, "POST", "/token", form="grant_type=refresh_token&refresh_token=other&client_id=any")
+    assert other[0] == 200
+
+
+def test_service_account_jwt_grant(emulator: Emulator) -> None:
+    key = rsa.generate_private_key(public_exponent=65537, key_size=2048)
+    pem = key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption())
+    info = {
+        "type": "service_account",
+        "client_email": "robot@project.iam.gserviceaccount.com",
+        "private_key": pem.decode(),
+        "private_key_id": "k1",
+        "token_uri": emulator.token_uri,
+    }
+    creds = service_account.Credentials.from_service_account_info(info, scopes=list(SCOPES)).with_subject(CAL)
+    creds.refresh(google_auth_httplib2.Request(httplib2.Http(timeout=10)))
+    assert creds.token.startswith("ya29.emu-")
+    assert emulator.requests()[-1] == {
+        "method": "POST",
+        "path": "/token",
+        "status": 200,
+        "grant": "jwt-bearer",
+        "subject": CAL,
+        "scope": SCOPES[0],
+    }
+    emulator.control("POST", "revoke", {"client_email": info["client_email"]})
+    with pytest.raises(RefreshError) as caught:
+        creds.refresh(google_auth_httplib2.Request(httplib2.Http(timeout=10)))
+    assert caught.value.args[1]["error"] == "invalid_grant"
+
+
+def test_malformed_assertion_is_invalid_grant(emulator: Emulator) -> None:
+    form = "grant_type=urn%3Aietf%3Aparams%3Aoauth%3Agrant-type%3Ajwt-bearer&assertion=not.a.jwt"
+    status, payload = raw(emulator, "POST", "/token", form=form)
+    assert (status, payload["error"]) == (400, "invalid_grant")
+    assert raw(emulator, "POST", "/token", form="grant_type=password")[1]["error"] == "unsupported_grant_type"
+
+
+def test_request_log_and_reset(emulator: Emulator, api: Api) -> None:
+    api.run(api.events().insert(calendarId=CAL, body=body("log00001"), sendUpdates="externalOnly"))
+    api.run(api.events().delete(calendarId=CAL, eventId="log00001", sendUpdates="all"))
+    assert emulator.requests() == [
+        {
+            "method": "POST",
+            "path": "/token",
+            "status": 200,
+            "grant": "refresh_token",
+            "subject": None,
+            "scope": SCOPES[0],
+        },
+        {
+            "method": "POST",
+            "path": f"/calendar/v3/calendars/{CAL}/events",
+            "status": 200,
+            "send_updates": "externalOnly",
+        },
+        {
+            "method": "DELETE",
+            "path": f"/calendar/v3/calendars/{CAL}/events/log00001",
+            "status": 204,
+            "send_updates": "all",
+        },
+    ]
+    emulator.fault(status=500)
+    emulator.reset()
+    assert emulator.requests() == []
+    assert emulator.control("GET", "faults") == []
+
+
+# --- fault rules ---------------------------------------------------------------------------------
+
+
+def test_fault_times_counts_down(emulator: Emulator, api: Api) -> None:
+    emulator.fault(method="GET", path=r"/events$", status=503, times=2)
+    assert http_error(api.events().list(calendarId=CAL)).resp.status == 503
+    assert http_error(api.events().list(calendarId=CAL)).resp.status == 503
+    assert api.run(api.events().list(calendarId=CAL))["items"] == []
+    assert emulator.control("GET", "faults") == []
+
+
+def test_fault_matches_method_and_path(emulator: Emulator, api: Api) -> None:
+    emulator.fault(method="POST", path=r"/calendars/bob@example\.com/", status=500)
+    api.run(api.events().insert(calendarId=CAL, body=body("mat00001")))
+    assert api.run(api.events().list(calendarId="bob@example.com"))["items"] == []
+    assert http_error(api.events().insert(calendarId="bob@example.com", body=body())).resp.status == 500
+
+
+def _coin_tosses(seed: int) -> list[int]:
+    with RunningEmulator(create_app(seed=seed)) as running:
+        emulator = Emulator(running)
+        emulator.fault(method="GET", status=503, probability=0.5)
+        return [raw(emulator, "GET", f"/calendar/v3/calendars/{CAL}/events")[0] for _ in range(30)]
+
+
+def test_fault_probability_is_reproducible_with_a_seed() -> None:
+    first, second = _coin_tosses(11), _coin_tosses(11)
+    assert first == second
+    assert set(first) == {401, 503}  # spared calls reach the API (401: no token), the others get the 503
+
+
+def test_fault_after_applies_the_request_then_breaks_it(emulator: Emulator, api: Api) -> None:
+    emulator.fault(method="POST", path=r"/events$", status=503, after=True, times=1)
+    assert http_error(api.events().insert(calendarId=CAL, body=body("aft00001"))).resp.status == 503
+    assert [e["id"] for e in api.list_all(CAL)] == ["aft00001"]
+
+
+def test_fault_drop_closes_without_answer(emulator: Emulator, api: Api) -> None:
+    emulator.fault(method="POST", path=r"/events$", drop=True, after=True)
+    with pytest.raises(http.client.RemoteDisconnected):
+        api.run(api.events().insert(calendarId=CAL, body=body("drp00001")))
+    # httplib2 re-sends once on a dropped connection (notes §4.4); the second attempt found the id taken.
+    assert emulator.calls()[1:] == [("POST", "events", None), ("POST", "events", None)]
+    assert [e["id"] for e in api.list_all(CAL)] == ["drp00001"]
+
+
+def test_fault_retry_after_and_reason(emulator: Emulator, api: Api) -> None:
+    emulator.fault(path="/events$", status=429, retry_after=7)
+    exc = http_error(api.events().list(calendarId=CAL))
+    assert exc.resp.get("retry-after") == "7"
+    assert error_json(exc) == {
+        "code": 429,
+        "message": "Rate Limit Exceeded",
+        "errors": [{"domain": "usageLimits", "reason": "rateLimitExceeded", "message": "Rate Limit Exceeded"}],
+        "status": "RESOURCE_EXHAUSTED",
+    }
+
+
+def test_fault_body_styles(emulator: Emulator, api: Api) -> None:
+    emulator.fault(path="/events$", status=403, reason="userRateLimitExceeded", style="details", times=1)
+    detailed = http_error(api.events().list(calendarId=CAL))
+    # With "details" present the client's error_details switches to them (notes §1.3).
+    assert detailed.error_details[0]["reason"] == "USER_RATE_LIMIT_EXCEEDED"
+    assert error_json(detailed)["errors"][0]["reason"] == "userRateLimitExceeded"
+
+    scopes = "Request had insufficient authentication scopes."
+    emulator.fault(path="/events$", status=403, message=scopes, style="status_only", times=1)
+    bare = error_json(http_error(api.events().list(calendarId=CAL)))
+    assert bare == {
+        "code": 403,
+        "message": "Request had insufficient authentication scopes.",
+        "status": "PERMISSION_DENIED",
+    }
+
+    emulator.fault(path="/events$", status=502, style="html", times=1)
+    page = http_error(api.events().list(calendarId=CAL))
+    assert page.resp["content-type"].startswith("text/html")
+    assert page.reason == "Bad Gateway"
+
+
+def test_fault_on_token_endpoint_uses_oauth_shape(emulator: Emulator) -> None:
+    emulator.fault(path="^/token$", status=401, reason="invalid_client", message="The OAuth client was not found.")
+    status, payload = raw(emulator, "POST", "/token", form="grant_type=refresh_token&refresh_token=r")
+    assert (status, payload) == (
+        401,
+        {"error": "invalid_client", "error_description": "The OAuth client was not found."},
+    )
+
+
+def test_fault_delay_outlasts_a_client_timeout(private_emulator: Emulator) -> None:
+    private_emulator.fault(method="GET", delay_ms=2000, status=503)
+    connection = http.client.HTTPConnection(private_emulator.url.removeprefix("http://"), timeout=0.3)
+    with pytest.raises(TimeoutError):
+        connection.request("GET", f"/calendar/v3/calendars/{CAL}/events", headers={"Authorization": "Bearer x"})
+        connection.getresponse()
+    connection.close()
+
+
+def test_bad_fault_spec_is_400(emulator: Emulator) -> None:
+    with pytest.raises(urllib.error.HTTPError) as caught:
+        emulator.fault(status=503, style="comic-sans")
+    assert caught.value.code == 400
