@@ -203,7 +203,7 @@ class Producer:
             for other in covering:
                 earlier = client.get(other)
                 if earlier is not None:
-                    return str(earlier.decode())
+                    return earlier.decode() if isinstance(earlier, bytes) else str(earlier)
             if client.set(key, job_id, nx=True, ex=self.runtime.settings.dedup_ttl):
                 return None
             earlier = client.get(key)

@@ -16,6 +16,7 @@ import sqlalchemy.exc
 from core.cli.accounts import accounts
 from core.cli.changes import events, submit
 from core.cli.common import CliState
+from core.cli.demo import demo
 from core.cli.dlq import dlq
 from core.cli.emulator import emulator
 from core.cli.ops import migrate, reconcile, secret_key, stop, worker
@@ -61,10 +62,14 @@ def cli() -> None:
     configure_logging(logging.getLevelName(logging.WARNING))
 
 
-for command in (accounts, submit, events, dlq, worker, reconcile, migrate, stop, secret_key, emulator):
+for command in (accounts, submit, events, dlq, worker, reconcile, migrate, stop, secret_key, emulator, demo):
     cli.add_command(command)
 
 
 def main() -> None:
     """Console-script entry point."""
     cli(prog_name="calsync")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,87 @@
+#!/usr/bin/env python3
+"""The README's two commands, needing nothing but Python 3.11+:
+
+    python3 dev.py demo    # set up .venv from requirements.lock, then run `calsync demo`
+    python3 dev.py test    # set up .venv from requirements-dev.lock, then lint, type-check and run every test
+
+Both install from the hash-pinned lock files (the same ones the Docker image uses) into ./.venv, and
+only reinstall when a lock file or pyproject.toml changed. Extra arguments go to the demo or to pytest.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import subprocess
+import sys
+import venv
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent
+VENV = ROOT / ".venv"
+BIN = VENV / "bin"
+STAMP = VENV / ".calsync-installed"
+LINTED = ["core", "actors", "providers", "tests", "benchmarks", "k8s", "dev.py"]
+TYPED = ["core", "actors", "providers"]
+
+
+def _say(text: str) -> None:
+    print(f"==> {text}", flush=True)
+
+
+def _run(*args: str | Path, env: dict[str, str] | None = None) -> None:
+    result = subprocess.run([str(a) for a in args], cwd=ROOT, env=env, check=False)
+    if result.returncode != 0:
+        sys.exit(result.returncode)
+
+
+def _fingerprint(lock: str) -> str:
+    digest = hashlib.sha256()
+    for name in (lock, "pyproject.toml"):
+        digest.update((ROOT / name).read_bytes())
+    return f"{lock}:{digest.hexdigest()}"
+
+
+def ensure_environment(*, dev: bool) -> None:
+    """Create .venv and install the locked dependencies plus calsync itself, unless already current."""
+    if sys.version_info < (3, 11):
+        sys.exit(f"calsync needs Python 3.11 or newer; this is {sys.version.split()[0]}")
+    wanted = ["requirements-dev.lock"] if dev else ["requirements.lock", "requirements-dev.lock"]
+    installed = STAMP.read_text().splitlines() if STAMP.exists() else []
+    if any(_fingerprint(lock) in installed for lock in wanted):
+        return
+    lock = wanted[0]
+    if not (BIN / "python").exists():
+        _say(f"creating {VENV.relative_to(ROOT)}")
+        venv.EnvBuilder(with_pip=True, clear=True).create(VENV)
+    _say(f"installing {lock} (hash-pinned)")
+    pip = [BIN / "python", "-m", "pip", "--disable-pip-version-check", "-q"]
+    _run(*pip, "install", "--upgrade", "pip>=24")
+    _run(*pip, "install", "--require-hashes", "-r", ROOT / lock)
+    _run(*pip, "install", "--no-deps", "-e", ROOT)
+    STAMP.write_text(_fingerprint(lock) + "\n")
+
+
+def demo(args: list[str]) -> None:
+    """Run the scripted demo on embedded defaults."""
+    ensure_environment(dev=False)
+    os.execv(BIN / "calsync", [str(BIN / "calsync"), "demo", *args])
+
+
+def test(args: list[str]) -> None:
+    """Lint, type-check, and run the whole suite."""
+    ensure_environment(dev=True)
+    _say("ruff")
+    _run(BIN / "ruff", "check", *[p for p in LINTED if (ROOT / p).exists()])
+    _say("mypy --strict")
+    _run(BIN / "mypy", *TYPED)
+    _say("pytest")
+    _run(BIN / "python", "-m", "pytest", "-q", "-ra", *args)
+
+
+COMMANDS = {"demo": demo, "test": test}
+
+if __name__ == "__main__":
+    if len(sys.argv) < 2 or sys.argv[1] not in COMMANDS:
+        sys.exit(f"usage: python3 {Path(__file__).name} {{{'|'.join(COMMANDS)}}} [args...]")
+    COMMANDS[sys.argv[1]](sys.argv[2:])
