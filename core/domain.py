@@ -18,7 +18,16 @@ import datetime as dt
 from typing import Annotated, Any, Literal
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
-from pydantic import BaseModel, ConfigDict, Field, StringConstraints, ValidationError, field_validator, model_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    StringConstraints,
+    ValidationError,
+    ValidationInfo,
+    field_validator,
+    model_validator,
+)
 
 from core.errors import InvalidChange
 from core.ids import Identifier
@@ -33,10 +42,11 @@ class EventFields(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
     title: Annotated[str, StringConstraints(min_length=1, max_length=1024)]
-    start: dt.datetime | dt.date
-    end: dt.datetime | dt.date
+    # time_zone and all_day come before start/end: the time validators read them.
     time_zone: str = "UTC"
     all_day: bool = False
+    start: dt.datetime | dt.date
+    end: dt.datetime | dt.date
     location: Annotated[str, StringConstraints(max_length=1024)] | None = None
     description: Annotated[str, StringConstraints(max_length=16384)] | None = None
     attendees: tuple[Email, ...] = Field(default=(), max_length=500)
@@ -58,19 +68,13 @@ class EventFields(BaseModel):
             first_spelling.setdefault(email.lower(), email)
         return tuple(first_spelling.values())
 
-    @model_validator(mode="before")
+    @field_validator("start", "end", mode="before")
     @classmethod
-    def _parse_times(cls, data: Any) -> Any:
-        if not isinstance(data, dict):
-            return data
-        data = dict(data)
-        all_day = bool(data.get("all_day", False))
-        zone_name = data.get("time_zone") or "UTC"
-        for name in ("start", "end"):
-            raw = data.get(name)
-            if isinstance(raw, str):
-                data[name] = _parse_instant(name, raw, all_day=all_day, zone_name=zone_name)
-        return data
+    def _parse_times(cls, value: Any, info: ValidationInfo) -> Any:
+        if not isinstance(value, str):
+            return value
+        all_day = bool(info.data.get("all_day", False))
+        return _parse_instant(str(info.field_name), value, all_day=all_day, zone_name=info.data.get("time_zone", "UTC"))
 
     @model_validator(mode="after")
     def _ordered(self) -> EventFields:
@@ -94,7 +98,7 @@ def _parse_instant(name: str, raw: str, *, all_day: bool, zone_name: str) -> dt.
         value = dt.datetime.fromisoformat(raw)
     except ValueError:
         kind = "date (YYYY-MM-DD)" if all_day else "ISO 8601 date-time"
-        raise ValueError(f"{name} is not a valid {kind}: {raw!r}") from None
+        raise ValueError(f"not a valid {kind}: {raw!r}") from None
     try:
         zone = ZoneInfo(zone_name)
     except (ZoneInfoNotFoundError, ValueError):

@@ -74,7 +74,7 @@ class Settings(BaseSettings):
     # --- worker process shape ----------------------------------------------------------------
     worker_processes: int = Field(default=1, ge=1)
     worker_threads: int = Field(default=8, ge=1)
-    worker_shutdown_timeout: float = Field(default=30, gt=0)
+    worker_shutdown_timeout: float = Field(default=60, gt=0)
 
     # --- providers ---------------------------------------------------------------------------
     default_send_updates: SendUpdates = "none"

@@ -133,15 +133,14 @@ def settings_factory(
     broker_url = RABBITMQ_URL if broker_kind == "rabbitmq" else redis_url
 
     def build(**overrides: Any) -> Any:
-        return make_settings(
-            tmp_path,
-            broker_url=broker_url,
-            redis_url=redis_url,
-            database_url=database,
-            redis_namespace=namespace,
-            queue=queue,
-            **overrides,
-        )
+        isolated = {
+            "broker_url": broker_url,
+            "redis_url": redis_url,
+            "database_url": database,
+            "redis_namespace": namespace,
+            "queue": queue,
+        }
+        return make_settings(tmp_path, **{**isolated, **overrides})
 
     yield build
     if broker_kind == "rabbitmq":

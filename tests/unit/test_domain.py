@@ -39,8 +39,8 @@ def test_attendees_are_deduplicated_case_insensitively() -> None:
     [
         (_upsert(time_zone="Mars/Olympus"), "event.time_zone: unknown IANA time zone"),
         (_upsert(end="2026-12-01T08:00:00"), "end must be after start"),
-        (_upsert(start="tomorrow"), "start is not a valid ISO 8601 date-time"),
-        (_upsert(all_day=True), "start is not a valid date"),
+        (_upsert(start="tomorrow"), "event.start: not a valid ISO 8601 date-time"),
+        (_upsert(all_day=True), "event.start: not a valid date"),
         (_upsert(title=""), "event.title"),
         (_upsert(colour="red"), "event.colour: Extra inputs are not permitted"),
         (_upsert(attendees=["not-an-email"]), "event.attendees.0"),

@@ -1,0 +1,71 @@
+"""No credential or token ever appears in a log line, a DLQ record or an error message."""
+
+from __future__ import annotations
+
+import io
+import json
+import logging
+from typing import Any
+
+from core.crypto import generate_key
+from core.logs import JsonFormatter, configure_logging, job_context, redact, register_secrets
+from core.store import accounts
+from tests.support import Pipeline, wait_until
+
+REFRESH = "1//0gdemo-refresh-token-abcdefghijklmnop"
+CLIENT_SECRET = "GOCSPX-super-secret-client"
+ACCESS = "ya29.a0AfB_access-token-value-xyz"
+
+
+def test_registered_secrets_and_token_shapes_are_masked() -> None:
+    register_secrets({"refresh_token": REFRESH, "nested": {"client_secret": CLIENT_SECRET}})
+    text = f"refresh failed for {REFRESH} with {CLIENT_SECRET}; Authorization: Bearer abcdefghijkl {ACCESS}"
+    masked = redact(text)
+    for secret in (REFRESH, CLIENT_SECRET, ACCESS, "abcdefghijkl"):
+        assert secret not in masked
+    assert redact('{"password": "hunter22", "user": "ann"}') == '{"password": "***", "user": "ann"}'
+
+
+def test_log_lines_are_json_with_job_fields() -> None:
+    stream = io.StringIO()
+    handler = logging.StreamHandler(stream)
+    handler.setFormatter(JsonFormatter())
+    logger = logging.getLogger("calsync.test.json")
+    logger.addHandler(handler)
+    try:
+        with job_context({"job_id": "job_1", "trace_id": "req_1"}):
+            logger.warning("token %s leaked", ACCESS, extra={"fields": {"outcome": "stale"}})
+    finally:
+        logger.removeHandler(handler)
+    entry = json.loads(stream.getvalue())
+    assert entry["job_id"] == "job_1" and entry["trace_id"] == "req_1" and entry["outcome"] == "stale"
+    assert ACCESS not in entry["message"]
+
+
+def test_a_failing_job_leaks_no_secret_into_logs_or_the_dlq(settings_factory: Any) -> None:
+    stream = io.StringIO()
+    configure_logging("DEBUG", stream=stream)
+    pipeline = Pipeline(settings_factory(secret_key=generate_key()))
+    try:
+        credentials = {"refresh_token": REFRESH, "client_secret": CLIENT_SECRET}
+        with pipeline.runtime.db.write() as conn:
+            account = accounts.add_account(
+                conn, tenant_id="tenant-1", provider="memory", address="x@example.com",
+                credentials=pipeline.runtime.cipher.encrypt(credentials), options={},
+            ).id  # fmt: skip
+        # A provider that echoes the credentials and a token back in its error message.
+        pipeline.provider.add_fault(error="auth", message=f"invalid_grant for {REFRESH} ({CLIENT_SECRET}) {ACCESS}")
+        receipt = pipeline.submit([account])
+        with pipeline.worker():
+            pipeline.wait_target(receipt.entity_id, account, "failed")
+            [record] = wait_until(pipeline.dead_letters, what="dead letter")
+        last_error = pipeline.target(receipt.entity_id, account).last_error or ""
+        stored = json.dumps(record.as_json(), default=str) + last_error
+        logs = stream.getvalue()
+        assert "invalid_grant" in stored and "job dead-lettered" in logs
+        for secret in (REFRESH, CLIENT_SECRET, ACCESS):
+            assert secret not in stored
+            assert secret not in logs
+    finally:
+        pipeline.close()
+        configure_logging("WARNING")
