@@ -154,7 +154,9 @@ class Pipeline:
             row = self.target(entity_id, account_id)
             return row if row.status == status else None
 
-        return wait_until(reached, timeout=timeout, what=f"target {entity_id}/{account_id} to be {status}")
+        found = wait_until(reached, timeout=timeout, what=f"target {entity_id}/{account_id} to be {status}")
+        assert found is not None
+        return found
 
     def wait_idle(self, *, timeout: float = 30) -> None:
         """Wait until no target is pending."""

@@ -49,8 +49,12 @@ def test_three_quick_edits_end_on_the_latest_version(pipeline: Pipeline) -> None
     third = pipeline.submit(None, entity_id=first.entity_id, title="v3")
     assert third.version == 3
 
+    def settled() -> bool:
+        outcomes = pipeline.outcomes()
+        return outcomes.get("success", 0) + outcomes.get("stale", 0) == 3
+
     with pipeline.worker(threads=4):
-        pipeline.wait_idle()
+        wait_until(settled, what="all three jobs to finish")  # a stale job may still wait for the lock
 
     row = pipeline.target(first.entity_id, account)
     assert (row.status, row.synced_version) == ("synced", 3)

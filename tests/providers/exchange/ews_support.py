@@ -1,0 +1,33 @@
+"""Helpers shared by the Exchange tests: the emulator's logins, fixture-factory types, target bookkeeping."""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable
+from typing import Any
+
+from providers.base import Account, EventState, ExternalRef, Target
+from providers.exchange import ExchangeProvider
+
+# Logins of the emulator's DEFAULT_DIRECTORY: svc may impersonate anyone, alice only reaches her own mailbox.
+LOGINS = {
+    "svc": {"username": "svc@example.com", "password": "svc-password"},
+    "alice": {"username": "alice@example.com", "password": "alice-password"},
+}
+TENANT = "example-tenant"
+CLIENT = {"client_id": "calsync-client", "client_secret": "client-secret", "tenant_id": TENANT}
+
+MakeAccount = Callable[..., Account]
+MakeEvent = Callable[..., EventState]
+MakeTarget = Callable[..., Target]
+MakeProvider = Callable[..., ExchangeProvider]
+
+
+def target_for(account: Account, event: EventState, **changes: Any) -> Target:
+    """The target row of an event in an account, optionally with a recorded external id / ChangeKey."""
+    return Target(event_id=event.id, account_id=account.id, tenant_id=event.tenant_id, **changes)
+
+
+def recorded(target: Target, ref: ExternalRef) -> Target:
+    """The target as the pipeline stores it after a successful write."""
+    return dataclasses.replace(target, external_id=ref.external_id, etag=ref.etag)
