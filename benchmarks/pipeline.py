@@ -13,6 +13,7 @@ It is a benchmark, not a test: numbers depend on the machine.
 from __future__ import annotations
 
 import argparse
+import datetime as dt
 import logging
 import tempfile
 import threading
@@ -27,6 +28,7 @@ import redis
 from dramatiq.brokers.redis import RedisBroker
 
 import actors
+from core.domain import EventFields
 from core.embedded_redis import EmbeddedRedis
 from core.messages import sync_message
 from core.middleware.lifecycle import JobLifecycle
@@ -35,7 +37,6 @@ from core.runtime import Runtime
 from core.settings import Settings
 from core.store import accounts, events, migrate, targets
 from core.store.targets import TargetKey
-from core.domain import EventFields
 from providers.memory import MemoryProvider
 
 
@@ -120,7 +121,8 @@ def calsync(url: str, jobs: int, threads: int, scratch: Path, database_url: str 
     broker = runtime.broker
     actors.declare(broker, runtime)
     broker.emit_after("process_boot")
-    fields = EventFields(title="Benchmark", start="2026-12-01T09:00:00", end="2026-12-01T10:00:00")  # type: ignore[arg-type]
+    start = dt.datetime(2026, 12, 1, 9, tzinfo=dt.UTC)
+    fields = EventFields(title="Benchmark", start=start, end=start + dt.timedelta(hours=1))
     with runtime.db.write() as conn:
         account = accounts.add_account(conn, tenant_id="bench", provider="memory", address="bench@example.com",
                                        credentials=None, options={}).id  # fmt: skip
@@ -130,7 +132,7 @@ def calsync(url: str, jobs: int, threads: int, scratch: Path, database_url: str 
             entity = f"evt{n}"
             events.insert_event(conn, "bench", entity, fields, "none")
             targets.plan_target(conn, TargetKey("bench", entity, account), wanted="present", version=1,
-                                due_at=events.dt.datetime.now(events.dt.UTC))  # fmt: skip
+                                due_at=dt.datetime.now(dt.UTC))  # fmt: skip
             payloads.append(new_payload(tenant_id="bench", entity_id=entity, account_id=account, operation="create",
                                         version=1, trace_id="bench"))  # fmt: skip
     for payload in payloads:

@@ -59,7 +59,7 @@ class Runtime:
         self.broker_url = resolve_broker_url(settings)
         self.redis_url = resolve_redis_url(settings, self.broker_url)
         pool_size = settings.worker_threads + 2 if role == "worker" else 5
-        self.db = Database(settings.effective_database_url, pool_size=pool_size)
+        self.db = Database(settings.effective_database_url, pool_size=pool_size, pre_ping=role != "worker")
         if check_schema:
             if settings.database_url is None:
                 migrate.upgrade(self.db)  # the embedded SQLite default needs no manual step

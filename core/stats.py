@@ -22,14 +22,19 @@ class JobStats:
     def __init__(self, client: redis.Redis, keys: RedisKeys) -> None:
         self._client = client
         self._keys = keys
+        self._expiring: str | None = None  # the bucket whose TTL this process already set
 
     def record(self, outcome: str, *, count: int = 1) -> None:
-        """Count one finished job."""
+        """Count one finished job (one round trip; the bucket's TTL is set once per minute)."""
         key = self._keys.stats(int(time.time() // 60))
+        if key == self._expiring:
+            self._client.hincrby(key, outcome, count)
+            return
         pipe = self._client.pipeline(transaction=False)
         pipe.hincrby(key, outcome, count)
         pipe.expire(key, _RETENTION_S)
         pipe.execute()
+        self._expiring = key
 
     def totals(self, *, minutes: int = 60, now: float | None = None) -> Counter[str]:
         """Outcome counts over the last ``minutes`` minutes (current minute included)."""

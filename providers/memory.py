@@ -259,6 +259,9 @@ class MemoryProvider:
             conn.execute("DELETE FROM faults")
 
     def _take_fault(self, op: str, account_id: str, entity_id: str, title: str | None) -> _Fault | None:
+        with self._connection() as conn:
+            if conn.execute("SELECT 1 FROM faults LIMIT 1").fetchone() is None:
+                return None  # the common case, without taking the write lock
         with self._tx() as conn:
             rows = conn.execute(
                 "SELECT id, op, account_id, entity_id, title, error, message, retry_after, delay_ms, after, remaining"

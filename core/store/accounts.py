@@ -7,7 +7,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from sqlalchemy import Connection, RowMapping, select, update
+from sqlalchemy import Connection, RowMapping, bindparam, select, update
 
 from core.crypto import CredentialCipher
 from core.errors import EntityNotFound
@@ -101,11 +101,17 @@ def list_accounts(conn: Connection, tenant_id: str | None = None) -> list[Accoun
     return [_summary(row) for row in conn.execute(query).mappings()]
 
 
+_GET = select(provider_accounts).where(provider_accounts.c.id == bindparam("k_account"))
+
+
 def load_account(conn: Connection, account_id: str, cipher: CredentialCipher) -> Account | None:
     """An account with decrypted credentials, for an adapter call; its secrets are registered for redaction."""
-    row = conn.execute(select(provider_accounts).where(provider_accounts.c.id == account_id)).mappings().first()
-    if row is None:
-        return None
+    row = conn.execute(_GET, {"k_account": account_id}).mappings().first()
+    return account_from_row(row, cipher) if row is not None else None
+
+
+def account_from_row(row: Mapping[Any, Any], cipher: CredentialCipher) -> Account:
+    """Decrypt a stored account row into what adapters take (its secrets registered for redaction)."""
     credentials = cipher.decrypt(row["credentials"]) if row["credentials"] is not None else {}
     register_secrets(credentials)
     return Account(

@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 import datetime as dt
+from collections.abc import Mapping
 from typing import Any
 
-from sqlalchemy import Connection, RowMapping, select, update
+from sqlalchemy import Connection, bindparam, select, update
 
 from core.domain import EventFields
 from core.store.schema import events
@@ -16,7 +17,7 @@ def _instant(value: str, all_day: bool) -> dt.date | dt.datetime:
     return dt.date.fromisoformat(value) if all_day else dt.datetime.fromisoformat(value)
 
 
-def event_from_row(row: RowMapping) -> EventState:
+def event_from_row(row: Mapping[Any, Any]) -> EventState:
     """Rebuild the typed event state from its stored row."""
     return EventState(
         id=row["id"],
@@ -62,10 +63,12 @@ def fields_of(state: EventState) -> EventFields:
     )
 
 
+_GET = select(events).where(events.c.tenant_id == bindparam("k_tenant"), events.c.id == bindparam("k_event"))
+
+
 def get_event(conn: Connection, tenant_id: str, event_id: str) -> EventState | None:
     """The current state of an event of this tenant, or None."""
-    query = select(events).where(events.c.tenant_id == tenant_id, events.c.id == event_id)
-    row = conn.execute(query).mappings().first()
+    row = conn.execute(_GET, {"k_tenant": tenant_id, "k_event": event_id}).mappings().first()
     return event_from_row(row) if row else None
 
 

@@ -6,17 +6,20 @@ import datetime as dt
 from collections.abc import Mapping
 from typing import Any
 
-from sqlalchemy import Connection, delete, select
+from sqlalchemy import Connection, bindparam, delete, select
+from sqlalchemy.dialects import postgresql, sqlite
 
 from core.store.database import Database
 from core.store.schema import idempotency_records as r
 
+_SUCCEEDED = select(r.c.key).where(
+    r.c.key == bindparam("key"), r.c.outcome == "success", r.c.expires_at > bindparam("now", type_=r.c.expires_at.type)
+)
+
 
 def succeeded(conn: Connection, key: str) -> bool:
     """Whether the effect behind ``key`` is recorded as done and the record has not expired."""
-    now = dt.datetime.now(dt.UTC)
-    query = select(r.c.key).where(r.c.key == key, r.c.outcome == "success", r.c.expires_at > now)
-    return conn.execute(query).first() is not None
+    return conn.execute(_SUCCEEDED, {"key": key, "now": dt.datetime.now(dt.UTC)}).first() is not None
 
 
 def record_success(
@@ -27,17 +30,30 @@ def record_success(
     A record left by an earlier expired run is replaced; a concurrent duplicate is ignored.
     """
     now = dt.datetime.now(dt.UTC)
-    conn.execute(delete(r).where(r.c.key == key, r.c.expires_at <= now))
-    conn.execute(
-        db.insert_ignoring_conflicts(r).values(
-            key=key,
-            job_id=job_id,
-            outcome="success",
-            result=dict(result),
-            created_at=now,
-            expires_at=now + dt.timedelta(seconds=ttl_seconds),
+    values = {
+        "key": key,
+        "job_id": job_id,
+        "outcome": "success",
+        "result": dict(result),
+        "created_at": now,
+        "expires_at": now + dt.timedelta(seconds=ttl_seconds),
+    }
+    conn.execute(_upsert_statement(db), values)
+
+
+_UPSERTS: dict[str, Any] = {}
+
+
+def _upsert_statement(db: Database) -> Any:
+    """Insert, or take over a record whose TTL ran out, in one statement (built once per dialect)."""
+    statement = _UPSERTS.get(db.dialect)
+    if statement is None:
+        insert = postgresql.insert(r) if db.dialect == "postgresql" else sqlite.insert(r)
+        replaced = {c: insert.excluded[c] for c in ("job_id", "outcome", "result", "created_at", "expires_at")}
+        statement = _UPSERTS[db.dialect] = insert.on_conflict_do_update(
+            index_elements=[r.c.key], set_=replaced, where=r.c.expires_at <= insert.excluded.created_at
         )
-    )
+    return statement
 
 
 def purge_expired(conn: Connection, *, limit: int = 10_000) -> int:

@@ -9,10 +9,11 @@ wants has been synced.
 from __future__ import annotations
 
 import datetime as dt
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Literal, NamedTuple
 
-from sqlalchemy import Connection, RowMapping, and_, case, func, or_, select, update
+from sqlalchemy import Connection, and_, bindparam, case, func, or_, select, update
 
 from core.store.schema import event_targets as t
 from providers.base import Target
@@ -80,17 +81,50 @@ class TargetRow:
         }
 
 
-def _row(row: RowMapping) -> TargetRow:
+def target_from_row(row: Mapping[Any, Any]) -> TargetRow:
+    """A stored target row as a TargetRow."""
     return TargetRow(**{column.name: row[column.name] for column in t.columns})
+
+
+_row = target_from_row
 
 
 def _where(key: TargetKey) -> Any:
     return and_(t.c.tenant_id == key.tenant_id, t.c.event_id == key.event_id, t.c.account_id == key.account_id)
 
 
+# Statements on the per-job hot path are built once: building and cache-keying a statement per call cost
+# more CPU than executing it (benchmarks/pipeline.py).
+_BY_KEY = and_(
+    t.c.tenant_id == bindparam("k_tenant"),
+    t.c.event_id == bindparam("k_event"),
+    t.c.account_id == bindparam("k_account"),
+)
+_GET = select(t).where(_BY_KEY)
+_REACHED = t.c.wanted_version <= bindparam("v_version")
+_RECORD_SYNCED = (
+    update(t)
+    .where(_BY_KEY, t.c.synced_version < bindparam("v_version"))
+    .values(
+        synced_version=bindparam("v_version"),
+        external_id=func.coalesce(bindparam("v_external_id", type_=t.c.external_id.type), t.c.external_id),
+        external_etag=bindparam("v_etag", type_=t.c.external_etag.type),
+        status=case((_REACHED, bindparam("v_final", type_=t.c.status.type)), else_="pending"),
+        last_error=None,
+        error_class=None,
+        due_at=case((_REACHED, None), else_=t.c.due_at),
+        updated_at=bindparam("v_now", type_=t.c.updated_at.type),
+    )
+)
+
+
+def _key_params(key: TargetKey) -> dict[str, str]:
+    return {"k_tenant": key.tenant_id, "k_event": key.event_id, "k_account": key.account_id}
+
+
 def get_target(conn: Connection, key: TargetKey) -> TargetRow | None:
     """One target, or None."""
-    row = conn.execute(select(t).where(_where(key))).mappings().first()
+    row = conn.execute(_GET, _key_params(key)).mappings().first()
     return _row(row) if row else None
 
 
@@ -118,22 +152,15 @@ def record_synced(
     final_status: Literal["synced", "deleted"],
 ) -> bool:
     """Compare-and-set the sync result; False when a newer version was already recorded (the write lost)."""
-    reached = t.c.wanted_version <= version
-    result = conn.execute(
-        update(t)
-        .where(_where(key), t.c.synced_version < version)
-        .values(
-            synced_version=version,
-            external_id=func.coalesce(external_id, t.c.external_id),
-            external_etag=etag,
-            status=case((reached, final_status), else_="pending"),
-            last_error=None,
-            error_class=None,
-            due_at=case((reached, None), else_=t.c.due_at),
-            updated_at=dt.datetime.now(dt.UTC),
-        )
-    )
-    return bool(result.rowcount)
+    params = {
+        **_key_params(key),
+        "v_version": version,
+        "v_external_id": external_id,
+        "v_etag": etag,
+        "v_final": final_status,
+        "v_now": dt.datetime.now(dt.UTC),
+    }
+    return bool(conn.execute(_RECORD_SYNCED, params).rowcount)
 
 
 def record_retry(
