@@ -172,11 +172,15 @@ def main() -> None:
     with tempfile.TemporaryDirectory(prefix="calsync-bench-") as tmp:
         scratch = Path(tmp)
         url = _redis_url(scratch)
-        results = [bare(url, args.jobs, args.threads), calsync(url, args.jobs, args.threads, scratch, args.database_url)]
+        results = [
+            bare(url, args.jobs, args.threads),
+            calsync(url, args.jobs, args.threads, scratch, args.database_url),
+        ]
         EmbeddedRedis(scratch).stop()
     print(f"{args.jobs} jobs each, 1 process x {args.threads} threads, Redis at {url}")
     for m in results:
-        print(f"  {m.name:<22} {m.rate:8.0f} jobs/s  ({m.seconds:6.2f} s, {m.redis_commands / m.jobs:5.1f} Redis commands/job)")
+        per_job = m.redis_commands / m.jobs
+        print(f"  {m.name:<22} {m.rate:8.0f} jobs/s  ({m.seconds:6.2f} s, {per_job:5.1f} Redis commands/job)")
     ratio = results[1].rate / results[0].rate
     print(f"  ratio calsync/bare: {ratio:.2f} (target >= 0.5)")
 
