@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import itertools
+from dataclasses import replace
 from typing import Any
 
 import dramatiq
@@ -11,17 +12,19 @@ import pytest
 from core import dlq
 from core.messages import sync_message
 from core.payload import new_payload, parse_payload
-from core.store import accounts, idempotency
+from core.store import accounts, idempotency, targets
+from core.store.targets import TargetKey
+from providers.memory import external_id_for
 from tests.support import Pipeline, wait_until
 
-pytestmark = pytest.mark.integration
+# The whole module runs on Redis and again on RabbitMQ.
+pytestmark = [pytest.mark.integration, pytest.mark.both_brokers]
 
 
 def _upsert_versions(pipeline: Pipeline) -> list[int]:
     return [c.version for c in pipeline.provider.calls() if c.op == "upsert" and c.effect and c.version]
 
 
-@pytest.mark.both_brokers
 @pytest.mark.both_databases
 def test_a_submitted_event_is_synced_once(pipeline: Pipeline) -> None:
     account = pipeline.account()
@@ -41,7 +44,6 @@ def test_a_submitted_event_is_synced_once(pipeline: Pipeline) -> None:
         assert idempotency.succeeded(conn, f"calendar:tenant-1:{receipt.entity_id}:{account}:create")
 
 
-@pytest.mark.both_brokers
 def test_three_quick_edits_end_on_the_latest_version(pipeline: Pipeline) -> None:
     account = pipeline.account()
     first = pipeline.submit([account], title="v1")
@@ -189,7 +191,6 @@ def test_a_retry_after_hint_is_a_floor_for_the_delay(settings_factory: Any) -> N
         pipeline.close()
 
 
-@pytest.mark.both_brokers
 def test_permanent_error_is_dead_lettered_completely_then_replayed_once(pipeline: Pipeline) -> None:
     account = pipeline.account()
     fault = pipeline.provider.add_fault(error="forbidden", message="calendar is read-only for this account")
@@ -245,7 +246,6 @@ def test_exhausted_retries_are_dead_lettered_with_their_history(settings_factory
         pipeline.close()
 
 
-@pytest.mark.both_brokers
 def test_a_corrupt_payload_is_dead_lettered_and_the_worker_keeps_going(pipeline: Pipeline) -> None:
     account = pipeline.account()
     queue = pipeline.settings.queue
@@ -328,3 +328,31 @@ def test_removing_an_account_and_deleting_the_event_reach_the_provider(pipeline:
     assert event_b.status == "cancelled"
     assert [c.effect for c in pipeline.provider.calls() if c.account_id == a] == [
         "created", "updated", "deleted", "restored"]  # fmt: skip
+
+
+def test_an_older_write_landing_after_a_newer_one_is_repaired(
+    pipeline: Pipeline, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Our lock expired while we were paused inside the provider call, and another worker synced v2 meanwhile."""
+    account = pipeline.account()
+    first = pipeline.submit([account], title="v1")
+    real_upsert = pipeline.provider.upsert
+    paused: list[int] = []
+
+    def paused_call(acc: Any, event: Any, target: Any) -> Any:
+        if not paused:
+            paused.append(1)
+            pipeline.submit(None, entity_id=first.entity_id, title="v2")
+            with pipeline.runtime.db.write() as conn:  # the other worker's v2 sync lands first
+                targets.record_synced(conn, TargetKey("tenant-1", first.entity_id, account), version=2,
+                                      external_id=external_id_for(target.sync_key), etag=None, final_status="synced")
+            real_upsert(acc, replace(event, title="v2", version=2), target)  # fmt: skip
+        return real_upsert(acc, event, target)  # ...and then our v1 write reaches the provider
+
+    monkeypatch.setattr(pipeline.provider, "upsert", paused_call)
+    with pipeline.worker():
+        wait_until(lambda: _upsert_versions(pipeline)[-1:] == [2] and len(_upsert_versions(pipeline)) == 3,
+                   what="the repair sync of v2")  # fmt: skip
+    [stored] = pipeline.provider.events(account)
+    assert stored.body["title"] == "v2" and _upsert_versions(pipeline) == [2, 1, 2]
+    assert pipeline.target(first.entity_id, account).synced_version == 2

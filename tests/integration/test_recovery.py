@@ -75,6 +75,7 @@ def _calsync() -> str:
 
 
 @pytest.mark.slow
+@pytest.mark.both_brokers
 def test_a_worker_killed_mid_job_is_redelivered_without_a_second_effect(
     settings_factory: Any, tmp_path: Path
 ) -> None:
