@@ -35,6 +35,7 @@ from core.runtime import Runtime
 from core.settings import Settings, child_environment
 from core.store import accounts, dead_letters, targets
 from core.store.dead_letters import DeadLetterFilter
+from providers.emulators.ews import create_app as ews_app
 from providers.emulators.google import create_app as google_app
 from providers.emulators.server import RunningEmulator
 from providers.memory import MemoryProvider
@@ -82,6 +83,7 @@ class Demo:
         self.console = console
         self.directory = base.data_dir / "demo"
         self.google = RunningEmulator(google_app())
+        self.ews = RunningEmulator(ews_app())
         self.settings = Settings(
             data_dir=self.directory,
             secret_key=generate_key(),
@@ -116,12 +118,18 @@ class Demo:
         )
         return self.runtime
 
-    def _account(self, provider: Any, address: str, credentials: dict[str, Any] | None = None) -> str:
+    def _account(
+        self,
+        provider: Any,
+        address: str,
+        credentials: dict[str, Any] | None = None,
+        options: dict[str, Any] | None = None,
+    ) -> str:
         assert self.runtime is not None
         blob = self.runtime.cipher.encrypt(credentials) if credentials else None
         with self.runtime.db.write() as conn:
             return accounts.add_account(
-                conn, tenant_id=TENANT, provider=provider, address=address, credentials=blob, options={}
+                conn, tenant_id=TENANT, provider=provider, address=address, credentials=blob, options=options or {}
             ).id
 
     def submit_burst(self) -> Scenario:
@@ -140,15 +148,24 @@ class Demo:
                 "token_uri": f"{self.google.url}/token",
             },
         )
+        cfo = scenario.accounts["cfo@acme (Exchange)"] = self._account(
+            "exchange",
+            "cfo@acme.example",
+            {"username": "svc@example.com", "password": "svc-password"},
+            {"server_url": f"{self.ews.url}/EWS/Exchange.asmx", "auth_type": "basic", "access_type": "impersonation"},
+        )
         # Trouble, injected at the providers.
         self.memory.add_fault(error="unavailable", title="^Flaky", times=2, message="503 from the calendar backend")
         self.memory.add_fault(error="forbidden", title="^Board", message="calendar is read-only for this account")
         faults = f"{self.google.url}/_emulator/faults"
         _post(faults, {"method": "POST", "path": "/events$", "status": 503, "times": 3})
         _post(faults, {"method": "PUT", "path": "/events/", "status": 429, "retry_after": 2, "times": 1})
+        # Exchange throttles: ErrorServerBusy with a back-off hint, three times in a row.
+        _post(f"{self.ews.url}/_emulator/faults", {"operation": "CreateItem", "reason": "ErrorServerBusy",
+                                                   "level": "fault", "retry_after": 2, "times": 3})  # fmt: skip
 
         producer = Producer(self.runtime)
-        review = producer.submit(TENANT, {"operation": "upsert", "accounts": [team, ceo],
+        review = producer.submit(TENANT, {"operation": "upsert", "accounts": [team, ceo, cfo],
                                           "event": _event("Design review", 1, 9)})  # fmt: skip
         for n, hour in enumerate((10, 11, 13), start=2):  # a user edits the event three more times, fast
             producer.submit(TENANT, {"operation": "upsert", "entity_id": review.entity_id,
@@ -166,6 +183,9 @@ class Demo:
         producer.submit(TENANT, {"operation": "upsert", "entity_id": call.entity_id, "accounts": [ceo],
                                  "send_updates": "all",
                                  "event": _event("Customer call (moved)", 4, 16, attendees=["buyer@customer.example"])})
+        budget = producer.submit(TENANT, {"operation": "upsert", "accounts": [cfo], "send_updates": "all",
+                                          "event": _event("Budget review", 6, 10, attendees=["cfo@acme.example"])})
+        scenario.entities["Budget review (Exchange throttling)"] = budget.entity_id
         lunch = producer.submit(TENANT, {"operation": "upsert", "accounts": [team, ceo],
                                          "event": _event("Team lunch", 5, 12)})  # fmt: skip
         producer.submit(TENANT, {"operation": "delete", "entity_id": lunch.entity_id})
@@ -258,6 +278,8 @@ class Demo:
         memory_calls = self.memory.calls()
         calls.add_row("memory", str(len(memory_calls)), str(sum(1 for c in memory_calls if c.error)))
         calls.add_row("Google Calendar emulator", str(len(api)), str(sum(1 for r in api if (r["status"] or 0) >= 400)))
+        soap = [r for r in _get_json(f"{self.ews.url}/_emulator/requests") if r.get("operation") not in (None, "token")]
+        calls.add_row("Exchange EWS emulator", str(len(soap)), str(sum(1 for r in soap if r.get("fault"))))
         self.console.print(calls)
         self.console.print(f"data, logs and the worker log are in {self.directory}")
 
@@ -274,6 +296,7 @@ class Demo:
         if self.runtime is not None:
             self.runtime.close()
         self.google.stop()
+        self.ews.stop()
         EmbeddedRedis(self.directory).stop()
 
 

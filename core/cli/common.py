@@ -16,7 +16,8 @@ from core.errors import InvalidChange
 from core.runtime import Runtime
 from core.settings import Settings, load_settings
 
-stdout = Console(soft_wrap=True)
+# Tables stay readable when piped (rich would otherwise assume 80 columns).
+stdout = Console(soft_wrap=True, width=None if sys.stdout.isatty() else 160)
 stderr = Console(stderr=True, soft_wrap=True)
 
 
