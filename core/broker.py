@@ -16,6 +16,8 @@ from dramatiq.brokers.rabbitmq import RabbitmqBroker
 from dramatiq.brokers.redis import RedisBroker
 from dramatiq.middleware import ShutdownNotifications, TimeLimit
 
+from core.heartbeat import Heartbeat
+from core.metrics import WorkerMetrics
 from core.middleware.dead_letters import DeadLetterRecorder
 from core.middleware.idempotency import IdempotencyGuard
 from core.middleware.lifecycle import JobLifecycle, JobObserver
@@ -53,10 +55,26 @@ def worker_middleware(
     ]
 
 
+def observed_worker_middleware(runtime: Runtime) -> list[dramatiq.Middleware]:
+    """The worker's middleware with metrics and heartbeats wired in (docs/METRICS.md)."""
+    # Imported here, not at the top: importing it creates Dramatiq's metrics directory, which
+    # producers must not need. Prometheus comes first: it counts skipped messages correctly only
+    # when no middleware before it raises SkipMessage (notes dramatiq-2.2-facts §5.3).
+    from dramatiq.middleware.prometheus import Prometheus
+
+    metrics = WorkerMetrics(runtime)
+    return worker_middleware(
+        runtime,
+        first=[Prometheus(), metrics, Heartbeat(runtime)],
+        job_observers=[metrics.observe_job],
+        lock_observer=metrics.observe_lock,
+    )
+
+
 def build_broker(runtime: Runtime, *, worker: bool) -> dramatiq.Broker:
     """A broker for this process: with the full middleware stack for workers, none for producers."""
     settings = runtime.settings
-    middleware = worker_middleware(runtime) if worker else []
+    middleware = observed_worker_middleware(runtime) if worker else []
     broker: dramatiq.Broker
     if urlsplit(runtime.broker_url).scheme in {"amqp", "amqps"}:
         broker = RabbitmqBroker(url=runtime.broker_url, middleware=middleware, confirm_delivery=True)

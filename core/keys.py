@@ -58,6 +58,19 @@ class RedisKeys:
         """Dramatiq's own dead-letter ZSET (7-day TTL). Written by Dramatiq on nack; read by the exporter."""
         return f"{self.namespace}:{queue}.XQ"
 
+    def worker_heartbeat(self, worker: str) -> str:
+        """String marking one live worker process (``host:pid``), set with a TTL of ``HEARTBEAT_TTL``.
+
+        Written (SET PX, every ``HEARTBEAT_INTERVAL``; deleted at graceful shutdown) by that process's
+        heartbeat thread; read (SCAN-counted) by the exporter and ``calsync status``. Dramatiq's own
+        ``__heartbeats__`` set cannot count workers: producers write it too.
+        """
+        return f"{self.namespace}:heartbeat:{worker}"
+
+    def worker_heartbeats(self) -> str:
+        """Glob matching every worker heartbeat key (counted by the exporter and ``calsync status``)."""
+        return f"{self.namespace}:heartbeat:*"
+
     def pattern(self) -> str:
         """Glob matching every key of this namespace (test clean-up, ``calsync stop --purge``)."""
         return f"{self.namespace}:*"

@@ -81,8 +81,17 @@ class Settings(BaseSettings):
     memory_provider_path: Path | None = None
     google_api_endpoint: str | None = None
 
-    # --- observability -----------------------------------------------------------------------
+    # --- observability (docs/METRICS.md) -------------------------------------------------------
     log_level: Literal["DEBUG", "INFO", "WARNING", "ERROR"] = "INFO"
+    metrics_dir: Path | None = None
+    metrics_host: str = "0.0.0.0"
+    metrics_port: int = Field(default=9191, ge=1, le=65535)
+    heartbeat_dir: Path | None = None
+    heartbeat_interval: float = Field(default=5, gt=0)
+    heartbeat_ttl: float = Field(default=30, gt=0)
+    stuck_grace: float = Field(default=60, gt=0)
+    exporter_host: str = "0.0.0.0"
+    exporter_port: int = Field(default=9192, ge=1, le=65535)
 
     @field_validator("retry_schedule", mode="before")
     @classmethod
@@ -130,6 +139,12 @@ class Settings(BaseSettings):
                 "CALSYNC_LOCK_TTL must be greater than CALSYNC_JOB_TIME_LIMIT "
                 f"({self.lock_ttl} <= {self.job_time_limit})"
             )
+        # One late beat (a GC pause, a slow Redis) must not make a live worker look dead.
+        if not 2 * self.heartbeat_interval <= self.heartbeat_ttl:
+            raise ValueError(
+                "CALSYNC_HEARTBEAT_TTL must be at least twice CALSYNC_HEARTBEAT_INTERVAL "
+                f"({self.heartbeat_ttl} < 2 x {self.heartbeat_interval})"
+            )
         return self
 
     @property
@@ -146,6 +161,16 @@ class Settings(BaseSettings):
     def effective_memory_provider_path(self) -> Path:
         """Where the memory provider keeps its calendars so every process of a data dir shares them."""
         return self.memory_provider_path or self.data_dir / "memory-provider.sqlite3"
+
+    @property
+    def effective_metrics_dir(self) -> Path:
+        """Where worker processes write their Prometheus multiprocess files (emptied at worker start)."""
+        return self.metrics_dir or self.data_dir / "prometheus"
+
+    @property
+    def effective_heartbeat_dir(self) -> Path:
+        """Where each worker process touches its heartbeat file (checked by the liveness probe)."""
+        return self.heartbeat_dir or self.data_dir / "heartbeats"
 
     @property
     def max_retries(self) -> int:
@@ -184,3 +209,19 @@ def child_environment(settings: Settings) -> dict[str, str]:
     env = dict(os.environ)
     env.update(settings.as_environment())
     return env
+
+
+def metrics_environment(settings: Settings) -> dict[str, str]:
+    """The variables Dramatiq and prometheus_client read at import time, for the worker's environment.
+
+    They must be in the environment before the worker imports anything: prometheus_client picks
+    in-memory or multiprocess values at its first import (notes dramatiq-2.2-facts §5.3).
+    """
+    directory = str(settings.effective_metrics_dir)
+    return {
+        "PROMETHEUS_MULTIPROC_DIR": directory,
+        "prometheus_multiproc_dir": directory,  # the legacy name, overridden in case it is inherited
+        "dramatiq_prom_db": directory,
+        "dramatiq_prom_host": settings.metrics_host,
+        "dramatiq_prom_port": str(settings.metrics_port),
+    }

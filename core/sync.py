@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from core.errors import AccountInactive, AuthRevoked, EntityNotFound
 from core.messages import sync_message
+from core.metrics import provider_request
 from core.middleware.context import current_job
 from core.payload import JobPayload, new_payload, parse_payload
 from core.snapshot import Snapshot, load_snapshot
@@ -61,10 +62,11 @@ def run_sync(runtime: Runtime, payload_arg: Any) -> Effect:
     effect = effective_operation(event, target)
 
     ref: ExternalRef | None = None
-    if effect == "delete":
-        provider.delete(account, target.view(), send_updates=event.send_updates)
-    else:
-        ref = provider.upsert(account, event, target.view())
+    with provider_request(account.provider, effect):
+        if effect == "delete":
+            provider.delete(account, target.view(), send_updates=event.send_updates)
+        else:
+            ref = provider.upsert(account, event, target.view())
 
     result = {"effect": effect, "external_id": ref.external_id if ref else target.external_id, "version": event.version}
     with runtime.db.write() as conn:

@@ -437,7 +437,9 @@ def _time_zone(name: str) -> Any:
 def _instant(value: dt.datetime | dt.date, tz: Any) -> Any:
     if not isinstance(value, dt.datetime):
         raise InvalidRequest("a timed event needs datetimes for start and end, got a date")
-    aware = value if value.tzinfo is not None else value.replace(tzinfo=tz)
+    # Events read back from the store carry fixed UTC offsets (datetime.timezone), which exchangelib cannot
+    # name ("UTC+01:00"): hand it the instant in UTC, then show it in the event's zone.
+    aware = value.astimezone(dt.UTC) if value.tzinfo is not None else value.replace(tzinfo=tz)
     return EWSDateTime.from_datetime(aware).astimezone(tz)
 
 

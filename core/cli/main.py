@@ -19,7 +19,9 @@ from core.cli.common import CliState
 from core.cli.demo import demo
 from core.cli.dlq import dlq
 from core.cli.emulator import emulator
+from core.cli.exporter import exporter
 from core.cli.ops import migrate, reconcile, secret_key, stop, worker
+from core.cli.status import status
 from core.errors import CalsyncError, PermanentError
 from core.logs import configure_logging
 
@@ -62,7 +64,21 @@ def cli() -> None:
     configure_logging(logging.getLevelName(logging.WARNING))
 
 
-for command in (accounts, submit, events, dlq, worker, reconcile, migrate, stop, secret_key, emulator, demo):
+for command in (
+    accounts,
+    submit,
+    events,
+    dlq,
+    worker,
+    reconcile,
+    migrate,
+    stop,
+    secret_key,
+    emulator,
+    demo,
+    status,
+    exporter,
+):
     cli.add_command(command)
 
 

@@ -4,16 +4,18 @@ from __future__ import annotations
 
 import os
 import sys
+from pathlib import Path
 
 import click
 
 from core.cli.common import CliState, pass_state, print_json
 from core.crypto import generate_key
 from core.embedded_redis import EmbeddedRedis
+from core.heartbeat import HEARTBEAT_SUFFIX
 from core.messages import reconcile_message
 from core.reconcile import reconcile as run_reconcile
 from core.runtime import Runtime
-from core.settings import child_environment
+from core.settings import child_environment, metrics_environment
 from core.store import migrate as migrations
 
 
@@ -30,6 +32,13 @@ def worker_command(state: CliState, processes: int, threads: int) -> list[str]:
     ]  # fmt: skip
 
 
+def _empty(directory: Path, pattern: str) -> None:
+    """Create ``directory`` or delete what a previous run left in it (only files calsync writes there)."""
+    directory.mkdir(parents=True, exist_ok=True)
+    for leftover in directory.glob(pattern):
+        leftover.unlink(missing_ok=True)
+
+
 @click.command("worker")
 @click.option("--processes", type=click.IntRange(1), help="Worker processes (default CALSYNC_WORKER_PROCESSES).")
 @click.option("--threads", type=click.IntRange(1), help="Threads per process (default CALSYNC_WORKER_THREADS).")
@@ -41,6 +50,11 @@ def worker(state: CliState, processes: int | None, threads: int | None) -> None:
     env = child_environment(settings)
     env["CALSYNC_BROKER_URL"] = runtime.broker_url
     env["CALSYNC_REDIS_URL"] = runtime.redis_url
+    env.update(metrics_environment(settings))
+    # Files of a previous run would inflate gauges and carry counters over, and a stale heartbeat
+    # file would fail the liveness probe: both directories start empty (notes dramatiq-2.2-facts §5.1).
+    _empty(settings.effective_metrics_dir, "*.db")
+    _empty(settings.effective_heartbeat_dir, "*" + HEARTBEAT_SUFFIX)
     command = worker_command(state, processes or settings.worker_processes, threads or settings.worker_threads)
     state.close()
     sys.stdout.flush()

@@ -2,6 +2,8 @@
 
 Before-hooks run top to bottom and after-hooks bottom to top (Dramatiq's rule), so:
 
+0. in workers, ``first``: Dramatiq's ``Prometheus``, ``core.metrics.WorkerMetrics``, ``core.heartbeat.Heartbeat``
+   (see ``core.broker.observed_worker_middleware`` and docs/METRICS.md);
 1. ``JobLifecycle`` — opens the delivery context; its ack/nack hooks run last, logging the outcome;
 2. ``TimeLimit`` — Dramatiq's, set above the provider timeout so a hung call is interrupted;
 3. ``ShutdownNotifications`` — Dramatiq's, lets SIGTERM stop idle threads cleanly;

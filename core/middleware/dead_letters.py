@@ -39,6 +39,16 @@ class UnknownActor(Exception):
     """A message named an actor this worker does not define."""
 
 
+def dead_letter_reason(error: BaseException | None, *, exhausted: bool) -> str:
+    """The DLQ record's reason, shared with ``calsync_dead_letters_total`` so both always agree.
+
+    No error means Dramatiq rejected the message before any of our code ran: an unknown actor.
+    """
+    if error is None or isinstance(error, UnknownActor | ActorNotFound):
+        return "unknown actor"
+    return "retries exhausted" if exhausted else reason_of(error)
+
+
 def _payload_of(message: dramatiq.MessageProxy, ctx: JobContext | None) -> JobPayload | None:
     if ctx is not None and ctx.payload is not None:
         return ctx.payload
@@ -77,9 +87,7 @@ class DeadLetterRecorder(dramatiq.Middleware):
         if not history or history[-1].get("attempt") != attempt:
             history.append(error_entry(attempt, error))
         exhausted = ctx.dead_letter_reason if ctx is not None else None
-        reason = "retries exhausted" if exhausted else reason_of(error)
-        if isinstance(error, UnknownActor | ActorNotFound):
-            reason = "unknown actor"
+        reason = dead_letter_reason(error, exhausted=bool(exhausted))
         last_error = redact(str(error))[:MESSAGE_LIMIT] + (f" ({exhausted})" if exhausted else "")
         now = dt.datetime.now(dt.UTC)
         values = {

@@ -41,6 +41,10 @@ class JobLifecycle(dramatiq.Middleware):
         if ctx is None or ctx.message_id != message.message_id:
             if not acked:  # e.g. a message for an actor this worker does not know
                 log.error("message dead-lettered before processing", extra={"fields": {"actor": message.actor_name}})
+                unprocessed = JobContext(message.message_id, message.actor_name, message.queue_name)
+                unprocessed.error = getattr(message, "_exception", None)
+                for observer in self.observers:
+                    observer(unprocessed, "dead_lettered", 0.0)
             return
         outcome = (ctx.outcome or "success") if acked else "dead_lettered"
         duration = time.monotonic() - ctx.started

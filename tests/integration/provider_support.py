@@ -1,0 +1,109 @@
+"""Helpers for the pipeline tests against the provider emulators: accounts, the CLI, arrival times, waits."""
+
+from __future__ import annotations
+
+import json
+import logging
+import time
+from collections.abc import Iterable, Iterator, Mapping
+from contextlib import contextmanager
+from typing import Any
+
+from click.testing import CliRunner, Result
+
+from core.cli.main import cli
+from core.settings import Settings
+from core.store import accounts
+from core.store.targets import TargetRow
+from providers.base import ProviderName
+from providers.emulators.server import Request, RunningEmulator
+from tests.support import Pipeline, wait_until
+
+TENANT = "tenant-1"
+_CLI_TUNED_LOGGERS = ("pika", "urllib3", "googleapiclient.discovery_cache", "exchangelib", "alembic")
+
+
+def add_account(
+    pipeline: Pipeline,
+    provider: ProviderName,
+    address: str,
+    credentials: Mapping[str, Any],
+    options: Mapping[str, Any] | None = None,
+    *,
+    account_id: str | None = None,
+) -> str:
+    """Register an account the way ``calsync accounts add`` does: credentials encrypted at rest."""
+    with pipeline.runtime.db.write() as conn:
+        return accounts.add_account(
+            conn,
+            tenant_id=TENANT,
+            provider=provider,
+            address=address,
+            credentials=pipeline.runtime.cipher.encrypt(credentials),
+            options=dict(options or {}),
+            account_id=account_id,
+        ).id
+
+
+@contextmanager
+def _logging_kept() -> Iterator[None]:
+    # The CLI calls configure_logging(), which replaces the root handlers with one bound to CliRunner's
+    # captured stdout (closed once the command returns): put the test process's logging back afterwards.
+    root = logging.getLogger()
+    handlers, root_level = list(root.handlers), root.level
+    levels = {name: logging.getLogger(name).level for name in _CLI_TUNED_LOGGERS}
+    try:
+        yield
+    finally:
+        for handler in list(root.handlers):
+            root.removeHandler(handler)
+        for handler in handlers:
+            root.addHandler(handler)
+        root.setLevel(root_level)
+        for name, level in levels.items():
+            logging.getLogger(name).setLevel(level)
+
+
+def run_cli(settings: Settings, *args: str) -> Result:
+    """Run ``calsync ARGS`` in-process with exactly these settings (run it while no worker is logging)."""
+    with _logging_kept():
+        return CliRunner().invoke(cli, list(args), env=settings.as_environment(), catch_exceptions=False)
+
+
+def cli_json(settings: Settings, *args: str) -> Any:
+    """Run a CLI command that must succeed and return its JSON output."""
+    result = run_cli(settings, *args)
+    assert result.exit_code == 0, result.output
+    return json.loads(result.stdout)
+
+
+def stamp_arrivals(running: RunningEmulator) -> None:
+    """Add ``at`` (monotonic seconds) to the emulator's request log, for lower bounds on retry delays.
+
+    An entry is recorded after its request was read and before its answer is written, so the ``at`` of
+    a retry minus the ``at`` of the answer that caused it is never more than the client really waited.
+    """
+    server = running.server
+    record = server.record
+
+    def stamped(request: Request, status: int | None, extra: Mapping[str, Any] | None = None) -> None:
+        record(request, status, {**(extra or {}), "at": time.monotonic()})
+
+    server.record = stamped  # type: ignore[method-assign]
+
+
+def targets_of(pipeline: Pipeline, pairs: Iterable[tuple[str, str]]) -> list[TargetRow]:
+    """The target rows of (entity, account) pairs."""
+    return [pipeline.target(entity, account) for entity, account in pairs]
+
+
+def wait_synced(pipeline: Pipeline, wanted: Mapping[tuple[str, str], int], *, timeout: float = 30) -> None:
+    """Wait until every (entity, account) target is synced at exactly its wanted version; fail fast on a failure."""
+
+    def done() -> bool:
+        rows = targets_of(pipeline, wanted)
+        failed = [r for r in rows if r.status == "failed"]
+        assert not failed, f"{len(failed)} target(s) failed, e.g. {failed[0].error_class}: {failed[0].last_error}"
+        return all(r.status == "synced" and r.synced_version == wanted[r.event_id, r.account_id] for r in rows)
+
+    wait_until(done, timeout=timeout, what=f"{len(wanted)} targets to be synced at their latest versions")

@@ -1,0 +1,77 @@
+"""Worker metrics recorded in-process (real worker threads, in-memory values): the dead-letter reason is
+the DLQ record's, messages for unknown actors are counted too, and provider calls are classified."""
+
+from __future__ import annotations
+
+import contextlib
+from typing import Any
+
+import dramatiq
+import pytest
+from dramatiq.middleware.time_limit import TimeLimitExceeded
+from prometheus_client import REGISTRY
+
+from core.errors import Forbidden, ProviderUnavailable
+from core.metrics import provider_request, status_class
+from core.payload import SYNC_JOB
+from tests.support import Pipeline, wait_until
+
+
+def _sample(name: str, **labels: str) -> float:
+    return REGISTRY.get_sample_value(name, labels) or 0.0
+
+
+def test_a_job_that_exhausts_its_retries_counts_each_retry_and_one_dead_letter(pipeline: Pipeline) -> None:
+    retries = {"job_type": SYNC_JOB, "provider": "memory", "error_class": "ProviderUnavailable"}
+    exhausted = {"job_type": SYNC_JOB, "reason": "retries exhausted"}
+    before = (_sample("calsync_job_retries_total", **retries), _sample("calsync_dead_letters_total", **exhausted))
+    pipeline.provider.add_fault(op="upsert", error="unavailable")
+    account = pipeline.account()
+    with pipeline.worker():
+        receipt = pipeline.submit([account])
+        pipeline.wait_target(receipt.entity_id, account, "failed")
+        wait_until(
+            lambda: _sample("calsync_dead_letters_total", **exhausted) == before[1] + 1, what="the dead letter metric"
+        )
+    [record] = pipeline.dead_letters()
+    assert record.reason == "retries exhausted"
+    assert _sample("calsync_job_retries_total", **retries) == before[0] + pipeline.settings.max_retries
+
+
+def test_a_message_for_an_unknown_actor_is_counted_as_dead_lettered(pipeline: Pipeline) -> None:
+    unknown = {"job_type": "no_such_actor", "reason": "unknown actor"}
+    before = _sample("calsync_dead_letters_total", **unknown)
+    message: dramatiq.Message[Any] = dramatiq.Message(
+        queue_name=pipeline.settings.queue, actor_name="no_such_actor", args=(), kwargs={}, options={}
+    )
+    with pipeline.worker():
+        pipeline.broker.enqueue(message)
+        wait_until(lambda: pipeline.dead_letters(job_type="no_such_actor"), what="the dead letter record")
+        wait_until(lambda: _sample("calsync_dead_letters_total", **unknown) == before + 1, what="the metric")
+    [record] = pipeline.dead_letters(job_type="no_such_actor")
+    assert record.reason == "unknown actor"
+    labels = {"job_type": "no_such_actor", "provider": "unknown", "outcome": "dead_lettered"}
+    assert _sample("calsync_jobs_total", **labels) >= 1
+
+
+@pytest.mark.parametrize(
+    ("failure", "expected"),
+    [
+        (None, "ok"),
+        (ProviderUnavailable("503"), "temporary_error"),
+        (TimeLimitExceeded(), "temporary_error"),
+        (ValueError("an adapter bug"), "temporary_error"),
+        (Forbidden("no"), "permanent_error"),
+    ],
+)
+def test_provider_calls_are_classified_like_the_retry_policy(failure: BaseException | None, expected: str) -> None:
+    assert status_class(failure) == expected
+    labels = {"provider": "google", "operation": "update"}
+    before = _sample("calsync_provider_requests_total", **labels, status_class=expected)
+    count = _sample("calsync_provider_request_duration_seconds_count", **labels)
+    expectation = pytest.raises(type(failure)) if failure is not None else contextlib.nullcontext()
+    with expectation, provider_request("google", "update"):
+        if failure is not None:
+            raise failure
+    assert _sample("calsync_provider_requests_total", **labels, status_class=expected) == before + 1
+    assert _sample("calsync_provider_request_duration_seconds_count", **labels) == count + 1

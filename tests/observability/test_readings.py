@@ -1,0 +1,184 @@
+"""Each exporter reading against the real Redis, database and (when present) RabbitMQ: ready, delayed,
+in flight, oldest age, dead letters, targets, workers, and what a source failure looks like."""
+
+from __future__ import annotations
+
+import datetime as dt
+import time
+import uuid
+from typing import Any
+
+import dramatiq
+import pytest
+from prometheus_client import generate_latest
+
+from core.exporter import exporter_registry
+from core.messages import sync_message
+from core.payload import SYNC_JOB, JobPayload, new_payload
+from core.readings import QueueReading, StatusReader, ready_since
+from core.runtime import Runtime
+from core.store import dead_letters, targets
+from core.store.targets import TargetKey
+from tests.observability.conftest import parse
+from tests.support import Pipeline, utcnow, wait_until
+
+
+def _payload(entity: str = "evt-1", *, scheduled_at: dt.datetime | None = None) -> JobPayload:
+    payload = new_payload(tenant_id="tenant-1", entity_id=entity, account_id="acc-1", operation="create",
+                          version=1, trace_id="trace-readings")  # fmt: skip
+    return payload.model_copy(update={"scheduled_at": scheduled_at}) if scheduled_at else payload
+
+
+def _message(queue: str, payload: JobPayload, *, created: float) -> dramatiq.Message[Any]:
+    fresh = sync_message(queue, payload)
+    return fresh.copy(message_timestamp=int(created * 1000))
+
+
+def _queue(pipeline: Pipeline) -> QueueReading:
+    [reading] = StatusReader(pipeline.runtime).queues(time.time())
+    return reading
+
+
+def test_ready_and_in_flight_come_from_the_list_and_the_unacked_hash(pipeline: Pipeline) -> None:
+    queue = pipeline.settings.queue
+    for n in range(3):
+        pipeline.broker.enqueue(sync_message(queue, _payload(f"evt-{n}")))
+    reading = _queue(pipeline)
+    assert (reading.queue, reading.ready, reading.delayed, reading.inflight) == (queue, 3, 0, 0)
+
+    consumer = pipeline.broker.consume(queue, prefetch=1, timeout=100)
+    try:
+        fetched = wait_until(lambda: next(consumer), what="a message to be fetched")
+        reading = _queue(pipeline)
+        assert (reading.ready, reading.inflight) == (2, 1)
+        consumer.ack(fetched)
+        reading = _queue(pipeline)
+        assert (reading.ready, reading.inflight) == (2, 0)
+    finally:
+        consumer.close()
+
+
+def test_delayed_messages_are_counted_in_the_delay_hash(pipeline: Pipeline) -> None:
+    queue = pipeline.settings.queue
+    pipeline.broker.enqueue(sync_message(queue, _payload("evt-later")), delay=60_000)
+    pipeline.broker.enqueue(sync_message(queue, _payload("evt-later-2")), delay=60_000)
+    reading = _queue(pipeline)
+    assert (reading.ready, reading.delayed, reading.inflight, reading.oldest_age_seconds) == (0, 2, 0, 0)
+
+
+def test_the_oldest_age_counts_from_when_the_head_message_became_ready(pipeline: Pipeline) -> None:
+    queue = pipeline.settings.queue
+    now = time.time()
+    created = now - 120
+    old = dt.datetime.fromtimestamp(created, dt.UTC)
+    pipeline.broker.enqueue(_message(queue, _payload("evt-old", scheduled_at=old), created=created))
+    pipeline.broker.enqueue(sync_message(queue, _payload("evt-new")))
+    age = _queue(pipeline).oldest_age_seconds
+    assert age is not None and 120 <= age < 150
+
+
+def test_a_retried_message_is_as_old_as_its_retry_not_its_creation(pipeline: Pipeline) -> None:
+    queue = pipeline.settings.queue
+    now = time.time()
+    due = dt.datetime.fromtimestamp(now - 5, dt.UTC)  # the retry became due 5 s ago; the job is 10 min old
+    pipeline.broker.enqueue(_message(queue, _payload("evt-retry", scheduled_at=due), created=now - 600))
+    age = _queue(pipeline).oldest_age_seconds
+    assert age is not None and 5 <= age < 35
+
+
+def test_ready_since_takes_the_latest_of_creation_eta_and_scheduled_at() -> None:
+    assert ready_since({"message_timestamp": 1_000_000}) == 1000
+    assert ready_since({"message_timestamp": 1_000_000, "options": {"eta": 1_500_000}}) == 1500
+    scheduled = {"scheduled_at": "1970-01-01T00:30:00+00:00"}
+    assert ready_since({"message_timestamp": 1_000_000, "args": [scheduled], "options": {"eta": 1_500_000}}) == 1800
+    assert ready_since({"args": [{"scheduled_at": "not a date"}]}) is None
+
+
+def _dead_letter(pipeline: Pipeline, *, reason: str, failed_at: dt.datetime, job_type: str = SYNC_JOB) -> None:
+    values = {
+        "job_id": f"job_{uuid.uuid4().hex}", "job_type": job_type, "message_id": None, "queue": "calendar",
+        "tenant_id": "tenant-1", "entity_id": "evt-1", "account_id": "acc-1", "idempotency_key": None,
+        "trace_id": None, "payload": {}, "attempts": 1, "reason": reason, "error_class": "Forbidden",
+        "last_error": "no", "error_history": [], "first_failed_at": failed_at, "failed_at": failed_at,
+    }  # fmt: skip
+    with pipeline.runtime.db.write() as conn:
+        dead_letters.insert(pipeline.runtime.db, conn, values)
+
+
+def test_open_dead_letters_by_job_type_and_reason_and_the_oldest_age(pipeline: Pipeline) -> None:
+    now = utcnow()
+    _dead_letter(pipeline, reason="forbidden", failed_at=now - dt.timedelta(seconds=300))
+    _dead_letter(pipeline, reason="forbidden", failed_at=now - dt.timedelta(seconds=30))
+    _dead_letter(pipeline, reason="retries exhausted", failed_at=now, job_type="reconcile")
+    _dead_letter(pipeline, reason="invalid payload", failed_at=now - dt.timedelta(days=2))
+    with pipeline.runtime.db.write() as conn:
+        [discarded] = dead_letters.find(conn, dead_letters.DeadLetterFilter(reason="invalid payload"))
+        dead_letters.mark_discarded(conn, discarded.id, note="closed records do not count")
+    store = StatusReader(pipeline.runtime).store(time.time())
+    assert store.open_by_job_type() == {SYNC_JOB: 2, "reconcile": 1}
+    assert store.open_by_reason() == {"forbidden": 2, "retries exhausted": 1}
+    assert 300 <= store.dead_letter_oldest_age_seconds < 330
+
+
+def test_targets_by_status_and_the_most_overdue_pending_one(pipeline: Pipeline) -> None:
+    account = pipeline.account()
+    late, _fresh, broken = (pipeline.submit([account], title=t).entity_id for t in ("late", "fresh", "broken"))
+    with pipeline.runtime.db.write() as conn:
+        targets.postpone(conn, TargetKey("tenant-1", late, account), due_at=utcnow() - dt.timedelta(seconds=100))
+        targets.record_failed(conn, TargetKey("tenant-1", broken, account), version=1, error_class="X", message="x")
+    store = StatusReader(pipeline.runtime).store(time.time())
+    assert store.targets == {"pending": 2, "synced": 0, "failed": 1, "deleted": 0}
+    assert 100 <= store.pending_oldest_age_seconds < 130
+
+
+def test_active_workers_are_the_unexpired_heartbeat_keys_of_this_namespace(pipeline: Pipeline) -> None:
+    client, keys = pipeline.runtime.redis, pipeline.runtime.keys
+    client.set(keys.worker_heartbeat("pod-a:7"), "{}", px=60_000)
+    client.set(keys.worker_heartbeat("pod-b:7"), "{}", px=60_000)
+    client.set(keys.worker_heartbeat("pod-c:7"), "{}", px=50)
+    client.set(f"other{keys.worker_heartbeat('pod-d:7')}", "{}", px=60_000)
+    try:
+        reader = StatusReader(pipeline.runtime)
+        wait_until(lambda: reader.workers_active() == 2, what="the short-lived heartbeat to expire")
+    finally:
+        client.delete(f"other{keys.worker_heartbeat('pod-d:7')}")
+
+
+def test_the_exporter_reports_a_source_it_cannot_read_and_keeps_the_others(settings_factory: Any) -> None:
+    settings = settings_factory(database_url="postgresql+psycopg://postgres@127.0.0.1:1/nowhere")
+    runtime = Runtime(settings, check_schema=False)
+    try:
+        reading = StatusReader(runtime).read()
+        assert set(reading.errors) == {"database"} and reading.store is None
+        page = parse(generate_latest(exporter_registry(StatusReader(runtime))).decode())
+        up = [page.value("calsync_exporter_source_up", source=s) for s in ("broker", "database", "redis")]
+        assert up == [1, 0, 1]
+        assert page.value("calsync_queue_ready_messages", queue=settings.queue) == 0
+        assert not page.series("calsync_sync_targets") and not page.series("calsync_dead_letters_open")
+    finally:
+        runtime.close()
+
+
+@pytest.mark.both_brokers
+def test_rabbitmq_reports_only_the_ready_count(pipeline: Pipeline, broker_kind: str) -> None:
+    account = pipeline.account()
+    pipeline.submit([account], title="one")
+    pipeline.submit([account], title="two")
+    reading = _queue(pipeline)
+    assert reading.ready == 2
+    page = parse(generate_latest(exporter_registry(StatusReader(pipeline.runtime))).decode())
+    present = {name: bool(page.series(name)) for name in (
+        "calsync_queue_ready_messages", "calsync_queue_delayed_messages", "calsync_queue_inflight_messages",
+        "calsync_queue_oldest_message_age_seconds")}  # fmt: skip
+    if broker_kind == "rabbitmq":
+        assert (reading.delayed, reading.inflight, reading.oldest_age_seconds) == (None, None, None)
+        assert present == {name: name == "calsync_queue_ready_messages" for name in present}
+        missing = pipeline.settings.model_copy(update={"queue": f"missing{uuid.uuid4().hex[:8]}"})
+        runtime = Runtime(missing, check_schema=False)
+        try:
+            [undeclared] = StatusReader(runtime).queues(time.time())
+            assert undeclared.ready == 0
+        finally:
+            runtime.close()
+    else:
+        assert all(present.values())

@@ -1,0 +1,79 @@
+"""``calsync status``: the same readings as the exporter, plus recent throughput, as JSON, a table or a live view."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from click.testing import CliRunner, Result
+
+from core.cli import status as status_command
+from core.cli.main import cli
+from core.cli.status import Status, format_age, read_status
+from core.payload import SYNC_JOB
+from core.readings import StatusReader
+from core.stats import JobStats
+from tests.support import Pipeline
+
+
+def _run(pipeline: Pipeline, *args: str) -> Result:
+    return CliRunner().invoke(cli, ["status", *args], env=pipeline.settings.as_environment(), catch_exceptions=False)
+
+
+def _busy(pipeline: Pipeline) -> None:
+    """Two queued jobs, a live worker heartbeat, and some finished jobs counted by the workers."""
+    account = pipeline.account()
+    pipeline.submit([account], title="one")
+    pipeline.submit([account], title="two")
+    pipeline.runtime.redis.set(pipeline.runtime.keys.worker_heartbeat("pod-a:1"), "{}", px=60_000)
+    pipeline.runtime.stats.record("success", count=3)
+    pipeline.runtime.stats.record("dead_lettered")
+
+
+def test_json_shows_queues_dead_letters_targets_workers_and_throughput(pipeline: Pipeline) -> None:
+    _busy(pipeline)
+    result = _run(pipeline, "--json")
+    assert result.exit_code == 0, result.output
+    doc = json.loads(result.output)
+    [queue] = doc["queues"]
+    assert (queue["queue"], queue["ready"], queue["delayed"], queue["inflight"]) == ("calendar", 2, 0, 0)
+    assert queue["oldest_age_seconds"] >= 0
+    assert doc["dead_letters"] == {
+        "open": 0, "open_by_reason": {}, "open_by_job_type": {SYNC_JOB: 0, "reconcile": 0}, "oldest_age_seconds": 0.0,
+    }  # fmt: skip
+    assert doc["targets"]["by_status"] == {"pending": 2, "synced": 0, "failed": 0, "deleted": 0}
+    assert doc["workers_active"] == 1
+    assert doc["throughput"] == {f"last_{m}m": {"dead_lettered": 1, "success": 3} for m in (5, 60)}
+    assert doc["errors"] == {}
+
+
+def test_the_table_names_every_section(pipeline: Pipeline) -> None:
+    _busy(pipeline)
+    result = _run(pipeline)
+    assert result.exit_code == 0, result.output
+    for heading in ("active workers: 1", "queues", "open dead letters", "sync targets", "job outcomes", "calendar"):
+        assert heading in result.output
+
+
+def test_watch_refreshes_until_its_count(pipeline: Pipeline, monkeypatch: pytest.MonkeyPatch) -> None:
+    _busy(pipeline)
+    reads: list[Status] = []
+
+    def counted(reader: StatusReader, stats: JobStats) -> Status:
+        reads.append(read_status(reader, stats))
+        return reads[-1]
+
+    monkeypatch.setattr(status_command, "read_status", counted)
+    result = _run(pipeline, "--watch", "--interval", "0.05", "--count", "3")
+    assert result.exit_code == 0, result.output
+    assert len(reads) == 3 and "job outcomes" in result.output
+
+
+def test_json_and_watch_exclude_each_other(pipeline: Pipeline) -> None:
+    result = _run(pipeline, "--json", "--watch")
+    assert result.exit_code == 2 and "do not go together" in result.output
+
+
+def test_ages_read_like_a_person_would_say_them() -> None:
+    assert [format_age(s) for s in (None, 0, 42.4, 303, 7500, 273600)] == ["n/a", "0s", "42s", "5m 03s", "2h 05m",
+                                                                          "3d 04h"]  # fmt: skip
