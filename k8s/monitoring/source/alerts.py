@@ -201,6 +201,16 @@ def monitoring_alerts(q: PromQL) -> list[Alert]:
             "{{ end }}) cannot be scraped, is not discovered at all, or answers without calsync metrics. The "
             "queue, worker and reconciliation alerts cannot fire until it is back.",
         ),
+        Alert(
+            "CalsyncExporterSourceDown",
+            f"{q.agg('min', q.sel('calsync_exporter_source_up'), 'source')} == 0",
+            "5m",
+            "critical",
+            "calsync queue exporter cannot read its {{ $labels.source }}",
+            "The queue exporter cannot read its {{ $labels.source }} and leaves out the series that come from "
+            "it, so the alerts built on them (queue, dead letters, sync targets, workers) cannot fire until it "
+            "reads it again.",
+        ),
     ]
 
 

@@ -75,6 +75,8 @@ _METRICS = (
     Metric("calsync_sync_targets", "exporter", "gauge", {"status": ("pending", "synced", "failed", "deleted")}),
     Metric("calsync_sync_pending_oldest_age_seconds", "exporter", "gauge"),
     Metric("calsync_workers_active", "exporter", "gauge"),
+    # Beyond issue 5: 0 while the exporter cannot read a source, whose series it then leaves out.
+    Metric("calsync_exporter_source_up", "exporter", "gauge", {"source": ("broker", "database", "redis")}),
     Metric("up", "prometheus", "gauge"),
 )
 

@@ -169,6 +169,10 @@ def rows(params: Params) -> list[Row]:
                   (Query(q.ratio(q.rate("calsync_lock_acquisitions_total", RATE, result="busy"),
                                  q.rate("calsync_lock_acquisitions_total", RATE)), legend(text="busy")),),
                   "percentunit", width=8),
+            Panel("Exporter sources readable", "1 while the queue exporter can read the source (broker, database, "
+                  "Redis); at 0 the series from that source are missing.",
+                  (Query(q.agg("min", q.sel("calsync_exporter_source_up"), "source"), legend("source")),),
+                  "short", width=8, limit=Limit("CalsyncExporterSourceDown", 1, "below")),
         )),
     ]  # fmt: skip
 
