@@ -48,10 +48,12 @@ def worker_middleware(
         ShutdownNotifications(),
         PayloadValidation(),
         IdempotencyGuard(runtime.db),
+        DeadLetterRecorder(runtime),
+        # After-hooks run in reverse: the lock is released before Retries enqueues the next attempt, so a
+        # short retry delay never finds its own delivery still holding the lock.
+        ScheduledRetries(runtime),
         ResourceLocking(runtime.locks, runtime.keys, settings, lock_observer),
         StaleVersionSkip(runtime),
-        DeadLetterRecorder(runtime),
-        ScheduledRetries(runtime),
     ]
 
 

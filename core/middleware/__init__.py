@@ -9,8 +9,9 @@ Before-hooks run top to bottom and after-hooks bottom to top (Dramatiq's rule), 
 3. ``ShutdownNotifications`` — Dramatiq's, lets SIGTERM stop idle threads cleanly;
 4. ``PayloadValidation`` — corrupt payloads → DLQ at once;
 5. ``IdempotencyGuard`` — effect already recorded → ack as ``already_done`` (before taking the lock);
-6. ``ResourceLocking`` — busy → re-enqueued later without burning an attempt;
-7. ``StaleVersionSkip`` — under the lock: newer version exists / already synced → ``stale``;
-8. ``DeadLetterRecorder`` — durable DLQ record before every nack;
-9. ``ScheduledRetries`` — last, so its after-hook decides retry-or-DLQ before the lock is released.
+6. ``DeadLetterRecorder`` — durable DLQ record before every nack (nack hooks only);
+7. ``ScheduledRetries`` — decides retry-or-DLQ after a failure (after-hook only);
+8. ``ResourceLocking`` — busy → re-enqueued later without burning an attempt; placed after Retries so
+   that its after-hook releases the lock before Retries enqueues the next attempt;
+9. ``StaleVersionSkip`` — under the lock: newer version exists / already synced → ``stale``.
 """
