@@ -61,8 +61,9 @@ def test_ignored_hadolint_rules_are_justified() -> None:
             assert above.startswith("#") and "hadolint" not in above, f"line {number + 1}: say why the rule is ignored"
 
 
-def test_shellcheck_passes_on_the_entrypoint(shellcheck: Tool) -> None:
-    done = shellcheck("--shell=sh", "--severity=style", ENTRYPOINT)
+@pytest.mark.parametrize("script", [ENTRYPOINT, ROOT / ".ci" / "run"], ids=["entrypoint", "ci-run"])
+def test_shellcheck_passes_on_the_shell_scripts(shellcheck: Tool, script: Path) -> None:
+    done = shellcheck("--shell=sh", "--severity=style", script)
     assert done.returncode == 0, done.stdout + done.stderr
 
 
