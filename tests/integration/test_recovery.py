@@ -120,6 +120,13 @@ def test_a_worker_killed_mid_job_is_redelivered_without_a_second_effect(
         assert len(provider.events(account)) == 1
     except BaseException:
         print(logs.read_text(errors="replace")[-5000:])
+        print("worker exit codes:", [proc.poll() for proc in workers])
+        client = pipeline.runtime.redis
+        namespace = settings.redis_namespace
+        print("broker heartbeats:", client.zrange(f"{namespace}:__heartbeats__", 0, -1, withscores=True))
+        for key in client.scan_iter(match=f"{namespace}:__acks__*"):
+            print("unacked", key, client.smembers(key))
+        print("ready:", client.llen(pipeline.runtime.keys.ready_queue(settings.queue)))
         raise
     finally:
         for proc in workers:
