@@ -9,10 +9,11 @@ its own queue, so tests never see each other's data and never flush a shared ser
 from __future__ import annotations
 
 import os
+import shutil
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
+from typing import Any, NoReturn
 
 import psycopg
 import pytest
@@ -32,6 +33,22 @@ for _name in [n for n in os.environ if n.startswith("CALSYNC_") and n != "CALSYN
 def _unavailable(service: str, why: str) -> None:
     if service in REQUIRED:
         pytest.fail(f"{service} is required by CALSYNC_TEST_REQUIRE but unavailable: {why}")
+
+
+def missing(name: str, why: str) -> NoReturn:
+    """Fail when CALSYNC_TEST_REQUIRE names the service or tool (CI), else skip: a developer machine without
+    it still runs everything else."""
+    _unavailable(name, why)
+    pytest.skip(f"{name} is unavailable: {why}")
+
+
+@pytest.fixture(scope="session")
+def promtool_binary() -> str:
+    """The promtool binary (Debian package prometheus)."""
+    found = shutil.which("promtool")
+    if found is None:
+        missing("promtool", "not installed (Debian package prometheus)")
+    return found
 
 
 @pytest.fixture(scope="session")
@@ -93,7 +110,7 @@ def database(request: pytest.FixtureRequest, tmp_path: Path, postgres_available:
         yield f"sqlite:///{tmp_path / 'calsync.sqlite3'}"
         return
     if not postgres_available:
-        pytest.skip("PostgreSQL is not reachable")
+        missing("postgresql", "not reachable")
     schema = f"t_{uuid.uuid4().hex[:12]}"
     with psycopg.connect(POSTGRES_DSN, autocommit=True) as conn:
         conn.execute(f"CREATE SCHEMA {schema}")
@@ -108,7 +125,7 @@ def database(request: pytest.FixtureRequest, tmp_path: Path, postgres_available:
 def broker_kind(request: pytest.FixtureRequest, rabbitmq_available: bool) -> str:
     """Which broker this test runs on."""
     if request.param == "rabbitmq" and not rabbitmq_available:
-        pytest.skip("RabbitMQ is not reachable")
+        missing("rabbitmq", "not reachable")
     return str(request.param)
 
 

@@ -15,11 +15,11 @@ import sys
 from collections.abc import Callable
 from pathlib import Path
 from types import ModuleType
-from typing import Any
+from typing import Any, NoReturn
 
 import pytest
 
-from tests.conftest import REQUIRED
+from tests.conftest import missing
 from tests.deploy.manifests import OVERLAYS, Manifests, parse_documents
 
 Tool = Callable[..., subprocess.CompletedProcess[str]]
@@ -36,12 +36,9 @@ _HINTS = {
 }
 
 
-def missing(tool: str) -> None:
-    """Fail when CALSYNC_TEST_REQUIRE names the tool, else skip: a developer without it still runs the rest."""
-    message = f"{tool} is not installed ({_HINTS[tool]})"
-    if tool in REQUIRED:
-        pytest.fail(f"{message}, but CALSYNC_TEST_REQUIRE requires it")
-    pytest.skip(message)
+def missing_tool(tool: str) -> NoReturn:
+    """Fail or skip (see tests.conftest.missing), naming where the tool comes from."""
+    missing(tool, f"not installed ({_HINTS[tool]})")
 
 
 @functools.cache
@@ -57,7 +54,7 @@ def _offline_prefix() -> tuple[str, ...]:
 def _tool(name: str) -> Tool:
     path = shutil.which(name, path=_SEARCH)
     if path is None:
-        missing(name)
+        missing_tool(name)
     assert path is not None
 
     def run(*args: str | Path, cwd: Path | None = None, offline: bool = True) -> subprocess.CompletedProcess[str]:
@@ -103,7 +100,7 @@ def _module(tool: str, *names: str) -> list[ModuleType]:
     try:
         return [importlib.import_module(name) for name in names]
     except ImportError:
-        missing(tool)
+        missing_tool(tool)
         raise
 
 

@@ -19,7 +19,6 @@ import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
 from core.settings import Settings, child_environment
-from tests.conftest import REQUIRED
 from tests.support import wait_until
 
 PROMTOOL_LINT_FAILED = 3  # promtool check metrics: exit code when the lint found problems
@@ -77,14 +76,9 @@ def scrape(url: str, *, timeout: float = 30) -> Exposition:
 
 
 @pytest.fixture(scope="session")
-def promtool() -> str:
-    """The promtool binary; missing skips, unless CALSYNC_TEST_REQUIRE names promtool."""
-    found = shutil.which("promtool")
-    if found is None:
-        if "promtool" in REQUIRED:
-            pytest.fail("promtool is required by CALSYNC_TEST_REQUIRE but not installed (Debian package prometheus)")
-        pytest.skip("promtool is not installed (Debian package prometheus)")
-    return found
+def promtool(promtool_binary: str) -> str:
+    """The promtool binary (skipped where missing, unless CALSYNC_TEST_REQUIRE names it)."""
+    return promtool_binary
 
 
 def check_metrics(promtool: str, text: str) -> tuple[int, list[str]]:
