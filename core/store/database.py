@@ -81,10 +81,13 @@ class Database:
             with conn.begin():
                 yield conn
 
+    def upsert(self, table: Table) -> postgresql.Insert | sqlite.Insert:
+        """This backend's ``INSERT`` with its ``ON CONFLICT`` clauses (both dialects share the API)."""
+        return postgresql.insert(table) if self.dialect == "postgresql" else sqlite.insert(table)
+
     def insert_ignoring_conflicts(self, table: Table) -> Insert:
         """``INSERT ... ON CONFLICT DO NOTHING`` for this backend (duplicates are expected, not errors)."""
-        dialect_insert = postgresql.insert if self.dialect == "postgresql" else sqlite.insert
-        return dialect_insert(table).on_conflict_do_nothing()
+        return self.upsert(table).on_conflict_do_nothing()
 
     def dispose(self) -> None:
         """Close pooled connections (end of process or test)."""

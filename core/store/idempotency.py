@@ -7,7 +7,6 @@ from collections.abc import Mapping
 from typing import Any
 
 from sqlalchemy import Connection, bindparam, delete, select
-from sqlalchemy.dialects import postgresql, sqlite
 
 from core.store.database import Database
 from core.store.schema import idempotency_records as r
@@ -48,7 +47,7 @@ def _upsert_statement(db: Database) -> Any:
     """Insert, or take over a record whose TTL ran out, in one statement (built once per dialect)."""
     statement = _UPSERTS.get(db.dialect)
     if statement is None:
-        insert = postgresql.insert(r) if db.dialect == "postgresql" else sqlite.insert(r)
+        insert = db.upsert(r)
         replaced = {c: insert.excluded[c] for c in ("job_id", "outcome", "result", "created_at", "expires_at")}
         statement = _UPSERTS[db.dialect] = insert.on_conflict_do_update(
             index_elements=[r.c.key], set_=replaced, where=r.c.expires_at <= insert.excluded.created_at

@@ -86,13 +86,6 @@ def target_from_row(row: Mapping[Any, Any]) -> TargetRow:
     return TargetRow(**{column.name: row[column.name] for column in t.columns})
 
 
-_row = target_from_row
-
-
-def _where(key: TargetKey) -> Any:
-    return and_(t.c.tenant_id == key.tenant_id, t.c.event_id == key.event_id, t.c.account_id == key.account_id)
-
-
 # Statements on the per-job hot path are built once: building and cache-keying a statement per call cost
 # more CPU than executing it (benchmarks/pipeline.py).
 _BY_KEY = and_(
@@ -125,20 +118,20 @@ def _key_params(key: TargetKey) -> dict[str, str]:
 def get_target(conn: Connection, key: TargetKey) -> TargetRow | None:
     """One target, or None."""
     row = conn.execute(_GET, _key_params(key)).mappings().first()
-    return _row(row) if row else None
+    return target_from_row(row) if row else None
 
 
 def list_targets(conn: Connection, tenant_id: str, event_id: str) -> list[TargetRow]:
     """Every target of an event, by account id."""
     query = select(t).where(t.c.tenant_id == tenant_id, t.c.event_id == event_id).order_by(t.c.account_id)
-    return [_row(row) for row in conn.execute(query).mappings()]
+    return [target_from_row(row) for row in conn.execute(query).mappings()]
 
 
 def plan_target(conn: Connection, key: TargetKey, *, wanted: Wanted, version: int, due_at: dt.datetime) -> None:
     """Ask for ``version`` of the event to be synced (present) or removed (absent): the target turns pending."""
     now = dt.datetime.now(dt.UTC)
     values = {"wanted": wanted, "wanted_version": version, "status": "pending", "due_at": due_at, "updated_at": now}
-    if conn.execute(update(t).where(_where(key)).values(**values)).rowcount == 0:
+    if conn.execute(update(t).where(_BY_KEY).values(**values), _key_params(key)).rowcount == 0:
         conn.execute(t.insert().values(**key._asdict(), synced_version=0, **values))
 
 
@@ -169,8 +162,9 @@ def record_retry(
     """Note the last error and when the retry is due, unless a newer version already took over."""
     conn.execute(
         update(t)
-        .where(_where(key), t.c.status == "pending", t.c.wanted_version <= version)
-        .values(last_error=message, error_class=error_class, due_at=due_at, updated_at=dt.datetime.now(dt.UTC))
+        .where(_BY_KEY, t.c.status == "pending", t.c.wanted_version <= version)
+        .values(last_error=message, error_class=error_class, due_at=due_at, updated_at=dt.datetime.now(dt.UTC)),
+        _key_params(key),
     )
 
 
@@ -178,14 +172,15 @@ def record_failed(conn: Connection, key: TargetKey, *, version: int, error_class
     """Mark the target failed (dead-lettered), unless a newer version is already pending for it."""
     conn.execute(
         update(t)
-        .where(_where(key), t.c.status == "pending", t.c.wanted_version <= version)
+        .where(_BY_KEY, t.c.status == "pending", t.c.wanted_version <= version)
         .values(
             status="failed",
             last_error=message,
             error_class=error_class,
             due_at=None,
             updated_at=dt.datetime.now(dt.UTC),
-        )
+        ),
+        _key_params(key),
     )
 
 
@@ -193,8 +188,9 @@ def reopen(conn: Connection, key: TargetKey, *, due_at: dt.datetime) -> None:
     """Make a failed target pending again (DLQ replay); other statuses are left alone."""
     conn.execute(
         update(t)
-        .where(_where(key), t.c.status == "failed")
-        .values(status="pending", due_at=due_at, updated_at=dt.datetime.now(dt.UTC))
+        .where(_BY_KEY, t.c.status == "failed")
+        .values(status="pending", due_at=due_at, updated_at=dt.datetime.now(dt.UTC)),
+        _key_params(key),
     )
 
 
@@ -206,12 +202,12 @@ def overdue(conn: Connection, *, before: dt.datetime, limit: int) -> list[Target
         .order_by(t.c.due_at)
         .limit(limit)
     )
-    return [_row(row) for row in conn.execute(query).mappings()]
+    return [target_from_row(row) for row in conn.execute(query).mappings()]
 
 
 def postpone(conn: Connection, key: TargetKey, *, due_at: dt.datetime) -> None:
     """Move a pending target's due time (after the reconciler re-enqueued it)."""
-    conn.execute(update(t).where(_where(key), t.c.status == "pending").values(due_at=due_at))
+    conn.execute(update(t).where(_BY_KEY, t.c.status == "pending").values(due_at=due_at), _key_params(key))
 
 
 def count_by_status(conn: Connection) -> dict[str, int]:
