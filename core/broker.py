@@ -47,12 +47,13 @@ def worker_middleware(
         TimeLimit(time_limit=int(settings.job_time_limit * 1000)),
         ShutdownNotifications(),
         PayloadValidation(),
-        IdempotencyGuard(runtime.db),
         DeadLetterRecorder(runtime),
         # After-hooks run in reverse: the lock is released before Retries enqueues the next attempt, so a
         # short retry delay never finds its own delivery still holding the lock.
         ScheduledRetries(runtime),
         ResourceLocking(runtime.locks, runtime.keys, settings, lock_observer),
+        # Under the lock, both read the delivery's state, loaded once in a single statement.
+        IdempotencyGuard(runtime),
         StaleVersionSkip(runtime),
     ]
 

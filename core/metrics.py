@@ -181,7 +181,7 @@ class WorkerMetrics(dramatiq.Middleware):
         LOCK_ACQUISITIONS.labels(result).inc()
 
     def _provider_of(self, ctx: JobContext) -> str:
-        # Deliveries that end before the state is loaded (already_done, lock_busy) know only the
+        # Deliveries that end before the state is loaded (lock_busy, corrupt payloads) know only the
         # account id; the provider is looked up once per account (an account never changes provider).
         account_id = ctx.payload.account_id if ctx.payload is not None else None
         if ctx.provider != UNKNOWN_PROVIDER:

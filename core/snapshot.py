@@ -1,31 +1,46 @@
-"""The state one sync job is about (account, event, target), read together in one query.
+"""The state one sync job is about (account, event, target, is its effect done?), read in one query.
 
-This runs once per job, under the target's lock, so it is one round trip: the account joined to the
-event and the target. When the account does not exist the join yields nothing and the parts are read
+This runs once per delivery, under the target's lock, on the hot path's direct driver access
+(core/store/direct.py): the account joined to the event, the target and the job's idempotency
+record. The idempotency and staleness middlewares and the actor share the one read through
+:func:`job_snapshot`. When the account does not exist the join yields nothing and the parts are read
 one by one, so the job can say precisely what is missing.
 """
 
 from __future__ import annotations
 
+import datetime as dt
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from sqlalchemy import Connection, and_, bindparam, select
+from sqlalchemy import and_, bindparam, select
 
 from core.payload import JobPayload
-from core.store import accounts, events, targets
-from core.store.schema import event_targets, provider_accounts
+from core.store import accounts, events, idempotency, targets
+from core.store.direct import DirectStatement
+from core.store.schema import event_targets, idempotency_records, provider_accounts
 from core.store.schema import events as events_table
 from core.store.targets import TargetKey, TargetRow
 from providers.base import Account, EventState
 
 if TYPE_CHECKING:
+    from core.middleware.context import JobContext
     from core.runtime import Runtime
 
-_PARTS = {"a": provider_accounts, "e": events_table, "t": event_targets}
+_BOOKKEEPING = ("created_at", "updated_at")  # of accounts and events: not needed by a job
+_PARTS = {
+    "a": [column for column in provider_accounts.columns if column.name not in _BOOKKEEPING],
+    "e": [column for column in events_table.columns if column.name not in _BOOKKEEPING],
+    "t": list(event_targets.columns),
+}
+_PRESENT = {"a": "a_id", "e": "e_id", "t": "t_account_id"}  # never NULL in a row that exists
+_DONE = idempotency.succeeded_condition(bindparam("k_idempotency"), bindparam("k_now"))
 _JOINED = (
-    select(*(column.label(f"{prefix}_{column.name}") for prefix, table in _PARTS.items() for column in table.columns))
+    select(
+        *(column.label(f"{prefix}_{column.name}") for prefix, columns in _PARTS.items() for column in columns),
+        idempotency_records.c.key.label("done_key"),
+    )
     .select_from(provider_accounts)
     .outerjoin(
         events_table,
@@ -39,8 +54,10 @@ _JOINED = (
             event_targets.c.account_id == provider_accounts.c.id,
         ),
     )
+    .outerjoin(idempotency_records, _DONE)
     .where(provider_accounts.c.id == bindparam("k_account"))
 )
+_SNAPSHOT = DirectStatement(_JOINED)
 
 
 @dataclass(frozen=True)
@@ -50,34 +67,53 @@ class Snapshot:
     account: Account | None
     event: EventState | None
     target: TargetRow | None
+    already_done: bool = False  # the job's idempotency key is recorded as succeeded
 
 
-def _part(row: Mapping[Any, Any], prefix: str) -> dict[str, Any] | None:
-    values = {column.name: row[f"{prefix}_{column.name}"] for column in _PARTS[prefix].columns}
-    primary = _PARTS[prefix].primary_key.columns[0].name
-    return values if values[primary] is not None else None
+def _part(row: Mapping[str, Any], prefix: str) -> dict[str, Any] | None:
+    if row[_PRESENT[prefix]] is None:
+        return None
+    return {column.name: row[f"{prefix}_{column.name}"] for column in _PARTS[prefix]}
 
 
-def read_snapshot(conn: Connection, runtime: Runtime, payload: JobPayload) -> Snapshot:
-    """Read a job's state on an open connection."""
-    params = {"k_tenant": payload.tenant_id, "k_event": payload.entity_id, "k_account": payload.account_id}
-    row = conn.execute(_JOINED, params).mappings().first()
+def load_snapshot(runtime: Runtime, payload: JobPayload) -> Snapshot:
+    """Read the latest state a job needs, in one statement."""
+    params = {
+        "k_tenant": payload.tenant_id,
+        "k_event": payload.entity_id,
+        "k_account": payload.account_id,
+        "k_idempotency": payload.idempotency_key,
+        "k_now": dt.datetime.now(dt.UTC),
+    }
+    with runtime.db.direct_read() as tx:
+        row = tx.first(_SNAPSHOT, params)
     if row is None:
-        return Snapshot(
-            account=None,
-            event=events.get_event(conn, payload.tenant_id, payload.entity_id),
-            target=targets.get_target(conn, TargetKey(payload.tenant_id, payload.entity_id, payload.account_id)),
-        )
+        return _without_account(runtime, payload)
     account, event, target = _part(row, "a"), _part(row, "e"), _part(row, "t")
     assert account is not None
     return Snapshot(
         account=accounts.account_from_row(account, runtime.cipher),
         event=events.event_from_row(event) if event else None,
         target=targets.target_from_row(target) if target else None,
+        already_done=row["done_key"] is not None,
     )
 
 
-def load_snapshot(runtime: Runtime, payload: JobPayload) -> Snapshot:
-    """Read the latest state a job needs in one short transaction."""
+def _without_account(runtime: Runtime, payload: JobPayload) -> Snapshot:
     with runtime.db.read() as conn:
-        return read_snapshot(conn, runtime, payload)
+        return Snapshot(
+            account=None,
+            event=events.get_event(conn, payload.tenant_id, payload.entity_id),
+            target=targets.get_target(conn, TargetKey(payload.tenant_id, payload.entity_id, payload.account_id)),
+            already_done=idempotency.succeeded(conn, payload.idempotency_key),
+        )
+
+
+def job_snapshot(runtime: Runtime, ctx: JobContext) -> Snapshot:
+    """The state of the delivery being processed: read on first need (under the lock), then shared."""
+    if ctx.snapshot is None:
+        assert ctx.payload is not None
+        ctx.snapshot = load_snapshot(runtime, ctx.payload)
+        if ctx.snapshot.account is not None:
+            ctx.provider = ctx.snapshot.account.provider
+    return ctx.snapshot

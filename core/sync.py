@@ -17,7 +17,7 @@ from core.messages import sync_message
 from core.metrics import provider_request
 from core.middleware.context import current_job
 from core.payload import JobPayload, new_payload, parse_payload
-from core.snapshot import Snapshot, load_snapshot
+from core.snapshot import Snapshot, job_snapshot, load_snapshot
 from core.store import idempotency, targets
 from core.store.targets import TargetRow
 from providers.base import Account, EventState, ExternalRef
@@ -56,7 +56,7 @@ def run_sync(runtime: Runtime, payload_arg: Any) -> Effect:
     """Make one target match its event's latest state, exactly once per logical effect."""
     ctx = current_job()
     payload = ctx.payload if ctx and ctx.payload else parse_payload([payload_arg])
-    snapshot = ctx.snapshot if ctx and ctx.snapshot else load_snapshot(runtime, payload)
+    snapshot = job_snapshot(runtime, ctx) if ctx and ctx.payload else load_snapshot(runtime, payload)
     account, event, target = _checked(snapshot, payload)
     provider = runtime.providers.get(account.provider)
     effect = effective_operation(event, target)
@@ -69,9 +69,9 @@ def run_sync(runtime: Runtime, payload_arg: Any) -> Effect:
             ref = provider.upsert(account, event, target.view())
 
     result = {"effect": effect, "external_id": ref.external_id if ref else target.external_id, "version": event.version}
-    with runtime.db.write() as conn:
+    with runtime.db.direct_write() as tx:
         won = targets.record_synced(
-            conn,
+            tx,
             target.key,
             version=event.version,
             external_id=ref.external_id if ref else None,
@@ -79,14 +79,16 @@ def run_sync(runtime: Runtime, payload_arg: Any) -> Effect:
             final_status="deleted" if effect == "delete" else "synced",
         )
         idempotency.record_success(
-            runtime.db,
-            conn,
+            tx,
             payload.idempotency_key,
             job_id=payload.job_id,
             result=result,
             ttl_seconds=runtime.settings.idempotency_ttl,
         )
-        latest = targets.get_target(conn, target.key) if not won else None
+    latest = None
+    if not won:  # synced_version only grows, so reading it after the commit is as good as inside
+        with runtime.db.read() as conn:
+            latest = targets.get_target(conn, target.key)
     if latest is not None and latest.synced_version > event.version:
         _enqueue_repair(runtime, payload, latest)
     if ctx is not None:

@@ -20,6 +20,8 @@ import pytest
 import redis
 
 from core.embedded_redis import EmbeddedRedis
+from core.store import migrate
+from core.store.database import Database
 from tests.support import make_settings
 
 REQUIRED = {s.strip() for s in os.environ.get("CALSYNC_TEST_REQUIRE", "").split(",") if s.strip()}
@@ -93,8 +95,11 @@ def rabbitmq_available() -> bool:
 def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
     """``database`` is parametrized over both backends for tests marked ``both_databases``."""
     if "database" in metafunc.fixturenames:
-        both = metafunc.definition.get_closest_marker("both_databases") is not None
-        metafunc.parametrize("database", ["sqlite", "postgresql"] if both else ["default"], indirect=True)
+        marked = metafunc.definition.get_closest_marker
+        kinds = ["sqlite", "postgresql"] if marked("both_databases") is not None else ["default"]
+        if marked("postgresql_only") is not None:
+            kinds = ["postgresql"]
+        metafunc.parametrize("database", kinds, indirect=True)
     if "broker_kind" in metafunc.fixturenames:
         both = metafunc.definition.get_closest_marker("both_brokers") is not None
         metafunc.parametrize("broker_kind", ["redis", "rabbitmq"] if both else ["redis"], indirect=True)
@@ -119,6 +124,15 @@ def database(request: pytest.FixtureRequest, tmp_path: Path, postgres_available:
     finally:
         with psycopg.connect(POSTGRES_DSN, autocommit=True) as conn:
             conn.execute(f"DROP SCHEMA {schema} CASCADE")
+
+
+@pytest.fixture
+def db(database: str) -> Iterator[Database]:
+    """A migrated database of its own for this test (both backends under ``both_databases``)."""
+    built = Database(database)
+    migrate.upgrade(built)
+    yield built
+    built.dispose()
 
 
 @pytest.fixture

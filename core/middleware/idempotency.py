@@ -1,23 +1,29 @@
-"""Idempotency: a job whose logical effect is already recorded as done is acked without any call."""
+"""Idempotency: a job whose logical effect is already recorded as done is acked without any call.
+
+Runs under the target's lock, so a duplicate delivery waiting for the lock sees the record its twin
+committed. The record is read with the rest of the job's state, in the same statement
+(:func:`core.snapshot.job_snapshot`).
+"""
 
 from __future__ import annotations
+
+from typing import TYPE_CHECKING
 
 import dramatiq
 
 from core.middleware.context import JobContext, JobMiddleware, skip
-from core.store import idempotency
-from core.store.database import Database
+from core.snapshot import job_snapshot
+
+if TYPE_CHECKING:
+    from core.runtime import Runtime
 
 
 class IdempotencyGuard(JobMiddleware):
     """Checks the idempotency record written in the same transaction as the sync result."""
 
-    def __init__(self, db: Database) -> None:
-        self.db = db
+    def __init__(self, runtime: Runtime) -> None:
+        self.runtime = runtime
 
     def before_job(self, broker: dramatiq.Broker, message: dramatiq.MessageProxy, ctx: JobContext) -> None:
-        assert ctx.payload is not None
-        with self.db.read() as conn:
-            done = idempotency.succeeded(conn, ctx.payload.idempotency_key)
-        if done:
+        if job_snapshot(self.runtime, ctx).already_done:
             raise skip(ctx, "already_done")

@@ -1,8 +1,8 @@
 """Stale-version skipping: an old job never overwrites a newer version.
 
 Runs under the lock. A job is stale when the event has moved past the job's target version (a job
-for the newer version exists) or the target already synced that version. The state read here is
-handed to the actor, which would otherwise read it again.
+for the newer version exists) or the target already synced that version. The state it looks at is
+the delivery's one read (:func:`core.snapshot.job_snapshot`), which the actor then uses too.
 """
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING
 import dramatiq
 
 from core.middleware.context import JobContext, JobMiddleware, skip
-from core.snapshot import load_snapshot
+from core.snapshot import job_snapshot
 
 if TYPE_CHECKING:
     from core.runtime import Runtime
@@ -26,9 +26,7 @@ class StaleVersionSkip(JobMiddleware):
 
     def before_job(self, broker: dramatiq.Broker, message: dramatiq.MessageProxy, ctx: JobContext) -> None:
         assert ctx.payload is not None
-        snapshot = ctx.snapshot = load_snapshot(self.runtime, ctx.payload)
-        if snapshot.account is not None:
-            ctx.provider = snapshot.account.provider
+        snapshot = job_snapshot(self.runtime, ctx)
         if snapshot.event is None or snapshot.target is None:
             return  # the actor raises EntityNotFound with the details
         wanted = ctx.payload.target_version

@@ -3,6 +3,8 @@
 ``read()`` opens a plain transaction; ``write()`` one that takes the write lock up front on SQLite
 (``BEGIN IMMEDIATE``), because a deferred transaction that upgrades to a writer fails at once with
 "database is locked" when another writer got in first, ignoring the busy timeout.
+``direct_read()`` and ``direct_write()`` are the same for the per-job hot path, on the driver
+connection (core/store/direct.py).
 """
 
 from __future__ import annotations
@@ -21,6 +23,7 @@ from sqlalchemy.exc import DBAPIError, OperationalError
 from sqlalchemy.sql.dml import Insert
 
 from core.errors import StoreUnavailable
+from core.store.direct import DirectTransaction
 
 _SQLITE_BUSY_TIMEOUT_S = 30
 
@@ -81,9 +84,54 @@ class Database:
             with conn.begin():
                 yield conn
 
+    @contextlib.contextmanager
+    def direct_read(self) -> Iterator[DirectTransaction]:
+        """Hot-path reads on the driver connection; each statement reads one consistent snapshot."""
+        with self._direct(begin=None) as tx:
+            yield tx
+
+    @contextlib.contextmanager
+    def direct_write(self) -> Iterator[DirectTransaction]:
+        """A hot-path write transaction on the driver connection: committed on exit, rolled back on error."""
+        with self._writer, self._direct(begin="BEGIN IMMEDIATE") as tx:
+            yield tx
+
+    @contextlib.contextmanager
+    def _direct(self, *, begin: str | None) -> Iterator[DirectTransaction]:
+        dialect = self.engine.dialect
+        try:
+            with _translate_errors():  # the pool raises the driver's own errors here, not SQLAlchemy's
+                raw = self.engine.raw_connection()
+        except dialect.loaded_dbapi.Error as exc:
+            raise StoreUnavailable(f"database unavailable: {type(exc).__name__}: {exc}") from exc
+        cursor = None
+        try:
+            cursor = raw.cursor()
+            # sqlite3 runs in autocommit mode here (see _prepare_sqlite), so a transaction is begun
+            # explicitly; psycopg begins one implicitly with the first statement.
+            if begin is not None and self.dialect == "sqlite":
+                cursor.execute(begin)
+            yield DirectTransaction(cursor, dialect)
+            raw.commit()
+        except dialect.loaded_dbapi.Error as exc:
+            _rollback_quietly(raw)
+            if dialect.is_disconnect(exc, raw.dbapi_connection, cursor):
+                raw.invalidate(exc)
+                raise StoreUnavailable(f"database connection lost: {exc}") from exc
+            if isinstance(exc, dialect.loaded_dbapi.OperationalError):
+                raise StoreUnavailable(f"database unavailable: {type(exc).__name__}: {exc}") from exc
+            raise
+        except BaseException:
+            _rollback_quietly(raw)
+            raise
+        finally:
+            if cursor is not None:
+                cursor.close()
+            raw.close()
+
     def upsert(self, table: Table) -> postgresql.Insert | sqlite.Insert:
-        """This backend's ``INSERT`` with its ``ON CONFLICT`` clauses (both dialects share the API)."""
-        return postgresql.insert(table) if self.dialect == "postgresql" else sqlite.insert(table)
+        """This backend's ``INSERT`` with its ``ON CONFLICT`` clauses."""
+        return upsert_insert(table, self.dialect)
 
     def insert_ignoring_conflicts(self, table: Table) -> Insert:
         """``INSERT ... ON CONFLICT DO NOTHING`` for this backend (duplicates are expected, not errors)."""
@@ -92,6 +140,17 @@ class Database:
     def dispose(self) -> None:
         """Close pooled connections (end of process or test)."""
         self.engine.dispose()
+
+
+def upsert_insert(table: Table, dialect: str) -> postgresql.Insert | sqlite.Insert:
+    """The ``INSERT`` of ``dialect`` that has ``ON CONFLICT`` clauses (both dialects share the API)."""
+    return postgresql.insert(table) if dialect == "postgresql" else sqlite.insert(table)
+
+
+def _rollback_quietly(raw: Any) -> None:
+    # The original error is what matters; a connection too broken to roll back is discarded by the pool.
+    with contextlib.suppress(Exception):
+        raw.rollback()
 
 
 @contextlib.contextmanager

@@ -6,14 +6,20 @@ import datetime as dt
 from collections.abc import Mapping
 from typing import Any
 
-from sqlalchemy import Connection, bindparam, delete, select
+from sqlalchemy import BindParameter, ColumnElement, Connection, and_, bindparam, delete, select
 
-from core.store.database import Database
+from core.store.database import upsert_insert
+from core.store.direct import DirectStatement, DirectTransaction
 from core.store.schema import idempotency_records as r
 
-_SUCCEEDED = select(r.c.key).where(
-    r.c.key == bindparam("key"), r.c.outcome == "success", r.c.expires_at > bindparam("now", type_=r.c.expires_at.type)
-)
+
+def succeeded_condition(key: BindParameter[Any], now: BindParameter[Any]) -> ColumnElement[bool]:
+    """The rows that prove ``key``'s effect happened: a success whose TTL has not run out at ``now``."""
+    now.type = r.c.expires_at.type
+    return and_(r.c.key == key, r.c.outcome == "success", r.c.expires_at > now)
+
+
+_SUCCEEDED = select(r.c.key).where(succeeded_condition(bindparam("key"), bindparam("now")))
 
 
 def succeeded(conn: Connection, key: str) -> bool:
@@ -22,7 +28,7 @@ def succeeded(conn: Connection, key: str) -> bool:
 
 
 def record_success(
-    db: Database, conn: Connection, key: str, *, job_id: str, result: Mapping[str, Any], ttl_seconds: int
+    tx: DirectTransaction, key: str, *, job_id: str, result: Mapping[str, Any], ttl_seconds: int
 ) -> None:
     """Record the effect as done, inside the caller's transaction (the same one as the sync result).
 
@@ -37,20 +43,22 @@ def record_success(
         "created_at": now,
         "expires_at": now + dt.timedelta(seconds=ttl_seconds),
     }
-    conn.execute(_upsert_statement(db), values)
+    tx.execute(_upsert_statement(tx.dialect.name), values)
 
 
-_UPSERTS: dict[str, Any] = {}
+_UPSERTS: dict[str, DirectStatement] = {}
 
 
-def _upsert_statement(db: Database) -> Any:
+def _upsert_statement(dialect: str) -> DirectStatement:
     """Insert, or take over a record whose TTL ran out, in one statement (built once per dialect)."""
-    statement = _UPSERTS.get(db.dialect)
+    statement = _UPSERTS.get(dialect)
     if statement is None:
-        insert = db.upsert(r)
+        insert = upsert_insert(r, dialect)
         replaced = {c: insert.excluded[c] for c in ("job_id", "outcome", "result", "created_at", "expires_at")}
-        statement = _UPSERTS[db.dialect] = insert.on_conflict_do_update(
-            index_elements=[r.c.key], set_=replaced, where=r.c.expires_at <= insert.excluded.created_at
+        statement = _UPSERTS[dialect] = DirectStatement(
+            insert.on_conflict_do_update(
+                index_elements=[r.c.key], set_=replaced, where=r.c.expires_at <= insert.excluded.created_at
+            )
         )
     return statement
 

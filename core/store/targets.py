@@ -15,6 +15,7 @@ from typing import Any, Literal, NamedTuple
 
 from sqlalchemy import Connection, and_, bindparam, case, func, or_, select, update
 
+from core.store.direct import DirectStatement, DirectTransaction
 from core.store.schema import event_targets as t
 from providers.base import Target
 
@@ -95,7 +96,7 @@ _BY_KEY = and_(
 )
 _GET = select(t).where(_BY_KEY)
 _REACHED = t.c.wanted_version <= bindparam("v_version")
-_RECORD_SYNCED = (
+_RECORD_SYNCED = DirectStatement(
     update(t)
     .where(_BY_KEY, t.c.synced_version < bindparam("v_version"))
     .values(
@@ -136,7 +137,7 @@ def plan_target(conn: Connection, key: TargetKey, *, wanted: Wanted, version: in
 
 
 def record_synced(
-    conn: Connection,
+    tx: DirectTransaction,
     key: TargetKey,
     *,
     version: int,
@@ -153,7 +154,7 @@ def record_synced(
         "v_final": final_status,
         "v_now": dt.datetime.now(dt.UTC),
     }
-    return bool(conn.execute(_RECORD_SYNCED, params).rowcount)
+    return bool(tx.execute(_RECORD_SYNCED, params).rowcount)
 
 
 def record_retry(

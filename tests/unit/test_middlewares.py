@@ -94,12 +94,12 @@ def test_validation_parses_a_good_payload_once_for_everyone(pipeline: Pipeline, 
 
 def test_idempotency_acks_a_job_whose_effect_is_recorded(pipeline: Pipeline, stub: StubBroker) -> None:
     payload = _payload("e1")
-    guard = IdempotencyGuard(pipeline.runtime.db)
+    guard = IdempotencyGuard(pipeline.runtime)
     guard.before_process_message(stub, _delivery(pipeline, payload))  # nothing recorded: goes on
 
     db = pipeline.runtime.db
-    with db.write() as conn:
-        idempotency.record_success(db, conn, payload.idempotency_key, job_id="earlier", result={}, ttl_seconds=60)
+    with db.direct_write() as tx:
+        idempotency.record_success(tx, payload.idempotency_key, job_id="earlier", result={}, ttl_seconds=60)
     with pytest.raises(SkipMessage):
         guard.before_process_message(stub, _delivery(pipeline, payload))
     ctx = current_job()
@@ -109,8 +109,9 @@ def test_idempotency_acks_a_job_whose_effect_is_recorded(pipeline: Pipeline, stu
 def test_an_expired_idempotency_record_no_longer_counts(pipeline: Pipeline) -> None:
     key = _payload("e1").idempotency_key
     db = pipeline.runtime.db
+    with db.direct_write() as tx:
+        idempotency.record_success(tx, key, job_id="old", result={}, ttl_seconds=60)
     with db.write() as conn:
-        idempotency.record_success(db, conn, key, job_id="old", result={}, ttl_seconds=60)
         assert idempotency.succeeded(conn, key) and idempotency.purge_expired(conn) == 0
         past = dt.datetime.now(dt.UTC) - dt.timedelta(seconds=1)
         conn.execute(update(idempotency_records).values(expires_at=past))  # the TTL elapsed
@@ -175,8 +176,8 @@ def test_stale_skips_jobs_for_superseded_or_already_synced_versions(pipeline: Pi
     ctx = current_job()
     assert ctx is not None and ctx.snapshot is not None and ctx.provider == "memory"
 
-    with pipeline.runtime.db.write() as conn:
-        targets.record_synced(conn, TargetKey("tenant-1", entity, account), version=2, external_id="x", etag=None,
+    with pipeline.runtime.db.direct_write() as tx:
+        targets.record_synced(tx, TargetKey("tenant-1", entity, account), version=2, external_id="x", etag=None,
                               final_status="synced")  # fmt: skip
     with pytest.raises(SkipMessage):
         stale.before_process_message(stub, _delivery(pipeline, _payload(entity, account, version=2, op="update")))

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import datetime as dt
-from collections.abc import Iterator
 
 import pytest
 from alembic.autogenerate import compare_metadata
@@ -16,14 +15,6 @@ from core.store.schema import metadata
 from core.store.targets import TargetKey
 
 pytestmark = pytest.mark.both_databases
-
-
-@pytest.fixture
-def db(database: str) -> Iterator[Database]:
-    built = Database(database)
-    migrate.upgrade(built)
-    yield built
-    built.dispose()
 
 
 def _target(db: Database) -> TargetKey:
@@ -48,9 +39,11 @@ def test_synced_version_only_grows(db: Database) -> None:
     key = _target(db)
     with db.write() as conn:
         targets.plan_target(conn, key, wanted="present", version=3, due_at=dt.datetime.now(dt.UTC))
-        assert targets.record_synced(conn, key, version=3, external_id="x3", etag="e3", final_status="synced")
-        assert not targets.record_synced(conn, key, version=2, external_id="x2", etag="e2", final_status="synced")
-        assert not targets.record_synced(conn, key, version=3, external_id="x3", etag="e4", final_status="synced")
+    with db.direct_write() as tx:
+        assert targets.record_synced(tx, key, version=3, external_id="x3", etag="e3", final_status="synced")
+        assert not targets.record_synced(tx, key, version=2, external_id="x2", etag="e2", final_status="synced")
+        assert not targets.record_synced(tx, key, version=3, external_id="x3", etag="e4", final_status="synced")
+    with db.read() as conn:
         row = targets.get_target(conn, key)
     assert row is not None and (row.synced_version, row.external_id, row.external_etag) == (3, "x3", "e3")
     assert row.status == "synced" and row.due_at is None
@@ -60,7 +53,9 @@ def test_a_sync_of_an_older_version_leaves_the_target_pending(db: Database) -> N
     key = _target(db)
     with db.write() as conn:
         targets.plan_target(conn, key, wanted="present", version=2, due_at=dt.datetime.now(dt.UTC))
-        assert targets.record_synced(conn, key, version=1, external_id="x1", etag="e1", final_status="synced")
+    with db.direct_write() as tx:
+        assert targets.record_synced(tx, key, version=1, external_id="x1", etag="e1", final_status="synced")
+    with db.read() as conn:
         row = targets.get_target(conn, key)
     assert row is not None and (row.status, row.synced_version) == ("pending", 1) and row.due_at is not None
 
@@ -74,9 +69,10 @@ def test_dates_come_back_as_aware_utc(db: Database) -> None:
 
 
 def test_idempotency_records_tolerate_duplicates(db: Database) -> None:
-    with db.write() as conn:
-        idempotency.record_success(db, conn, "k", job_id="a", result={"n": 1}, ttl_seconds=60)
-        idempotency.record_success(db, conn, "k", job_id="b", result={"n": 2}, ttl_seconds=60)
+    with db.direct_write() as tx:
+        idempotency.record_success(tx, "k", job_id="a", result={"n": 1}, ttl_seconds=60)
+        idempotency.record_success(tx, "k", job_id="b", result={"n": 2}, ttl_seconds=60)
+    with db.read() as conn:
         assert idempotency.succeeded(conn, "k") and not idempotency.succeeded(conn, "other")
 
 

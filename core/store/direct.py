@@ -1,0 +1,141 @@
+"""Direct driver access for the per-job hot path: Core statements compiled once, run on the DBAPI cursor.
+
+A sync job runs two short transactions (read its state, record its result). Through SQLAlchemy's
+``Connection`` each statement costs far more CPU than SQLite needs to run it (execution context,
+result proxy, events, pool bookkeeping per transaction; benchmarks/pipeline.py), and worker threads
+share one GIL. So the hot statements stay SQLAlchemy Core objects, defined once in their repository,
+but are compiled once per dialect and executed here on the driver connection, with the dialect's
+own bind and result processors applied, so values round-trip exactly as through SQLAlchemy
+(tests/unit/test_direct.py compares both paths on SQLite and PostgreSQL).
+
+Everything else (CLI, producer, reconciler, migrations) keeps using ``Database.read()/write()``.
+"""
+
+from __future__ import annotations
+
+import operator
+import threading
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from sqlalchemy import Dialect
+from sqlalchemy.sql import ClauseElement
+from sqlalchemy.sql.compiler import SQLCompiler
+
+Processor = Callable[[Any], Any]
+
+
+@dataclass(frozen=True)
+class _Compiled:
+    sql: str
+    names: Callable[[Mapping[str, Any]], Any] | None  # picks values in placeholder order, for ?-style drivers
+    binds: tuple[tuple[str, Processor], ...]  # parameters whose values the dialect converts
+    defaults: dict[str, Any]  # literals the statement carries as anonymous parameters
+    required: frozenset[str]
+    keys: tuple[str, ...]  # result columns
+    columns: tuple[tuple[int, Processor], ...]  # result columns whose values the dialect converts
+
+
+class DirectStatement:
+    """A Core statement that the hot path runs on the driver; compiled on first use for each dialect."""
+
+    def __init__(self, statement: ClauseElement) -> None:
+        self.statement = statement
+        self._compiled: dict[str, _Compiled] = {}
+        self._lock = threading.Lock()
+
+    def compiled(self, dialect: Dialect) -> _Compiled:
+        """This statement for ``dialect`` (compiled once per process)."""
+        found = self._compiled.get(dialect.name)
+        if found is None:
+            with self._lock:
+                found = self._compiled.get(dialect.name) or self._compile(dialect)
+                self._compiled[dialect.name] = found
+        return found
+
+    def _compile(self, dialect: Dialect) -> _Compiled:
+        compiled = self.statement.compile(dialect=dialect)
+        assert isinstance(compiled, SQLCompiler)
+        # bind_names holds the names as rendered (anonymous parameters such as literals get theirs here).
+        binds = {
+            name: bind.type.dialect_impl(dialect).bind_processor(dialect) for bind, name in compiled.bind_names.items()
+        }
+        selected = getattr(self.statement, "selected_columns", None)
+        keys: tuple[str, ...] = ()
+        columns: list[tuple[int, Processor]] = []
+        if selected is not None:
+            keys = tuple(selected.keys())
+            for index, column in enumerate(selected):
+                processor = column.type.dialect_impl(dialect).result_processor(dialect, None)
+                if processor is not None:
+                    columns.append((index, processor))
+        required = frozenset(name for bind, name in compiled.bind_names.items() if bind.required)
+        order = tuple(compiled.positiontup or ()) if compiled.positional else None
+        return _Compiled(
+            sql=compiled.string,
+            names=_picker(order),
+            binds=tuple((name, processor) for name, processor in binds.items() if processor is not None),
+            defaults={name: value for name, value in compiled.params.items() if name not in required},
+            required=required,
+            keys=keys,
+            columns=tuple(columns),
+        )
+
+
+def _picker(order: tuple[str, ...] | None) -> Callable[[Mapping[str, Any]], Any] | None:
+    if order is None:
+        return None
+    if len(order) == 1:  # itemgetter of one name returns the bare value, not a tuple
+        return lambda values: (values[order[0]],)
+    return operator.itemgetter(*order) if order else lambda values: ()
+
+
+@dataclass(frozen=True)
+class DirectResult:
+    """Rows (as dicts keyed by the statement's column names) and the driver's rowcount."""
+
+    rows: list[dict[str, Any]]
+    rowcount: int
+
+    def first(self) -> dict[str, Any] | None:
+        """The first row, or None."""
+        return self.rows[0] if self.rows else None
+
+
+class DirectTransaction:
+    """Statements on one driver connection inside one transaction (begun and ended by ``Database``)."""
+
+    def __init__(self, cursor: Any, dialect: Dialect) -> None:
+        self._cursor = cursor
+        self.dialect = dialect
+
+    def execute(self, statement: DirectStatement, params: Mapping[str, Any]) -> DirectResult:
+        """Run ``statement`` with ``params`` (every required bind parameter by name)."""
+        compiled = self._run(statement, params)
+        rows = [_converted(compiled, raw) for raw in self._cursor.fetchall()] if compiled.keys else []
+        return DirectResult(rows, self._cursor.rowcount)
+
+    def first(self, statement: DirectStatement, params: Mapping[str, Any]) -> dict[str, Any] | None:
+        """The first row of a query, without fetching on to the end (one driver call fewer)."""
+        compiled = self._run(statement, params)
+        raw = self._cursor.fetchone()
+        return _converted(compiled, raw) if raw is not None else None
+
+    def _run(self, statement: DirectStatement, params: Mapping[str, Any]) -> _Compiled:
+        compiled = statement.compiled(self.dialect)
+        missing = compiled.required - params.keys()
+        if missing:
+            raise ValueError(f"missing parameters for {compiled.sql[:60]!r}...: {sorted(missing)}")
+        values = {**compiled.defaults, **params}
+        for name, processor in compiled.binds:
+            values[name] = processor(values[name])
+        self._cursor.execute(compiled.sql, values if compiled.names is None else compiled.names(values))
+        return compiled
+
+
+def _converted(compiled: _Compiled, raw: Sequence[Any]) -> dict[str, Any]:
+    row = list(raw)
+    for index, processor in compiled.columns:
+        row[index] = processor(row[index])
+    return dict(zip(compiled.keys, row, strict=True))

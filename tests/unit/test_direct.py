@@ -1,0 +1,139 @@
+"""The hot path's direct driver access gives exactly what SQLAlchemy gives, on both backends."""
+
+from __future__ import annotations
+
+import datetime as dt
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pytest
+from sqlalchemy import bindparam, func, select, text, update
+
+from core.crypto import CredentialCipher
+from core.domain import EventFields
+from core.errors import StoreUnavailable
+from core.payload import new_payload
+from core.snapshot import _JOINED, load_snapshot
+from core.store import accounts, events, idempotency, targets
+from core.store.database import Database
+from core.store.direct import DirectStatement
+from core.store.schema import event_targets
+from core.store.schema import events as events_table
+from core.store.targets import TargetKey
+
+pytestmark = pytest.mark.both_databases
+
+_START = dt.datetime(2026, 3, 29, 0, 30, tzinfo=dt.UTC)
+
+
+def _planned(db: Database, *, account_options: dict[str, object] | None = None) -> TargetKey:
+    with db.write() as conn:
+        account = accounts.add_account(conn, tenant_id="t", provider="memory", address="a@b.c", credentials=None,
+                                       options=account_options or {})  # fmt: skip
+        fields = EventFields(title="Zoë's review", start=_START, end=_START + dt.timedelta(hours=1),
+                             attendees=("a@example.com", "b@example.com"), description=None)  # fmt: skip
+        events.insert_event(conn, "t", "e1", fields, "all")
+        key = TargetKey("t", "e1", account.id)
+        targets.plan_target(conn, key, wanted="present", version=1, due_at=_START)
+    return key
+
+
+def test_a_select_returns_the_same_row_as_through_sqlalchemy(db: Database) -> None:
+    key = _planned(db, account_options={"calendar": "primary", "n": 2})
+    params = {"k_tenant": key.tenant_id, "k_event": key.event_id, "k_account": key.account_id,
+              "k_idempotency": "none", "k_now": dt.datetime.now(dt.UTC)}  # fmt: skip
+    with db.read() as conn:
+        expected = dict(conn.execute(_JOINED, params).mappings().one())
+    with db.direct_read() as tx:
+        [row] = tx.execute(DirectStatement(_JOINED), params).rows
+    assert row == expected
+    # Values come back converted, not as the driver's raw strings: aware datetimes, JSON, booleans.
+    assert row["t_due_at"] == _START and row["a_options"] == {"calendar": "primary", "n": 2}
+    assert row["e_attendees"] == ["a@example.com", "b@example.com"] and row["e_all_day"] is False
+
+
+def test_bind_parameters_are_converted_and_literals_kept(db: Database) -> None:
+    key = _planned(db)
+    later = _START + dt.timedelta(days=1)
+    # A literal ('failed') travels as an anonymous parameter; the datetime needs the dialect's conversion.
+    statement = DirectStatement(
+        update(event_targets)
+        .where(event_targets.c.account_id == bindparam("account"))
+        .values(status="failed", due_at=bindparam("due", type_=event_targets.c.due_at.type))
+    )
+    with db.direct_write() as tx:
+        assert tx.execute(statement, {"account": key.account_id, "due": later}).rowcount == 1
+    with db.read() as conn:
+        row = targets.get_target(conn, key)
+    assert row is not None and (row.status, row.due_at) == ("failed", later)
+
+
+def test_a_missing_parameter_is_named(db: Database) -> None:
+    statement = DirectStatement(select(events_table.c.id).where(events_table.c.tenant_id == bindparam("tenant")))
+    with db.direct_read() as tx, pytest.raises(ValueError, match="tenant"):
+        tx.execute(statement, {})
+
+
+def test_a_failed_write_transaction_leaves_nothing_behind(db: Database) -> None:
+    key = _planned(db)
+    with pytest.raises(RuntimeError), db.direct_write() as tx:
+        assert targets.record_synced(tx, key, version=1, external_id="x", etag="e", final_status="synced")
+        idempotency.record_success(tx, "k", job_id="j", result={}, ttl_seconds=60)
+        raise RuntimeError("crash before commit")
+    with db.read() as conn:
+        row = targets.get_target(conn, key)
+        assert row is not None and row.synced_version == 0 and not idempotency.succeeded(conn, "k")
+    # The connection went back to the pool in a clean state: the next transaction works.
+    with db.direct_write() as tx:
+        assert targets.record_synced(tx, key, version=1, external_id="x", etag="e", final_status="synced")
+
+
+def test_an_unreachable_database_is_a_temporary_store_error(db: Database, tmp_path: Path) -> None:
+    # A directory is no SQLite database; nothing listens on port 1.
+    url = f"sqlite:///{tmp_path}" if db.dialect == "sqlite" else "postgresql+psycopg://postgres@127.0.0.1:1/test"
+    broken = Database(url, pool_size=1)
+    with pytest.raises(StoreUnavailable), broken.direct_read() as tx:
+        tx.execute(DirectStatement(select(events_table.c.id)), {})
+    broken.dispose()
+
+
+@pytest.mark.postgresql_only  # a SQLite connection cannot be cut from outside
+def test_a_connection_lost_mid_job_is_discarded_not_reused(db: Database) -> None:
+    lone = Database(str(db.engine.url.render_as_string(hide_password=False)), pool_size=1, pre_ping=False)
+    backend = DirectStatement(select(func.pg_backend_pid().label("pid")))
+    with lone.direct_read() as tx:
+        row = tx.execute(backend, {}).first()
+    assert row is not None
+    with db.engine.connect() as admin:
+        admin.execute(text("SELECT pg_terminate_backend(:pid)"), {"pid": row["pid"]})
+    with pytest.raises(StoreUnavailable, match="lost"), lone.direct_read() as tx:
+        tx.execute(backend, {})
+    with lone.direct_read() as tx:  # the pool opened a fresh connection
+        again = tx.execute(backend, {}).first()
+    assert again is not None and again["pid"] != row["pid"]
+    lone.dispose()
+
+
+@dataclass
+class _JobState:
+    """What load_snapshot needs of a runtime."""
+
+    db: Database
+    cipher: CredentialCipher = field(default_factory=lambda: CredentialCipher(None))
+
+
+def test_the_job_snapshot_reads_state_and_idempotency_in_one_statement(db: Database) -> None:
+    key = _planned(db)
+    payload = new_payload(tenant_id="t", entity_id="e1", account_id=key.account_id, operation="create", version=1,
+                          trace_id="tr")  # fmt: skip
+    runtime: Any = _JobState(db)
+    first = load_snapshot(runtime, payload)
+    assert first.account is not None and first.event is not None and first.target is not None
+    assert first.event.attendees == ("a@example.com", "b@example.com") and not first.already_done
+    with db.direct_write() as tx:
+        idempotency.record_success(tx, payload.idempotency_key, job_id="j", result={}, ttl_seconds=60)
+    assert load_snapshot(runtime, payload).already_done
+    # An unknown account: the parts are read one by one, so the job can say what is missing.
+    missing = load_snapshot(runtime, payload.model_copy(update={"account_id": "acc_missing"}))
+    assert missing.account is None and missing.event is not None and missing.target is None
