@@ -285,14 +285,18 @@ class Demo:
 
     # --- tear-down ----------------------------------------------------------------------------
 
-    def stop(self) -> None:
-        """Drain the worker, stop the emulators and the embedded Redis."""
+    def stop_worker(self) -> None:
+        """Stop the worker gracefully, so its last outcome counts are written (core.stats)."""
         if self.worker is not None and self.worker.poll() is None:
             self.worker.send_signal(signal.SIGTERM)
             try:
                 self.worker.wait(timeout=60)
             except subprocess.TimeoutExpired:
                 self.worker.kill()
+
+    def stop(self) -> None:
+        """Stop the worker, the emulators and the embedded Redis."""
+        self.stop_worker()
         if self.runtime is not None:
             self.runtime.close()
         self.google.stop()
@@ -317,6 +321,7 @@ def run_demo(settings: Settings, console: Console) -> int:
             demo.start()
             scenario = demo.submit_burst()
             settled = demo.wait(scenario)
+            demo.stop_worker()
             demo.summary(scenario)
             if not settled:
                 console.print(f"[red]not everything settled within {TIMEOUT_S}s[/red]")

@@ -34,6 +34,7 @@ import dramatiq
 import redis
 
 from core.metrics import WORKER_HEARTBEAT, calsync_version, worker_id
+from core.periodic import start_repeating
 
 if TYPE_CHECKING:
     from core.runtime import Runtime
@@ -156,8 +157,8 @@ class Heartbeat(dramatiq.Middleware):
         self._started_at = time.time()
         self._stop.clear()
         self.beat()
-        self._thread = threading.Thread(target=self._run, name="calsync-heartbeat", daemon=True)
-        self._thread.start()
+        self._thread = start_repeating("calsync-heartbeat", self._stop, self.settings.heartbeat_interval, self.beat,
+                                       log=log, failure="heartbeat failed; trying again next interval")  # fmt: skip
 
     def after_worker_shutdown(self, broker: dramatiq.Broker, worker: dramatiq.Worker) -> None:
         self._stop.set()
@@ -169,13 +170,6 @@ class Heartbeat(dramatiq.Middleware):
         except redis.RedisError:
             log.warning("could not delete the heartbeat key; it expires by itself", exc_info=True)
         self.file.unlink(missing_ok=True)
-
-    def _run(self) -> None:
-        while not self._stop.wait(self.settings.heartbeat_interval):
-            try:
-                self.beat()
-            except Exception:
-                log.exception("heartbeat failed; trying again next interval")
 
     def beat(self) -> bool:
         """Renew the key, the file and the gauge, unless a worker thread is stuck (then never again)."""

@@ -32,7 +32,8 @@ class RedisKeys:
     def stats(self, minute: int) -> str:
         """Hash of job outcome counts for one minute (field ``outcome``), expiring after a day.
 
-        Written (HINCRBY) by workers when a job ends; read by ``calsync status`` and ``calsync demo``.
+        Written (HINCRBY) by workers, batched once a second (core.stats); read by ``calsync status`` and
+        ``calsync demo``.
         """
         return f"{self.namespace}:stats:{minute}"
 

@@ -16,6 +16,8 @@ from dataclasses import dataclass, field
 
 import redis
 
+from core.periodic import start_repeating
+
 log = logging.getLogger(__name__)
 
 _RELEASE = """
@@ -89,16 +91,9 @@ class LockManager:
             return
         with self._held_lock:
             if self._renewer is None:
-                self._renewer = threading.Thread(target=self._renew_loop, name="calsync-lock-renewer", daemon=True)
-                self._renewer.start()
-
-    def _renew_loop(self) -> None:
-        interval = self._ttl_ms / 3000
-        while not self._stop.wait(interval):
-            try:
-                self.renew_all()
-            except redis.RedisError:
-                log.warning("lock renewal failed; will retry", exc_info=True)
+                self._renewer = start_repeating("calsync-lock-renewer", self._stop, self._ttl_ms / 3000, self.renew_all,
+                                                log=log, failure="lock renewal failed; will retry",
+                                                errors=(redis.RedisError,))  # fmt: skip
 
     def close(self) -> None:
         """Stop the renewer thread (held locks then expire by TTL)."""

@@ -69,7 +69,7 @@ class Runtime:
         self.keys = RedisKeys(settings.redis_namespace)
         self.cipher = CredentialCipher(settings.secret_key.get_secret_value() if settings.secret_key else None)
         self.providers = ProviderRegistry(settings, providers)
-        self.stats = JobStats(self.redis, self.keys)
+        self.stats = JobStats(self.redis, self.keys, flush_every=1.0 if role == "worker" else None)
         self._broker_lock = threading.Lock()
         self._broker: dramatiq.Broker | None = None
 
@@ -100,6 +100,7 @@ class Runtime:
             self._broker.close()
         if "locks" in self.__dict__:
             self.locks.close()
+        self.stats.close()
         self.redis.close()
         self.db.dispose()
 

@@ -145,6 +145,7 @@ class Pipeline:
 
     def outcomes(self) -> dict[str, int]:
         """Job outcomes counted by the workers in the last hour."""
+        self.runtime.stats.flush()  # this process's workers batch their counts
         return dict(self.runtime.stats.totals(minutes=60))
 
     def wait_target(self, entity_id: str, account_id: str, status: str, *, timeout: float = 30) -> TargetRow:

@@ -36,6 +36,12 @@ class JobLifecycle(dramatiq.Middleware):
     def after_nack(self, broker: dramatiq.Broker, message: dramatiq.MessageProxy) -> None:
         self._finish(message, acked=False)
 
+    def after_worker_shutdown(self, broker: dramatiq.Broker, worker: dramatiq.Worker) -> None:
+        try:
+            self.stats.flush()  # the last second's counts, before the process goes
+        except Exception:
+            log.warning("could not write the last job outcome counts", exc_info=True)
+
     def _finish(self, message: dramatiq.MessageProxy, *, acked: bool) -> None:
         ctx = current_job()
         if ctx is None or ctx.message_id != message.message_id:

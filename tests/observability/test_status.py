@@ -28,6 +28,7 @@ def _busy(pipeline: Pipeline) -> None:
     pipeline.runtime.redis.set(pipeline.runtime.keys.worker_heartbeat("pod-a:1"), "{}", px=60_000)
     pipeline.runtime.stats.record("success", count=3)
     pipeline.runtime.stats.record("dead_lettered")
+    pipeline.runtime.stats.flush()  # what a worker's stats thread does every second
 
 
 def test_json_shows_queues_dead_letters_targets_workers_and_throughput(pipeline: Pipeline) -> None:

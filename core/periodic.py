@@ -1,0 +1,50 @@
+"""Daemon threads that repeat one action at an interval until stopped, outliving the action's failures.
+
+Lock renewal, heartbeats and the outcome counters each run one; a failed round (Redis briefly down)
+is logged and the next round tries again.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections.abc import Callable
+
+
+def repeat(
+    stop: threading.Event,
+    interval: float,
+    action: Callable[[], object],
+    *,
+    log: logging.Logger,
+    failure: str,
+    errors: tuple[type[Exception], ...] = (Exception,),
+) -> None:
+    """Run ``action`` every ``interval`` seconds until ``stop`` is set; ``errors`` are logged, not fatal."""
+    while not stop.wait(interval):
+        try:
+            action()
+        except errors:
+            log.warning(failure, exc_info=True)
+
+
+def start_repeating(
+    name: str,
+    stop: threading.Event,
+    interval: float,
+    action: Callable[[], object],
+    *,
+    log: logging.Logger,
+    failure: str,
+    errors: tuple[type[Exception], ...] = (Exception,),
+) -> threading.Thread:
+    """A started daemon thread running :func:`repeat`."""
+    thread = threading.Thread(
+        target=repeat,
+        args=(stop, interval, action),
+        kwargs={"log": log, "failure": failure, "errors": errors},
+        name=name,
+        daemon=True,
+    )
+    thread.start()
+    return thread
