@@ -35,7 +35,7 @@ _PARTS = {
     "t": list(event_targets.columns),
 }
 _PRESENT = {"a": "a_id", "e": "e_id", "t": "t_account_id"}  # never NULL in a row that exists
-_DONE = idempotency.succeeded_condition(bindparam("k_idempotency"), bindparam("k_now"))
+_DONE = idempotency.succeeded_condition("k_idempotency", "k_now")
 _JOINED = (
     select(
         *(column.label(f"{prefix}_{column.name}") for prefix, columns in _PARTS.items() for column in columns),

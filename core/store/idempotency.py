@@ -6,20 +6,20 @@ import datetime as dt
 from collections.abc import Mapping
 from typing import Any
 
-from sqlalchemy import BindParameter, ColumnElement, Connection, and_, bindparam, delete, select
+from sqlalchemy import ColumnElement, Connection, and_, bindparam, delete, select
 
 from core.store.database import upsert_insert
 from core.store.direct import DirectStatement, DirectTransaction
 from core.store.schema import idempotency_records as r
 
 
-def succeeded_condition(key: BindParameter[Any], now: BindParameter[Any]) -> ColumnElement[bool]:
-    """The rows that prove ``key``'s effect happened: a success whose TTL has not run out at ``now``."""
-    now.type = r.c.expires_at.type
-    return and_(r.c.key == key, r.c.outcome == "success", r.c.expires_at > now)
+def succeeded_condition(key: str, now: str) -> ColumnElement[bool]:
+    """Rows proving an effect happened: a success whose TTL has not run out (parameters named ``key``, ``now``)."""
+    expires_at = r.c.expires_at
+    return and_(r.c.key == bindparam(key), r.c.outcome == "success", expires_at > bindparam(now, type_=expires_at.type))
 
 
-_SUCCEEDED = select(r.c.key).where(succeeded_condition(bindparam("key"), bindparam("now")))
+_SUCCEEDED = select(r.c.key).where(succeeded_condition("key", "now"))
 
 
 def succeeded(conn: Connection, key: str) -> bool:
