@@ -9,6 +9,7 @@ paused holder can lose its lock while still running.
 
 from __future__ import annotations
 
+import itertools
 import logging
 import secrets
 import threading
@@ -47,6 +48,10 @@ class LockManager:
         self._ttl_ms = int(ttl_seconds * 1000)
         self._release = client.register_script(_RELEASE)
         self._extend = client.register_script(_EXTEND)
+        # Tokens only need to be unique: a random per-process part and a counter make them so without a
+        # getrandom() call per job. next() on itertools.count is atomic under the GIL.
+        self._nonce = secrets.token_hex(12)
+        self._serial = itertools.count(1)
         self._held: dict[str, HeldLock] = {}
         self._held_lock = threading.Lock()
         self._stop = threading.Event()
@@ -54,7 +59,7 @@ class LockManager:
 
     def acquire(self, key: str) -> HeldLock | None:
         """Take the lock, or return None if someone else holds it."""
-        token = secrets.token_hex(16)
+        token = f"{self._nonce}:{next(self._serial)}"
         if not self._client.set(key, token, nx=True, px=self._ttl_ms):
             return None
         held = HeldLock(key, token)

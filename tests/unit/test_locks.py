@@ -1,0 +1,66 @@
+"""Per-target locks on a real Redis: one owner at a time, released and renewed only by their owner."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import pytest
+import redis
+
+from core.locks import LockManager
+
+
+@pytest.fixture
+def client(redis_url: str) -> Iterator[redis.Redis]:
+    connection = redis.Redis.from_url(redis_url)
+    yield connection
+    connection.close()
+
+
+@pytest.fixture
+def managers(client: redis.Redis) -> Iterator[tuple[LockManager, LockManager]]:
+    """Two processes' lock managers."""
+    pair = (LockManager(client, ttl_seconds=30), LockManager(client, ttl_seconds=30))
+    yield pair
+    for manager in pair:
+        manager.close()
+
+
+def test_one_owner_at_a_time(managers: tuple[LockManager, LockManager], namespace: str) -> None:
+    ours, theirs = managers
+    key = f"{namespace}:lock:t:e:a"
+    held = ours.acquire(key)
+    assert held is not None
+    assert theirs.acquire(key) is None and ours.acquire(key) is None  # not re-entrant either
+    assert ours.release(held)
+    again = theirs.acquire(key)
+    assert again is not None and theirs.release(again)
+
+
+def test_tokens_differ_across_processes_and_acquisitions(
+    managers: tuple[LockManager, LockManager], namespace: str, client: redis.Redis
+) -> None:
+    tokens = set()
+    for n, manager in enumerate(managers * 3):
+        held = manager.acquire(f"{namespace}:lock:t:e{n}:a")
+        assert held is not None and client.get(held.key) == held.token.encode()
+        tokens.add(held.token)
+        manager.release(held)
+    assert len(tokens) == 6
+
+
+def test_an_expired_lock_taken_over_is_neither_released_nor_renewed_by_its_old_owner(
+    managers: tuple[LockManager, LockManager], namespace: str, client: redis.Redis
+) -> None:
+    ours, theirs = managers
+    key = f"{namespace}:lock:t:e:a"
+    stale = ours.acquire(key)
+    assert stale is not None
+    client.delete(key)  # our TTL ran out while we were paused...
+    current = theirs.acquire(key)  # ...and another worker took the target
+    assert current is not None
+    ours.renew_all()
+    assert stale.lost
+    assert not ours.release(stale)
+    assert client.get(key) == current.token.encode()
+    assert theirs.release(current)
