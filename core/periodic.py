@@ -11,23 +11,6 @@ import threading
 from collections.abc import Callable
 
 
-def repeat(
-    stop: threading.Event,
-    interval: float,
-    action: Callable[[], object],
-    *,
-    log: logging.Logger,
-    failure: str,
-    errors: tuple[type[Exception], ...] = (Exception,),
-) -> None:
-    """Run ``action`` every ``interval`` seconds until ``stop`` is set; ``errors`` are logged, not fatal."""
-    while not stop.wait(interval):
-        try:
-            action()
-        except errors:
-            log.warning(failure, exc_info=True)
-
-
 def start_repeating(
     name: str,
     stop: threading.Event,
@@ -38,13 +21,15 @@ def start_repeating(
     failure: str,
     errors: tuple[type[Exception], ...] = (Exception,),
 ) -> threading.Thread:
-    """A started daemon thread running :func:`repeat`."""
-    thread = threading.Thread(
-        target=repeat,
-        args=(stop, interval, action),
-        kwargs={"log": log, "failure": failure, "errors": errors},
-        name=name,
-        daemon=True,
-    )
+    """A started daemon thread running ``action`` every ``interval`` s until ``stop`` is set; ``errors`` only log."""
+
+    def repeat() -> None:
+        while not stop.wait(interval):
+            try:
+                action()
+            except errors:
+                log.warning(failure, exc_info=True)
+
+    thread = threading.Thread(target=repeat, name=name, daemon=True)
     thread.start()
     return thread
