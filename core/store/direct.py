@@ -98,10 +98,6 @@ class DirectResult:
     rows: list[dict[str, Any]]
     rowcount: int
 
-    def first(self) -> dict[str, Any] | None:
-        """The first row, or None."""
-        return self.rows[0] if self.rows else None
-
 
 class DirectTransaction:
     """Statements on one driver connection inside one transaction (begun and ended by ``Database``)."""

@@ -103,14 +103,14 @@ def test_a_connection_lost_mid_job_is_discarded_not_reused(db: Database) -> None
     lone = Database(str(db.engine.url.render_as_string(hide_password=False)), pool_size=1, pre_ping=False)
     backend = DirectStatement(select(func.pg_backend_pid().label("pid")))
     with lone.direct_read() as tx:
-        row = tx.execute(backend, {}).first()
+        row = tx.first(backend, {})
     assert row is not None
     with db.engine.connect() as admin:
         admin.execute(text("SELECT pg_terminate_backend(:pid)"), {"pid": row["pid"]})
     with pytest.raises(StoreUnavailable, match="lost"), lone.direct_read() as tx:
         tx.execute(backend, {})
     with lone.direct_read() as tx:  # the pool opened a fresh connection
-        again = tx.execute(backend, {}).first()
+        again = tx.first(backend, {})
     assert again is not None and again["pid"] != row["pid"]
     lone.dispose()
 
