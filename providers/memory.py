@@ -1,10 +1,10 @@
-"""The memory provider: a calendar kept in SQLite, with fault injection, for tests and the demo.
+"""The memory provider: a calendar with fault injection, for tests, the demo and the benchmark.
 
 It behaves like a careful real provider: deterministic ids derived from ``target.sync_key`` (so a
 retried create adopts the event a lost response created), "already gone" deletes succeed, writes
-that change nothing are no-ops, and every call is logged with its effect. Its state lives in one
-SQLite database (``:memory:`` in unit tests; a file shared by every process of a data dir
-otherwise), so a test or the demo can inspect what a worker subprocess did and inject faults into it.
+that change nothing are no-ops, and every call is logged with its effect. Its state lives in this
+process (the default) or in a SQLite file shared by every process of a data dir, so a test or the
+demo can inspect what a worker subprocess did and inject faults into it (providers/memory_store.py).
 
 Fault rules (:meth:`MemoryProvider.add_fault`) match by operation, account, entity or title and raise
 one of :data:`FAULT_ERRORS`, optionally after a delay and optionally after applying the write
@@ -13,15 +13,10 @@ one of :data:`FAULT_ERRORS`, optionally after a delay and optionally after apply
 
 from __future__ import annotations
 
-import contextlib
 import hashlib
 import json
 import re
-import sqlite3
-import threading
 import time
-from collections.abc import Iterator
-from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
@@ -35,6 +30,7 @@ from core.errors import (
     RateLimited,
 )
 from providers.base import Account, EventState, ExternalRef, ProviderName, SendUpdates, Target
+from providers.memory_store import CalendarStore, CalendarTx, Call, DictStore, FaultRule, SqliteStore, StoredEvent
 
 if TYPE_CHECKING:
     from core.settings import Settings
@@ -49,57 +45,6 @@ FAULT_ERRORS: dict[str, type[CalsyncError]] = {
 }
 
 Effect = Literal["created", "updated", "restored", "adopted", "unchanged", "deleted", "already_gone"]
-
-_SCHEMA = """
-CREATE TABLE IF NOT EXISTS events (
-    account_id TEXT NOT NULL, external_id TEXT NOT NULL, sync_key TEXT NOT NULL,
-    etag TEXT NOT NULL, body TEXT NOT NULL, status TEXT NOT NULL, writes INTEGER NOT NULL,
-    PRIMARY KEY (account_id, external_id));
-CREATE TABLE IF NOT EXISTS calls (
-    seq INTEGER PRIMARY KEY AUTOINCREMENT, op TEXT NOT NULL, account_id TEXT NOT NULL,
-    entity_id TEXT NOT NULL, external_id TEXT, version INTEGER, effect TEXT, error TEXT, at REAL NOT NULL);
-CREATE TABLE IF NOT EXISTS faults (
-    id INTEGER PRIMARY KEY AUTOINCREMENT, op TEXT, account_id TEXT, entity_id TEXT, title TEXT,
-    error TEXT, message TEXT, retry_after REAL, delay_ms INTEGER NOT NULL, after INTEGER NOT NULL,
-    remaining INTEGER);
-"""
-
-
-@dataclass(frozen=True)
-class StoredEvent:
-    """An event as the memory calendar holds it."""
-
-    account_id: str
-    external_id: str
-    sync_key: str
-    etag: str
-    body: dict[str, Any]
-    status: str
-    writes: int
-
-
-@dataclass(frozen=True)
-class Call:
-    """One provider call, as logged (``version``: the event version an upsert carried)."""
-
-    op: str
-    account_id: str
-    entity_id: str
-    external_id: str | None
-    version: int | None
-    effect: str | None
-    error: str | None
-    at: float
-
-
-@dataclass(frozen=True)
-class _Fault:
-    id: int
-    error: str | None
-    message: str | None
-    retry_after: float | None
-    delay_ms: int
-    after: bool
 
 
 def external_id_for(sync_key: str) -> str:
@@ -123,49 +68,21 @@ def _body(event: EventState) -> dict[str, Any]:
 
 
 class MemoryProvider:
-    """A provider whose calendar is a SQLite database."""
+    """A provider whose calendar lives in this process (``path`` None) or in a shared SQLite file."""
 
     name: ProviderName = "memory"
 
-    def __init__(self, path: str | Path = ":memory:") -> None:
-        self._path = str(path)
-        self._shared: sqlite3.Connection | None = None
-        self._lock = threading.Lock()
-        if self._path == ":memory:":
-            self._shared = sqlite3.connect(":memory:", check_same_thread=False, isolation_level=None)
+    def __init__(self, path: str | Path | None = None) -> None:
+        self._store: CalendarStore
+        if path is None or str(path) == ":memory:":
+            self._store = DictStore()
         else:
-            Path(self._path).parent.mkdir(parents=True, exist_ok=True)
-        with self._connection() as conn:
-            conn.executescript(_SCHEMA)
+            self._store = SqliteStore(path)
 
     @classmethod
     def from_settings(cls, settings: Settings) -> MemoryProvider:
         """The memory calendar of this data dir, shared by all its processes."""
         return cls(settings.effective_memory_provider_path)
-
-    @contextlib.contextmanager
-    def _connection(self) -> Iterator[sqlite3.Connection]:
-        if self._shared is not None:
-            with self._lock:
-                yield self._shared
-            return
-        conn = sqlite3.connect(self._path, timeout=30, isolation_level=None)
-        try:
-            conn.execute("PRAGMA journal_mode=WAL")
-            yield conn
-        finally:
-            conn.close()
-
-    @contextlib.contextmanager
-    def _tx(self) -> Iterator[sqlite3.Connection]:
-        with self._connection() as conn:
-            conn.execute("BEGIN IMMEDIATE")
-            try:
-                yield conn
-            except BaseException:
-                conn.execute("ROLLBACK")
-                raise
-            conn.execute("COMMIT")
 
     # --- the Provider protocol -----------------------------------------------------------------
 
@@ -176,33 +93,22 @@ class MemoryProvider:
             self._fail(fault, "upsert", account.id, target.event_id)
         external_id = target.external_id or external_id_for(target.sync_key)
         body = _body(event)
-        with self._tx() as conn:
-            row = conn.execute(
-                "SELECT body, status, etag FROM events WHERE account_id=? AND external_id=?", (account.id, external_id)
-            ).fetchone()
+        with self._store.transaction() as tx:
+            stored = tx.find(account.id, external_id)
             effect: Effect
-            if row is None:
+            if stored is None:
                 effect = "created"
-                etag = self._etag(external_id, body, 1)
-                conn.execute(
-                    "INSERT INTO events VALUES (?, ?, ?, ?, ?, 'confirmed', 1)",
-                    (account.id, external_id, target.sync_key, etag, json.dumps(body)),
-                )
-            elif json.loads(row[0]) == body and row[1] == "confirmed":
+                etag = _etag(external_id, body, 1)
+                tx.save(StoredEvent(account.id, external_id, target.sync_key, etag, body, "confirmed", 1))
+            elif stored.body == body and stored.status == "confirmed":
                 effect = "unchanged" if target.external_id else "adopted"
-                etag = row[2]
+                etag = stored.etag
             else:
-                effect = "restored" if row[1] == "cancelled" else ("updated" if target.external_id else "adopted")
-                writes = conn.execute(
-                    "SELECT writes FROM events WHERE account_id=? AND external_id=?", (account.id, external_id)
-                ).fetchone()[0]
-                etag = self._etag(external_id, body, writes + 1)
-                conn.execute(
-                    "UPDATE events SET body=?, status='confirmed', etag=?, writes=writes+1 "
-                    "WHERE account_id=? AND external_id=?",
-                    (json.dumps(body), etag, account.id, external_id),
-                )
-            self._log(conn, "upsert", account.id, target.event_id, external_id, effect, version=event.version)
+                writes = stored.writes + 1
+                effect = "restored" if stored.status == "cancelled" else "updated" if target.external_id else "adopted"
+                etag = _etag(external_id, body, writes)
+                tx.save(StoredEvent(account.id, external_id, stored.sync_key, etag, body, "confirmed", writes))
+            _log(tx, "upsert", account.id, target.event_id, external_id, effect, version=event.version)
         if fault is not None:
             self._fail(fault, "upsert", account.id, target.event_id)
         return ExternalRef(external_id, etag)
@@ -213,14 +119,14 @@ class MemoryProvider:
         if fault is not None and not fault.after:
             self._fail(fault, "delete", account.id, target.event_id)
         external_id = target.external_id or external_id_for(target.sync_key)
-        with self._tx() as conn:
-            changed = conn.execute(
-                "UPDATE events SET status='cancelled', writes=writes+1 "
-                "WHERE account_id=? AND external_id=? AND status='confirmed'",
-                (account.id, external_id),
-            ).rowcount
-            effect = "deleted" if changed else "already_gone"
-            self._log(conn, "delete", account.id, target.event_id, external_id, effect)
+        with self._store.transaction() as tx:
+            stored = tx.find(account.id, external_id)
+            effect: Effect = "already_gone"
+            if stored is not None and stored.status == "confirmed":
+                effect = "deleted"
+                tx.save(StoredEvent(stored.account_id, external_id, stored.sync_key, stored.etag, stored.body,
+                                    "cancelled", stored.writes + 1))  # fmt: skip
+            _log(tx, "delete", account.id, target.event_id, external_id, effect)
         if fault is not None:
             self._fail(fault, "delete", account.id, target.event_id)
 
@@ -243,44 +149,31 @@ class MemoryProvider:
         """Break matching calls: ``times`` of them (None = all), raising ``error`` (None = only delay)."""
         if error is not None and error not in FAULT_ERRORS:
             raise ValueError(f"unknown fault error {error!r}; choose from {sorted(FAULT_ERRORS)}")
+        if times is not None and times < 1:
+            raise ValueError(f"times must be at least 1 (or None for every call), not {times}")
         if title is not None:
             re.compile(title)
-        with self._tx() as conn:
-            cursor = conn.execute(
-                "INSERT INTO faults (op, account_id, entity_id, title, error, message, retry_after, delay_ms, after,"
-                " remaining) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-                (op, account_id, entity_id, title, error, message, retry_after, delay_ms, int(after), times),
-            )
-            return int(cursor.lastrowid or 0)
+        rule = FaultRule(0, op, account_id, entity_id, title, error, message, retry_after, delay_ms, after, times)
+        with self._store.transaction() as tx:
+            return tx.add_fault(rule)
 
     def clear_faults(self) -> None:
         """Remove every fault rule."""
-        with self._tx() as conn:
-            conn.execute("DELETE FROM faults")
+        with self._store.transaction() as tx:
+            tx.clear(events=False, calls=False, faults=True)
 
-    def _take_fault(self, op: str, account_id: str, entity_id: str, title: str | None) -> _Fault | None:
-        with self._connection() as conn:
-            if conn.execute("SELECT 1 FROM faults LIMIT 1").fetchone() is None:
-                return None  # the common case, without taking the write lock
-        with self._tx() as conn:
-            rows = conn.execute(
-                "SELECT id, op, account_id, entity_id, title, error, message, retry_after, delay_ms, after, remaining"
-                " FROM faults ORDER BY id"
-            ).fetchall()
-            for fid, f_op, f_account, f_entity, f_title, error, message, retry_after, delay_ms, after, left in rows:
-                if (f_op and f_op != op) or (f_account and f_account != account_id):
-                    continue
-                if (f_entity and f_entity != entity_id) or (f_title and not (title and re.search(f_title, title))):
-                    continue
-                if left is not None:
-                    if left <= 1:
-                        conn.execute("DELETE FROM faults WHERE id=?", (fid,))
-                    else:
-                        conn.execute("UPDATE faults SET remaining=remaining-1 WHERE id=?", (fid,))
-                return _Fault(fid, error, message, retry_after, delay_ms, bool(after))
+    def _take_fault(self, op: str, account_id: str, entity_id: str, title: str | None) -> FaultRule | None:
+        if not self._store.has_faults():
+            return None  # the common case, without taking the write lock
+        with self._store.transaction() as tx:
+            for rule in tx.faults():
+                if rule.matches(op, account_id, entity_id, title):
+                    if rule.remaining is not None:
+                        tx.set_remaining(rule.id, rule.remaining - 1)
+                    return rule
         return None
 
-    def _fail(self, fault: _Fault, op: str, account_id: str, entity_id: str) -> None:
+    def _fail(self, fault: FaultRule, op: str, account_id: str, entity_id: str) -> None:
         if fault.delay_ms:
             time.sleep(fault.delay_ms / 1000)
         if fault.error is None:
@@ -288,57 +181,33 @@ class MemoryProvider:
         cls = FAULT_ERRORS[fault.error]
         text = fault.message or f"injected {fault.error} fault"
         exc = cls(text, retry_after=fault.retry_after) if issubclass(cls, RateLimited) else cls(text)
-        with self._tx() as conn:
-            self._log(conn, op, account_id, entity_id, None, None, error=type(exc).__name__)
+        with self._store.transaction() as tx:
+            _log(tx, op, account_id, entity_id, None, None, error=type(exc).__name__)
         raise exc
 
     # --- inspection ----------------------------------------------------------------------------
 
     def events(self, account_id: str | None = None) -> list[StoredEvent]:
         """Every stored event (cancelled ones too), optionally of one account."""
-        query = "SELECT account_id, external_id, sync_key, etag, body, status, writes FROM events"
-        params: tuple[str, ...] = ()
-        if account_id is not None:
-            query += " WHERE account_id=?"
-            params = (account_id,)
-        with self._tx() as conn:
-            rows = conn.execute(query + " ORDER BY account_id, external_id", params).fetchall()
-        return [StoredEvent(a, e, k, t, json.loads(b), s, w) for a, e, k, t, b, s, w in rows]
+        with self._store.transaction() as tx:
+            return tx.events(account_id)
 
     def calls(self) -> list[Call]:
         """Every call in order, with its effect or error."""
-        with self._tx() as conn:
-            rows = conn.execute(
-                "SELECT op, account_id, entity_id, external_id, version, effect, error, at FROM calls ORDER BY seq"
-            ).fetchall()
-        return [Call(*row) for row in rows]
+        with self._store.transaction() as tx:
+            return tx.calls()
 
     def reset(self) -> None:
         """Forget events, calls and faults."""
-        with self._tx() as conn:
-            conn.execute("DELETE FROM events")
-            conn.execute("DELETE FROM calls")
-            conn.execute("DELETE FROM faults")
+        with self._store.transaction() as tx:
+            tx.clear(events=True, calls=True, faults=True)
 
-    @staticmethod
-    def _etag(external_id: str, body: dict[str, Any], writes: int) -> str:
-        digest = hashlib.sha256(f"{external_id}:{writes}:{json.dumps(body, sort_keys=True)}".encode()).hexdigest()
-        return f'"{digest[:16]}"'
 
-    @staticmethod
-    def _log(
-        conn: sqlite3.Connection,
-        op: str,
-        account_id: str,
-        entity_id: str,
-        external_id: str | None,
-        effect: str | None,
-        *,
-        error: str | None = None,
-        version: int | None = None,
-    ) -> None:
-        conn.execute(
-            "INSERT INTO calls (op, account_id, entity_id, external_id, version, effect, error, at)"
-            " VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
-            (op, account_id, entity_id, external_id, version, effect, error, time.time()),
-        )
+def _etag(external_id: str, body: dict[str, Any], writes: int) -> str:
+    digest = hashlib.sha256(f"{external_id}:{writes}:{json.dumps(body, sort_keys=True)}".encode()).hexdigest()
+    return f'"{digest[:16]}"'
+
+
+def _log(tx: CalendarTx, op: str, account_id: str, entity_id: str, external_id: str | None, effect: str | None, *,
+         error: str | None = None, version: int | None = None) -> None:  # fmt: skip
+    tx.log(Call(op, account_id, entity_id, external_id, version, effect, error, time.time()))

@@ -1,4 +1,4 @@
-"""The memory provider behaves like a careful real provider, and its faults are shareable across processes."""
+"""The memory provider behaves like a careful real provider, the same in both of its stores."""
 
 from __future__ import annotations
 
@@ -7,9 +7,10 @@ from pathlib import Path
 
 import pytest
 
-from core.errors import ProviderUnavailable, RateLimited
+from core.errors import Forbidden, ProviderUnavailable, RateLimited
 from providers.base import Account, EventState, Target
 from providers.memory import MemoryProvider, external_id_for
+from providers.memory_store import CalendarStore, Call, DictStore, FaultRule, SqliteStore, StoredEvent
 
 ACCOUNT = Account(id="acc", tenant_id="t", provider="memory", address="a@b.c")
 TARGET = Target(event_id="e1", account_id="acc", tenant_id="t")
@@ -21,38 +22,124 @@ def _event(version: int, title: str = "Standup") -> EventState:
                       end=start + dt.timedelta(minutes=15), time_zone="UTC", all_day=False)  # fmt: skip
 
 
-def test_a_retried_create_adopts_instead_of_duplicating() -> None:
-    provider = MemoryProvider()
+@pytest.fixture(params=["in-process", "sqlite-file"])
+def provider(request: pytest.FixtureRequest, tmp_path: Path) -> MemoryProvider:
+    return MemoryProvider() if request.param == "in-process" else MemoryProvider(tmp_path / "memory.sqlite3")
+
+
+def test_a_retried_create_adopts_instead_of_duplicating(provider: MemoryProvider) -> None:
     provider.add_fault(op="upsert", error="unavailable", after=True, times=1)  # created, response lost
     with pytest.raises(ProviderUnavailable):
         provider.upsert(ACCOUNT, _event(1), TARGET)
     ref = provider.upsert(ACCOUNT, _event(1), TARGET)
     assert ref.external_id == external_id_for(TARGET.sync_key)
-    assert [c.effect for c in provider.calls() if c.effect] == ["created", "adopted"]
+    assert [c.error or c.effect for c in provider.calls()] == ["created", "ProviderUnavailable", "adopted"]
     assert len(provider.events()) == 1
 
 
-def test_delete_is_idempotent_and_upsert_restores() -> None:
-    provider = MemoryProvider()
+def test_delete_is_idempotent_and_upsert_restores(provider: MemoryProvider) -> None:
     ref = provider.upsert(ACCOUNT, _event(1), TARGET)
     known = Target(event_id="e1", account_id="acc", tenant_id="t", external_id=ref.external_id)
     provider.delete(ACCOUNT, known)
     provider.delete(ACCOUNT, known)
+    provider.delete(ACCOUNT, Target(event_id="never", account_id="acc", tenant_id="t"))
     provider.upsert(ACCOUNT, _event(2), known)
-    assert [c.effect for c in provider.calls()] == ["created", "deleted", "already_gone", "restored"]
+    assert [c.effect for c in provider.calls()] == ["created", "deleted", "already_gone", "already_gone", "restored"]
+    [stored] = provider.events()
+    assert (stored.status, stored.writes, stored.body["version"]) == ("confirmed", 3, 2)
 
 
-def test_faults_match_count_down_and_carry_retry_after(tmp_path: Path) -> None:
-    writer = MemoryProvider(tmp_path / "shared.sqlite3")
-    reader = MemoryProvider(tmp_path / "shared.sqlite3")  # another process would open the same file
-    writer.add_fault(error="rate_limited", title="^Standup", retry_after=42, times=2)
+def test_an_unchanged_write_keeps_its_etag_and_a_change_makes_a_new_one(provider: MemoryProvider) -> None:
+    first = provider.upsert(ACCOUNT, _event(1), TARGET)
+    known = Target(event_id="e1", account_id="acc", tenant_id="t", external_id=first.external_id)
+    same = provider.upsert(ACCOUNT, _event(1), known)
+    changed = provider.upsert(ACCOUNT, _event(2, title="Moved"), known)
+    assert same.etag == first.etag != changed.etag
+    assert [c.effect for c in provider.calls()] == ["created", "unchanged", "updated"]
+    assert [e.body["title"] for e in provider.events("acc")] == ["Moved"]
+    assert provider.events("someone-else") == []
+
+
+def test_faults_match_count_down_and_carry_retry_after(provider: MemoryProvider) -> None:
+    provider.add_fault(error="rate_limited", title="^Standup", retry_after=42, times=2)
     for _ in range(2):
         with pytest.raises(RateLimited) as caught:
-            reader.upsert(ACCOUNT, _event(1), TARGET)
+            provider.upsert(ACCOUNT, _event(1), TARGET)
         assert caught.value.retry_after == 42
-    reader.upsert(ACCOUNT, _event(1), TARGET)
-    reader.upsert(ACCOUNT, _event(1, title="Other"), TARGET)
+    provider.upsert(ACCOUNT, _event(1), TARGET)
+    provider.upsert(ACCOUNT, _event(1, title="Other"), TARGET)
     # Without a known external id the second write finds the event by its deterministic id and adopts it.
-    assert [c.error or c.effect for c in writer.calls()] == ["RateLimited", "RateLimited", "created", "adopted"]
-    with pytest.raises(ValueError, match="unknown fault error"):
-        writer.add_fault(error="meteor")
+    assert [c.error or c.effect for c in provider.calls()] == ["RateLimited", "RateLimited", "created", "adopted"]
+
+
+def test_faults_match_only_their_operation_account_and_entity(provider: MemoryProvider) -> None:
+    provider.add_fault(error="forbidden", op="delete", account_id="acc", entity_id="e1")
+    provider.upsert(ACCOUNT, _event(1), TARGET)  # an upsert: not matched
+    provider.delete(ACCOUNT, Target(event_id="e2", account_id="acc", tenant_id="t"))  # another entity
+    with pytest.raises(Forbidden, match="injected forbidden fault"):
+        provider.delete(ACCOUNT, TARGET)
+    with pytest.raises(Forbidden, match="injected forbidden fault"):
+        provider.delete(ACCOUNT, TARGET)  # no count: every matching call
+    provider.clear_faults()
+    provider.delete(ACCOUNT, TARGET)
+    assert [c.error or c.effect for c in provider.calls()] == ["created", "already_gone", "Forbidden", "Forbidden",
+                                                               "deleted"]  # fmt: skip
+
+
+def test_bad_fault_rules_are_refused(provider: MemoryProvider) -> None:
+    with pytest.raises(ValueError, match="unknown fault error 'meteor'"):
+        provider.add_fault(error="meteor")
+    with pytest.raises(ValueError, match="times must be at least 1"):
+        provider.add_fault(times=0)
+    provider.upsert(ACCOUNT, _event(1), TARGET)  # nothing was stored by the refused rules
+    assert [c.effect for c in provider.calls()] == ["created"]
+
+
+def test_reset_forgets_everything(provider: MemoryProvider) -> None:
+    provider.upsert(ACCOUNT, _event(1), TARGET)
+    provider.add_fault()
+    provider.reset()
+    assert (provider.events(), provider.calls()) == ([], [])
+    provider.upsert(ACCOUNT, _event(1), TARGET)  # the fault is gone too
+
+
+def test_a_file_calendar_is_shared_by_every_provider_that_opens_it(tmp_path: Path) -> None:
+    writer = MemoryProvider(tmp_path / "shared.sqlite3")
+    reader = MemoryProvider(tmp_path / "shared.sqlite3")  # another process would open the same file
+    writer.add_fault(error="unavailable", times=1)
+    with pytest.raises(ProviderUnavailable):
+        reader.upsert(ACCOUNT, _event(1), TARGET)
+    reader.upsert(ACCOUNT, _event(1), TARGET)
+    assert [c.error or c.effect for c in writer.calls()] == ["ProviderUnavailable", "created"]
+    assert writer.events() == reader.events()
+
+
+def test_in_process_calendars_are_separate() -> None:
+    one, other = MemoryProvider(), MemoryProvider(":memory:")
+    one.upsert(ACCOUNT, _event(1), TARGET)
+    assert other.events() == [] and len(one.events()) == 1
+
+
+@pytest.fixture(params=["dict", "sqlite"])
+def store(request: pytest.FixtureRequest, tmp_path: Path) -> CalendarStore:
+    return DictStore() if request.param == "dict" else SqliteStore(tmp_path / "store.sqlite3")
+
+
+def test_a_failed_step_leaves_nothing_behind(store: CalendarStore) -> None:
+    kept = StoredEvent("acc", "x1", "key", '"1"', {"title": "kept"}, "confirmed", 1)
+    rule = FaultRule(0, None, None, None, None, "unavailable", None, None, 0, False, 2)
+    with store.transaction() as tx:
+        tx.save(kept)
+        fault_id = tx.add_fault(rule)
+    with pytest.raises(RuntimeError), store.transaction() as tx:
+        tx.save(StoredEvent("acc", "x1", "key", '"2"', {"title": "changed"}, "confirmed", 2))
+        tx.save(StoredEvent("acc", "x2", "key2", '"1"', {"title": "new"}, "confirmed", 1))
+        tx.log(Call("upsert", "acc", "e1", "x1", 2, "updated", None, 0.0))
+        tx.add_fault(rule)
+        tx.set_remaining(fault_id, 0)
+        raise RuntimeError("the step fails")
+    with store.transaction() as tx:
+        assert tx.events(None) == [kept]
+        assert tx.calls() == []
+        assert [(f.id, f.remaining) for f in tx.faults()] == [(fault_id, 2)]
+    assert store.has_faults()
