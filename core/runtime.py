@@ -58,7 +58,9 @@ class Runtime:
         self.role = role
         self.broker_url = resolve_broker_url(settings)
         self.redis_url = resolve_redis_url(settings, self.broker_url)
-        pool_size = settings.worker_threads + 2 if role == "worker" else 5
+        # A worker thread runs its per-job statements on a connection of its own (core/store/direct.py); the
+        # pool serves the rest (retry and DLQ bookkeeping, lookups), which few threads need at once.
+        pool_size = max(2, settings.worker_threads // 2) if role == "worker" else 5
         self.db = Database(settings.effective_database_url, pool_size=pool_size, pre_ping=role != "worker")
         if check_schema:
             if settings.database_url is None:

@@ -23,9 +23,10 @@ from sqlalchemy.exc import DBAPIError, OperationalError
 from sqlalchemy.sql.dml import Insert
 
 from core.errors import StoreUnavailable
-from core.store.direct import DirectTransaction
+from core.store.direct import DirectConnections, DirectTransaction
 
 _SQLITE_BUSY_TIMEOUT_S = 30
+_RECYCLE_S = 1800  # servers and proxies drop idle connections; replace ours before they do
 
 
 def _prepare_sqlite(engine: Engine) -> None:
@@ -36,6 +37,7 @@ def _prepare_sqlite(engine: Engine) -> None:
         cursor.execute("PRAGMA journal_mode=WAL")
         cursor.execute("PRAGMA foreign_keys=ON")
         cursor.execute("PRAGMA synchronous=NORMAL")
+        cursor.execute("PRAGMA mmap_size=268435456")
         cursor.execute(f"PRAGMA busy_timeout={_SQLITE_BUSY_TIMEOUT_S * 1000}")
         cursor.close()
 
@@ -53,7 +55,7 @@ class Database:
         self.dialect = parsed.get_backend_name()
         # Workers skip the pre-ping round trip on every checkout: a connection that died with a database
         # restart fails its job with StoreUnavailable, which is retried, and the pool is then refreshed.
-        kwargs: dict[str, Any] = {"pool_pre_ping": pre_ping, "pool_recycle": 1800}
+        kwargs: dict[str, Any] = {"pool_pre_ping": pre_ping, "pool_recycle": _RECYCLE_S}
         if self.dialect == "sqlite":
             if parsed.database and parsed.database != ":memory:":
                 Path(parsed.database).parent.mkdir(parents=True, exist_ok=True)
@@ -63,6 +65,8 @@ class Database:
             kwargs["pool_size"] = pool_size
             kwargs["max_overflow"] = max(2, pool_size // 2)
         self.engine = create_engine(parsed, **kwargs)
+        self._direct_connections = DirectConnections(self.engine, recycle_seconds=_RECYCLE_S,
+                                                     shared=self.dialect == "sqlite")  # fmt: skip
         # SQLite has one writer at a time; queueing this process's writers on a lock hands the database over
         # at once, where SQLite's busy handler would make each waiter sleep and poll (1 ms, 2 ms, 5 ms, ...).
         self._writer: contextlib.AbstractContextManager[object] = contextlib.nullcontext()
@@ -99,9 +103,10 @@ class Database:
     @contextlib.contextmanager
     def _direct(self, *, begin: str | None) -> Iterator[DirectTransaction]:
         dialect = self.engine.dialect
+        connections = self._direct_connections
         try:
             with _translate_errors():  # the pool raises the driver's own errors here, not SQLAlchemy's
-                raw = self.engine.raw_connection()
+                raw = connections.checkout()
         except dialect.loaded_dbapi.Error as exc:
             raise StoreUnavailable(f"database unavailable: {type(exc).__name__}: {exc}") from exc
         cursor = None
@@ -114,20 +119,21 @@ class Database:
             yield DirectTransaction(cursor, dialect)
             raw.commit()
         except dialect.loaded_dbapi.Error as exc:
-            _rollback_quietly(raw)
-            if dialect.is_disconnect(exc, raw.dbapi_connection, cursor):
-                raw.invalidate(exc)
+            if dialect.is_disconnect(exc, raw, cursor) or not _rolled_back(raw):
+                connections.discard()
                 raise StoreUnavailable(f"database connection lost: {exc}") from exc
             if isinstance(exc, dialect.loaded_dbapi.OperationalError):
                 raise StoreUnavailable(f"database unavailable: {type(exc).__name__}: {exc}") from exc
             raise
         except BaseException:
-            _rollback_quietly(raw)
+            if not _rolled_back(raw):
+                connections.discard()
             raise
         finally:
             if cursor is not None:
-                cursor.close()
-            raw.close()
+                with contextlib.suppress(Exception):
+                    cursor.close()
+            connections.checkin()
 
     def upsert(self, table: Table) -> postgresql.Insert | sqlite.Insert:
         """This backend's ``INSERT`` with its ``ON CONFLICT`` clauses."""
@@ -138,7 +144,8 @@ class Database:
         return self.upsert(table).on_conflict_do_nothing()
 
     def dispose(self) -> None:
-        """Close pooled connections (end of process or test)."""
+        """Close pooled and per-thread connections (end of process or test)."""
+        self._direct_connections.close_all()
         self.engine.dispose()
 
 
@@ -147,10 +154,13 @@ def upsert_insert(table: Table, dialect: str) -> postgresql.Insert | sqlite.Inse
     return postgresql.insert(table) if dialect == "postgresql" else sqlite.insert(table)
 
 
-def _rollback_quietly(raw: Any) -> None:
-    # The original error is what matters; a connection too broken to roll back is discarded by the pool.
-    with contextlib.suppress(Exception):
+def _rolled_back(raw: Any) -> bool:
+    # The original error is what matters; a connection too broken to roll back is discarded by the caller.
+    try:
         raw.rollback()
+    except Exception:
+        return False
+    return True
 
 
 @contextlib.contextmanager

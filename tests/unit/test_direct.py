@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import datetime as dt
+import threading
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -17,7 +18,7 @@ from core.payload import new_payload
 from core.snapshot import _JOINED, load_snapshot
 from core.store import accounts, events, idempotency, targets
 from core.store.database import Database
-from core.store.direct import DirectStatement
+from core.store.direct import DirectConnections, DirectStatement
 from core.store.schema import event_targets
 from core.store.schema import events as events_table
 from core.store.targets import TargetKey
@@ -109,10 +110,70 @@ def test_a_connection_lost_mid_job_is_discarded_not_reused(db: Database) -> None
         admin.execute(text("SELECT pg_terminate_backend(:pid)"), {"pid": row["pid"]})
     with pytest.raises(StoreUnavailable, match="lost"), lone.direct_read() as tx:
         tx.execute(backend, {})
-    with lone.direct_read() as tx:  # the pool opened a fresh connection
+    with lone.direct_read() as tx:  # the broken connection was dropped and a fresh one opened
         again = tx.first(backend, {})
     assert again is not None and again["pid"] != row["pid"]
     lone.dispose()
+
+
+def test_each_thread_keeps_its_own_connection_until_it_is_closed(db: Database) -> None:
+    connections = DirectConnections(db.engine, recycle_seconds=3600)
+    first = connections.checkout()
+    connections.checkin()
+    assert connections.checkout() is first  # reused, not checked out of the pool again
+    connections.checkin()
+    elsewhere: list[object] = []
+    thread = threading.Thread(target=lambda: elsewhere.append(connections.checkout()))
+    thread.start()
+    thread.join()
+    assert elsewhere and elsewhere[0] is not first
+    connections.close_all()
+    fresh = connections.checkout()
+    connections.checkin()
+    assert fresh is not first
+    with pytest.raises(db.engine.dialect.loaded_dbapi.Error):
+        first.cursor().execute("SELECT 1")  # closed, not leaked
+    connections.close_all()
+
+
+def test_a_shared_connection_serves_one_thread_at_a_time(db: Database) -> None:
+    connections = DirectConnections(db.engine, recycle_seconds=3600, shared=True)  # SQLite's hot path
+    first = connections.checkout()
+    got: list[object] = []
+    taken = threading.Event()
+
+    def other_thread() -> None:
+        got.append(connections.checkout())
+        taken.set()
+        connections.checkin()
+
+    thread = threading.Thread(target=other_thread)
+    thread.start()
+    assert not taken.wait(0.2)  # it waits for its turn...
+    connections.checkin()
+    assert taken.wait(10)  # ...and then gets the same connection, its page cache still warm
+    thread.join()
+    assert got == [first]
+    connections.close_all()
+
+
+def test_an_old_connection_is_replaced(db: Database) -> None:
+    connections = DirectConnections(db.engine, recycle_seconds=0)
+    first = connections.checkout()
+    connections.checkin()
+    assert connections.checkout() is not first
+    connections.close_all()
+
+
+def test_direct_transactions_do_not_nest(db: Database) -> None:
+    key = _planned(db)
+    with db.direct_write() as tx:
+        with pytest.raises(RuntimeError, match="do not nest"), db.direct_read():
+            pass
+        assert targets.record_synced(tx, key, version=1, external_id="x", etag="e", final_status="synced")
+    with db.read() as conn:
+        row = targets.get_target(conn, key)
+    assert row is not None and row.synced_version == 1  # the outer transaction was not disturbed
 
 
 @dataclass
