@@ -9,13 +9,16 @@ paused holder can lose its lock while still running.
 
 from __future__ import annotations
 
+import hashlib
 import itertools
 import logging
 import secrets
 import threading
 from dataclasses import dataclass, field
+from typing import Any
 
 import redis
+from redis.exceptions import NoScriptError
 
 from core.periodic import start_repeating
 
@@ -46,7 +49,10 @@ class LockManager:
     def __init__(self, client: redis.Redis, *, ttl_seconds: float) -> None:
         self._client = client
         self._ttl_ms = int(ttl_seconds * 1000)
-        self._release = client.register_script(_RELEASE)
+        # Each worker thread sends its per-job commands on a connection of its own (see _call).
+        self._local = threading.local()
+        self._connections: list[Any] = []
+        self._release_sha = hashlib.sha1(_RELEASE.encode(), usedforsecurity=False).hexdigest()
         self._extend = client.register_script(_EXTEND)
         # Tokens only need to be unique: a random per-process part and a counter make them so without a
         # getrandom() call per job. next() on itertools.count is atomic under the GIL.
@@ -60,7 +66,7 @@ class LockManager:
     def acquire(self, key: str) -> HeldLock | None:
         """Take the lock, or return None if someone else holds it."""
         token = f"{self._nonce}:{next(self._serial)}"
-        if not self._client.set(key, token, nx=True, px=self._ttl_ms):
+        if not self._call("SET", key, token, "NX", "PX", self._ttl_ms):
             return None
         held = HeldLock(key, token)
         with self._held_lock:
@@ -72,7 +78,10 @@ class LockManager:
         """Free the lock if we still own it; False means it had expired or been taken over."""
         with self._held_lock:
             self._held.pop(held.token, None)
-        released = bool(self._release(keys=[held.key], args=[held.token]))
+        try:
+            released = bool(self._call("EVALSHA", self._release_sha, 1, held.key, held.token))
+        except NoScriptError:  # a restarted or flushed Redis forgot the script; EVAL caches it again
+            released = bool(self._call("EVAL", _RELEASE, 1, held.key, held.token))
         if not released:
             held.lost = True
         return released
@@ -91,6 +100,23 @@ class LockManager:
                 lock.lost = True
                 log.warning("lock lost before release", extra={"fields": {"lock_key": lock.key}})
 
+    def _call(self, *args: str | int) -> Any:
+        # One command on this thread's own connection, without the client's per-command machinery
+        # (pool checkout and check-in, argument inspection, retries, telemetry hooks): that machinery
+        # cost a job more CPU than the round trip itself (benchmarks/pipeline.py). A connection error
+        # drops the connection (the next call reconnects) and reaches the job, which is then retried.
+        connection = getattr(self._local, "connection", None)
+        if connection is None:
+            connection = self._local.connection = self._client.connection_pool.get_connection()
+            with self._held_lock:
+                self._connections.append(connection)
+        try:
+            connection.send_command(*args)
+            return connection.read_response()
+        except (redis.ConnectionError, redis.TimeoutError, OSError):
+            connection.disconnect()
+            raise
+
     def _ensure_renewer(self) -> None:
         if self._renewer is not None:
             return
@@ -101,7 +127,11 @@ class LockManager:
                                                 errors=(redis.RedisError,))  # fmt: skip
 
     def close(self) -> None:
-        """Stop the renewer thread (held locks then expire by TTL)."""
+        """Stop the renewer thread (held locks then expire by TTL) and give back the threads' connections."""
         self._stop.set()
         if self._renewer is not None:
             self._renewer.join(timeout=5)
+        with self._held_lock:
+            connections, self._connections = self._connections, []
+        for connection in connections:
+            self._client.connection_pool.release(connection)
