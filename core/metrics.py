@@ -26,7 +26,7 @@ import time
 from collections.abc import Iterator
 from importlib import metadata
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import dramatiq
 from prometheus_client import Counter, Gauge, Histogram, values
@@ -119,6 +119,28 @@ def status_class(exc: BaseException | None) -> str:
     return "permanent_error" if is_permanent(exc) else "temporary_error"
 
 
+class _Children:
+    """A metric's labelled children, looked up once per label values (``labels()`` validates on every call)."""
+
+    def __init__(self, metric: Counter | Histogram) -> None:
+        self._metric = metric
+        self._children: dict[tuple[str, ...], Any] = {}
+
+    def __call__(self, *values: str) -> Any:
+        child = self._children.get(values)
+        if child is None:
+            # Racing threads may both create it: labels() returns the same child to both.
+            child = self._children[values] = self._metric.labels(*values)
+        return child
+
+
+_jobs = _Children(JOBS)
+_job_duration = _Children(JOB_DURATION)
+_provider_requests = _Children(PROVIDER_REQUESTS)
+_provider_duration = _Children(PROVIDER_DURATION)
+_lock_acquisitions = _Children(LOCK_ACQUISITIONS)
+
+
 @contextlib.contextmanager
 def provider_request(provider: str, operation: str) -> Iterator[None]:
     """Count and time one provider adapter call (the one place every provider call goes through)."""
@@ -130,8 +152,8 @@ def provider_request(provider: str, operation: str) -> Iterator[None]:
         failure = exc
         raise
     finally:
-        PROVIDER_REQUESTS.labels(provider, operation, status_class(failure)).inc()
-        PROVIDER_DURATION.labels(provider, operation).observe(time.perf_counter() - started)
+        _provider_requests(provider, operation, status_class(failure)).inc()
+        _provider_duration(provider, operation).observe(time.perf_counter() - started)
 
 
 def require_multiprocess(settings: Settings) -> None:
@@ -165,8 +187,8 @@ class WorkerMetrics(dramatiq.Middleware):
         """JobLifecycle observer: one delivery ended with ``outcome`` after ``duration`` seconds."""
         try:
             provider = self._provider_of(ctx)
-            JOBS.labels(ctx.actor, provider, outcome).inc()
-            JOB_DURATION.labels(ctx.actor, provider).observe(duration)
+            _jobs(ctx.actor, provider, outcome).inc()
+            _job_duration(ctx.actor, provider).observe(duration)
             if outcome == "retry_scheduled":
                 error_class = error_class_of(ctx.error) if ctx.error is not None else "unknown"
                 JOB_RETRIES.labels(ctx.actor, provider, error_class).inc()
@@ -178,7 +200,7 @@ class WorkerMetrics(dramatiq.Middleware):
 
     def observe_lock(self, result: str) -> None:
         """ResourceLocking observer: one lock attempt was ``acquired`` or ``busy``."""
-        LOCK_ACQUISITIONS.labels(result).inc()
+        _lock_acquisitions(result).inc()
 
     def _provider_of(self, ctx: JobContext) -> str:
         # Deliveries that end before the state is loaded (lock_busy, corrupt payloads) know only the

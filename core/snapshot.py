@@ -35,6 +35,7 @@ _PARTS = {
     "t": list(event_targets.columns),
 }
 _PRESENT = {"a": "a_id", "e": "e_id", "t": "t_account_id"}  # never NULL in a row that exists
+_LABELS = {prefix: tuple((f"{prefix}_{c.name}", c.name) for c in columns) for prefix, columns in _PARTS.items()}
 _DONE = idempotency.succeeded_condition("k_idempotency", "k_now")
 _JOINED = (
     select(
@@ -73,7 +74,7 @@ class Snapshot:
 def _part(row: Mapping[str, Any], prefix: str) -> dict[str, Any] | None:
     if row[_PRESENT[prefix]] is None:
         return None
-    return {column.name: row[f"{prefix}_{column.name}"] for column in _PARTS[prefix]}
+    return {name: row[label] for label, name in _LABELS[prefix]}
 
 
 def load_snapshot(runtime: Runtime, payload: JobPayload) -> Snapshot:
