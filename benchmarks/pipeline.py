@@ -56,6 +56,7 @@ class Measurement:
     jobs: int
     seconds: float
     redis_commands: int
+    cpu_seconds: float  # of this whole process (all threads) while the side ran
 
     @property
     def rate(self) -> float:
@@ -80,13 +81,13 @@ def _timed(name: str, broker: dramatiq.Broker, client: redis.Redis, jobs: int, t
            finished: Callable[[], int]) -> Measurement:  # fmt: skip
     before = _commands(client)
     worker = dramatiq.Worker(broker, worker_threads=threads, worker_timeout=100)
-    started = time.perf_counter()
+    started, cpu = time.perf_counter(), time.process_time()
     worker.start()
     while finished() < jobs:
         time.sleep(0.005)
-    elapsed = time.perf_counter() - started
+    elapsed, cpu = time.perf_counter() - started, time.process_time() - cpu
     worker.stop()
-    return Measurement(name, jobs, elapsed, _commands(client) - before)
+    return Measurement(name, jobs, elapsed, _commands(client) - before, cpu)
 
 
 def bare(url: str, jobs: int, threads: int) -> Measurement:
@@ -307,7 +308,9 @@ _RATIOS = (
 def _print(measured: dict[str, Measurement]) -> None:
     for m in measured.values():
         per_job = m.redis_commands / m.jobs
-        print(f"  {m.name:<22} {m.rate:8.0f} jobs/s  ({m.seconds:6.2f} s, {per_job:5.1f} Redis commands/job)")
+        cpu = m.cpu_seconds / m.jobs * 1000
+        print(f"  {m.name:<22} {m.rate:8.0f} jobs/s  ({m.seconds:6.2f} s, {per_job:5.1f} Redis commands/job,"
+              f" {cpu:4.2f} ms CPU/job)")  # fmt: skip
     for over, _ in _RATIOS:
         if over in measured:
             print(f"  calsync/{over}: {measured['calsync'].rate / measured[over].rate:.2f}", flush=True)
