@@ -66,7 +66,14 @@ class LockManager:
     def acquire(self, key: str) -> HeldLock | None:
         """Take the lock, or return None if someone else holds it."""
         token = f"{self._nonce}:{next(self._serial)}"
-        if not self._call("SET", key, token, "NX", "PX", self._ttl_ms):
+        take = ("SET", key, token, "NX", "PX", self._ttl_ms)
+        try:
+            taken = self._call(*take)
+        except (redis.ConnectionError, redis.TimeoutError):
+            # The connection was dropped (a restart, an idle timeout): try once more on a new one. The first
+            # SET may have landed before its answer was lost; then the lock is already ours.
+            taken = self._call(*take) or self._call("GET", key) == token.encode()
+        if not taken:
             return None
         held = HeldLock(key, token)
         with self._held_lock:
@@ -79,9 +86,9 @@ class LockManager:
         with self._held_lock:
             self._held.pop(held.token, None)
         try:
-            released = bool(self._call("EVALSHA", self._release_sha, 1, held.key, held.token))
-        except NoScriptError:  # a restarted or flushed Redis forgot the script; EVAL caches it again
-            released = bool(self._call("EVAL", _RELEASE, 1, held.key, held.token))
+            released = self._free(held)
+        except (redis.ConnectionError, redis.TimeoutError):
+            released = self._free(held)  # once more on a new connection (a lost answer just reads as not ours)
         if not released:
             held.lost = True
         return released
@@ -100,11 +107,17 @@ class LockManager:
                 lock.lost = True
                 log.warning("lock lost before release", extra={"fields": {"lock_key": lock.key}})
 
+    def _free(self, held: HeldLock) -> bool:
+        try:
+            return bool(self._call("EVALSHA", self._release_sha, 1, held.key, held.token))
+        except NoScriptError:  # a restarted or flushed Redis forgot the script; EVAL caches it again
+            return bool(self._call("EVAL", _RELEASE, 1, held.key, held.token))
+
     def _call(self, *args: str | int) -> Any:
         # One command on this thread's own connection, without the client's per-command machinery
         # (pool checkout and check-in, argument inspection, retries, telemetry hooks): that machinery
         # cost a job more CPU than the round trip itself (benchmarks/pipeline.py). A connection error
-        # drops the connection (the next call reconnects) and reaches the job, which is then retried.
+        # drops the connection (the next call opens a new one) and reaches the caller.
         connection = getattr(self._local, "connection", None)
         if connection is None:
             connection = self._local.connection = self._client.connection_pool.get_connection()

@@ -8,9 +8,10 @@ but are compiled once per dialect and executed here on the driver connection, wi
 own bind and result processors applied, so values round-trip exactly as through SQLAlchemy
 (tests/unit/test_direct.py compares both paths on SQLite and PostgreSQL).
 
-Each thread keeps one driver connection for these transactions (:class:`DirectConnections`), taken
-from the engine's pool once and detached from it: checking a connection out of the pool and back in
-for every transaction cost as much CPU as the statements themselves.
+These transactions run on kept driver connections (:class:`DirectConnections`: one per thread on
+PostgreSQL, one per process on SQLite), taken from the engine's pool once and detached from it:
+checking a connection out of the pool and back in for every transaction cost as much CPU as the
+statements themselves.
 
 Everything else (CLI, producer, reconciler, migrations) keeps using ``Database.read()/write()``.
 """

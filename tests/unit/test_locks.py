@@ -78,3 +78,19 @@ def test_a_lock_expires_by_itself_and_release_survives_a_script_flush(
     assert ours.release(held) and client.exists(key) == 0
     again = ours.acquire(key)
     assert again is not None and ours.release(again)  # and the cached script serves the next release
+
+
+def test_a_dropped_connection_is_replaced_without_losing_the_lock_state(
+    managers: tuple[LockManager, LockManager], client: redis.Redis, namespace: str
+) -> None:
+    ours, theirs = managers
+    key = f"{namespace}:lock:t:e:dropped"
+    warm = ours.acquire(f"{key}:warm")  # opens this thread's lock connection
+    assert warm is not None
+    connection = ours._local.connection
+    client.client_kill("{}:{}".format(*connection._sock.getsockname()))  # as a restart or an idle timeout would
+    held = ours.acquire(key)
+    assert held is not None and theirs.acquire(key) is None  # taken exactly once, on a new connection
+    client.client_kill("{}:{}".format(*connection._sock.getsockname()))
+    assert ours.release(held) and client.exists(key) == 0
+    assert ours.release(warm)
