@@ -13,6 +13,7 @@ one of :data:`FAULT_ERRORS`, optionally after a delay and optionally after apply
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import json
 import re
@@ -107,7 +108,7 @@ class MemoryProvider:
                 writes = stored.writes + 1
                 effect = "restored" if stored.status == "cancelled" else "updated" if target.external_id else "adopted"
                 etag = _etag(external_id, body, writes)
-                tx.save(StoredEvent(account.id, external_id, stored.sync_key, etag, body, "confirmed", writes))
+                tx.save(dataclasses.replace(stored, etag=etag, body=body, status="confirmed", writes=writes))
             _log(tx, "upsert", account.id, target.event_id, external_id, effect, version=event.version)
         if fault is not None:
             self._fail(fault, "upsert", account.id, target.event_id)
@@ -124,8 +125,7 @@ class MemoryProvider:
             effect: Effect = "already_gone"
             if stored is not None and stored.status == "confirmed":
                 effect = "deleted"
-                tx.save(StoredEvent(stored.account_id, external_id, stored.sync_key, stored.etag, stored.body,
-                                    "cancelled", stored.writes + 1))  # fmt: skip
+                tx.save(dataclasses.replace(stored, status="cancelled", writes=stored.writes + 1))
             _log(tx, "delete", account.id, target.event_id, external_id, effect)
         if fault is not None:
             self._fail(fault, "delete", account.id, target.event_id)

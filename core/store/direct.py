@@ -166,7 +166,7 @@ class DirectConnections:
         self._local = threading.local()  # .held (a connection per thread), .busy (a transaction is open)
         self._shared: _Held | None = None
         self._turn = threading.Lock() if shared else None  # whose turn it is on the shared connection
-        self._open: dict[int, Any] = {}  # id(connection) -> connection, so close_all() reaches every one
+        self._open: set[Any] = set()  # every kept connection, so close_all() reaches them all
         self._lock = threading.Lock()
         self._generation = 0
 
@@ -184,7 +184,7 @@ class DirectConnections:
                 fairy.detach()
                 held = _Held(fairy.dbapi_connection, time.monotonic(), self._generation)
                 with self._lock:
-                    self._open[id(held.connection)] = held.connection
+                    self._open.add(held.connection)
                 self._keep(held)
         except BaseException:
             if self._turn is not None:
@@ -205,13 +205,13 @@ class DirectConnections:
         self._keep(None)
         if held is not None:
             with self._lock:
-                self._open.pop(id(held.connection), None)
+                self._open.discard(held.connection)
             _close_quietly(held.connection)
 
     def close_all(self) -> None:
         """Close every connection; the next checkouts open new ones."""
         with self._lock:
-            connections, self._open = list(self._open.values()), {}
+            connections, self._open = list(self._open), set()
             self._generation += 1
         for connection in connections:
             _close_quietly(connection)
