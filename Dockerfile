@@ -14,6 +14,7 @@ WORKDIR /src
 COPY requirements.lock ./
 RUN pip install --require-hashes --no-deps -r requirements.lock
 COPY pyproject.toml README.md ./
+COPY calsync ./calsync
 COPY core ./core
 COPY actors ./actors
 COPY providers ./providers

@@ -21,8 +21,8 @@ ROOT = Path(__file__).resolve().parent
 VENV = ROOT / ".venv"
 BIN = VENV / "bin"
 STAMP = VENV / ".calsync-installed"
-LINTED = ["core", "actors", "providers", "tests", "benchmarks", "k8s", "dev.py"]
-TYPED = ["core", "actors", "providers"]
+LINTED = ["calsync", "core", "actors", "providers", "tests", "benchmarks", "k8s", "dev.py"]
+TYPED = ["calsync"]
 
 
 def _say(text: str) -> None:

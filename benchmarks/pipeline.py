@@ -34,19 +34,19 @@ import dramatiq
 import redis
 from dramatiq.brokers.redis import RedisBroker
 
-import actors
-from core.domain import EventFields
-from core.embedded_redis import EmbeddedRedis
-from core.messages import sync_message
-from core.middleware.lifecycle import JobLifecycle
-from core.payload import JobPayload, new_payload
-from core.runtime import Runtime
-from core.settings import Settings
-from core.store import accounts, events, migrate, targets
-from core.store.database import Database
-from core.store.targets import TargetKey
-from providers.base import Account, EventState, Target
-from providers.memory import MemoryProvider
+from calsync.actors.worker import build_worker
+from calsync.core.config.settings import Settings
+from calsync.core.messaging.messages import sync_message
+from calsync.core.model.calendar import Account, EventState, Target
+from calsync.core.model.change import EventFields
+from calsync.core.model.payload import JobPayload, new_payload
+from calsync.core.redis.embedded import EmbeddedRedis
+from calsync.core.runtime import Runtime
+from calsync.core.store import accounts, events, migrate, targets
+from calsync.core.store.database import Database
+from calsync.core.store.targets import TargetKey
+from calsync.core.worker.middleware.lifecycle import JobLifecycle
+from calsync.providers.memory import MemoryProvider
 
 
 @dataclass
@@ -147,9 +147,8 @@ def calsync(url: str, jobs: int, threads: int, scratch: Path, database_url: str 
     bootstrap = Runtime(settings, check_schema=False)
     migrate.upgrade(bootstrap.db)
     bootstrap.close()
-    runtime = Runtime(settings, role="worker", providers={"memory": MemoryProvider()})
+    runtime = build_worker(settings, providers={"memory": MemoryProvider()}).runtime
     broker = runtime.broker
-    actors.declare(broker, runtime)
     broker.emit_after("process_boot")
     payloads = _seed(runtime.db, jobs)
     for payload in payloads:

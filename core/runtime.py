@@ -7,26 +7,24 @@ resolution (embedded Redis by default), schema check and client construction hap
 from __future__ import annotations
 
 import threading
+from collections.abc import Callable, Sequence
 from functools import cached_property
-from typing import TYPE_CHECKING
-from urllib.parse import urlsplit
 
+import dramatiq
 import redis
 
-from core.crypto import CredentialCipher
-from core.embedded_redis import EmbeddedRedis
-from core.errors import ConfigurationError
-from core.keys import RedisKeys
-from core.locks import LockManager
-from core.settings import Settings, load_settings
-from core.stats import JobStats
-from core.store import migrate
-from core.store.database import Database
-from providers.base import Provider
-from providers.registry import ProviderRegistry
+from calsync.core.config.settings import Settings, load_settings
+from calsync.core.messaging.broker import broker_kind, connect_broker
+from calsync.core.model.errors import ConfigurationError
+from calsync.core.redis.embedded import EmbeddedRedis
+from calsync.core.redis.keys import RedisKeys
+from calsync.core.redis.locks import LockManager
+from calsync.core.redis.stats import JobStats
+from calsync.core.store import migrate
+from calsync.core.store.crypto import CredentialCipher
+from calsync.core.store.database import Database
 
-if TYPE_CHECKING:
-    import dramatiq
+MiddlewareFactory = Callable[["Runtime"], Sequence[dramatiq.Middleware]]
 
 
 def resolve_broker_url(settings: Settings) -> str:
@@ -38,7 +36,7 @@ def resolve_redis_url(settings: Settings, broker_url: str) -> str:
     """Redis for locks, dedup and stats: its own setting, else the broker when that is Redis."""
     if settings.redis_url:
         return settings.redis_url
-    if urlsplit(broker_url).scheme in {"redis", "rediss", "unix"}:
+    if broker_kind(broker_url) == "redis":
         return broker_url
     raise ConfigurationError("CALSYNC_REDIS_URL is required when CALSYNC_BROKER_URL is not a Redis URL")
 
@@ -51,7 +49,7 @@ class Runtime:
         settings: Settings,
         *,
         role: str = "cli",
-        providers: dict[str, Provider] | None = None,
+        middleware: MiddlewareFactory | None = None,
         check_schema: bool = True,
     ) -> None:
         self.settings = settings
@@ -70,8 +68,8 @@ class Runtime:
         self.redis = redis.Redis.from_url(self.redis_url, health_check_interval=30)
         self.keys = RedisKeys(settings.redis_namespace)
         self.cipher = CredentialCipher(settings.secret_key.get_secret_value() if settings.secret_key else None)
-        self.providers = ProviderRegistry(settings, providers)
         self.stats = JobStats(self.redis, self.keys, flush_every=1.0 if role == "worker" else None)
+        self._middleware = middleware
         self._broker_lock = threading.Lock()
         self._broker: dramatiq.Broker | None = None
 
@@ -87,13 +85,12 @@ class Runtime:
 
     @property
     def broker(self) -> dramatiq.Broker:
-        """The Dramatiq broker: with the full middleware stack in workers, bare in producers."""
+        """The Dramatiq broker, built on first use: with the middleware the process was given (none for producers)."""
         if self._broker is None:
             with self._broker_lock:
                 if self._broker is None:
-                    from core.broker import build_broker
-
-                    self._broker = build_broker(self, worker=self.role == "worker")
+                    stack = self._middleware(self) if self._middleware else ()
+                    self._broker = connect_broker(self.broker_url, self.settings, stack)
         return self._broker
 
     def close(self) -> None:

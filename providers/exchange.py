@@ -5,7 +5,7 @@ Deployments served
 Exchange Server on-premises (2016, 2019 and Subscription Edition, which keep EWS) and Exchange Online
 tenants that still allow EWS. Microsoft begins disabling EWS in Exchange Online on 1 Oct 2026; tenants
 that allow-list the app (``EWSEnabled=True`` + ``EWSAllowedAppIDs``) keep it until the permanent
-shutdown on 1 Apr 2027. A blocked mailbox answers HTTP 403 (→ :class:`~core.errors.Forbidden`). A
+shutdown on 1 Apr 2027. A blocked mailbox answers HTTP 403 (→ :class:`~core.model.errors.Forbidden`). A
 Microsoft Graph adapter for Exchange Online is planned separately.
 
 Account configuration
@@ -25,7 +25,7 @@ Account configuration
 a UPN), for oauth2 (client-credentials grant, scope ``https://outlook.office365.com/.default``)
 ``{"client_id", "client_secret", "tenant_id", "token_url"?}`` where ``token_url`` defaults to
 Azure AD's ``https://login.microsoftonline.com/{tenant_id}/oauth2/v2.0/token``. Unknown keys, missing
-values or a wrong type raise :class:`~core.errors.ConfigurationError` naming the key, never a value.
+values or a wrong type raise :class:`~core.model.errors.ConfigurationError` naming the key, never a value.
 
 How it talks to Exchange
 ------------------------
@@ -58,12 +58,12 @@ equivalent (EWS cannot tell external attendees apart), so it sends to everyone, 
 of the change rather than external guests missing it. Only values valid for CreateItem, UpdateItem and
 DeleteItem alike are used (exchangelib accepts different sets for each).
 
-Times (as :mod:`core.domain` defines them): a timed event takes date-times, a naive one being wall
+Times (as :mod:`core.model.change` defines them): a timed event takes date-times, a naive one being wall
 time in ``event.time_zone`` (an IANA name) and an aware one an instant shown in that zone. All-day
 events run from midnight of ``start`` to midnight of ``end`` in that zone, ``end`` exclusive (as
 iCalendar and Google); ``end == start`` is read as one day.
 
-Errors: :data:`CLASSIFICATION` is the one table from exchangelib/EWS failures to :mod:`core.errors`.
+Errors: :data:`CLASSIFICATION` is the one table from exchangelib/EWS failures to :mod:`core.model.errors`.
 """
 
 from __future__ import annotations
@@ -116,7 +116,8 @@ from exchangelib.items import SEND_TO_ALL_AND_SAVE_COPY, SEND_TO_NONE
 from exchangelib.version import EXCHANGE_2016
 from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError, field_validator, model_validator
 
-from core.errors import (
+from calsync.core.model.calendar import Account, EventState, ExternalRef, ProviderName, SendUpdates, Target
+from calsync.core.model.errors import (
     AuthRevoked,
     CalsyncError,
     ConfigurationError,
@@ -128,10 +129,9 @@ from core.errors import (
     RateLimited,
     TemporaryError,
 )
-from providers.base import Account, EventState, ExternalRef, ProviderName, SendUpdates, Target
 
 if TYPE_CHECKING:
-    from core.settings import Settings
+    from calsync.core.config.settings import Settings
 
 logger = logging.getLogger(__name__)
 

@@ -58,7 +58,9 @@ from google.oauth2 import service_account
 from googleapiclient.discovery import build
 from googleapiclient.errors import HttpError
 
-from core.errors import (
+from calsync.core.config.settings import Settings
+from calsync.core.model.calendar import Account, EventState, ExternalRef, ProviderName, SendUpdates, Target
+from calsync.core.model.errors import (
     AuthRevoked,
     CalsyncError,
     ConfigurationError,
@@ -70,8 +72,6 @@ from core.errors import (
     RateLimited,
     TemporaryError,
 )
-from core.settings import Settings
-from providers.base import Account, EventState, ExternalRef, ProviderName, SendUpdates, Target
 
 SCOPES = ("https://www.googleapis.com/auth/calendar.events",)
 SYNC_KEY_PROPERTY = "calsyncKey"

@@ -21,7 +21,8 @@ import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
-from core.errors import (
+from calsync.core.model.calendar import Account, EventState, ExternalRef, ProviderName, SendUpdates, Target
+from calsync.core.model.errors import (
     AuthRevoked,
     CalsyncError,
     Forbidden,
@@ -30,11 +31,18 @@ from core.errors import (
     ProviderUnavailable,
     RateLimited,
 )
-from providers.base import Account, EventState, ExternalRef, ProviderName, SendUpdates, Target
-from providers.memory_store import CalendarStore, CalendarTx, Call, DictStore, FaultRule, SqliteStore, StoredEvent
+from calsync.providers.memory_store import (
+    CalendarStore,
+    CalendarTx,
+    Call,
+    DictStore,
+    FaultRule,
+    SqliteStore,
+    StoredEvent,
+)
 
 if TYPE_CHECKING:
-    from core.settings import Settings
+    from calsync.core.config.settings import Settings
 
 FAULT_ERRORS: dict[str, type[CalsyncError]] = {
     "unavailable": ProviderUnavailable,

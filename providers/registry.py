@@ -5,25 +5,25 @@ from __future__ import annotations
 import threading
 from typing import TYPE_CHECKING
 
-from core.errors import ConfigurationError
-from providers.base import Provider, ProviderName
+from calsync.core.model.calendar import Provider, ProviderName
+from calsync.core.model.errors import ConfigurationError
 
 if TYPE_CHECKING:
-    from core.settings import Settings
+    from calsync.core.config.settings import Settings
 
 
 def _build(name: ProviderName, settings: Settings) -> Provider:
     # Imported lazily: a worker that only serves memory accounts never loads the Google or EWS stacks.
     if name == "memory":
-        from providers.memory import MemoryProvider
+        from calsync.providers.memory import MemoryProvider
 
         return MemoryProvider.from_settings(settings)
     if name == "google":
-        from providers.google import GoogleProvider
+        from calsync.providers.google import GoogleProvider
 
         return GoogleProvider(settings)
     if name == "exchange":
-        from providers.exchange import ExchangeProvider
+        from calsync.providers.exchange import ExchangeProvider
 
         return ExchangeProvider(settings)
     raise ConfigurationError(f"unknown provider {name!r}")

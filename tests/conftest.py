@@ -19,9 +19,9 @@ import psycopg
 import pytest
 import redis
 
-from core.embedded_redis import EmbeddedRedis
-from core.store import migrate
-from core.store.database import Database
+from calsync.core.redis.embedded import EmbeddedRedis
+from calsync.core.store import migrate
+from calsync.core.store.database import Database
 from tests.support import make_settings
 
 REQUIRED = {s.strip() for s in os.environ.get("CALSYNC_TEST_REQUIRE", "").split(",") if s.strip()}

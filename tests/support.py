@@ -11,14 +11,14 @@ from typing import Any, TypeVar
 
 import dramatiq
 
-import actors
-from core.producer import Producer, Receipt
-from core.runtime import Runtime
-from core.settings import Settings
-from core.store import accounts, dead_letters, events, migrate, targets
-from core.store.dead_letters import DeadLetter, DeadLetterFilter
-from core.store.targets import TargetKey, TargetRow
-from providers.memory import MemoryProvider
+from calsync.actors.worker import build_worker
+from calsync.core.config.settings import Settings
+from calsync.core.producer.submit import Producer, Receipt
+from calsync.core.runtime import Runtime
+from calsync.core.store import accounts, dead_letters, events, migrate, targets
+from calsync.core.store.dead_letters import DeadLetter, DeadLetterFilter
+from calsync.core.store.targets import TargetKey, TargetRow
+from calsync.providers.memory import MemoryProvider
 
 T = TypeVar("T")
 
@@ -82,9 +82,10 @@ class Pipeline:
         bootstrap = Runtime(settings, check_schema=False)
         migrate.upgrade(bootstrap.db)
         bootstrap.close()
-        self.runtime = Runtime(settings, role="worker", providers={"memory": self.provider})
-        self.broker = self.runtime.broker
-        self.actors = actors.declare(self.broker, self.runtime)
+        self.app = build_worker(settings, providers={"memory": self.provider})
+        self.runtime = self.app.runtime
+        self.broker = self.app.broker
+        self.actors = self.app.actors
         self.broker.emit_after("process_boot")
         self.producer = Producer(self.runtime)
         self._worker: dramatiq.Worker | None = None

@@ -9,12 +9,12 @@ from typing import Any
 
 from sqlalchemy import Connection, RowMapping, bindparam, select, update
 
-from core.crypto import CredentialCipher
-from core.errors import EntityNotFound
-from core.ids import new_id
-from core.logs import register_secrets
-from core.store.schema import provider_accounts
-from providers.base import Account, AccountStatus, ProviderName
+from calsync.core.config.logging import register_secrets
+from calsync.core.model.calendar import Account, AccountStatus, ProviderName
+from calsync.core.model.errors import EntityNotFound
+from calsync.core.model.ids import new_id
+from calsync.core.store.crypto import CredentialCipher
+from calsync.core.store.schema import provider_accounts
 
 
 @dataclass(frozen=True)

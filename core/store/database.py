@@ -22,8 +22,8 @@ from sqlalchemy.engine import make_url
 from sqlalchemy.exc import DBAPIError, OperationalError
 from sqlalchemy.sql.dml import Insert
 
-from core.errors import StoreUnavailable
-from core.store.direct import DirectConnections, DirectTransaction
+from calsync.core.model.errors import StoreUnavailable
+from calsync.core.store.direct import DirectConnections, DirectTransaction
 
 _SQLITE_BUSY_TIMEOUT_S = 30
 _RECYCLE_S = 1800  # servers and proxies drop idle connections; replace ours before they do

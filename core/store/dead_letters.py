@@ -13,8 +13,8 @@ from typing import Any, Literal
 
 from sqlalchemy import Connection, RowMapping, func, select, update
 
-from core.store.database import Database
-from core.store.schema import dead_letters as d
+from calsync.core.store.database import Database
+from calsync.core.store.schema import dead_letters as d
 
 DeadLetterStatus = Literal["open", "replayed", "discarded"]
 

@@ -8,9 +8,9 @@ from typing import Any
 
 from sqlalchemy import Connection, bindparam, select, update
 
-from core.domain import EventFields
-from core.store.schema import events
-from providers.base import BusinessStatus, EventState, SendUpdates
+from calsync.core.model.calendar import BusinessStatus, EventState, SendUpdates
+from calsync.core.model.change import EventFields
+from calsync.core.store.schema import events
 
 
 def _instant(value: str, all_day: bool) -> dt.date | dt.datetime:

@@ -8,9 +8,9 @@ from typing import Any
 
 from sqlalchemy import ColumnElement, Connection, and_, bindparam, delete, select
 
-from core.store.database import upsert_insert
-from core.store.direct import DirectStatement, DirectTransaction
-from core.store.schema import idempotency_records as r
+from calsync.core.store.database import upsert_insert
+from calsync.core.store.direct import DirectStatement, DirectTransaction
+from calsync.core.store.schema import idempotency_records as r
 
 
 def succeeded_condition(key: str, now: str) -> ColumnElement[bool]:

@@ -9,8 +9,8 @@ from alembic.config import Config
 from alembic.runtime.migration import MigrationContext
 from alembic.script import ScriptDirectory
 
-from core.errors import ConfigurationError
-from core.store.database import Database
+from calsync.core.model.errors import ConfigurationError
+from calsync.core.store.database import Database
 
 MIGRATIONS = Path(__file__).with_name("migrations")
 

@@ -15,9 +15,9 @@ from typing import Any, Literal, NamedTuple
 
 from sqlalchemy import Connection, and_, bindparam, case, func, or_, select, update
 
-from core.store.direct import DirectStatement, DirectTransaction
-from core.store.schema import event_targets as t
-from providers.base import Target
+from calsync.core.model.calendar import Target
+from calsync.core.store.direct import DirectStatement, DirectTransaction
+from calsync.core.store.schema import event_targets as t
 
 SyncStatus = Literal["pending", "synced", "failed", "deleted"]
 Wanted = Literal["present", "absent"]

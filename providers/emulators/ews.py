@@ -101,8 +101,8 @@ from xml.sax.saxutils import escape
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from providers.emulators.faults import FaultRule
-from providers.emulators.server import EmulatorApp, Request, Response
+from calsync.providers.emulators.faults import FaultRule
+from calsync.providers.emulators.server import EmulatorApp, Request, Response
 
 SOAP_NS = "http://schemas.xmlsoap.org/soap/envelope/"
 MESSAGES_NS = "http://schemas.microsoft.com/exchange/services/2006/messages"

@@ -73,8 +73,8 @@ from http import HTTPStatus
 from typing import Any, Literal
 from urllib.parse import parse_qs, unquote
 
-from providers.emulators.faults import FaultRule, FaultRules
-from providers.emulators.server import EmulatorApp, Request, Response
+from calsync.providers.emulators.faults import FaultRule, FaultRules
+from calsync.providers.emulators.server import EmulatorApp, Request, Response
 
 API_PREFIX = "/calendar/v3/"
 TOKEN_PATH = "/token"

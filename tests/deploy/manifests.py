@@ -9,7 +9,7 @@ from typing import Any
 
 import yaml
 
-from core.settings import ENV_PREFIX, Settings, load_settings
+from calsync.core.config.settings import ENV_PREFIX, Settings, load_settings
 
 ROOT = Path(__file__).resolve().parents[2]
 K8S = ROOT / "k8s"

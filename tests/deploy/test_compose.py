@@ -9,8 +9,8 @@ from typing import Any
 import pytest
 import yaml
 
-from core.heartbeat import probe_command
-from core.settings import Settings
+from calsync.core.config.settings import Settings
+from calsync.core.worker.heartbeat import probe_command
 from tests.deploy.conftest import Tool
 from tests.deploy.manifests import ROOT
 from tests.deploy.test_docker import image_env

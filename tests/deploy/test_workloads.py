@@ -14,9 +14,9 @@ from typing import Any
 
 import yaml
 
-from core.heartbeat import probe_command
-from core.keys import RedisKeys
-from core.settings import Settings
+from calsync.core.config.settings import Settings
+from calsync.core.redis.keys import RedisKeys
+from calsync.core.worker.heartbeat import probe_command
 from tests.deploy.manifests import CONFIG_MAP, K8S, SECRET_SETTINGS, Manifests, option, pod_labels, pod_spec
 
 WORKER = "calsync-worker"
@@ -71,7 +71,7 @@ def test_worker_drains_before_it_is_killed(overlay: Manifests) -> None:
 
 
 def test_worker_liveness_probe_checks_the_heartbeat_files(overlay: Manifests) -> None:
-    """The exec probe is core.heartbeat's own script, on the directory the workers write, on a volume."""
+    """The exec probe is core.worker.heartbeat's own script, on the directory the workers write, on a volume."""
     settings = overlay.settings()
     worker = overlay.get("Deployment", WORKER)
     container = overlay.container("Deployment", WORKER)

@@ -11,12 +11,12 @@ from typing import Any
 
 from click.testing import CliRunner, Result
 
-from core.cli.main import cli
-from core.settings import Settings
-from core.store import accounts
-from core.store.targets import TargetRow
-from providers.base import ProviderName
-from providers.emulators.server import Request, RunningEmulator
+from calsync.actors.cli.main import cli
+from calsync.core.config.settings import Settings
+from calsync.core.model.calendar import ProviderName
+from calsync.core.store import accounts
+from calsync.core.store.targets import TargetRow
+from calsync.providers.emulators.server import Request, RunningEmulator
 from tests.support import Pipeline, wait_until
 
 TENANT = "tenant-1"

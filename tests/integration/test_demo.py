@@ -16,7 +16,7 @@ def test_the_demo_runs_end_to_end_on_embedded_defaults(tmp_path: Path) -> None:
     env = {k: v for k, v in os.environ.items() if not k.startswith("CALSYNC_")}
     env["CALSYNC_DATA_DIR"] = str(tmp_path)
     done = subprocess.run(
-        [sys.executable, "-m", "core.cli.main", "demo"], env=env, capture_output=True, text=True, timeout=280
+        [sys.executable, "-m", "calsync.actors.cli.main", "demo"], env=env, capture_output=True, text=True, timeout=280
     )
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
     out = done.stdout

@@ -11,11 +11,11 @@ from typing import Any
 import exchangelib
 import pytest
 
-from core.crypto import generate_key
-from core.settings import Settings
-from providers.emulators.ews import EwsControl, create_app
-from providers.emulators.server import RunningEmulator
-from providers.exchange import SYNC_KEY_PROPERTY_NAME
+from calsync.core.config.settings import Settings
+from calsync.core.store.crypto import generate_key
+from calsync.providers.emulators.ews import EwsControl, create_app
+from calsync.providers.emulators.server import RunningEmulator
+from calsync.providers.exchange import SYNC_KEY_PROPERTY_NAME
 from tests.integration.provider_support import (
     TENANT,
     add_account,
@@ -64,7 +64,7 @@ def make_pipeline(settings_factory: Any, ews: EwsControl) -> Iterator[MakePipeli
 
     yield make
     for pipeline in built:
-        pipeline.runtime.providers.get("exchange").close()  # type: ignore[attr-defined]
+        pipeline.app.providers.get("exchange").close()  # type: ignore[attr-defined]
         pipeline.close()
 
 

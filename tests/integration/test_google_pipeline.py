@@ -11,12 +11,12 @@ from typing import Any
 
 import pytest
 
-from core.crypto import generate_key
-from core.settings import Settings
-from core.store import idempotency
-from providers.emulators.google import create_app
-from providers.emulators.server import RunningEmulator
-from providers.google import SYNC_KEY_PROPERTY, VERSION_PROPERTY, event_id_for
+from calsync.core.config.settings import Settings
+from calsync.core.store import idempotency
+from calsync.core.store.crypto import generate_key
+from calsync.providers.emulators.google import create_app
+from calsync.providers.emulators.server import RunningEmulator
+from calsync.providers.google import SYNC_KEY_PROPERTY, VERSION_PROPERTY, event_id_for
 from tests.integration.provider_support import (
     TENANT,
     add_account,

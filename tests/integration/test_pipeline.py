@@ -9,12 +9,12 @@ from typing import Any
 import dramatiq
 import pytest
 
-from core import dlq
-from core.messages import sync_message
-from core.payload import new_payload, parse_payload
-from core.store import accounts, idempotency, targets
-from core.store.targets import TargetKey
-from providers.memory import external_id_for
+from calsync.core.messaging.messages import sync_message
+from calsync.core.model.payload import new_payload, parse_payload
+from calsync.core.producer import dead_letters as dlq
+from calsync.core.store import accounts, idempotency, targets
+from calsync.core.store.targets import TargetKey
+from calsync.providers.memory import external_id_for
 from tests.support import Pipeline, wait_until
 
 # The whole module runs on Redis and again on RabbitMQ.

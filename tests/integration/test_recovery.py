@@ -13,9 +13,9 @@ from typing import Any
 import pytest
 import redis
 
-from core.reconcile import reconcile
-from core.settings import child_environment
-from providers.memory import MemoryProvider
+from calsync.core.config.settings import child_environment
+from calsync.core.producer.reconcile import reconcile
+from calsync.providers.memory import MemoryProvider
 from tests.support import Pipeline, wait_until
 
 pytestmark = pytest.mark.integration

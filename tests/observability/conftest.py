@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
-from core.settings import Settings, child_environment
+from calsync.core.config.settings import Settings, child_environment
 from tests.support import wait_until
 
 PROMTOOL_LINT_FAILED = 3  # promtool check metrics: exit code when the lint found problems

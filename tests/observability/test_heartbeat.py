@@ -12,11 +12,11 @@ from typing import Any
 import pytest
 from prometheus_client import REGISTRY
 
-from core.errors import ConfigurationError
-from core.heartbeat import Delivery, Heartbeat, InFlight, heartbeat_file, probe_command, probe_script
-from core.metrics import require_multiprocess
-from core.settings import Settings, load_settings, metrics_environment
-from providers.memory import MemoryProvider
+from calsync.core.config.settings import Settings, load_settings, metrics_environment
+from calsync.core.model.errors import ConfigurationError
+from calsync.core.worker.heartbeat import Delivery, Heartbeat, InFlight, heartbeat_file, probe_command, probe_script
+from calsync.core.worker.metrics import require_multiprocess
+from calsync.providers.memory import MemoryProvider
 from tests.support import Pipeline, wait_until
 
 DOCS = Path(__file__).resolve().parents[2] / "docs" / "METRICS.md"

@@ -11,9 +11,9 @@ import pytest
 from dramatiq.middleware.time_limit import TimeLimitExceeded
 from prometheus_client import REGISTRY
 
-from core.errors import Forbidden, ProviderUnavailable
-from core.metrics import provider_request, status_class
-from core.payload import SYNC_JOB
+from calsync.core.model.errors import Forbidden, ProviderUnavailable
+from calsync.core.model.payload import SYNC_JOB
+from calsync.core.worker.metrics import provider_request, status_class
 from tests.support import Pipeline, wait_until
 
 

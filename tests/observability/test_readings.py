@@ -12,13 +12,13 @@ import dramatiq
 import pytest
 from prometheus_client import generate_latest
 
-from core.exporter import exporter_registry
-from core.messages import sync_message
-from core.payload import SYNC_JOB, JobPayload, new_payload
-from core.readings import QueueReading, StatusReader, ready_since
-from core.runtime import Runtime
-from core.store import dead_letters, targets
-from core.store.targets import TargetKey
+from calsync.core.messaging.messages import sync_message
+from calsync.core.model.payload import SYNC_JOB, JobPayload, new_payload
+from calsync.core.observability.exporter import exporter_registry
+from calsync.core.observability.readings import QueueReading, StatusReader, ready_since
+from calsync.core.runtime import Runtime
+from calsync.core.store import dead_letters, targets
+from calsync.core.store.targets import TargetKey
 from tests.observability.conftest import parse
 from tests.support import Pipeline, utcnow, wait_until
 

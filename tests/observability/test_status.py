@@ -7,12 +7,12 @@ import json
 import pytest
 from click.testing import CliRunner, Result
 
-from core.cli import status as status_command
-from core.cli.main import cli
-from core.cli.status import Status, format_age, read_status
-from core.payload import SYNC_JOB
-from core.readings import StatusReader
-from core.stats import JobStats
+from calsync.actors.cli import status as status_command
+from calsync.actors.cli.main import cli
+from calsync.actors.cli.status import Status, format_age, read_status
+from calsync.core.model.payload import SYNC_JOB
+from calsync.core.observability.readings import StatusReader
+from calsync.core.redis.stats import JobStats
 from tests.support import Pipeline
 
 

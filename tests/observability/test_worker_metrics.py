@@ -15,12 +15,12 @@ import pytest
 from prometheus_client import CollectorRegistry
 from prometheus_client.multiprocess import MultiProcessCollector
 
-from core.heartbeat import probe_command
-from core.messages import sync_message
-from core.metrics import calsync_version
-from core.payload import SYNC_JOB, new_payload
-from core.settings import Settings
-from providers.memory import MemoryProvider
+from calsync.core.config.settings import Settings
+from calsync.core.messaging.messages import sync_message
+from calsync.core.model.payload import SYNC_JOB, new_payload
+from calsync.core.worker.heartbeat import probe_command
+from calsync.core.worker.metrics import calsync_version
+from calsync.providers.memory import MemoryProvider
 from tests.observability.conftest import (
     PROMTOOL_LINT_FAILED,
     Exposition,

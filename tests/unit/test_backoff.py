@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import random
 
-from core.backoff import jittered, retry_delay
+from calsync.core.model.backoff import jittered, retry_delay
 
 SCHEDULE = (10, 30, 120, 300, 900)
 

@@ -13,11 +13,11 @@ from typing import Any
 import pytest
 from click.testing import CliRunner, Result
 
-from core.cli.main import cli
-from core.crypto import generate_key
-from core.settings import Settings
-from core.store import migrate
-from core.store.database import Database
+from calsync.actors.cli.main import cli
+from calsync.core.config.settings import Settings
+from calsync.core.store import migrate
+from calsync.core.store.crypto import generate_key
+from calsync.core.store.database import Database
 from tests.support import Pipeline
 
 

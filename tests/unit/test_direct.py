@@ -11,17 +11,17 @@ from typing import Any
 import pytest
 from sqlalchemy import bindparam, func, select, text, update
 
-from core.crypto import CredentialCipher
-from core.domain import EventFields
-from core.errors import StoreUnavailable
-from core.payload import new_payload
-from core.snapshot import _JOINED, load_snapshot
-from core.store import accounts, events, idempotency, targets
-from core.store.database import Database
-from core.store.direct import DirectConnections, DirectStatement
-from core.store.schema import event_targets
-from core.store.schema import events as events_table
-from core.store.targets import TargetKey
+from calsync.core.model.change import EventFields
+from calsync.core.model.errors import StoreUnavailable
+from calsync.core.model.payload import new_payload
+from calsync.core.store import accounts, events, idempotency, targets
+from calsync.core.store.crypto import CredentialCipher
+from calsync.core.store.database import Database
+from calsync.core.store.direct import DirectConnections, DirectStatement
+from calsync.core.store.schema import event_targets
+from calsync.core.store.schema import events as events_table
+from calsync.core.store.targets import TargetKey
+from calsync.core.worker.snapshot import _JOINED, load_snapshot
 
 pytestmark = pytest.mark.both_databases
 

@@ -7,8 +7,8 @@ from typing import Any
 
 import pytest
 
-from core.domain import parse_change
-from core.errors import InvalidChange
+from calsync.core.model.change import parse_change
+from calsync.core.model.errors import InvalidChange
 
 
 def _upsert(**event: Any) -> dict[str, Any]:

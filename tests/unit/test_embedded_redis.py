@@ -9,7 +9,7 @@ from pathlib import Path
 
 import redis
 
-from core.embedded_redis import EmbeddedRedis
+from calsync.core.redis.embedded import EmbeddedRedis
 
 
 def test_one_server_per_data_dir_reused_by_every_process_and_persistent(tmp_path: Path) -> None:
@@ -24,7 +24,7 @@ def test_one_server_per_data_dir_reused_by_every_process_and_persistent(tmp_path
 
         # Another process of the same data dir finds the same server instead of starting one.
         code = (
-            "import pathlib; from core.embedded_redis import EmbeddedRedis; "
+            "import pathlib; from calsync.core.redis.embedded import EmbeddedRedis; "
             f"print(EmbeddedRedis(pathlib.Path({str(tmp_path)!r})).ensure())"
         )
         other = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)

@@ -7,7 +7,7 @@ from collections.abc import Iterator
 import pytest
 import redis
 
-from core.locks import LockManager
+from calsync.core.redis.locks import LockManager
 
 
 @pytest.fixture

@@ -7,10 +7,10 @@ from pathlib import Path
 
 import pytest
 
-from core.errors import Forbidden, ProviderUnavailable, RateLimited
-from providers.base import Account, EventState, Target
-from providers.memory import MemoryProvider, external_id_for
-from providers.memory_store import CalendarStore, Call, DictStore, FaultRule, SqliteStore, StoredEvent
+from calsync.core.model.calendar import Account, EventState, Target
+from calsync.core.model.errors import Forbidden, ProviderUnavailable, RateLimited
+from calsync.providers.memory import MemoryProvider, external_id_for
+from calsync.providers.memory_store import CalendarStore, Call, DictStore, FaultRule, SqliteStore, StoredEvent
 
 ACCOUNT = Account(id="acc", tenant_id="t", provider="memory", address="a@b.c")
 TARGET = Target(event_id="e1", account_id="acc", tenant_id="t")

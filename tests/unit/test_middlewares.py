@@ -14,20 +14,20 @@ from dramatiq.errors import BrokerConnectionError
 from dramatiq.middleware import SkipMessage
 from sqlalchemy import update
 
-from core.errors import Forbidden, InvalidPayload, LockBusy, ProviderUnavailable, RateLimited
-from core.messages import sync_message
-from core.middleware.context import JobContext, MiddlewareFailure, current_job, start_job
-from core.middleware.dead_letters import DeadLetterRecorder, DeadLetterStoreUnavailable
-from core.middleware.idempotency import IdempotencyGuard
-from core.middleware.locking import ResourceLocking
-from core.middleware.retries import ScheduledRetries
-from core.middleware.stale import StaleVersionSkip
-from core.middleware.validation import PayloadValidation
-from core.payload import JobPayload, new_payload
-from core.runtime import Runtime
-from core.store import idempotency, targets
-from core.store.schema import idempotency_records
-from core.store.targets import TargetKey
+from calsync.core.messaging.messages import sync_message
+from calsync.core.model.errors import Forbidden, InvalidPayload, LockBusy, ProviderUnavailable, RateLimited
+from calsync.core.model.payload import JobPayload, new_payload
+from calsync.core.runtime import Runtime
+from calsync.core.store import idempotency, targets
+from calsync.core.store.schema import idempotency_records
+from calsync.core.store.targets import TargetKey
+from calsync.core.worker.context import JobContext, MiddlewareFailure, current_job, start_job
+from calsync.core.worker.middleware.dead_letters import DeadLetterRecorder, DeadLetterStoreUnavailable
+from calsync.core.worker.middleware.idempotency import IdempotencyGuard
+from calsync.core.worker.middleware.locking import ResourceLocking
+from calsync.core.worker.middleware.retries import ScheduledRetries
+from calsync.core.worker.middleware.stale import StaleVersionSkip
+from calsync.core.worker.middleware.validation import PayloadValidation
 from tests.support import Pipeline
 
 

@@ -9,9 +9,9 @@ from pathlib import Path
 import jsonschema
 import pytest
 
-from core.errors import InvalidPayload
-from core.payload import JobPayload, idempotency_key, new_payload, parse_payload
-from core.schemas import published, render
+from calsync.core.model.errors import InvalidPayload
+from calsync.core.model.payload import JobPayload, idempotency_key, new_payload, parse_payload
+from calsync.core.model.schemas import published, render
 
 DOCS = Path(__file__).resolve().parents[2] / "docs" / "schemas"
 
@@ -56,7 +56,8 @@ def test_corrupt_payloads_are_rejected_with_the_reason(args: list[object], compl
 
 @pytest.mark.parametrize("name", sorted(published()))
 def test_published_schemas_are_current(name: str) -> None:
-    assert (DOCS / name).read_text() == render(published()[name]), "run: python -m core.schemas docs/schemas"
+    hint = "run: python -m calsync.core.model.schemas docs/schemas"
+    assert (DOCS / name).read_text() == render(published()[name]), hint
 
 
 def test_the_published_payload_schema_accepts_the_seed_example() -> None:

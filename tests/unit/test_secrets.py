@@ -7,9 +7,9 @@ import json
 import logging
 from typing import Any
 
-from core.crypto import generate_key
-from core.logs import JsonFormatter, configure_logging, job_context, redact, register_secrets
-from core.store import accounts
+from calsync.core.config.logging import JsonFormatter, configure_logging, job_context, redact, register_secrets
+from calsync.core.store import accounts
+from calsync.core.store.crypto import generate_key
 from tests.support import Pipeline, wait_until
 
 REFRESH = "1//0gdemo-refresh-token-abcdefghijklmnop"

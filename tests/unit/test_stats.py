@@ -8,8 +8,8 @@ from collections.abc import Iterator
 import pytest
 import redis
 
-from core.keys import RedisKeys
-from core.stats import JobStats
+from calsync.core.redis.keys import RedisKeys
+from calsync.core.redis.stats import JobStats
 from tests.support import wait_until
 
 

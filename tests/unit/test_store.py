@@ -8,11 +8,11 @@ import pytest
 from alembic.autogenerate import compare_metadata
 from alembic.migration import MigrationContext
 
-from core.domain import EventFields
-from core.store import accounts, dead_letters, events, idempotency, migrate, targets
-from core.store.database import Database
-from core.store.schema import metadata
-from core.store.targets import TargetKey
+from calsync.core.model.change import EventFields
+from calsync.core.store import accounts, dead_letters, events, idempotency, migrate, targets
+from calsync.core.store.database import Database
+from calsync.core.store.schema import metadata
+from calsync.core.store.targets import TargetKey
 
 pytestmark = pytest.mark.both_databases
 

@@ -11,10 +11,10 @@ from typing import Any
 import exchangelib
 import pytest
 
-from providers.base import Account, EventState
-from providers.emulators.ews import EwsControl, create_app
-from providers.emulators.server import RunningEmulator
-from providers.exchange import ExchangeProvider
+from calsync.core.model.calendar import Account, EventState
+from calsync.providers.emulators.ews import EwsControl, create_app
+from calsync.providers.emulators.server import RunningEmulator
+from calsync.providers.exchange import ExchangeProvider
 from tests.providers.exchange.ews_support import (
     CLIENT,
     LOGINS,

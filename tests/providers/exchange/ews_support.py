@@ -6,8 +6,8 @@ import dataclasses
 from collections.abc import Callable
 from typing import Any
 
-from providers.base import Account, EventState, ExternalRef, Target
-from providers.exchange import ExchangeProvider
+from calsync.core.model.calendar import Account, EventState, ExternalRef, Target
+from calsync.providers.exchange import ExchangeProvider
 
 # Logins of the emulator's DEFAULT_DIRECTORY: svc may impersonate anyone, alice only reaches her own mailbox.
 LOGINS = {

@@ -7,7 +7,7 @@ from typing import Any, Literal
 
 import pytest
 
-from core.errors import (
+from calsync.core.model.errors import (
     AuthRevoked,
     CalsyncError,
     ConfigurationError,
@@ -19,9 +19,9 @@ from core.errors import (
     RateLimited,
     TemporaryError,
 )
-from providers.emulators.ews import EwsControl
-from providers.emulators.server import RunningEmulator
-from providers.exchange import CLASSIFICATION, ExchangeProvider
+from calsync.providers.emulators.ews import EwsControl
+from calsync.providers.emulators.server import RunningEmulator
+from calsync.providers.exchange import CLASSIFICATION, ExchangeProvider
 from tests.providers.exchange.ews_support import MakeAccount, MakeEvent, MakeProvider, MakeTarget
 
 

@@ -9,9 +9,9 @@ from typing import Any
 import pytest
 from exchangelib.errors import ErrorServerBusy
 
-from core.errors import AuthRevoked, ConfigurationError, InvalidRequest, RateLimited
-from providers.emulators.ews import EwsControl
-from providers.exchange import ExchangeProvider, classify_error
+from calsync.core.model.errors import AuthRevoked, ConfigurationError, InvalidRequest, RateLimited
+from calsync.providers.emulators.ews import EwsControl
+from calsync.providers.exchange import ExchangeProvider, classify_error
 from tests.providers.exchange.ews_support import MakeAccount, MakeEvent, MakeTarget
 
 

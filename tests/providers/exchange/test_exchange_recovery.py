@@ -7,9 +7,9 @@ from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 
-from core.errors import AuthRevoked, ProviderUnavailable
-from providers.emulators.ews import EwsControl
-from providers.exchange import ExchangeProvider
+from calsync.core.model.errors import AuthRevoked, ProviderUnavailable
+from calsync.providers.emulators.ews import EwsControl
+from calsync.providers.exchange import ExchangeProvider
 from tests.providers.exchange.ews_support import MakeAccount, MakeEvent, MakeTarget, recorded
 
 

@@ -7,10 +7,10 @@ import datetime as dt
 
 import pytest
 
-from core.errors import AuthRevoked, Forbidden
-from providers.base import SendUpdates
-from providers.emulators.ews import EwsControl
-from providers.exchange import SYNC_KEY_PROPERTY_NAME, ExchangeProvider
+from calsync.core.model.calendar import SendUpdates
+from calsync.core.model.errors import AuthRevoked, Forbidden
+from calsync.providers.emulators.ews import EwsControl
+from calsync.providers.exchange import SYNC_KEY_PROPERTY_NAME, ExchangeProvider
 from tests.providers.exchange.ews_support import MakeAccount, MakeEvent, MakeTarget
 
 

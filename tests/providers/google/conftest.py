@@ -7,10 +7,10 @@ from collections.abc import Iterator
 
 import pytest
 
-from providers.base import Account
-from providers.emulators.google import create_app
-from providers.emulators.server import RunningEmulator
-from providers.google import GoogleProvider
+from calsync.core.model.calendar import Account
+from calsync.providers.emulators.google import create_app
+from calsync.providers.emulators.server import RunningEmulator
+from calsync.providers.google import GoogleProvider
 from tests.providers.google.gcal_support import Api, Emulator
 
 

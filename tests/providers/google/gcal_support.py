@@ -13,10 +13,10 @@ import httplib2
 from google.oauth2 import credentials as user_credentials
 from googleapiclient.discovery import build
 
-from core.settings import Settings
-from providers.base import Account, EventState, Target
-from providers.emulators.server import RunningEmulator
-from providers.google import SCOPES
+from calsync.core.config.settings import Settings
+from calsync.core.model.calendar import Account, EventState, Target
+from calsync.providers.emulators.server import RunningEmulator
+from calsync.providers.google import SCOPES
 
 
 class Emulator:

@@ -12,15 +12,15 @@ import pytest
 from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric import rsa
 
-from core.errors import (
+from calsync.core.model.calendar import Account, Target
+from calsync.core.model.errors import (
     AuthRevoked,
     ConfigurationError,
     InvalidRequest,
     ProviderUnavailable,
     TemporaryError,
 )
-from providers.base import Account, Target
-from providers.google import (
+from calsync.providers.google import (
     SCOPES,
     SYNC_KEY_PROPERTY,
     VERSION_PROPERTY,

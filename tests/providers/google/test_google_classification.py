@@ -10,9 +10,9 @@ from typing import Any
 
 import pytest
 
-from core.errors import CalsyncError
-from providers.base import Account
-from providers.google import CLASSIFICATION, QUOTA_RETRY_AFTER, GoogleProvider
+from calsync.core.model.calendar import Account
+from calsync.core.model.errors import CalsyncError
+from calsync.providers.google import CLASSIFICATION, QUOTA_RETRY_AFTER, GoogleProvider
 from tests.providers.google.gcal_support import Emulator, make_event, target_for
 
 

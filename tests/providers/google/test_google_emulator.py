@@ -18,9 +18,9 @@ from google.auth.exceptions import RefreshError
 from google.oauth2 import service_account
 from googleapiclient.errors import HttpError
 
-from providers.emulators.google import create_app
-from providers.emulators.server import EmulatorApp, RunningEmulator
-from providers.google import SCOPES
+from calsync.providers.emulators.google import create_app
+from calsync.providers.emulators.server import EmulatorApp, RunningEmulator
+from calsync.providers.google import SCOPES
 from tests.providers.google.gcal_support import Api, Emulator
 
 CAL = "alice@example.com"

@@ -1,0 +1,73 @@
+"""``calsync submit`` and ``calsync events show``: the producer side from a shell."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import click
+
+from calsync.actors.cli.common import CliState, pass_state, print_json, print_table, read_json_file
+from calsync.core.model.errors import EntityNotFound, InvalidChange
+from calsync.core.producer.submit import Producer
+from calsync.core.store import events as event_repo
+from calsync.core.store import targets as target_repo
+
+
+@click.command("submit")
+@click.option("--tenant", required=True, help="Tenant submitting the change.")
+@click.option("--file", "path", type=click.Path(path_type=Path), required=True, help="Change file (JSON).")
+@click.option("--trace-id", help="Correlation id carried into every job and log line.")
+@pass_state
+def submit(state: CliState, tenant: str, path: Path, trace_id: str | None) -> None:
+    """Save a change and enqueue its sync jobs; prints {"entity_id", "version", "job_ids"}."""
+    receipt = Producer(state.runtime).submit(tenant, read_json_file(path, "change file"), trace_id=trace_id)
+    print_json(receipt.as_json())
+
+
+@click.group("events")
+def events() -> None:
+    """Inspect events and their sync state."""
+
+
+@events.command("show")
+@click.argument("entity_id")
+@click.option("--tenant", help="Tenant of the event (needed only when several tenants use the same id).")
+@click.option("--json", "as_json", is_flag=True, help="Print JSON.")
+@pass_state
+def show(state: CliState, entity_id: str, tenant: str | None, as_json: bool) -> None:
+    """Show an event's version, business status and every target's sync status."""
+    with state.runtime.db.read() as conn:
+        if tenant is None:
+            tenants = event_repo.find_event_tenants(conn, entity_id)
+            if len(tenants) > 1:
+                raise InvalidChange(f"event {entity_id} exists for several tenants; pass --tenant")
+            tenant = tenants[0] if tenants else ""
+        event = event_repo.get_event(conn, tenant, entity_id)
+        if event is None:
+            raise EntityNotFound(f"event {entity_id} does not exist")
+        rows = target_repo.list_targets(conn, tenant, entity_id)
+    document = {
+        "entity_id": event.id,
+        "tenant_id": event.tenant_id,
+        "version": event.version,
+        "status": event.status,
+        "title": event.title,
+        "start": event.start.isoformat(),
+        "end": event.end.isoformat(),
+        "time_zone": event.time_zone,
+        "all_day": event.all_day,
+        "send_updates": event.send_updates,
+        "targets": [row.as_json() for row in rows],
+    }
+    if as_json:
+        print_json(document)
+        return
+    click.echo(f"{event.id} v{event.version} {event.status}: {event.title}")
+    print_table(
+        "targets",
+        ["account", "wanted", "sync status", "synced/wanted", "external id", "last error"],
+        [
+            (r.account_id, r.wanted, r.status, f"{r.synced_version}/{r.wanted_version}", r.external_id, r.last_error)
+            for r in rows
+        ],
+    )

@@ -1,0 +1,98 @@
+"""What every CLI command shares: settings and runtime on demand, JSON/table output, input parsing."""
+
+from __future__ import annotations
+
+import json
+import sys
+from collections.abc import Iterable, Sequence
+from pathlib import Path
+from typing import Any
+
+import click
+from rich.console import Console
+from rich.table import Table
+
+from calsync.core.config.settings import Settings, load_settings
+from calsync.core.model.errors import InvalidChange
+from calsync.core.runtime import Runtime
+
+# Tables stay readable when piped (rich would otherwise assume 80 columns).
+stdout = Console(soft_wrap=True, width=None if sys.stdout.isatty() else 160)
+stderr = Console(stderr=True, soft_wrap=True)
+
+
+class CliState:
+    """Lazily built settings and runtime of one CLI invocation, closed when it ends."""
+
+    def __init__(self) -> None:
+        self._settings: Settings | None = None
+        self._runtime: Runtime | None = None
+
+    @property
+    def settings(self) -> Settings:
+        """Settings from the environment (errors name the bad variable)."""
+        if self._settings is None:
+            self._settings = load_settings()
+        return self._settings
+
+    @property
+    def runtime(self) -> Runtime:
+        """The runtime for this command."""
+        if self._runtime is None:
+            self._runtime = Runtime(self.settings, role="cli")
+        return self._runtime
+
+    def close(self) -> None:
+        """Release connections."""
+        if self._runtime is not None:
+            self._runtime.close()
+
+
+pass_state = click.make_pass_decorator(CliState, ensure=True)
+
+
+def print_json(value: Any) -> None:
+    """Machine-readable output: one JSON document on stdout."""
+    click.echo(json.dumps(value, indent=2, default=str))
+
+
+def print_table(title: str, columns: Sequence[str], rows: Iterable[Sequence[Any]]) -> None:
+    """Human output: a table on stdout."""
+    table = Table(title=title, title_justify="left")
+    for column in columns:
+        table.add_column(column)
+    for row in rows:
+        table.add_row(*("" if v is None else str(v) for v in row))
+    stdout.print(table)
+
+
+def read_json_file(path: Path, what: str) -> Any:
+    """Parse a JSON input file, naming the file and the position of a syntax error."""
+    try:
+        text = Path(path).read_text(encoding="utf-8")
+    except OSError as exc:
+        raise InvalidChange(f"cannot read {what} {path}: {exc.strerror}") from None
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError as exc:
+        where = f"line {exc.lineno} column {exc.colno}"
+        raise InvalidChange(f"{what} {path} is not valid JSON: {exc.msg} at {where}") from None
+
+
+def parse_options(pairs: Sequence[str]) -> dict[str, Any]:
+    """``KEY=VALUE`` pairs; values that parse as JSON (true, 3, "x") are taken as such."""
+    options: dict[str, Any] = {}
+    for pair in pairs:
+        key, sep, value = pair.partition("=")
+        if not sep or not key:
+            raise click.BadParameter(f"expected KEY=VALUE, got {pair!r}", param_hint="--option")
+        try:
+            options[key] = json.loads(value)
+        except json.JSONDecodeError:
+            options[key] = value
+    return options
+
+
+def progress_enabled(count: int) -> bool:
+    """Show progress bars only for interactive runs over several items."""
+    return count > 1 and sys.stderr.isatty()

@@ -1,0 +1,126 @@
+"""``calsync dlq``: list, show, replay and discard dead-lettered jobs."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import click
+from rich.progress import Progress
+
+from calsync.actors.cli.common import CliState, pass_state, print_json, print_table, progress_enabled, stderr
+from calsync.core.model.errors import EntityNotFound, InvalidChange
+from calsync.core.producer import dead_letters as ops
+from calsync.core.store import dead_letters as repo
+from calsync.core.store.dead_letters import DeadLetter, DeadLetterFilter
+
+
+def _filter_options(fn: Callable[..., Any]) -> Callable[..., Any]:
+    for option in reversed(
+        [
+            click.option("--tenant", "tenant_id", help="Only this tenant."),
+            click.option("--account", "account_id", help="Only this account."),
+            click.option("--entity", "entity_id", help="Only this event."),
+            click.option("--reason", help='Only this reason, e.g. "needs re-authorization".'),
+            click.option("--error-class", help="Only this error class, e.g. AuthRevoked."),
+            click.option("--job-type", help="Only this job type."),
+        ]
+    ):
+        fn = option(fn)
+    return fn
+
+
+def _flt(status: str | None, **given: Any) -> DeadLetterFilter:
+    return DeadLetterFilter(status=None if status == "all" else status, **given)  # type: ignore[arg-type]
+
+
+@click.group("dlq")
+def dlq() -> None:
+    """Dead-letter queue: jobs that failed for good, with what is needed to replay them."""
+
+
+@dlq.command("list")
+@_filter_options
+@click.option(
+    "--status", type=click.Choice(["open", "replayed", "discarded", "all"]), default="open", show_default=True
+)
+@click.option("--limit", type=click.IntRange(1), default=1000, show_default=True)
+@click.option("--json", "as_json", is_flag=True, help="Print JSON.")
+@pass_state
+def list_(state: CliState, /, status: str, limit: int, as_json: bool, **given: Any) -> None:
+    """List dead letters, oldest failure first."""
+    with state.runtime.db.read() as conn:
+        found = repo.find(conn, _flt(status, **given), limit=limit)
+    if as_json:
+        print_json([r.as_json() for r in found])
+        return
+    print_table(
+        "dead letters",
+        ["id", "status", "failed at", "reason", "tenant", "entity", "account", "attempts", "last error"],
+        [
+            (r.id, r.status, r.failed_at.isoformat(timespec="seconds"), r.reason, r.tenant_id, r.entity_id,
+             r.account_id, r.attempts, (r.last_error or "")[:80])
+            for r in found
+        ],
+    )  # fmt: skip
+
+
+def _get(state: CliState, record_id: int) -> DeadLetter:
+    with state.runtime.db.read() as conn:
+        record = repo.get(conn, record_id)
+    if record is None:
+        raise EntityNotFound(f"dead letter {record_id} does not exist")
+    return record
+
+
+@dlq.command("show")
+@click.argument("record_id", type=int)
+@click.option("--json", "as_json", is_flag=True, help="Print JSON (the default output is JSON too).")
+@pass_state
+def show(state: CliState, record_id: int, as_json: bool) -> None:
+    """Show one record with its payload and error history."""
+    print_json(_get(state, record_id).as_json())
+
+
+@dlq.command("replay")
+@click.argument("record_ids", type=int, nargs=-1)
+@_filter_options
+@click.option("--all", "replay_all", is_flag=True, help="Replay every open record (no other filter needed).")
+@click.option("--json", "as_json", is_flag=True, help="Print the report as JSON.")
+@pass_state
+def replay(state: CliState, /, record_ids: tuple[int, ...], replay_all: bool, as_json: bool, **given: Any) -> None:
+    """Re-enqueue records (by id or by filter) after fixing the cause; idempotency stays enforced."""
+    filtered = any(v is not None for v in given.values())
+    if record_ids and (filtered or replay_all):
+        raise InvalidChange("give record ids or filters, not both")
+    if not record_ids and not filtered and not replay_all:
+        raise InvalidChange("nothing selected: give record ids, a filter such as --account, or --all")
+    if record_ids:
+        records = [_get(state, rid) for rid in record_ids]
+    else:
+        with state.runtime.db.read() as conn:
+            records = repo.find(conn, _flt("open", **given))
+    if progress_enabled(len(records)):
+        with Progress(console=stderr, transient=True) as progress:
+            task = progress.add_task("replaying", total=len(records))
+            report = ops.replay(state.runtime, records, on_progress=lambda _r: progress.advance(task))
+    else:
+        report = ops.replay(state.runtime, records)
+    if as_json:
+        print_json(report.as_json())
+    else:
+        click.echo(f"replayed {len(report.replayed)}, skipped {len(report.skipped)}")
+        for skipped in report.skipped:
+            click.echo(f"  skipped {skipped['id']}: {skipped['why']}")
+    if report.skipped and not report.replayed:
+        raise SystemExit(1)
+
+
+@dlq.command("discard")
+@click.argument("record_ids", type=int, nargs=-1, required=True)
+@click.option("--note", help="Why the records are dropped (kept on the record).")
+@pass_state
+def discard(state: CliState, record_ids: tuple[int, ...], note: str | None) -> None:
+    """Close records without replaying them."""
+    done = ops.discard(state.runtime, record_ids, note=note)
+    print_json({"discarded": done, "not_open": [r for r in record_ids if r not in done]})

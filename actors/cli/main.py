@@ -1,0 +1,91 @@
+"""The ``calsync`` command: a stable contract for scripts and operators (documented in README.md).
+
+Every command reads ``CALSYNC_*`` settings, prints JSON where scripts consume it, and exits non-zero
+with a one-line reason: 2 for bad input or configuration, 1 for an unavailable dependency.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+import click
+import redis
+import sqlalchemy.exc
+
+from calsync.actors.cli.accounts import accounts
+from calsync.actors.cli.changes import events, submit
+from calsync.actors.cli.common import CliState
+from calsync.actors.cli.demo import demo
+from calsync.actors.cli.dlq import dlq
+from calsync.actors.cli.emulator import emulator
+from calsync.actors.cli.exporter import exporter
+from calsync.actors.cli.ops import migrate, reconcile, secret_key, stop, worker
+from calsync.actors.cli.status import status
+from calsync.core.config.logging import configure_logging
+from calsync.core.model.errors import CalsyncError, PermanentError
+
+
+class CliError(click.ClickException):
+    """A failure that a dependency caused, reported as one line on stderr (exit 1)."""
+
+    exit_code = 1
+
+    def show(self, file: Any = None) -> None:
+        click.echo(f"calsync: error: {self.format_message()}", err=True)
+
+
+class BadInput(CliError):
+    """Bad input or configuration (exit 2)."""
+
+    exit_code = 2
+
+
+class CalsyncGroup(click.Group):
+    """Turns calsync's error values into one-line messages with meaningful exit codes."""
+
+    def invoke(self, ctx: click.Context) -> Any:
+        state = ctx.ensure_object(CliState)
+        ctx.call_on_close(state.close)
+        try:
+            return super().invoke(ctx)
+        except PermanentError as exc:
+            raise BadInput(str(exc)) from None
+        except CalsyncError as exc:
+            raise CliError(str(exc)) from None
+        except (redis.RedisError, sqlalchemy.exc.SQLAlchemyError, OSError) as exc:
+            raise CliError(f"{type(exc).__name__}: {exc}") from None
+
+
+@click.group(cls=CalsyncGroup, context_settings={"help_option_names": ["-h", "--help"]})
+@click.version_option(package_name="calsync")
+def cli() -> None:
+    """calsync: retry-safe calendar sync jobs (Dramatiq workers for Google Calendar and Exchange)."""
+    configure_logging(logging.getLevelName(logging.WARNING))
+
+
+for command in (
+    accounts,
+    submit,
+    events,
+    dlq,
+    worker,
+    reconcile,
+    migrate,
+    stop,
+    secret_key,
+    emulator,
+    demo,
+    status,
+    exporter,
+):
+    cli.add_command(command)
+
+
+def main() -> None:
+    """Console-script entry point."""
+    cli(prog_name="calsync")
+
+
+if __name__ == "__main__":
+    main()

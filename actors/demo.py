@@ -1,0 +1,331 @@
+"""``calsync demo``: the whole pipeline on embedded defaults, with a scripted burst of trouble.
+
+It starts a fresh data dir (embedded Redis, SQLite), the provider emulators and a real worker
+process, submits a burst that exercises every mechanism — rapid successive edits of one event, a
+provider call that fails twice then succeeds, a permanent failure, a corrupt payload, Google 503s and
+a 429 with Retry-After, Exchange throttling — shows progress, and ends with what happened.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import shutil
+import signal
+import subprocess
+import sys
+import time
+import urllib.request
+from collections import Counter
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import dramatiq
+from rich.console import Console
+from rich.live import Live
+from rich.table import Table
+
+from calsync.core.config.settings import Settings, child_environment
+from calsync.core.model.payload import SYNC_JOB
+from calsync.core.producer.submit import Producer
+from calsync.core.redis.embedded import EmbeddedRedis
+from calsync.core.runtime import Runtime
+from calsync.core.store import accounts, dead_letters, targets
+from calsync.core.store.crypto import generate_key
+from calsync.core.store.dead_letters import DeadLetterFilter
+from calsync.providers.emulators.ews import create_app as ews_app
+from calsync.providers.emulators.google import create_app as google_app
+from calsync.providers.emulators.server import RunningEmulator
+from calsync.providers.memory import MemoryProvider
+
+TENANT = "acme"
+TIMEOUT_S = 180
+
+
+@dataclass
+class Scenario:
+    """What the burst submitted, to explain the results."""
+
+    accounts: dict[str, str] = field(default_factory=dict)
+    entities: dict[str, str] = field(default_factory=dict)
+    expected_dead_letters: int = 0
+
+
+def _post(url: str, payload: dict[str, Any]) -> None:
+    request = urllib.request.Request(
+        url, data=json.dumps(payload).encode(), headers={"Content-Type": "application/json"}, method="POST"
+    )
+    with urllib.request.urlopen(request, timeout=5):
+        pass
+
+
+def _get_json(url: str) -> Any:
+    with urllib.request.urlopen(url, timeout=5) as response:
+        return json.load(response)
+
+
+def _event(title: str, day: int, hour: int, **extra: Any) -> dict[str, Any]:
+    return {
+        "title": title,
+        "start": f"2026-12-{day:02d}T{hour:02d}:00:00",
+        "end": f"2026-12-{day:02d}T{hour:02d}:45:00",
+        "time_zone": "Asia/Jakarta",
+        **extra,
+    }
+
+
+class Demo:
+    """One demo run in its own data directory."""
+
+    def __init__(self, base: Settings, console: Console) -> None:
+        self.console = console
+        self.directory = base.data_dir / "demo"
+        self.google = RunningEmulator(google_app())
+        self.ews = RunningEmulator(ews_app())
+        self.settings = Settings(
+            data_dir=self.directory,
+            secret_key=generate_key(),
+            retry_schedule=(1, 2, 4),
+            retry_jitter=0.2,
+            provider_timeout=5,
+            job_time_limit=20,
+            lock_ttl=30,
+            lock_retry_delay=0.3,
+            google_api_endpoint=f"{self.google.url}/calendar/v3/",
+            memory_provider_path=self.directory / "memory-provider.sqlite3",
+            log_level="INFO",
+        )
+        self.runtime: Runtime | None = None
+        self.memory = MemoryProvider(self.settings.effective_memory_provider_path)
+        self.worker: subprocess.Popen[bytes] | None = None
+
+    # --- set-up -------------------------------------------------------------------------------
+
+    def start(self) -> Runtime:
+        """Fresh data dir, embedded Redis, migrated SQLite, and a worker process."""
+        self.runtime = Runtime(self.settings)  # starts the embedded Redis and migrates SQLite
+        env = child_environment(self.settings)
+        env.update(CALSYNC_BROKER_URL=self.runtime.broker_url, CALSYNC_REDIS_URL=self.runtime.redis_url)
+        log = open(self.directory / "worker.log", "ab")  # noqa: SIM115 - closed with the process
+        self.worker = subprocess.Popen(
+            [sys.executable, "-m", "calsync.actors.cli.main", "worker", "--processes", "1", "--threads", "8"],
+            env=env,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
+        return self.runtime
+
+    def _account(
+        self,
+        provider: Any,
+        address: str,
+        credentials: dict[str, Any] | None = None,
+        options: dict[str, Any] | None = None,
+    ) -> str:
+        assert self.runtime is not None
+        blob = self.runtime.cipher.encrypt(credentials) if credentials else None
+        with self.runtime.db.write() as conn:
+            return accounts.add_account(
+                conn, tenant_id=TENANT, provider=provider, address=address, credentials=blob, options=options or {}
+            ).id
+
+    def submit_burst(self) -> Scenario:
+        """Every kind of trouble the pipeline is built for, in one go."""
+        assert self.runtime is not None
+        scenario = Scenario()
+        team = scenario.accounts["team calendar (memory)"] = self._account("memory", "team@acme.example")
+        ceo = scenario.accounts["ceo@acme (Google)"] = self._account(
+            "google",
+            "ceo@acme.example",
+            {
+                "type": "authorized_user",
+                "client_id": "demo-client.apps.googleusercontent.com",
+                "client_secret": "demo-client-secret",
+                "refresh_token": "1//demo-refresh-token",
+                "token_uri": f"{self.google.url}/token",
+            },
+        )
+        cfo = scenario.accounts["cfo@acme (Exchange)"] = self._account(
+            "exchange",
+            "cfo@acme.example",
+            {"username": "svc@example.com", "password": "svc-password"},
+            {"server_url": f"{self.ews.url}/EWS/Exchange.asmx", "auth_type": "basic", "access_type": "impersonation"},
+        )
+        # Trouble, injected at the providers.
+        self.memory.add_fault(error="unavailable", title="^Flaky", times=2, message="503 from the calendar backend")
+        self.memory.add_fault(error="forbidden", title="^Board", message="calendar is read-only for this account")
+        faults = f"{self.google.url}/_emulator/faults"
+        _post(faults, {"method": "POST", "path": "/events$", "status": 503, "times": 3})
+        _post(faults, {"method": "PUT", "path": "/events/", "status": 429, "retry_after": 2, "times": 1})
+        # Exchange throttles: ErrorServerBusy with a back-off hint, three times in a row.
+        _post(f"{self.ews.url}/_emulator/faults", {"operation": "CreateItem", "reason": "ErrorServerBusy",
+                                                   "level": "fault", "retry_after": 2, "times": 3})  # fmt: skip
+
+        producer = Producer(self.runtime)
+        review = producer.submit(TENANT, {"operation": "upsert", "accounts": [team, ceo, cfo],
+                                          "event": _event("Design review", 1, 9)})  # fmt: skip
+        for n, hour in enumerate((10, 11, 13), start=2):  # a user edits the event three more times, fast
+            producer.submit(TENANT, {"operation": "upsert", "entity_id": review.entity_id,
+                                     "event": _event(f"Design review (edit {n})", 1, hour)})  # fmt: skip
+        scenario.entities["Design review (4 quick edits)"] = review.entity_id
+        flaky = producer.submit(TENANT, {"operation": "upsert", "accounts": [team],
+                                         "event": _event("Flaky sync", 2, 9)})  # fmt: skip
+        scenario.entities["Flaky sync (fails twice)"] = flaky.entity_id
+        board = producer.submit(TENANT, {"operation": "upsert", "accounts": [team],
+                                         "event": _event("Board meeting", 3, 9)})  # fmt: skip
+        scenario.entities["Board meeting (read-only calendar)"] = board.entity_id
+        call = producer.submit(TENANT, {"operation": "upsert", "accounts": [ceo], "send_updates": "all",
+                                        "event": _event("Customer call", 4, 15, attendees=["buyer@customer.example"])})
+        scenario.entities["Customer call (Google 503s)"] = call.entity_id
+        producer.submit(TENANT, {"operation": "upsert", "entity_id": call.entity_id, "accounts": [ceo],
+                                 "send_updates": "all",
+                                 "event": _event("Customer call (moved)", 4, 16, attendees=["buyer@customer.example"])})
+        budget = producer.submit(TENANT, {"operation": "upsert", "accounts": [cfo], "send_updates": "all",
+                                          "event": _event("Budget review", 6, 10, attendees=["cfo@acme.example"])})
+        scenario.entities["Budget review (Exchange throttling)"] = budget.entity_id
+        lunch = producer.submit(TENANT, {"operation": "upsert", "accounts": [team, ceo],
+                                         "event": _event("Team lunch", 5, 12)})  # fmt: skip
+        producer.submit(TENANT, {"operation": "delete", "entity_id": lunch.entity_id})
+        scenario.entities["Team lunch (created, then cancelled)"] = lunch.entity_id
+        # A producer with a bug sends a payload of an unknown schema.
+        self.runtime.broker.enqueue(
+            dramatiq.Message(queue_name=self.settings.queue, actor_name=SYNC_JOB, kwargs={}, options={},
+                             args=({"job_id": "job_demo_corrupt", "event": "Board meeting", "version": "two"},))
+        )  # fmt: skip
+        scenario.expected_dead_letters = 2
+        return scenario
+
+    # --- watching -----------------------------------------------------------------------------
+
+    def _progress(self) -> tuple[dict[str, int], Counter[str], int]:
+        assert self.runtime is not None
+        with self.runtime.db.read() as conn:
+            by_status = targets.count_by_status(conn)
+            dead = len(dead_letters.find(conn, DeadLetterFilter()))
+        return by_status, self.runtime.stats.totals(minutes=60), dead
+
+    def _progress_table(self) -> Table:
+        by_status, outcomes, dead = self._progress()
+        table = Table(title="calsync demo: syncing", title_justify="left")
+        for column in ("pending", "synced", "deleted", "failed", "jobs done", "retries scheduled", "dead letters"):
+            table.add_column(column, justify="right")
+        table.add_row(
+            *(str(by_status.get(s, 0)) for s in ("pending", "synced", "deleted", "failed")),
+            str(sum(outcomes.values()) - outcomes.get("retry_scheduled", 0) - outcomes.get("lock_busy", 0)),
+            str(outcomes.get("retry_scheduled", 0)),
+            str(dead),
+        )
+        return table
+
+    def wait(self, scenario: Scenario) -> bool:
+        """Show live progress until every target has settled and the expected dead letters are in."""
+        deadline = time.monotonic() + TIMEOUT_S
+        with Live(self._progress_table(), console=self.console, refresh_per_second=4) as live:
+            while time.monotonic() < deadline:
+                by_status, _, dead = self._progress()
+                if by_status.get("pending", 0) == 0 and dead >= scenario.expected_dead_letters:
+                    live.update(self._progress_table())
+                    return True
+                if self.worker is not None and self.worker.poll() is not None:
+                    self.console.print(f"[red]the worker exited ({self.worker.returncode}); see worker.log[/red]")
+                    return False
+                live.update(self._progress_table())
+                time.sleep(0.25)
+        return False
+
+    # --- results ------------------------------------------------------------------------------
+
+    def summary(self, scenario: Scenario) -> None:
+        """The closing tables: what each event became, job outcomes, dead letters and provider calls."""
+        assert self.runtime is not None
+        names = {v: k for k, v in scenario.accounts.items()}
+        events_table = Table(title="events", title_justify="left")
+        for column in ("event", "account", "sync status", "synced/wanted version", "last error"):
+            events_table.add_column(column)
+        with self.runtime.db.read() as conn:
+            for label, entity in scenario.entities.items():
+                for row in targets.list_targets(conn, TENANT, entity):
+                    events_table.add_row(label, names.get(row.account_id, row.account_id), row.status,
+                                         f"{row.synced_version}/{row.wanted_version}", (row.last_error or "")[:60])
+            records = dead_letters.find(conn, DeadLetterFilter())  # fmt: skip
+        self.console.print(events_table)
+
+        outcomes = self.runtime.stats.totals(minutes=60)
+        jobs = Table(title="jobs", title_justify="left")
+        jobs.add_column("outcome")
+        jobs.add_column("count", justify="right")
+        for outcome, label in (("success", "synced"), ("retry_scheduled", "retried (temporary failure)"),
+                               ("stale", "skipped as stale"), ("already_done", "skipped as already done"),
+                               ("lock_busy", "waited for a lock"), ("dead_lettered", "dead-lettered")):  # fmt: skip
+            jobs.add_row(label, str(outcomes.get(outcome, 0)))
+        self.console.print(jobs)
+
+        dlq = Table(title="dead letters (calsync dlq list)", title_justify="left")
+        for column in ("id", "reason", "error", "attempts"):
+            dlq.add_column(column)
+        for record in records:
+            dlq.add_row(str(record.id), record.reason, record.last_error[:70], str(record.attempts))
+        self.console.print(dlq)
+
+        google_log = _get_json(f"{self.google.url}/_emulator/requests")
+        api = [r for r in google_log if r["path"].startswith("/calendar/")]
+        calls = Table(title="provider calls made", title_justify="left")
+        for column in ("provider", "calls", "failed (injected)"):
+            calls.add_column(column)
+        memory_calls = self.memory.calls()
+        calls.add_row("memory", str(len(memory_calls)), str(sum(1 for c in memory_calls if c.error)))
+        calls.add_row("Google Calendar emulator", str(len(api)), str(sum(1 for r in api if (r["status"] or 0) >= 400)))
+        soap = [r for r in _get_json(f"{self.ews.url}/_emulator/requests") if r.get("operation") not in (None, "token")]
+        calls.add_row("Exchange EWS emulator", str(len(soap)), str(sum(1 for r in soap if r.get("fault"))))
+        self.console.print(calls)
+        self.console.print(f"data, logs and the worker log are in {self.directory}")
+
+    # --- tear-down ----------------------------------------------------------------------------
+
+    def stop_worker(self) -> None:
+        """Stop the worker gracefully, so its last outcome counts are written (core.redis.stats)."""
+        if self.worker is not None and self.worker.poll() is None:
+            self.worker.send_signal(signal.SIGTERM)
+            try:
+                self.worker.wait(timeout=60)
+            except subprocess.TimeoutExpired:
+                self.worker.kill()
+
+    def stop(self) -> None:
+        """Stop the worker, the emulators and the embedded Redis."""
+        self.stop_worker()
+        if self.runtime is not None:
+            self.runtime.close()
+        self.google.stop()
+        self.ews.stop()
+        EmbeddedRedis(self.directory).stop()
+
+
+@contextlib.contextmanager
+def _fresh(directory: Path) -> Iterator[None]:
+    EmbeddedRedis(directory).stop()  # a previous run's server, if it is still up
+    shutil.rmtree(directory, ignore_errors=True)
+    directory.mkdir(parents=True)
+    yield
+
+
+def run_demo(settings: Settings, console: Console) -> int:
+    """Run the scripted demo; 0 when everything settled as expected."""
+    with _fresh(settings.data_dir / "demo"):
+        demo = Demo(settings, console)
+        try:
+            console.print(f"[bold]calsync demo[/bold] in {demo.directory}: embedded Redis, SQLite, emulators, a worker")
+            demo.start()
+            scenario = demo.submit_burst()
+            settled = demo.wait(scenario)
+            demo.stop_worker()
+            demo.summary(scenario)
+            if not settled:
+                console.print(f"[red]not everything settled within {TIMEOUT_S}s[/red]")
+                return 1
+            return 0
+        finally:
+            demo.stop()

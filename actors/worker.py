@@ -1,0 +1,38 @@
+"""A worker process's parts, assembled: runtime, provider adapters, the broker with its middleware, the actors."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+import dramatiq
+
+from calsync import actors
+from calsync.core.config.settings import Settings
+from calsync.core.model.calendar import Provider
+from calsync.core.runtime import Runtime
+from calsync.core.worker.stack import observed_worker_middleware
+from calsync.providers.registry import ProviderRegistry
+
+
+@dataclass
+class Worker:
+    """What one worker process runs on; ``close`` releases it (tests, benchmarks)."""
+
+    runtime: Runtime
+    providers: ProviderRegistry
+    broker: dramatiq.Broker
+    actors: dict[str, dramatiq.Actor[Any, Any]]
+
+    def close(self) -> None:
+        """Release the adapters' and the runtime's connections."""
+        self.runtime.close()
+
+
+def build_worker(settings: Settings, *, providers: Mapping[str, Provider] | None = None) -> Worker:
+    """The worker of this process: the observed middleware stack, the adapters (``providers`` overrides some)."""
+    runtime = Runtime(settings, role="worker", middleware=observed_worker_middleware)
+    registry = ProviderRegistry(settings, dict(providers or {}))
+    broker = runtime.broker
+    return Worker(runtime, registry, broker, actors.declare(broker, runtime, registry))

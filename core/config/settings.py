@@ -1,0 +1,227 @@
+"""The one place configuration enters calsync: environment variables prefixed ``CALSYNC_``.
+
+Nothing else in the code base reads ``os.environ``; every process builds a :class:`Settings` with
+:func:`load_settings`, which turns any invalid value into a :class:`ConfigurationError` naming the
+variable, so a bad deployment fails at start-up instead of at the first job.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Annotated, Any, Literal
+from urllib.parse import urlsplit
+
+from pydantic import Field, SecretStr, ValidationError, field_validator, model_validator
+from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
+
+from calsync.core.model.errors import ConfigurationError
+
+ENV_PREFIX = "CALSYNC_"
+SendUpdates = Literal["all", "external_only", "none"]
+
+_BROKER_SCHEMES = {"redis", "rediss", "amqp", "amqps", "unix"}
+_REDIS_SCHEMES = {"redis", "rediss", "unix"}
+
+
+def _default_data_dir() -> Path:
+    # XDG base directory spec; read here because this module is the only one allowed to see the environment.
+    base = os.environ.get("XDG_DATA_HOME") or str(Path.home() / ".local" / "share")
+    return Path(base) / "calsync"
+
+
+def _positive_list(value: Any) -> Any:
+    if isinstance(value, str):
+        parts = [p.strip() for p in value.split(",") if p.strip()]
+        if not parts:
+            raise ValueError("must list at least one delay in seconds, e.g. 10,30,120")
+        return tuple(parts)
+    return value
+
+
+class Settings(BaseSettings):
+    """Every knob of calsync, read from ``CALSYNC_*`` variables (and nothing else)."""
+
+    model_config = SettingsConfigDict(env_prefix=ENV_PREFIX, extra="ignore", frozen=True)
+
+    # --- where things live -------------------------------------------------------------------
+    data_dir: Path = Field(default_factory=_default_data_dir)
+    broker_url: str | None = None
+    redis_url: str | None = None
+    database_url: str | None = None
+    redis_namespace: str = Field(default="calsync", pattern=r"^[A-Za-z0-9_.-]+$")
+    queue: str = Field(default="calendar", pattern=r"^[A-Za-z0-9_-]+$")
+    secret_key: SecretStr | None = None
+
+    # --- retry policy ------------------------------------------------------------------------
+    retry_schedule: Annotated[tuple[float, ...], NoDecode] = (10, 30, 120, 300, 900)
+    retry_jitter: float = Field(default=0.2, ge=0, lt=1)
+
+    # --- timeouts and TTLs (seconds) ---------------------------------------------------------
+    provider_timeout: float = Field(default=10, gt=0)
+    job_time_limit: float = Field(default=45, gt=0)
+    lock_ttl: float = Field(default=60, gt=0)
+    lock_retry_delay: float = Field(default=2, gt=0)
+    lock_max_waits: int = Field(default=30, ge=1)
+    idempotency_ttl: int = Field(default=86400, gt=0)
+    dedup_ttl: int = Field(default=300, gt=0)
+    reconcile_after: float = Field(default=600, gt=0)
+
+    # --- broker crash recovery: a SIGKILLed worker's messages return within ~heartbeat + a few s
+    broker_heartbeat_timeout: float = Field(default=20, gt=0)
+    broker_maintenance_chance: float = Field(default=0.1, gt=0, le=1)
+
+    # --- worker process shape ----------------------------------------------------------------
+    worker_processes: int = Field(default=1, ge=1)
+    worker_threads: int = Field(default=8, ge=1)
+    worker_shutdown_timeout: float = Field(default=60, gt=0)
+
+    # --- providers ---------------------------------------------------------------------------
+    default_send_updates: SendUpdates = "none"
+    memory_provider_path: Path | None = None
+    google_api_endpoint: str | None = None
+
+    # --- observability (docs/METRICS.md) -------------------------------------------------------
+    log_level: Literal["DEBUG", "INFO", "WARNING", "ERROR"] = "INFO"
+    metrics_dir: Path | None = None
+    metrics_host: str = "0.0.0.0"
+    metrics_port: int = Field(default=9191, ge=1, le=65535)
+    heartbeat_dir: Path | None = None
+    heartbeat_interval: float = Field(default=5, gt=0)
+    heartbeat_ttl: float = Field(default=30, gt=0)
+    stuck_grace: float = Field(default=60, gt=0)
+    exporter_host: str = "0.0.0.0"
+    exporter_port: int = Field(default=9192, ge=1, le=65535)
+
+    @field_validator("retry_schedule", mode="before")
+    @classmethod
+    def _split_schedule(cls, value: Any) -> Any:
+        return _positive_list(value)
+
+    @field_validator("retry_schedule")
+    @classmethod
+    def _check_schedule(cls, value: tuple[float, ...]) -> tuple[float, ...]:
+        if not value or any(v <= 0 for v in value):
+            raise ValueError("every delay must be a positive number of seconds")
+        return value
+
+    @field_validator("broker_url")
+    @classmethod
+    def _check_broker_url(cls, value: str | None) -> str | None:
+        if value is not None and urlsplit(value).scheme not in _BROKER_SCHEMES:
+            raise ValueError("must start with redis://, rediss://, unix://, amqp:// or amqps://")
+        return value
+
+    @field_validator("redis_url")
+    @classmethod
+    def _check_redis_url(cls, value: str | None) -> str | None:
+        if value is not None and urlsplit(value).scheme not in _REDIS_SCHEMES:
+            raise ValueError("must start with redis://, rediss:// or unix://")
+        return value
+
+    @field_validator("database_url")
+    @classmethod
+    def _check_database_url(cls, value: str | None) -> str | None:
+        if value is not None and not value.startswith(("sqlite", "postgresql")):
+            raise ValueError("must be a sqlite:/// or postgresql+psycopg:// URL")
+        return value
+
+    @model_validator(mode="after")
+    def _check_time_budget(self) -> Settings:
+        # The lock must outlive the job and the job must outlive one provider call, or the guards overlap.
+        if not self.provider_timeout < self.job_time_limit:
+            raise ValueError(
+                "CALSYNC_JOB_TIME_LIMIT must be greater than CALSYNC_PROVIDER_TIMEOUT "
+                f"({self.job_time_limit} <= {self.provider_timeout})"
+            )
+        if not self.job_time_limit < self.lock_ttl:
+            raise ValueError(
+                "CALSYNC_LOCK_TTL must be greater than CALSYNC_JOB_TIME_LIMIT "
+                f"({self.lock_ttl} <= {self.job_time_limit})"
+            )
+        # One late beat (a GC pause, a slow Redis) must not make a live worker look dead.
+        if not 2 * self.heartbeat_interval <= self.heartbeat_ttl:
+            raise ValueError(
+                "CALSYNC_HEARTBEAT_TTL must be at least twice CALSYNC_HEARTBEAT_INTERVAL "
+                f"({self.heartbeat_ttl} < 2 x {self.heartbeat_interval})"
+            )
+        return self
+
+    @property
+    def broker_is_redis(self) -> bool:
+        """True when the broker is Redis (embedded or configured), which also serves locks by default."""
+        return self.broker_url is None or urlsplit(self.broker_url).scheme in _REDIS_SCHEMES
+
+    @property
+    def effective_database_url(self) -> str:
+        """The configured database, or a SQLite file in the data directory."""
+        return self.database_url or f"sqlite:///{self.data_dir / 'calsync.sqlite3'}"
+
+    @property
+    def effective_memory_provider_path(self) -> Path:
+        """Where the memory provider keeps its calendars so every process of a data dir shares them."""
+        return self.memory_provider_path or self.data_dir / "memory-provider.sqlite3"
+
+    @property
+    def effective_metrics_dir(self) -> Path:
+        """Where worker processes write their Prometheus multiprocess files (emptied at worker start)."""
+        return self.metrics_dir or self.data_dir / "prometheus"
+
+    @property
+    def effective_heartbeat_dir(self) -> Path:
+        """Where each worker process touches its heartbeat file (checked by the liveness probe)."""
+        return self.heartbeat_dir or self.data_dir / "heartbeats"
+
+    @property
+    def max_retries(self) -> int:
+        """One retry per schedule entry: the schedule fixes the failure budget."""
+        return len(self.retry_schedule)
+
+    def as_environment(self) -> dict[str, str]:
+        """The settings as ``CALSYNC_*`` variables, to hand the exact same configuration to a child process."""
+        env: dict[str, str] = {}
+        for name, value in self.model_dump().items():
+            if value is None:
+                continue
+            if isinstance(value, SecretStr):
+                value = value.get_secret_value()
+            elif isinstance(value, tuple):
+                value = ",".join(f"{v:g}" for v in value)
+            env[ENV_PREFIX + name.upper()] = str(value)
+        return env
+
+
+def load_settings(**overrides: Any) -> Settings:
+    """Build settings from the environment (plus overrides), naming the variable behind any bad value."""
+    try:
+        return Settings(**overrides)
+    except ValidationError as exc:
+        problems = []
+        for err in exc.errors():
+            field = ".".join(str(p) for p in err["loc"]) if err["loc"] else ""
+            name = ENV_PREFIX + field.upper() if field else "settings"
+            problems.append(f"{name}: {err['msg']}")
+        raise ConfigurationError("invalid configuration: " + "; ".join(problems)) from None
+
+
+def child_environment(settings: Settings) -> dict[str, str]:
+    """A copy of this process's environment with the settings pinned, for worker/emulator subprocesses."""
+    env = dict(os.environ)
+    env.update(settings.as_environment())
+    return env
+
+
+def metrics_environment(settings: Settings) -> dict[str, str]:
+    """The variables Dramatiq and prometheus_client read at import time, for the worker's environment.
+
+    They must be in the environment before the worker imports anything: prometheus_client picks
+    in-memory or multiprocess values at its first import (notes dramatiq-2.2-facts §5.3).
+    """
+    directory = str(settings.effective_metrics_dir)
+    return {
+        "PROMETHEUS_MULTIPROC_DIR": directory,
+        "prometheus_multiproc_dir": directory,  # the legacy name, overridden in case it is inherited
+        "dramatiq_prom_db": directory,
+        "dramatiq_prom_host": settings.metrics_host,
+        "dramatiq_prom_port": str(settings.metrics_port),
+    }

@@ -1,0 +1,44 @@
+"""The Dramatiq broker, built from settings: Redis (default, embedded when unset) or RabbitMQ.
+
+Redis is tuned so a SIGKILLed worker's in-flight messages come back quickly: a short
+``heartbeat_timeout`` and a high ``maintenance_chance`` (Dramatiq's defaults, 60 s and 0.1 %, make
+recovery take ~10 minutes on average; see docs/ARCHITECTURE.md).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Literal
+from urllib.parse import urlsplit
+
+import dramatiq
+from dramatiq.brokers.rabbitmq import RabbitmqBroker
+from dramatiq.brokers.redis import RedisBroker
+
+from calsync.core.config.settings import Settings
+
+BrokerKind = Literal["redis", "rabbitmq"]
+
+_MAINTENANCE_SCALE = 1_000_000  # Dramatiq's unit for maintenance_chance
+
+
+def broker_kind(url: str) -> BrokerKind:
+    """Which broker a URL names: AMQP is RabbitMQ, anything else (redis, rediss, unix) Redis."""
+    return "rabbitmq" if urlsplit(url).scheme in {"amqp", "amqps"} else "redis"
+
+
+def connect_broker(url: str, settings: Settings, middleware: Sequence[dramatiq.Middleware] = ()) -> dramatiq.Broker:
+    """A broker on ``url`` with ``middleware`` (none for producers) and the calsync queue declared."""
+    broker: dramatiq.Broker
+    if broker_kind(url) == "rabbitmq":
+        broker = RabbitmqBroker(url=url, middleware=list(middleware), confirm_delivery=True)
+    else:
+        broker = RedisBroker(  # type: ignore[no-untyped-call]
+            url=url,
+            namespace=settings.redis_namespace,
+            heartbeat_timeout=int(settings.broker_heartbeat_timeout * 1000),
+            maintenance_chance=int(settings.broker_maintenance_chance * _MAINTENANCE_SCALE),
+            middleware=list(middleware),
+        )
+    broker.declare_queue(settings.queue)
+    return broker

@@ -1,0 +1,102 @@
+"""The contract between the pipeline and a calendar provider.
+
+The pipeline hands an adapter the latest local state (never a stale payload) and the adapter makes
+the provider match it. Adapters must be idempotent on their own, because a job can run twice:
+
+- ``upsert`` creates when ``target.external_id`` is None, else updates; a create must find and adopt
+  an event it created earlier whose response was lost (deterministic id or a marker property keyed
+  by ``target.sync_key``), so a retry never makes a second event;
+- ``delete`` treats "already gone" as success and resolves by ``sync_key`` when no id is known;
+- every failure is raised as a :mod:`core.model.errors` class, never a library exception.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any, Literal, Protocol
+
+ProviderName = Literal["google", "exchange", "memory"]
+SendUpdates = Literal["all", "external_only", "none"]
+AccountStatus = Literal["active", "needs_reauth", "disabled"]
+BusinessStatus = Literal["confirmed", "cancelled"]
+
+
+@dataclass(frozen=True)
+class Account:
+    """A calendar or mailbox an event is synced into, with its decrypted credentials (never printed)."""
+
+    id: str
+    tenant_id: str
+    provider: ProviderName
+    address: str
+    status: AccountStatus = "active"
+    credentials: Mapping[str, Any] = field(default_factory=dict, repr=False)
+    options: Mapping[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class EventState:
+    """The latest local state of an event: what the provider must end up showing."""
+
+    id: str
+    tenant_id: str
+    version: int
+    title: str
+    start: dt.datetime | dt.date
+    end: dt.datetime | dt.date
+    time_zone: str
+    all_day: bool
+    location: str | None = None
+    description: str | None = None
+    attendees: tuple[str, ...] = ()
+    status: BusinessStatus = "confirmed"
+    send_updates: SendUpdates = "none"
+
+
+@dataclass(frozen=True)
+class Target:
+    """Where one event lives in one account, as last recorded locally."""
+
+    event_id: str
+    account_id: str
+    tenant_id: str
+    external_id: str | None = None
+    etag: str | None = None
+    synced_version: int = 0
+
+    @property
+    def sync_key(self) -> str:
+        """Stable identity of (tenant, event, account): the seed of deterministic ids and marker properties."""
+        return f"{self.tenant_id}:{self.event_id}:{self.account_id}"
+
+
+@dataclass(frozen=True)
+class ExternalRef:
+    """What the provider calls the event after a write: its id and its version tag (etag / ChangeKey)."""
+
+    external_id: str
+    etag: str | None = None
+
+
+class Provider(Protocol):
+    """A calendar backend the worker can push local state into."""
+
+    name: ProviderName
+
+    def upsert(self, account: Account, event: EventState, target: Target) -> ExternalRef:
+        """Make the provider show ``event`` for ``target``: create (adopting a lost create) or update."""
+        ...
+
+    def delete(self, account: Account, target: Target, *, send_updates: SendUpdates = "none") -> None:
+        """Remove the target's event; an event that is already gone is success."""
+        ...
+
+
+class ProviderLookup(Protocol):
+    """Which adapter serves an account's provider: the worker's registry, built by the composition root."""
+
+    def get(self, name: ProviderName) -> Provider:
+        """The adapter for ``name``."""
+        ...

@@ -1,0 +1,103 @@
+"""The job payload: a small message of references and a target version, never the event itself.
+
+The worker reloads the latest state and decides from it, so a payload cannot go stale in a harmful
+way. Its JSON Schema is exported to ``docs/schemas/job-payload.schema.json`` for producers written
+in other languages (a test keeps the file current).
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from typing import Any, Final, Literal
+
+from pydantic import AwareDatetime, BaseModel, ConfigDict, Field, ValidationError, model_validator
+
+from calsync.core.model.change import describe_validation_error
+from calsync.core.model.errors import InvalidPayload
+from calsync.core.model.ids import Identifier, new_id
+
+SYNC_JOB: Final = "sync_calendar_event"
+Operation = Literal["create", "update", "delete"]
+
+
+def idempotency_key(tenant_id: str, entity_id: str, account_id: str, operation: Operation, version: int) -> str:
+    """One key per logical effect and target: a create happens once, an update or delete once per version."""
+    base = f"calendar:{tenant_id}:{entity_id}:{account_id}"
+    return f"{base}:create" if operation == "create" else f"{base}:{operation}:v{version}"
+
+
+class JobPayload(BaseModel):
+    """A ``sync_calendar_event`` job, exactly the seed's fields plus ``account_id`` and ``target_version``."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True, title="calsync sync_calendar_event job payload")
+
+    job_id: Identifier
+    job_type: Literal["sync_calendar_event"] = SYNC_JOB
+    tenant_id: Identifier
+    entity_id: Identifier
+    account_id: Identifier
+    operation: Operation
+    target_version: int = Field(ge=1)
+    idempotency_key: str = Field(min_length=1, max_length=512)
+    attempt: int = Field(default=1, ge=1)
+    scheduled_at: AwareDatetime
+    trace_id: str = Field(min_length=1, max_length=128)
+
+    @model_validator(mode="after")
+    def _key_belongs_to_target(self) -> JobPayload:
+        prefix = f"calendar:{self.tenant_id}:{self.entity_id}:{self.account_id}:"
+        if not self.idempotency_key.startswith(prefix):
+            raise ValueError(f"idempotency_key must start with {prefix!r}")
+        return self
+
+    def next_attempt(self, delay_seconds: float) -> JobPayload:
+        """The same job, one attempt later, due after ``delay_seconds``."""
+        due = dt.datetime.now(dt.UTC) + dt.timedelta(seconds=delay_seconds)
+        return self.model_copy(update={"attempt": self.attempt + 1, "scheduled_at": due})
+
+    def to_message_arg(self) -> dict[str, Any]:
+        """JSON-ready form carried as the actor's single argument."""
+        return self.model_dump(mode="json")
+
+
+def new_payload(
+    *,
+    tenant_id: str,
+    entity_id: str,
+    account_id: str,
+    operation: Operation,
+    version: int,
+    trace_id: str,
+    key: str | None = None,
+) -> JobPayload:
+    """A first-attempt payload due now, with a fresh job id."""
+    return JobPayload(
+        job_id=new_id("job"),
+        tenant_id=tenant_id,
+        entity_id=entity_id,
+        account_id=account_id,
+        operation=operation,
+        target_version=version,
+        idempotency_key=key or idempotency_key(tenant_id, entity_id, account_id, operation, version),
+        attempt=1,
+        scheduled_at=dt.datetime.now(dt.UTC),
+        trace_id=trace_id,
+    )
+
+
+def parse_payload(args: Any) -> JobPayload:
+    """Read a payload from a message's positional args; anything else is an InvalidPayload (dead-lettered)."""
+    if not isinstance(args, list | tuple) or len(args) != 1 or not isinstance(args[0], dict):
+        raise InvalidPayload("expected exactly one positional argument: the job payload object")
+    try:
+        return JobPayload.model_validate(args[0])
+    except ValidationError as exc:
+        raise InvalidPayload(describe_validation_error(exc)) from None
+
+
+def payload_json_schema() -> dict[str, Any]:
+    """The payload's JSON Schema as published in docs/schemas/."""
+    schema = JobPayload.model_json_schema()
+    schema["$schema"] = "https://json-schema.org/draft/2020-12/schema"
+    schema["$id"] = "https://calsync.dev/schemas/job-payload.schema.json"
+    return schema

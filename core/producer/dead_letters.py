@@ -1,0 +1,98 @@
+"""Operating the dead-letter queue: inspect, replay after the root cause is fixed, or discard.
+
+A replay enqueues the original payload under a new job id with ``attempt`` reset, keeping its
+idempotency key, so an effect that did happen is not repeated and a job made stale by newer changes
+is skipped. Records of accounts still awaiting re-authorization are not replayed (they would fail
+again at once); re-authorize the account first.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import logging
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+
+from calsync.core.messaging.messages import RECONCILE_JOB, reconcile_message, sync_message
+from calsync.core.model.errors import InvalidPayload
+from calsync.core.model.ids import new_id
+from calsync.core.model.payload import SYNC_JOB, parse_payload
+from calsync.core.runtime import Runtime
+from calsync.core.store import accounts, dead_letters, targets
+from calsync.core.store.dead_letters import DeadLetter
+from calsync.core.store.targets import TargetKey
+
+log = logging.getLogger(__name__)
+
+
+@dataclass
+class ReplayReport:
+    """Per-record outcome of a replay."""
+
+    replayed: list[dict[str, object]] = field(default_factory=list)
+    skipped: list[dict[str, object]] = field(default_factory=list)
+
+    def as_json(self) -> dict[str, object]:
+        """Printed by ``calsync dlq replay --json``."""
+        return {"replayed": self.replayed, "skipped": self.skipped}
+
+
+def replay(
+    runtime: Runtime, records: Iterable[DeadLetter], *, on_progress: Callable[[DeadLetter], None] | None = None
+) -> ReplayReport:
+    """Re-enqueue open records whose cause is fixed; reports what was skipped and why."""
+    report = ReplayReport()
+    for record in records:
+        why = _replay_one(runtime, record, report)
+        if why is not None:
+            report.skipped.append({"id": record.id, "job_id": record.job_id, "why": why})
+        if on_progress is not None:
+            on_progress(record)
+    return report
+
+
+def _replay_one(runtime: Runtime, record: DeadLetter, report: ReplayReport) -> str | None:
+    if record.status != "open":
+        return f"record is {record.status}"
+    if record.job_type == RECONCILE_JOB:
+        with runtime.db.write() as conn:
+            replay_id = new_id("job")
+            if not dead_letters.mark_replayed(conn, record.id, replay_job_id=replay_id):
+                return "record is no longer open"
+        runtime.broker.enqueue(reconcile_message(runtime.settings.queue))
+        report.replayed.append({"id": record.id, "job_id": replay_id})
+        return None
+    if record.job_type != SYNC_JOB:
+        return f"unknown job type {record.job_type!r}: discard it"
+    try:
+        payload = parse_payload([record.payload])
+    except InvalidPayload as exc:
+        return f"payload is invalid ({exc}); fix the producer and discard this record"
+    now = dt.datetime.now(dt.UTC)
+    fresh = payload.model_copy(update={"job_id": new_id("job"), "attempt": 1, "scheduled_at": now})
+    with runtime.db.write() as conn:
+        account = accounts.get_summary(conn, payload.account_id)
+        if account is not None and account.status != "active":
+            return f"account {account.id} is {account.status}; re-authorize or enable it first"
+        if not dead_letters.mark_replayed(conn, record.id, replay_job_id=fresh.job_id):
+            return "record is no longer open"
+        targets.reopen(conn, TargetKey(payload.tenant_id, payload.entity_id, payload.account_id), due_at=now)
+    try:
+        runtime.broker.enqueue(sync_message(runtime.settings.queue, fresh))
+    except Exception:
+        # The target is pending again, so the reconciler will enqueue it once the broker is back.
+        log.exception("replay enqueue failed; the reconciler will retry it", extra={"fields": {"record": record.id}})
+        report.replayed.append({"id": record.id, "job_id": fresh.job_id, "deferred": True})
+        return None
+    report.replayed.append({"id": record.id, "job_id": fresh.job_id})
+    return None
+
+
+def discard(runtime: Runtime, record_ids: Iterable[int], *, note: str | None = None) -> list[int]:
+    """Close open records without replaying them; returns the ids actually discarded."""
+    done = []
+    with runtime.db.write() as conn:
+        for record_id in record_ids:
+            if dead_letters.mark_discarded(conn, record_id, note=note):
+                done.append(record_id)
+    return done

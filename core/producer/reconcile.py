@@ -1,0 +1,87 @@
+"""The reconciler: the guarantee that an accepted change is never lost.
+
+Every accepted change leaves its targets ``pending`` with a due time. A pending target overdue by
+more than ``RECONCILE_AFTER`` seconds has no live message (the broker lost it, the enqueue failed
+after the commit, or Redis was flushed), so a fresh job for the event's latest version is enqueued.
+Duplicates are harmless: jobs are idempotent. The same pass purges expired idempotency records.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import logging
+from dataclasses import dataclass, field
+
+from calsync.core.messaging.messages import sync_message
+from calsync.core.model.calendar import EventState
+from calsync.core.model.ids import new_trace_id
+from calsync.core.model.payload import Operation, new_payload
+from calsync.core.runtime import Runtime
+from calsync.core.store import events, idempotency, targets
+from calsync.core.store.targets import TargetRow
+from calsync.core.worker.job import effective_operation
+
+log = logging.getLogger(__name__)
+
+
+@dataclass
+class ReconcileReport:
+    """What one reconciliation pass did."""
+
+    requeued: list[str] = field(default_factory=list)
+    failed: list[str] = field(default_factory=list)
+    purged_idempotency_records: int = 0
+
+    def as_json(self) -> dict[str, object]:
+        """Printed by ``calsync reconcile``."""
+        return {
+            "requeued": len(self.requeued),
+            "job_ids": self.requeued,
+            "enqueue_failures": len(self.failed),
+            "purged_idempotency_records": self.purged_idempotency_records,
+        }
+
+
+def _operation(event: EventState, row: TargetRow) -> Operation:
+    effect = effective_operation(event, row)
+    if effect == "create" and row.synced_version > 0:
+        return "update"  # created once before: the create key is spent, this is a re-sync of a version
+    return effect
+
+
+def reconcile(
+    runtime: Runtime, *, older_than: float | None = None, limit: int = 1000, now: dt.datetime | None = None
+) -> ReconcileReport:
+    """Re-enqueue overdue pending targets and purge expired idempotency records."""
+    now = now or dt.datetime.now(dt.UTC)
+    threshold = runtime.settings.reconcile_after if older_than is None else older_than
+    report = ReconcileReport()
+    trace = new_trace_id()
+    with runtime.db.read() as conn:
+        overdue = targets.overdue(conn, before=now - dt.timedelta(seconds=threshold), limit=limit)
+        states = {(row.tenant_id, row.event_id): events.get_event(conn, row.tenant_id, row.event_id) for row in overdue}
+    for row in overdue:
+        event = states[(row.tenant_id, row.event_id)]
+        if event is None:
+            continue
+        payload = new_payload(
+            tenant_id=row.tenant_id,
+            entity_id=row.event_id,
+            account_id=row.account_id,
+            operation=_operation(event, row),
+            version=max(event.version, row.wanted_version),
+            trace_id=trace,
+        )
+        try:
+            runtime.broker.enqueue(sync_message(runtime.settings.queue, payload))
+        except Exception:
+            log.exception("reconciler could not enqueue", extra={"fields": {"entity_id": row.event_id}})
+            report.failed.append(payload.job_id)
+            continue
+        with runtime.db.write() as conn:
+            targets.postpone(conn, row.key, due_at=dt.datetime.now(dt.UTC))
+        report.requeued.append(payload.job_id)
+    with runtime.db.write() as conn:
+        report.purged_idempotency_records = idempotency.purge_expired(conn)
+    log.info("reconciliation done", extra={"fields": report.as_json() | {"job_ids": None, "trace_id": trace}})
+    return report

@@ -1,0 +1,77 @@
+"""Every Redis key calsync reads or writes is named here, and only here.
+
+All keys share the namespace prefix (setting ``REDIS_NAMESPACE``, default ``calsync``), which is
+also the Dramatiq broker namespace, so one Redis can host several isolated deployments.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class RedisKeys:
+    """Builds key names for one namespace."""
+
+    namespace: str
+
+    def lock(self, tenant_id: str, entity_id: str, account_id: str) -> str:
+        """String holding the owner token of a per-target lock.
+
+        Written (SET NX PX, renewed, deleted by token) by the lock middleware in workers; read by no one else.
+        """
+        return f"{self.namespace}:lock:{tenant_id}:{entity_id}:{account_id}"
+
+    def dedup(self, tenant_id: str, entity_id: str, account_id: str, operation: str, version: int) -> str:
+        """Marker that a job for this target version was enqueued recently (TTL ``DEDUP_TTL``).
+
+        Written with SET NX EX by the producer; read by the producer only. An optimisation, never the truth.
+        """
+        return f"{self.namespace}:dedup:{tenant_id}:{entity_id}:{account_id}:{operation}:v{version}"
+
+    def stats(self, minute: int) -> str:
+        """Hash of job outcome counts for one minute (field ``outcome``), expiring after a day.
+
+        Written (HINCRBY) by workers, batched once a second (core.redis.stats); read by ``calsync status`` and
+        ``calsync demo``.
+        """
+        return f"{self.namespace}:stats:{minute}"
+
+    def ready_queue(self, queue: str) -> str:
+        """Dramatiq's list of ready message ids (what KEDA scales on).
+
+        Written by Dramatiq (producers and workers); read by the queue exporter and KEDA.
+        """
+        return f"{self.namespace}:{queue}"
+
+    def queue_messages(self, queue: str) -> str:
+        """Dramatiq's hash of ready and in-flight message bodies. Written by Dramatiq; read by the exporter."""
+        return f"{self.namespace}:{queue}.msgs"
+
+    def delayed_messages(self, queue: str) -> str:
+        """Dramatiq's hash of delayed (retry) message bodies, including those held in worker memory.
+
+        Written by Dramatiq; read by the exporter (its LLEN twin reads 0 while workers hold the messages).
+        """
+        return f"{self.namespace}:{queue}.DQ.msgs"
+
+    def dramatiq_dead_letters(self, queue: str) -> str:
+        """Dramatiq's own dead-letter ZSET (7-day TTL). Written by Dramatiq on nack; read by the exporter."""
+        return f"{self.namespace}:{queue}.XQ"
+
+    def worker_heartbeat(self, worker: str) -> str:
+        """String marking one live worker process (``host:pid``), set with a TTL of ``HEARTBEAT_TTL``.
+
+        Written (SET PX, every ``HEARTBEAT_INTERVAL``; deleted at graceful shutdown) by that process's
+        heartbeat thread; read (SCAN-counted) by the exporter and ``calsync status``. Dramatiq's own
+        ``__heartbeats__`` set cannot count workers: producers write it too.
+        """
+        return f"{self.namespace}:heartbeat:{worker}"
+
+    def worker_heartbeats(self) -> str:
+        """Glob matching every worker heartbeat key (counted by the exporter and ``calsync status``)."""
+        return f"{self.namespace}:heartbeat:*"
+
+    def pattern(self) -> str:
+        """Glob matching every key of this namespace (test clean-up, ``calsync stop --purge``)."""
+        return f"{self.namespace}:*"

@@ -1,0 +1,150 @@
+"""Per-resource locks in Redis: owner token, TTL, renewal while held, release only by the owner.
+
+``SET key token NX PX ttl`` takes a lock; small Lua scripts extend and release it only if the token
+still matches, so a worker whose lock expired can never free (or extend) someone else's. One renewer
+thread per process extends every held lock every TTL/3; a lock it fails to extend is marked lost.
+The TTL bounds how long a dead worker blocks a target; operations stay idempotent regardless, since a
+paused holder can lose its lock while still running.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import itertools
+import logging
+import secrets
+import threading
+from dataclasses import dataclass, field
+from typing import Any
+
+import redis
+from redis.exceptions import NoScriptError
+
+from calsync.core.redis.periodic import start_repeating
+
+log = logging.getLogger(__name__)
+
+_RELEASE = """
+if redis.call('get', KEYS[1]) == ARGV[1] then return redis.call('del', KEYS[1]) end
+return 0
+"""
+_EXTEND = """
+if redis.call('get', KEYS[1]) == ARGV[1] then return redis.call('pexpire', KEYS[1], ARGV[2]) end
+return 0
+"""
+
+
+@dataclass
+class HeldLock:
+    """A lock this process holds; ``lost`` turns true if renewal found it taken or expired."""
+
+    key: str
+    token: str
+    lost: bool = field(default=False)
+
+
+class LockManager:
+    """Takes, renews and releases locks for one process."""
+
+    def __init__(self, client: redis.Redis, *, ttl_seconds: float) -> None:
+        self._client = client
+        self._ttl_ms = int(ttl_seconds * 1000)
+        # Each worker thread sends its per-job commands on a connection of its own (see _call).
+        self._local = threading.local()
+        self._connections: list[Any] = []
+        self._release_sha = hashlib.sha1(_RELEASE.encode(), usedforsecurity=False).hexdigest()
+        self._extend = client.register_script(_EXTEND)
+        # Tokens only need to be unique: a random per-process part and a counter make them so without a
+        # getrandom() call per job. next() on itertools.count is atomic under the GIL.
+        self._nonce = secrets.token_hex(12)
+        self._serial = itertools.count(1)
+        self._held: dict[str, HeldLock] = {}
+        self._held_lock = threading.Lock()
+        self._stop = threading.Event()
+        self._renewer: threading.Thread | None = None
+
+    def acquire(self, key: str) -> HeldLock | None:
+        """Take the lock, or return None if someone else holds it."""
+        token = f"{self._nonce}:{next(self._serial)}"
+        take = ("SET", key, token, "NX", "PX", self._ttl_ms)
+        try:
+            taken = self._call(*take)
+        except (redis.ConnectionError, redis.TimeoutError):
+            # The connection was dropped (a restart, an idle timeout): try once more on a new one. The first
+            # SET may have landed before its answer was lost; then the lock is already ours.
+            taken = self._call(*take) or self._call("GET", key) == token.encode()
+        if not taken:
+            return None
+        held = HeldLock(key, token)
+        with self._held_lock:
+            self._held[token] = held
+        self._ensure_renewer()
+        return held
+
+    def release(self, held: HeldLock) -> bool:
+        """Free the lock if we still own it; False means it had expired or been taken over."""
+        with self._held_lock:
+            self._held.pop(held.token, None)
+        try:
+            released = self._free(held)
+        except (redis.ConnectionError, redis.TimeoutError):
+            released = self._free(held)  # once more on a new connection (a lost answer just reads as not ours)
+        if not released:
+            held.lost = True
+        return released
+
+    def renew_all(self) -> None:
+        """Extend every held lock once (the renewer thread calls this every TTL/3)."""
+        with self._held_lock:
+            held = list(self._held.values())
+        if not held:
+            return
+        pipe = self._client.pipeline(transaction=False)
+        for lock in held:
+            self._extend(keys=[lock.key], args=[lock.token, self._ttl_ms], client=pipe)
+        for lock, extended in zip(held, pipe.execute(), strict=True):
+            if not extended:
+                lock.lost = True
+                log.warning("lock lost before release", extra={"fields": {"lock_key": lock.key}})
+
+    def _free(self, held: HeldLock) -> bool:
+        try:
+            return bool(self._call("EVALSHA", self._release_sha, 1, held.key, held.token))
+        except NoScriptError:  # a restarted or flushed Redis forgot the script; EVAL caches it again
+            return bool(self._call("EVAL", _RELEASE, 1, held.key, held.token))
+
+    def _call(self, *args: str | int) -> Any:
+        # One command on this thread's own connection, without the client's per-command machinery
+        # (pool checkout and check-in, argument inspection, retries, telemetry hooks): that machinery
+        # cost a job more CPU than the round trip itself (benchmarks/pipeline.py). A connection error
+        # drops the connection (the next call opens a new one) and reaches the caller.
+        connection = getattr(self._local, "connection", None)
+        if connection is None:
+            connection = self._local.connection = self._client.connection_pool.get_connection()
+            with self._held_lock:
+                self._connections.append(connection)
+        try:
+            connection.send_command(*args)
+            return connection.read_response()
+        except (redis.ConnectionError, redis.TimeoutError, OSError):
+            connection.disconnect()
+            raise
+
+    def _ensure_renewer(self) -> None:
+        if self._renewer is not None:
+            return
+        with self._held_lock:
+            if self._renewer is None:
+                self._renewer = start_repeating("calsync-lock-renewer", self._stop, self._ttl_ms / 3000, self.renew_all,
+                                                log=log, failure="lock renewal failed; will retry",
+                                                errors=(redis.RedisError,))  # fmt: skip
+
+    def close(self) -> None:
+        """Stop the renewer thread (held locks then expire by TTL) and give back the threads' connections."""
+        self._stop.set()
+        if self._renewer is not None:
+            self._renewer.join(timeout=5)
+        with self._held_lock:
+            connections, self._connections = self._connections, []
+        for connection in connections:
+            self._client.connection_pool.release(connection)

@@ -1,0 +1,214 @@
+"""Worker heartbeats: each worker process proves every ``HEARTBEAT_INTERVAL`` that it is alive and not stuck.
+
+A thread started at worker boot, in every worker process, each interval:
+
+- sets the Redis key ``<ns>:heartbeat:<host>:<pid>`` with a TTL of ``HEARTBEAT_TTL`` (counted by the
+  exporter as ``calsync_workers_active``; deleted at graceful shutdown);
+- touches ``HEARTBEAT_DIR/worker-<pid>.heartbeat``, whose mtime the Kubernetes liveness probe checks
+  without starting Python (:func:`probe_command`; the dir is emptied by ``calsync worker`` at start);
+- sets ``calsync_worker_heartbeat_timestamp_seconds{worker="<host>:<pid>"}``.
+
+It also watches the deliveries in flight on the process' worker threads. Dramatiq's TimeLimit
+interrupts a job at its time limit, but only between Python bytecodes: a thread blocked in C code or
+a syscall stays blocked (notes dramatiq-2.2-facts §7.3). When a delivery has run longer than its
+time limit plus ``STUCK_GRACE``, the thread is stuck: the heartbeat stops for good (logged at
+CRITICAL with the delivery), the key expires, the file goes stale, and the probe restarts the pod.
+A Redis outage does not stop the file: restarting a healthy worker would not bring Redis back.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import math
+import os
+import shlex
+import socket
+import threading
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import dramatiq
+import redis
+
+from calsync.core.redis.periodic import start_repeating
+from calsync.core.worker.metrics import WORKER_HEARTBEAT, calsync_version, worker_id
+
+if TYPE_CHECKING:
+    from calsync.core.runtime import Runtime
+
+log = logging.getLogger(__name__)
+
+HEARTBEAT_SUFFIX = ".heartbeat"
+
+
+def heartbeat_file(directory: Path, pid: int) -> Path:
+    """The file one worker process touches on every beat."""
+    return directory / f"worker-{pid}{HEARTBEAT_SUFFIX}"
+
+
+def probe_script(directory: Path, max_age: float) -> str:
+    """Shell (POSIX sh + coreutils/busybox) that fails unless every heartbeat file is younger than ``max_age``.
+
+    No file at all also fails: the workers have not booted (cover start-up with a startupProbe).
+    """
+    pattern = shlex.quote(str(directory)) + "/*" + HEARTBEAT_SUFFIX
+    limit = math.ceil(max_age)
+    return (
+        f'now=$(date +%s); n=0; for f in {pattern}; do [ -e "$f" ] || continue; n=$((n+1)); '
+        f'[ $((now - $(stat -c %Y "$f" 2>/dev/null || echo "$now"))) -lt {limit} ] || exit 1; done; [ "$n" -gt 0 ]'
+    )
+
+
+def probe_command(directory: Path, max_age: float) -> list[str]:
+    """The exec liveness probe's command, as a Kubernetes ``exec.command`` list."""
+    return ["sh", "-c", probe_script(directory, max_age)]
+
+
+@dataclass(frozen=True)
+class Delivery:
+    """A delivery running on a worker thread."""
+
+    message_id: str
+    actor: str
+    started: float
+    time_limit: float
+
+
+class InFlight:
+    """Deliveries running on this process' worker threads, to tell a slow job from a stuck thread."""
+
+    def __init__(self, grace: float) -> None:
+        self.grace = grace
+        self._running: dict[int, Delivery] = {}
+        self._lock = threading.Lock()
+
+    def start(self, thread: int, delivery: Delivery) -> None:
+        """A worker thread began a delivery."""
+        with self._lock:
+            self._running[thread] = delivery
+
+    def finish(self, thread: int) -> None:
+        """A worker thread is done with its delivery (whatever happened)."""
+        with self._lock:
+            self._running.pop(thread, None)
+
+    def stuck(self, now: float) -> Delivery | None:
+        """The longest-running delivery past its time limit plus the grace period, if any."""
+        with self._lock:
+            late = [d for d in self._running.values() if now - d.started > d.time_limit + self.grace]
+        return min(late, key=lambda d: d.started, default=None)
+
+
+class Heartbeat(dramatiq.Middleware):
+    """Runs this worker process' heartbeat thread and tracks its deliveries in flight."""
+
+    def __init__(self, runtime: Runtime) -> None:
+        settings = runtime.settings
+        self.settings = settings
+        self.redis = runtime.redis
+        self.keys = runtime.keys
+        self.inflight = InFlight(settings.stuck_grace)
+        self.worker = worker_id()
+        self.stuck: Delivery | None = None
+        self._default_limit = settings.job_time_limit
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+        self._started_at = time.time()
+
+    @property
+    def key(self) -> str:
+        """This process' heartbeat key."""
+        return self.keys.worker_heartbeat(self.worker)
+
+    @property
+    def file(self) -> Path:
+        """This process' heartbeat file."""
+        return heartbeat_file(self.settings.effective_heartbeat_dir, os.getpid())
+
+    # --- deliveries -----------------------------------------------------------------------------
+
+    def before_process_message(self, broker: dramatiq.Broker, message: dramatiq.MessageProxy) -> None:
+        actor = broker.actors.get(message.actor_name)
+        limit_ms = message.options.get("time_limit") or (actor.options.get("time_limit") if actor else None)
+        limit = limit_ms / 1000 if limit_ms else self._default_limit
+        delivery = Delivery(message.message_id, message.actor_name, time.monotonic(), limit)
+        self.inflight.start(threading.get_ident(), delivery)
+
+    def after_process_message(
+        self,
+        broker: dramatiq.Broker,
+        message: dramatiq.MessageProxy,
+        *,
+        result: object = None,
+        exception: BaseException | None = None,
+    ) -> None:
+        self.inflight.finish(threading.get_ident())
+
+    def after_skip_message(self, broker: dramatiq.Broker, message: dramatiq.MessageProxy) -> None:
+        self.inflight.finish(threading.get_ident())
+
+    # --- the heartbeat thread -------------------------------------------------------------------
+
+    def after_worker_boot(self, broker: dramatiq.Broker, worker: dramatiq.Worker) -> None:
+        self.worker = worker_id()  # the pid of the worker process, not of a parent that built the broker
+        self._started_at = time.time()
+        self._stop.clear()
+        self.beat()
+        self._thread = start_repeating("calsync-heartbeat", self._stop, self.settings.heartbeat_interval, self.beat,
+                                       log=log, failure="heartbeat failed; trying again next interval")  # fmt: skip
+
+    def after_worker_shutdown(self, broker: dramatiq.Broker, worker: dramatiq.Worker) -> None:
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join(timeout=self.settings.heartbeat_interval + 5)
+            self._thread = None
+        try:
+            self.redis.delete(self.key)
+        except redis.RedisError:
+            log.warning("could not delete the heartbeat key; it expires by itself", exc_info=True)
+        self.file.unlink(missing_ok=True)
+
+    def beat(self) -> bool:
+        """Renew the key, the file and the gauge, unless a worker thread is stuck (then never again)."""
+        if self.stuck is None:
+            self.stuck = self.inflight.stuck(time.monotonic())
+            if self.stuck is not None:
+                running = time.monotonic() - self.stuck.started
+                log.critical(
+                    "a worker thread is stuck: heartbeat stopped so that the liveness probe restarts this worker",
+                    extra={"fields": {"message_id": self.stuck.message_id, "job_type": self.stuck.actor,
+                                      "running_seconds": round(running, 1), "time_limit_seconds": self.stuck.time_limit,
+                                      "worker": self.worker}},
+                )  # fmt: skip
+        if self.stuck is not None:
+            return False
+        now = time.time()
+        self._renew_key(now)
+        self._touch_file()
+        WORKER_HEARTBEAT.labels(self.worker).set(now)
+        return True
+
+    def _renew_key(self, now: float) -> None:
+        value = {
+            "worker": self.worker,
+            "host": socket.gethostname(),
+            "pid": os.getpid(),
+            "version": calsync_version(),
+            "started_at": self._started_at,
+            "beat_at": now,
+        }
+        try:
+            self.redis.set(self.key, json.dumps(value), px=int(self.settings.heartbeat_ttl * 1000))
+        except redis.RedisError:
+            log.warning("could not renew the heartbeat key", exc_info=True)
+
+    def _touch_file(self) -> None:
+        path = self.file
+        try:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            path.touch()
+        except OSError:
+            log.warning("could not touch the heartbeat file", exc_info=True, extra={"fields": {"path": str(path)}})

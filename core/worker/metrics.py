@@ -1,0 +1,229 @@
+"""calsync's worker metrics (names and labels are a contract: docs/METRICS.md documents each one).
+
+Worker processes run in Prometheus' multiprocess mode: ``calsync worker`` sets
+``PROMETHEUS_MULTIPROC_DIR`` and ``dramatiq_prom_db`` to ``METRICS_DIR`` (emptied at start) before
+exec'ing Dramatiq, and Dramatiq's exposition server (``METRICS_PORT``, default 9191) serves these
+metrics next to Dramatiq's own. prometheus_client decides between in-memory and multiprocess values
+at its first import, so a worker started without the environment would silently serve nothing:
+:func:`require_multiprocess` refuses to start such a worker. Other processes (tests, the CLI) get
+ordinary in-memory values.
+
+Labels are low-cardinality by construction: job type (actor name), provider (google, exchange,
+memory, unknown), outcome, operation, status class, error class (a class name), DLQ reason, lock
+result; never a tenant, entity, event, account or message id. Gauges name their multiprocess mode
+explicitly; ``livemax`` drops a process' series when it exits gracefully and freezes it (stale)
+when it is killed.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import os
+import socket
+import threading
+import time
+from collections.abc import Iterator
+from importlib import metadata
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import dramatiq
+from prometheus_client import Counter, Gauge, Histogram, values
+
+from calsync.core.model.errors import ConfigurationError, error_class_of, is_permanent
+from calsync.core.store import accounts
+from calsync.core.worker.context import JobContext
+from calsync.core.worker.middleware.dead_letters import dead_letter_reason
+
+if TYPE_CHECKING:
+    from calsync.core.config.settings import Settings
+    from calsync.core.runtime import Runtime
+
+log = logging.getLogger(__name__)
+
+UNKNOWN_PROVIDER = "unknown"
+_JOB_BUCKETS = (0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300)
+_PROVIDER_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30)
+_PROVIDER_CACHE_LIMIT = 10_000
+
+JOBS = Counter(
+    "calsync_jobs_total",
+    "Job deliveries by how they ended: success, already_done, stale, retry_scheduled, lock_busy, dead_lettered.",
+    ["job_type", "provider", "outcome"],
+)
+JOB_DURATION = Histogram(
+    "calsync_job_duration_seconds",
+    "Time from the start of a delivery to its ack or nack, whatever the outcome.",
+    ["job_type", "provider"],
+    buckets=_JOB_BUCKETS,
+)
+JOB_RETRIES = Counter(
+    "calsync_job_retries_total",
+    "Retries scheduled on the retry schedule, by the class of the error that caused them.",
+    ["job_type", "provider", "error_class"],
+)
+PROVIDER_REQUESTS = Counter(
+    "calsync_provider_requests_total",
+    "Provider adapter calls by operation (create, update, delete) and status class (ok, temporary_error, "
+    "permanent_error).",
+    ["provider", "operation", "status_class"],
+)
+PROVIDER_DURATION = Histogram(
+    "calsync_provider_request_duration_seconds",
+    "Duration of provider adapter calls, successful or not.",
+    ["provider", "operation"],
+    buckets=_PROVIDER_BUCKETS,
+)
+LOCK_ACQUISITIONS = Counter(
+    "calsync_lock_acquisitions_total",
+    "Attempts to take a per-target lock: acquired, or busy (held by another delivery).",
+    ["result"],
+)
+DEAD_LETTERS = Counter(
+    "calsync_dead_letters_total",
+    "Jobs dead-lettered, by the reason recorded in the durable DLQ.",
+    ["job_type", "reason"],
+)
+WORKER_HEARTBEAT = Gauge(
+    "calsync_worker_heartbeat_timestamp_seconds",
+    "Unix time of the last heartbeat of each live worker process; stops moving when the process is stuck or dead.",
+    ["worker"],
+    multiprocess_mode="livemax",
+)
+BUILD_INFO = Gauge(
+    "calsync_build_info",
+    "Always 1, labelled with the running calsync version (a gauge: Info does not work in multiprocess mode).",
+    ["version"],
+    multiprocess_mode="livemax",
+)
+
+
+def calsync_version() -> str:
+    """The installed calsync version, the value of ``calsync_build_info{version}``."""
+    try:
+        return metadata.version("calsync")
+    except metadata.PackageNotFoundError:
+        return "unknown"
+
+
+def worker_id() -> str:
+    """This process as the ``worker`` label and heartbeat key know it: ``host:pid``."""
+    return f"{socket.gethostname()}:{os.getpid()}"
+
+
+def status_class(exc: BaseException | None) -> str:
+    """How a provider call ended, as the ``status_class`` label: the retry policy's own classification."""
+    if exc is None:
+        return "ok"
+    return "permanent_error" if is_permanent(exc) else "temporary_error"
+
+
+class _Children:
+    """A metric's labelled children, looked up once per label values (``labels()`` validates on every call)."""
+
+    def __init__(self, metric: Counter | Histogram) -> None:
+        self._metric = metric
+        self._children: dict[tuple[str, ...], Any] = {}
+
+    def __call__(self, *values: str) -> Any:
+        child = self._children.get(values)
+        if child is None:
+            # Racing threads may both create it: labels() returns the same child to both.
+            child = self._children[values] = self._metric.labels(*values)
+        return child
+
+
+_jobs = _Children(JOBS)
+_job_duration = _Children(JOB_DURATION)
+_provider_requests = _Children(PROVIDER_REQUESTS)
+_provider_duration = _Children(PROVIDER_DURATION)
+_lock_acquisitions = _Children(LOCK_ACQUISITIONS)
+
+
+@contextlib.contextmanager
+def provider_request(provider: str, operation: str) -> Iterator[None]:
+    """Count and time one provider adapter call (the one place every provider call goes through)."""
+    started = time.perf_counter()
+    failure: BaseException | None = None
+    try:
+        yield
+    except BaseException as exc:
+        failure = exc
+        raise
+    finally:
+        _provider_requests(provider, operation, status_class(failure)).inc()
+        _provider_duration(provider, operation).observe(time.perf_counter() - started)
+
+
+def require_multiprocess(settings: Settings) -> None:
+    """Refuse to run a worker whose metrics would silently stay in memory (invisible on METRICS_PORT)."""
+    from dramatiq.middleware import prometheus
+
+    if values.ValueClass is values.MutexValue:
+        raise ConfigurationError(
+            "prometheus_client was imported without PROMETHEUS_MULTIPROC_DIR, so no metric would reach the "
+            "exposition port: start workers with `calsync worker`, which sets it before anything is imported"
+        )
+    if Path(prometheus.DB_PATH).resolve() != settings.effective_metrics_dir.resolve():
+        raise ConfigurationError(
+            f"dramatiq_prom_db ({prometheus.DB_PATH}) is not CALSYNC_METRICS_DIR "
+            f"({settings.effective_metrics_dir}): start workers with `calsync worker`"
+        )
+
+
+class WorkerMetrics(dramatiq.Middleware):
+    """Turns the pipeline's observations (deliveries ended, lock attempts) into calsync_* metrics."""
+
+    def __init__(self, runtime: Runtime) -> None:
+        self.runtime = runtime
+        self._providers: dict[str, str] = {}
+        self._providers_lock = threading.Lock()
+
+    def after_process_boot(self, broker: dramatiq.Broker) -> None:
+        BUILD_INFO.labels(calsync_version()).set(1)
+
+    def observe_job(self, ctx: JobContext, outcome: str, duration: float) -> None:
+        """JobLifecycle observer: one delivery ended with ``outcome`` after ``duration`` seconds."""
+        try:
+            provider = self._provider_of(ctx)
+            _jobs(ctx.actor, provider, outcome).inc()
+            _job_duration(ctx.actor, provider).observe(duration)
+            if outcome == "retry_scheduled":
+                error_class = error_class_of(ctx.error) if ctx.error is not None else "unknown"
+                JOB_RETRIES.labels(ctx.actor, provider, error_class).inc()
+            elif outcome == "dead_lettered":
+                reason = dead_letter_reason(ctx.error, exhausted=ctx.dead_letter_reason is not None)
+                DEAD_LETTERS.labels(ctx.actor, reason).inc()
+        except Exception:
+            log.warning("could not record job metrics", exc_info=True)
+
+    def observe_lock(self, result: str) -> None:
+        """ResourceLocking observer: one lock attempt was ``acquired`` or ``busy``."""
+        _lock_acquisitions(result).inc()
+
+    def _provider_of(self, ctx: JobContext) -> str:
+        # Deliveries that end before the state is loaded (lock_busy, corrupt payloads) know only the
+        # account id; the provider is looked up once per account (an account never changes provider).
+        account_id = ctx.payload.account_id if ctx.payload is not None else None
+        if ctx.provider != UNKNOWN_PROVIDER:
+            if account_id is not None:
+                self._remember(account_id, ctx.provider)
+            return ctx.provider
+        if account_id is None:
+            return UNKNOWN_PROVIDER
+        known = self._providers.get(account_id)
+        if known is not None:
+            return known
+        with self.runtime.db.read() as conn:
+            summary = accounts.get_summary(conn, account_id)
+        if summary is None:
+            return UNKNOWN_PROVIDER
+        self._remember(account_id, summary.provider)
+        return summary.provider
+
+    def _remember(self, account_id: str, provider: str) -> None:
+        with self._providers_lock:
+            if len(self._providers) >= _PROVIDER_CACHE_LIMIT:
+                self._providers.clear()
+            self._providers[account_id] = provider

@@ -1,0 +1,146 @@
+"""The durable DLQ: every message Dramatiq rejects is recorded in ``dead_letters`` before the nack.
+
+``before_nack`` is the one place every rejected message passes (permanent errors, exhausted retries,
+invalid payloads, unknown actors). In the same transaction the target is marked ``failed`` (unless a
+newer version already took over) and, for AuthRevoked, the account is marked ``needs_reauth``.
+If the database cannot be reached, the hook raises a broker connection error, which makes Dramatiq
+retry the whole nack every few seconds instead of dropping our record.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import logging
+from typing import TYPE_CHECKING, Any
+
+import dramatiq
+from dramatiq.errors import ActorNotFound, BrokerConnectionError
+from dramatiq.middleware import MiddlewareError
+
+from calsync.core.config.logging import redact
+from calsync.core.model.errors import AuthRevoked, InvalidPayload, error_class_of, reason_of
+from calsync.core.model.payload import JobPayload, parse_payload
+from calsync.core.store import accounts, dead_letters, targets
+from calsync.core.store.targets import TargetKey
+from calsync.core.worker.context import JobContext, current_job
+from calsync.core.worker.middleware.retries import MESSAGE_LIMIT, error_entry
+
+if TYPE_CHECKING:
+    from calsync.core.runtime import Runtime
+
+log = logging.getLogger(__name__)
+
+
+class DeadLetterStoreUnavailable(BrokerConnectionError, MiddlewareError):
+    """The DLQ record could not be written; Dramatiq retries the nack (and this hook) until it can."""
+
+
+class UnknownActor(Exception):
+    """A message named an actor this worker does not define."""
+
+
+def dead_letter_reason(error: BaseException | None, *, exhausted: bool) -> str:
+    """The DLQ record's reason, shared with ``calsync_dead_letters_total`` so both always agree.
+
+    No error means Dramatiq rejected the message before any of our code ran: an unknown actor.
+    """
+    if error is None or isinstance(error, UnknownActor | ActorNotFound):
+        return "unknown actor"
+    return "retries exhausted" if exhausted else reason_of(error)
+
+
+def _payload_of(message: dramatiq.MessageProxy, ctx: JobContext | None) -> JobPayload | None:
+    if ctx is not None and ctx.payload is not None:
+        return ctx.payload
+    try:
+        return parse_payload(message.args)
+    except InvalidPayload:
+        return None
+
+
+def _raw_payload(message: dramatiq.MessageProxy) -> Any:
+    args = list(message.args)
+    if len(args) == 1 and not message.kwargs:
+        return args[0]
+    return {"args": args, "kwargs": dict(message.kwargs)}
+
+
+class DeadLetterRecorder(dramatiq.Middleware):
+    """Writes the dead-letter record, marks the target failed and, when needed, the account."""
+
+    def __init__(self, runtime: Runtime) -> None:
+        self.runtime = runtime
+
+    def before_nack(self, broker: dramatiq.Broker, message: dramatiq.MessageProxy) -> None:
+        ctx = current_job()
+        if ctx is not None and ctx.message_id != message.message_id:
+            ctx = None
+        payload = _payload_of(message, ctx)
+        error: BaseException = (
+            ctx.error
+            if ctx is not None and ctx.error is not None
+            else getattr(message, "_exception", None) or UnknownActor(f"no actor named {message.actor_name!r}")
+        )
+        retries = int(message.options.get("retries", 0))
+        attempt = payload.attempt if payload else max(1, retries)
+        history = list(message.options.get("errors", []))
+        if not history or history[-1].get("attempt") != attempt:
+            history.append(error_entry(attempt, error))
+        exhausted = ctx.dead_letter_reason if ctx is not None else None
+        reason = dead_letter_reason(error, exhausted=bool(exhausted))
+        last_error = redact(str(error))[:MESSAGE_LIMIT] + (f" ({exhausted})" if exhausted else "")
+        now = dt.datetime.now(dt.UTC)
+        values = {
+            "job_id": payload.job_id if payload else _raw_job_id(message),
+            "job_type": payload.job_type if payload else message.actor_name,
+            "message_id": message.message_id,
+            "queue": message.queue_name,
+            "tenant_id": payload.tenant_id if payload else None,
+            "entity_id": payload.entity_id if payload else None,
+            "account_id": payload.account_id if payload else None,
+            "idempotency_key": payload.idempotency_key if payload else None,
+            "trace_id": payload.trace_id if payload else None,
+            "payload": _raw_payload(message),
+            "attempts": attempt,
+            "reason": reason,
+            "error_class": error_class_of(error),
+            "last_error": last_error,
+            "error_history": history,
+            "first_failed_at": _first_failure(history, now),
+            "failed_at": now,
+        }
+        try:
+            self._store(values, payload, error, last_error)
+        except Exception as exc:
+            log.exception("could not record the dead letter; the nack will be retried")
+            raise DeadLetterStoreUnavailable(str(exc)) from exc  # type: ignore[no-untyped-call]
+        log.warning("job dead-lettered", extra={"fields": {"reason": reason, "error_class": values["error_class"]}})
+
+    def _store(self, values: dict[str, Any], payload: JobPayload | None, error: BaseException, message: str) -> None:
+        db = self.runtime.db
+        with db.write() as conn:
+            dead_letters.insert(db, conn, values)
+            if payload is None:
+                return
+            key = TargetKey(payload.tenant_id, payload.entity_id, payload.account_id)
+            targets.record_failed(
+                conn, key, version=payload.target_version, error_class=error_class_of(error), message=message
+            )
+            if isinstance(error, AuthRevoked):
+                account = accounts.get_summary(conn, payload.account_id)
+                if account is not None and account.status == "active":
+                    accounts.update_account(conn, payload.account_id, status="needs_reauth")
+
+
+def _raw_job_id(message: dramatiq.MessageProxy) -> str:
+    args = list(message.args)
+    if args and isinstance(args[0], dict) and isinstance(args[0].get("job_id"), str) and args[0]["job_id"]:
+        return str(args[0]["job_id"])[:128]
+    return f"msg_{message.message_id}"
+
+
+def _first_failure(history: list[dict[str, Any]], default: dt.datetime) -> dt.datetime:
+    try:
+        return dt.datetime.fromisoformat(history[0]["at"])
+    except (IndexError, KeyError, TypeError, ValueError):
+        return default

@@ -1,0 +1,71 @@
+"""Opens each delivery's context and, when the delivery ends (ack or nack), logs and counts its outcome."""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable, Sequence
+
+import dramatiq
+
+from calsync.core.config.logging import bind_job, redact
+from calsync.core.model.errors import error_class_of
+from calsync.core.redis.stats import JobStats
+from calsync.core.worker.context import JobContext, current_job, start_job
+
+log = logging.getLogger("calsync.jobs")
+
+JobObserver = Callable[[JobContext, str, float], None]
+
+
+class JobLifecycle(dramatiq.Middleware):
+    """First in the stack: its after-hooks run last, when every other middleware has had its say."""
+
+    def __init__(self, stats: JobStats, observers: Sequence[JobObserver] = ()) -> None:
+        self.stats = stats
+        self.observers = list(observers)
+
+    def before_process_message(self, broker: dramatiq.Broker, message: dramatiq.MessageProxy) -> None:
+        ctx = JobContext(message.message_id, message.actor_name, message.queue_name)
+        start_job(ctx)
+        bind_job(ctx.log_fields())
+
+    def after_ack(self, broker: dramatiq.Broker, message: dramatiq.MessageProxy) -> None:
+        self._finish(message, acked=True)
+
+    def after_nack(self, broker: dramatiq.Broker, message: dramatiq.MessageProxy) -> None:
+        self._finish(message, acked=False)
+
+    def after_worker_shutdown(self, broker: dramatiq.Broker, worker: dramatiq.Worker) -> None:
+        try:
+            self.stats.flush()  # the last second's counts, before the process goes
+        except Exception:
+            log.warning("could not write the last job outcome counts", exc_info=True)
+
+    def _finish(self, message: dramatiq.MessageProxy, *, acked: bool) -> None:
+        ctx = current_job()
+        if ctx is None or ctx.message_id != message.message_id:
+            if not acked:  # e.g. a message for an actor this worker does not know
+                log.error("message dead-lettered before processing", extra={"fields": {"actor": message.actor_name}})
+                unprocessed = JobContext(message.message_id, message.actor_name, message.queue_name)
+                unprocessed.error = getattr(message, "_exception", None)
+                for observer in self.observers:
+                    observer(unprocessed, "dead_lettered", 0.0)
+            return
+        outcome = (ctx.outcome or "success") if acked else "dead_lettered"
+        duration = time.monotonic() - ctx.started
+        fields: dict[str, object] = {"outcome": outcome, "duration_seconds": round(duration, 4)}
+        if ctx.error is not None:
+            fields.update(error_class=error_class_of(ctx.error), error=redact(str(ctx.error))[:500])
+        if ctx.retry_in is not None:
+            fields["retry_in_seconds"] = round(ctx.retry_in, 3)
+        level = logging.WARNING if outcome in ("dead_lettered", "retry_scheduled") else logging.INFO
+        log.log(level, "job %s", outcome, extra={"fields": fields})
+        try:
+            self.stats.record(outcome)
+        except Exception:
+            log.warning("could not count job outcome", exc_info=True)
+        for observer in self.observers:
+            observer(ctx, outcome, duration)
+        bind_job(None)
+        start_job(None)

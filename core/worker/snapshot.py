@@ -1,0 +1,109 @@
+"""The state one sync job is about (account, event, target, is its effect done?), read in one query.
+
+This runs once per delivery, under the target's lock, on the hot path's direct driver access
+(core/store/direct.py): the account joined to the event, the target and the job's idempotency
+record. The idempotency and staleness middlewares and the actor share the one read through
+:func:`job_snapshot`. When the account does not exist the join yields nothing and the parts are read
+one by one, so the job can say precisely what is missing.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from sqlalchemy import and_, bindparam, select
+
+from calsync.core.model.calendar import Account, EventState
+from calsync.core.model.payload import JobPayload
+from calsync.core.store import accounts, events, idempotency, targets
+from calsync.core.store.direct import DirectStatement
+from calsync.core.store.schema import event_targets, idempotency_records, provider_accounts
+from calsync.core.store.schema import events as events_table
+from calsync.core.store.targets import TargetKey, TargetRow
+
+if TYPE_CHECKING:
+    from calsync.core.runtime import Runtime
+
+_BOOKKEEPING = ("created_at", "updated_at")  # of accounts and events: not needed by a job
+_PARTS = {
+    "a": [column for column in provider_accounts.columns if column.name not in _BOOKKEEPING],
+    "e": [column for column in events_table.columns if column.name not in _BOOKKEEPING],
+    "t": list(event_targets.columns),
+}
+_PRESENT = {"a": "a_id", "e": "e_id", "t": "t_account_id"}  # never NULL in a row that exists
+_LABELS = {prefix: tuple((f"{prefix}_{c.name}", c.name) for c in columns) for prefix, columns in _PARTS.items()}
+_DONE = idempotency.succeeded_condition("k_idempotency", "k_now")
+_JOINED = (
+    select(
+        *(column.label(f"{prefix}_{column.name}") for prefix, columns in _PARTS.items() for column in columns),
+        idempotency_records.c.key.label("done_key"),
+    )
+    .select_from(provider_accounts)
+    .outerjoin(
+        events_table,
+        and_(events_table.c.tenant_id == bindparam("k_tenant"), events_table.c.id == bindparam("k_event")),
+    )
+    .outerjoin(
+        event_targets,
+        and_(
+            event_targets.c.tenant_id == bindparam("k_tenant"),
+            event_targets.c.event_id == bindparam("k_event"),
+            event_targets.c.account_id == provider_accounts.c.id,
+        ),
+    )
+    .outerjoin(idempotency_records, _DONE)
+    .where(provider_accounts.c.id == bindparam("k_account"))
+)
+_SNAPSHOT = DirectStatement(_JOINED)
+
+
+@dataclass(frozen=True)
+class Snapshot:
+    """The account, event and target a job is about."""
+
+    account: Account | None
+    event: EventState | None
+    target: TargetRow | None
+    already_done: bool = False  # the job's idempotency key is recorded as succeeded
+
+
+def _part(row: Mapping[str, Any], prefix: str) -> dict[str, Any] | None:
+    if row[_PRESENT[prefix]] is None:
+        return None
+    return {name: row[label] for label, name in _LABELS[prefix]}
+
+
+def load_snapshot(runtime: Runtime, payload: JobPayload) -> Snapshot:
+    """Read the latest state a job needs, in one statement."""
+    params = {
+        "k_tenant": payload.tenant_id,
+        "k_event": payload.entity_id,
+        "k_account": payload.account_id,
+        "k_idempotency": payload.idempotency_key,
+        "k_now": dt.datetime.now(dt.UTC),
+    }
+    with runtime.db.direct_read() as tx:
+        row = tx.first(_SNAPSHOT, params)
+    if row is None:
+        return _without_account(runtime, payload)
+    account, event, target = _part(row, "a"), _part(row, "e"), _part(row, "t")
+    assert account is not None
+    return Snapshot(
+        account=accounts.account_from_row(account, runtime.cipher),
+        event=events.event_from_row(event) if event else None,
+        target=targets.target_from_row(target) if target else None,
+        already_done=row["done_key"] is not None,
+    )
+
+
+def _without_account(runtime: Runtime, payload: JobPayload) -> Snapshot:
+    with runtime.db.read() as conn:
+        return Snapshot(
+            account=None,
+            event=events.get_event(conn, payload.tenant_id, payload.entity_id),
+            target=targets.get_target(conn, TargetKey(payload.tenant_id, payload.entity_id, payload.account_id)),
+            already_done=idempotency.succeeded(conn, payload.idempotency_key),
+        )
