@@ -2,7 +2,7 @@
 """The README's two commands, needing nothing but Python 3.11+:
 
     python3 dev.py demo    # set up .venv from requirements.lock, then run `calsync demo`
-    python3 dev.py test    # set up .venv from requirements-dev.lock, then lint, type-check and run every test
+    python3 dev.py test    # set up .venv from requirements-dev.lock, then lint, type-check, check the import contracts and run every test
 
 Both install from the hash-pinned lock files (the same ones the Docker image uses) into ./.venv, and
 only reinstall when a lock file or pyproject.toml changed. Extra arguments go to the demo or to pytest.
@@ -76,6 +76,8 @@ def test(args: list[str]) -> None:
     _run(BIN / "ruff", "check", *[p for p in LINTED if (ROOT / p).exists()])
     _say("mypy --strict")
     _run(BIN / "mypy", *TYPED)
+    _say("import contracts (lint-imports)")
+    _run(BIN / "lint-imports", "--no-cache")
     _say("pytest")
     _run(BIN / "python", "-m", "pytest", "-q", "-ra", *args)
 
