@@ -52,7 +52,7 @@ def worker(state: CliState, processes: int | None, threads: int | None) -> None:
     env["CALSYNC_REDIS_URL"] = runtime.redis_url
     env.update(metrics_environment(settings))
     # Files of a previous run would inflate gauges and carry counters over, and a stale heartbeat
-    # file would fail the liveness probe: both directories start empty (notes dramatiq-2.2-facts §5.1).
+    # file would fail the liveness probe: both directories start empty (docs/notes/dramatiq.md §metrics).
     _empty(settings.effective_metrics_dir, "*.db")
     _empty(settings.effective_heartbeat_dir, "*" + HEARTBEAT_SUFFIX)
     command = worker_command(state, processes or settings.worker_processes, threads or settings.worker_threads)

@@ -215,7 +215,7 @@ def metrics_environment(settings: Settings) -> dict[str, str]:
     """The variables Dramatiq and prometheus_client read at import time, for the worker's environment.
 
     They must be in the environment before the worker imports anything: prometheus_client picks
-    in-memory or multiprocess values at its first import (notes dramatiq-2.2-facts §5.3).
+    in-memory or multiprocess values at its first import (docs/notes/dramatiq.md §metrics).
     """
     directory = str(settings.effective_metrics_dir)
     return {
