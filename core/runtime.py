@@ -13,8 +13,8 @@ from functools import cached_property
 import dramatiq
 import redis
 
-from calsync.core.config.settings import Settings, load_settings
-from calsync.core.messaging.broker import broker_kind, connect_broker
+from calsync.core.config.settings import Settings, broker_kind, load_settings
+from calsync.core.messaging.broker import connect_broker
 from calsync.core.model.errors import ConfigurationError
 from calsync.core.redis.embedded import EmbeddedRedis
 from calsync.core.redis.keys import RedisKeys

@@ -15,13 +15,20 @@ from urllib.parse import urlsplit
 from pydantic import Field, SecretStr, ValidationError, field_validator, model_validator
 from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 
+from calsync.core.model.calendar import SendUpdates
 from calsync.core.model.errors import ConfigurationError
 
 ENV_PREFIX = "CALSYNC_"
-SendUpdates = Literal["all", "external_only", "none"]
 
 _BROKER_SCHEMES = {"redis", "rediss", "amqp", "amqps", "unix"}
 _REDIS_SCHEMES = {"redis", "rediss", "unix"}
+
+BrokerKind = Literal["redis", "rabbitmq"]
+
+
+def broker_kind(url: str) -> BrokerKind:
+    """Which broker a URL names: the one place that tells RabbitMQ (AMQP) from Redis."""
+    return "redis" if urlsplit(url).scheme in _REDIS_SCHEMES else "rabbitmq"
 
 
 def _default_data_dir() -> Path:
@@ -150,7 +157,7 @@ class Settings(BaseSettings):
     @property
     def broker_is_redis(self) -> bool:
         """True when the broker is Redis (embedded or configured), which also serves locks by default."""
-        return self.broker_url is None or urlsplit(self.broker_url).scheme in _REDIS_SCHEMES
+        return self.broker_url is None or broker_kind(self.broker_url) == "redis"
 
     @property
     def effective_database_url(self) -> str:

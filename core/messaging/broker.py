@@ -8,23 +8,14 @@ recovery take ~10 minutes on average; see docs/ARCHITECTURE.md).
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Literal
-from urllib.parse import urlsplit
 
 import dramatiq
 from dramatiq.brokers.rabbitmq import RabbitmqBroker
 from dramatiq.brokers.redis import RedisBroker
 
-from calsync.core.config.settings import Settings
-
-BrokerKind = Literal["redis", "rabbitmq"]
+from calsync.core.config.settings import Settings, broker_kind
 
 _MAINTENANCE_SCALE = 1_000_000  # Dramatiq's unit for maintenance_chance
-
-
-def broker_kind(url: str) -> BrokerKind:
-    """Which broker a URL names: AMQP is RabbitMQ, anything else (redis, rediss, unix) Redis."""
-    return "rabbitmq" if urlsplit(url).scheme in {"amqp", "amqps"} else "redis"
 
 
 def connect_broker(url: str, settings: Settings, middleware: Sequence[dramatiq.Middleware] = ()) -> dramatiq.Broker:
