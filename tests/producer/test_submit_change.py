@@ -2,16 +2,16 @@
 
 from __future__ import annotations
 
-import json
 from collections.abc import Iterator
 from typing import Any
 
 import pytest
-import redis
 
 import calsync
+from calsync.core.model import errors
 from calsync.core.runtime import Runtime
 from calsync.core.store import accounts, migrate
+from tests.producer.broker_queue import queued_payloads
 from tests.support import change
 
 
@@ -27,15 +27,7 @@ def runtime(settings_factory: Any) -> Iterator[Runtime]:
 
 
 def _queued_jobs(runtime: Runtime) -> list[dict[str, Any]]:
-    """The sync payloads waiting in the broker's ready queue, oldest first."""
-    client = redis.Redis.from_url(runtime.redis_url)
-    queue = runtime.settings.queue
-    ids = client.lrange(runtime.keys.ready_queue(queue), 0, -1)
-    bodies = [client.hget(runtime.keys.queue_messages(queue), message_id) for message_id in ids]
-    client.close()
-    messages = [json.loads(body) for body in bodies if body is not None]
-    assert {m["actor_name"] for m in messages} <= {"sync_calendar_event"}
-    return [m["args"][0] for m in messages]
+    return queued_payloads(runtime.redis_url, runtime.settings.redis_namespace, runtime.settings.queue)
 
 
 def test_submit_change_saves_the_intent_and_enqueues_one_job_per_account(runtime: Runtime) -> None:
@@ -65,3 +57,12 @@ def test_submit_change_raises_the_error_classes_of_the_public_api(runtime: Runti
     with pytest.raises(calsync.EntityNotFound):
         calsync.submit_change("tenant-1", change(None, entity_id="evt-none", operation="delete"), runtime=runtime)
     assert _queued_jobs(runtime) == []
+
+
+def test_the_public_api_is_sorted_and_names_every_error_class() -> None:
+    error_classes = {name for name, value in vars(errors).items()
+                     if isinstance(value, type) and issubclass(value, errors.CalsyncError)}  # fmt: skip
+    assert error_classes <= set(calsync.__all__)
+    assert {"submit_change", "Receipt", "Change", "EventFields", "Runtime", "Settings"} <= set(calsync.__all__)
+    assert calsync.__all__ == sorted(calsync.__all__)
+    assert all(hasattr(calsync, name) for name in calsync.__all__)
