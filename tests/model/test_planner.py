@@ -22,46 +22,39 @@ SYNCED = _target(external_id="ext-1", synced_version=3)
 SYNCED_WITHOUT_ID = _target(external_id=None, synced_version=2)
 
 
+NEW, LOST = False, True  # a change just submitted (producer) / a job presumed lost (reconciler)
+
+
 @pytest.mark.parametrize(
-    ("case", "target", "version", "wanted_present", "cancelled", "expected"),
+    ("case", "jobs", "target", "version", "wanted_present", "cancelled", "expected"),
     [
-        ("no target yet: the one create", None, 1, True, False, Plan("create", f"{KEY}:create")),
-        ("no target, event already cancelled", None, 2, True, True, Plan("delete", f"{KEY}:delete:v2")),
-        ("planned, no external id yet: its create job may hold the key", NEVER_SYNCED, 2, True, False,
+        ("no target yet: the one create", NEW, None, 1, True, False, Plan("create", f"{KEY}:create")),
+        ("no target, event already cancelled", NEW, None, 2, True, True, Plan("delete", f"{KEY}:delete:v2")),
+        ("planned, no external id yet: its create job may hold the key", NEW, NEVER_SYNCED, 2, True, False,
          Plan("update", f"{KEY}:update:v2")),
-        ("has an external id: an edit", SYNCED, 4, True, False, Plan("update", f"{KEY}:update:v4")),
-        ("synced once, no external id", SYNCED_WITHOUT_ID, 5, True, False, Plan("update", f"{KEY}:update:v5")),
-        ("account removed from the event", SYNCED, 4, False, False, Plan("delete", f"{KEY}:delete:v4")),
-        ("account removed before its first sync", NEVER_SYNCED, 2, False, False, Plan("delete", f"{KEY}:delete:v2")),
-        ("event cancelled", SYNCED, 5, True, True, Plan("delete", f"{KEY}:delete:v5")),
-        ("event cancelled and account removed", SYNCED, 5, False, True, Plan("delete", f"{KEY}:delete:v5")),
-        ("account added back after its delete", SYNCED, 6, True, False, Plan("update", f"{KEY}:update:v6")),
-    ],
-)  # fmt: skip
-def test_a_new_change_plans_one_job_per_target(
-    case: str, target: Target | None, version: int, wanted_present: bool, cancelled: bool, expected: Plan
-) -> None:
-    assert plan(target, IDS, version=version, wanted_present=wanted_present, cancelled=cancelled) == expected, case
-
-
-@pytest.mark.parametrize(
-    ("case", "target", "version", "wanted_present", "cancelled", "expected"),
-    [
-        ("create lost before any sync: the create key is still free", NEVER_SYNCED, 1, True, False,
+        ("has an external id: an edit", NEW, SYNCED, 4, True, False, Plan("update", f"{KEY}:update:v4")),
+        ("synced once, no external id", NEW, SYNCED_WITHOUT_ID, 5, True, False, Plan("update", f"{KEY}:update:v5")),
+        ("account removed from the event", NEW, SYNCED, 4, False, False, Plan("delete", f"{KEY}:delete:v4")),
+        ("account removed before its first sync", NEW, NEVER_SYNCED, 2, False, False,
+         Plan("delete", f"{KEY}:delete:v2")),
+        ("event cancelled", NEW, SYNCED, 5, True, True, Plan("delete", f"{KEY}:delete:v5")),
+        ("event cancelled and account removed", NEW, SYNCED, 5, False, True, Plan("delete", f"{KEY}:delete:v5")),
+        ("account added back after its delete", NEW, SYNCED, 6, True, False, Plan("update", f"{KEY}:update:v6")),
+        ("create lost before any sync: the create key is still free", LOST, NEVER_SYNCED, 1, True, False,
          Plan("create", f"{KEY}:create")),
-        ("create lost, event edited since", NEVER_SYNCED, 3, True, False, Plan("create", f"{KEY}:create")),
-        ("a sync spent the create key", SYNCED_WITHOUT_ID, 3, True, False, Plan("update", f"{KEY}:update:v3")),
-        ("update lost", SYNCED, 4, True, False, Plan("update", f"{KEY}:update:v4")),
-        ("removal lost", SYNCED, 4, False, False, Plan("delete", f"{KEY}:delete:v4")),
-        ("cancellation lost", NEVER_SYNCED, 2, True, True, Plan("delete", f"{KEY}:delete:v2")),
+        ("create lost, event edited since", LOST, NEVER_SYNCED, 3, True, False, Plan("create", f"{KEY}:create")),
+        ("lost, but a sync spent the create key", LOST, SYNCED_WITHOUT_ID, 3, True, False,
+         Plan("update", f"{KEY}:update:v3")),
+        ("update lost", LOST, SYNCED, 4, True, False, Plan("update", f"{KEY}:update:v4")),
+        ("removal lost", LOST, SYNCED, 4, False, False, Plan("delete", f"{KEY}:delete:v4")),
+        ("cancellation lost", LOST, NEVER_SYNCED, 2, True, True, Plan("delete", f"{KEY}:delete:v2")),
     ],
 )  # fmt: skip
-def test_a_lost_job_is_planned_again_from_the_target_state(
-    case: str, target: Target, version: int, wanted_present: bool, cancelled: bool, expected: Plan
+def test_a_job_is_planned_from_the_target_state_and_the_change(
+    case: str, jobs: bool, target: Target | None, version: int, wanted_present: bool, cancelled: bool, expected: Plan
 ) -> None:
-    planned = plan(
-        target, IDS, version=version, wanted_present=wanted_present, cancelled=cancelled, earlier_jobs_lost=True
-    )
+    planned = plan(target, IDS, version=version, wanted_present=wanted_present, cancelled=cancelled,
+                   earlier_jobs_lost=jobs)  # fmt: skip
     assert planned == expected, case
 
 
