@@ -3,8 +3,9 @@
 The provider's effect follows the latest state: delete when the event is cancelled or the target is
 no longer wanted, create while the target has no external id, else update. A job's label decides
 its idempotency key, and a create key has no version (a target is created once), so a job may only
-be labelled ``create`` while that key cannot be spent: for a target seen for the first time, or,
-when the earlier jobs are presumed lost (the reconciler), for a target never synced. Everything
+be labelled ``create`` while no earlier job can hold or have spent that key: for a target seen for
+the first time, or, when the earlier jobs are presumed lost (the reconciler), for a target never
+synced. Everything
 else that would create is labelled ``update`` of its version; the worker still creates from state.
 """
 
