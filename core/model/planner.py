@@ -5,8 +5,8 @@ no longer wanted, create while the target has no external id, else update. A job
 its idempotency key, and a create key has no version (a target is created once), so a job may only
 be labelled ``create`` while no earlier job can hold or have spent that key: for a target seen for
 the first time, or, when the earlier jobs are presumed lost (the reconciler), for a target never
-synced. Everything
-else that would create is labelled ``update`` of its version; the worker still creates from state.
+synced. Everything else that would create is labelled ``update`` of its version; the worker still
+creates from state.
 """
 
 from __future__ import annotations
