@@ -2,10 +2,12 @@
 
 The public API for Python services that submit changes: ``submit_change`` saves the intent and
 enqueues the sync jobs, and returns a :class:`Receipt`; failures are raised as the classes of the
-error tree (see :mod:`calsync.core.model.errors`). Everything else under ``calsync.*`` is internal
-and may move between releases.
+error tree (see :mod:`calsync.core.model.errors`). It reads ``CALSYNC_*`` settings by default; a
+service configured otherwise passes ``runtime=Runtime(Settings(...))``. Everything else under
+``calsync.*`` is internal and may move between releases.
 """
 
+from calsync.core.config.settings import Settings
 from calsync.core.model.change import Change, EventFields
 from calsync.core.model.errors import (
     AccountInactive,
@@ -26,6 +28,7 @@ from calsync.core.model.errors import (
     TemporaryError,
 )
 from calsync.core.producer.submit import Receipt, submit_change
+from calsync.core.runtime import Runtime
 
 __all__ = [
     "AccountInactive",
@@ -45,6 +48,8 @@ __all__ = [
     "ProviderUnavailable",
     "RateLimited",
     "Receipt",
+    "Runtime",
+    "Settings",
     "StoreUnavailable",
     "TemporaryError",
     "submit_change",

@@ -15,11 +15,11 @@ from dataclasses import dataclass, field
 from calsync.core.messaging.messages import sync_message
 from calsync.core.model.calendar import EventState
 from calsync.core.model.ids import new_trace_id
-from calsync.core.model.payload import Operation, new_payload
+from calsync.core.model.payload import new_payload
+from calsync.core.model.planner import Plan, plan
 from calsync.core.runtime import Runtime
 from calsync.core.store import events, idempotency, targets
 from calsync.core.store.targets import TargetRow
-from calsync.core.worker.job import effective_operation
 
 log = logging.getLogger(__name__)
 
@@ -42,11 +42,16 @@ class ReconcileReport:
         }
 
 
-def _operation(event: EventState, row: TargetRow) -> Operation:
-    effect = effective_operation(event, row)
-    if effect == "create" and row.synced_version > 0:
-        return "update"  # created once before: the create key is spent, this is a re-sync of a version
-    return effect
+def _plan(event: EventState, row: TargetRow, version: int) -> Plan:
+    # The target's jobs are presumed lost: a create key is reused unless a sync already spent it.
+    return plan(
+        row,
+        row.key,
+        version=version,
+        wanted_present=row.wanted == "present",
+        cancelled=event.status == "cancelled",
+        earlier_jobs_lost=True,
+    )
 
 
 def reconcile(
@@ -64,13 +69,16 @@ def reconcile(
         event = states[(row.tenant_id, row.event_id)]
         if event is None:
             continue
+        version = max(event.version, row.wanted_version)
+        planned = _plan(event, row, version)
         payload = new_payload(
             tenant_id=row.tenant_id,
             entity_id=row.event_id,
             account_id=row.account_id,
-            operation=_operation(event, row),
-            version=max(event.version, row.wanted_version),
+            operation=planned.operation,
+            version=version,
             trace_id=trace,
+            key=planned.idempotency_key,
         )
         try:
             runtime.broker.enqueue(sync_message(runtime.settings.queue, payload))

@@ -12,24 +12,30 @@ from __future__ import annotations
 
 import datetime as dt
 import logging
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-import redis
 from pydantic import TypeAdapter, ValidationError
 from sqlalchemy import Connection
 
 from calsync.core.messaging.messages import sync_message
+from calsync.core.model.calendar import SendUpdates
 from calsync.core.model.change import Change, parse_change
 from calsync.core.model.errors import EntityNotFound, InvalidChange
 from calsync.core.model.ids import Identifier, new_id, new_trace_id
-from calsync.core.model.payload import Operation, new_payload
+from calsync.core.model.payload import JobPayload, Operation, new_payload
+from calsync.core.model.planner import Plan, plan
+from calsync.core.producer.dedup import EnqueueMarkers, Mark, RedisMarkers
 from calsync.core.runtime import Runtime, default_runtime
 from calsync.core.store import accounts, events, targets
+from calsync.core.store.database import Database
 from calsync.core.store.targets import TargetKey, TargetRow
 
 log = logging.getLogger(__name__)
 _tenant_id = TypeAdapter(Identifier)
+
+Enqueue = Callable[[JobPayload], object]
 
 
 @dataclass(frozen=True)
@@ -53,25 +59,34 @@ class Receipt:
 
 @dataclass(frozen=True)
 class _PlannedJob:
-    account_id: str
-    operation: Operation
+    key: TargetKey
+    plan: Plan
     # Operations whose recent enqueue for the same version already covers this job (dedup markers).
     covered_by: tuple[Operation, ...] = ()
 
 
-def _operation(row: TargetRow | None, *, wanted_present: bool, cancelled: bool) -> Operation:
-    # "create" only for a target appearing for the first time: its key has no version, so a later version
-    # labelled "create" would be skipped as already done. The worker still creates when no event exists yet.
-    if cancelled or not wanted_present:
-        return "delete"
-    return "create" if row is None else "update"
+def _job(
+    key: TargetKey,
+    row: TargetRow | None,
+    version: int,
+    *,
+    present: bool,
+    cancelled: bool = False,
+    covered_by: tuple[Operation, ...] = (),
+) -> _PlannedJob:
+    return _PlannedJob(key, plan(row, key, version=version, wanted_present=present, cancelled=cancelled), covered_by)
 
 
-class Producer:
-    """Accepts changes for one runtime (database, Redis, broker)."""
+class Intake:
+    """Accepts changes: saves the intent in the database, then enqueues one job per affected target."""
 
-    def __init__(self, runtime: Runtime) -> None:
-        self.runtime = runtime
+    def __init__(
+        self, db: Database, markers: EnqueueMarkers, enqueue: Enqueue, *, default_send_updates: SendUpdates
+    ) -> None:
+        self._db = db
+        self._markers = markers
+        self._enqueue_job = enqueue
+        self._default_send_updates = default_send_updates
 
     def submit(self, tenant_id: str, change: Change | dict[str, Any], *, trace_id: str | None = None) -> Receipt:
         """Validate and authorize, save the intent, then enqueue one job per affected target."""
@@ -81,7 +96,7 @@ class Producer:
             raise InvalidChange(f"tenant_id: {tenant_id!r} is not a valid identifier") from None
         parsed = parse_change(change)
         trace = trace_id or new_trace_id()
-        with self.runtime.db.write() as conn:
+        with self._db.write() as conn:
             entity_id, version, jobs = self._save_intent(conn, tenant_id, parsed)
         return self._enqueue(tenant_id, entity_id, version, jobs, trace)
 
@@ -94,8 +109,7 @@ class Producer:
                 raise InvalidChange(f"accounts: account {account_id} is disabled")
 
     def _save_intent(self, conn: Connection, tenant_id: str, change: Change) -> tuple[str, int, list[_PlannedJob]]:
-        settings = self.runtime.settings
-        send_updates = change.send_updates or settings.default_send_updates
+        send_updates = change.send_updates or self._default_send_updates
         if change.accounts is not None:
             self._check_accounts(conn, tenant_id, change.accounts)
         existing = events.get_event(conn, tenant_id, change.entity_id) if change.entity_id else None
@@ -112,7 +126,7 @@ class Producer:
                 if row.status == "deleted" and row.wanted == "absent":
                     continue
                 targets.plan_target(conn, row.key, wanted=row.wanted, version=version, due_at=now)
-                jobs.append(_PlannedJob(row.account_id, "delete"))
+                jobs.append(_job(row.key, row, version, present=row.wanted == "present", cancelled=True))
             return existing.id, version, jobs
 
         assert change.event is not None
@@ -121,10 +135,12 @@ class Producer:
                 raise InvalidChange("accounts: required when creating an event")
             entity_id = change.entity_id or new_id("evt")
             events.insert_event(conn, tenant_id, entity_id, change.event, send_updates)
+            jobs = []
             for account_id in change.accounts:
                 key = TargetKey(tenant_id, entity_id, account_id)
                 targets.plan_target(conn, key, wanted="present", version=1, due_at=now)
-            return entity_id, 1, [_PlannedJob(a, "create") for a in change.accounts]
+                jobs.append(_job(key, None, 1, present=True))
+            return entity_id, 1, jobs
 
         rows = {row.account_id: row for row in targets.list_targets(conn, tenant_id, existing.id)}
         present_now = {a for a, row in rows.items() if row.wanted == "present"}
@@ -140,9 +156,9 @@ class Producer:
             # first submission (create or update) return its job ids instead of enqueueing twice.
             pending = [row for row in rows.values() if row.status == "pending"]
             return existing.id, existing.version, [
-                _PlannedJob(row.account_id, "update" if row.wanted == "present" else "delete", ("create",))
+                _job(row.key, row, existing.version, present=row.wanted == "present", covered_by=("create",))
                 for row in pending
-            ]
+            ]  # fmt: skip
 
         version = events.bump_event(
             conn, tenant_id, existing.id, status="confirmed", send_updates=send_updates, fields=change.event
@@ -151,42 +167,41 @@ class Producer:
         for account_id in wanted:
             key = TargetKey(tenant_id, existing.id, account_id)
             targets.plan_target(conn, key, wanted="present", version=version, due_at=now)
-            jobs.append(_PlannedJob(account_id, _operation(rows.get(account_id), wanted_present=True, cancelled=False)))
+            jobs.append(_job(key, rows.get(account_id), version, present=True))
         for account_id, row in rows.items():
             if account_id in wanted or (row.wanted == "absent" and row.status == "deleted"):
                 continue
             targets.plan_target(conn, row.key, wanted="absent", version=version, due_at=now)
-            jobs.append(_PlannedJob(account_id, "delete"))
+            jobs.append(_job(row.key, row, version, present=False))
         return existing.id, version, jobs
 
     def _enqueue(self, tenant_id: str, entity_id: str, version: int, jobs: list[_PlannedJob], trace: str) -> Receipt:
-        runtime = self.runtime
         job_ids: list[str] = []
         deferred: list[str] = []
         for job in jobs:
             payload = new_payload(
                 tenant_id=tenant_id,
                 entity_id=entity_id,
-                account_id=job.account_id,
-                operation=job.operation,
+                account_id=job.key.account_id,
+                operation=job.plan.operation,
                 version=version,
                 trace_id=trace,
+                key=job.plan.idempotency_key,
             )
-            dedup = runtime.keys.dedup(tenant_id, entity_id, job.account_id, job.operation, version)
-            covering = [runtime.keys.dedup(tenant_id, entity_id, job.account_id, op, version) for op in job.covered_by]
-            earlier = self._claim(dedup, payload.job_id, covering)
+            mark = Mark(*job.key, job.plan.operation, version)
+            earlier = self._markers.claim(mark, payload.job_id, covered_by=job.covered_by)
             if earlier is not None:
                 job_ids.append(earlier)
                 continue
             try:
-                runtime.broker.enqueue(sync_message(runtime.settings.queue, payload))
+                self._enqueue_job(payload)
             except Exception:
                 log.exception(
                     "enqueue failed after commit; the reconciler will pick the target up",
-                    extra={"fields": {"entity_id": entity_id, "account_id": job.account_id, "trace_id": trace}},
+                    extra={"fields": {"entity_id": entity_id, "account_id": job.key.account_id, "trace_id": trace}},
                 )
-                deferred.append(job.account_id)
-                self._release(dedup)
+                deferred.append(job.key.account_id)
+                self._markers.release(mark)
                 continue
             job_ids.append(payload.job_id)
         log.info(
@@ -196,26 +211,22 @@ class Producer:
         )  # fmt: skip
         return Receipt(entity_id, version, job_ids, deferred)
 
-    def _claim(self, key: str, job_id: str, covering: list[str]) -> str | None:
-        """None when this enqueue is new; else the job id of the identical enqueue that came first."""
-        client = self.runtime.redis
-        try:
-            for other in covering:
-                earlier = client.get(other)
-                if earlier is not None:
-                    return earlier.decode() if isinstance(earlier, bytes) else str(earlier)
-            if client.set(key, job_id, nx=True, ex=self.runtime.settings.dedup_ttl):
-                return None
-            earlier = client.get(key)
-        except redis.RedisError:
-            return None  # the dedup cache is optional; a duplicate job is harmless
-        return earlier.decode() if isinstance(earlier, bytes) else None
 
-    def _release(self, key: str) -> None:
-        try:
-            self.runtime.redis.delete(key)
-        except redis.RedisError:
-            log.warning("could not clear the dedup marker", exc_info=True)
+class Producer(Intake):
+    """The intake of one runtime: its database, its Redis for the enqueue markers and its broker."""
+
+    def __init__(self, runtime: Runtime) -> None:
+        queue = runtime.settings.queue
+
+        def enqueue(payload: JobPayload) -> None:
+            runtime.broker.enqueue(sync_message(queue, payload))  # the broker is built on first use
+
+        super().__init__(
+            runtime.db,
+            RedisMarkers(runtime.redis, runtime.keys, ttl_seconds=runtime.settings.dedup_ttl),
+            enqueue,
+            default_send_updates=runtime.settings.default_send_updates,
+        )
 
 
 def submit_change(

@@ -16,6 +16,7 @@ from calsync.core.messaging.messages import sync_message
 from calsync.core.model.calendar import Account, EventState, ExternalRef, ProviderLookup
 from calsync.core.model.errors import AccountInactive, AuthRevoked, EntityNotFound
 from calsync.core.model.payload import JobPayload, new_payload, parse_payload
+from calsync.core.model.planner import effect as planned_effect
 from calsync.core.store import idempotency, targets
 from calsync.core.store.targets import TargetRow
 from calsync.core.worker.context import current_job, job_snapshot
@@ -32,9 +33,7 @@ Effect = Literal["create", "update", "delete"]
 
 def effective_operation(event: EventState, target: TargetRow) -> Effect:
     """What the provider must do to show the latest state, whatever the payload said."""
-    if event.status == "cancelled" or target.wanted == "absent":
-        return "delete"
-    return "create" if target.external_id is None else "update"
+    return planned_effect(target, wanted_present=target.wanted == "present", cancelled=event.status == "cancelled")
 
 
 def _checked(snapshot: Snapshot, payload: JobPayload) -> tuple[Account, EventState, TargetRow]:

@@ -1,0 +1,45 @@
+"""In-memory stand-ins for the producer's Redis markers and broker, so its branches run with no services."""
+
+from __future__ import annotations
+
+from calsync.core.model.payload import JobPayload, Operation
+from calsync.core.producer.dedup import Mark
+
+
+class MemoryMarkers:
+    """Enqueue markers in a dict (no TTL: a test is shorter than any DEDUP_TTL)."""
+
+    def __init__(self) -> None:
+        self.marks: dict[Mark, str] = {}
+
+    def claim(self, mark: Mark, job_id: str, *, covered_by: tuple[Operation, ...] = ()) -> str | None:
+        """None when this enqueue is new (now marked); else the job id of the identical one that came first."""
+        for operation in covered_by:
+            earlier = self.marks.get(mark._replace(operation=operation))
+            if earlier is not None:
+                return earlier
+        earlier = self.marks.get(mark)
+        if earlier is None:
+            self.marks[mark] = job_id
+        return earlier
+
+    def release(self, mark: Mark) -> None:
+        """Forget a marker whose enqueue failed."""
+        self.marks.pop(mark, None)
+
+
+class MemoryQueue:
+    """Collects enqueued payloads; ``failing`` makes every enqueue raise, like a broker that is down."""
+
+    def __init__(self) -> None:
+        self.payloads: list[JobPayload] = []
+        self.failing = False
+
+    def __call__(self, payload: JobPayload) -> None:
+        if self.failing:
+            raise ConnectionError("broker unavailable")
+        self.payloads.append(payload)
+
+    def jobs(self) -> dict[str, tuple[Operation, str]]:
+        """Enqueued jobs by account: (operation, idempotency key) of the latest one."""
+        return {p.account_id: (p.operation, p.idempotency_key) for p in self.payloads}
