@@ -2,10 +2,11 @@
 """The README's two commands, needing nothing but Python 3.11+:
 
     python3 dev.py demo    # set up .venv from requirements.lock, then run `calsync demo`
-    python3 dev.py test    # set up .venv from requirements-dev.lock, then lint, type-check, check the import contracts and run every test
+    python3 dev.py test    # set up .venv from requirements-dev.lock, then lint, type-check and run every test
 
-Both install from the hash-pinned lock files (the same ones the Docker image uses) into ./.venv, and
-only reinstall when a lock file or pyproject.toml changed. Extra arguments go to the demo or to pytest.
+The test command also checks the import contracts (lint-imports). Both install from the hash-pinned
+lock files (the same ones the Docker image uses) into ./.venv, and only reinstall when a lock file or
+pyproject.toml changed. Extra arguments go to the demo or to pytest.
 """
 
 from __future__ import annotations
