@@ -20,13 +20,13 @@ from calsync.core.model.errors import (
     ProviderUnavailable,
     TemporaryError,
 )
+from calsync.core.model.redaction import redact
 from calsync.providers.google import (
     SCOPES,
     SYNC_KEY_PROPERTY,
     VERSION_PROPERTY,
     GoogleProvider,
     event_id_for,
-    scrub,
 )
 from tests.providers.google.gcal_support import Api, Emulator, make_event, target_for
 
@@ -415,9 +415,9 @@ def test_error_messages_never_carry_secrets(provider: GoogleProvider, account: A
     assert refresh_token not in str(revoked.value)
 
 
-def test_scrub_removes_private_keys_and_known_secrets() -> None:
+def test_redaction_removes_private_keys_and_the_call_s_secrets() -> None:
     text = "key -----BEGIN PRIVATE KEY-----\nMIIE\n-----END PRIVATE KEY----- and hunter22"
-    assert scrub(text, ["hunter22"]) == "key *** and ***"
+    assert redact(text, ["hunter22"]) == "key *** and ***"
 
 
 # --- concurrency ---------------------------------------------------------------------------------
