@@ -11,7 +11,7 @@ MAX_RETRY_AFTER = 86_400.0
 
 
 def parse_retry_after(value: str | float | None, *, now: dt.datetime | None = None) -> float | None:
-    """Seconds to wait, from delta-seconds or an HTTP-date (RFC 9110 §10.2.3); None when absent or unreadable."""
+    """Seconds to wait, from delta-seconds or an HTTP-date (RFC 9110); None when absent or unreadable."""
     if value is None or isinstance(value, bool):
         return None
     seconds = _seconds(value) if isinstance(value, float | int) else _from_text(value.strip(), now)

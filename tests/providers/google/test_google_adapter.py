@@ -169,7 +169,7 @@ def test_409_refuses_an_event_calsync_did_not_create(provider: GoogleProvider, a
 def test_lost_insert_response_then_job_retry_makes_one_event(
     provider: GoogleProvider, account: Account, emulator: Emulator, api: Api
 ) -> None:
-    # The insert lands but both answers (httplib2 re-sends once, notes §4.4) are lost: a crash before commit.
+    # The insert lands but both answers (httplib2 re-sends a POST once on a dropped connection: docs/notes/google-calendar.md) are lost: a crash before commit.
     emulator.fault(method="POST", path="/events$", after=True, drop=True, times=2)
     event = make_event()
     target = target_for(event, account)
