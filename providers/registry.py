@@ -54,9 +54,11 @@ class ProviderRegistry:
     def close(self) -> None:
         """Close every adapter built or given so far, each once even when it serves several names (shutdown)."""
         with self._lock:
-            providers = list({id(p): p for p in self._providers.values()}.values())
-        for provider in providers:
+            served: dict[int, tuple[Provider, list[str]]] = {}
+            for name, provider in self._providers.items():
+                served.setdefault(id(provider), (provider, []))[1].append(name)
+        for provider, names in served.values():
             try:
                 provider.close()
             except Exception:  # one adapter failing to let go must not keep the others' connections open
-                logger.exception("closing the %s adapter failed", provider.name)
+                logger.exception("closing the adapter of %s failed", ", ".join(names))

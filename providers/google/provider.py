@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import threading
-import weakref
 from collections.abc import Callable, Collection
 from dataclasses import dataclass
 from typing import Any
@@ -51,7 +50,7 @@ class GoogleProvider:
             client_options=options,
         )
         self._local = threading.local()
-        self._https: weakref.WeakSet[httplib2.Http] = weakref.WeakSet()
+        self._https: dict[threading.Thread, httplib2.Http] = {}  # every thread's Http, for close()
         self._https_lock = threading.Lock()
         self._credentials = CredentialCache()
 
@@ -90,7 +89,8 @@ class GoogleProvider:
     def close(self) -> None:
         """Close every thread's pooled connections (call once the worker threads stopped); a later call reconnects."""
         with self._https_lock:
-            https = list(self._https)
+            https = list(self._https.values())
+            self._https = {thread: http for thread, http in self._https.items() if thread.is_alive()}
         for http in https:
             http.close()
         self._service.close()
@@ -160,7 +160,7 @@ class GoogleProvider:
         if http is None:
             http = self._local.http = httplib2.Http(timeout=self._timeout)
             with self._https_lock:
-                self._https.add(http)
+                self._https[threading.current_thread()] = http
         return google_auth_httplib2.AuthorizedHttp(credentials, http=http)
 
     def _execute(
