@@ -45,8 +45,10 @@ def account_option(account: Account, name: str, kind: type, default: Any) -> Any
     return value
 
 
-def _missing(info: Mapping[str, Any], fields: Collection[str]) -> list[str]:
-    return [f for f in fields if not isinstance(info.get(f), str) or not info[f]]
+def _require(info: Mapping[str, Any], fields: Collection[str], where: str) -> None:
+    missing = [f for f in fields if not isinstance(info.get(f), str) or not info[f]]
+    if missing:
+        raise ConfigurationError(f"{where} lack {', '.join(missing)}")
 
 
 def build_credentials(account: Account) -> Credentials:
@@ -58,9 +60,7 @@ def build_credentials(account: Account) -> Credentials:
     where = f"Google account {account.id}: {kind} credentials"
     try:
         if kind == "authorized_user":
-            missing = _missing(info, ("client_id", "client_secret", "refresh_token"))
-            if missing:
-                raise ConfigurationError(f"{where} lack {', '.join(missing)}")
+            _require(info, ("client_id", "client_secret", "refresh_token"), where)
             user: user_credentials.Credentials = user_credentials.Credentials.from_authorized_user_info(  # type: ignore[no-untyped-call]
                 dict(info), scopes=list(SCOPES)
             )
@@ -68,9 +68,7 @@ def build_credentials(account: Account) -> Credentials:
                 user = user.with_token_uri(info["token_uri"])
             return user
         if kind == "service_account":
-            missing = _missing(info, ("client_email", "private_key", "token_uri"))
-            if missing:
-                raise ConfigurationError(f"{where} lack {', '.join(missing)}")
+            _require(info, ("client_email", "private_key", "token_uri"), where)
             robot: service_account.Credentials = service_account.Credentials.from_service_account_info(  # type: ignore[no-untyped-call]
                 dict(info), scopes=list(SCOPES)
             )
