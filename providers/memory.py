@@ -85,9 +85,6 @@ class MemoryProvider:
         else:
             self._store = SqliteStore(path)
 
-    def close(self) -> None:
-        """Nothing to release: the store opens a connection per transaction and keeps none between calls."""
-
     # --- the Provider protocol -----------------------------------------------------------------
 
     def upsert(self, account: Account, event: EventState, target: Target) -> ExternalRef:
@@ -132,6 +129,9 @@ class MemoryProvider:
             _log(tx, "delete", account.id, target.event_id, external_id, effect)
         if fault is not None:
             self._fail(fault, "delete", account.id, target.event_id)
+
+    def close(self) -> None:
+        """Nothing to release: the store opens a connection per transaction and keeps none between calls."""
 
     # --- faults --------------------------------------------------------------------------------
 
