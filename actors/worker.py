@@ -9,6 +9,7 @@ from typing import Any
 import dramatiq
 
 from calsync import actors
+from calsync.actors.shutdown import CloseOnShutdown
 from calsync.core.config.settings import Settings
 from calsync.core.model.calendar import Provider
 from calsync.core.runtime import Runtime
@@ -26,13 +27,21 @@ class Worker:
     actors: dict[str, dramatiq.Actor[Any, Any]]
 
     def close(self) -> None:
-        """Release the adapters' and the runtime's connections."""
+        """Release the adapters' connections, then the runtime's."""
+        self.providers.close()
         self.runtime.close()
 
 
 def build_worker(settings: Settings, *, providers: Mapping[str, Provider] | None = None) -> Worker:
-    """The worker of this process: the observed middleware stack, the adapters (``providers`` overrides some)."""
-    runtime = Runtime(settings, role="worker", middleware=observed_worker_middleware)
+    """The worker of this process: the observed middleware stack, the adapters (``providers`` overrides some).
+
+    The adapters are closed when Dramatiq shuts the worker down, and again (harmlessly) by ``Worker.close``.
+    """
     registry = ProviderRegistry(settings, dict(providers or {}))
+
+    def middleware(runtime: Runtime) -> list[dramatiq.Middleware]:
+        return [*observed_worker_middleware(runtime), CloseOnShutdown(registry.close)]
+
+    runtime = Runtime(settings, role="worker", middleware=middleware)
     broker = runtime.broker
     return Worker(runtime, registry, broker, actors.declare(broker, runtime, registry))

@@ -19,7 +19,7 @@ import json
 import re
 import time
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Literal
+from typing import Any, Literal
 
 from calsync.core.model.calendar import Account, EventState, ExternalRef, ProviderName, SendUpdates, Target
 from calsync.core.model.errors import (
@@ -40,9 +40,6 @@ from calsync.providers.memory_store import (
     SqliteStore,
     StoredEvent,
 )
-
-if TYPE_CHECKING:
-    from calsync.core.config.settings import Settings
 
 FAULT_ERRORS: dict[str, type[CalsyncError]] = {
     "unavailable": ProviderUnavailable,
@@ -88,11 +85,6 @@ class MemoryProvider:
         else:
             self._store = SqliteStore(path)
 
-    @classmethod
-    def from_settings(cls, settings: Settings) -> MemoryProvider:
-        """The memory calendar of this data dir, shared by all its processes."""
-        return cls(settings.effective_memory_provider_path)
-
     # --- the Provider protocol -----------------------------------------------------------------
 
     def upsert(self, account: Account, event: EventState, target: Target) -> ExternalRef:
@@ -137,6 +129,9 @@ class MemoryProvider:
             _log(tx, "delete", account.id, target.event_id, external_id, effect)
         if fault is not None:
             self._fail(fault, "delete", account.id, target.event_id)
+
+    def close(self) -> None:
+        """Nothing to release: the store opens a connection per transaction and keeps none between calls."""
 
     # --- faults --------------------------------------------------------------------------------
 

@@ -1,15 +1,19 @@
-"""Which adapter serves which ``provider_accounts.provider`` value, built once per process."""
+"""Which adapter serves which ``provider_accounts.provider`` value, built once per process.
+
+This is the one place that reads adapter configuration out of Settings: each adapter gets its own
+small frozen config and never sees the rest.
+"""
 
 from __future__ import annotations
 
+import logging
 import threading
-from typing import TYPE_CHECKING
 
+from calsync.core.config.settings import Settings
 from calsync.core.model.calendar import Provider, ProviderName
 from calsync.core.model.errors import ConfigurationError
 
-if TYPE_CHECKING:
-    from calsync.core.config.settings import Settings
+logger = logging.getLogger(__name__)
 
 
 def _build(name: ProviderName, settings: Settings) -> Provider:
@@ -17,15 +21,15 @@ def _build(name: ProviderName, settings: Settings) -> Provider:
     if name == "memory":
         from calsync.providers.memory import MemoryProvider
 
-        return MemoryProvider.from_settings(settings)
+        return MemoryProvider(settings.effective_memory_provider_path)
     if name == "google":
-        from calsync.providers.google import GoogleProvider
+        from calsync.providers.google import GoogleConfig, GoogleProvider
 
-        return GoogleProvider(settings)
+        return GoogleProvider(GoogleConfig(settings.provider_timeout, settings.google_api_endpoint))
     if name == "exchange":
-        from calsync.providers.exchange import ExchangeProvider
+        from calsync.providers.exchange import ExchangeConfig, ExchangeProvider
 
-        return ExchangeProvider(settings)
+        return ExchangeProvider(ExchangeConfig(settings.provider_timeout, settings.worker_threads))
     raise ConfigurationError(f"unknown provider {name!r}")
 
 
@@ -46,3 +50,15 @@ class ProviderRegistry:
                 if provider is None:
                     provider = self._providers[name] = _build(name, self._settings)
         return provider
+
+    def close(self) -> None:
+        """Close every adapter built or given so far, each once even when it serves several names (shutdown)."""
+        with self._lock:
+            served: dict[int, tuple[Provider, list[str]]] = {}
+            for name, provider in self._providers.items():
+                served.setdefault(id(provider), (provider, []))[1].append(name)
+        for provider, names in served.values():
+            try:
+                provider.close()
+            except Exception:  # one adapter failing to let go must not keep the others' connections open
+                logger.exception("closing the adapter of %s failed", ", ".join(names))

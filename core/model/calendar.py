@@ -93,6 +93,10 @@ class Provider(Protocol):
         """Remove the target's event; an event that is already gone is success."""
         ...
 
+    def close(self) -> None:
+        """Release connections and threads (worker shutdown); idempotent, and a later call may reconnect."""
+        ...
+
 
 class ProviderLookup(Protocol):
     """Which adapter serves an account's provider: the worker's registry, built by the composition root."""

@@ -9,10 +9,10 @@ from typing import Any
 
 from sqlalchemy import Connection, RowMapping, bindparam, select, update
 
-from calsync.core.config.logging import register_secrets
 from calsync.core.model.calendar import Account, AccountStatus, ProviderName
 from calsync.core.model.errors import EntityNotFound
 from calsync.core.model.ids import new_id
+from calsync.core.model.redaction import register_secrets
 from calsync.core.store.crypto import CredentialCipher
 from calsync.core.store.schema import provider_accounts
 

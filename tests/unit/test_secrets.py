@@ -7,7 +7,10 @@ import json
 import logging
 from typing import Any
 
-from calsync.core.config.logging import JsonFormatter, configure_logging, job_context, redact, register_secrets
+import pytest
+
+from calsync.core.config.logging import JsonFormatter, configure_logging, job_context
+from calsync.core.model.redaction import MASK, redact, register_secrets
 from calsync.core.store import accounts
 from calsync.core.store.crypto import generate_key
 from tests.support import Pipeline, wait_until
@@ -24,6 +27,39 @@ def test_registered_secrets_and_token_shapes_are_masked() -> None:
     for secret in (REFRESH, CLIENT_SECRET, ACCESS, "abcdefghijkl"):
         assert secret not in masked
     assert redact('{"password": "hunter22", "user": "ann"}') == '{"password": "***", "user": "ann"}'
+
+
+def test_the_call_s_own_secrets_are_masked_longest_first_and_short_strings_left_alone() -> None:
+    text = "user ann, password hunter22 or hunter22-extended, pin 123"
+    assert redact(text, ["hunter22", "hunter22-extended", "123", "ann"]) == (
+        "user ann, password *** or ***, pin 123"
+    )
+
+
+@pytest.mark.parametrize(
+    "token",
+    [
+        "1//0g-refresh.token_value",
+        "ya29.a0-access_token.value",
+        "eyJhbGciOiJSUzI1NiJ9.eyJzdWIiOiJ4In0.c2ln",
+        "-----BEGIN RSA PRIVATE KEY-----\nMIIEpAIBAAKCAQEA\n-----END RSA PRIVATE KEY-----",
+    ],
+)
+def test_token_shapes_are_masked_without_being_registered(token: str) -> None:
+    assert redact(f"answer: {token} (done)") == f"answer: {MASK} (done)"
+
+
+def test_prefixes_of_masked_pairs_are_kept() -> None:
+    assert redact("Authorization: Bearer abcdefghijkl") == f"Authorization: Bearer {MASK}"
+    assert redact("Authorization: Basic c3ZjOnN2Yy1wYXNz") == f"Authorization: Basic {MASK}"
+    assert redact("client_secret=GOCSPX-x&scope=y") == f"client_secret={MASK}&scope=y"
+
+
+def test_registration_takes_long_strings_and_long_lines_of_multi_line_secrets() -> None:
+    key = "-----BEGIN KEY-----\nQUJDREVGR0hJSktMTU5PUFFSU1RVVldY\n-----END KEY-----"
+    register_secrets({"options": ["tiny", {"private": key}], "n": 5})
+    assert redact("line QUJDREVGR0hJSktMTU5PUFFSU1RVVldY leaked") == f"line {MASK} leaked"
+    assert redact("a tiny word") == "a tiny word"
 
 
 def test_log_lines_are_json_with_job_fields() -> None:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import dataclasses
 import datetime as dt
 
+import exchangelib.protocol
 import pytest
 
 from calsync.core.model.calendar import SendUpdates
@@ -248,3 +249,33 @@ def test_oauth2_wrong_client_secret_is_auth_revoked_after_one_token_request(
         assert "not-the-secret" not in str(caught.value)
 
     assert [(r["operation"], r["outcome"]) for r in ews.requests()] == [("token", "invalid_client")] * 2
+
+
+def test_close_releases_each_mailbox_pool_once_and_the_adapter_reconnects_after(
+    provider: ExchangeProvider,
+    ews: EwsControl,
+    make_account: MakeAccount,
+    make_event: MakeEvent,
+    make_target: MakeTarget,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    closed: list[object] = []
+    real_close = exchangelib.protocol.BaseProtocol.close
+
+    def recording_close(protocol: exchangelib.protocol.BaseProtocol) -> None:
+        closed.append(protocol)
+        real_close(protocol)
+
+    monkeypatch.setattr(exchangelib.protocol.BaseProtocol, "close", recording_close)
+    event = make_event()
+    for address in ("alpha@example.com", "beta@example.com"):
+        account = make_account(address)
+        provider.upsert(account, event, make_target(account, event))
+
+    provider.close()
+    provider.close()
+
+    assert len(closed) == 2  # one mailbox each, the second close found nothing left to release
+    account = make_account("alpha@example.com")
+    provider.upsert(account, dataclasses.replace(event, title="After close"), make_target(account, event))
+    assert [item["subject"] for item in ews.items("alpha@example.com")] == ["After close"]

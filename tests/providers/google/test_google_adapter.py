@@ -8,6 +8,7 @@ import re
 import threading
 from typing import Any
 
+import httplib2
 import pytest
 from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric import rsa
@@ -20,13 +21,13 @@ from calsync.core.model.errors import (
     ProviderUnavailable,
     TemporaryError,
 )
+from calsync.core.model.redaction import redact
 from calsync.providers.google import (
     SCOPES,
     SYNC_KEY_PROPERTY,
     VERSION_PROPERTY,
     GoogleProvider,
     event_id_for,
-    scrub,
 )
 from tests.providers.google.gcal_support import Api, Emulator, make_event, target_for
 
@@ -169,7 +170,8 @@ def test_409_refuses_an_event_calsync_did_not_create(provider: GoogleProvider, a
 def test_lost_insert_response_then_job_retry_makes_one_event(
     provider: GoogleProvider, account: Account, emulator: Emulator, api: Api
 ) -> None:
-    # The insert lands but both answers (httplib2 re-sends once, notes §4.4) are lost: a crash before commit.
+    # The insert lands but both answers are lost (httplib2 re-sends a POST once on a dropped connection,
+    # docs/notes/google-calendar.md): a crash before commit.
     emulator.fault(method="POST", path="/events$", after=True, drop=True, times=2)
     event = make_event()
     target = target_for(event, account)
@@ -415,9 +417,9 @@ def test_error_messages_never_carry_secrets(provider: GoogleProvider, account: A
     assert refresh_token not in str(revoked.value)
 
 
-def test_scrub_removes_private_keys_and_known_secrets() -> None:
+def test_redaction_removes_private_keys_and_the_call_s_secrets() -> None:
     text = "key -----BEGIN PRIVATE KEY-----\nMIIE\n-----END PRIVATE KEY----- and hunter22"
-    assert scrub(text, ["hunter22"]) == "key *** and ***"
+    assert redact(text, ["hunter22"]) == "key *** and ***"
 
 
 # --- concurrency ---------------------------------------------------------------------------------
@@ -459,3 +461,28 @@ def test_eight_threads_have_no_cross_talk(provider: GoogleProvider, account: Acc
 def test_event_id_ignores_sync_state() -> None:
     one = Target(event_id="e", account_id="a", tenant_id="t", external_id="x", etag="1", synced_version=4)
     assert event_id_for(one.sync_key) == event_id_for(Target(event_id="e", account_id="a", tenant_id="t").sync_key)
+
+
+def test_close_closes_the_service_and_every_thread_s_connections_then_reconnects(
+    provider: GoogleProvider, account: Account, api: Api, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    closed: list[httplib2.Http] = []
+    real_close = httplib2.Http.close
+
+    def recording_close(http: httplib2.Http) -> None:
+        closed.append(http)
+        real_close(http)
+
+    monkeypatch.setattr(httplib2.Http, "close", recording_close)
+    first, second = make_event("ev-1"), make_event("ev-2")
+    provider.upsert(account, first, target_for(first, account))
+    other = threading.Thread(target=provider.upsert, args=(account, second, target_for(second, account)))
+    other.start()
+    other.join()
+
+    provider.close()
+
+    assert len({id(http) for http in closed}) == 3  # the service's own and one per calling thread
+    changed = dataclasses.replace(first, version=2, title="after close")
+    provider.upsert(account, changed, target_for(first, account))
+    assert {e["summary"] for e in api.list_all(CAL)} == {"after close", second.title}

@@ -136,7 +136,7 @@ CASES = [
     Case("invalid_client", "token grant refused", fault(path=TOKEN, status=401, reason="invalid_client")),
     Case("unauthorized_client", "token grant refused", fault(path=TOKEN, status=400, reason="unauthorized_client")),
     Case("token-502-html", "token endpoint failure", fault(path=TOKEN, status=502, style="html")),
-    # JSON 5xx: google-auth itself tries three times, sleeping ~1 s and ~2 s (notes §5.4).
+    # JSON 5xx: google-auth itself tries three times, sleeping ~1 s and ~2 s (docs/notes/google-calendar.md).
     Case("token-503-json", "token endpoint failure", fault(path=TOKEN, status=503)),
     Case("api-timeout", "timeout", api_timeout),
     Case("token-timeout", "timeout", token_timeout),

@@ -1,0 +1,36 @@
+"""Exchange adapter: calendar items over EWS with exchangelib, safe to run twice for the same change.
+
+Modules: ``provider`` (the adapter, :class:`ExchangeProvider`, and its idempotency rules),
+``classification`` (the one table from exchangelib/EWS failures to calsync errors), ``items`` (local
+state → calendar-item fields, the sync-key property, invitation modes), ``account_config`` (an
+account's options and credentials, validated), ``mailboxes`` (connecting and caching mailboxes),
+``config`` (what the adapter is configured with). Library facts: docs/notes/exchange.md.
+
+Deployments served: Exchange Server on-premises (2016, 2019 and Subscription Edition, which keep EWS)
+and Exchange Online tenants that still allow EWS. Microsoft begins disabling EWS in Exchange Online on
+1 Oct 2026; tenants that allow-list the app (``EWSEnabled=True`` + ``EWSAllowedAppIDs``) keep it until
+the permanent shutdown on 1 Apr 2027. A blocked mailbox answers HTTP 403
+(→ :class:`~calsync.core.model.errors.Forbidden`). A Microsoft Graph adapter for Exchange Online is
+planned separately.
+"""
+
+from calsync.providers.exchange.account_config import AccountConfig, read_account_config
+from calsync.providers.exchange.classification import CLASSIFICATION, Classification, classify_error
+from calsync.providers.exchange.config import ExchangeConfig, ExchangeSettings
+from calsync.providers.exchange.items import SEND_MODES, SYNC_KEY_PROPERTY_NAME, SYNC_KEY_PROPERTY_SET, item_fields
+from calsync.providers.exchange.provider import ExchangeProvider
+
+__all__ = [
+    "CLASSIFICATION",
+    "SEND_MODES",
+    "SYNC_KEY_PROPERTY_NAME",
+    "SYNC_KEY_PROPERTY_SET",
+    "AccountConfig",
+    "Classification",
+    "ExchangeConfig",
+    "ExchangeProvider",
+    "ExchangeSettings",
+    "classify_error",
+    "item_fields",
+    "read_account_config",
+]

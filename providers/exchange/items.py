@@ -1,0 +1,93 @@
+"""Local event state as EWS calendar-item fields: times, attendees, invitations, and our sync-key property.
+
+Times (as :mod:`calsync.core.model.change` defines them): a timed event takes date-times, a naive one being
+wall time in ``event.time_zone`` (an IANA name) and an aware one an instant shown in that zone. All-day
+events run from midnight of ``start`` to midnight of ``end`` in that zone, ``end`` exclusive (as
+iCalendar and Google); ``end == start`` is read as one day.
+
+Invitations: ``send_updates`` maps through :data:`SEND_MODES`. ``external_only`` has no EWS
+equivalent (EWS cannot tell external attendees apart), so it sends to everyone, and everyone learns
+of the change rather than external guests missing it. Only values valid for CreateItem, UpdateItem and
+DeleteItem alike are used (exchangelib accepts different sets for each).
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from collections.abc import Mapping
+from typing import Any
+
+from exchangelib import Attendee, Body, CalendarItem, EWSDateTime, EWSTimeZone, ExtendedProperty, Mailbox
+from exchangelib.errors import UnknownTimeZone
+from exchangelib.items import SEND_TO_ALL_AND_SAVE_COPY, SEND_TO_NONE
+
+from calsync.core.model.calendar import EventState, SendUpdates
+from calsync.core.model.errors import InvalidRequest
+
+SYNC_KEY_PROPERTY_SET = "dc272488-8779-40b1-ac57-3b20cbf587cf"
+SYNC_KEY_PROPERTY_NAME = "CalsyncSyncKey"
+
+SEND_MODES: Mapping[SendUpdates, str] = {
+    "all": SEND_TO_ALL_AND_SAVE_COPY,
+    "external_only": SEND_TO_ALL_AND_SAVE_COPY,
+    "none": SEND_TO_NONE,
+}
+
+#: What an update writes: every field :func:`item_fields` sets.
+UPDATE_FIELDS = ("subject", "body", "location", "start", "end", "is_all_day", "required_attendees")
+
+
+class _SyncKey(ExtendedProperty):  # type: ignore[misc]
+    """Our (tenant, event, account) key on the item: a private named property, also visible to Graph later."""
+
+    property_set_id = SYNC_KEY_PROPERTY_SET
+    property_name = SYNC_KEY_PROPERTY_NAME
+    property_type = "String"
+
+
+CalendarItem.register("calsync_sync_key", _SyncKey)
+
+
+def _time_zone(name: str) -> Any:
+    try:
+        return EWSTimeZone(name)
+    except (UnknownTimeZone, ValueError) as exc:
+        raise InvalidRequest(f"time zone {name!r} has no Exchange equivalent") from exc
+
+
+def _instant(value: dt.datetime | dt.date, tz: Any) -> Any:
+    if not isinstance(value, dt.datetime):
+        raise InvalidRequest("a timed event needs datetimes for start and end, got a date")
+    # Events read back from the store carry fixed UTC offsets (datetime.timezone), which exchangelib cannot
+    # name ("UTC+01:00"): hand it the instant in UTC, then show it in the event's zone.
+    aware = value.astimezone(dt.UTC) if value.tzinfo is not None else value.replace(tzinfo=tz)
+    return EWSDateTime.from_datetime(aware).astimezone(tz)
+
+
+def _midnight(value: dt.datetime | dt.date, tz: Any) -> Any:
+    day = value.date() if isinstance(value, dt.datetime) else value
+    return EWSDateTime(day.year, day.month, day.day, tzinfo=tz)
+
+
+def item_fields(event: EventState) -> dict[str, Any]:
+    """The CalendarItem fields that make Exchange show ``event``."""
+    tz = _time_zone(event.time_zone)
+    if event.all_day:
+        start, end = _midnight(event.start, tz), _midnight(event.end, tz)
+        if end < start:
+            raise InvalidRequest(f"event {event.id} ends ({end.date()}) before it starts ({start.date()})")
+        end = max(end, _midnight(start + dt.timedelta(days=1), tz))
+    else:
+        start, end = _instant(event.start, tz), _instant(event.end, tz)
+        if end < start:
+            raise InvalidRequest(f"event {event.id} ends ({end.isoformat()}) before it starts ({start.isoformat()})")
+    attendees = [Attendee(mailbox=Mailbox(email_address=a), response_type="Unknown") for a in event.attendees]
+    return {
+        "subject": event.title,
+        "body": Body(event.description) if event.description else None,
+        "location": event.location or None,
+        "start": start,
+        "end": end,
+        "is_all_day": event.all_day,
+        "required_attendees": attendees or None,
+    }

@@ -1,0 +1,98 @@
+"""Connected mailboxes: one exchangelib Account with its calendar folder per calsync account, built once.
+
+exchangelib runs with ``FailFast`` (the queue owns retries: ``FaultTolerance`` would sleep in the worker
+thread and share its back-off across every mailbox on a connection pool), ``Version(EXCHANGE_2016)``
+(the API of 2016, 2019, SE and Online) and the configured ``auth_type``, so no probing requests are
+sent; the pool holds one connection per worker thread and requests time out after the provider timeout.
+A mailbox is rebuilt when its account's options or credentials change.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from exchangelib import UTC, Configuration, FailFast, Version
+from exchangelib import Account as EwsAccount
+from exchangelib.folders import Calendar, Root
+from exchangelib.version import EXCHANGE_2016
+
+from calsync.core.model.calendar import Account
+from calsync.providers.exchange.account_config import AccountConfig
+
+
+@dataclass(frozen=True)
+class ConnectedMailbox:
+    """An exchangelib Account with its resolved calendar folder."""
+
+    account: Any
+    calendar: Any
+
+
+def connect(account: Account, config: AccountConfig, *, max_connections: int, timeout: float) -> ConnectedMailbox:
+    """The account's mailbox and calendar folder, on a protocol pinned to our pool size, timeout and FailFast."""
+    ews_config = Configuration(
+        service_endpoint=config.options.server_url,
+        credentials=config.credentials(),
+        auth_type=config.auth_type,
+        version=Version(build=EXCHANGE_2016),
+        retry_policy=FailFast(),
+        max_connections=max_connections,
+    )
+    ews = EwsAccount(
+        account.address,
+        config=ews_config,
+        autodiscover=config.options.autodiscover,
+        access_type=config.access_type,
+        default_timezone=UTC,
+    )
+    # Protocols are cached process-wide per (endpoint, credentials) and the first Configuration's pool size
+    # and retry policy win, so pin them on the protocol itself (docs/notes/exchange.md, "Protocol cache").
+    protocol = ews.protocol
+    protocol.max_connections = max_connections
+    protocol.TIMEOUT = timeout
+    if not isinstance(protocol.retry_policy, FailFast):
+        protocol.config.retry_policy = FailFast()
+    # Not Account.calendar: its cached_property lock is one per process, so first use would serialize
+    # every mailbox's GetFolder calls behind each other (docs/notes/exchange.md, "Folder lookup").
+    calendar = Root.get_distinguished(account=ews).get_default_folder(Calendar)
+    return ConnectedMailbox(ews, calendar)
+
+
+class _Entry:
+    def __init__(self, fingerprint: str) -> None:
+        self.fingerprint = fingerprint
+        self.lock = threading.Lock()
+        self.mailbox: ConnectedMailbox | None = None
+
+
+class MailboxCache:
+    """Mailboxes by calsync account id; each is connected once, without blocking other accounts meanwhile."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._entries: dict[str, _Entry] = {}
+
+    def get(self, key: str, fingerprint: str, connect: Callable[[], ConnectedMailbox]) -> ConnectedMailbox:
+        """The cached mailbox, connecting it first when missing or when its configuration changed."""
+        with self._lock:
+            entry = self._entries.get(key)
+            if entry is None or entry.fingerprint != fingerprint:
+                entry = self._entries[key] = _Entry(fingerprint)
+        with entry.lock:
+            if entry.mailbox is None:
+                entry.mailbox = connect()
+            return entry.mailbox
+
+    def evict(self, key: str) -> None:
+        """Forget a mailbox so the next call connects afresh (after auth or configuration failures)."""
+        with self._lock:
+            self._entries.pop(key, None)
+
+    def drain(self) -> list[ConnectedMailbox]:
+        """Forget every mailbox, returning the connected ones."""
+        with self._lock:
+            entries, self._entries = list(self._entries.values()), {}
+        return [e.mailbox for e in entries if e.mailbox is not None]

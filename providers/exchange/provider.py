@@ -1,0 +1,182 @@
+"""The Exchange adapter: calendar items over EWS with exchangelib, safe to run twice for the same change.
+
+Idempotency and repair rules:
+
+- Every item carries the extended property ``CalsyncSyncKey`` = ``target.sync_key``. A create first looks
+  the key up and adopts a match (applying the latest state to it), so a create whose response was lost
+  never yields a second item.
+- An update sends ``target.etag`` as the ChangeKey. On a conflict (stale ChangeKey) or an unknown or
+  malformed ItemId it re-resolves the item by sync key and re-applies the latest local state once.
+  If no item carries the key, the item was deleted in Exchange behind our back and is **recreated**:
+  local state is the source of truth, only a delete job removes an event for good.
+- A delete of an item that is already gone succeeds; without ``target.external_id`` (or with a
+  malformed one) it deletes every item carrying the sync key.
+- EWS has no unique constraint: two workers creating the same key at the same moment could both miss
+  the lookup. The pipeline's per-target lock is what rules that out.
+- A bearer token rejected with 401 is retried once (exchangelib fetches a new token); a Basic/NTLM
+  401 never is: repeating a wrong password can lock the account out. Both end as ``AuthRevoked``.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Mapping
+from typing import Any, TypeVar
+
+from exchangelib import CalendarItem
+from exchangelib.errors import (
+    ErrorChangeKeyRequiredForWriteOperations,
+    ErrorInvalidChangeKey,
+    ErrorInvalidIdMalformed,
+    ErrorIrresolvableConflict,
+    ErrorItemNotFound,
+    ErrorStaleObject,
+    EWSError,
+    UnauthorizedError,
+)
+
+from calsync.core.model.calendar import Account, EventState, ExternalRef, ProviderName, SendUpdates, Target
+from calsync.core.model.errors import AuthRevoked, CalsyncError, ConfigurationError
+from calsync.providers.exchange.account_config import AccountConfig, read_account_config
+from calsync.providers.exchange.classification import classify_error
+from calsync.providers.exchange.config import ExchangeSettings
+from calsync.providers.exchange.items import SEND_MODES, UPDATE_FIELDS, item_fields
+from calsync.providers.exchange.mailboxes import ConnectedMailbox, MailboxCache, connect
+
+logger = logging.getLogger(__name__)
+
+T = TypeVar("T")
+
+_STALE_REFERENCE = (
+    ErrorItemNotFound,
+    ErrorInvalidIdMalformed,
+    ErrorIrresolvableConflict,
+    ErrorInvalidChangeKey,
+    ErrorStaleObject,
+    ErrorChangeKeyRequiredForWriteOperations,
+)
+
+
+class ExchangeProvider:
+    """Pushes local events into Exchange calendars over EWS; one instance serves every worker thread."""
+
+    name: ProviderName = "exchange"
+
+    def __init__(self, config: ExchangeSettings) -> None:
+        self._timeout = config.provider_timeout
+        self._max_connections = config.worker_threads
+        self._mailboxes = MailboxCache()
+
+    def upsert(self, account: Account, event: EventState, target: Target) -> ExternalRef:
+        """Create (adopting an item a lost response already created) or update the target's item."""
+        config = read_account_config(account)
+        fields = item_fields(event)
+        mode = SEND_MODES[event.send_updates]
+        if target.external_id is None:
+            return self._run(account, config, "create", lambda mbx: self._create(mbx, fields, target.sync_key, mode))
+        return self._run(account, config, "update", lambda mbx: self._update(mbx, fields, target, mode))
+
+    def delete(self, account: Account, target: Target, *, send_updates: SendUpdates = "none") -> None:
+        """Delete the target's item; an item already gone counts as deleted."""
+        config = read_account_config(account)
+        mode = SEND_MODES[send_updates]
+        self._run(account, config, "delete", lambda mbx: self._delete(mbx, target, mode))
+
+    def close(self) -> None:
+        """Release pooled connections on worker shutdown (exchangelib keeps them open per credential)."""
+        for mailbox in self._mailboxes.drain():
+            mailbox.account.protocol.close()
+
+    # --- plumbing -------------------------------------------------------------------------------
+
+    def _run(
+        self, account: Account, config: AccountConfig, operation: str, action: Callable[[ConnectedMailbox], T]
+    ) -> T:
+        try:
+            try:
+                return action(self._mailbox(account, config))
+            except UnauthorizedError:
+                if not config.oauth:
+                    raise
+                # The 401 retired the session and cleared the token, so the next session fetches a fresh one
+                # (docs/notes/exchange.md, "OAuth2 tokens").
+                logger.info("Exchange %s for %s: bearer token rejected, retrying once", operation, account.address)
+                return action(self._mailbox(account, config))
+        except CalsyncError:
+            raise
+        except Exception as exc:
+            error = classify_error(exc, operation=operation, mailbox=account.address, secrets=config.secrets)
+            # Reconnect next time after bad credentials or configuration, and after any OAuth failure outside EWS:
+            # a token fetch failing while exchangelib replaces a retired session leaks a pool slot for good.
+            if isinstance(error, AuthRevoked | ConfigurationError) or (config.oauth and not isinstance(exc, EWSError)):
+                self._mailboxes.evict(account.id)
+            raise error from exc
+
+    def _mailbox(self, account: Account, config: AccountConfig) -> ConnectedMailbox:
+        return self._mailboxes.get(
+            account.id,
+            config.fingerprint,
+            lambda: connect(account, config, max_connections=self._max_connections, timeout=self._timeout),
+        )
+
+    @staticmethod
+    def _find(mbx: ConnectedMailbox, sync_key: str) -> list[Any]:
+        found = list(mbx.calendar.filter(calsync_sync_key=sync_key).only("id", "changekey"))
+        # exchangelib yields some item-level errors (ErrorItemNotFound, ...) as values instead of raising them.
+        for problem in (f for f in found if isinstance(f, Exception)):
+            raise problem
+        if len(found) > 1:
+            logger.warning("%d Exchange items carry sync key %s; using the first", len(found), sync_key)
+        return found
+
+    @staticmethod
+    def _insert(mbx: ConnectedMailbox, fields: Mapping[str, Any], sync_key: str, mode: str) -> ExternalRef:
+        item = CalendarItem(account=mbx.account, folder=mbx.calendar, calsync_sync_key=sync_key, **fields)
+        item.save(send_meeting_invitations=mode)
+        return ExternalRef(item.id, item.changekey)
+
+    @staticmethod
+    def _save(
+        mbx: ConnectedMailbox, item_id: str, change_key: str, fields: Mapping[str, Any], mode: str
+    ) -> ExternalRef:
+        item = CalendarItem(account=mbx.account, folder=mbx.calendar, id=item_id, changekey=change_key, **fields)
+        item.save(update_fields=list(UPDATE_FIELDS), send_meeting_invitations=mode)
+        return ExternalRef(item.id, item.changekey)
+
+    def _create(self, mbx: ConnectedMailbox, fields: Mapping[str, Any], sync_key: str, mode: str) -> ExternalRef:
+        existing = self._find(mbx, sync_key)
+        if existing:
+            logger.info(
+                "Adopting Exchange item %s for sync key %s (a previous create succeeded)", existing[0].id, sync_key
+            )
+            return self._save(mbx, existing[0].id, existing[0].changekey, fields, mode)
+        return self._insert(mbx, fields, sync_key, mode)
+
+    def _update(self, mbx: ConnectedMailbox, fields: Mapping[str, Any], target: Target, mode: str) -> ExternalRef:
+        if target.external_id is not None and target.etag is not None:
+            try:
+                return self._save(mbx, target.external_id, target.etag, fields, mode)
+            except _STALE_REFERENCE as exc:
+                logger.info("Exchange item %s: %s, re-resolving by sync key", target.external_id, type(exc).__name__)
+        current = self._find(mbx, target.sync_key)
+        if not current:
+            logger.info("Exchange item for sync key %s was deleted in Exchange; recreating it", target.sync_key)
+            return self._insert(mbx, fields, target.sync_key, mode)
+        return self._save(mbx, current[0].id, current[0].changekey, fields, mode)
+
+    def _delete(self, mbx: ConnectedMailbox, target: Target, mode: str) -> None:
+        if target.external_id is not None:
+            try:
+                self._remove(mbx, target.external_id, mode)
+                return
+            except ErrorInvalidIdMalformed:
+                logger.info("Stored Exchange id %s is malformed, deleting by sync key", target.external_id)
+        for item in self._find(mbx, target.sync_key):
+            self._remove(mbx, item.id, mode)
+
+    @staticmethod
+    def _remove(mbx: ConnectedMailbox, item_id: str, mode: str) -> None:
+        try:
+            CalendarItem(account=mbx.account, folder=mbx.calendar, id=item_id).delete(send_meeting_cancellations=mode)
+        except ErrorItemNotFound:
+            logger.info("Exchange item %s was already gone", item_id)

@@ -1,0 +1,48 @@
+"""Google Calendar adapter: makes a Calendar v3 calendar show an :class:`EventState`, on the real client library.
+
+Modules: ``provider`` (the adapter, :class:`GoogleProvider`), ``classification`` (the one table of what
+is temporary and what is not), ``event_body`` (local state → event resource, deterministic ids),
+``credentials`` (Google's credential JSON → google-auth, cached), ``config`` (what the adapter is
+configured with). The library facts behind these choices are in docs/notes/google-calendar.md.
+
+- One service object per adapter (static discovery, endpoint from ``CALSYNC_GOOGLE_API_ENDPOINT``), each
+  call executed through an ``AuthorizedHttp`` over a per-thread ``httplib2.Http``: httplib2 is not
+  thread-safe and a shared one hands threads each other's responses. That ``Http`` carries
+  ``CALSYNC_PROVIDER_TIMEOUT``, so it bounds API calls and token refreshes alike.
+- ``execute(num_retries=0)``: the queue owns retries; the client's own retry re-sends inserts and ignores
+  Retry-After.
+- Creates are idempotent: the event id is derived from ``target.sync_key`` and our keys live in
+  ``extendedProperties.private``; a 409 ``duplicate`` means an earlier attempt (or a cancelled event) holds
+  the id, so we adopt it and bring it to the wanted state, which also restores a cancelled event.
+- Updates send the full wanted state with ``If-Match`` of the last synced etag; on 412 we re-read, re-apply
+  our state on top of what is there (keeping fields we don't manage) and retry, a bounded number of times.
+- ``EventState.status`` is written as Google's ``status``: ``cancelled`` hides the event as a delete does, and
+  a later upsert with ``confirmed`` restores it.
+- Deletes treat 404 and 410 as done.
+- Every failure goes through :data:`CLASSIFICATION`.
+"""
+
+from calsync.providers.google.classification import CLASSIFICATION, QUOTA_RETRY_AFTER, Failure, Row, classify, describe
+from calsync.providers.google.config import GoogleConfig, GoogleSettings
+from calsync.providers.google.credentials import SCOPES, build_credentials
+from calsync.providers.google.event_body import SYNC_KEY_PROPERTY, VERSION_PROPERTY, event_body, event_id_for
+from calsync.providers.google.provider import MAX_CONFLICTS, GoogleProvider
+
+__all__ = [
+    "CLASSIFICATION",
+    "MAX_CONFLICTS",
+    "QUOTA_RETRY_AFTER",
+    "SCOPES",
+    "SYNC_KEY_PROPERTY",
+    "VERSION_PROPERTY",
+    "Failure",
+    "GoogleConfig",
+    "GoogleProvider",
+    "GoogleSettings",
+    "Row",
+    "build_credentials",
+    "classify",
+    "describe",
+    "event_body",
+    "event_id_for",
+]

@@ -1,0 +1,118 @@
+"""An account's Google credentials: built from Google's own JSON, scoped, and cached per account and secret.
+
+``account.credentials`` is Google's JSON, as a mapping:
+
+- ``authorized_user``: ``client_id``, ``client_secret``, ``refresh_token``, optional ``token_uri`` (honoured,
+  although google-auth's ``from_authorized_user_info`` ignores it), optional cached ``token``/``expiry``;
+  ``type`` may be absent (google-auth-oauthlib's ``to_json()`` omits it);
+- ``service_account``: the key file (``client_email``, ``private_key``, ``token_uri``, ...).
+
+``account.options`` (all optional):
+
+- ``calendar_id``: the calendar to write into (default ``account.address``, i.e. the user's primary calendar);
+- ``subject``: the user a service account impersonates through domain-wide delegation (default
+  ``account.address``);
+- ``delegate``: ``false`` makes a service account act as itself instead of impersonating (default ``true``).
+"""
+
+from __future__ import annotations
+
+import collections
+import hashlib
+import json
+import threading
+from collections.abc import Collection, Mapping
+from typing import Any
+
+from google.auth.credentials import Credentials
+from google.auth.exceptions import GoogleAuthError
+from google.oauth2 import credentials as user_credentials
+from google.oauth2 import service_account
+
+from calsync.core.model.calendar import Account
+from calsync.core.model.errors import ConfigurationError
+
+SCOPES = ("https://www.googleapis.com/auth/calendar.events",)
+_SECRET_FIELDS = ("refresh_token", "client_secret", "private_key", "private_key_id", "token")
+_CACHE_SIZE = 1024
+
+
+def account_option(account: Account, name: str, kind: type, default: Any) -> Any:
+    """One of the account's options, checked for its type (a wrong one is a configuration error)."""
+    value = account.options.get(name, default)
+    if not isinstance(value, kind):
+        raise ConfigurationError(f"Google account {account.id}: option {name!r} must be a {kind.__name__}")
+    return value
+
+
+def _require(info: Mapping[str, Any], fields: Collection[str], where: str) -> None:
+    missing = [f for f in fields if not isinstance(info.get(f), str) or not info[f]]
+    if missing:
+        raise ConfigurationError(f"{where} lack {', '.join(missing)}")
+
+
+def build_credentials(account: Account) -> Credentials:
+    """google-auth credentials for the account, scoped explicitly (else a service account asks for 18 scopes)."""
+    info = account.credentials
+    if not isinstance(info, Mapping):
+        raise ConfigurationError(f"Google account {account.id}: credentials must be a JSON object")
+    kind = info.get("type", "authorized_user" if "refresh_token" in info else None)
+    where = f"Google account {account.id}: {kind} credentials"
+    try:
+        if kind == "authorized_user":
+            _require(info, ("client_id", "client_secret", "refresh_token"), where)
+            user: user_credentials.Credentials = user_credentials.Credentials.from_authorized_user_info(  # type: ignore[no-untyped-call]
+                dict(info), scopes=list(SCOPES)
+            )
+            if info.get("token_uri"):
+                user = user.with_token_uri(info["token_uri"])
+            return user
+        if kind == "service_account":
+            _require(info, ("client_email", "private_key", "token_uri"), where)
+            robot: service_account.Credentials = service_account.Credentials.from_service_account_info(  # type: ignore[no-untyped-call]
+                dict(info), scopes=list(SCOPES)
+            )
+            if account_option(account, "delegate", bool, True):
+                subject = account_option(account, "subject", str, account.address)
+                delegated: Credentials = robot.with_subject(subject)  # type: ignore[no-untyped-call]
+                return delegated
+            return robot
+    except (ValueError, TypeError, GoogleAuthError) as exc:
+        # Only the class name: google-auth's messages may quote the key material.
+        raise ConfigurationError(f"{where} are malformed ({type(exc).__name__})") from None
+    raise ConfigurationError(
+        f"Google account {account.id}: credentials must be Google's authorized_user or service_account JSON"
+    )
+
+
+def secrets_of(account: Account) -> tuple[str, ...]:
+    """The account's secret values, to be masked in any message about it."""
+    return tuple(str(account.credentials[f]) for f in _SECRET_FIELDS if account.credentials.get(f))
+
+
+class CredentialCache:
+    """One credentials object per account and secret, so access tokens are reused across jobs and threads."""
+
+    def __init__(self, size: int = _CACHE_SIZE) -> None:
+        self._size = size
+        self._credentials: collections.OrderedDict[tuple[str, str], Credentials] = collections.OrderedDict()
+        self._lock = threading.Lock()
+
+    def get(self, account: Account) -> Credentials:
+        """The account's cached credentials, built on first use or when its credentials or options changed."""
+        try:
+            material = json.dumps([account.credentials, account.options], sort_keys=True, default=str)
+        except (TypeError, ValueError):
+            raise ConfigurationError(f"Google account {account.id}: credentials must be a JSON object") from None
+        key = (account.id, hashlib.sha256(material.encode()).hexdigest())
+        with self._lock:
+            cached = self._credentials.get(key)
+            if cached is not None:
+                self._credentials.move_to_end(key)
+                return cached
+        built = build_credentials(account)
+        with self._lock:
+            cached = self._credentials.setdefault(key, built)
+            while len(self._credentials) > self._size:
+                self._credentials.popitem(last=False)
+        return cached
