@@ -106,7 +106,7 @@ def test_the_wheel_ships_one_top_level_package_that_cannot_collide(
     assert tops == {"calsync", "calsync-0.1.0.dist-info"}
     assert not [n for n in names if n.split("/", 1)[0] in CONSUMER_PACKAGES]
     assert {"calsync/__init__.py", "calsync/core/model/planner.py", "calsync/actors/cli/main.py",
-            "calsync/providers/google.py", "calsync/core/store/migrations/env.py"} <= set(names)  # fmt: skip
+            "calsync/providers/google/provider.py", "calsync/core/store/migrations/env.py"} <= set(names)  # fmt: skip
 
     venv = _fresh_venv(tmp_path, wheel)
     consumer = _consumer(tmp_path)
