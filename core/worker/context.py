@@ -17,13 +17,12 @@ import dramatiq
 from dramatiq.middleware import MiddlewareError, SkipMessage
 
 from calsync.core.model.payload import SYNC_JOB, JobPayload
+from calsync.core.model.vocabulary import DeadLetterCause, Outcome
 from calsync.core.worker.snapshot import Snapshot, load_snapshot
 
 if TYPE_CHECKING:
     from calsync.core.redis.locks import HeldLock
     from calsync.core.runtime import Runtime
-
-Outcome = str  # success | already_done | stale | retry_scheduled | lock_busy | dead_lettered
 
 _current: contextvars.ContextVar[JobContext | None] = contextvars.ContextVar("calsync_delivery", default=None)
 
@@ -39,7 +38,7 @@ class JobContext:
     payload: JobPayload | None = None
     outcome: Outcome | None = None
     error: BaseException | None = None
-    dead_letter_reason: str | None = None
+    dead_letter_cause: DeadLetterCause | None = None  # set when the retry policy dead-letters the delivery
     lock: HeldLock | None = None
     snapshot: Snapshot | None = None
     provider: str = "unknown"

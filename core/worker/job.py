@@ -16,6 +16,7 @@ from calsync.core.messaging.messages import sync_message
 from calsync.core.model.calendar import Account, EventState, ExternalRef, ProviderLookup
 from calsync.core.model.errors import AccountInactive, AuthRevoked, EntityNotFound
 from calsync.core.model.payload import JobPayload, new_payload, parse_payload
+from calsync.core.model.vocabulary import Outcome
 from calsync.core.store import idempotency, targets
 from calsync.core.store.targets import TargetRow
 from calsync.core.worker.context import current_job, job_snapshot
@@ -92,7 +93,7 @@ def run_sync(runtime: Runtime, providers: ProviderLookup, payload_arg: Any) -> E
     if latest is not None and latest.synced_version > event.version:
         _enqueue_repair(runtime, payload, latest)
     if ctx is not None:
-        ctx.outcome = "success"
+        ctx.outcome = Outcome.SUCCESS
     log.info("provider synced", extra={"fields": {"effect": effect, "synced_version": event.version}})
     return effect
 

@@ -32,9 +32,10 @@ import dramatiq
 from prometheus_client import Counter, Gauge, Histogram, values
 
 from calsync.core.model.errors import ConfigurationError, error_class_of, is_permanent
+from calsync.core.model.vocabulary import Outcome
 from calsync.core.store import accounts
 from calsync.core.worker.context import JobContext
-from calsync.core.worker.middleware.dead_letters import dead_letter_reason
+from calsync.core.worker.failures import rejection_cause
 
 if TYPE_CHECKING:
     from calsync.core.config.settings import Settings
@@ -183,18 +184,18 @@ class WorkerMetrics(dramatiq.Middleware):
     def after_process_boot(self, broker: dramatiq.Broker) -> None:
         BUILD_INFO.labels(calsync_version()).set(1)
 
-    def observe_job(self, ctx: JobContext, outcome: str, duration: float) -> None:
+    def observe_job(self, ctx: JobContext, outcome: Outcome, duration: float) -> None:
         """JobLifecycle observer: one delivery ended with ``outcome`` after ``duration`` seconds."""
         try:
             provider = self._provider_of(ctx)
             _jobs(ctx.actor, provider, outcome).inc()
             _job_duration(ctx.actor, provider).observe(duration)
-            if outcome == "retry_scheduled":
+            if outcome is Outcome.RETRY_SCHEDULED:
                 error_class = error_class_of(ctx.error) if ctx.error is not None else "unknown"
                 JOB_RETRIES.labels(ctx.actor, provider, error_class).inc()
-            elif outcome == "dead_lettered":
-                reason = dead_letter_reason(ctx.error, exhausted=ctx.dead_letter_reason is not None)
-                DEAD_LETTERS.labels(ctx.actor, reason).inc()
+            elif outcome is Outcome.DEAD_LETTERED:
+                cause = ctx.dead_letter_cause or rejection_cause(ctx.error)
+                DEAD_LETTERS.labels(ctx.actor, cause.reason(ctx.error)).inc()
         except Exception:
             log.warning("could not record job metrics", exc_info=True)
 

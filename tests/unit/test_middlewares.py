@@ -17,6 +17,7 @@ from sqlalchemy import update
 from calsync.core.messaging.messages import sync_message
 from calsync.core.model.errors import Forbidden, InvalidPayload, LockBusy, ProviderUnavailable, RateLimited
 from calsync.core.model.payload import JobPayload, new_payload
+from calsync.core.model.vocabulary import DeadLetterCause
 from calsync.core.runtime import Runtime
 from calsync.core.store import idempotency, targets
 from calsync.core.store.schema import idempotency_records
@@ -231,7 +232,7 @@ def test_a_permanent_error_and_exhausted_retries_fail_the_message(pipeline: Pipe
     message = _delivery(pipeline, _payload("e1"), retries=pipeline.settings.max_retries)
     retries.after_process_message(stub, message, exception=ProviderUnavailable("still down"))
     ctx = current_job()
-    assert message.failed and ctx is not None and ctx.dead_letter_reason
+    assert message.failed and ctx is not None and ctx.dead_letter_cause is DeadLetterCause.EXHAUSTED
 
 
 def test_a_retry_that_cannot_be_enqueued_is_dead_lettered_not_lost(
@@ -246,7 +247,7 @@ def test_a_retry_that_cannot_be_enqueued_is_dead_lettered_not_lost(
     message = _delivery(pipeline, _payload("e1"))
     retries.after_process_message(stub, message, exception=ProviderUnavailable("503"))
     ctx = current_job()
-    assert message.failed and ctx is not None and ctx.dead_letter_reason == "the retry could not be enqueued"
+    assert message.failed and ctx is not None and ctx.dead_letter_cause is DeadLetterCause.ENQUEUE_FAILED
 
 
 # --- DeadLetterRecorder -----------------------------------------------------------------------------

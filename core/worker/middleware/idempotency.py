@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING
 
 import dramatiq
 
+from calsync.core.model.vocabulary import Outcome
 from calsync.core.worker.context import JobContext, JobMiddleware, job_snapshot, skip
 
 if TYPE_CHECKING:
@@ -25,4 +26,4 @@ class IdempotencyGuard(JobMiddleware):
 
     def before_job(self, broker: dramatiq.Broker, message: dramatiq.MessageProxy, ctx: JobContext) -> None:
         if job_snapshot(self.runtime, ctx).already_done:
-            raise skip(ctx, "already_done")
+            raise skip(ctx, Outcome.ALREADY_DONE)

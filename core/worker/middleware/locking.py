@@ -17,6 +17,7 @@ from calsync.core.config.settings import Settings
 from calsync.core.messaging.messages import redelivery
 from calsync.core.model.backoff import jittered
 from calsync.core.model.errors import LockBusy
+from calsync.core.model.vocabulary import Outcome
 from calsync.core.redis.keys import RedisKeys
 from calsync.core.redis.locks import LockManager
 from calsync.core.worker.context import JobContext, JobMiddleware, MiddlewareFailure, current_job, skip
@@ -54,7 +55,7 @@ class ResourceLocking(JobMiddleware):
             delay=int(delay * 1000),
         )
         ctx.retry_in = delay
-        raise skip(ctx, "lock_busy")
+        raise skip(ctx, Outcome.LOCK_BUSY)
 
     def _release(self) -> None:
         ctx = current_job()

@@ -12,37 +12,24 @@ from __future__ import annotations
 
 import datetime as dt
 import logging
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 import dramatiq
 from dramatiq.middleware import Retries
 
-from calsync.core.config.logging import redact
 from calsync.core.messaging.messages import redelivery
 from calsync.core.model.backoff import retry_delay
 from calsync.core.model.errors import TemporaryError, error_class_of, is_permanent
+from calsync.core.model.vocabulary import DeadLetterCause, Outcome
 from calsync.core.store import targets
 from calsync.core.store.targets import TargetKey
 from calsync.core.worker.context import JobContext, current_job, unwrap
+from calsync.core.worker.failures import HISTORY_LIMIT, error_entry, error_message, rejection_cause
 
 if TYPE_CHECKING:
     from calsync.core.runtime import Runtime
 
 log = logging.getLogger(__name__)
-
-HISTORY_LIMIT = 20
-MESSAGE_LIMIT = 1000
-
-
-def error_entry(attempt: int, error: BaseException) -> dict[str, Any]:
-    """One line of a job's error history."""
-    return {
-        "attempt": attempt,
-        "at": dt.datetime.now(dt.UTC).isoformat(),
-        "error_class": error_class_of(error),
-        "message": redact(str(error))[:MESSAGE_LIMIT],
-    }
-
 
 class ScheduledRetries(Retries):
     """Decides retry or dead letter for every failed delivery."""
@@ -72,10 +59,10 @@ class ScheduledRetries(Retries):
             ctx.error = error
 
         if is_permanent(error):
-            self._dead_letter(message, ctx, None)
+            self._dead_letter(message, ctx, rejection_cause(error))
             return
         if retries >= self.runtime.settings.max_retries:
-            self._dead_letter(message, ctx, f"retries exhausted after {attempt} attempts")
+            self._dead_letter(message, ctx, DeadLetterCause.EXHAUSTED)
             return
 
         hint = error.retry_after if isinstance(error, TemporaryError) else None
@@ -86,19 +73,19 @@ class ScheduledRetries(Retries):
             broker.enqueue(redelivery(message, args=args), delay=int(delay * 1000))
         except Exception:
             log.exception("could not enqueue the retry; dead-lettering instead of losing the message")
-            self._dead_letter(message, ctx, "the retry could not be enqueued")
+            self._dead_letter(message, ctx, DeadLetterCause.ENQUEUE_FAILED)
             return
         if ctx is not None:
-            ctx.outcome = "retry_scheduled"
+            ctx.outcome = Outcome.RETRY_SCHEDULED
             ctx.retry_in = delay
             if ctx.payload is not None:
                 self._note_retry(ctx, error, delay)
 
-    def _dead_letter(self, message: dramatiq.MessageProxy, ctx: JobContext | None, why: str | None) -> None:
+    def _dead_letter(self, message: dramatiq.MessageProxy, ctx: JobContext | None, cause: DeadLetterCause) -> None:
         message.fail()
         if ctx is not None:
-            ctx.outcome = "dead_lettered"
-            ctx.dead_letter_reason = why
+            ctx.outcome = Outcome.DEAD_LETTERED
+            ctx.dead_letter_cause = cause
 
     def _note_retry(self, ctx: JobContext, error: BaseException, delay: float) -> None:
         # Best effort: the target's due time tells the reconciler the message is not lost, only waiting.
@@ -111,7 +98,7 @@ class ScheduledRetries(Retries):
                     TargetKey(p.tenant_id, p.entity_id, p.account_id),
                     version=p.target_version,
                     error_class=error_class_of(error),
-                    message=redact(str(error))[:MESSAGE_LIMIT],
+                    message=error_message(error),
                     due_at=dt.datetime.now(dt.UTC) + dt.timedelta(seconds=delay),
                 )
         except Exception:

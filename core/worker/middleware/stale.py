@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING
 
 import dramatiq
 
+from calsync.core.model.vocabulary import Outcome
 from calsync.core.worker.context import JobContext, JobMiddleware, job_snapshot, skip
 
 if TYPE_CHECKING:
@@ -30,6 +31,6 @@ class StaleVersionSkip(JobMiddleware):
             return  # the actor raises EntityNotFound with the details
         wanted = ctx.payload.target_version
         if snapshot.event.version > wanted:
-            raise skip(ctx, "stale")
+            raise skip(ctx, Outcome.STALE)
         if snapshot.target.synced_version >= wanted and not message.options.get("repair"):
-            raise skip(ctx, "stale")
+            raise skip(ctx, Outcome.STALE)

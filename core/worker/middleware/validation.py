@@ -7,6 +7,7 @@ import dramatiq
 from calsync.core.config.logging import bind_job
 from calsync.core.model.errors import InvalidPayload
 from calsync.core.model.payload import parse_payload
+from calsync.core.model.vocabulary import DeadLetterCause, Outcome
 from calsync.core.worker.context import JobContext, JobMiddleware, skip
 
 
@@ -20,6 +21,7 @@ class PayloadValidation(JobMiddleware):
             ctx.payload = parse_payload(message.args)
         except InvalidPayload as exc:
             ctx.error = exc
+            ctx.dead_letter_cause = DeadLetterCause.INVALID_PAYLOAD
             message.fail()
-            raise skip(ctx, "dead_lettered") from None
+            raise skip(ctx, Outcome.DEAD_LETTERED) from None
         bind_job(ctx.log_fields())
