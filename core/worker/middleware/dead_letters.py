@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import datetime as dt
 import logging
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import dramatiq
 from dramatiq.errors import BrokerConnectionError
@@ -21,13 +21,11 @@ from calsync.core.model.errors import AuthRevoked, InvalidPayload, error_class_o
 from calsync.core.model.payload import JobPayload, parse_payload
 from calsync.core.model.vocabulary import DeadLetterCause
 from calsync.core.store import accounts, dead_letters, targets
+from calsync.core.store.database import Database
 from calsync.core.store.dead_letters import DeadLetterRecord
 from calsync.core.store.targets import TargetKey
-from calsync.core.worker.context import JobContext, current_job
+from calsync.core.worker.context import JobContext, delivery_of
 from calsync.core.worker.failures import UnknownActor, error_entry, error_message, rejection_cause
-
-if TYPE_CHECKING:
-    from calsync.core.runtime import Runtime
 
 log = logging.getLogger(__name__)
 
@@ -55,13 +53,11 @@ def _raw_payload(message: dramatiq.MessageProxy) -> Any:
 class DeadLetterRecorder(dramatiq.Middleware):
     """Writes the dead-letter record, marks the target failed and, when needed, the account."""
 
-    def __init__(self, runtime: Runtime) -> None:
-        self.runtime = runtime
+    def __init__(self, db: Database) -> None:
+        self.db = db
 
     def before_nack(self, broker: dramatiq.Broker, message: dramatiq.MessageProxy) -> None:
-        ctx = current_job()
-        if ctx is not None and ctx.message_id != message.message_id:
-            ctx = None
+        ctx = delivery_of(message.message_id)
         payload = _payload_of(message, ctx)
         error: BaseException = (
             ctx.error
@@ -78,7 +74,7 @@ class DeadLetterRecorder(dramatiq.Middleware):
         log.warning("job dead-lettered", extra={"fields": {"reason": record.reason, "error_class": record.error_class}})
 
     def _store(self, record: DeadLetterRecord, payload: JobPayload | None, error: BaseException) -> None:
-        db = self.runtime.db
+        db = self.db
         with db.write() as conn:
             dead_letters.insert(db, conn, record)
             if payload is None:

@@ -12,7 +12,7 @@ from calsync.core.config.logging import bind_job, redact
 from calsync.core.model.errors import error_class_of
 from calsync.core.model.vocabulary import Outcome
 from calsync.core.redis.stats import JobStats
-from calsync.core.worker.context import JobContext, current_job, start_job
+from calsync.core.worker.context import JobContext, delivery_of, start_job
 
 log = logging.getLogger("calsync.jobs")
 
@@ -27,7 +27,8 @@ class JobLifecycle(dramatiq.Middleware):
         self.observers = list(observers)
 
     def before_process_message(self, broker: dramatiq.Broker, message: dramatiq.MessageProxy) -> None:
-        ctx = JobContext(message.message_id, message.actor_name, message.queue_name)
+        ctx = JobContext(message.message_id, message.actor_name, message.queue_name,
+                         repair=bool(message.options.get("repair")))  # fmt: skip
         start_job(ctx)
         bind_job(ctx.log_fields())
 
@@ -44,8 +45,8 @@ class JobLifecycle(dramatiq.Middleware):
             log.warning("could not write the last job outcome counts", exc_info=True)
 
     def _finish(self, message: dramatiq.MessageProxy, *, acked: bool) -> None:
-        ctx = current_job()
-        if ctx is None or ctx.message_id != message.message_id:
+        ctx = delivery_of(message.message_id)
+        if ctx is None:
             if not acked:  # e.g. a message for an actor this worker does not know
                 log.error("message dead-lettered before processing", extra={"fields": {"actor": message.actor_name}})
                 unprocessed = JobContext(message.message_id, message.actor_name, message.queue_name)

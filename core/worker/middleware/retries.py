@@ -1,42 +1,57 @@
 """Retries on the fixed schedule (``RETRY_SCHEDULE`` ± ``RETRY_JITTER``), replacing Dramatiq's Retries.
 
+- a :class:`~core.model.errors.Deferred` job (a busy target lock) is not a failure: it is re-enqueued
+  after ``LOCK_RETRY_DELAY`` ± jitter with the same attempt and a ``lock_waits`` count; after
+  ``LOCK_MAX_WAITS`` waits it becomes a failure (LockBusy) and goes through the schedule below;
 - a PermanentError is dead-lettered at once; anything else (unknown exceptions included) is temporary;
 - ``max_retries`` = the schedule's length; a provider's retry-after hint is a floor for the delay;
 - the retried message carries the payload with ``attempt + 1`` and the new ``scheduled_at``, plus an
   ``errors`` option with one entry per failed attempt (the DLQ record's error history);
-- if re-enqueueing the retry fails, the message is dead-lettered instead: Dramatiq would otherwise ack
-  it and lose it (dramatiq PR #545).
+- if re-enqueueing the retry fails, the message is dead-lettered instead (cause ``enqueue_failed``):
+  Dramatiq would otherwise ack it and lose it (dramatiq PR #545).
 """
 
 from __future__ import annotations
 
 import datetime as dt
 import logging
-from typing import TYPE_CHECKING
+from dataclasses import dataclass
 
 import dramatiq
 from dramatiq.middleware import Retries
 
 from calsync.core.messaging.messages import redelivery
-from calsync.core.model.backoff import retry_delay
-from calsync.core.model.errors import TemporaryError, error_class_of, is_permanent
+from calsync.core.model.backoff import jittered, retry_delay
+from calsync.core.model.errors import Deferred, TemporaryError, error_class_of, is_permanent
 from calsync.core.model.vocabulary import DeadLetterCause, Outcome
 from calsync.core.store import targets
+from calsync.core.store.database import Database
 from calsync.core.store.targets import TargetKey
-from calsync.core.worker.context import JobContext, current_job, unwrap
+from calsync.core.worker.context import JobContext, delivery_of
 from calsync.core.worker.failures import HISTORY_LIMIT, error_entry, error_message, rejection_cause
-
-if TYPE_CHECKING:
-    from calsync.core.runtime import Runtime
 
 log = logging.getLogger(__name__)
 
-class ScheduledRetries(Retries):
-    """Decides retry or dead letter for every failed delivery."""
+DEFERRALS_OPTION = "lock_waits"  # the message option counting a job's deferrals (its name predates Deferred)
 
-    def __init__(self, runtime: Runtime) -> None:
-        super().__init__(max_retries=runtime.settings.max_retries)
-        self.runtime = runtime
+
+@dataclass(frozen=True)
+class RetryPolicy:
+    """When failed and deferred jobs run again."""
+
+    schedule: tuple[float, ...]  # one retry per entry
+    jitter: float
+    defer_delay: float  # LOCK_RETRY_DELAY
+    max_deferrals: int  # LOCK_MAX_WAITS
+
+
+class ScheduledRetries(Retries):
+    """Decides defer, retry or dead letter for every delivery that raised."""
+
+    def __init__(self, db: Database, policy: RetryPolicy) -> None:
+        super().__init__(max_retries=len(policy.schedule))
+        self.db = db
+        self.policy = policy
 
     def after_process_message(
         self,
@@ -48,8 +63,38 @@ class ScheduledRetries(Retries):
     ) -> None:
         if exception is None:
             return
-        ctx = current_job()
-        error = unwrap(exception)
+        ctx = delivery_of(message.message_id)
+        error = exception
+        if isinstance(error, Deferred):
+            waits = int(message.options.get(DEFERRALS_OPTION, 0))
+            if waits >= self.policy.max_deferrals:
+                error = error.give_up(waits)
+            else:
+                try:
+                    self._defer(broker, message, ctx, waits)
+                    return
+                except Exception as exc:
+                    log.exception("could not re-enqueue the deferred job; it is retried as a failure instead")
+                    error = exc
+        self._failed(broker, message, ctx, error)
+
+    def _defer(
+        self, broker: dramatiq.Broker, message: dramatiq.MessageProxy, ctx: JobContext | None, waits: int
+    ) -> None:
+        delay = jittered(self.policy.defer_delay, self.policy.jitter)
+        args = None
+        if ctx is not None and ctx.payload is not None:
+            later = dt.datetime.now(dt.UTC) + dt.timedelta(seconds=delay)
+            args = [ctx.payload.model_copy(update={"scheduled_at": later}).to_message_arg()]
+        again = redelivery(message, args=args, options={DEFERRALS_OPTION: waits + 1})
+        broker.enqueue(again, delay=int(delay * 1000))
+        if ctx is not None:
+            ctx.outcome = Outcome.LOCK_BUSY  # the one reason a job defers
+            ctx.retry_in = delay
+
+    def _failed(
+        self, broker: dramatiq.Broker, message: dramatiq.MessageProxy, ctx: JobContext | None, error: BaseException
+    ) -> None:
         retries = int(message.options.get("retries", 0))
         attempt = ctx.payload.attempt if ctx and ctx.payload else retries + 1
         history = [*message.options.get("errors", []), error_entry(attempt, error)][-HISTORY_LIMIT:]
@@ -61,13 +106,12 @@ class ScheduledRetries(Retries):
         if is_permanent(error):
             self._dead_letter(message, ctx, rejection_cause(error))
             return
-        if retries >= self.runtime.settings.max_retries:
+        if retries >= len(self.policy.schedule):
             self._dead_letter(message, ctx, DeadLetterCause.EXHAUSTED)
             return
 
         hint = error.retry_after if isinstance(error, TemporaryError) else None
-        settings = self.runtime.settings
-        delay = retry_delay(settings.retry_schedule, retries, jitter=settings.retry_jitter, retry_after=hint)
+        delay = retry_delay(self.policy.schedule, retries, jitter=self.policy.jitter, retry_after=hint)
         args = [ctx.payload.next_attempt(delay).to_message_arg()] if ctx and ctx.payload else None
         try:
             broker.enqueue(redelivery(message, args=args), delay=int(delay * 1000))
@@ -92,7 +136,7 @@ class ScheduledRetries(Retries):
         assert ctx.payload is not None
         p = ctx.payload
         try:
-            with self.runtime.db.write() as conn:
+            with self.db.write() as conn:
                 targets.record_retry(
                     conn,
                     TargetKey(p.tenant_id, p.entity_id, p.account_id),
