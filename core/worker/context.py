@@ -19,6 +19,8 @@ from calsync.core.config.logging import bind_job
 from calsync.core.model.payload import SYNC_JOB, JobPayload
 from calsync.core.model.vocabulary import DeadLetterCause, Outcome
 
+REPAIR_OPTION = "repair"  # message option of a repair sync (see core.worker.job)
+
 _current: contextvars.ContextVar[JobContext | None] = contextvars.ContextVar("calsync_delivery", default=None)
 
 

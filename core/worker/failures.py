@@ -13,6 +13,8 @@ from calsync.core.model.vocabulary import DeadLetterCause
 
 HISTORY_LIMIT: Final = 20
 MESSAGE_LIMIT: Final = 1000
+RETRIES_OPTION: Final = "retries"  # message option: failed attempts so far (Dramatiq's own name for it)
+ERRORS_OPTION: Final = "errors"  # message option: the error history, one entry per failed attempt
 
 
 class UnknownActor(PermanentError):

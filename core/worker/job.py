@@ -31,7 +31,7 @@ from calsync.core.store import idempotency, targets
 from calsync.core.store.crypto import CredentialCipher
 from calsync.core.store.database import Database
 from calsync.core.store.targets import TargetRow
-from calsync.core.worker.context import JobContext, current_job, detached_delivery
+from calsync.core.worker.context import REPAIR_OPTION, JobContext, current_job, detached_delivery
 from calsync.core.worker.metrics import lock_attempt, provider_request
 from calsync.core.worker.snapshot import Snapshot, load_snapshot
 
@@ -181,7 +181,7 @@ def _repair_if_overtaken(parts: JobParts, payload: JobPayload, target: TargetRow
         trace_id=payload.trace_id,
         key=f"{payload.idempotency_key}:repair:{payload.job_id}",
     )
-    parts.broker.enqueue(sync_message(parts.queue, repair, options={"repair": True}))
+    parts.broker.enqueue(sync_message(parts.queue, repair, options={REPAIR_OPTION: True}))
     log.warning(
         "older write landed after a newer one; repair sync enqueued",
         extra={"fields": {"repair_job_id": repair.job_id, "latest_version": latest.synced_version}},

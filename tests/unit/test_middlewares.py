@@ -244,6 +244,22 @@ def test_a_lock_busy_to_the_end_is_dead_lettered_as_exhausted_retries(pipeline: 
     assert "lock still busy" in record.last_error and pipeline.target(entity, account).status == "failed"
 
 
+def test_a_deferral_that_cannot_be_enqueued_is_a_failure_then_a_dead_letter_not_lost(
+    pipeline: Pipeline, stub: StubBroker, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    retries = _retries(pipeline, stub)
+
+    def down(*_args: Any, **_kwargs: Any) -> None:
+        raise BrokerConnectionError("redis went away")  # type: ignore[no-untyped-call]
+
+    monkeypatch.setattr(stub, "enqueue", down)
+    message = _delivery(pipeline, _payload("e1"))
+    retries.after_process_message(stub, message, exception=TargetLocked("busy"))
+    ctx = current_job()
+    assert message.failed and ctx is not None and ctx.dead_letter_cause is DeadLetterCause.ENQUEUE_FAILED
+    assert isinstance(ctx.error, BrokerConnectionError) and message.options["retries"] == 1
+
+
 # --- ScheduledRetries: failures ------------------------------------------------------------------------
 
 

@@ -25,7 +25,14 @@ from calsync.core.store.database import Database
 from calsync.core.store.dead_letters import DeadLetterRecord
 from calsync.core.store.targets import TargetKey
 from calsync.core.worker.context import JobContext, delivery_of
-from calsync.core.worker.failures import UnknownActor, error_entry, error_message, rejection_cause
+from calsync.core.worker.failures import (
+    ERRORS_OPTION,
+    RETRIES_OPTION,
+    UnknownActor,
+    error_entry,
+    error_message,
+    rejection_cause,
+)
 
 log = logging.getLogger(__name__)
 
@@ -92,9 +99,9 @@ def dead_letter_record(
     message: dramatiq.MessageProxy, payload: JobPayload | None, error: BaseException, cause: DeadLetterCause
 ) -> DeadLetterRecord:
     """The DLQ record of a rejected message: its payload, attempts, cause and error history."""
-    retries = int(message.options.get("retries", 0))
+    retries = int(message.options.get(RETRIES_OPTION, 0))
     attempt = payload.attempt if payload else max(1, retries)
-    history = list(message.options.get("errors", []))
+    history = list(message.options.get(ERRORS_OPTION, []))
     if not history or history[-1].get("attempt") != attempt:
         history.append(error_entry(attempt, error))
     detail = cause.detail(attempt)

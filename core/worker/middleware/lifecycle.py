@@ -12,7 +12,7 @@ from calsync.core.config.logging import bind_job, redact
 from calsync.core.model.errors import error_class_of
 from calsync.core.model.vocabulary import Outcome
 from calsync.core.redis.stats import JobStats
-from calsync.core.worker.context import JobContext, delivery_of, start_job
+from calsync.core.worker.context import REPAIR_OPTION, JobContext, delivery_of, start_job
 
 log = logging.getLogger("calsync.jobs")
 
@@ -28,7 +28,7 @@ class JobLifecycle(dramatiq.Middleware):
 
     def before_process_message(self, broker: dramatiq.Broker, message: dramatiq.MessageProxy) -> None:
         ctx = JobContext(message.message_id, message.actor_name, message.queue_name,
-                         repair=bool(message.options.get("repair")))  # fmt: skip
+                         repair=bool(message.options.get(REPAIR_OPTION)))  # fmt: skip
         start_job(ctx)
         bind_job(ctx.log_fields())
 

@@ -28,7 +28,14 @@ from calsync.core.store import targets
 from calsync.core.store.database import Database
 from calsync.core.store.targets import TargetKey
 from calsync.core.worker.context import JobContext, delivery_of
-from calsync.core.worker.failures import HISTORY_LIMIT, error_entry, error_message, rejection_cause
+from calsync.core.worker.failures import (
+    ERRORS_OPTION,
+    HISTORY_LIMIT,
+    RETRIES_OPTION,
+    error_entry,
+    error_message,
+    rejection_cause,
+)
 
 log = logging.getLogger(__name__)
 
@@ -95,11 +102,11 @@ class ScheduledRetries(Retries):
     def _failed(
         self, broker: dramatiq.Broker, message: dramatiq.MessageProxy, ctx: JobContext | None, error: BaseException
     ) -> None:
-        retries = int(message.options.get("retries", 0))
+        retries = int(message.options.get(RETRIES_OPTION, 0))
         attempt = ctx.payload.attempt if ctx and ctx.payload else retries + 1
-        history = [*message.options.get("errors", []), error_entry(attempt, error)][-HISTORY_LIMIT:]
-        message.options["errors"] = history
-        message.options["retries"] = retries + 1
+        history = [*message.options.get(ERRORS_OPTION, []), error_entry(attempt, error)][-HISTORY_LIMIT:]
+        message.options[ERRORS_OPTION] = history
+        message.options[RETRIES_OPTION] = retries + 1
         if ctx is not None:
             ctx.error = error
 
