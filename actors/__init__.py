@@ -13,10 +13,11 @@ import dramatiq
 
 from calsync.core.messaging.messages import RECONCILE_JOB
 from calsync.core.model.calendar import ProviderLookup
+from calsync.core.model.errors import Deferred
 from calsync.core.model.payload import SYNC_JOB
 from calsync.core.producer.reconcile import reconcile as reconcile_overdue
 from calsync.core.runtime import Runtime
-from calsync.core.worker.job import run_sync
+from calsync.core.worker.job import JobParts, sync_actor
 
 
 def declare(
@@ -24,17 +25,27 @@ def declare(
 ) -> dict[str, dramatiq.Actor[Any, Any]]:
     """Register every calsync actor on ``broker``; returns them by name."""
     settings = runtime.settings
-
-    def sync_calendar_event(payload: dict[str, Any]) -> None:
-        """Make one event appear (or disappear) in one account, as its latest version says."""
-        run_sync(runtime, providers, payload)
+    parts = JobParts(
+        db=runtime.db,
+        cipher=runtime.cipher,
+        locks=runtime.locks,
+        keys=runtime.keys,
+        providers=providers,
+        broker=broker,
+        queue=settings.queue,
+        idempotency_ttl=settings.idempotency_ttl,
+    )
 
     def reconcile() -> None:
         """Re-enqueue what the broker lost: pending targets overdue by RECONCILE_AFTER."""
         reconcile_overdue(runtime)
 
     declare_sync = dramatiq.actor(
-        broker=broker, queue_name=settings.queue, actor_name=SYNC_JOB, time_limit=int(settings.job_time_limit * 1000)
+        broker=broker,
+        queue_name=settings.queue,
+        actor_name=SYNC_JOB,
+        time_limit=int(settings.job_time_limit * 1000),
+        throws=(Deferred,),  # a busy lock defers the job: Dramatiq logs it as expected, not as an error
     )
     declare_reconcile = dramatiq.actor(
         broker=broker,
@@ -42,4 +53,4 @@ def declare(
         actor_name=RECONCILE_JOB,
         time_limit=int(max(settings.job_time_limit, 300) * 1000),
     )
-    return {SYNC_JOB: declare_sync(sync_calendar_event), RECONCILE_JOB: declare_reconcile(reconcile)}
+    return {SYNC_JOB: declare_sync(sync_actor(parts)), RECONCILE_JOB: declare_reconcile(reconcile)}

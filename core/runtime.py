@@ -16,6 +16,7 @@ import redis
 from calsync.core.config.settings import Settings, broker_kind, load_settings
 from calsync.core.messaging.broker import connect_broker
 from calsync.core.model.errors import ConfigurationError
+from calsync.core.model.vocabulary import Role
 from calsync.core.redis.embedded import EmbeddedRedis
 from calsync.core.redis.keys import RedisKeys
 from calsync.core.redis.locks import LockManager
@@ -48,7 +49,7 @@ class Runtime:
         self,
         settings: Settings,
         *,
-        role: str = "cli",
+        role: Role = "cli",
         middleware: MiddlewareFactory | None = None,
         check_schema: bool = True,
     ) -> None:

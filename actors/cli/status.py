@@ -19,11 +19,12 @@ from rich.table import Table
 from rich.text import Text
 
 from calsync.actors.cli.common import CliState, pass_state, print_json, stdout
+from calsync.core.model.vocabulary import Outcome
 from calsync.core.observability.readings import Reading, StatusReader
 from calsync.core.redis.stats import JobStats
 
 THROUGHPUT_WINDOWS = (5, 60)
-OUTCOMES = ("success", "already_done", "stale", "retry_scheduled", "lock_busy", "dead_lettered")
+OUTCOMES = tuple(outcome.value for outcome in Outcome)
 
 
 @dataclass(frozen=True)

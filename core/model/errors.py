@@ -9,15 +9,17 @@ The worker decides retry-or-dead-letter by class alone, never by comparing messa
     │   ├── ProviderTimeout            our own deadline (PROVIDER_TIMEOUT) expired
     │   ├── LockBusy                   another worker holds the resource lock
     │   └── StoreUnavailable           the database or Redis could not be reached
-    └── PermanentError                 dead-lettered at once; a human must act, then replay
-        ├── InvalidPayload             corrupt message or unknown schema
-        ├── InvalidChange              a change file / submit call that breaks the contract
-        ├── EntityNotFound             the referenced event, target or account does not exist
-        ├── AuthRevoked                credentials rejected for good: the account needs re-authorization
-        ├── AccountInactive            the account is disabled or awaits re-authorization
-        ├── Forbidden                  the provider refuses this operation for this account
-        ├── InvalidRequest             the provider rejected the request as malformed
-        └── ConfigurationError         a setting or secret is missing or wrong
+    ├── PermanentError                 dead-lettered at once; a human must act, then replay
+    │   ├── InvalidPayload             corrupt message or unknown schema
+    │   ├── InvalidChange              a change file / submit call that breaks the contract
+    │   ├── EntityNotFound             the referenced event, target or account does not exist
+    │   ├── AuthRevoked                credentials rejected for good: the account needs re-authorization
+    │   ├── AccountInactive            the account is disabled or awaits re-authorization
+    │   ├── Forbidden                  the provider refuses this operation for this account
+    │   ├── InvalidRequest             the provider rejected the request as malformed
+    │   └── ConfigurationError         a setting or secret is missing or wrong
+    └── Deferred                       not a failure: re-enqueued later without using an attempt (bounded)
+        └── TargetLocked               another delivery holds the target's lock; gives up as LockBusy
 
 ``reason`` is the short, stable text shown in the DLQ and used as a metric label.
 """
@@ -130,6 +132,26 @@ class ConfigurationError(PermanentError):
     """A setting, secret or credentials file is missing or malformed."""
 
     reason = "configuration error"
+
+
+class Deferred(CalsyncError):
+    """The job cannot run yet: re-enqueued after a short delay without using an attempt, a bounded number of times."""
+
+    reason = "deferred"
+
+    def give_up(self, waits: int) -> TemporaryError:
+        """The failure this becomes after ``waits`` deferrals: from then on the retry schedule handles it."""
+        return TemporaryError(f"{self} (still deferred after {waits} waits)")
+
+
+class TargetLocked(Deferred):
+    """Another delivery holds the target's lock right now."""
+
+    reason = "lock busy"
+
+    def give_up(self, waits: int) -> LockBusy:
+        """A lock still busy after every wait is a LockBusy failure, retried (and dead-lettered) like any other."""
+        return LockBusy(f"lock still busy after {waits} waits")
 
 
 def is_permanent(exc: BaseException) -> bool:

@@ -30,12 +30,13 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, TypeVar
-from urllib.parse import urlsplit
 
 import redis
 
+from calsync.core.config.settings import broker_kind
 from calsync.core.messaging.messages import RECONCILE_JOB
 from calsync.core.model.payload import SYNC_JOB
+from calsync.core.model.vocabulary import SYNC_STATUSES
 from calsync.core.store import dead_letters, targets
 
 if TYPE_CHECKING:
@@ -44,7 +45,6 @@ if TYPE_CHECKING:
 T = TypeVar("T")
 
 JOB_TYPES = (SYNC_JOB, RECONCILE_JOB)
-SYNC_STATUSES = ("pending", "synced", "failed", "deleted")
 SOURCES = ("broker", "database", "redis")
 
 _QUEUE_SCRIPT = """
@@ -189,7 +189,7 @@ class StatusReader:
     def queues(self, now: float) -> list[QueueReading]:
         """The depth of every queue calsync consumes."""
         queue = self.settings.queue
-        if urlsplit(self.runtime.broker_url).scheme in {"amqp", "amqps"}:
+        if broker_kind(self.runtime.broker_url) == "rabbitmq":
             return [QueueReading(queue, _rabbitmq_ready(self.runtime.broker_url, queue), None, None, None)]
         return [self._redis_queue(queue, now)]
 

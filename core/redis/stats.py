@@ -16,6 +16,7 @@ from collections import Counter
 
 import redis
 
+from calsync.core.model.vocabulary import Outcome
 from calsync.core.redis.keys import RedisKeys
 from calsync.core.redis.periodic import start_repeating
 
@@ -31,12 +32,12 @@ class JobStats:
         self._client = client
         self._keys = keys
         self._flush_every = flush_every
-        self._pending: Counter[tuple[int, str]] = Counter()
+        self._pending: Counter[tuple[int, Outcome]] = Counter()
         self._lock = threading.Lock()
         self._stop = threading.Event()
         self._flusher: threading.Thread | None = None
 
-    def record(self, outcome: str, *, count: int = 1) -> None:
+    def record(self, outcome: Outcome, *, count: int = 1) -> None:
         """Count finished jobs (written at once, or by the next flush when buffered)."""
         minute = int(time.time() // 60)
         with self._lock:

@@ -8,11 +8,12 @@ a short history of every attempt.
 from __future__ import annotations
 
 import datetime as dt
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, fields
 from typing import Any, Literal
 
 from sqlalchemy import Connection, RowMapping, func, select, update
 
+from calsync.core.model.vocabulary import DeadLetterCause, cause_of_reason
 from calsync.core.store.database import Database
 from calsync.core.store.schema import dead_letters as d
 
@@ -20,10 +21,9 @@ DeadLetterStatus = Literal["open", "replayed", "discarded"]
 
 
 @dataclass(frozen=True)
-class DeadLetter:
-    """One dead-lettered job."""
+class DeadLetterRecord:
+    """What the worker records about a job that failed for good: enough to understand and replay it."""
 
-    id: int
     job_id: str
     job_type: str
     message_id: str | None
@@ -41,6 +41,18 @@ class DeadLetter:
     error_history: list[dict[str, Any]]
     first_failed_at: dt.datetime
     failed_at: dt.datetime
+
+    @property
+    def cause(self) -> DeadLetterCause:
+        """Why the job was dead-lettered, as its ``reason`` states it."""
+        return cause_of_reason(self.reason)
+
+
+@dataclass(frozen=True)
+class DeadLetter(DeadLetterRecord):
+    """One stored dead letter: the record, and what operators did with it since."""
+
+    id: int
     status: DeadLetterStatus
     replayed_at: dt.datetime | None
     replay_job_id: str | None
@@ -49,7 +61,8 @@ class DeadLetter:
 
     def as_json(self) -> dict[str, Any]:
         """JSON-ready form for ``calsync dlq list/show --json``."""
-        return {k: v.isoformat() if isinstance(v, dt.datetime) else v for k, v in asdict(self).items()}
+        doc = {"id": self.id, **asdict(self), "cause": self.cause.value}
+        return {k: v.isoformat() if isinstance(v, dt.datetime) else v for k, v in doc.items()}
 
 
 @dataclass(frozen=True)
@@ -78,8 +91,9 @@ def _record(row: RowMapping) -> DeadLetter:
     return DeadLetter(**{column.name: row[column.name] for column in d.columns})
 
 
-def insert(db: Database, conn: Connection, values: dict[str, Any]) -> None:
+def insert(db: Database, conn: Connection, record: DeadLetterRecord) -> None:
     """Store a dead letter; a second record for the same job id (a duplicate delivery) is ignored."""
+    values = {f.name: getattr(record, f.name) for f in fields(DeadLetterRecord)}
     conn.execute(db.insert_ignoring_conflicts(d).values(status="open", **values))
 
 

@@ -16,10 +16,10 @@ from typing import Any, Literal, NamedTuple
 from sqlalchemy import Connection, and_, bindparam, case, func, or_, select, update
 
 from calsync.core.model.calendar import Target
+from calsync.core.model.vocabulary import SyncStatus
 from calsync.core.store.direct import DirectStatement, DirectTransaction
 from calsync.core.store.schema import event_targets as t
 
-SyncStatus = Literal["pending", "synced", "failed", "deleted"]
 Wanted = Literal["present", "absent"]
 
 

@@ -1,9 +1,11 @@
-"""Per-delivery state shared by the middlewares and the actor of one job, on one worker thread.
+"""What is known about the delivery being processed on this worker thread: who opened it, how it ended.
 
-Dramatiq runs ``before_process_message``, the actor, ``after_process_message`` /
-``after_skip_message`` and the ack/nack hooks of a message on the same worker thread, so a context
-variable holds the delivery's state; a message id would not do, because duplicate deliveries of one
-message can run at the same time on two threads.
+Dramatiq runs ``before_process_message``, the actor, ``after_process_message`` and the ack/nack hooks
+of a message on the same worker thread, so a context variable holds the delivery; a message id would
+not do, because duplicate deliveries of one message can run at the same time on two threads.
+
+Three parts write it, each its own fields: ``JobLifecycle`` opens it, the job (``core.worker.job``)
+tells what it is about and how it ended, ``ScheduledRetries`` how a failure was handled.
 """
 
 from __future__ import annotations
@@ -11,39 +13,37 @@ from __future__ import annotations
 import contextvars
 import time
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-import dramatiq
-from dramatiq.middleware import MiddlewareError, SkipMessage
-
+from calsync.core.config.logging import bind_job
 from calsync.core.model.payload import SYNC_JOB, JobPayload
-from calsync.core.worker.snapshot import Snapshot, load_snapshot
+from calsync.core.model.vocabulary import DeadLetterCause, Outcome
 
-if TYPE_CHECKING:
-    from calsync.core.redis.locks import HeldLock
-    from calsync.core.runtime import Runtime
-
-Outcome = str  # success | already_done | stale | retry_scheduled | lock_busy | dead_lettered
+REPAIR_OPTION = "repair"  # message option of a repair sync (see core.worker.job)
 
 _current: contextvars.ContextVar[JobContext | None] = contextvars.ContextVar("calsync_delivery", default=None)
 
 
 @dataclass
 class JobContext:
-    """What the middlewares learned about the delivery being processed."""
+    """One delivery of a message: what it is about, and how it ended."""
 
     message_id: str
     actor: str
     queue: str
+    repair: bool = False  # a repair sync: runs even when its version is already synced
     started: float = field(default_factory=time.monotonic)
     payload: JobPayload | None = None
+    provider: str = "unknown"
     outcome: Outcome | None = None
     error: BaseException | None = None
-    dead_letter_reason: str | None = None
-    lock: HeldLock | None = None
-    snapshot: Snapshot | None = None
-    provider: str = "unknown"
+    dead_letter_cause: DeadLetterCause | None = None  # set when the retry policy dead-letters the delivery
     retry_in: float | None = None
+
+    def begin(self, payload: JobPayload) -> None:
+        """The job's payload is known: every log line from now on carries its fields."""
+        self.payload = payload
+        bind_job(self.log_fields())
 
     def log_fields(self) -> dict[str, Any]:
         """The fields every log line about this job carries."""
@@ -74,52 +74,12 @@ def start_job(ctx: JobContext | None) -> None:
     _current.set(ctx)
 
 
-class MiddlewareFailure(MiddlewareError):
-    """An unexpected exception inside one of our before-hooks, carried to Retries as the job's failure.
-
-    Dramatiq swallows (and only logs) non-MiddlewareError exceptions raised in before-hooks and then
-    runs the actor anyway, which would skip our lock or idempotency check; wrapping prevents that.
-    """
-
-    def __init__(self, cause: BaseException) -> None:
-        super().__init__(f"{type(cause).__name__}: {cause}")
-        self.cause = cause
+def delivery_of(message_id: str) -> JobContext | None:
+    """The current delivery if it is this message's (hooks of another message must not touch it)."""
+    ctx = _current.get()
+    return ctx if ctx is not None and ctx.message_id == message_id else None
 
 
-def unwrap(exc: BaseException) -> BaseException:
-    """The real failure behind a MiddlewareFailure."""
-    return exc.cause if isinstance(exc, MiddlewareFailure) else exc
-
-
-class JobMiddleware(dramatiq.Middleware):
-    """Base of calsync's sync-job middlewares: acts only on sync jobs, never lets a bug bypass a guard."""
-
-    def before_process_message(self, broker: dramatiq.Broker, message: dramatiq.MessageProxy) -> None:
-        ctx = current_job()
-        if ctx is None or message.actor_name != SYNC_JOB:
-            return
-        try:
-            self.before_job(broker, message, ctx)
-        except MiddlewareError:
-            raise
-        except Exception as exc:
-            raise MiddlewareFailure(exc) from exc
-
-    def before_job(self, broker: dramatiq.Broker, message: dramatiq.MessageProxy, ctx: JobContext) -> None:
-        """Check or prepare the job before the actor runs; raise SkipMessage to end the delivery early."""
-
-
-def skip(ctx: JobContext, outcome: Outcome) -> SkipMessage:
-    """Record why the delivery ends here and return the SkipMessage to raise."""
-    ctx.outcome = outcome
-    return SkipMessage(outcome)
-
-
-def job_snapshot(runtime: Runtime, ctx: JobContext) -> Snapshot:
-    """The state of the delivery being processed: read on first need (under the lock), then shared."""
-    if ctx.snapshot is None:
-        assert ctx.payload is not None
-        ctx.snapshot = load_snapshot(runtime, ctx.payload)
-        if ctx.snapshot.account is not None:
-            ctx.provider = ctx.snapshot.account.provider
-    return ctx.snapshot
+def detached_delivery() -> JobContext:
+    """A delivery for a job called without the worker's middleware (a direct call of the actor function)."""
+    return JobContext(message_id="direct", actor=SYNC_JOB, queue="")

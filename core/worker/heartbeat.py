@@ -10,7 +10,7 @@ A thread started at worker boot, in every worker process, each interval:
 
 It also watches the deliveries in flight on the process' worker threads. Dramatiq's TimeLimit
 interrupts a job at its time limit, but only between Python bytecodes: a thread blocked in C code or
-a syscall stays blocked (notes dramatiq-2.2-facts §7.3). When a delivery has run longer than its
+a syscall stays blocked (docs/notes/dramatiq-worker.md). When a delivery has run longer than its
 time limit plus ``STUCK_GRACE``, the thread is stuck: the heartbeat stops for good (logged at
 CRITICAL with the delivery), the key expires, the file goes stale, and the probe restarts the pod.
 A Redis outage does not stop the file: restarting a healthy worker would not bring Redis back.
@@ -28,16 +28,13 @@ import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 import dramatiq
 import redis
 
+from calsync.core.redis.keys import RedisKeys
 from calsync.core.redis.periodic import start_repeating
 from calsync.core.worker.metrics import WORKER_HEARTBEAT, calsync_version, worker_id
-
-if TYPE_CHECKING:
-    from calsync.core.runtime import Runtime
 
 log = logging.getLogger(__name__)
 
@@ -102,18 +99,28 @@ class InFlight:
         return min(late, key=lambda d: d.started, default=None)
 
 
+@dataclass(frozen=True)
+class HeartbeatTiming:
+    """How often a worker beats, how long a beat lasts, where the files go, when a thread counts as stuck."""
+
+    interval: float  # HEARTBEAT_INTERVAL
+    ttl: float  # HEARTBEAT_TTL
+    directory: Path  # HEARTBEAT_DIR
+    stuck_grace: float  # STUCK_GRACE
+    job_time_limit: float  # JOB_TIME_LIMIT, for deliveries whose actor sets none
+
+
 class Heartbeat(dramatiq.Middleware):
     """Runs this worker process' heartbeat thread and tracks its deliveries in flight."""
 
-    def __init__(self, runtime: Runtime) -> None:
-        settings = runtime.settings
-        self.settings = settings
-        self.redis = runtime.redis
-        self.keys = runtime.keys
-        self.inflight = InFlight(settings.stuck_grace)
+    def __init__(self, client: redis.Redis, keys: RedisKeys, timing: HeartbeatTiming) -> None:
+        self.timing = timing
+        self.redis = client
+        self.keys = keys
+        self.inflight = InFlight(timing.stuck_grace)
         self.worker = worker_id()
         self.stuck: Delivery | None = None
-        self._default_limit = settings.job_time_limit
+        self._default_limit = timing.job_time_limit
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
         self._started_at = time.time()
@@ -126,7 +133,7 @@ class Heartbeat(dramatiq.Middleware):
     @property
     def file(self) -> Path:
         """This process' heartbeat file."""
-        return heartbeat_file(self.settings.effective_heartbeat_dir, os.getpid())
+        return heartbeat_file(self.timing.directory, os.getpid())
 
     # --- deliveries -----------------------------------------------------------------------------
 
@@ -157,13 +164,13 @@ class Heartbeat(dramatiq.Middleware):
         self._started_at = time.time()
         self._stop.clear()
         self.beat()
-        self._thread = start_repeating("calsync-heartbeat", self._stop, self.settings.heartbeat_interval, self.beat,
+        self._thread = start_repeating("calsync-heartbeat", self._stop, self.timing.interval, self.beat,
                                        log=log, failure="heartbeat failed; trying again next interval")  # fmt: skip
 
     def after_worker_shutdown(self, broker: dramatiq.Broker, worker: dramatiq.Worker) -> None:
         self._stop.set()
         if self._thread is not None:
-            self._thread.join(timeout=self.settings.heartbeat_interval + 5)
+            self._thread.join(timeout=self.timing.interval + 5)
             self._thread = None
         try:
             self.redis.delete(self.key)
@@ -201,7 +208,7 @@ class Heartbeat(dramatiq.Middleware):
             "beat_at": now,
         }
         try:
-            self.redis.set(self.key, json.dumps(value), px=int(self.settings.heartbeat_ttl * 1000))
+            self.redis.set(self.key, json.dumps(value), px=int(self.timing.ttl * 1000))
         except redis.RedisError:
             log.warning("could not renew the heartbeat key", exc_info=True)
 

@@ -1,39 +1,116 @@
-"""The body of a sync job: from the latest local state, decide, call the provider, record the result.
+"""The sync job, top to bottom in :func:`run_sync`: parse, lock, read, decide, call the provider, record.
 
 The operation is decided from state, not from the payload: no external id yet → create; event
 cancelled or target removed → delete; else update. So an update whose create was skipped as stale
 still creates. The sync result and the idempotency record are committed in ONE transaction, and the
 result is a compare-and-set on ``synced_version``, so a late, superseded writer cannot regress it;
 a write that loses the CAS enqueues a repair sync of the latest version.
+
+A busy target lock is not a failure: the job raises :class:`~core.model.errors.TargetLocked`, which
+``ScheduledRetries`` turns into a later delivery that uses no attempt (``LOCK_RETRY_DELAY``, at most
+``LOCK_MAX_WAITS`` times). Failures are raised as they are; the retry middleware decides what follows.
 """
 
 from __future__ import annotations
 
 import logging
-from typing import TYPE_CHECKING, Any, Literal
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import dramatiq
 
 from calsync.core.messaging.messages import sync_message
-from calsync.core.model.calendar import Account, EventState, ExternalRef, ProviderLookup
-from calsync.core.model.errors import AccountInactive, AuthRevoked, EntityNotFound
-from calsync.core.model.payload import JobPayload, new_payload, parse_payload
+from calsync.core.model.calendar import Account, EventState, ExternalRef, Provider, ProviderLookup
+from calsync.core.model.errors import AccountInactive, AuthRevoked, EntityNotFound, InvalidPayload, TargetLocked
+from calsync.core.model.payload import JobPayload, Operation, new_payload, parse_payload
 from calsync.core.model.planner import effect as planned_effect
+from calsync.core.model.vocabulary import Outcome
+from calsync.core.redis.keys import RedisKeys
+from calsync.core.redis.locks import LockManager
 from calsync.core.store import idempotency, targets
+from calsync.core.store.crypto import CredentialCipher
+from calsync.core.store.database import Database
 from calsync.core.store.targets import TargetRow
-from calsync.core.worker.context import current_job, job_snapshot
-from calsync.core.worker.metrics import provider_request
+from calsync.core.worker.context import REPAIR_OPTION, JobContext, current_job, detached_delivery
+from calsync.core.worker.metrics import lock_attempt, provider_request
 from calsync.core.worker.snapshot import Snapshot, load_snapshot
-
-if TYPE_CHECKING:
-    from calsync.core.runtime import Runtime
 
 log = logging.getLogger(__name__)
 
-Effect = Literal["create", "update", "delete"]
+@dataclass(frozen=True)
+class JobParts:
+    """What a sync job uses, handed over once when the actor is declared."""
+
+    db: Database
+    cipher: CredentialCipher
+    locks: LockManager
+    keys: RedisKeys
+    providers: ProviderLookup
+    broker: dramatiq.Broker  # where a repair sync is enqueued
+    queue: str
+    idempotency_ttl: int
 
 
-def effective_operation(event: EventState, target: TargetRow) -> Effect:
+def run_sync(parts: JobParts, delivery: JobContext, args: Sequence[Any], kwargs: Mapping[str, Any]) -> Outcome:
+    """Make one target match its event's latest state, exactly once per logical effect."""
+    payload = _parse(args, kwargs)
+    delivery.begin(payload)
+    held = parts.locks.acquire(parts.keys.lock(payload.tenant_id, payload.entity_id, payload.account_id))
+    lock_attempt(acquired=held is not None)
+    if held is None:
+        raise TargetLocked(f"target {payload.entity_id}/{payload.account_id} is being synced by another delivery")
+    try:
+        snapshot = load_snapshot(parts.db, parts.cipher, payload)
+        if snapshot.account is not None:
+            delivery.provider = snapshot.account.provider
+        if snapshot.already_done:
+            return Outcome.ALREADY_DONE
+        if _superseded(snapshot, payload, repair=delivery.repair):
+            return Outcome.STALE
+        account, event, target = _checked(snapshot, payload)
+        effect = effective_operation(event, target)
+        ref = _call_provider(parts.providers.get(account.provider), account, event, target, effect)
+        if not _record_result(parts, payload, event, target, effect, ref):
+            _repair_if_overtaken(parts, payload, target, event.version)
+        log.info("provider synced", extra={"fields": {"effect": effect, "synced_version": event.version}})
+        return Outcome.SUCCESS
+    finally:
+        try:
+            parts.locks.release(held)
+        except Exception:
+            log.warning("could not release the target lock; it expires by its TTL", exc_info=True)
+
+
+def sync_actor(parts: JobParts) -> Callable[..., None]:
+    """The function the sync actor runs: one delivery of :func:`run_sync`, its outcome told to the delivery."""
+
+    def sync_calendar_event(*args: Any, **kwargs: Any) -> None:
+        """Make one event appear (or disappear) in one account, as its latest version says."""
+        delivery = current_job() or detached_delivery()
+        delivery.outcome = run_sync(parts, delivery, args, kwargs)
+
+    return sync_calendar_event
+
+
+def effective_operation(event: EventState, target: TargetRow) -> Operation:
     """What the provider must do to show the latest state, whatever the payload said."""
     return planned_effect(target, wanted_present=target.wanted == "present", cancelled=event.status == "cancelled")
+
+
+def _parse(args: Sequence[Any], kwargs: Mapping[str, Any]) -> JobPayload:
+    if kwargs:
+        raise InvalidPayload("keyword arguments are not part of the job schema")
+    return parse_payload(args)
+
+
+def _superseded(snapshot: Snapshot, payload: JobPayload, *, repair: bool) -> bool:
+    # A newer version exists (its own job will sync it), or this version is synced already. When the
+    # event or target is missing, _checked says what exactly.
+    if snapshot.event is None or snapshot.target is None:
+        return False
+    wanted = payload.target_version
+    return snapshot.event.version > wanted or (snapshot.target.synced_version >= wanted and not repair)
 
 
 def _checked(snapshot: Snapshot, payload: JobPayload) -> tuple[Account, EventState, TargetRow]:
@@ -51,24 +128,28 @@ def _checked(snapshot: Snapshot, payload: JobPayload) -> tuple[Account, EventSta
     return account, event, target
 
 
-def run_sync(runtime: Runtime, providers: ProviderLookup, payload_arg: Any) -> Effect:
-    """Make one target match its event's latest state, exactly once per logical effect."""
-    ctx = current_job()
-    payload = ctx.payload if ctx and ctx.payload else parse_payload([payload_arg])
-    snapshot = job_snapshot(runtime, ctx) if ctx and ctx.payload else load_snapshot(runtime, payload)
-    account, event, target = _checked(snapshot, payload)
-    provider = providers.get(account.provider)
-    effect = effective_operation(event, target)
-
-    ref: ExternalRef | None = None
+def _call_provider(
+    provider: Provider, account: Account, event: EventState, target: TargetRow, effect: Operation
+) -> ExternalRef | None:
     with provider_request(account.provider, effect):
         if effect == "delete":
             provider.delete(account, target.view(), send_updates=event.send_updates)
-        else:
-            ref = provider.upsert(account, event, target.view())
+            return None
+        return provider.upsert(account, event, target.view())
 
+
+def _record_result(
+    parts: JobParts,
+    payload: JobPayload,
+    event: EventState,
+    target: TargetRow,
+    effect: Operation,
+    ref: ExternalRef | None,
+) -> bool:
+    # The sync result (a compare-and-set) and the idempotency record, in one transaction; False if a
+    # newer version had been recorded meanwhile.
     result = {"effect": effect, "external_id": ref.external_id if ref else target.external_id, "version": event.version}
-    with runtime.db.direct_write() as tx:
+    with parts.db.direct_write() as tx:
         won = targets.record_synced(
             tx,
             target.key,
@@ -78,28 +159,20 @@ def run_sync(runtime: Runtime, providers: ProviderLookup, payload_arg: Any) -> E
             final_status="deleted" if effect == "delete" else "synced",
         )
         idempotency.record_success(
-            tx,
-            payload.idempotency_key,
-            job_id=payload.job_id,
-            result=result,
-            ttl_seconds=runtime.settings.idempotency_ttl,
+            tx, payload.idempotency_key, job_id=payload.job_id, result=result, ttl_seconds=parts.idempotency_ttl
         )
-    latest = None
-    if not won:  # synced_version only grows, so reading it after the commit is as good as inside
-        with runtime.db.read() as conn:
-            latest = targets.get_target(conn, target.key)
-    if latest is not None and latest.synced_version > event.version:
-        _enqueue_repair(runtime, payload, latest)
-    if ctx is not None:
-        ctx.outcome = "success"
-    log.info("provider synced", extra={"fields": {"effect": effect, "synced_version": event.version}})
-    return effect
+    return won
 
 
-def _enqueue_repair(runtime: Runtime, payload: JobPayload, latest: TargetRow) -> None:
-    # Our older write reached the provider after a newer one was recorded (our lock had expired while we
-    # were paused): the provider now shows old data, so sync the newest version again, bypassing the
-    # "already synced" check with the repair option and a key of its own.
+def _repair_if_overtaken(parts: JobParts, payload: JobPayload, target: TargetRow, version: int) -> None:
+    # Our write lost the compare-and-set: if a newer version was recorded, our older write may have reached
+    # the provider after it (our lock had expired while we were paused), so sync the newest version again,
+    # bypassing the "already synced" check with the repair option and a key of its own. synced_version only
+    # grows, so reading it after the commit is as good as inside.
+    with parts.db.read() as conn:
+        latest = targets.get_target(conn, target.key)
+    if latest is None or latest.synced_version <= version:
+        return
     repair = new_payload(
         tenant_id=payload.tenant_id,
         entity_id=payload.entity_id,
@@ -109,7 +182,7 @@ def _enqueue_repair(runtime: Runtime, payload: JobPayload, latest: TargetRow) ->
         trace_id=payload.trace_id,
         key=f"{payload.idempotency_key}:repair:{payload.job_id}",
     )
-    runtime.broker.enqueue(sync_message(runtime.settings.queue, repair, options={"repair": True}))
+    parts.broker.enqueue(sync_message(parts.queue, repair, options={REPAIR_OPTION: True}))
     log.warning(
         "older write landed after a newer one; repair sync enqueued",
         extra={"fields": {"repair_job_id": repair.job_id, "latest_version": latest.synced_version}},

@@ -32,13 +32,14 @@ import dramatiq
 from prometheus_client import Counter, Gauge, Histogram, values
 
 from calsync.core.model.errors import ConfigurationError, error_class_of, is_permanent
+from calsync.core.model.vocabulary import Outcome
 from calsync.core.store import accounts
+from calsync.core.store.database import Database
 from calsync.core.worker.context import JobContext
-from calsync.core.worker.middleware.dead_letters import dead_letter_reason
+from calsync.core.worker.failures import rejection_cause
 
 if TYPE_CHECKING:
     from calsync.core.config.settings import Settings
-    from calsync.core.runtime import Runtime
 
 log = logging.getLogger(__name__)
 
@@ -141,6 +142,11 @@ _provider_duration = _Children(PROVIDER_DURATION)
 _lock_acquisitions = _Children(LOCK_ACQUISITIONS)
 
 
+def lock_attempt(*, acquired: bool) -> None:
+    """Count one attempt to take a per-target lock (every delivery of a sync job with a valid payload makes one)."""
+    _lock_acquisitions("acquired" if acquired else "busy").inc()
+
+
 @contextlib.contextmanager
 def provider_request(provider: str, operation: str) -> Iterator[None]:
     """Count and time one provider adapter call (the one place every provider call goes through)."""
@@ -173,34 +179,30 @@ def require_multiprocess(settings: Settings) -> None:
 
 
 class WorkerMetrics(dramatiq.Middleware):
-    """Turns the pipeline's observations (deliveries ended, lock attempts) into calsync_* metrics."""
+    """Turns the deliveries' ends into calsync_* metrics (the job counts its lock attempts and provider calls)."""
 
-    def __init__(self, runtime: Runtime) -> None:
-        self.runtime = runtime
+    def __init__(self, db: Database) -> None:
+        self.db = db
         self._providers: dict[str, str] = {}
         self._providers_lock = threading.Lock()
 
     def after_process_boot(self, broker: dramatiq.Broker) -> None:
         BUILD_INFO.labels(calsync_version()).set(1)
 
-    def observe_job(self, ctx: JobContext, outcome: str, duration: float) -> None:
+    def observe_job(self, ctx: JobContext, outcome: Outcome, duration: float) -> None:
         """JobLifecycle observer: one delivery ended with ``outcome`` after ``duration`` seconds."""
         try:
             provider = self._provider_of(ctx)
             _jobs(ctx.actor, provider, outcome).inc()
             _job_duration(ctx.actor, provider).observe(duration)
-            if outcome == "retry_scheduled":
+            if outcome is Outcome.RETRY_SCHEDULED:
                 error_class = error_class_of(ctx.error) if ctx.error is not None else "unknown"
                 JOB_RETRIES.labels(ctx.actor, provider, error_class).inc()
-            elif outcome == "dead_lettered":
-                reason = dead_letter_reason(ctx.error, exhausted=ctx.dead_letter_reason is not None)
-                DEAD_LETTERS.labels(ctx.actor, reason).inc()
+            elif outcome is Outcome.DEAD_LETTERED:
+                cause = ctx.dead_letter_cause or rejection_cause(ctx.error)
+                DEAD_LETTERS.labels(ctx.actor, cause.reason(ctx.error)).inc()
         except Exception:
             log.warning("could not record job metrics", exc_info=True)
-
-    def observe_lock(self, result: str) -> None:
-        """ResourceLocking observer: one lock attempt was ``acquired`` or ``busy``."""
-        _lock_acquisitions(result).inc()
 
     def _provider_of(self, ctx: JobContext) -> str:
         # Deliveries that end before the state is loaded (lock_busy, corrupt payloads) know only the
@@ -215,7 +217,7 @@ class WorkerMetrics(dramatiq.Middleware):
         known = self._providers.get(account_id)
         if known is not None:
             return known
-        with self.runtime.db.read() as conn:
+        with self.db.read() as conn:
             summary = accounts.get_summary(conn, account_id)
         if summary is None:
             return UNKNOWN_PROVIDER

@@ -2,9 +2,9 @@
 
 This runs once per delivery, under the target's lock, on the hot path's direct driver access
 (core/store/direct.py): the account joined to the event, the target and the job's idempotency
-record. The idempotency and staleness middlewares and the actor share the one read through
-:func:`job_snapshot`. When the account does not exist the join yields nothing and the parts are read
-one by one, so the job can say precisely what is missing.
+record. The job decides from this one read whether its effect is done, whether it is stale, and
+what to do. When the account does not exist the join yields nothing and the parts are read one by
+one, so the job can say precisely what is missing.
 """
 
 from __future__ import annotations
@@ -12,20 +12,19 @@ from __future__ import annotations
 import datetime as dt
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from sqlalchemy import and_, bindparam, select
 
 from calsync.core.model.calendar import Account, EventState
 from calsync.core.model.payload import JobPayload
 from calsync.core.store import accounts, events, idempotency, targets
+from calsync.core.store.crypto import CredentialCipher
+from calsync.core.store.database import Database
 from calsync.core.store.direct import DirectStatement
 from calsync.core.store.schema import event_targets, idempotency_records, provider_accounts
 from calsync.core.store.schema import events as events_table
 from calsync.core.store.targets import TargetKey, TargetRow
-
-if TYPE_CHECKING:
-    from calsync.core.runtime import Runtime
 
 _BOOKKEEPING = ("created_at", "updated_at")  # of accounts and events: not needed by a job
 _PARTS = {
@@ -76,7 +75,7 @@ def _part(row: Mapping[str, Any], prefix: str) -> dict[str, Any] | None:
     return {name: row[label] for label, name in _LABELS[prefix]}
 
 
-def load_snapshot(runtime: Runtime, payload: JobPayload) -> Snapshot:
+def load_snapshot(db: Database, cipher: CredentialCipher, payload: JobPayload) -> Snapshot:
     """Read the latest state a job needs, in one statement."""
     params = {
         "k_tenant": payload.tenant_id,
@@ -85,22 +84,22 @@ def load_snapshot(runtime: Runtime, payload: JobPayload) -> Snapshot:
         "k_idempotency": payload.idempotency_key,
         "k_now": dt.datetime.now(dt.UTC),
     }
-    with runtime.db.direct_read() as tx:
+    with db.direct_read() as tx:
         row = tx.first(_SNAPSHOT, params)
     if row is None:
-        return _without_account(runtime, payload)
+        return _without_account(db, payload)
     account, event, target = _part(row, "a"), _part(row, "e"), _part(row, "t")
     assert account is not None
     return Snapshot(
-        account=accounts.account_from_row(account, runtime.cipher),
+        account=accounts.account_from_row(account, cipher),
         event=events.event_from_row(event) if event else None,
         target=targets.target_from_row(target) if target else None,
         already_done=row["done_key"] is not None,
     )
 
 
-def _without_account(runtime: Runtime, payload: JobPayload) -> Snapshot:
-    with runtime.db.read() as conn:
+def _without_account(db: Database, payload: JobPayload) -> Snapshot:
+    with db.read() as conn:
         return Snapshot(
             account=None,
             event=events.get_event(conn, payload.tenant_id, payload.entity_id),

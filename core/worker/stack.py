@@ -1,4 +1,17 @@
-"""The worker's middleware stack, in order: what runs around every delivery (docs/ARCHITECTURE.md)."""
+"""The worker's middleware stack: only what runs around every delivery, whatever the job.
+
+Before-hooks run top to bottom and after-hooks bottom to top (Dramatiq's rule). The job itself
+(parse, lock, state, idempotency, staleness, provider call, result) is one function,
+:func:`core.worker.job.run_sync`, which the sync actor calls; none of the middlewares below guards it:
+
+0. in workers, ``first``: Dramatiq's ``Prometheus``, :class:`~core.worker.metrics.WorkerMetrics`,
+   :class:`~core.worker.heartbeat.Heartbeat` (docs/METRICS.md);
+1. ``JobLifecycle`` — opens the delivery; its ack/nack hooks run last, logging and counting the outcome;
+2. ``TimeLimit`` — Dramatiq's, set above the provider timeout so a hung call is interrupted;
+3. ``ShutdownNotifications`` — Dramatiq's, lets SIGTERM stop idle threads cleanly;
+4. ``DeadLetterRecorder`` — durable DLQ record before every nack (nack hooks only);
+5. ``ScheduledRetries`` — after a delivery raised: defer (busy lock), retry on the schedule, or dead-letter.
+"""
 
 from __future__ import annotations
 
@@ -8,56 +21,51 @@ from typing import TYPE_CHECKING
 import dramatiq
 from dramatiq.middleware import ShutdownNotifications, TimeLimit
 
-from calsync.core.worker.heartbeat import Heartbeat
+from calsync.core.worker.heartbeat import Heartbeat, HeartbeatTiming
 from calsync.core.worker.metrics import WorkerMetrics
 from calsync.core.worker.middleware.dead_letters import DeadLetterRecorder
-from calsync.core.worker.middleware.idempotency import IdempotencyGuard
 from calsync.core.worker.middleware.lifecycle import JobLifecycle, JobObserver
-from calsync.core.worker.middleware.locking import LockObserver, ResourceLocking
-from calsync.core.worker.middleware.retries import ScheduledRetries
-from calsync.core.worker.middleware.stale import StaleVersionSkip
-from calsync.core.worker.middleware.validation import PayloadValidation
+from calsync.core.worker.middleware.retries import RetryPolicy, ScheduledRetries
 
 if TYPE_CHECKING:
     from calsync.core.runtime import Runtime
 
+
 def worker_middleware(
-    runtime: Runtime,
-    *,
-    first: Sequence[dramatiq.Middleware] = (),
-    job_observers: Sequence[JobObserver] = (),
-    lock_observer: LockObserver | None = None,
+    runtime: Runtime, *, first: Sequence[dramatiq.Middleware] = (), job_observers: Sequence[JobObserver] = ()
 ) -> list[dramatiq.Middleware]:
     """The worker's middleware list; ``first`` goes before everything (Prometheus must come first)."""
     settings = runtime.settings
+    policy = RetryPolicy(
+        schedule=settings.retry_schedule,
+        jitter=settings.retry_jitter,
+        defer_delay=settings.lock_retry_delay,
+        max_deferrals=settings.lock_max_waits,
+    )
     return [
         *first,
         JobLifecycle(runtime.stats, job_observers),
         TimeLimit(time_limit=int(settings.job_time_limit * 1000)),
         ShutdownNotifications(),
-        PayloadValidation(),
-        DeadLetterRecorder(runtime),
-        # After-hooks run in reverse: the lock is released before Retries enqueues the next attempt, so a
-        # short retry delay never finds its own delivery still holding the lock.
-        ScheduledRetries(runtime),
-        ResourceLocking(runtime.locks, runtime.keys, settings, lock_observer),
-        # Under the lock, both read the delivery's state, loaded once in a single statement.
-        IdempotencyGuard(runtime),
-        StaleVersionSkip(runtime),
+        DeadLetterRecorder(runtime.db),
+        ScheduledRetries(runtime.db, policy),
     ]
 
 
 def observed_worker_middleware(runtime: Runtime) -> list[dramatiq.Middleware]:
     """The worker's middleware with metrics and heartbeats wired in (docs/METRICS.md)."""
-    # Imported here, not at the top: importing it creates Dramatiq's metrics directory, which
-    # producers must not need. Prometheus comes first: it counts skipped messages correctly only
-    # when no middleware before it raises SkipMessage (notes dramatiq-2.2-facts §5.3).
+    # Imported here, not at the top: importing it creates Dramatiq's metrics directory, which producers
+    # must not need. Prometheus comes first so that its durations and in-progress gauge span the others.
     from dramatiq.middleware.prometheus import Prometheus
 
-    metrics = WorkerMetrics(runtime)
-    return worker_middleware(
-        runtime,
-        first=[Prometheus(), metrics, Heartbeat(runtime)],
-        job_observers=[metrics.observe_job],
-        lock_observer=metrics.observe_lock,
+    settings = runtime.settings
+    metrics = WorkerMetrics(runtime.db)
+    timing = HeartbeatTiming(
+        interval=settings.heartbeat_interval,
+        ttl=settings.heartbeat_ttl,
+        directory=settings.effective_heartbeat_dir,
+        stuck_grace=settings.stuck_grace,
+        job_time_limit=settings.job_time_limit,
     )
+    heartbeat = Heartbeat(runtime.redis, runtime.keys, timing)
+    return worker_middleware(runtime, first=[Prometheus(), metrics, heartbeat], job_observers=[metrics.observe_job])

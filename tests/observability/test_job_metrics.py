@@ -13,6 +13,7 @@ from prometheus_client import REGISTRY
 
 from calsync.core.model.errors import Forbidden, ProviderUnavailable
 from calsync.core.model.payload import SYNC_JOB
+from calsync.core.model.vocabulary import DeadLetterCause
 from calsync.core.worker.metrics import provider_request, status_class
 from tests.support import Pipeline, wait_until
 
@@ -34,7 +35,7 @@ def test_a_job_that_exhausts_its_retries_counts_each_retry_and_one_dead_letter(p
             lambda: _sample("calsync_dead_letters_total", **exhausted) == before[1] + 1, what="the dead letter metric"
         )
     [record] = pipeline.dead_letters()
-    assert record.reason == "retries exhausted"
+    assert record.reason == "retries exhausted" and record.cause is DeadLetterCause.EXHAUSTED
     assert _sample("calsync_job_retries_total", **retries) == before[0] + pipeline.settings.max_retries
 
 
@@ -52,6 +53,34 @@ def test_a_message_for_an_unknown_actor_is_counted_as_dead_lettered(pipeline: Pi
     assert record.reason == "unknown actor"
     labels = {"job_type": "no_such_actor", "provider": "unknown", "outcome": "dead_lettered"}
     assert _sample("calsync_jobs_total", **labels) >= 1
+
+
+def test_a_retry_that_cannot_be_enqueued_is_dead_lettered_as_such_not_as_exhausted(
+    pipeline: Pipeline, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    failed = {"job_type": SYNC_JOB, "reason": "retry enqueue failed"}
+    exhausted = {"job_type": SYNC_JOB, "reason": "retries exhausted"}
+    before = (_sample("calsync_dead_letters_total", **failed), _sample("calsync_dead_letters_total", **exhausted))
+    real_enqueue = pipeline.broker.enqueue
+
+    def retries_refused(message: dramatiq.Message[Any], *, delay: int | None = None) -> dramatiq.Message[Any]:
+        if "retries" in message.options:  # the next attempt of a failed job; first deliveries go through
+            raise BrokenPipeError("broker connection lost")
+        return real_enqueue(message, delay=delay)
+
+    monkeypatch.setattr(pipeline.broker, "enqueue", retries_refused)
+    pipeline.provider.add_fault(op="upsert", error="unavailable", times=1)
+    account = pipeline.account()
+    with pipeline.worker():
+        receipt = pipeline.submit([account])
+        row = pipeline.wait_target(receipt.entity_id, account, "failed")
+        wait_until(lambda: _sample("calsync_dead_letters_total", **failed) == before[0] + 1, what="the metric")
+    [record] = pipeline.dead_letters()
+    assert record.cause is DeadLetterCause.ENQUEUE_FAILED and record.reason == "retry enqueue failed"
+    assert record.error_class == "ProviderUnavailable" and record.attempts == 1
+    assert record.last_error.endswith("(the retry could not be enqueued)") and row.error_class == "ProviderUnavailable"
+    assert _sample("calsync_dead_letters_total", **exhausted) == before[1]
+    assert pipeline.outcomes() == {"dead_lettered": 1}
 
 
 @pytest.mark.parametrize(

@@ -18,6 +18,7 @@ from calsync.core.observability.exporter import exporter_registry
 from calsync.core.observability.readings import QueueReading, StatusReader, ready_since
 from calsync.core.runtime import Runtime
 from calsync.core.store import dead_letters, targets
+from calsync.core.store.dead_letters import DeadLetterRecord
 from calsync.core.store.targets import TargetKey
 from tests.observability.conftest import parse
 from tests.support import Pipeline, utcnow, wait_until
@@ -95,14 +96,14 @@ def test_ready_since_takes_the_latest_of_creation_eta_and_scheduled_at() -> None
 
 
 def _dead_letter(pipeline: Pipeline, *, reason: str, failed_at: dt.datetime, job_type: str = SYNC_JOB) -> None:
-    values = {
-        "job_id": f"job_{uuid.uuid4().hex}", "job_type": job_type, "message_id": None, "queue": "calendar",
-        "tenant_id": "tenant-1", "entity_id": "evt-1", "account_id": "acc-1", "idempotency_key": None,
-        "trace_id": None, "payload": {}, "attempts": 1, "reason": reason, "error_class": "Forbidden",
-        "last_error": "no", "error_history": [], "first_failed_at": failed_at, "failed_at": failed_at,
-    }  # fmt: skip
+    record = DeadLetterRecord(
+        job_id=f"job_{uuid.uuid4().hex}", job_type=job_type, message_id=None, queue="calendar",
+        tenant_id="tenant-1", entity_id="evt-1", account_id="acc-1", idempotency_key=None,
+        trace_id=None, payload={}, attempts=1, reason=reason, error_class="Forbidden",
+        last_error="no", error_history=[], first_failed_at=failed_at, failed_at=failed_at,
+    )  # fmt: skip
     with pipeline.runtime.db.write() as conn:
-        dead_letters.insert(pipeline.runtime.db, conn, values)
+        dead_letters.insert(pipeline.runtime.db, conn, record)
 
 
 def test_open_dead_letters_by_job_type_and_reason_and_the_oldest_age(pipeline: Pipeline) -> None:

@@ -11,6 +11,7 @@ from calsync.actors.cli import status as status_command
 from calsync.actors.cli.main import cli
 from calsync.actors.cli.status import Status, format_age, read_status
 from calsync.core.model.payload import SYNC_JOB
+from calsync.core.model.vocabulary import Outcome
 from calsync.core.observability.readings import StatusReader
 from calsync.core.redis.stats import JobStats
 from tests.support import Pipeline
@@ -26,8 +27,8 @@ def _busy(pipeline: Pipeline) -> None:
     pipeline.submit([account], title="one")
     pipeline.submit([account], title="two")
     pipeline.runtime.redis.set(pipeline.runtime.keys.worker_heartbeat("pod-a:1"), "{}", px=60_000)
-    pipeline.runtime.stats.record("success", count=3)
-    pipeline.runtime.stats.record("dead_lettered")
+    pipeline.runtime.stats.record(Outcome.SUCCESS, count=3)
+    pipeline.runtime.stats.record(Outcome.DEAD_LETTERED)
     pipeline.runtime.stats.flush()  # what a worker's stats thread does every second
 
 

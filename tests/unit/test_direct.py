@@ -4,9 +4,7 @@ from __future__ import annotations
 
 import datetime as dt
 import threading
-from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
 
 import pytest
 from sqlalchemy import bindparam, func, select, text, update
@@ -176,25 +174,17 @@ def test_direct_transactions_do_not_nest(db: Database) -> None:
     assert row is not None and row.synced_version == 1  # the outer transaction was not disturbed
 
 
-@dataclass
-class _JobState:
-    """What load_snapshot needs of a runtime."""
-
-    db: Database
-    cipher: CredentialCipher = field(default_factory=lambda: CredentialCipher(None))
-
-
 def test_the_job_snapshot_reads_state_and_idempotency_in_one_statement(db: Database) -> None:
     key = _planned(db)
     payload = new_payload(tenant_id="t", entity_id="e1", account_id=key.account_id, operation="create", version=1,
                           trace_id="tr")  # fmt: skip
-    runtime: Any = _JobState(db)
-    first = load_snapshot(runtime, payload)
+    cipher = CredentialCipher(None)
+    first = load_snapshot(db, cipher, payload)
     assert first.account is not None and first.event is not None and first.target is not None
     assert first.event.attendees == ("a@example.com", "b@example.com") and not first.already_done
     with db.direct_write() as tx:
         idempotency.record_success(tx, payload.idempotency_key, job_id="j", result={}, ttl_seconds=60)
-    assert load_snapshot(runtime, payload).already_done
+    assert load_snapshot(db, cipher, payload).already_done
     # An unknown account: the parts are read one by one, so the job can say what is missing.
-    missing = load_snapshot(runtime, payload.model_copy(update={"account_id": "acc_missing"}))
+    missing = load_snapshot(db, cipher, payload.model_copy(update={"account_id": "acc_missing"}))
     assert missing.account is None and missing.event is not None and missing.target is None

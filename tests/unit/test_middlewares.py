@@ -1,5 +1,5 @@
-"""Each middleware on its own: hooks called directly with a real database and Redis, and a StubBroker
-to capture what they enqueue."""
+"""The job and each middleware on its own: the job function and the hooks called directly with a real
+database and Redis, and a StubBroker to capture what they enqueue."""
 
 from __future__ import annotations
 
@@ -11,23 +11,27 @@ import dramatiq
 import pytest
 from dramatiq.brokers.stub import StubBroker
 from dramatiq.errors import BrokerConnectionError
-from dramatiq.middleware import SkipMessage
+from prometheus_client import REGISTRY
 from sqlalchemy import update
 
 from calsync.core.messaging.messages import sync_message
-from calsync.core.model.errors import Forbidden, InvalidPayload, LockBusy, ProviderUnavailable, RateLimited
+from calsync.core.model.errors import (
+    Forbidden,
+    InvalidPayload,
+    LockBusy,
+    ProviderUnavailable,
+    RateLimited,
+    TargetLocked,
+)
 from calsync.core.model.payload import JobPayload, new_payload
-from calsync.core.runtime import Runtime
+from calsync.core.model.vocabulary import DeadLetterCause, Outcome
 from calsync.core.store import idempotency, targets
 from calsync.core.store.schema import idempotency_records
 from calsync.core.store.targets import TargetKey
-from calsync.core.worker.context import JobContext, MiddlewareFailure, current_job, start_job
+from calsync.core.worker.context import JobContext, current_job, start_job
+from calsync.core.worker.job import JobParts, run_sync
 from calsync.core.worker.middleware.dead_letters import DeadLetterRecorder, DeadLetterStoreUnavailable
-from calsync.core.worker.middleware.idempotency import IdempotencyGuard
-from calsync.core.worker.middleware.locking import ResourceLocking
-from calsync.core.worker.middleware.retries import ScheduledRetries
-from calsync.core.worker.middleware.stale import StaleVersionSkip
-from calsync.core.worker.middleware.validation import PayloadValidation
+from calsync.core.worker.middleware.retries import RetryPolicy, ScheduledRetries
 from tests.support import Pipeline
 
 
@@ -39,10 +43,11 @@ def stub() -> Iterator[StubBroker]:
     broker.close()
 
 
-def _delivery(pipeline: Pipeline, payload: JobPayload, **options: Any) -> dramatiq.MessageProxy:
-    message = sync_message(pipeline.settings.queue, payload)
+def _delivery(pipeline: Pipeline, payload: JobPayload | None, **options: Any) -> dramatiq.MessageProxy:
+    message = sync_message(pipeline.settings.queue, payload or _payload("e1"))
     proxy = dramatiq.broker.MessageProxy(message.copy(options=options))
-    ctx = JobContext(proxy.message_id, proxy.actor_name, proxy.queue_name, payload=payload)
+    ctx = JobContext(proxy.message_id, proxy.actor_name, proxy.queue_name, repair=bool(options.get("repair")),
+                     payload=payload)  # fmt: skip
     start_job(ctx)
     return proxy
 
@@ -62,48 +67,61 @@ def _queued(stub: StubBroker, queue: str) -> list[dramatiq.Message[Any]]:
     return [dramatiq.Message.decode(body) for body in stub.queues[queue].queue]
 
 
-# --- PayloadValidation ------------------------------------------------------------------------------
+def _parts(pipeline: Pipeline, stub: StubBroker) -> JobParts:
+    rt = pipeline.runtime
+    return JobParts(db=rt.db, cipher=rt.cipher, locks=rt.locks, keys=rt.keys, providers=pipeline.app.providers,
+                    broker=stub, queue="calendar", idempotency_ttl=60)  # fmt: skip
 
 
-def test_validation_dead_letters_a_corrupt_payload_at_once(pipeline: Pipeline, stub: StubBroker) -> None:
-    message = dramatiq.broker.MessageProxy(
-        dramatiq.Message(
-            queue_name="calendar", actor_name="sync_calendar_event", args=({"job_id": 1},), kwargs={}, options={}
-        )
-    )
-    start_job(JobContext(message.message_id, message.actor_name, "calendar"))
-    with pytest.raises(SkipMessage):
-        PayloadValidation().before_process_message(stub, message)
-    ctx = current_job()
-    assert message.failed and ctx is not None and isinstance(ctx.error, InvalidPayload)
-    assert ctx.outcome == "dead_lettered"
+def _run(
+    pipeline: Pipeline, stub: StubBroker, payload: JobPayload, *, repair: bool = False
+) -> tuple[Outcome, JobContext]:
+    ctx = JobContext("m-1", "sync_calendar_event", "calendar", repair=repair)
+    return run_sync(_parts(pipeline, stub), ctx, [payload.to_message_arg()], {}), ctx
 
 
-def test_validation_parses_a_good_payload_once_for_everyone(pipeline: Pipeline, stub: StubBroker) -> None:
-    payload = _payload("e1")
-    message = _delivery(pipeline, payload)
-    ctx = current_job()
-    assert ctx is not None
-    ctx.payload = None
-    PayloadValidation().before_process_message(stub, message)
-    assert ctx.payload == payload and not message.failed
+def _lock_attempts(result: str) -> float:
+    return REGISTRY.get_sample_value("calsync_lock_acquisitions_total", {"result": result}) or 0.0
 
 
-# --- IdempotencyGuard -------------------------------------------------------------------------------
+# --- the job: payload ---------------------------------------------------------------------------------
 
 
-def test_idempotency_acks_a_job_whose_effect_is_recorded(pipeline: Pipeline, stub: StubBroker) -> None:
-    payload = _payload("e1")
-    guard = IdempotencyGuard(pipeline.runtime)
-    guard.before_process_message(stub, _delivery(pipeline, payload))  # nothing recorded: goes on
+def test_a_corrupt_payload_is_invalid_and_dead_lettered_at_once(pipeline: Pipeline, stub: StubBroker) -> None:
+    parts = _parts(pipeline, stub)
+    ctx = JobContext("m-1", "sync_calendar_event", "calendar")
+    with pytest.raises(InvalidPayload):
+        run_sync(parts, ctx, [{"job_id": 1}], {})
+    with pytest.raises(InvalidPayload, match="keyword arguments"):
+        run_sync(parts, ctx, [_payload("e1").to_message_arg()], {"extra": 1})
+    assert ctx.payload is None
 
-    db = pipeline.runtime.db
-    with db.direct_write() as tx:
+    retries = _retries(pipeline, stub)
+    message = _delivery(pipeline, None)
+    retries.after_process_message(stub, message, exception=InvalidPayload("corrupt"))
+    delivery = current_job()
+    assert message.failed and not _queued(stub, "calendar.DQ")
+    assert delivery is not None and delivery.dead_letter_cause is DeadLetterCause.INVALID_PAYLOAD
+    assert delivery.outcome is Outcome.DEAD_LETTERED and isinstance(delivery.error, InvalidPayload)
+
+
+def test_the_job_tells_its_delivery_the_payload_and_provider(pipeline: Pipeline, stub: StubBroker) -> None:
+    entity, account, payload = _submitted(pipeline)
+    outcome, ctx = _run(pipeline, stub, payload)
+    assert outcome is Outcome.SUCCESS and ctx.payload == payload and ctx.provider == "memory"
+    assert ctx.log_fields()["trace_id"] == "trace-unit"
+    assert pipeline.target(entity, account).status == "synced"
+
+
+# --- the job: idempotency -----------------------------------------------------------------------------
+
+
+def test_a_job_whose_effect_is_recorded_is_done_without_a_call(pipeline: Pipeline, stub: StubBroker) -> None:
+    _entity, _account, payload = _submitted(pipeline)
+    with pipeline.runtime.db.direct_write() as tx:
         idempotency.record_success(tx, payload.idempotency_key, job_id="earlier", result={}, ttl_seconds=60)
-    with pytest.raises(SkipMessage):
-        guard.before_process_message(stub, _delivery(pipeline, payload))
-    ctx = current_job()
-    assert ctx is not None and ctx.outcome == "already_done"
+    outcome, _ctx = _run(pipeline, stub, payload)
+    assert outcome is Outcome.ALREADY_DONE and pipeline.provider.calls() == []
 
 
 def test_an_expired_idempotency_record_no_longer_counts(pipeline: Pipeline) -> None:
@@ -119,81 +137,140 @@ def test_an_expired_idempotency_record_no_longer_counts(pipeline: Pipeline) -> N
         assert idempotency.purge_expired(conn) == 1
 
 
-# --- ResourceLocking --------------------------------------------------------------------------------
+# --- the job: the target lock -------------------------------------------------------------------------
 
 
-def test_locking_takes_and_always_releases_the_target_lock(pipeline: Pipeline, stub: StubBroker) -> None:
-    rt: Runtime = pipeline.runtime
-    payload = _payload("e1")
-    locking = ResourceLocking(rt.locks, rt.keys, rt.settings)
-    key = rt.keys.lock("tenant-1", "e1", "acc")
-
-    message = _delivery(pipeline, payload)
-    locking.before_process_message(stub, message)
-    assert rt.redis.get(key) is not None
-    locking.after_process_message(stub, message, exception=RuntimeError("boom"))
-    assert rt.redis.get(key) is None
-
-    message = _delivery(pipeline, payload)
-    locking.before_process_message(stub, message)
-    locking.after_skip_message(stub, message)
-    assert rt.redis.get(key) is None
-
-
-def test_a_busy_lock_reenqueues_later_without_counting_a_failure(pipeline: Pipeline, stub: StubBroker) -> None:
+def test_the_job_holds_the_target_lock_while_it_runs_and_always_frees_it(
+    pipeline: Pipeline, stub: StubBroker, monkeypatch: pytest.MonkeyPatch
+) -> None:
     rt = pipeline.runtime
-    payload = _payload("e1")
-    held = rt.locks.acquire(rt.keys.lock("tenant-1", "e1", "acc"))
-    locking = ResourceLocking(rt.locks, rt.keys, rt.settings)
-    observed: list[str] = []
-    locking.on_attempt = observed.append
-    with pytest.raises(SkipMessage):
-        locking.before_process_message(stub, _delivery(pipeline, payload, lock_waits=2))
-    [again] = _queued(stub, "calendar.DQ")
-    assert again.options["lock_waits"] == 3 and "retries" not in again.options
-    assert again.args[0]["attempt"] == 1 and again.args[0]["job_id"] == payload.job_id
-    assert observed == ["busy"]
-    ctx = current_job()
-    assert ctx is not None and ctx.outcome == "lock_busy" and ctx.lock is None
+    entity, account, payload = _submitted(pipeline)
+    key = rt.keys.lock("tenant-1", entity, account)
+    held_during_call: list[bool] = []
+    real_upsert = pipeline.provider.upsert
 
-    with pytest.raises(MiddlewareFailure) as caught:
-        locking.before_process_message(stub, _delivery(pipeline, payload, lock_waits=rt.settings.lock_max_waits))
-    assert isinstance(caught.value.cause, LockBusy)
-    assert held is not None and rt.locks.release(held)
+    def watched(*args: Any) -> Any:
+        held_during_call.append(rt.redis.get(key) is not None)
+        return real_upsert(*args)
 
-
-# --- StaleVersionSkip -------------------------------------------------------------------------------
+    monkeypatch.setattr(pipeline.provider, "upsert", watched)
+    pipeline.provider.add_fault(op="upsert", error="unavailable", times=1)
+    acquired = _lock_attempts("acquired")
+    with pytest.raises(ProviderUnavailable):
+        _run(pipeline, stub, payload)
+    assert rt.redis.get(key) is None
+    outcome, _ctx = _run(pipeline, stub, payload)
+    assert outcome is Outcome.SUCCESS and rt.redis.get(key) is None
+    assert held_during_call == [True, True] and _lock_attempts("acquired") == acquired + 2
 
 
-def test_stale_skips_jobs_for_superseded_or_already_synced_versions(pipeline: Pipeline, stub: StubBroker) -> None:
+def test_a_busy_lock_defers_the_job_without_any_read_or_call(pipeline: Pipeline, stub: StubBroker) -> None:
+    rt = pipeline.runtime
+    entity, account, payload = _submitted(pipeline)
+    held = rt.locks.acquire(rt.keys.lock("tenant-1", entity, account))
+    busy = _lock_attempts("busy")
+    with pytest.raises(TargetLocked) as caught:
+        _run(pipeline, stub, payload)
+    assert not isinstance(caught.value, LockBusy)  # a deferral, not a failure
+    assert _lock_attempts("busy") == busy + 1 and pipeline.provider.calls() == []
+    assert held is not None and rt.locks.release(held)  # the job did not free someone else's lock
+
+
+# --- the job: staleness -------------------------------------------------------------------------------
+
+
+def test_superseded_or_already_synced_versions_are_stale(pipeline: Pipeline, stub: StubBroker) -> None:
     entity, account, _ = _submitted(pipeline)
     pipeline.submit(None, entity_id=entity, title="v2")
-    stale = StaleVersionSkip(pipeline.runtime)
-
-    with pytest.raises(SkipMessage):
-        stale.before_process_message(stub, _delivery(pipeline, _payload(entity, account, version=1)))
-    stale.before_process_message(stub, _delivery(pipeline, _payload(entity, account, version=2, op="update")))
-    ctx = current_job()
-    assert ctx is not None and ctx.snapshot is not None and ctx.provider == "memory"
+    assert _run(pipeline, stub, _payload(entity, account, version=1))[0] is Outcome.STALE
 
     with pipeline.runtime.db.direct_write() as tx:
         targets.record_synced(tx, TargetKey("tenant-1", entity, account), version=2, external_id="x", etag=None,
                               final_status="synced")  # fmt: skip
-    with pytest.raises(SkipMessage):
-        stale.before_process_message(stub, _delivery(pipeline, _payload(entity, account, version=2, op="update")))
+    assert _run(pipeline, stub, _payload(entity, account, version=2, op="update"))[0] is Outcome.STALE
+    assert pipeline.provider.calls() == []
     # A repair sync of the same version is the one exception.
-    stale.before_process_message(
-        stub, _delivery(pipeline, _payload(entity, account, version=2, op="update"), repair=True)
-    )
+    outcome, _ctx = _run(pipeline, stub, _payload(entity, account, version=2, op="update"), repair=True)
+    assert outcome is Outcome.SUCCESS and len(pipeline.provider.calls()) == 1
 
 
-# --- ScheduledRetries -------------------------------------------------------------------------------
+# --- ScheduledRetries: deferrals ----------------------------------------------------------------------
+
+
+def test_a_deferred_job_is_reenqueued_later_without_using_an_attempt(pipeline: Pipeline, stub: StubBroker) -> None:
+    retries = _retries(pipeline, stub)
+    payload = _payload("e1")
+    message = _delivery(pipeline, payload, lock_waits=2)
+    retries.after_process_message(stub, message, exception=TargetLocked("busy"))
+    assert not message.failed
+    [again] = _queued(stub, "calendar.DQ")
+    assert again.options["lock_waits"] == 3 and "retries" not in again.options and "errors" not in again.options
+    assert again.args[0]["attempt"] == 1 and again.args[0]["job_id"] == payload.job_id
+    delay = (again.options["eta"] - again.message_timestamp) / 1000
+    settings = pipeline.settings
+    assert settings.lock_retry_delay * (1 - settings.retry_jitter) - 0.05 <= delay
+    ctx = current_job()
+    assert ctx is not None and ctx.outcome is Outcome.LOCK_BUSY and ctx.error is None and ctx.retry_in is not None
+
+
+def test_after_lock_max_waits_a_busy_lock_is_a_lock_busy_failure_on_the_schedule(
+    pipeline: Pipeline, stub: StubBroker
+) -> None:
+    retries = _retries(pipeline, stub)
+    waits = pipeline.settings.lock_max_waits
+    message = _delivery(pipeline, _payload("e1"), lock_waits=waits)
+    retries.after_process_message(stub, message, exception=TargetLocked("busy"))
+    [again] = _queued(stub, "calendar.DQ")
+    assert again.options["retries"] == 1 and again.args[0]["attempt"] == 2
+    assert again.options["errors"][0]["error_class"] == "LockBusy"
+    ctx = current_job()
+    assert ctx is not None and ctx.outcome is Outcome.RETRY_SCHEDULED and isinstance(ctx.error, LockBusy)
+
+
+def test_a_lock_busy_to_the_end_is_dead_lettered_as_exhausted_retries(pipeline: Pipeline, stub: StubBroker) -> None:
+    entity, account, payload = _submitted(pipeline)
+    retries = _retries(pipeline, stub)
+    settings = pipeline.settings
+    message = _delivery(pipeline, payload, lock_waits=settings.lock_max_waits, retries=settings.max_retries)
+    retries.after_process_message(stub, message, exception=TargetLocked("busy"))
+    ctx = current_job()
+    assert message.failed and not _queued(stub, "calendar.DQ")
+    assert ctx is not None and ctx.dead_letter_cause is DeadLetterCause.EXHAUSTED and isinstance(ctx.error, LockBusy)
+
+    DeadLetterRecorder(pipeline.runtime.db).before_nack(stub, message)
+    [record] = pipeline.dead_letters()
+    assert (record.cause, record.reason, record.error_class) == (DeadLetterCause.EXHAUSTED, "retries exhausted",
+                                                                 "LockBusy")  # fmt: skip
+    assert "lock still busy" in record.last_error and pipeline.target(entity, account).status == "failed"
+
+
+def test_a_deferral_that_cannot_be_enqueued_is_a_failure_then_a_dead_letter_not_lost(
+    pipeline: Pipeline, stub: StubBroker, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    retries = _retries(pipeline, stub)
+
+    def down(*_args: Any, **_kwargs: Any) -> None:
+        raise BrokerConnectionError("redis went away")  # type: ignore[no-untyped-call]
+
+    monkeypatch.setattr(stub, "enqueue", down)
+    message = _delivery(pipeline, _payload("e1"))
+    retries.after_process_message(stub, message, exception=TargetLocked("busy"))
+    ctx = current_job()
+    assert message.failed and ctx is not None and ctx.dead_letter_cause is DeadLetterCause.ENQUEUE_FAILED
+    assert isinstance(ctx.error, BrokerConnectionError) and message.options["retries"] == 1
+
+
+# --- ScheduledRetries: failures ------------------------------------------------------------------------
 
 
 def _retries(pipeline: Pipeline, stub: StubBroker) -> ScheduledRetries:
-    stub.add_middleware(PayloadValidation())  # any middleware list will do; Retries needs the actor
+    settings = pipeline.settings
+    policy = RetryPolicy(schedule=settings.retry_schedule, jitter=settings.retry_jitter,
+                         defer_delay=settings.lock_retry_delay, max_deferrals=settings.lock_max_waits)  # fmt: skip
+    retries = ScheduledRetries(pipeline.runtime.db, policy)
+    stub.add_middleware(retries)  # the actor's options (throws) need Retries on the broker
     stub.actors["sync_calendar_event"] = pipeline.actors["sync_calendar_event"]
-    return ScheduledRetries(pipeline.runtime)
+    return retries
 
 
 def test_a_temporary_error_is_retried_on_schedule_as_the_next_attempt(pipeline: Pipeline, stub: StubBroker) -> None:
@@ -209,7 +286,7 @@ def test_a_temporary_error_is_retried_on_schedule_as_the_next_attempt(pipeline: 
     delay = (again.options["eta"] - again.message_timestamp) / 1000
     assert delay >= schedule[0] * (1 - jitter) - 0.05
     ctx = current_job()
-    assert ctx is not None and ctx.outcome == "retry_scheduled"
+    assert ctx is not None and ctx.outcome is Outcome.RETRY_SCHEDULED
     row = pipeline.target(entity, account)
     assert row.error_class == "ProviderUnavailable" and row.due_at is not None
 
@@ -231,7 +308,7 @@ def test_a_permanent_error_and_exhausted_retries_fail_the_message(pipeline: Pipe
     message = _delivery(pipeline, _payload("e1"), retries=pipeline.settings.max_retries)
     retries.after_process_message(stub, message, exception=ProviderUnavailable("still down"))
     ctx = current_job()
-    assert message.failed and ctx is not None and ctx.dead_letter_reason
+    assert message.failed and ctx is not None and ctx.dead_letter_cause is DeadLetterCause.EXHAUSTED
 
 
 def test_a_retry_that_cannot_be_enqueued_is_dead_lettered_not_lost(
@@ -246,7 +323,7 @@ def test_a_retry_that_cannot_be_enqueued_is_dead_lettered_not_lost(
     message = _delivery(pipeline, _payload("e1"))
     retries.after_process_message(stub, message, exception=ProviderUnavailable("503"))
     ctx = current_job()
-    assert message.failed and ctx is not None and ctx.dead_letter_reason == "the retry could not be enqueued"
+    assert message.failed and ctx is not None and ctx.dead_letter_cause is DeadLetterCause.ENQUEUE_FAILED
 
 
 # --- DeadLetterRecorder -----------------------------------------------------------------------------
@@ -255,7 +332,7 @@ def test_a_retry_that_cannot_be_enqueued_is_dead_lettered_not_lost(
 def test_the_recorder_retries_the_nack_while_the_database_is_down(
     pipeline: Pipeline, stub: StubBroker, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    recorder = DeadLetterRecorder(pipeline.runtime)
+    recorder = DeadLetterRecorder(pipeline.runtime.db)
     message = _delivery(pipeline, _payload("e1"))
 
     def db_down(*_args: Any, **_kwargs: Any) -> None:

@@ -9,8 +9,10 @@ from alembic.autogenerate import compare_metadata
 from alembic.migration import MigrationContext
 
 from calsync.core.model.change import EventFields
+from calsync.core.model.vocabulary import DeadLetterCause
 from calsync.core.store import accounts, dead_letters, events, idempotency, migrate, targets
 from calsync.core.store.database import Database
+from calsync.core.store.dead_letters import DeadLetterRecord
 from calsync.core.store.schema import metadata
 from calsync.core.store.targets import TargetKey
 
@@ -78,16 +80,19 @@ def test_idempotency_records_tolerate_duplicates(db: Database) -> None:
 
 def test_dead_letters_are_one_per_job(db: Database) -> None:
     now = dt.datetime.now(dt.UTC)
-    values = {"job_id": "job_1", "job_type": "sync_calendar_event", "attempts": 1, "reason": "forbidden",
-              "error_class": "Forbidden", "last_error": "no", "error_history": [], "first_failed_at": now,
-              "failed_at": now, "payload": {"a": 1}}  # fmt: skip
+    record = DeadLetterRecord(
+        job_id="job_1", job_type="sync_calendar_event", message_id=None, queue=None, tenant_id=None, entity_id=None,
+        account_id=None, idempotency_key=None, trace_id=None, payload={"a": 1}, attempts=1, reason="forbidden",
+        error_class="Forbidden", last_error="no", error_history=[], first_failed_at=now, failed_at=now,
+    )  # fmt: skip
     with db.write() as conn:
-        dead_letters.insert(db, conn, values)
-        dead_letters.insert(db, conn, values)  # a duplicate delivery failing again
-        [record] = dead_letters.find(conn, dead_letters.DeadLetterFilter())
+        dead_letters.insert(db, conn, record)
+        dead_letters.insert(db, conn, record)  # a duplicate delivery failing again
+        [stored] = dead_letters.find(conn, dead_letters.DeadLetterFilter())
+        assert stored.cause is DeadLetterCause.PERMANENT and stored.job_id == record.job_id
         assert dead_letters.open_counts(conn) == {("sync_calendar_event", "forbidden"): 1}
-        assert dead_letters.mark_discarded(conn, record.id, note="n") and not dead_letters.mark_discarded(
-            conn, record.id, note="again")  # fmt: skip
+        assert dead_letters.mark_discarded(conn, stored.id, note="n") and not dead_letters.mark_discarded(
+            conn, stored.id, note="again")  # fmt: skip
 
 
 def test_account_updates_and_status(db: Database) -> None:

@@ -11,42 +11,34 @@ from __future__ import annotations
 
 import datetime as dt
 import logging
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import dramatiq
-from dramatiq.errors import ActorNotFound, BrokerConnectionError
+from dramatiq.errors import BrokerConnectionError
 from dramatiq.middleware import MiddlewareError
 
-from calsync.core.config.logging import redact
-from calsync.core.model.errors import AuthRevoked, InvalidPayload, error_class_of, reason_of
+from calsync.core.model.errors import AuthRevoked, InvalidPayload, error_class_of
 from calsync.core.model.payload import JobPayload, parse_payload
+from calsync.core.model.vocabulary import DeadLetterCause
 from calsync.core.store import accounts, dead_letters, targets
+from calsync.core.store.database import Database
+from calsync.core.store.dead_letters import DeadLetterRecord
 from calsync.core.store.targets import TargetKey
-from calsync.core.worker.context import JobContext, current_job
-from calsync.core.worker.middleware.retries import MESSAGE_LIMIT, error_entry
-
-if TYPE_CHECKING:
-    from calsync.core.runtime import Runtime
+from calsync.core.worker.context import JobContext, delivery_of
+from calsync.core.worker.failures import (
+    ERRORS_OPTION,
+    RETRIES_OPTION,
+    UnknownActor,
+    error_entry,
+    error_message,
+    rejection_cause,
+)
 
 log = logging.getLogger(__name__)
 
 
 class DeadLetterStoreUnavailable(BrokerConnectionError, MiddlewareError):
     """The DLQ record could not be written; Dramatiq retries the nack (and this hook) until it can."""
-
-
-class UnknownActor(Exception):
-    """A message named an actor this worker does not define."""
-
-
-def dead_letter_reason(error: BaseException | None, *, exhausted: bool) -> str:
-    """The DLQ record's reason, shared with ``calsync_dead_letters_total`` so both always agree.
-
-    No error means Dramatiq rejected the message before any of our code ran: an unknown actor.
-    """
-    if error is None or isinstance(error, UnknownActor | ActorNotFound):
-        return "unknown actor"
-    return "retries exhausted" if exhausted else reason_of(error)
 
 
 def _payload_of(message: dramatiq.MessageProxy, ctx: JobContext | None) -> JobPayload | None:
@@ -68,68 +60,71 @@ def _raw_payload(message: dramatiq.MessageProxy) -> Any:
 class DeadLetterRecorder(dramatiq.Middleware):
     """Writes the dead-letter record, marks the target failed and, when needed, the account."""
 
-    def __init__(self, runtime: Runtime) -> None:
-        self.runtime = runtime
+    def __init__(self, db: Database) -> None:
+        self.db = db
 
     def before_nack(self, broker: dramatiq.Broker, message: dramatiq.MessageProxy) -> None:
-        ctx = current_job()
-        if ctx is not None and ctx.message_id != message.message_id:
-            ctx = None
+        ctx = delivery_of(message.message_id)
         payload = _payload_of(message, ctx)
         error: BaseException = (
             ctx.error
             if ctx is not None and ctx.error is not None
             else getattr(message, "_exception", None) or UnknownActor(f"no actor named {message.actor_name!r}")
         )
-        retries = int(message.options.get("retries", 0))
-        attempt = payload.attempt if payload else max(1, retries)
-        history = list(message.options.get("errors", []))
-        if not history or history[-1].get("attempt") != attempt:
-            history.append(error_entry(attempt, error))
-        exhausted = ctx.dead_letter_reason if ctx is not None else None
-        reason = dead_letter_reason(error, exhausted=bool(exhausted))
-        last_error = redact(str(error))[:MESSAGE_LIMIT] + (f" ({exhausted})" if exhausted else "")
-        now = dt.datetime.now(dt.UTC)
-        values = {
-            "job_id": payload.job_id if payload else _raw_job_id(message),
-            "job_type": payload.job_type if payload else message.actor_name,
-            "message_id": message.message_id,
-            "queue": message.queue_name,
-            "tenant_id": payload.tenant_id if payload else None,
-            "entity_id": payload.entity_id if payload else None,
-            "account_id": payload.account_id if payload else None,
-            "idempotency_key": payload.idempotency_key if payload else None,
-            "trace_id": payload.trace_id if payload else None,
-            "payload": _raw_payload(message),
-            "attempts": attempt,
-            "reason": reason,
-            "error_class": error_class_of(error),
-            "last_error": last_error,
-            "error_history": history,
-            "first_failed_at": _first_failure(history, now),
-            "failed_at": now,
-        }
+        cause = (ctx.dead_letter_cause if ctx is not None else None) or rejection_cause(error)
+        record = dead_letter_record(message, payload, error, cause)
         try:
-            self._store(values, payload, error, last_error)
+            self._store(record, payload, error)
         except Exception as exc:
             log.exception("could not record the dead letter; the nack will be retried")
             raise DeadLetterStoreUnavailable(str(exc)) from exc  # type: ignore[no-untyped-call]
-        log.warning("job dead-lettered", extra={"fields": {"reason": reason, "error_class": values["error_class"]}})
+        log.warning("job dead-lettered", extra={"fields": {"reason": record.reason, "error_class": record.error_class}})
 
-    def _store(self, values: dict[str, Any], payload: JobPayload | None, error: BaseException, message: str) -> None:
-        db = self.runtime.db
+    def _store(self, record: DeadLetterRecord, payload: JobPayload | None, error: BaseException) -> None:
+        db = self.db
         with db.write() as conn:
-            dead_letters.insert(db, conn, values)
+            dead_letters.insert(db, conn, record)
             if payload is None:
                 return
             key = TargetKey(payload.tenant_id, payload.entity_id, payload.account_id)
-            targets.record_failed(
-                conn, key, version=payload.target_version, error_class=error_class_of(error), message=message
-            )
+            targets.record_failed(conn, key, version=payload.target_version, error_class=record.error_class,
+                                  message=record.last_error)  # fmt: skip
             if isinstance(error, AuthRevoked):
                 account = accounts.get_summary(conn, payload.account_id)
                 if account is not None and account.status == "active":
                     accounts.update_account(conn, payload.account_id, status="needs_reauth")
+
+
+def dead_letter_record(
+    message: dramatiq.MessageProxy, payload: JobPayload | None, error: BaseException, cause: DeadLetterCause
+) -> DeadLetterRecord:
+    """The DLQ record of a rejected message: its payload, attempts, cause and error history."""
+    retries = int(message.options.get(RETRIES_OPTION, 0))
+    attempt = payload.attempt if payload else max(1, retries)
+    history = list(message.options.get(ERRORS_OPTION, []))
+    if not history or history[-1].get("attempt") != attempt:
+        history.append(error_entry(attempt, error))
+    detail = cause.detail(attempt)
+    now = dt.datetime.now(dt.UTC)
+    return DeadLetterRecord(
+        job_id=payload.job_id if payload else _raw_job_id(message),
+        job_type=payload.job_type if payload else message.actor_name,
+        message_id=message.message_id,
+        queue=message.queue_name,
+        tenant_id=payload.tenant_id if payload else None,
+        entity_id=payload.entity_id if payload else None,
+        account_id=payload.account_id if payload else None,
+        idempotency_key=payload.idempotency_key if payload else None,
+        trace_id=payload.trace_id if payload else None,
+        payload=_raw_payload(message),
+        attempts=attempt,
+        reason=cause.reason(error),
+        error_class=error_class_of(error),
+        last_error=error_message(error) + (f" ({detail})" if detail else ""),
+        error_history=history,
+        first_failed_at=_first_failure(history, now),
+        failed_at=now,
+    )
 
 
 def _raw_job_id(message: dramatiq.MessageProxy) -> str:

@@ -10,12 +10,13 @@ import dramatiq
 
 from calsync.core.config.logging import bind_job, redact
 from calsync.core.model.errors import error_class_of
+from calsync.core.model.vocabulary import Outcome
 from calsync.core.redis.stats import JobStats
-from calsync.core.worker.context import JobContext, current_job, start_job
+from calsync.core.worker.context import REPAIR_OPTION, JobContext, delivery_of, start_job
 
 log = logging.getLogger("calsync.jobs")
 
-JobObserver = Callable[[JobContext, str, float], None]
+JobObserver = Callable[[JobContext, Outcome, float], None]
 
 
 class JobLifecycle(dramatiq.Middleware):
@@ -26,7 +27,8 @@ class JobLifecycle(dramatiq.Middleware):
         self.observers = list(observers)
 
     def before_process_message(self, broker: dramatiq.Broker, message: dramatiq.MessageProxy) -> None:
-        ctx = JobContext(message.message_id, message.actor_name, message.queue_name)
+        ctx = JobContext(message.message_id, message.actor_name, message.queue_name,
+                         repair=bool(message.options.get(REPAIR_OPTION)))  # fmt: skip
         start_job(ctx)
         bind_job(ctx.log_fields())
 
@@ -43,23 +45,23 @@ class JobLifecycle(dramatiq.Middleware):
             log.warning("could not write the last job outcome counts", exc_info=True)
 
     def _finish(self, message: dramatiq.MessageProxy, *, acked: bool) -> None:
-        ctx = current_job()
-        if ctx is None or ctx.message_id != message.message_id:
+        ctx = delivery_of(message.message_id)
+        if ctx is None:
             if not acked:  # e.g. a message for an actor this worker does not know
                 log.error("message dead-lettered before processing", extra={"fields": {"actor": message.actor_name}})
                 unprocessed = JobContext(message.message_id, message.actor_name, message.queue_name)
                 unprocessed.error = getattr(message, "_exception", None)
                 for observer in self.observers:
-                    observer(unprocessed, "dead_lettered", 0.0)
+                    observer(unprocessed, Outcome.DEAD_LETTERED, 0.0)
             return
-        outcome = (ctx.outcome or "success") if acked else "dead_lettered"
+        outcome = (ctx.outcome or Outcome.SUCCESS) if acked else Outcome.DEAD_LETTERED
         duration = time.monotonic() - ctx.started
         fields: dict[str, object] = {"outcome": outcome, "duration_seconds": round(duration, 4)}
         if ctx.error is not None:
             fields.update(error_class=error_class_of(ctx.error), error=redact(str(ctx.error))[:500])
         if ctx.retry_in is not None:
             fields["retry_in_seconds"] = round(ctx.retry_in, 3)
-        level = logging.WARNING if outcome in ("dead_lettered", "retry_scheduled") else logging.INFO
+        level = logging.WARNING if outcome in (Outcome.DEAD_LETTERED, Outcome.RETRY_SCHEDULED) else logging.INFO
         log.log(level, "job %s", outcome, extra={"fields": fields})
         try:
             self.stats.record(outcome)

@@ -1,55 +1,64 @@
 """Retries on the fixed schedule (``RETRY_SCHEDULE`` ± ``RETRY_JITTER``), replacing Dramatiq's Retries.
 
+- a :class:`~core.model.errors.Deferred` job (a busy target lock) is not a failure: it is re-enqueued
+  after ``LOCK_RETRY_DELAY`` ± jitter with the same attempt and a ``lock_waits`` count; after
+  ``LOCK_MAX_WAITS`` waits it becomes a failure (LockBusy) and goes through the schedule below;
 - a PermanentError is dead-lettered at once; anything else (unknown exceptions included) is temporary;
 - ``max_retries`` = the schedule's length; a provider's retry-after hint is a floor for the delay;
 - the retried message carries the payload with ``attempt + 1`` and the new ``scheduled_at``, plus an
   ``errors`` option with one entry per failed attempt (the DLQ record's error history);
-- if re-enqueueing the retry fails, the message is dead-lettered instead: Dramatiq would otherwise ack
-  it and lose it (dramatiq PR #545).
+- if re-enqueueing the retry fails, the message is dead-lettered instead (cause ``enqueue_failed``):
+  Dramatiq would otherwise ack it and lose it (dramatiq PR #545).
 """
 
 from __future__ import annotations
 
 import datetime as dt
 import logging
-from typing import TYPE_CHECKING, Any
+from dataclasses import dataclass
 
 import dramatiq
 from dramatiq.middleware import Retries
 
-from calsync.core.config.logging import redact
 from calsync.core.messaging.messages import redelivery
-from calsync.core.model.backoff import retry_delay
-from calsync.core.model.errors import TemporaryError, error_class_of, is_permanent
+from calsync.core.model.backoff import jittered, retry_delay
+from calsync.core.model.errors import Deferred, TemporaryError, error_class_of, is_permanent
+from calsync.core.model.vocabulary import DeadLetterCause, Outcome
 from calsync.core.store import targets
+from calsync.core.store.database import Database
 from calsync.core.store.targets import TargetKey
-from calsync.core.worker.context import JobContext, current_job, unwrap
-
-if TYPE_CHECKING:
-    from calsync.core.runtime import Runtime
+from calsync.core.worker.context import JobContext, delivery_of
+from calsync.core.worker.failures import (
+    ERRORS_OPTION,
+    HISTORY_LIMIT,
+    RETRIES_OPTION,
+    error_entry,
+    error_message,
+    rejection_cause,
+)
 
 log = logging.getLogger(__name__)
 
-HISTORY_LIMIT = 20
-MESSAGE_LIMIT = 1000
+DEFERRALS_OPTION = "lock_waits"  # the message option counting a job's deferrals (its name predates Deferred)
 
 
-def error_entry(attempt: int, error: BaseException) -> dict[str, Any]:
-    """One line of a job's error history."""
-    return {
-        "attempt": attempt,
-        "at": dt.datetime.now(dt.UTC).isoformat(),
-        "error_class": error_class_of(error),
-        "message": redact(str(error))[:MESSAGE_LIMIT],
-    }
+@dataclass(frozen=True)
+class RetryPolicy:
+    """When failed and deferred jobs run again."""
+
+    schedule: tuple[float, ...]  # one retry per entry
+    jitter: float
+    defer_delay: float  # LOCK_RETRY_DELAY
+    max_deferrals: int  # LOCK_MAX_WAITS
 
 
 class ScheduledRetries(Retries):
-    """Decides retry or dead letter for every failed delivery."""
+    """Decides defer, retry or dead letter for every delivery that raised."""
 
-    def __init__(self, runtime: Runtime) -> None:
-        super().__init__(max_retries=runtime.settings.max_retries)
-        self.runtime = runtime
+    def __init__(self, db: Database, policy: RetryPolicy) -> None:
+        super().__init__(max_retries=len(policy.schedule))
+        self.db = db
+        self.policy = policy
 
     def after_process_message(
         self,
@@ -61,57 +70,86 @@ class ScheduledRetries(Retries):
     ) -> None:
         if exception is None:
             return
-        ctx = current_job()
-        error = unwrap(exception)
-        retries = int(message.options.get("retries", 0))
+        ctx = delivery_of(message.message_id)
+        error = exception
+        if isinstance(error, Deferred):
+            waits = int(message.options.get(DEFERRALS_OPTION, 0))
+            if waits >= self.policy.max_deferrals:
+                error = error.give_up(waits)
+            else:
+                try:
+                    self._defer(broker, message, ctx, waits)
+                    return
+                except Exception as exc:
+                    log.exception("could not re-enqueue the deferred job; it is retried as a failure instead")
+                    error = exc
+        self._failed(broker, message, ctx, error)
+
+    def _defer(
+        self, broker: dramatiq.Broker, message: dramatiq.MessageProxy, ctx: JobContext | None, waits: int
+    ) -> None:
+        delay = jittered(self.policy.defer_delay, self.policy.jitter)
+        args = None
+        if ctx is not None and ctx.payload is not None:
+            later = dt.datetime.now(dt.UTC) + dt.timedelta(seconds=delay)
+            args = [ctx.payload.model_copy(update={"scheduled_at": later}).to_message_arg()]
+        again = redelivery(message, args=args, options={DEFERRALS_OPTION: waits + 1})
+        broker.enqueue(again, delay=int(delay * 1000))
+        if ctx is not None:
+            ctx.outcome = Outcome.LOCK_BUSY  # the one reason a job defers
+            ctx.retry_in = delay
+
+    def _failed(
+        self, broker: dramatiq.Broker, message: dramatiq.MessageProxy, ctx: JobContext | None, error: BaseException
+    ) -> None:
+        retries = int(message.options.get(RETRIES_OPTION, 0))
         attempt = ctx.payload.attempt if ctx and ctx.payload else retries + 1
-        history = [*message.options.get("errors", []), error_entry(attempt, error)][-HISTORY_LIMIT:]
-        message.options["errors"] = history
-        message.options["retries"] = retries + 1
+        history = [*message.options.get(ERRORS_OPTION, []), error_entry(attempt, error)][-HISTORY_LIMIT:]
+        message.options[ERRORS_OPTION] = history
+        message.options[RETRIES_OPTION] = retries + 1
         if ctx is not None:
             ctx.error = error
 
         if is_permanent(error):
-            self._dead_letter(message, ctx, None)
+            self._dead_letter(message, ctx, rejection_cause(error))
             return
-        if retries >= self.runtime.settings.max_retries:
-            self._dead_letter(message, ctx, f"retries exhausted after {attempt} attempts")
+        if retries >= len(self.policy.schedule):
+            self._dead_letter(message, ctx, DeadLetterCause.EXHAUSTED)
             return
 
         hint = error.retry_after if isinstance(error, TemporaryError) else None
-        settings = self.runtime.settings
-        delay = retry_delay(settings.retry_schedule, retries, jitter=settings.retry_jitter, retry_after=hint)
+        delay = retry_delay(self.policy.schedule, retries, jitter=self.policy.jitter, retry_after=hint)
         args = [ctx.payload.next_attempt(delay).to_message_arg()] if ctx and ctx.payload else None
         try:
             broker.enqueue(redelivery(message, args=args), delay=int(delay * 1000))
         except Exception:
             log.exception("could not enqueue the retry; dead-lettering instead of losing the message")
-            self._dead_letter(message, ctx, "the retry could not be enqueued")
+            self._dead_letter(message, ctx, DeadLetterCause.ENQUEUE_FAILED)
             return
         if ctx is not None:
-            ctx.outcome = "retry_scheduled"
+            ctx.outcome = Outcome.RETRY_SCHEDULED
             ctx.retry_in = delay
             if ctx.payload is not None:
                 self._note_retry(ctx, error, delay)
 
-    def _dead_letter(self, message: dramatiq.MessageProxy, ctx: JobContext | None, why: str | None) -> None:
+    def _dead_letter(self, message: dramatiq.MessageProxy, ctx: JobContext | None, cause: DeadLetterCause) -> None:
         message.fail()
         if ctx is not None:
-            ctx.outcome = "dead_lettered"
-            ctx.dead_letter_reason = why
+            ctx.outcome = Outcome.DEAD_LETTERED
+            ctx.dead_letter_cause = cause
 
     def _note_retry(self, ctx: JobContext, error: BaseException, delay: float) -> None:
         # Best effort: the target's due time tells the reconciler the message is not lost, only waiting.
         assert ctx.payload is not None
         p = ctx.payload
         try:
-            with self.runtime.db.write() as conn:
+            with self.db.write() as conn:
                 targets.record_retry(
                     conn,
                     TargetKey(p.tenant_id, p.entity_id, p.account_id),
                     version=p.target_version,
                     error_class=error_class_of(error),
-                    message=redact(str(error))[:MESSAGE_LIMIT],
+                    message=error_message(error),
                     due_at=dt.datetime.now(dt.UTC) + dt.timedelta(seconds=delay),
                 )
         except Exception:
