@@ -14,6 +14,7 @@ from calsync.core.model.errors import (
     AuthRevoked,
     CalsyncError,
     ConfigurationError,
+    Deferred,
     EntityNotFound,
     Forbidden,
     InvalidChange,
@@ -25,6 +26,7 @@ from calsync.core.model.errors import (
     ProviderUnavailable,
     RateLimited,
     StoreUnavailable,
+    TargetLocked,
     TemporaryError,
 )
 from calsync.core.producer.submit import Receipt, submit_change
@@ -36,6 +38,7 @@ __all__ = [
     "CalsyncError",
     "Change",
     "ConfigurationError",
+    "Deferred",
     "EntityNotFound",
     "EventFields",
     "Forbidden",
@@ -51,6 +54,7 @@ __all__ = [
     "Runtime",
     "Settings",
     "StoreUnavailable",
+    "TargetLocked",
     "TemporaryError",
     "submit_change",
 ]
