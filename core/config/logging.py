@@ -17,10 +17,9 @@ from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from typing import Any
 
-from calsync.core.model.redaction import MASK, redact, register_secrets
+from calsync.core.model.redaction import redact
 
-# The scrubber lives in core.model.redaction; it is re-exported here for the pipeline's error records.
-__all__ = ["MASK", "JsonFormatter", "bind_job", "configure_logging", "job_context", "redact", "register_secrets"]
+__all__ = ["JsonFormatter", "bind_job", "configure_logging", "job_context"]
 
 _job_fields: contextvars.ContextVar[Mapping[str, Any] | None] = contextvars.ContextVar("calsync_job", default=None)
 

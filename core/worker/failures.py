@@ -7,8 +7,8 @@ from typing import Any, Final
 
 from dramatiq.errors import ActorNotFound
 
-from calsync.core.config.logging import redact
 from calsync.core.model.errors import InvalidPayload, PermanentError, error_class_of
+from calsync.core.model.redaction import redact
 from calsync.core.model.vocabulary import DeadLetterCause
 
 HISTORY_LIMIT: Final = 20

@@ -8,8 +8,9 @@ from collections.abc import Callable, Sequence
 
 import dramatiq
 
-from calsync.core.config.logging import bind_job, redact
+from calsync.core.config.logging import bind_job
 from calsync.core.model.errors import error_class_of
+from calsync.core.model.redaction import redact
 from calsync.core.model.vocabulary import Outcome
 from calsync.core.redis.stats import JobStats
 from calsync.core.worker.context import REPAIR_OPTION, JobContext, delivery_of, start_job
