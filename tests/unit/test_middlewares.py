@@ -244,8 +244,14 @@ def test_a_lock_busy_to_the_end_is_dead_lettered_as_exhausted_retries(pipeline: 
     assert "lock still busy" in record.last_error and pipeline.target(entity, account).status == "failed"
 
 
-def test_a_deferral_that_cannot_be_enqueued_is_a_failure_then_a_dead_letter_not_lost(
-    pipeline: Pipeline, stub: StubBroker, monkeypatch: pytest.MonkeyPatch
+@pytest.mark.parametrize(
+    ("failure", "recorded"),
+    # A deferral is no failure of its own: the broker's error is what the record explains.
+    [(TargetLocked("busy"), BrokerConnectionError), (ProviderUnavailable("503"), ProviderUnavailable)],
+    ids=["deferral", "retry"],
+)
+def test_a_retry_or_deferral_that_cannot_be_enqueued_is_dead_lettered_not_lost(
+    pipeline: Pipeline, stub: StubBroker, monkeypatch: pytest.MonkeyPatch, failure: Exception, recorded: type
 ) -> None:
     retries = _retries(pipeline, stub)
 
@@ -254,10 +260,10 @@ def test_a_deferral_that_cannot_be_enqueued_is_a_failure_then_a_dead_letter_not_
 
     monkeypatch.setattr(stub, "enqueue", down)
     message = _delivery(pipeline, _payload("e1"))
-    retries.after_process_message(stub, message, exception=TargetLocked("busy"))
+    retries.after_process_message(stub, message, exception=failure)
     ctx = current_job()
     assert message.failed and ctx is not None and ctx.dead_letter_cause is DeadLetterCause.ENQUEUE_FAILED
-    assert isinstance(ctx.error, BrokerConnectionError) and message.options["retries"] == 1
+    assert isinstance(ctx.error, recorded) and message.options["retries"] == 1
 
 
 # --- ScheduledRetries: failures ------------------------------------------------------------------------
@@ -309,21 +315,6 @@ def test_a_permanent_error_and_exhausted_retries_fail_the_message(pipeline: Pipe
     retries.after_process_message(stub, message, exception=ProviderUnavailable("still down"))
     ctx = current_job()
     assert message.failed and ctx is not None and ctx.dead_letter_cause is DeadLetterCause.EXHAUSTED
-
-
-def test_a_retry_that_cannot_be_enqueued_is_dead_lettered_not_lost(
-    pipeline: Pipeline, stub: StubBroker, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    retries = _retries(pipeline, stub)
-
-    def down(*_args: Any, **_kwargs: Any) -> None:
-        raise BrokerConnectionError("redis went away")  # type: ignore[no-untyped-call]
-
-    monkeypatch.setattr(stub, "enqueue", down)
-    message = _delivery(pipeline, _payload("e1"))
-    retries.after_process_message(stub, message, exception=ProviderUnavailable("503"))
-    ctx = current_job()
-    assert message.failed and ctx is not None and ctx.dead_letter_cause is DeadLetterCause.ENQUEUE_FAILED
 
 
 # --- DeadLetterRecorder -----------------------------------------------------------------------------
