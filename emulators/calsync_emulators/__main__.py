@@ -9,6 +9,7 @@ from __future__ import annotations
 from calsync.actors.cli.main import cli
 from calsync_emulators.cli import demo, emulator
 
-cli.add_command(demo)
-cli.add_command(emulator)
-cli(prog_name="calsync")
+if __name__ == "__main__":
+    cli.add_command(demo)
+    cli.add_command(emulator)
+    cli(prog_name="calsync")
