@@ -22,8 +22,9 @@ ROOT = Path(__file__).resolve().parent
 VENV = ROOT / ".venv"
 BIN = VENV / "bin"
 STAMP = VENV / ".calsync-installed"
-LINTED = ["calsync", "core", "actors", "providers", "tests", "benchmarks", "k8s", "dev.py"]
-TYPED = ["calsync"]
+EMULATORS = ROOT / "emulators"  # the calsync-emulators distribution: emulators, demo, test fixtures
+LINTED = ["calsync", "core", "actors", "providers", "emulators", "tests", "benchmarks", "k8s", "dev.py"]
+TYPED = ["calsync", "emulators/calsync_emulators"]
 
 
 def _say(text: str) -> None:
@@ -38,13 +39,13 @@ def _run(*args: str | Path, env: dict[str, str] | None = None) -> None:
 
 def _fingerprint(lock: str) -> str:
     digest = hashlib.sha256()
-    for name in (lock, "pyproject.toml"):
+    for name in (lock, "pyproject.toml", "emulators/pyproject.toml"):
         digest.update((ROOT / name).read_bytes())
     return f"{lock}:{digest.hexdigest()}"
 
 
 def ensure_environment(*, dev: bool) -> None:
-    """Create .venv and install the locked dependencies plus calsync itself, unless already current."""
+    """Create .venv and install the locked dependencies, calsync and calsync-emulators, unless already current."""
     if sys.version_info < (3, 11):  # noqa: UP036 - this file runs under whatever python3 the user has
         sys.exit(f"calsync needs Python 3.11 or newer; this is {sys.version.split()[0]}")
     wanted = ["requirements-dev.lock"] if dev else ["requirements.lock", "requirements-dev.lock"]
@@ -61,6 +62,8 @@ def ensure_environment(*, dev: bool) -> None:
     _run(*pip, "install", "--require-hashes", "-r", ROOT / lock)
     # The build backend (setuptools) is in the lock, so the project installs without fetching anything unpinned.
     _run(*pip, "install", "--no-deps", "--no-build-isolation", "-e", ROOT)
+    # `calsync demo`, `calsync emulator` and the tests' emulator fixtures live in this second distribution.
+    _run(*pip, "install", "--no-deps", "--no-build-isolation", "-e", EMULATORS)
     STAMP.write_text(_fingerprint(lock) + "\n")
 
 

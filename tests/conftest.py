@@ -24,6 +24,9 @@ from calsync.core.store import migrate
 from calsync.core.store.database import Database
 from tests.support import make_settings
 
+# The fixtures that start the provider emulators (calsync-emulators, emulators/ in this repository).
+pytest_plugins = ["calsync_emulators.pytest_plugin"]
+
 REQUIRED = {s.strip() for s in os.environ.get("CALSYNC_TEST_REQUIRE", "").split(",") if s.strip()}
 POSTGRES_DSN = "postgresql://postgres@127.0.0.1:5432/test"
 RABBITMQ_URL = "amqp://guest:guest@127.0.0.1:5672/%2F"

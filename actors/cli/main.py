@@ -7,6 +7,7 @@ with a one-line reason: 2 for bad input or configuration, 1 for an unavailable d
 from __future__ import annotations
 
 import logging
+from importlib.metadata import entry_points
 from typing import Any
 
 import click
@@ -16,9 +17,7 @@ import sqlalchemy.exc
 from calsync.actors.cli.accounts import accounts
 from calsync.actors.cli.changes import events, submit
 from calsync.actors.cli.common import CliState
-from calsync.actors.cli.demo import demo
 from calsync.actors.cli.dlq import dlq
-from calsync.actors.cli.emulator import emulator
 from calsync.actors.cli.exporter import exporter
 from calsync.actors.cli.ops import migrate, reconcile, secret_key, stop, worker
 from calsync.actors.cli.status import status
@@ -74,12 +73,21 @@ for command in (
     migrate,
     stop,
     secret_key,
-    emulator,
-    demo,
     status,
     exporter,
 ):
     cli.add_command(command)
+
+COMMAND_GROUP = "calsync.commands"
+
+
+def add_installed_commands(group: click.Group) -> None:
+    """Add the commands other installed distributions register, e.g. calsync-emulators' ``demo`` in a dev install."""
+    for entry in entry_points(group=COMMAND_GROUP):
+        group.add_command(entry.load(), entry.name)
+
+
+add_installed_commands(cli)
 
 
 def main() -> None:

@@ -57,6 +57,17 @@ def test_the_whole_stack_is_there(compose: dict[str, Any]) -> None:
         assert services[name]["image"] == "calsync:local" and services[name]["read_only"] is True, name
 
 
+def test_emulators_run_from_the_mounted_source_since_the_image_has_none(compose: dict[str, Any]) -> None:
+    for kind in ("google", "ews"):
+        service = compose["services"][f"{kind}-emulator"]
+        python, *args = service["command"]
+        assert python == image_env()["PATH"].split(":")[0] + "/python", "the image's interpreter, run as-is"
+        assert args[:4] == ["-m", "calsync_emulators", "emulator", kind]
+        mounts = dict(v.split(":")[:2] for v in service["volumes"])
+        assert mounts["./emulators"] == service["environment"]["PYTHONPATH"]
+        assert (ROOT / "emulators" / "calsync_emulators" / "__main__.py").exists()
+
+
 def test_bind_mounts_exist_in_the_repository(compose: dict[str, Any]) -> None:
     for name, service in compose["services"].items():
         for volume in service.get("volumes", []):

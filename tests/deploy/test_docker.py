@@ -118,6 +118,14 @@ def test_dockerignore_keeps_what_the_dockerfile_copies() -> None:
             assert (ROOT / source).exists(), f"COPY {source}: no such path"
 
 
+def test_the_image_holds_no_emulator_or_demo_code() -> None:
+    """calsync-emulators (emulators/) is a development distribution: neither copied nor in the build context."""
+    copied = [part for rest in of("COPY") if "--from=" not in rest for part in rest.split()[:-1]]
+    assert not [source for source in copied if "emulators" in source]
+    patterns = [line.strip() for line in (ROOT / ".dockerignore").read_text().splitlines()]
+    assert not [p for p in patterns if p.startswith("!") and "emulators" in p]
+
+
 # --- the entrypoint, run for real ----------------------------------------------------------------------------
 
 

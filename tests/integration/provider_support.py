@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 import logging
-import time
 from collections.abc import Iterable, Iterator, Mapping
 from contextlib import contextmanager
 from typing import Any
@@ -16,7 +15,6 @@ from calsync.core.config.settings import Settings
 from calsync.core.model.calendar import ProviderName
 from calsync.core.store import accounts
 from calsync.core.store.targets import TargetRow
-from calsync.providers.emulators.server import Request, RunningEmulator
 from tests.support import Pipeline, wait_until
 
 TENANT = "tenant-1"
@@ -75,21 +73,6 @@ def cli_json(settings: Settings, *args: str) -> Any:
     result = run_cli(settings, *args)
     assert result.exit_code == 0, result.output
     return json.loads(result.stdout)
-
-
-def stamp_arrivals(running: RunningEmulator) -> None:
-    """Add ``at`` (monotonic seconds) to the emulator's request log, for lower bounds on retry delays.
-
-    An entry is recorded after its request was read and before its answer is written, so the ``at`` of
-    a retry minus the ``at`` of the answer that caused it is never more than the client really waited.
-    """
-    server = running.server
-    record = server.record
-
-    def stamped(request: Request, status: int | None, extra: Mapping[str, Any] | None = None) -> None:
-        record(request, status, {**(extra or {}), "at": time.monotonic()})
-
-    server.record = stamped  # type: ignore[method-assign]
 
 
 def targets_of(pipeline: Pipeline, pairs: Iterable[tuple[str, str]]) -> list[TargetRow]:

@@ -8,20 +8,18 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
-import exchangelib
 import pytest
 
 from calsync.core.config.settings import Settings
 from calsync.core.store.crypto import generate_key
-from calsync.providers.emulators.ews import EwsControl, create_app
-from calsync.providers.emulators.server import RunningEmulator
 from calsync.providers.exchange import SYNC_KEY_PROPERTY_NAME
+from calsync_emulators.control import EwsControl
+from calsync_emulators.server import RunningEmulator
 from tests.integration.provider_support import (
     TENANT,
     add_account,
     cli_json,
     run_cli,
-    stamp_arrivals,
     targets_of,
     wait_synced,
 )
@@ -33,21 +31,10 @@ pytestmark = pytest.mark.integration
 MakePipeline = Callable[..., Pipeline]
 
 
-@pytest.fixture(scope="module")
-def _ews_server() -> Iterator[RunningEmulator]:
-    running = RunningEmulator(create_app())
-    stamp_arrivals(running)
-    try:
-        yield running
-    finally:
-        running.stop()
-        exchangelib.close_connections()
-
-
 @pytest.fixture
-def ews(_ews_server: RunningEmulator) -> EwsControl:
+def ews(stamped_ews_server: RunningEmulator) -> EwsControl:
     """The module's EWS emulator, reset for this test, through its control API."""
-    control = EwsControl(_ews_server.url)
+    control = EwsControl(stamped_ews_server.url)
     control.reset()
     return control
 

@@ -14,15 +14,13 @@ import pytest
 from calsync.core.config.settings import Settings
 from calsync.core.store import idempotency
 from calsync.core.store.crypto import generate_key
-from calsync.providers.emulators.google import create_app
-from calsync.providers.emulators.server import RunningEmulator
 from calsync.providers.google import SYNC_KEY_PROPERTY, VERSION_PROPERTY, event_id_for
+from calsync_emulators.server import RunningEmulator
 from tests.integration.provider_support import (
     TENANT,
     add_account,
     cli_json,
     run_cli,
-    stamp_arrivals,
     targets_of,
     wait_synced,
 )
@@ -34,17 +32,10 @@ pytestmark = pytest.mark.integration
 MakePipeline = Callable[..., Pipeline]
 
 
-@pytest.fixture(scope="module")
-def _google_server() -> Iterator[RunningEmulator]:
-    with RunningEmulator(create_app()) as running:
-        stamp_arrivals(running)
-        yield running
-
-
 @pytest.fixture
-def emulator(_google_server: RunningEmulator) -> Emulator:
+def emulator(stamped_google_server: RunningEmulator) -> Emulator:
     """The module's Calendar v3 emulator, reset for this test."""
-    emu = Emulator(_google_server)
+    emu = Emulator(stamped_google_server)
     emu.reset()
     return emu
 

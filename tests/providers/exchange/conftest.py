@@ -8,13 +8,12 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-import exchangelib
 import pytest
 
 from calsync.core.model.calendar import Account, EventState
-from calsync.providers.emulators.ews import EwsControl, create_app
-from calsync.providers.emulators.server import RunningEmulator
 from calsync.providers.exchange import ExchangeProvider
+from calsync_emulators.control import EwsControl
+from calsync_emulators.server import RunningEmulator
 from tests.providers.exchange.ews_support import (
     CLIENT,
     LOGINS,
@@ -26,17 +25,6 @@ from tests.providers.exchange.ews_support import (
     target_for,
 )
 from tests.support import make_settings
-
-
-@pytest.fixture(scope="session")
-def ews_server() -> Iterator[RunningEmulator]:
-    """One EWS emulator for the session (stopping a server costs its 0.5 s poll interval)."""
-    running = RunningEmulator(create_app())
-    try:
-        yield running
-    finally:
-        running.stop()
-        exchangelib.close_connections()
 
 
 @pytest.fixture

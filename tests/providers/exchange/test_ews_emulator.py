@@ -24,8 +24,8 @@ from exchangelib import (
 )
 from exchangelib.version import EXCHANGE_2016
 
-from calsync.providers.emulators.ews import EwsControl
-from calsync.providers.emulators.server import RunningEmulator
+from calsync_emulators.control import EwsControl
+from calsync_emulators.server import RunningEmulator
 
 FIND_ITEM = """<?xml version="1.0" encoding="utf-8"?>
 <s:Envelope xmlns:s="http://schemas.xmlsoap.org/soap/envelope/"

@@ -19,9 +19,9 @@ from calsync.core.model.errors import (
     RateLimited,
     TemporaryError,
 )
-from calsync.providers.emulators.ews import EwsControl
-from calsync.providers.emulators.server import RunningEmulator
 from calsync.providers.exchange import CLASSIFICATION, ExchangeProvider
+from calsync_emulators.control import EwsControl
+from calsync_emulators.server import RunningEmulator
 from tests.providers.exchange.ews_support import MakeAccount, MakeEvent, MakeProvider, MakeTarget
 
 

@@ -10,8 +10,8 @@ import pytest
 from exchangelib.errors import ErrorServerBusy
 
 from calsync.core.model.errors import AuthRevoked, ConfigurationError, InvalidRequest, RateLimited
-from calsync.providers.emulators.ews import EwsControl
 from calsync.providers.exchange import ExchangeProvider, classify_error
+from calsync_emulators.control import EwsControl
 from tests.providers.exchange.ews_support import MakeAccount, MakeEvent, MakeTarget
 
 

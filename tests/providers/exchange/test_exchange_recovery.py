@@ -8,8 +8,8 @@ from concurrent.futures import ThreadPoolExecutor
 import pytest
 
 from calsync.core.model.errors import AuthRevoked, ProviderUnavailable
-from calsync.providers.emulators.ews import EwsControl
 from calsync.providers.exchange import ExchangeProvider
+from calsync_emulators.control import EwsControl
 from tests.providers.exchange.ews_support import MakeAccount, MakeEvent, MakeTarget, recorded
 
 

@@ -10,8 +10,8 @@ import pytest
 
 from calsync.core.model.calendar import SendUpdates
 from calsync.core.model.errors import AuthRevoked, Forbidden
-from calsync.providers.emulators.ews import EwsControl
 from calsync.providers.exchange import SYNC_KEY_PROPERTY_NAME, ExchangeProvider
+from calsync_emulators.control import EwsControl
 from tests.providers.exchange.ews_support import MakeAccount, MakeEvent, MakeTarget
 
 

@@ -3,36 +3,29 @@
 from __future__ import annotations
 
 import socket
-from collections.abc import Iterator
 
 import pytest
 
 from calsync.core.model.calendar import Account
-from calsync.providers.emulators.google import create_app
-from calsync.providers.emulators.server import RunningEmulator
 from calsync.providers.google import GoogleProvider
+from calsync_emulators import google
+from calsync_emulators.pytest_plugin import StartEmulator
+from calsync_emulators.server import RunningEmulator
 from tests.providers.google.gcal_support import Api, Emulator
 
 
-@pytest.fixture(scope="session")
-def _running_emulator() -> Iterator[RunningEmulator]:
-    with RunningEmulator(create_app()) as running:
-        yield running
-
-
 @pytest.fixture
-def emulator(_running_emulator: RunningEmulator) -> Emulator:
+def emulator(google_server: RunningEmulator) -> Emulator:
     """The shared emulator, reset for this test."""
-    emu = Emulator(_running_emulator)
+    emu = Emulator(google_server)
     emu.reset()
     return emu
 
 
 @pytest.fixture
-def private_emulator() -> Iterator[Emulator]:
+def private_emulator(start_emulator: StartEmulator) -> Emulator:
     """An emulator of this test's own, for faults that leave requests running (delays) or need a fixed seed."""
-    with RunningEmulator(create_app(seed=7)) as running:
-        yield Emulator(running)
+    return Emulator(start_emulator(google.create_app(seed=7)))
 
 
 @pytest.fixture

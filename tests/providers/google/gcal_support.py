@@ -3,8 +3,6 @@
 from __future__ import annotations
 
 import datetime as dt
-import json
-import urllib.request
 import uuid
 from typing import Any
 
@@ -15,57 +13,39 @@ from googleapiclient.discovery import build
 
 from calsync.core.config.settings import Settings
 from calsync.core.model.calendar import Account, EventState, Target
-from calsync.providers.emulators.server import RunningEmulator
 from calsync.providers.google import SCOPES
+from calsync_emulators.control import GoogleControl
+from calsync_emulators.server import RunningEmulator
+
+TEST_CLIENT_ID = "calsync-test.apps.googleusercontent.com"
+TEST_SECRET = "GOCSPX-test-secret"
 
 
-class Emulator:
-    """A running Google emulator plus helpers for its /_emulator/ control API."""
+class Emulator(GoogleControl):
+    """A running Google emulator: its control client plus what the tests need on top."""
 
     def __init__(self, running: RunningEmulator) -> None:
+        super().__init__(running.url, timeout=10)
         self.running = running
         self.url = running.url
-        self.api_endpoint = f"{self.url}/calendar/v3/"
-        self.token_uri = f"{self.url}/token"
-
-    def control(self, method: str, route: str, body: Any = None) -> Any:
-        """Call a control route and return its JSON answer (raises on a non-2xx answer)."""
-        data = None if body is None else json.dumps(body).encode()
-        request = urllib.request.Request(f"{self.url}/_emulator/{route}", data=data, method=method)
-        request.add_header("Content-Type", "application/json")
-        with urllib.request.urlopen(request, timeout=10) as answer:
-            return json.loads(answer.read() or b"null")
 
     def fault(self, **rule: Any) -> Any:
         """Add a fault rule."""
-        return self.control("POST", "faults", rule)
-
-    def requests(self) -> list[dict[str, Any]]:
-        """The request log."""
-        result: list[dict[str, Any]] = self.control("GET", "requests")
-        return result
+        return self.add_fault(**rule)
 
     def calls(self) -> list[tuple[str, str, int | None]]:
         """The request log as (method, last path segment or 'token', status), compact enough to assert on."""
         return [(r["method"], r["path"].rsplit("/", 1)[-1], r["status"]) for r in self.requests()]
 
-    def reset(self) -> None:
-        """Forget events, tokens, faults and the log."""
-        self.control("POST", "reset")
-
     def settings(self, **overrides: Any) -> Settings:
         """Settings pointing the adapter at this emulator."""
         return Settings(**{"google_api_endpoint": self.api_endpoint, **overrides})
 
-    def user_credentials(self, refresh_token: str | None = None) -> dict[str, str]:
-        """Google's authorized_user JSON with the emulator as token endpoint."""
-        return {
-            "type": "authorized_user",
-            "client_id": "calsync-test.apps.googleusercontent.com",
-            "client_secret": "GOCSPX-test-secret",
-            "refresh_token": refresh_token or f"1//test-{uuid.uuid4().hex}",
-            "token_uri": self.token_uri,
-        }
+    def user_credentials(
+        self, refresh_token: str | None = None, client_id: str = TEST_CLIENT_ID, client_secret: str = TEST_SECRET
+    ) -> dict[str, str]:
+        """Google's authorized_user JSON with the emulator as token endpoint (a fresh refresh token unless given)."""
+        return super().user_credentials(refresh_token or f"1//test-{uuid.uuid4().hex}", client_id, client_secret)
 
 
 def make_event(event_id: str = "ev-1", **overrides: Any) -> EventState:

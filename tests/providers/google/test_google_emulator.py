@@ -18,9 +18,9 @@ from google.auth.exceptions import RefreshError
 from google.oauth2 import service_account
 from googleapiclient.errors import HttpError
 
-from calsync.providers.emulators.google import create_app
-from calsync.providers.emulators.server import EmulatorApp, RunningEmulator
 from calsync.providers.google import SCOPES
+from calsync_emulators.google import create_app
+from calsync_emulators.server import EmulatorApp, RunningEmulator
 from tests.providers.google.gcal_support import Api, Emulator
 
 CAL = "alice@example.com"
@@ -359,7 +359,7 @@ def test_fault_drop_closes_without_answer(emulator: Emulator, api: Api) -> None:
     emulator.fault(method="POST", path=r"/events$", drop=True, after=True)
     with pytest.raises(http.client.RemoteDisconnected):
         api.run(api.events().insert(calendarId=CAL, body=body("drp00001")))
-    # httplib2 re-sends once on a dropped connection (notes §4.4); the second attempt found the id taken.
+    # httplib2 re-sends once on a dropped connection (docs/notes/emulators.md); the second attempt found the id taken.
     assert emulator.calls()[1:] == [("POST", "events", None), ("POST", "events", None)]
     assert [e["id"] for e in api.list_all(CAL)] == ["drp00001"]
 
@@ -379,7 +379,7 @@ def test_fault_retry_after_and_reason(emulator: Emulator, api: Api) -> None:
 def test_fault_body_styles(emulator: Emulator, api: Api) -> None:
     emulator.fault(path="/events$", status=403, reason="userRateLimitExceeded", style="details", times=1)
     detailed = http_error(api.events().list(calendarId=CAL))
-    # With "details" present the client's error_details switches to them (notes §1.3).
+    # With "details" present the client's error_details switches to them (docs/notes/emulators.md).
     assert detailed.error_details[0]["reason"] == "USER_RATE_LIMIT_EXCEEDED"
     assert error_json(detailed)["errors"][0]["reason"] == "userRateLimitExceeded"
 

@@ -9,13 +9,11 @@ a 429 with Retry-After, Exchange throttling — shows progress, and ends with wh
 from __future__ import annotations
 
 import contextlib
-import json
 import shutil
 import signal
 import subprocess
 import sys
 import time
-import urllib.request
 from collections import Counter
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -35,10 +33,11 @@ from calsync.core.runtime import Runtime
 from calsync.core.store import accounts, dead_letters, targets
 from calsync.core.store.crypto import generate_key
 from calsync.core.store.dead_letters import DeadLetterFilter
-from calsync.providers.emulators.ews import create_app as ews_app
-from calsync.providers.emulators.google import create_app as google_app
-from calsync.providers.emulators.server import RunningEmulator
 from calsync.providers.memory import MemoryProvider
+from calsync_emulators import ews, google
+from calsync_emulators.control import EwsControl, GoogleControl
+from calsync_emulators.demo_report import dead_letters_table, jobs_table, progress_table, provider_calls_table
+from calsync_emulators.server import RunningEmulator
 
 TENANT = "acme"
 TIMEOUT_S = 180
@@ -51,19 +50,6 @@ class Scenario:
     accounts: dict[str, str] = field(default_factory=dict)
     entities: dict[str, str] = field(default_factory=dict)
     expected_dead_letters: int = 0
-
-
-def _post(url: str, payload: dict[str, Any]) -> None:
-    request = urllib.request.Request(
-        url, data=json.dumps(payload).encode(), headers={"Content-Type": "application/json"}, method="POST"
-    )
-    with urllib.request.urlopen(request, timeout=5):
-        pass
-
-
-def _get_json(url: str) -> Any:
-    with urllib.request.urlopen(url, timeout=5) as response:
-        return json.load(response)
 
 
 def _event(title: str, day: int, hour: int, **extra: Any) -> dict[str, Any]:
@@ -82,8 +68,10 @@ class Demo:
     def __init__(self, base: Settings, console: Console) -> None:
         self.console = console
         self.directory = base.data_dir / "demo"
-        self.google = RunningEmulator(google_app())
-        self.ews = RunningEmulator(ews_app())
+        self.google = RunningEmulator(google.create_app())
+        self.ews = RunningEmulator(ews.create_app())
+        self.google_control = GoogleControl(self.google.url, timeout=5)
+        self.ews_control = EwsControl(self.ews.url, timeout=5)
         self.settings = Settings(
             data_dir=self.directory,
             secret_key=generate_key(),
@@ -93,7 +81,7 @@ class Demo:
             job_time_limit=20,
             lock_ttl=30,
             lock_retry_delay=0.3,
-            google_api_endpoint=f"{self.google.url}/calendar/v3/",
+            google_api_endpoint=self.google_control.api_endpoint,
             memory_provider_path=self.directory / "memory-provider.sqlite3",
             log_level="INFO",
         )
@@ -140,29 +128,24 @@ class Demo:
         ceo = scenario.accounts["ceo@acme (Google)"] = self._account(
             "google",
             "ceo@acme.example",
-            {
-                "type": "authorized_user",
-                "client_id": "demo-client.apps.googleusercontent.com",
-                "client_secret": "demo-client-secret",
-                "refresh_token": "1//demo-refresh-token",
-                "token_uri": f"{self.google.url}/token",
-            },
+            self.google_control.user_credentials(
+                "1//demo-refresh-token", "demo-client.apps.googleusercontent.com", "demo-client-secret"
+            ),
         )
         cfo = scenario.accounts["cfo@acme (Exchange)"] = self._account(
             "exchange",
             "cfo@acme.example",
             {"username": "svc@example.com", "password": "svc-password"},
-            {"server_url": f"{self.ews.url}/EWS/Exchange.asmx", "auth_type": "basic", "access_type": "impersonation"},
+            {"server_url": self.ews_control.server_url, "auth_type": "basic", "access_type": "impersonation"},
         )
         # Trouble, injected at the providers.
         self.memory.add_fault(error="unavailable", title="^Flaky", times=2, message="503 from the calendar backend")
         self.memory.add_fault(error="forbidden", title="^Board", message="calendar is read-only for this account")
-        faults = f"{self.google.url}/_emulator/faults"
-        _post(faults, {"method": "POST", "path": "/events$", "status": 503, "times": 3})
-        _post(faults, {"method": "PUT", "path": "/events/", "status": 429, "retry_after": 2, "times": 1})
+        self.google_control.add_fault(method="POST", path="/events$", status=503, times=3)
+        self.google_control.add_fault(method="PUT", path="/events/", status=429, retry_after=2, times=1)
         # Exchange throttles: ErrorServerBusy with a back-off hint, three times in a row.
-        _post(f"{self.ews.url}/_emulator/faults", {"operation": "CreateItem", "reason": "ErrorServerBusy",
-                                                   "level": "fault", "retry_after": 2, "times": 3})  # fmt: skip
+        self.ews_control.add_fault(operation="CreateItem", reason="ErrorServerBusy", level="fault", retry_after=2,
+                                   times=3)  # fmt: skip
 
         producer = Producer(self.runtime)
         review = producer.submit(TENANT, {"operation": "upsert", "accounts": [team, ceo, cfo],
@@ -207,32 +190,19 @@ class Demo:
             dead = len(dead_letters.find(conn, DeadLetterFilter()))
         return by_status, self.runtime.stats.totals(minutes=60), dead
 
-    def _progress_table(self) -> Table:
-        by_status, outcomes, dead = self._progress()
-        table = Table(title="calsync demo: syncing", title_justify="left")
-        for column in ("pending", "synced", "deleted", "failed", "jobs done", "retries scheduled", "dead letters"):
-            table.add_column(column, justify="right")
-        table.add_row(
-            *(str(by_status.get(s, 0)) for s in ("pending", "synced", "deleted", "failed")),
-            str(sum(outcomes.values()) - outcomes.get("retry_scheduled", 0) - outcomes.get("lock_busy", 0)),
-            str(outcomes.get("retry_scheduled", 0)),
-            str(dead),
-        )
-        return table
-
     def wait(self, scenario: Scenario) -> bool:
         """Show live progress until every target has settled and the expected dead letters are in."""
         deadline = time.monotonic() + TIMEOUT_S
-        with Live(self._progress_table(), console=self.console, refresh_per_second=4) as live:
+        with Live(progress_table(*self._progress()), console=self.console, refresh_per_second=4) as live:
             while time.monotonic() < deadline:
                 by_status, _, dead = self._progress()
                 if by_status.get("pending", 0) == 0 and dead >= scenario.expected_dead_letters:
-                    live.update(self._progress_table())
+                    live.update(progress_table(*self._progress()))
                     return True
                 if self.worker is not None and self.worker.poll() is not None:
                     self.console.print(f"[red]the worker exited ({self.worker.returncode}); see worker.log[/red]")
                     return False
-                live.update(self._progress_table())
+                live.update(progress_table(*self._progress()))
                 time.sleep(0.25)
         return False
 
@@ -253,34 +223,11 @@ class Demo:
             records = dead_letters.find(conn, DeadLetterFilter())  # fmt: skip
         self.console.print(events_table)
 
-        outcomes = self.runtime.stats.totals(minutes=60)
-        jobs = Table(title="jobs", title_justify="left")
-        jobs.add_column("outcome")
-        jobs.add_column("count", justify="right")
-        for outcome, label in (("success", "synced"), ("retry_scheduled", "retried (temporary failure)"),
-                               ("stale", "skipped as stale"), ("already_done", "skipped as already done"),
-                               ("lock_busy", "waited for a lock"), ("dead_lettered", "dead-lettered")):  # fmt: skip
-            jobs.add_row(label, str(outcomes.get(outcome, 0)))
-        self.console.print(jobs)
-
-        dlq = Table(title="dead letters (calsync dlq list)", title_justify="left")
-        for column in ("id", "reason", "error", "attempts"):
-            dlq.add_column(column)
-        for record in records:
-            dlq.add_row(str(record.id), record.reason, record.last_error[:70], str(record.attempts))
-        self.console.print(dlq)
-
-        google_log = _get_json(f"{self.google.url}/_emulator/requests")
-        api = [r for r in google_log if r["path"].startswith("/calendar/")]
-        calls = Table(title="provider calls made", title_justify="left")
-        for column in ("provider", "calls", "failed (injected)"):
-            calls.add_column(column)
-        memory_calls = self.memory.calls()
-        calls.add_row("memory", str(len(memory_calls)), str(sum(1 for c in memory_calls if c.error)))
-        calls.add_row("Google Calendar emulator", str(len(api)), str(sum(1 for r in api if (r["status"] or 0) >= 400)))
-        soap = [r for r in _get_json(f"{self.ews.url}/_emulator/requests") if r.get("operation") not in (None, "token")]
-        calls.add_row("Exchange EWS emulator", str(len(soap)), str(sum(1 for r in soap if r.get("fault"))))
-        self.console.print(calls)
+        self.console.print(jobs_table(self.runtime.stats.totals(minutes=60)))
+        self.console.print(dead_letters_table(records))
+        self.console.print(
+            provider_calls_table(self.memory.calls(), self.google_control.requests(), self.ews_control.requests())
+        )
         self.console.print(f"data, logs and the worker log are in {self.directory}")
 
     # --- tear-down ----------------------------------------------------------------------------

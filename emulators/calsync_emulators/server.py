@@ -28,7 +28,7 @@ from urllib.parse import parse_qs, unquote, urlsplit
 
 from pydantic import ValidationError
 
-from calsync.providers.emulators.faults import FaultRule, FaultRules
+from calsync_emulators.faults import FaultRule, FaultRules
 
 CONTROL_PREFIX = "/_emulator/"
 

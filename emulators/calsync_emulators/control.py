@@ -1,0 +1,137 @@
+"""The one client of the emulators' control API (``/_emulator/...``), for tests and the demo.
+
+Standard library only (urllib), and never through ``HTTP(S)_PROXY``: the emulators run on localhost.
+A non-2xx answer raises :class:`urllib.error.HTTPError`.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+import urllib.request
+from collections.abc import Mapping
+from typing import Any
+from urllib.parse import quote, urlencode
+
+from calsync_emulators.ews.directory import Directory
+from calsync_emulators.server import CONTROL_PREFIX
+
+
+class EmulatorControl:
+    """The control routes every emulator shares: reset, the request log and fault rules."""
+
+    def __init__(self, base_url: str, timeout: float = 30) -> None:
+        self.base_url = base_url.rstrip("/")
+        self.timeout = timeout
+        self._opener = urllib.request.build_opener(urllib.request.ProxyHandler({}))
+
+    def control(self, method: str, route: str, payload: Any = None) -> Any:
+        """Call any control route and return its JSON answer."""
+        data = None if payload is None else json.dumps(payload).encode()
+        request = urllib.request.Request(
+            f"{self.base_url}{CONTROL_PREFIX}{route}",
+            data=data,
+            method=method,
+            headers={"Content-Type": "application/json"},
+        )
+        with self._opener.open(request, timeout=self.timeout) as answer:
+            return json.loads(answer.read() or b"null")
+
+    def reset(self) -> None:
+        """Forget all state, fault rules and the request log."""
+        self.control("POST", "reset")
+
+    def requests(self, operation: str | None = None) -> list[dict[str, Any]]:
+        """The request log, optionally only the entries of one ``operation`` (EWS: a SOAP operation or ``token``)."""
+        log: list[dict[str, Any]] = self.control("GET", "requests")
+        return [r for r in log if operation is None or r.get("operation") == operation]
+
+    def wait_for_requests(self, operation: str, count: int, timeout: float = 10) -> list[dict[str, Any]]:
+        """Block until the log holds ``count`` entries for ``operation`` (e.g. a delayed request that finished)."""
+        deadline = time.monotonic() + timeout
+        while len(found := self.requests(operation)) < count:
+            if time.monotonic() > deadline:
+                raise TimeoutError(f"{len(found)} of {count} {operation} requests logged after {timeout} s")
+            time.sleep(0.01)
+        return found
+
+    def add_fault(self, **rule: Any) -> dict[str, Any]:
+        """Install a fault rule (the emulator's :class:`~calsync_emulators.faults.FaultRule` subclass)."""
+        answer: dict[str, Any] = self.control("POST", "faults", rule)
+        return answer
+
+    def faults(self) -> list[dict[str, Any]]:
+        """The fault rules still active, with what is left of their ``times``."""
+        rules: list[dict[str, Any]] = self.control("GET", "faults")
+        return rules
+
+    def clear_faults(self) -> None:
+        """Remove every fault rule."""
+        self.control("DELETE", "faults")
+
+
+class GoogleControl(EmulatorControl):
+    """The Google Calendar emulator: its endpoints for the client, and its own control routes."""
+
+    @property
+    def api_endpoint(self) -> str:
+        """What ``CALSYNC_GOOGLE_API_ENDPOINT`` must be."""
+        return f"{self.base_url}/calendar/v3/"
+
+    @property
+    def token_uri(self) -> str:
+        """The OAuth token endpoint, for the ``token_uri`` of credentials."""
+        return f"{self.base_url}/token"
+
+    def user_credentials(self, refresh_token: str, client_id: str, client_secret: str) -> dict[str, str]:
+        """Google's ``authorized_user`` JSON with the emulator as token endpoint."""
+        return {
+            "type": "authorized_user",
+            "client_id": client_id,
+            "client_secret": client_secret,
+            "refresh_token": refresh_token,
+            "token_uri": self.token_uri,
+        }
+
+
+class EwsControl(EmulatorControl):
+    """The EWS emulator: its endpoint for the client, and its own control routes."""
+
+    @property
+    def server_url(self) -> str:
+        """The EWS endpoint, for an Exchange account's ``server_url`` option."""
+        return f"{self.base_url}/EWS/Exchange.asmx"
+
+    def items(self, mailbox: str | None = None) -> list[dict[str, Any]]:
+        """Stored items, optionally of one mailbox."""
+        query = "" if mailbox is None else "?" + urlencode({"mailbox": mailbox})
+        items: list[dict[str, Any]] = self.control("GET", f"items{query}")
+        return items
+
+    def item(self, item_id: str) -> dict[str, Any]:
+        """One stored item."""
+        item: dict[str, Any] = self.control("GET", f"items/{quote(item_id, safe='')}")
+        return item
+
+    def edit_item(self, item_id: str, **changes: str) -> dict[str, Any]:
+        """Edit an item as its owner would in Outlook (new ChangeKey)."""
+        item: dict[str, Any] = self.control("PATCH", f"items/{quote(item_id, safe='')}", changes)
+        return item
+
+    def delete_item(self, item_id: str) -> None:
+        """Delete an item as its owner would in Outlook."""
+        self.control("DELETE", f"items/{quote(item_id, safe='')}")
+
+    def set_directory(self, directory: Directory | Mapping[str, Any]) -> None:
+        """Replace who may log in and which mailboxes exist."""
+        payload = directory.model_dump() if isinstance(directory, Directory) else dict(directory)
+        self.control("PUT", "directory", payload)
+
+    def revoke_tokens(self) -> int:
+        """Invalidate every issued bearer token; returns how many there were."""
+        answer: dict[str, int] = self.control("POST", "tokens/revoke")
+        return answer["revoked"]
+
+    def add_barrier(self, operation: str, parties: int, timeout_ms: int = 10000) -> None:
+        """Make the next ``parties`` requests for ``operation`` wait for each other."""
+        self.control("POST", "barriers", {"operation": operation, "parties": parties, "timeout_ms": timeout_ms})

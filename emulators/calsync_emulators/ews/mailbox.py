@@ -1,0 +1,163 @@
+"""The EWS emulator's mailbox store: calendar items with ItemId and ChangeKey, stored as the client sent them.
+
+Exchange behaviour kept (documented, and verified with exchangelib): a new ChangeKey on every change, the
+same ItemId for the life of an item, End before Start refused. Our choices: the id format (base64 of a
+prefix and a UUID, so a foreign id is recognisably malformed) and the ChangeKey counter.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import threading
+import uuid
+import xml.etree.ElementTree as ET
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from calsync_emulators.ews.soap import EwsError, T, parse_time
+
+_ITEM_ID_PREFIX = b"calsync-ews-emulator:"
+_SENDING_MODES = {"SendOnlyToAll", "SendToAllAndSaveCopy", "SendOnlyToChanged", "SendToChangedAndSaveCopy"}
+_EDITABLE = (("subject", "Subject"), ("location", "Location"))
+
+
+@dataclass
+class Item:
+    """One calendar item: its fields and extended properties as XML elements."""
+
+    id: str
+    mailbox: str
+    change_key: str
+    fields: dict[str, ET.Element] = field(default_factory=dict)
+    extended: dict[str, ET.Element] = field(default_factory=dict)
+
+    def text(self, name: str) -> str | None:
+        """A field's text ('' when empty, None when absent)."""
+        elem = self.fields.get(name)
+        return None if elem is None else (elem.text or "")
+
+    def attendees(self, name: str) -> list[str]:
+        """The addresses of an attendee list field."""
+        elem = self.fields.get(name)
+        if elem is None:
+            return []
+        return [e.text or "" for e in elem.iter(f"{T}EmailAddress")]
+
+    def notified(self, mode: str | None) -> list[str]:
+        """The attendees a meeting sending mode reaches."""
+        if mode not in _SENDING_MODES:
+            return []
+        return sorted({*self.attendees("RequiredAttendees"), *self.attendees("OptionalAttendees")})
+
+    def to_json(self) -> dict[str, Any]:
+        """The item as the control API shows it."""
+
+        def tz(name: str) -> str | None:
+            elem = self.fields.get(name)
+            return None if elem is None else elem.get("Id")
+
+        extended = {}
+        for prop in self.extended.values():
+            uri = prop.find(f"{T}ExtendedFieldURI")
+            name = "" if uri is None else uri.get("PropertyName") or uri.get("PropertyId") or uri.get("PropertyTag")
+            extended[name or ""] = prop.findtext(f"{T}Value")
+        return {
+            "id": self.id,
+            "change_key": self.change_key,
+            "mailbox": self.mailbox,
+            "subject": self.text("Subject"),
+            "body": self.text("Body"),
+            "location": self.text("Location"),
+            "start": self.text("Start"),
+            "end": self.text("End"),
+            "start_time_zone": tz("StartTimeZone"),
+            "end_time_zone": tz("EndTimeZone"),
+            "is_all_day": self.text("IsAllDayEvent") in ("1", "true"),
+            "required_attendees": self.attendees("RequiredAttendees"),
+            "optional_attendees": self.attendees("OptionalAttendees"),
+            "uid": self.text("UID"),
+            "extended_properties": extended,
+        }
+
+
+def check_times(fields: Mapping[str, ET.Element]) -> None:
+    """Refuse an End before the Start, as Exchange does."""
+    start, end = fields.get("Start"), fields.get("End")
+    if start is None or end is None:
+        return
+    try:
+        ordered = parse_time(start.text or "") <= parse_time(end.text or "")
+    except ValueError:
+        raise EwsError("ErrorSchemaValidation", "Start or End is not a valid xs:dateTime.") from None
+    if not ordered:
+        raise EwsError("ErrorCalendarEndDateIsEarlierThanStartDate", "The end date occurs before the start date.")
+
+
+def is_item_id(item_id: str) -> bool:
+    """Whether an ItemId is one this emulator could have issued."""
+    try:
+        return base64.urlsafe_b64decode(item_id.encode()).startswith(_ITEM_ID_PREFIX)
+    except (binascii.Error, ValueError):
+        return False
+
+
+class MailboxStore:
+    """Every mailbox's items in creation order; shares the app's lock."""
+
+    def __init__(self, lock: threading.RLock) -> None:
+        self.lock = lock
+        self.reset()
+
+    def reset(self) -> None:
+        """Forget every item and restart the ChangeKey counter."""
+        with self.lock:
+            self._items: dict[str, Item] = {}
+            self._changes = 0
+
+    def next_change_key(self) -> str:
+        """A ChangeKey never issued before."""
+        with self.lock:
+            self._changes += 1
+            return base64.b64encode(f"CK{self._changes:08d}".encode()).decode()
+
+    def new_item(self, mailbox: str) -> Item:
+        """An item with a fresh ItemId and ChangeKey, not stored yet."""
+        item_id = base64.urlsafe_b64encode(_ITEM_ID_PREFIX + uuid.uuid4().bytes).decode()
+        return Item(item_id, mailbox, self.next_change_key())
+
+    def add(self, item: Item) -> None:
+        """Store a new item."""
+        with self.lock:
+            self._items[item.id] = item
+
+    def get(self, item_id: str) -> Item | None:
+        """The item with this id, if any."""
+        with self.lock:
+            return self._items.get(item_id)
+
+    def remove(self, item_id: str) -> None:
+        """Delete an item."""
+        with self.lock:
+            del self._items[item_id]
+
+    def in_mailbox(self, mailbox: str) -> list[Item]:
+        """The items of one mailbox."""
+        with self.lock:
+            return [i for i in self._items.values() if i.mailbox == mailbox]
+
+    def to_json(self, mailbox: str | None = None) -> list[dict[str, Any]]:
+        """Stored items as JSON objects, optionally for one mailbox."""
+        with self.lock:
+            return [i.to_json() for i in self._items.values() if mailbox is None or i.mailbox == mailbox.lower()]
+
+    def edit(self, item: Item, changes: Mapping[str, Any]) -> None:
+        """A user edits the subject or location in Outlook: the ChangeKey changes."""
+        with self.lock:
+            for name, tag in _EDITABLE:
+                if name in changes:
+                    elem = ET.Element(f"{T}{tag}")
+                    elem.text = str(changes[name])
+                    item.fields[tag] = elem
+            item.change_key = self.next_change_key()
