@@ -40,8 +40,32 @@ class BadInput(CliError):
     exit_code = 2
 
 
+COMMAND_GROUP = "calsync.commands"
+
+
 class CalsyncGroup(click.Group):
-    """Turns calsync's error values into one-line messages with meaningful exit codes."""
+    """Turns calsync's error values into one-line messages with meaningful exit codes.
+
+    Commands that other installed distributions register in the ``calsync.commands`` entry-point group
+    (calsync-emulators' ``demo`` and ``emulator`` in a dev install) are loaded only when invoked, so a
+    missing or broken plugin never stops the built-in commands.
+    """
+
+    def list_commands(self, ctx: click.Context) -> list[str]:
+        return sorted({*super().list_commands(ctx), *(entry.name for entry in entry_points(group=COMMAND_GROUP))})
+
+    def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
+        command = super().get_command(ctx, cmd_name)
+        if command is not None:
+            return command
+        for entry in entry_points(group=COMMAND_GROUP, name=cmd_name):
+            try:
+                loaded = entry.load()
+            except ImportError as exc:
+                raise BadInput(f"command {cmd_name!r} is registered by {entry.value} but cannot load: {exc}") from None
+            if isinstance(loaded, click.Command):
+                return loaded
+        return None
 
     def invoke(self, ctx: click.Context) -> Any:
         state = ctx.ensure_object(CliState)
@@ -78,16 +102,6 @@ for command in (
 ):
     cli.add_command(command)
 
-COMMAND_GROUP = "calsync.commands"
-
-
-def add_installed_commands(group: click.Group) -> None:
-    """Add the commands other installed distributions register, e.g. calsync-emulators' ``demo`` in a dev install."""
-    for entry in entry_points(group=COMMAND_GROUP):
-        group.add_command(entry.load(), entry.name)
-
-
-add_installed_commands(cli)
 
 
 def main() -> None:

@@ -15,6 +15,7 @@ from pathlib import Path
 
 import click
 import pytest
+from click.testing import CliRunner
 
 from calsync.actors.cli import main
 
@@ -22,14 +23,27 @@ ROOT = Path(__file__).resolve().parents[2]
 EMULATORS = ROOT / "emulators"
 
 
+def _registered(monkeypatch: pytest.MonkeyPatch, entries: list[EntryPoint]) -> None:
+    def fake(*, group: str, name: str | None = None) -> list[EntryPoint]:
+        return [e for e in entries if group == main.COMMAND_GROUP and name in (None, e.name)]
+
+    monkeypatch.setattr(main, "entry_points", fake)
+
+
 def test_the_emulators_commands_reach_the_cli_through_the_entry_point_group(monkeypatch: pytest.MonkeyPatch) -> None:
     declared = tomllib.loads((EMULATORS / "pyproject.toml").read_text())["project"]["entry-points"]
-    entries = [EntryPoint(name, value, main.COMMAND_GROUP) for name, value in declared[main.COMMAND_GROUP].items()]
-    monkeypatch.setattr(main, "entry_points", lambda group: entries if group == main.COMMAND_GROUP else [])
-    group = click.Group()
-    main.add_installed_commands(group)
-    assert sorted(group.commands) == ["demo", "emulator"]
-    assert all(isinstance(command, click.Command) for command in group.commands.values())
+    _registered(monkeypatch, [EntryPoint(n, v, main.COMMAND_GROUP) for n, v in declared[main.COMMAND_GROUP].items()])
+    ctx = click.Context(main.cli)
+    assert {"demo", "emulator", "migrate"} <= set(main.cli.list_commands(ctx))
+    assert all(isinstance(main.cli.get_command(ctx, name), click.Command) for name in ("demo", "emulator"))
+
+
+def test_a_plugin_that_cannot_load_never_stops_the_built_in_commands(monkeypatch: pytest.MonkeyPatch) -> None:
+    _registered(monkeypatch, [EntryPoint("demo", "calsync_missing_plugin.cli:demo", main.COMMAND_GROUP)])
+    runner = CliRunner()
+    assert runner.invoke(main.cli, ["secret-key"]).exit_code == 0
+    broken = runner.invoke(main.cli, ["demo"])
+    assert broken.exit_code == 2 and "cannot load" in broken.output, broken.output
 
 
 @pytest.mark.integration
