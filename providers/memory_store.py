@@ -1,7 +1,7 @@
 """Where the memory provider keeps its calendar: a dict in this process, or a SQLite file shared by processes.
 
 Both stores offer the same transaction (:class:`CalendarTx`), so the provider's behaviour is written
-once (providers/memory.py) and tested against both (tests/unit/test_memory_provider.py):
+once (providers/memory.py) and tested against both (tests/providers/test_memory_provider.py):
 
 - :class:`DictStore`, the default: plain dicts under one lock. Unit tests and the benchmark use it;
   a calendar kept in SQLite cost a sync job more CPU than the rest of its I/O (benchmarks/pipeline.py).

@@ -6,7 +6,7 @@ result proxy, events, pool bookkeeping per transaction; benchmarks/pipeline.py),
 share one GIL. So the hot statements stay SQLAlchemy Core objects, defined once in their repository,
 but are compiled once per dialect and executed here on the driver connection, with the dialect's
 own bind and result processors applied, so values round-trip exactly as through SQLAlchemy
-(tests/unit/test_direct.py compares both paths on SQLite and PostgreSQL).
+(tests/store/test_direct.py compares both paths on SQLite and PostgreSQL).
 
 These transactions run on kept driver connections (:class:`DirectConnections`: one per thread on
 PostgreSQL, one per process on SQLite), taken from the engine's pool once and detached from it:
