@@ -21,6 +21,7 @@ SELECTION = (
     "tests/worker",
     "tests/redis",
     "tests/producer",
+    "tests/config",
     "tests/unit/test_backoff.py",
     "tests/unit/test_locks.py",
     "tests/unit/test_middlewares.py",

@@ -1,5 +1,5 @@
-"""Producer invariants: the dedup marker lives ``DEDUP_TTL`` and no longer, and a change can only name the
-submitting tenant's own accounts."""
+"""Producer invariants: the dedup marker lives ``DEDUP_TTL`` and no longer, the first identical enqueue wins,
+and a change can only name the submitting tenant's own, enabled accounts."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 
 from calsync.core.model.errors import InvalidChange
-from calsync.core.store import events, targets
+from calsync.core.store import accounts, events, targets
 from tests.spies import EnqueueSpy
 from tests.support import Pipeline, wait_until
 
@@ -52,3 +52,26 @@ def test_a_change_naming_another_tenants_account_is_refused_and_nothing_is_enque
         assert targets.list_targets(conn, "tenant-a", "evt-x") == []
     accepted = pipeline.submit([own], tenant="tenant-a", entity_id="evt-x")  # the tenant's own account is fine
     assert len(accepted.job_ids) == 1 and len(spy.sent) == 1
+
+
+def test_an_identical_update_resubmitted_gets_the_first_job(pipeline: Pipeline) -> None:
+    account = pipeline.account()
+    first = pipeline.submit([account], title="v1")
+    update = pipeline.submit([account], entity_id=first.entity_id, title="v2")
+    again = pipeline.submit([account], entity_id=first.entity_id, title="v2")  # the client retries its request
+    assert (update.version, again.version) == (2, 2)
+    assert again.job_ids == update.job_ids
+
+
+def test_a_change_naming_a_disabled_account_is_refused_and_nothing_is_enqueued(
+    pipeline: Pipeline, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    account = pipeline.account(account_id="acc-off")
+    with pipeline.runtime.db.write() as conn:
+        accounts.update_account(conn, account, status="disabled")
+    spy = EnqueueSpy(pipeline.broker, monkeypatch)
+    with pytest.raises(InvalidChange, match=f"account {account} is disabled"):
+        pipeline.submit([account], entity_id="evt-off")
+    assert spy.sent == []
+    with pipeline.runtime.db.read() as conn:
+        assert events.get_event(conn, "tenant-1", "evt-off") is None

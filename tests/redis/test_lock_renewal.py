@@ -50,3 +50,20 @@ def test_a_held_lock_is_renewed_past_its_ttl_and_nobody_else_takes_it(client: re
     finally:
         ours.close()
         theirs.close()
+
+
+def test_releasing_a_lock_taken_over_by_another_owner_marks_it_lost(client: redis.Redis, namespace: str) -> None:
+    ours, theirs = LockManager(client, ttl_seconds=30), LockManager(client, ttl_seconds=30)
+    try:
+        key = f"{namespace}:lock:t:e:taken-over"
+        stale = ours.acquire(key)
+        assert stale is not None
+        client.delete(key)  # our TTL ran out while we were paused, and another worker took the target
+        current = theirs.acquire(key)
+        assert current is not None
+        assert not ours.release(stale) and stale.lost
+        assert client.get(key) == current.token.encode() and not current.lost
+        assert theirs.release(current) and not current.lost
+    finally:
+        ours.close()
+        theirs.close()

@@ -1,6 +1,7 @@
 """Worker invariants on the real broker with real worker threads, each written so that breaking it fails a test:
-the sync result and the idempotency record commit together, a job never crosses tenants, and no
-registered secret survives into a target's ``last_error`` or the DLQ history.
+the sync result and the idempotency record commit together, a job never crosses tenants or reaches a
+disabled account, the provider's etag is kept, and no registered secret survives into a target's
+``last_error`` or the DLQ history.
 """
 
 from __future__ import annotations
@@ -15,7 +16,7 @@ from calsync.core.config.logging import MASK, register_secrets
 from calsync.core.messaging.messages import sync_message
 from calsync.core.model.change import parse_change
 from calsync.core.model.payload import new_payload
-from calsync.core.store import events, idempotency, targets
+from calsync.core.store import accounts, events, idempotency, targets
 from calsync.core.store.direct import DirectStatement, DirectTransaction
 from calsync.core.store.targets import TargetKey
 from tests.support import Pipeline, change, utcnow, wait_until
@@ -27,11 +28,11 @@ _NO_SUCH_TABLE = DirectStatement(text("SELECT * FROM calsync_no_such_table"))
 
 @pytest.mark.both_databases
 def test_a_failed_result_write_leaves_no_idempotency_record_so_the_retry_does_the_effect(
-    pipeline: Pipeline, monkeypatch: pytest.MonkeyPatch
+    settings_factory: Any, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """If the sync result cannot be committed, the idempotency record must not be either: it would make the
     retry skip as ``already_done`` while the target never records the sync."""
-    account = pipeline.account()
+    pipeline = Pipeline(settings_factory(retry_schedule=(1.5,), retry_jitter=0.1))  # time to look before the retry
     real = targets.record_synced
     failures: list[int] = []
 
@@ -43,20 +44,28 @@ def test_a_failed_result_write_leaves_no_idempotency_record_so_the_retry_does_th
         return won
 
     monkeypatch.setattr(targets, "record_synced", result_write_fails_once)
-    receipt = pipeline.submit([account])
-    key = f"calendar:tenant-1:{receipt.entity_id}:{account}:create"
-    with pipeline.worker():
-        settled = wait_until(
-            lambda: {k: v for k, v in pipeline.outcomes().items() if k in ("success", "already_done")},
-            what="the retry after the failed result write",
-        )
-    assert settled == {"success": 1}, "the retry was skipped: an idempotency record outlived its failed result"
-    assert [c.effect for c in pipeline.provider.calls()] == ["created", "adopted"]
-    row = pipeline.target(receipt.entity_id, account)
-    assert (row.status, row.synced_version) == ("synced", 1)
-    with pipeline.runtime.db.read() as conn:
-        assert idempotency.succeeded(conn, key)
-    assert pipeline.outcomes() == {"retry_scheduled": 1, "success": 1}
+    try:
+        account = pipeline.account()
+        receipt = pipeline.submit([account])
+        key = f"calendar:tenant-1:{receipt.entity_id}:{account}:create"
+        with pipeline.worker():
+            wait_until(lambda: pipeline.outcomes().get("retry_scheduled") == 1, what="the failed result write")
+            with pipeline.runtime.db.read() as conn:
+                assert not idempotency.succeeded(conn, key), "an idempotency record outlived its failed result"
+            assert pipeline.target(receipt.entity_id, account).synced_version == 0
+            settled = wait_until(
+                lambda: {k: v for k, v in pipeline.outcomes().items() if k in ("success", "already_done")},
+                what="the retry after the failed result write",
+            )
+        assert settled == {"success": 1}, "the retry was skipped as already done"
+        assert [c.effect for c in pipeline.provider.calls()] == ["created", "adopted"]
+        row = pipeline.target(receipt.entity_id, account)
+        assert (row.status, row.synced_version) == ("synced", 1)
+        with pipeline.runtime.db.read() as conn:
+            assert idempotency.succeeded(conn, key)
+        assert pipeline.outcomes() == {"retry_scheduled": 1, "success": 1}
+    finally:
+        pipeline.close()
 
 
 def test_a_job_naming_another_tenants_account_is_dead_lettered_without_calling_the_provider(
@@ -106,3 +115,33 @@ def test_a_temporary_error_never_stores_a_registered_secret(settings_factory: An
         assert failed.status == "failed" and failed.last_error is not None and secret not in failed.last_error
     finally:
         pipeline.close()
+
+
+def test_a_job_for_an_account_disabled_after_submission_is_dead_lettered_without_calling_the_provider(
+    pipeline: Pipeline,
+) -> None:
+    account = pipeline.account()
+    receipt = pipeline.submit([account])
+    with pipeline.runtime.db.write() as conn:  # disabled while the job waits in the queue
+        accounts.update_account(conn, account, status="disabled")
+    with pipeline.worker():
+        wait_until(lambda: pipeline.dead_letters() or pipeline.provider.calls(), what="the job to end")
+    assert pipeline.provider.calls() == []
+    [record] = pipeline.dead_letters()
+    assert (record.error_class, record.job_id) == ("AccountInactive", receipt.job_ids[0])
+    assert pipeline.target(receipt.entity_id, account).status == "failed"
+
+
+def test_the_target_keeps_the_etag_the_provider_returned(pipeline: Pipeline) -> None:
+    """Conditional updates need the etag of the provider's current copy, after a create and after an update."""
+    account = pipeline.account()
+    first = pipeline.submit([account], title="v1")
+    with pipeline.worker():
+        pipeline.wait_target(first.entity_id, account, "synced")
+        [created] = pipeline.provider.events(account)
+        assert pipeline.target(first.entity_id, account).external_etag == created.etag
+        pipeline.submit(None, entity_id=first.entity_id, title="v2")
+        wait_until(lambda: pipeline.target(first.entity_id, account).synced_version == 2, what="v2 synced")
+    [updated] = pipeline.provider.events(account)
+    assert updated.etag != created.etag
+    assert pipeline.target(first.entity_id, account).external_etag == updated.etag

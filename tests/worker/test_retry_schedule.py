@@ -51,3 +51,36 @@ def test_each_retry_waits_its_schedule_entry_spread_by_the_jitter(
             assert len(delays) > 1, f"every retry of attempt {attempt - 1} waited exactly {delays}"
     finally:
         pipeline.close()
+
+
+def test_a_waiting_retry_moves_the_targets_due_time_by_its_delay(settings_factory: Any) -> None:
+    """The reconciler re-enqueues pending targets that are overdue: a retry that is only waiting must not be."""
+    pipeline = Pipeline(settings_factory(retry_schedule=(3.0,), retry_jitter=0.1))
+    try:
+        account = pipeline.account()
+        pipeline.provider.add_fault(error="unavailable", times=1)
+        receipt = pipeline.submit([account])
+        with pipeline.worker():
+            row = wait_until(
+                lambda: (r := pipeline.target(receipt.entity_id, account)).last_error and r, what="the retry noted"
+            )
+            [failed] = pipeline.provider.calls()
+        assert row.due_at is not None
+        waits = row.due_at.timestamp() - failed.at
+        assert 3.0 * 0.9 - 0.1 <= waits <= 3.0 * 1.1 + 1.0, f"due {waits:.2f}s after the failure, not after ~3s"
+    finally:
+        pipeline.close()
+
+
+def test_the_error_history_keeps_the_newest_entries(settings_factory: Any) -> None:
+    pipeline = Pipeline(settings_factory(retry_schedule=(0.01,) * 22, retry_jitter=0))
+    try:
+        account = pipeline.account()
+        pipeline.provider.add_fault(error="unavailable")
+        pipeline.submit([account])
+        with pipeline.worker():
+            [record] = wait_until(pipeline.dead_letters, what="the dead letter after 23 attempts")
+        assert record.attempts == 23
+        assert [h["attempt"] for h in record.error_history] == list(range(4, 24))  # the last 20 of 23
+    finally:
+        pipeline.close()
