@@ -10,11 +10,12 @@ import dramatiq
 import pytest
 
 from calsync.core.messaging.messages import sync_message
-from calsync.core.model.payload import new_payload, parse_payload
+from calsync.core.model.payload import JobPayload, new_payload, parse_payload
 from calsync.core.producer import dead_letters as dlq
 from calsync.core.store import accounts, idempotency, targets
 from calsync.core.store.targets import TargetKey
 from calsync.providers.memory import external_id_for
+from tests.spies import EnqueueSpy
 from tests.support import Pipeline, wait_until
 
 # The whole module runs on Redis and again on RabbitMQ.
@@ -350,9 +351,25 @@ def test_an_older_write_landing_after_a_newer_one_is_repaired(
         return real_upsert(acc, event, target)  # ...and then our v1 write reaches the provider
 
     monkeypatch.setattr(pipeline.provider, "upsert", paused_call)
+    spy = EnqueueSpy(pipeline.broker, monkeypatch)
+
+    def repairs() -> list[JobPayload]:  # a repair waiting for the lock is sent again: count each job once
+        return list({s.payload.job_id: s.payload for s in spy.sent if s.message.options.get("repair")}.values())
+
+    def repair_ran() -> bool:
+        sent = repairs()
+        with pipeline.runtime.db.read() as conn:
+            return len(sent) == 1 and idempotency.succeeded(conn, sent[0].idempotency_key)
+
     with pipeline.worker():
-        wait_until(lambda: _upsert_versions(pipeline)[-1:] == [2] and len(_upsert_versions(pipeline)) == 3,
-                   what="the repair sync of v2")  # fmt: skip
+        wait_until(lambda: pipeline.outcomes().get("success", 0) >= 2, what="two successful syncs")
+        assert repair_ran(), "no repair sync ran: the older write's loss of the compare-and-set went unnoticed"
+        wait_until(lambda: pipeline.outcomes().get("stale") == 1, what="the submitted v2 job to find v2 synced")
+    [repair] = repairs()
+    assert (repair.target_version, repair.operation) == (2, "update")
+    assert repair.idempotency_key.startswith(f"calendar:tenant-1:{first.entity_id}:{account}:create:repair:")
     [stored] = pipeline.provider.events(account)
-    assert stored.body["title"] == "v2" and _upsert_versions(pipeline) == [2, 1, 2]
+    assert stored.body["title"] == "v2" and stored.body["version"] == 2
+    assert _upsert_versions(pipeline) == [2, 1, 2]  # the last write is the repair's: the v2 job was skipped
+    assert pipeline.outcomes()["success"] == 2  # the v1 job and its repair
     assert pipeline.target(first.entity_id, account).synced_version == 2

@@ -1,0 +1,52 @@
+"""A spy on ``broker.enqueue``: what was sent, with which delay, without changing what the broker does."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import dramatiq
+import pytest
+
+from calsync.core.model.payload import JobPayload, parse_payload
+
+
+@dataclass(frozen=True)
+class Sent:
+    """One call of ``broker.enqueue``."""
+
+    message: dramatiq.Message[Any]
+    delay: int | None  # milliseconds, as passed
+
+    @property
+    def payload(self) -> JobPayload:
+        """The sync job payload the message carries."""
+        return parse_payload(self.message.args)
+
+
+class EnqueueSpy:
+    """Records every ``broker.enqueue`` call, then lets the real broker enqueue the message."""
+
+    def __init__(self, broker: dramatiq.Broker, monkeypatch: pytest.MonkeyPatch) -> None:
+        self.sent: list[Sent] = []
+        real = broker.enqueue
+
+        def spy(message: dramatiq.Message[Any], *, delay: int | None = None) -> dramatiq.Message[Any]:
+            self.sent.append(Sent(message, delay))
+            return real(message, delay=delay)
+
+        monkeypatch.setattr(broker, "enqueue", spy)
+
+    def delayed(self) -> list[Sent]:
+        """Calls asking for a later delivery (the worker moving a due message back to its queue passes none)."""
+        return [s for s in self.sent if s.delay is not None]
+
+    def retries(self) -> dict[tuple[str, int], Sent]:
+        """The retry of each (job id, attempt): the first delayed send carrying that attempt (later ones are
+        lock waits, which keep the attempt)."""
+        found: dict[tuple[str, int], Sent] = {}
+        for sent in self.delayed():
+            payload = sent.payload
+            if payload.attempt > 1:
+                found.setdefault((payload.job_id, payload.attempt), sent)
+        return found
