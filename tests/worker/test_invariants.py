@@ -12,10 +12,10 @@ from typing import Any
 import pytest
 from sqlalchemy import text
 
-from calsync.core.config.logging import MASK, register_secrets
 from calsync.core.messaging.messages import sync_message
 from calsync.core.model.change import parse_change
 from calsync.core.model.payload import new_payload
+from calsync.core.model.redaction import MASK, register_secrets
 from calsync.core.store import accounts, events, idempotency, targets
 from calsync.core.store.direct import DirectStatement, DirectTransaction
 from calsync.core.store.targets import TargetKey

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import uuid
 
-from calsync.core.config.logging import MASK, redact, register_secrets
+from calsync.core.model.redaction import MASK, redact, register_secrets
 
 
 def test_a_secret_containing_another_registered_secret_is_masked_whole() -> None:
