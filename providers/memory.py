@@ -36,7 +36,7 @@ from calsync.providers.memory_store import (
     CalendarTx,
     Call,
     DictStore,
-    FaultRule,
+    MemoryFaultRule,
     SqliteStore,
     StoredEvent,
 )
@@ -156,7 +156,7 @@ class MemoryProvider:
             raise ValueError(f"times must be at least 1 (or None for every call), not {times}")
         if title is not None:
             re.compile(title)
-        rule = FaultRule(0, op, account_id, entity_id, title, error, message, retry_after, delay_ms, after, times)
+        rule = MemoryFaultRule(0, op, account_id, entity_id, title, error, message, retry_after, delay_ms, after, times)
         with self._store.transaction() as tx:
             return tx.add_fault(rule)
 
@@ -165,7 +165,7 @@ class MemoryProvider:
         with self._store.transaction() as tx:
             tx.clear(events=False, calls=False, faults=True)
 
-    def _take_fault(self, op: str, account_id: str, entity_id: str, title: str | None) -> FaultRule | None:
+    def _take_fault(self, op: str, account_id: str, entity_id: str, title: str | None) -> MemoryFaultRule | None:
         if not self._store.has_faults():
             return None  # the common case, without taking the write lock
         with self._store.transaction() as tx:
@@ -176,7 +176,7 @@ class MemoryProvider:
                     return rule
         return None
 
-    def _fail(self, fault: FaultRule, op: str, account_id: str, entity_id: str) -> None:
+    def _fail(self, fault: MemoryFaultRule, op: str, account_id: str, entity_id: str) -> None:
         if fault.delay_ms:
             time.sleep(fault.delay_ms / 1000)
         if fault.error is None:

@@ -51,7 +51,7 @@ class Call:
 
 
 @dataclass(frozen=True)
-class FaultRule:
+class MemoryFaultRule:
     """A rule that breaks matching calls; ``remaining`` None means every call, else that many more."""
 
     id: int
@@ -87,10 +87,10 @@ class CalendarTx(Protocol):
     def log(self, call: Call) -> None:
         """Append a call to the log."""
 
-    def faults(self) -> list[FaultRule]:
+    def faults(self) -> list[MemoryFaultRule]:
         """Every fault rule, oldest first."""
 
-    def add_fault(self, rule: FaultRule) -> int:
+    def add_fault(self, rule: MemoryFaultRule) -> int:
         """Store a rule (its ``id`` is ignored) and return its id."""
 
     def set_remaining(self, fault_id: int, remaining: int) -> None:
@@ -123,7 +123,7 @@ class DictStore:
         self._lock = threading.Lock()
         self._events: dict[tuple[str, str], StoredEvent] = {}
         self._calls: list[Call] = []
-        self._faults: dict[int, FaultRule] = {}
+        self._faults: dict[int, MemoryFaultRule] = {}
         self._next_fault = 1
 
     def has_faults(self) -> bool:
@@ -159,10 +159,10 @@ class _DictTx:
         self._undo.append(("call", None))
         self._store._calls.append(call)
 
-    def faults(self) -> list[FaultRule]:
+    def faults(self) -> list[MemoryFaultRule]:
         return sorted(self._store._faults.values(), key=lambda rule: rule.id)
 
-    def add_fault(self, rule: FaultRule) -> int:
+    def add_fault(self, rule: MemoryFaultRule) -> int:
         fault_id = self._store._next_fault
         self._store._next_fault += 1
         self._undo.append(("fault", (fault_id, None)))
@@ -287,11 +287,11 @@ class _SqliteTx:
             dataclasses.astuple(call),
         )
 
-    def faults(self) -> list[FaultRule]:
+    def faults(self) -> list[MemoryFaultRule]:
         rows = self._conn.execute(f"SELECT {_FAULT_COLUMNS} FROM faults ORDER BY id").fetchall()
         return [_fault_rule(row) for row in rows]
 
-    def add_fault(self, rule: FaultRule) -> int:
+    def add_fault(self, rule: MemoryFaultRule) -> int:
         values = dataclasses.astuple(rule)[1:]
         cursor = self._conn.execute(
             f"INSERT INTO faults ({_FAULT_COLUMNS.removeprefix('id, ')}) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)", values
@@ -327,7 +327,8 @@ def _stored_event(row: tuple[Any, ...]) -> StoredEvent:
     return StoredEvent(account_id, external_id, sync_key, etag, json.loads(body), status, writes)
 
 
-def _fault_rule(row: tuple[Any, ...]) -> FaultRule:
+def _fault_rule(row: tuple[Any, ...]) -> MemoryFaultRule:
     fault_id, op, account_id, entity_id, title, error, message, retry_after, delay_ms, after, remaining = row
-    return FaultRule(fault_id, op, account_id, entity_id, title, error, message, retry_after, delay_ms, bool(after),
-                     remaining)  # fmt: skip
+    return MemoryFaultRule(
+        fault_id, op, account_id, entity_id, title, error, message, retry_after, delay_ms, bool(after), remaining
+    )

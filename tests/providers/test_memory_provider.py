@@ -10,7 +10,7 @@ import pytest
 from calsync.core.model.calendar import Account, EventState, Target
 from calsync.core.model.errors import Forbidden, ProviderUnavailable, RateLimited
 from calsync.providers.memory import MemoryProvider, external_id_for
-from calsync.providers.memory_store import CalendarStore, Call, DictStore, FaultRule, SqliteStore, StoredEvent
+from calsync.providers.memory_store import CalendarStore, Call, DictStore, MemoryFaultRule, SqliteStore, StoredEvent
 
 ACCOUNT = Account(id="acc", tenant_id="t", provider="memory", address="a@b.c")
 TARGET = Target(event_id="e1", account_id="acc", tenant_id="t")
@@ -127,7 +127,7 @@ def store(request: pytest.FixtureRequest, tmp_path: Path) -> CalendarStore:
 
 def test_a_failed_step_leaves_nothing_behind(store: CalendarStore) -> None:
     kept = StoredEvent("acc", "x1", "key", '"1"', {"title": "kept"}, "confirmed", 1)
-    rule = FaultRule(0, None, None, None, None, "unavailable", None, None, 0, False, 2)
+    rule = MemoryFaultRule(0, None, None, None, None, "unavailable", None, None, 0, False, 2)
     with store.transaction() as tx:
         tx.save(kept)
         fault_id = tx.add_fault(rule)
