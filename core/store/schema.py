@@ -8,7 +8,7 @@ Alembic migrations in ``core/store/migrations`` create exactly this (a test comp
 from __future__ import annotations
 
 import datetime as dt
-from typing import Any
+from typing import Any, get_args
 
 from sqlalchemy import (
     JSON,
@@ -27,7 +27,15 @@ from sqlalchemy import (
 )
 from sqlalchemy.types import DateTime, TypeDecorator
 
+from calsync.core.model.calendar import AccountStatus, BusinessStatus, ProviderName
+from calsync.core.model.vocabulary import SYNC_STATUSES
+
 metadata = MetaData()
+
+
+def _one_of(column: str, values: tuple[str, ...], name: str) -> CheckConstraint:
+    """A CHECK that ``column`` holds one of the vocabulary's values (the model defines them once)."""
+    return CheckConstraint(f"{column} IN ({', '.join(repr(v) for v in values)})", name=name)
 
 
 class UTCDateTime(TypeDecorator[dt.datetime]):
@@ -63,8 +71,8 @@ provider_accounts = Table(
     Column("status", String(16), nullable=False),
     Column("created_at", UTCDateTime, nullable=False),
     Column("updated_at", UTCDateTime, nullable=False),
-    CheckConstraint("provider IN ('google', 'exchange', 'memory')", name="ck_provider_accounts_provider"),
-    CheckConstraint("status IN ('active', 'needs_reauth', 'disabled')", name="ck_provider_accounts_status"),
+    _one_of("provider", get_args(ProviderName), "ck_provider_accounts_provider"),
+    _one_of("status", get_args(AccountStatus), "ck_provider_accounts_status"),
     Index("ix_provider_accounts_tenant", "tenant_id"),
 )
 
@@ -86,7 +94,7 @@ events = Table(
     Column("status", String(16), nullable=False),
     Column("created_at", UTCDateTime, nullable=False),
     Column("updated_at", UTCDateTime, nullable=False),
-    CheckConstraint("status IN ('confirmed', 'cancelled')", name="ck_events_status"),
+    _one_of("status", get_args(BusinessStatus), "ck_events_status"),
     CheckConstraint("version >= 1", name="ck_events_version"),
 )
 
@@ -111,7 +119,7 @@ event_targets = Table(
     Column("updated_at", UTCDateTime, nullable=False),
     ForeignKeyConstraint(["tenant_id", "event_id"], ["events.tenant_id", "events.id"], name="fk_targets_event"),
     ForeignKeyConstraint(["account_id"], ["provider_accounts.id"], name="fk_targets_account"),
-    CheckConstraint("status IN ('pending', 'synced', 'failed', 'deleted')", name="ck_event_targets_status"),
+    _one_of("status", SYNC_STATUSES, "ck_event_targets_status"),
     CheckConstraint("wanted IN ('present', 'absent')", name="ck_event_targets_wanted"),
     Index("ix_event_targets_status_due", "status", "due_at"),
     Index("ix_event_targets_account", "account_id"),
