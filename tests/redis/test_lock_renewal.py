@@ -4,22 +4,13 @@ from __future__ import annotations
 
 import itertools
 import time
-from collections.abc import Iterator
 
-import pytest
 import redis
 
 from calsync.core.redis.locks import LockManager
 from tests.support import wait_until
 
 TTL = 0.3  # seconds: renewed every 0.1 s
-
-
-@pytest.fixture
-def client(redis_url: str) -> Iterator[redis.Redis]:
-    connection = redis.Redis.from_url(redis_url)
-    yield connection
-    connection.close()
 
 
 def test_a_held_lock_is_renewed_past_its_ttl_and_nobody_else_takes_it(client: redis.Redis, namespace: str) -> None:

@@ -11,13 +11,6 @@ from calsync.core.redis.locks import LockManager
 
 
 @pytest.fixture
-def client(redis_url: str) -> Iterator[redis.Redis]:
-    connection = redis.Redis.from_url(redis_url)
-    yield connection
-    connection.close()
-
-
-@pytest.fixture
 def managers(client: redis.Redis) -> Iterator[tuple[LockManager, LockManager]]:
     """Two processes' lock managers."""
     pair = (LockManager(client, ttl_seconds=30), LockManager(client, ttl_seconds=30))

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import time
-from collections.abc import Iterator
 
 import pytest
 import redis
@@ -11,13 +10,6 @@ import redis
 from calsync.core.redis.keys import RedisKeys
 from calsync.core.redis.stats import JobStats
 from tests.support import wait_until
-
-
-@pytest.fixture
-def client(redis_url: str) -> Iterator[redis.Redis]:
-    connection = redis.Redis.from_url(redis_url)
-    yield connection
-    connection.close()
 
 
 def test_unbuffered_counts_are_written_at_once(client: redis.Redis, namespace: str) -> None:
