@@ -12,8 +12,20 @@ import threading
 from calsync.core.config.settings import Settings
 from calsync.core.model.calendar import Provider, ProviderName
 from calsync.core.model.errors import ConfigurationError
+from calsync.providers.exchange.config import ExchangeConfig
+from calsync.providers.google.config import GoogleConfig
 
 logger = logging.getLogger(__name__)
+
+
+def google_config(settings: Settings) -> GoogleConfig:
+    """The Google adapter's part of the settings."""
+    return GoogleConfig(settings.provider_timeout, settings.google_api_endpoint)
+
+
+def exchange_config(settings: Settings) -> ExchangeConfig:
+    """The Exchange adapter's part of the settings."""
+    return ExchangeConfig(settings.provider_timeout, settings.worker_threads)
 
 
 def _build(name: ProviderName, settings: Settings) -> Provider:
@@ -23,13 +35,13 @@ def _build(name: ProviderName, settings: Settings) -> Provider:
 
         return MemoryProvider(settings.effective_memory_provider_path)
     if name == "google":
-        from calsync.providers.google import GoogleConfig, GoogleProvider
+        from calsync.providers.google.provider import GoogleProvider
 
-        return GoogleProvider(GoogleConfig(settings.provider_timeout, settings.google_api_endpoint))
+        return GoogleProvider(google_config(settings))
     if name == "exchange":
-        from calsync.providers.exchange import ExchangeConfig, ExchangeProvider
+        from calsync.providers.exchange.provider import ExchangeProvider
 
-        return ExchangeProvider(ExchangeConfig(settings.provider_timeout, settings.worker_threads))
+        return ExchangeProvider(exchange_config(settings))
     raise ConfigurationError(f"unknown provider {name!r}")
 
 

@@ -16,7 +16,7 @@ planned separately.
 
 from calsync.providers.exchange.account_config import AccountConfig, read_account_config
 from calsync.providers.exchange.classification import CLASSIFICATION, Classification, classify_error
-from calsync.providers.exchange.config import ExchangeConfig, ExchangeSettings
+from calsync.providers.exchange.config import ExchangeConfig
 from calsync.providers.exchange.items import SEND_MODES, SYNC_KEY_PROPERTY_NAME, SYNC_KEY_PROPERTY_SET, item_fields
 from calsync.providers.exchange.provider import ExchangeProvider
 
@@ -29,7 +29,6 @@ __all__ = [
     "Classification",
     "ExchangeConfig",
     "ExchangeProvider",
-    "ExchangeSettings",
     "classify_error",
     "item_fields",
     "read_account_config",

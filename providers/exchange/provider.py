@@ -39,7 +39,7 @@ from calsync.core.model.calendar import Account, EventState, ExternalRef, Provid
 from calsync.core.model.errors import AuthRevoked, CalsyncError, ConfigurationError
 from calsync.providers.exchange.account_config import AccountConfig, read_account_config
 from calsync.providers.exchange.classification import classify_error
-from calsync.providers.exchange.config import ExchangeSettings
+from calsync.providers.exchange.config import ExchangeConfig
 from calsync.providers.exchange.items import SEND_MODES, UPDATE_FIELDS, item_fields
 from calsync.providers.exchange.mailboxes import ConnectedMailbox, MailboxCache, connect
 
@@ -62,7 +62,7 @@ class ExchangeProvider:
 
     name: ProviderName = "exchange"
 
-    def __init__(self, config: ExchangeSettings) -> None:
+    def __init__(self, config: ExchangeConfig) -> None:
         self._timeout = config.provider_timeout
         self._max_connections = config.worker_threads
         self._mailboxes = MailboxCache()

@@ -23,7 +23,7 @@ configured with). The library facts behind these choices are in docs/notes/googl
 """
 
 from calsync.providers.google.classification import CLASSIFICATION, QUOTA_RETRY_AFTER, Failure, Row, classify, describe
-from calsync.providers.google.config import GoogleConfig, GoogleSettings
+from calsync.providers.google.config import GoogleConfig
 from calsync.providers.google.credentials import SCOPES, build_credentials
 from calsync.providers.google.event_body import SYNC_KEY_PROPERTY, VERSION_PROPERTY, event_body, event_id_for
 from calsync.providers.google.provider import MAX_CONFLICTS, GoogleProvider
@@ -38,7 +38,6 @@ __all__ = [
     "Failure",
     "GoogleConfig",
     "GoogleProvider",
-    "GoogleSettings",
     "Row",
     "build_credentials",
     "classify",

@@ -16,7 +16,7 @@ from googleapiclient.errors import HttpError
 from calsync.core.model.calendar import Account, EventState, ExternalRef, ProviderName, SendUpdates, Target
 from calsync.core.model.errors import TemporaryError
 from calsync.providers.google.classification import classify
-from calsync.providers.google.config import GoogleSettings
+from calsync.providers.google.config import GoogleConfig
 from calsync.providers.google.credentials import CredentialCache, account_option, secrets_of
 from calsync.providers.google.event_body import SEND_UPDATES, check_ours, event_body, event_id_for, reapply, ref_of
 
@@ -37,7 +37,7 @@ class GoogleProvider:
 
     name: ProviderName = "google"
 
-    def __init__(self, config: GoogleSettings) -> None:
+    def __init__(self, config: GoogleConfig) -> None:
         self._timeout = config.provider_timeout
         options = {"api_endpoint": config.google_api_endpoint} if config.google_api_endpoint else None
         # This Http only satisfies build(); every call runs on a per-thread AuthorizedHttp (see _execute).

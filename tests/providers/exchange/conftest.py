@@ -12,6 +12,7 @@ import pytest
 
 from calsync.core.model.calendar import Account, EventState
 from calsync.providers.exchange import ExchangeProvider
+from calsync.providers.registry import exchange_config
 from calsync_emulators.control import EwsControl
 from calsync_emulators.server import RunningEmulator
 from tests.providers.exchange.ews_support import (
@@ -46,7 +47,7 @@ def make_provider(tmp_path: Path) -> Iterator[MakeProvider]:
     built: list[ExchangeProvider] = []
 
     def make(**settings: Any) -> ExchangeProvider:
-        provider = ExchangeProvider(make_settings(tmp_path, **{"worker_threads": 8, **settings}))
+        provider = ExchangeProvider(exchange_config(make_settings(tmp_path, **{"worker_threads": 8, **settings})))
         built.append(provider)
         return provider
 

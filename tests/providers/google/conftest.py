@@ -8,6 +8,7 @@ import pytest
 
 from calsync.core.model.calendar import Account
 from calsync.providers.google import GoogleProvider
+from calsync.providers.registry import google_config
 from calsync_emulators import google
 from calsync_emulators.pytest_plugin import StartEmulator
 from calsync_emulators.server import RunningEmulator
@@ -31,7 +32,7 @@ def private_emulator(start_emulator: StartEmulator) -> Emulator:
 @pytest.fixture
 def provider(emulator: Emulator) -> GoogleProvider:
     """The adapter under test, talking HTTP to the emulator."""
-    return GoogleProvider(emulator.settings())
+    return GoogleProvider(google_config(emulator.settings()))
 
 
 @pytest.fixture
