@@ -10,13 +10,15 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Literal
 
+from calsync.core.model.vocabulary import SYNC_STATUSES, Outcome
+
 Source = Literal["worker", "exporter", "prometheus"]
 Kind = Literal["counter", "gauge", "histogram"]
 
-OUTCOMES = ("success", "already_done", "stale", "retry_scheduled", "lock_busy", "dead_lettered")
+OUTCOMES = tuple(Outcome)
 # Finished attempts that did their job, and those that did not; lock_busy is contention, charted on its own.
-GOOD_OUTCOMES = ("success", "already_done", "stale")
-FAILED_OUTCOMES = ("retry_scheduled", "dead_lettered")
+GOOD_OUTCOMES = (Outcome.SUCCESS, Outcome.ALREADY_DONE, Outcome.STALE)
+FAILED_OUTCOMES = (Outcome.RETRY_SCHEDULED, Outcome.DEAD_LETTERED)
 FINISHED_OUTCOMES = GOOD_OUTCOMES + FAILED_OUTCOMES
 
 # Labels Prometheus or the Kubernetes service discovery attach to every scraped series.
@@ -72,7 +74,7 @@ _METRICS = (
     Metric("calsync_queue_oldest_message_age_seconds", "exporter", "gauge", {"queue": ANY}),
     Metric("calsync_dead_letters_open", "exporter", "gauge", {"job_type": ANY}),
     Metric("calsync_dead_letter_oldest_age_seconds", "exporter", "gauge"),
-    Metric("calsync_sync_targets", "exporter", "gauge", {"status": ("pending", "synced", "failed", "deleted")}),
+    Metric("calsync_sync_targets", "exporter", "gauge", {"status": SYNC_STATUSES}),
     Metric("calsync_sync_pending_oldest_age_seconds", "exporter", "gauge"),
     Metric("calsync_workers_active", "exporter", "gauge"),
     # Beyond issue 5: 0 while the exporter cannot read a source, whose series it then leaves out.
