@@ -60,7 +60,6 @@ _RESULT_BODY = (
     '            final_status="deleted" if effect == "delete" else "synced",\n'
     "        )\n"
 )
-_SUPERSEDED = "snapshot.event.version > wanted or (snapshot.target.synced_version >= wanted and not repair)"
 _DEFER_OPTIONS = "options={DEFERRALS_OPTION: waits + 1}"
 _SAME_ATTEMPT = 'ctx.payload.model_copy(update={"scheduled_at": later})'
 _DEDUP_SET = "nx=True, ex=self._ttl"
@@ -87,8 +86,8 @@ MUTATIONS: tuple[Mutation, ...] = (
              'return "update" if target is not None and target.external_id is not None else "create"',
              'return "create"', "a target with an external id is updated, not created again"),
     Mutation("planner-create-key-reused", PLANNER,
-             'if operation == "create" and target is not None and (not earlier_jobs_lost or target.synced_version > 0):',
-             "if False:", "a create label (its key has no version) only while no earlier job holds the key"),
+             'if operation == "create" and target is not None and (', "if False and (",
+             "a create label (its key has no version) only while no earlier job holds the key"),
     Mutation("planner-lost-jobs-never-create", PLANNER, "(not earlier_jobs_lost or target.synced_version > 0)",
              "True", "the reconciler re-plans a never-synced target as a create"),
     # locks
@@ -113,11 +112,12 @@ MUTATIONS: tuple[Mutation, ...] = (
              "a done effect is never repeated"),
     Mutation("job-stale-ignored", JOB, "        if _superseded(snapshot, payload, repair=delivery.repair):\n",
              "        if False:\n", "a superseded or already-synced version makes no provider call"),
-    Mutation("stale-same-version-skipped", JOB, _SUPERSEDED, _SUPERSEDED.replace("version > wanted", "version >= wanted"),
+    Mutation("stale-same-version-skipped", JOB, "snapshot.event.version > wanted", "snapshot.event.version >= wanted",
              "the newest version's job runs"),
     Mutation("stale-repair-skipped", JOB, " and not repair)", ")",
              "a repair sync bypasses the already-synced check"),
-    Mutation("stale-synced-resynced", JOB, _SUPERSEDED, _SUPERSEDED.replace("synced_version >= wanted", "synced_version > wanted"),
+    Mutation("stale-synced-resynced", JOB, "synced_version >= wanted and not repair",
+             "synced_version > wanted and not repair",
              "a version already synced is not synced again"),
     Mutation("job-tenant-unchecked", JOB, "if account is None or account.tenant_id != payload.tenant_id:",
              "if account is None:", "a job never crosses tenants"),
@@ -194,8 +194,8 @@ MUTATIONS: tuple[Mutation, ...] = (
     Mutation("failures-history-unredacted", FAILURES, '"message": error_message(error),', '"message": str(error),',
              "no secret in the error history"),
     Mutation("failures-invalid-payload-permanent", FAILURES,
-             "return DeadLetterCause.INVALID_PAYLOAD if isinstance(error, InvalidPayload) else DeadLetterCause.PERMANENT",
-             "return DeadLetterCause.PERMANENT", "an invalid payload is dead-lettered as such"),
+             "DeadLetterCause.INVALID_PAYLOAD if isinstance(error, InvalidPayload) else", "",
+             "an invalid payload is dead-lettered as such"),
     # dead letters
     Mutation("dlq-last-error-unredacted", DEAD_LETTERS, "last_error=error_message(error) + (",
              "last_error=str(error) + (", "no secret in a DLQ record"),
