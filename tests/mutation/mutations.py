@@ -226,7 +226,7 @@ MUTATIONS: tuple[Mutation, ...] = (
     Mutation("submit-marker-kept-after-failed-enqueue", SUBMIT, "                self._markers.release(mark)\n", "",
              "a failed enqueue does not suppress the next attempt"),
     Mutation("submit-marker-without-version", SUBMIT, "mark = Mark(*job.key, job.plan.operation, version)",
-             "mark = Mark(*job.key, job.plan.operation, 1)", "a new version's job is never suppressed by an older one's"),
+             "mark = Mark(*job.key, job.plan.operation, 1)", "an older version's marker never suppresses a new job"),
     Mutation("dedup-forever", DEDUP, _DEDUP_SET, "nx=True", "the dedup marker expires after DEDUP_TTL"),
     Mutation("dedup-overwritten", DEDUP, _DEDUP_SET, "ex=self._ttl", "an identical enqueue returns the first job"),
     Mutation("dedup-covered-ignored", DEDUP, "for operation in covered_by:", "for operation in ():",
