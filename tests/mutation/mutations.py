@@ -18,26 +18,24 @@ class Mutation:
 
 
 SELECTION = (
+    "tests/model",
     "tests/worker",
     "tests/redis",
     "tests/producer",
-    "tests/config",
-    "tests/unit/test_backoff.py",
-    "tests/unit/test_locks.py",
-    "tests/unit/test_middlewares.py",
-    "tests/unit/test_secrets.py",
+    "tests/store",
     "tests/integration/test_pipeline.py",
 )
 
 BACKOFF = "core/model/backoff.py"
+PLANNER = "core/model/planner.py"
+REDACTION = "core/model/redaction.py"
 LOCKS = "core/redis/locks.py"
-RETRIES = "core/worker/middleware/retries.py"
-STALE = "core/worker/middleware/stale.py"
-IDEMPOTENCY = "core/worker/middleware/idempotency.py"
-DEAD_LETTERS = "core/worker/middleware/dead_letters.py"
 JOB = "core/worker/job.py"
+RETRIES = "core/worker/middleware/retries.py"
+FAILURES = "core/worker/failures.py"
+DEAD_LETTERS = "core/worker/middleware/dead_letters.py"
 SUBMIT = "core/producer/submit.py"
-LOGGING = "core/config/logging.py"
+DEDUP = "core/producer/dedup.py"
 TARGETS = "core/store/targets.py"
 
 _UNIFORM = "uniform(1 - jitter, 1 + jitter)"
@@ -45,13 +43,26 @@ _BASE = "base = schedule[min(retries_so_far, len(schedule) - 1)]"
 _FLOOR = "return max(delay, retry_after) if retry_after is not None else delay"
 _OWNED_EXTEND = "if redis.call('get', KEYS[1]) == ARGV[1] then return redis.call('pexpire'"
 _OWNED_RELEASE = "if redis.call('get', KEYS[1]) == ARGV[1] then return redis.call('del', KEYS[1]) end"
-_RESULT_TX = "    with runtime.db.direct_write() as tx:\n        won = targets.record_synced("
-_OWN_TX = (
-    "    with runtime.db.direct_write() as tx:\n"
-    "        idempotency.record_success(tx, payload.idempotency_key, job_id=payload.job_id, result=result,"
-    " ttl_seconds=runtime.settings.idempotency_ttl)\n" + _RESULT_TX
+_RECORD = "        idempotency.record_success(\n"
+_IDEMPOTENCY_RECORD = (
+    "            tx, payload.idempotency_key, job_id=payload.job_id, result=result, ttl_seconds=parts.idempotency_ttl\n"
+    "        )\n"
 )
-_SYNCED_SKIP = 'if snapshot.target.synced_version >= wanted and not message.options.get("repair"):'
+_RESULT_TX = "    with parts.db.direct_write() as tx:\n        won = targets.record_synced(\n"
+# (a): the idempotency record in a transaction of its own, committed before the sync result's.
+_OWN_TX = "    with parts.db.direct_write() as tx:\n" + _RECORD + _IDEMPOTENCY_RECORD
+_RESULT_BODY = (
+    "            tx,\n"
+    "            target.key,\n"
+    "            version=event.version,\n"
+    "            external_id=ref.external_id if ref else None,\n"
+    "            etag=ref.etag if ref else target.external_etag,\n"
+    '            final_status="deleted" if effect == "delete" else "synced",\n'
+    "        )\n"
+)
+_DEFER_OPTIONS = "options={DEFERRALS_OPTION: waits + 1}"
+_SAME_ATTEMPT = 'ctx.payload.model_copy(update={"scheduled_at": later})'
+_DEDUP_SET = "nx=True, ex=self._ttl"
 
 # fmt: off
 MUTATIONS: tuple[Mutation, ...] = (
@@ -66,6 +77,19 @@ MUTATIONS: tuple[Mutation, ...] = (
              "the schedule's last entry repeats"),
     Mutation("backoff-hint-ignored", BACKOFF, _FLOOR, "return delay", "a retry-after hint is a floor"),
     Mutation("backoff-hint-ceiling", BACKOFF, _FLOOR, _FLOOR.replace("max(", "min("), "a retry-after hint is a floor"),
+    # planner
+    Mutation("planner-unwanted-not-deleted", PLANNER, "if cancelled or not wanted_present:", "if cancelled:",
+             "a target no longer wanted is deleted"),
+    Mutation("planner-cancelled-not-deleted", PLANNER, "if cancelled or not wanted_present:", "if not wanted_present:",
+             "a cancelled event's targets are deleted"),
+    Mutation("planner-always-create", PLANNER,
+             'return "update" if target is not None and target.external_id is not None else "create"',
+             'return "create"', "a target with an external id is updated, not created again"),
+    Mutation("planner-create-key-reused", PLANNER,
+             'if operation == "create" and target is not None and (', "if False and (",
+             "a create label (its key has no version) only while no earlier job holds the key"),
+    Mutation("planner-lost-jobs-never-create", PLANNER, "(not earlier_jobs_lost or target.synced_version > 0)",
+             "True", "the reconciler re-plans a never-synced target as a create"),
     # locks
     Mutation("locks-no-renewer", LOCKS, "        self._ensure_renewer()\n        return held", "        return held",
              "a held lock is renewed past its TTL"),
@@ -83,85 +107,144 @@ MUTATIONS: tuple[Mutation, ...] = (
              "a release that finds the lock taken marks it lost"),
     Mutation("locks-lost-answer", LOCKS, 'self._call(*take) or self._call("GET", key) == token.encode()',
              "self._call(*take)", "a SET whose answer was lost is recognised as ours"),
-    # retries
-    Mutation("retries-index-plus-one", RETRIES, "retry_delay(settings.retry_schedule, retries,",
-             "retry_delay(settings.retry_schedule, retries + 1,", "retry n waits schedule[n-1]"),
-    Mutation("retries-no-jitter", RETRIES, "jitter=settings.retry_jitter", "jitter=0",
-             "retries spread by the jitter"),
-    Mutation("retries-hint-dropped", RETRIES, "retry_after=hint)", "retry_after=None)",
-             "a retry-after hint is a floor"),
-    Mutation("retries-one-too-many", RETRIES, "if retries >= self.runtime.settings.max_retries:",
-             "if retries > self.runtime.settings.max_retries:", "max_retries = the schedule's length"),
-    Mutation("retries-count-frozen", RETRIES, 'message.options["retries"] = retries + 1',
-             'message.options["retries"] = retries', "retries run out"),
-    Mutation("retries-permanent-retried", RETRIES, "        if is_permanent(error):\n", "        if False:\n",
-             "a permanent error is dead-lettered at once"),
-    Mutation("retries-last-error-unredacted", RETRIES, "message=redact(str(error))[:MESSAGE_LIMIT],",
-             "message=str(error)[:MESSAGE_LIMIT],", "no secret in last_error"),
-    Mutation("retries-history-unredacted", RETRIES, '"message": redact(str(error))[:MESSAGE_LIMIT],',
-             '"message": str(error)[:MESSAGE_LIMIT],', "no secret in the DLQ history"),
-    Mutation("retries-history-oldest-kept", RETRIES, "[-HISTORY_LIMIT:]", "[:HISTORY_LIMIT]",
-             "the history keeps the newest entries"),
-    Mutation("retries-due-now", RETRIES, "dt.datetime.now(dt.UTC) + dt.timedelta(seconds=delay),",
-             "dt.datetime.now(dt.UTC),", "a waiting retry's target is not overdue for the reconciler"),
-    # stale / idempotency
-    Mutation("stale-same-version-skipped", STALE, "if snapshot.event.version > wanted:",
-             "if snapshot.event.version >= wanted:", "the newest version's job runs"),
-    Mutation("stale-repair-skipped", STALE, _SYNCED_SKIP, "if snapshot.target.synced_version >= wanted:",
-             "a repair sync bypasses the already-synced check"),
-    Mutation("stale-synced-resynced", STALE, _SYNCED_SKIP, _SYNCED_SKIP.replace(">=", ">"),
-             "a version already synced is not synced again"),
-    Mutation("idempotency-guard-off", IDEMPOTENCY, "if job_snapshot(self.runtime, ctx).already_done:", "if False:",
+    # job: guards
+    Mutation("job-already-done-ignored", JOB, "        if snapshot.already_done:\n", "        if False:\n",
              "a done effect is never repeated"),
-    # job
+    Mutation("job-stale-ignored", JOB, "        if _superseded(snapshot, payload, repair=delivery.repair):\n",
+             "        if False:\n", "a superseded or already-synced version makes no provider call"),
+    Mutation("stale-same-version-skipped", JOB, "snapshot.event.version > wanted", "snapshot.event.version >= wanted",
+             "the newest version's job runs"),
+    Mutation("stale-repair-skipped", JOB, " and not repair)", ")",
+             "a repair sync bypasses the already-synced check"),
+    Mutation("stale-synced-resynced", JOB, "synced_version >= wanted and not repair",
+             "synced_version > wanted and not repair",
+             "a version already synced is not synced again"),
     Mutation("job-tenant-unchecked", JOB, "if account is None or account.tenant_id != payload.tenant_id:",
              "if account is None:", "a job never crosses tenants"),
     Mutation("job-reauth-unchecked", JOB, 'if account.status == "needs_reauth":', "if False:",
              "no provider call for an account awaiting re-authorization"),
     Mutation("job-disabled-unchecked", JOB, 'if account.status == "disabled":', "if False:",
              "no provider call for a disabled account"),
-    Mutation("job-absent-not-deleted", JOB, 'if event.status == "cancelled" or target.wanted == "absent":',
-             'if event.status == "cancelled":', "a removed account's event is deleted"),
-    Mutation("job-always-create", JOB, 'return "create" if target.external_id is None else "update"',
-             'return "create"', "the effect is named from state (metrics label)"),
-    Mutation("job-idempotency-own-tx", JOB, _RESULT_TX, _OWN_TX,
-             "the idempotency record commits with the sync result"),
-    Mutation("job-no-repair", JOB, "if latest is not None and latest.synced_version > event.version:",
-             "if False:", "a lost compare-and-set enqueues a repair"),
-    Mutation("job-repair-not-marked", JOB, 'options={"repair": True}', "options={}",
-             "a repair bypasses the already-synced check"),
-    Mutation("job-repair-never-deletes", JOB, 'operation="delete" if latest.wanted == "absent" else "update",',
-             'operation="update",', "a repair of a removal is labelled delete"),
+    Mutation("job-absent-not-deleted", JOB, 'wanted_present=target.wanted == "present"', "wanted_present=True",
+             "a removed account's event is deleted"),
+    Mutation("job-cancel-not-deleted", JOB, 'cancelled=event.status == "cancelled"', "cancelled=False",
+             "a cancelled event is deleted"),
+    Mutation("job-lock-not-released", JOB, "            parts.locks.release(held)\n", "            pass\n",
+             "the target lock is freed when the job ends"),
+    # job: the result
+    Mutation("job-idempotency-own-tx", JOB, _RESULT_TX + _RESULT_BODY + _RECORD + _IDEMPOTENCY_RECORD,
+             _OWN_TX + _RESULT_TX + _RESULT_BODY, "the idempotency record commits with the sync result"),
+    Mutation("job-no-idempotency-record", JOB, _RECORD + _IDEMPOTENCY_RECORD, "",
+             "a done effect is recorded under its key"),
     Mutation("job-etag-dropped", JOB, "etag=ref.etag if ref else target.external_etag,", "etag=None,",
              "the provider's etag is kept"),
     Mutation("targets-unconditional-cas", TARGETS, '.where(_BY_KEY, t.c.synced_version < bindparam("v_version"))',
              ".where(_BY_KEY)", "synced_version only grows"),
+    Mutation("job-no-repair", JOB, "if latest is None or latest.synced_version <= version:", "if True:",
+             "a lost compare-and-set enqueues a repair"),
+    Mutation("job-repair-not-marked", JOB, "options={REPAIR_OPTION: True}", "options={}",
+             "a repair bypasses the already-synced check"),
+    Mutation("job-repair-old-version", JOB, "version=latest.synced_version,", "version=version,",
+             "a repair syncs the newest recorded version"),
+    Mutation("job-repair-never-deletes", JOB, 'operation="delete" if latest.wanted == "absent" else "update",',
+             'operation="update",', "a repair of a removal is labelled delete"),
+    # retries
+    Mutation("retries-index-plus-one", RETRIES, "retry_delay(self.policy.schedule, retries,",
+             "retry_delay(self.policy.schedule, retries + 1,", "retry n waits schedule[n-1]"),
+    Mutation("retries-no-jitter", RETRIES, "jitter=self.policy.jitter, retry_after=hint",
+             "jitter=0, retry_after=hint", "retries spread by the jitter"),
+    Mutation("retries-hint-dropped", RETRIES, "retry_after=hint)", "retry_after=None)",
+             "a retry-after hint is a floor"),
+    Mutation("retries-one-too-many", RETRIES, "if retries >= len(self.policy.schedule):",
+             "if retries > len(self.policy.schedule):", "max_retries = the schedule's length"),
+    Mutation("retries-count-frozen", RETRIES, "message.options[RETRIES_OPTION] = retries + 1",
+             "message.options[RETRIES_OPTION] = retries", "retries run out"),
+    Mutation("retries-permanent-retried", RETRIES, "        if is_permanent(error):\n", "        if False:\n",
+             "a permanent error is dead-lettered at once"),
+    Mutation("retries-last-error-unredacted", RETRIES, "message=error_message(error),", "message=str(error),",
+             "no secret in a waiting target's last_error"),
+    Mutation("retries-history-oldest-kept", RETRIES, "[-HISTORY_LIMIT:]", "[:HISTORY_LIMIT]",
+             "the history keeps the newest entries"),
+    Mutation("retries-due-now", RETRIES, "due_at=dt.datetime.now(dt.UTC) + dt.timedelta(seconds=delay),",
+             "due_at=dt.datetime.now(dt.UTC),", "a waiting retry's target is not overdue for the reconciler"),
+    Mutation("retries-attempt-not-advanced", RETRIES, "[ctx.payload.next_attempt(delay).to_message_arg()]",
+             "[ctx.payload.to_message_arg()]", "a retry is the next attempt"),
+    Mutation("retries-noted-on-no-version", RETRIES, "version=p.target_version,", "version=0,",
+             "a waiting retry is noted on its target"),
+    Mutation("retries-enqueue-failure-lost", RETRIES,
+             "            self._dead_letter(message, ctx, DeadLetterCause.ENQUEUE_FAILED)\n", "",
+             "a retry that cannot be enqueued is dead-lettered, not lost"),
+    # retries: deferral of a busy lock
+    Mutation("defer-busy-lock-is-failure", RETRIES, "        if isinstance(error, Deferred):\n", "        if False:\n",
+             "a busy lock defers the job instead of failing it"),
+    Mutation("defer-burns-retry", RETRIES, _DEFER_OPTIONS,
+             "options={DEFERRALS_OPTION: waits + 1, RETRIES_OPTION: int(message.options.get(RETRIES_OPTION, 0)) + 1}",
+             "a deferral uses no retry"),
+    Mutation("defer-burns-attempt", RETRIES, _SAME_ATTEMPT, "ctx.payload.next_attempt(delay)",
+             "a deferral keeps the payload's attempt"),
+    Mutation("defer-unbounded", RETRIES, "if waits >= self.policy.max_deferrals:", "if False:",
+             "deferrals are bounded by LOCK_MAX_WAITS"),
+    Mutation("defer-one-too-many", RETRIES, "if waits >= self.policy.max_deferrals:",
+             "if waits > self.policy.max_deferrals:", "at most LOCK_MAX_WAITS deferrals"),
+    Mutation("defer-count-frozen", RETRIES, _DEFER_OPTIONS, "options={DEFERRALS_OPTION: waits}",
+             "deferrals are counted"),
+    Mutation("defer-no-jitter", RETRIES, "delay = jittered(self.policy.defer_delay, self.policy.jitter)",
+             "delay = self.policy.defer_delay", "deferrals behind one lock are spread by the jitter"),
+    Mutation("defer-at-once", RETRIES, "broker.enqueue(again, delay=int(delay * 1000))", "broker.enqueue(again)",
+             "a deferred job waits LOCK_RETRY_DELAY"),
+    # failures (history entries, stored messages, causes)
+    Mutation("failures-unredacted", FAILURES, "return redact(str(error))[:MESSAGE_LIMIT]",
+             "return str(error)[:MESSAGE_LIMIT]", "no secret in last_error, the DLQ record or its history"),
+    Mutation("failures-unbounded", FAILURES, "return redact(str(error))[:MESSAGE_LIMIT]", "return redact(str(error))",
+             "a stored error message is bounded"),
+    Mutation("failures-history-unredacted", FAILURES, '"message": error_message(error),', '"message": str(error),',
+             "no secret in the error history"),
+    Mutation("failures-invalid-payload-permanent", FAILURES,
+             "DeadLetterCause.INVALID_PAYLOAD if isinstance(error, InvalidPayload) else", "",
+             "an invalid payload is dead-lettered as such"),
     # dead letters
-    Mutation("dlq-last-error-unredacted", DEAD_LETTERS, "last_error = redact(str(error))[:MESSAGE_LIMIT]",
-             "last_error = str(error)[:MESSAGE_LIMIT]", "no secret in a DLQ record"),
+    Mutation("dlq-last-error-unredacted", DEAD_LETTERS, "last_error=error_message(error) + (",
+             "last_error=str(error) + (", "no secret in a DLQ record"),
     Mutation("dlq-no-reauth-mark", DEAD_LETTERS, "            if isinstance(error, AuthRevoked):\n",
              "            if False:\n", "revoked credentials mark the account"),
     Mutation("dlq-target-not-failed", DEAD_LETTERS, "version=payload.target_version, error_class=",
              "version=0, error_class=", "a dead-lettered target is marked failed"),
-    Mutation("dlq-reason-not-exhausted", DEAD_LETTERS, "exhausted=bool(exhausted)", "exhausted=False",
-             "the reason says retries were exhausted"),
+    Mutation("dlq-cause-ignored", DEAD_LETTERS,
+             "cause = (ctx.dead_letter_cause if ctx is not None else None) or rejection_cause(error)",
+             "cause = rejection_cause(error)", "the reason says retries were exhausted"),
+    Mutation("dlq-reauth-over-disabled", DEAD_LETTERS, 'if account is not None and account.status == "active":',
+             "if account is not None:", "revoked credentials never re-enable a disabled account"),
     Mutation("dlq-history-duplicated", DEAD_LETTERS, 'if not history or history[-1].get("attempt") != attempt:',
              "if True:", "one history entry per attempt"),
+    Mutation("dlq-history-dropped", DEAD_LETTERS, "history = list(message.options.get(ERRORS_OPTION, []))",
+             "history = []", "the DLQ record keeps every attempt's error"),
     # producer
     Mutation("submit-tenant-unchecked", SUBMIT, "if account is None or account.tenant_id != tenant_id:",
              "if account is None:", "a change names only its tenant's accounts"),
     Mutation("submit-disabled-accepted", SUBMIT, 'if account.status == "disabled":', "if False:",
              "a disabled account is refused"),
-    Mutation("submit-dedup-forever", SUBMIT, "nx=True, ex=self.runtime.settings.dedup_ttl", "nx=True",
-             "the dedup marker expires after DEDUP_TTL"),
-    Mutation("submit-dedup-overwritten", SUBMIT, "nx=True, ex=self.runtime.settings.dedup_ttl",
-             "ex=self.runtime.settings.dedup_ttl", "an identical enqueue returns the first job"),
+    Mutation("submit-marker-kept-after-failed-enqueue", SUBMIT, "                self._markers.release(mark)\n", "",
+             "a failed enqueue does not suppress the next attempt"),
+    Mutation("submit-marker-without-version", SUBMIT, "mark = Mark(*job.key, job.plan.operation, version)",
+             "mark = Mark(*job.key, job.plan.operation, 1)", "an older version's marker never suppresses a new job"),
+    Mutation("dedup-forever", DEDUP, _DEDUP_SET, "nx=True", "the dedup marker expires after DEDUP_TTL"),
+    Mutation("dedup-overwritten", DEDUP, _DEDUP_SET, "ex=self._ttl", "an identical enqueue returns the first job"),
+    Mutation("dedup-covered-ignored", DEDUP, "for operation in covered_by:", "for operation in ():",
+             "an identical resubmit finds the first submission's create job"),
     # redaction
-    Mutation("redact-registered-ignored", LOGGING, "    for secret in _secrets_snapshot:\n", "    for secret in ():\n",
-             "registered secrets are masked"),
-    Mutation("redact-short-secrets-skipped", LOGGING, "if len(value) >= 6:", "if len(value) >= 60:",
+    Mutation("redact-registered-ignored", REDACTION, "for secret in (*given, *_secrets_snapshot):",
+             "for secret in given:", "registered secrets are masked"),
+    Mutation("redact-given-ignored", REDACTION, "for secret in (*given, *_secrets_snapshot):",
+             "for secret in _secrets_snapshot:", "the call's own secrets are masked"),
+    Mutation("redact-short-secrets-skipped", REDACTION, "if len(value) >= MIN_REGISTERED:", "if len(value) >= 60:",
              "every credential string is registered"),
-    Mutation("redact-shortest-first", LOGGING, "key=len, reverse=True", "key=len",
+    Mutation("redact-shortest-first", REDACTION, "sorted(_secrets, key=len, reverse=True)", "sorted(_secrets, key=len)",
              "a secret containing another is masked whole"),
+    Mutation("redact-nested-skipped", REDACTION, "        for item in value.values():\n            yield",
+             "        for item in ():\n            yield", "secrets nested in a credentials mapping are registered"),
+    Mutation("redact-lines-skipped", REDACTION, "if len(line.strip()) >= _MIN_LINE:", "if False:",
+             "each long line of a multi-line secret is registered"),
+    Mutation("redact-patterns-off", REDACTION, "    for pattern in _PATTERNS:\n", "    for pattern in ():\n",
+             "token-shaped strings are masked unregistered"),
 )
 # fmt: on

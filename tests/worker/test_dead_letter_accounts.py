@@ -1,0 +1,54 @@
+"""What a dead-lettered AuthRevoked does to its account: an active one awaits re-authorization, no other changes."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import pytest
+from dramatiq.broker import MessageProxy
+from dramatiq.brokers.stub import StubBroker
+
+from calsync.core.messaging.messages import sync_message
+from calsync.core.model.calendar import AccountStatus
+from calsync.core.model.errors import AuthRevoked
+from calsync.core.model.payload import new_payload
+from calsync.core.store import accounts
+from calsync.core.worker.context import JobContext, start_job
+from calsync.core.worker.middleware.dead_letters import DeadLetterRecorder
+from tests.support import Pipeline
+
+
+@pytest.fixture
+def stub() -> Iterator[StubBroker]:
+    broker = StubBroker(middleware=[])
+    yield broker
+    broker.close()
+
+
+@pytest.mark.parametrize(
+    ("before", "after"),
+    [("active", "needs_reauth"), ("disabled", "disabled"), ("needs_reauth", "needs_reauth")],
+    ids=["active", "disabled meanwhile", "already awaiting"],
+)
+def test_revoked_credentials_mark_only_an_active_account(
+    pipeline: Pipeline, stub: StubBroker, before: AccountStatus, after: AccountStatus
+) -> None:
+    account = pipeline.account()
+    receipt = pipeline.submit([account])
+    with pipeline.runtime.db.write() as conn:
+        accounts.update_account(conn, account, status=before)
+    payload = new_payload(tenant_id="tenant-1", entity_id=receipt.entity_id, account_id=account, operation="create",
+                          version=1, trace_id="trace-dlq")  # fmt: skip
+    message = MessageProxy(sync_message(pipeline.settings.queue, payload))
+    ctx = JobContext(message.message_id, message.actor_name, message.queue_name, payload=payload)
+    ctx.error = AuthRevoked("the refresh token was revoked")
+    start_job(ctx)
+    try:
+        DeadLetterRecorder(pipeline.runtime.db).before_nack(stub, message)
+    finally:
+        start_job(None)
+    [record] = pipeline.dead_letters()
+    assert record.error_class == "AuthRevoked"
+    with pipeline.runtime.db.read() as conn:
+        summary = accounts.get_summary(conn, account)
+    assert summary is not None and summary.status == after
