@@ -7,6 +7,8 @@ from collections.abc import Iterator
 import pytest
 import redis
 
+from calsync.core.redis.locks import LockManager
+
 
 @pytest.fixture
 def client(redis_url: str) -> Iterator[redis.Redis]:
@@ -14,3 +16,12 @@ def client(redis_url: str) -> Iterator[redis.Redis]:
     connection = redis.Redis.from_url(redis_url)
     yield connection
     connection.close()
+
+
+@pytest.fixture
+def managers(client: redis.Redis) -> Iterator[tuple[LockManager, LockManager]]:
+    """Two processes' lock managers."""
+    pair = (LockManager(client, ttl_seconds=30), LockManager(client, ttl_seconds=30))
+    yield pair
+    for manager in pair:
+        manager.close()

@@ -43,49 +43,45 @@ def test_a_held_lock_is_renewed_past_its_ttl_and_nobody_else_takes_it(client: re
         theirs.close()
 
 
-def test_releasing_a_lock_taken_over_by_another_owner_marks_it_lost(client: redis.Redis, namespace: str) -> None:
-    ours, theirs = LockManager(client, ttl_seconds=30), LockManager(client, ttl_seconds=30)
+def test_releasing_a_lock_taken_over_by_another_owner_marks_it_lost(
+    client: redis.Redis, managers: tuple[LockManager, LockManager], namespace: str
+) -> None:
+    ours, theirs = managers
+    key = f"{namespace}:lock:t:e:taken-over"
+    stale = ours.acquire(key)
+    assert stale is not None
+    client.delete(key)  # our TTL ran out while we were paused, and another worker took the target
+    current = theirs.acquire(key)
+    assert current is not None
+    assert not ours.release(stale) and stale.lost
+    assert client.get(key) == current.token.encode() and not current.lost
+    assert theirs.release(current) and not current.lost
+
+
+def test_a_take_whose_reply_was_lost_is_recognised_as_ours(
+    client: redis.Redis, managers: tuple[LockManager, LockManager], namespace: str
+) -> None:
+    ours, theirs = managers
+    key = f"{namespace}:lock:t:e:reply-lost"
+    warm = ours.acquire(f"{key}:warm")  # opens this thread's lock connection
+    assert warm is not None
+    connection = ours._local.connection
+    real_read = connection.read_response
+    lost: list[object] = []
+
+    def reply_lost(*args: object, **kwargs: object) -> object:
+        answer = real_read(*args, **kwargs)
+        if not lost:  # the SET reached Redis; its reply is lost with the connection
+            lost.append(answer)
+            raise redis.ConnectionError("connection reset before the reply")
+        return answer
+
+    connection.read_response = reply_lost
     try:
-        key = f"{namespace}:lock:t:e:taken-over"
-        stale = ours.acquire(key)
-        assert stale is not None
-        client.delete(key)  # our TTL ran out while we were paused, and another worker took the target
-        current = theirs.acquire(key)
-        assert current is not None
-        assert not ours.release(stale) and stale.lost
-        assert client.get(key) == current.token.encode() and not current.lost
-        assert theirs.release(current) and not current.lost
+        held = ours.acquire(key)
     finally:
-        ours.close()
-        theirs.close()
-
-
-def test_a_take_whose_reply_was_lost_is_recognised_as_ours(client: redis.Redis, namespace: str) -> None:
-    ours, theirs = LockManager(client, ttl_seconds=30), LockManager(client, ttl_seconds=30)
-    try:
-        key = f"{namespace}:lock:t:e:reply-lost"
-        warm = ours.acquire(f"{key}:warm")  # opens this thread's lock connection
-        assert warm is not None
-        connection = ours._local.connection
-        real_read = connection.read_response
-        lost: list[object] = []
-
-        def reply_lost(*args: object, **kwargs: object) -> object:
-            answer = real_read(*args, **kwargs)
-            if not lost:  # the SET reached Redis; its reply is lost with the connection
-                lost.append(answer)
-                raise redis.ConnectionError("connection reset before the reply")
-            return answer
-
-        connection.read_response = reply_lost
-        try:
-            held = ours.acquire(key)
-        finally:
-            del connection.read_response  # the class's method again
-        assert lost, "the lost reply was never simulated"
-        assert held is not None, "our own SET, whose reply was lost, was taken for someone else's lock"
-        assert client.get(key) == held.token.encode() and theirs.acquire(key) is None
-        assert ours.release(held) and ours.release(warm)
-    finally:
-        ours.close()
-        theirs.close()
+        del connection.read_response  # the class's method again
+    assert lost, "the lost reply was never simulated"
+    assert held is not None, "our own SET, whose reply was lost, was taken for someone else's lock"
+    assert client.get(key) == held.token.encode() and theirs.acquire(key) is None
+    assert ours.release(held) and ours.release(warm)

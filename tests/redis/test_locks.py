@@ -2,21 +2,9 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-
-import pytest
 import redis
 
 from calsync.core.redis.locks import LockManager
-
-
-@pytest.fixture
-def managers(client: redis.Redis) -> Iterator[tuple[LockManager, LockManager]]:
-    """Two processes' lock managers."""
-    pair = (LockManager(client, ttl_seconds=30), LockManager(client, ttl_seconds=30))
-    yield pair
-    for manager in pair:
-        manager.close()
 
 
 def test_one_owner_at_a_time(managers: tuple[LockManager, LockManager], namespace: str) -> None:
