@@ -105,6 +105,7 @@ def test_the_wheel_ships_one_top_level_package_that_cannot_collide(
     tops = {name.split("/", 1)[0] for name in names}
     assert tops == {"calsync", "calsync-0.1.0.dist-info"}
     assert not [n for n in names if n.split("/", 1)[0] in CONSUMER_PACKAGES]
+    assert not [n for n in names if "emulator" in n or "demo" in n], "the emulators ship in calsync-emulators only"
     assert {"calsync/__init__.py", "calsync/core/model/planner.py", "calsync/actors/cli/main.py",
             "calsync/providers/google/provider.py", "calsync/core/store/migrations/env.py"} <= set(names)  # fmt: skip
 
