@@ -18,6 +18,7 @@ from calsync.core.runtime import Runtime
 from calsync.core.store import accounts, dead_letters, events, migrate, targets
 from calsync.core.store.dead_letters import DeadLetter, DeadLetterFilter
 from calsync.core.store.targets import TargetKey, TargetRow
+from calsync.core.worker.job import JobParts
 from calsync.providers.memory import MemoryProvider
 
 T = TypeVar("T")
@@ -99,6 +100,12 @@ class Pipeline:
             yield worker
         finally:
             worker.stop(timeout=10_000)
+
+    def job_parts(self, broker: dramatiq.Broker) -> JobParts:
+        """What the sync job uses in this pipeline, with repairs enqueued on ``broker``."""
+        rt = self.runtime
+        return JobParts(db=rt.db, cipher=rt.cipher, locks=rt.locks, keys=rt.keys, providers=self.app.providers,
+                        broker=broker, queue=self.settings.queue, idempotency_ttl=60)  # fmt: skip
 
     def close(self) -> None:
         """Release the runtime."""

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-
 import pytest
 from dramatiq.broker import MessageProxy
 from dramatiq.brokers.stub import StubBroker
@@ -16,13 +14,6 @@ from calsync.core.store import accounts
 from calsync.core.worker.context import JobContext, start_job
 from calsync.core.worker.middleware.dead_letters import DeadLetterRecorder
 from tests.support import Pipeline
-
-
-@pytest.fixture
-def stub() -> Iterator[StubBroker]:
-    broker = StubBroker(middleware=[])
-    yield broker
-    broker.close()
 
 
 @pytest.mark.parametrize(

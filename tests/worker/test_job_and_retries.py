@@ -4,7 +4,6 @@ database and Redis, and a StubBroker to capture what they enqueue."""
 from __future__ import annotations
 
 import datetime as dt
-from collections.abc import Iterator
 from typing import Any
 
 import dramatiq
@@ -29,18 +28,10 @@ from calsync.core.store import idempotency, targets
 from calsync.core.store.schema import idempotency_records
 from calsync.core.store.targets import TargetKey
 from calsync.core.worker.context import JobContext, current_job, start_job
-from calsync.core.worker.job import JobParts, run_sync
+from calsync.core.worker.job import run_sync
 from calsync.core.worker.middleware.dead_letters import DeadLetterRecorder, DeadLetterStoreUnavailable
 from calsync.core.worker.middleware.retries import RetryPolicy, ScheduledRetries
 from tests.support import Pipeline
-
-
-@pytest.fixture
-def stub() -> Iterator[StubBroker]:
-    broker = StubBroker(middleware=[])
-    broker.declare_queue("calendar")
-    yield broker
-    broker.close()
 
 
 def _delivery(pipeline: Pipeline, payload: JobPayload | None, **options: Any) -> dramatiq.MessageProxy:
@@ -67,17 +58,11 @@ def _queued(stub: StubBroker, queue: str) -> list[dramatiq.Message[Any]]:
     return [dramatiq.Message.decode(body) for body in stub.queues[queue].queue]
 
 
-def _parts(pipeline: Pipeline, stub: StubBroker) -> JobParts:
-    rt = pipeline.runtime
-    return JobParts(db=rt.db, cipher=rt.cipher, locks=rt.locks, keys=rt.keys, providers=pipeline.app.providers,
-                    broker=stub, queue="calendar", idempotency_ttl=60)  # fmt: skip
-
-
 def _run(
     pipeline: Pipeline, stub: StubBroker, payload: JobPayload, *, repair: bool = False
 ) -> tuple[Outcome, JobContext]:
     ctx = JobContext("m-1", "sync_calendar_event", "calendar", repair=repair)
-    return run_sync(_parts(pipeline, stub), ctx, [payload.to_message_arg()], {}), ctx
+    return run_sync(pipeline.job_parts(stub), ctx, [payload.to_message_arg()], {}), ctx
 
 
 def _lock_attempts(result: str) -> float:
@@ -88,7 +73,7 @@ def _lock_attempts(result: str) -> float:
 
 
 def test_a_corrupt_payload_is_invalid_and_dead_lettered_at_once(pipeline: Pipeline, stub: StubBroker) -> None:
-    parts = _parts(pipeline, stub)
+    parts = pipeline.job_parts(stub)
     ctx = JobContext("m-1", "sync_calendar_event", "calendar")
     with pytest.raises(InvalidPayload):
         run_sync(parts, ctx, [{"job_id": 1}], {})

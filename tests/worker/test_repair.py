@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from typing import Any
 
 import dramatiq
@@ -14,16 +13,8 @@ from calsync.core.model.vocabulary import Outcome
 from calsync.core.store import targets
 from calsync.core.store.targets import TargetKey
 from calsync.core.worker.context import REPAIR_OPTION, JobContext
-from calsync.core.worker.job import JobParts, run_sync
+from calsync.core.worker.job import run_sync
 from tests.support import Pipeline
-
-
-@pytest.fixture
-def stub() -> Iterator[StubBroker]:
-    broker = StubBroker(middleware=[])
-    broker.declare_queue("calendar")
-    yield broker
-    broker.close()
 
 
 def test_an_older_write_overtaken_by_a_removal_enqueues_a_delete_of_the_newest_version(
@@ -42,9 +33,7 @@ def test_an_older_write_overtaken_by_a_removal_enqueues_a_delete_of_the_newest_v
         return real_upsert(account, event, target)  # ...then our v1 write reaches the provider
 
     monkeypatch.setattr(pipeline.provider, "upsert", overtaken)
-    rt = pipeline.runtime
-    parts = JobParts(db=rt.db, cipher=rt.cipher, locks=rt.locks, keys=rt.keys, providers=pipeline.app.providers,
-                     broker=stub, queue="calendar", idempotency_ttl=60)  # fmt: skip
+    parts = pipeline.job_parts(stub)
     payload = new_payload(tenant_id="tenant-1", entity_id=first.entity_id, account_id=removed, operation="create",
                           version=1, trace_id="trace-repair")  # fmt: skip
     delivery = JobContext("m-1", "sync_calendar_event", "calendar")
