@@ -72,6 +72,8 @@ class Settings(BaseSettings):
     lock_max_waits: int = Field(default=30, ge=1)
     idempotency_ttl: int = Field(default=86400, gt=0)
     dedup_ttl: int = Field(default=300, gt=0)
+    # How long a request key (HTTP Idempotency-Key, intake request id) returns the first receipt.
+    request_key_ttl: int = Field(default=86400, gt=0)
     reconcile_after: float = Field(default=600, gt=0)
 
     # --- broker crash recovery: a SIGKILLed worker's messages return within ~heartbeat + a few s

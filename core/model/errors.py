@@ -12,6 +12,7 @@ The worker decides retry-or-dead-letter by class alone, never by comparing messa
     ├── PermanentError                 dead-lettered at once; a human must act, then replay
     │   ├── InvalidPayload             corrupt message or unknown schema
     │   ├── InvalidChange              a change file / submit call that breaks the contract
+    │   │   └── IdempotencyKeyReused   a request key already used for a different change
     │   ├── EntityNotFound             the referenced event, target or account does not exist
     │   ├── AuthRevoked                credentials rejected for good: the account needs re-authorization
     │   ├── AccountInactive            the account is disabled or awaits re-authorization
@@ -96,6 +97,12 @@ class InvalidChange(PermanentError):
     """A submitted change breaks the contract; nothing was saved."""
 
     reason = "invalid change"
+
+
+class IdempotencyKeyReused(InvalidChange):
+    """A request key (Idempotency-Key, intake request id) already accepted a different change."""
+
+    reason = "idempotency key reused"
 
 
 class EntityNotFound(PermanentError):

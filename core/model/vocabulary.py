@@ -26,6 +26,14 @@ SYNC_STATUSES: Final[tuple[SyncStatus, ...]] = get_args(SyncStatus)
 
 Role = Literal["worker", "producer", "cli"]
 
+# A dead letter is a job that failed for good, or a message quarantined because it is not a job at all.
+DeadLetterKind = Literal["job", "quarantined"]
+DEAD_LETTER_KINDS: Final[tuple[DeadLetterKind, ...]] = get_args(DeadLetterKind)
+
+# What an HTTP API key may do: submit changes, read state, or also operate the DLQ.
+ApiScope = Literal["submit", "read", "admin"]
+API_SCOPES: Final[tuple[ApiScope, ...]] = get_args(ApiScope)
+
 
 class DeadLetterCause(StrEnum):
     """Why a message went to the dead-letter queue."""

@@ -18,7 +18,7 @@ from calsync.core.model.ids import new_trace_id
 from calsync.core.model.payload import new_payload
 from calsync.core.model.planner import Plan, plan
 from calsync.core.runtime import Runtime
-from calsync.core.store import events, idempotency, targets
+from calsync.core.store import events, idempotency, intake_requests, targets
 from calsync.core.store.targets import TargetRow
 
 log = logging.getLogger(__name__)
@@ -31,6 +31,7 @@ class ReconcileReport:
     requeued: list[str] = field(default_factory=list)
     failed: list[str] = field(default_factory=list)
     purged_idempotency_records: int = 0
+    purged_request_keys: int = 0
 
     def as_json(self) -> dict[str, object]:
         """Printed by ``calsync reconcile``."""
@@ -39,6 +40,7 @@ class ReconcileReport:
             "job_ids": self.requeued,
             "enqueue_failures": len(self.failed),
             "purged_idempotency_records": self.purged_idempotency_records,
+            "purged_request_keys": self.purged_request_keys,
         }
 
 
@@ -91,5 +93,6 @@ def reconcile(
         report.requeued.append(payload.job_id)
     with runtime.db.write() as conn:
         report.purged_idempotency_records = idempotency.purge_expired(conn)
+        report.purged_request_keys = intake_requests.purge_expired(conn)
     log.info("reconciliation done", extra={"fields": report.as_json() | {"job_ids": None, "trace_id": trace}})
     return report

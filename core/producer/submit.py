@@ -11,6 +11,7 @@ creates no new version, so a client retrying its request gets the same receipt.
 from __future__ import annotations
 
 import datetime as dt
+import hashlib
 import logging
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -18,17 +19,18 @@ from typing import Any
 
 from pydantic import TypeAdapter, ValidationError
 from sqlalchemy import Connection
+from sqlalchemy.exc import IntegrityError
 
 from calsync.core.messaging.messages import sync_message
 from calsync.core.model.calendar import SendUpdates
 from calsync.core.model.change import Change, parse_change
-from calsync.core.model.errors import EntityNotFound, InvalidChange
+from calsync.core.model.errors import EntityNotFound, IdempotencyKeyReused, InvalidChange
 from calsync.core.model.ids import Identifier, new_id, new_trace_id
 from calsync.core.model.payload import JobPayload, Operation, new_payload
 from calsync.core.model.planner import Plan, plan
 from calsync.core.producer.dedup import EnqueueMarkers, Mark, RedisMarkers
 from calsync.core.runtime import Runtime, default_runtime
-from calsync.core.store import accounts, events, targets
+from calsync.core.store import accounts, events, intake_requests, targets
 from calsync.core.store.database import Database
 from calsync.core.store.targets import TargetKey, TargetRow
 
@@ -56,6 +58,11 @@ class Receipt:
             "deferred_accounts": self.deferred_accounts,
         }
 
+    @classmethod
+    def from_json(cls, doc: dict[str, Any]) -> Receipt:
+        """The receipt stored for a request key, as :meth:`as_json` wrote it."""
+        return cls(doc["entity_id"], doc["version"], list(doc["job_ids"]), list(doc["deferred_accounts"]))
+
 
 @dataclass(frozen=True)
 class _PlannedJob:
@@ -81,24 +88,77 @@ class Intake:
     """Accepts changes: saves the intent in the database, then enqueues one job per affected target."""
 
     def __init__(
-        self, db: Database, markers: EnqueueMarkers, enqueue: Enqueue, *, default_send_updates: SendUpdates
+        self,
+        db: Database,
+        markers: EnqueueMarkers,
+        enqueue: Enqueue,
+        *,
+        default_send_updates: SendUpdates,
+        request_key_ttl: int = 86400,
     ) -> None:
         self._db = db
         self._markers = markers
         self._enqueue_job = enqueue
         self._default_send_updates = default_send_updates
+        self._request_key_ttl = request_key_ttl
 
-    def submit(self, tenant_id: str, change: Change | dict[str, Any], *, trace_id: str | None = None) -> Receipt:
-        """Validate and authorize, save the intent, then enqueue one job per affected target."""
+    def submit(
+        self,
+        tenant_id: str,
+        change: Change | dict[str, Any],
+        *,
+        trace_id: str | None = None,
+        request_key: str | None = None,
+    ) -> Receipt:
+        """Validate and authorize, save the intent, then enqueue one job per affected target.
+
+        With a ``request_key`` (an HTTP Idempotency-Key, an intake message's request id), a retry of the
+        same change under the same key returns the first receipt and changes nothing; another change
+        under a live key raises :class:`IdempotencyKeyReused`.
+        """
         try:
             tenant_id = _tenant_id.validate_python(tenant_id)
         except ValidationError:
             raise InvalidChange(f"tenant_id: {tenant_id!r} is not a valid identifier") from None
         parsed = parse_change(change)
         trace = trace_id or new_trace_id()
+        if request_key is None:
+            with self._db.write() as conn:
+                entity_id, version, jobs = self._save_intent(conn, tenant_id, parsed)
+            return self._enqueue(tenant_id, entity_id, version, jobs, trace)
+        body_hash = hashlib.sha256(parsed.model_dump_json().encode()).hexdigest()
+        try:
+            with self._db.write() as conn:
+                first = self._first_request(conn, tenant_id, request_key, body_hash)
+                if first is not None:
+                    return first
+                entity_id, version, jobs = self._save_intent(conn, tenant_id, parsed)
+                intake_requests.record(
+                    conn, tenant_id, request_key,
+                    body_hash=body_hash, entity_id=entity_id, version=version, ttl=self._request_key_ttl,
+                )  # fmt: skip
+        except IntegrityError:
+            # A concurrent first request under this key committed first; its change stands, ours rolled back.
+            with self._db.read() as conn:
+                first = self._first_request(conn, tenant_id, request_key, body_hash)
+            if first is None:
+                raise
+            return first
+        receipt = self._enqueue(tenant_id, entity_id, version, jobs, trace)
         with self._db.write() as conn:
-            entity_id, version, jobs = self._save_intent(conn, tenant_id, parsed)
-        return self._enqueue(tenant_id, entity_id, version, jobs, trace)
+            intake_requests.set_receipt(conn, tenant_id, request_key, receipt.as_json())
+        return receipt
+
+    @staticmethod
+    def _first_request(conn: Connection, tenant_id: str, request_key: str, body_hash: str) -> Receipt | None:
+        first = intake_requests.find(conn, tenant_id, request_key)
+        if first is None:
+            return None
+        if first.body_hash != body_hash:
+            raise IdempotencyKeyReused(f"Idempotency-Key {request_key!r} was already used for a different change")
+        if first.receipt is None:  # the first request is still enqueueing: its jobs are not known yet
+            return Receipt(first.entity_id, first.version, [])
+        return Receipt.from_json(first.receipt)
 
     def _check_accounts(self, conn: Connection, tenant_id: str, account_ids: tuple[str, ...]) -> None:
         for account_id in account_ids:
@@ -226,11 +286,17 @@ class Producer(Intake):
             RedisMarkers(runtime.redis, runtime.keys, ttl_seconds=runtime.settings.dedup_ttl),
             enqueue,
             default_send_updates=runtime.settings.default_send_updates,
+            request_key_ttl=runtime.settings.request_key_ttl,
         )
 
 
 def submit_change(
-    tenant_id: str, change: Change | dict[str, Any], *, trace_id: str | None = None, runtime: Runtime | None = None
+    tenant_id: str,
+    change: Change | dict[str, Any],
+    *,
+    trace_id: str | None = None,
+    request_key: str | None = None,
+    runtime: Runtime | None = None,
 ) -> Receipt:
     """Accept a change for a tenant (see :class:`Producer`); uses the process-wide runtime by default."""
-    return Producer(runtime or default_runtime()).submit(tenant_id, change, trace_id=trace_id)
+    return Producer(runtime or default_runtime()).submit(tenant_id, change, trace_id=trace_id, request_key=request_key)

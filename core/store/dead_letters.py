@@ -7,13 +7,14 @@ a short history of every attempt.
 
 from __future__ import annotations
 
+import base64
 import datetime as dt
 from dataclasses import asdict, dataclass, fields
 from typing import Any, Literal
 
 from sqlalchemy import Connection, RowMapping, func, select, update
 
-from calsync.core.model.vocabulary import DeadLetterCause, cause_of_reason
+from calsync.core.model.vocabulary import DeadLetterCause, DeadLetterKind, cause_of_reason
 from calsync.core.store.database import Database
 from calsync.core.store.schema import dead_letters as d
 
@@ -41,6 +42,11 @@ class DeadLetterRecord:
     error_history: list[dict[str, Any]]
     first_failed_at: dt.datetime
     failed_at: dt.datetime
+    kind: DeadLetterKind = "job"
+    # A quarantined message's raw body (size-capped), its full size, and where it arrived.
+    raw_body: bytes | None = None
+    raw_size: int | None = None
+    origin: dict[str, Any] | None = None
 
     @property
     def cause(self) -> DeadLetterCause:
@@ -48,7 +54,7 @@ class DeadLetterRecord:
         return cause_of_reason(self.reason)
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class DeadLetter(DeadLetterRecord):
     """One stored dead letter: the record, and what operators did with it since."""
 
@@ -62,6 +68,8 @@ class DeadLetter(DeadLetterRecord):
     def as_json(self) -> dict[str, Any]:
         """JSON-ready form for ``calsync dlq list/show --json``."""
         doc = {"id": self.id, **asdict(self), "cause": self.cause.value}
+        raw = doc.pop("raw_body")
+        doc["raw_body_base64"] = None if raw is None else base64.b64encode(raw).decode()
         return {k: v.isoformat() if isinstance(v, dt.datetime) else v for k, v in doc.items()}
 
 

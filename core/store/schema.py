@@ -28,7 +28,7 @@ from sqlalchemy import (
 from sqlalchemy.types import DateTime, TypeDecorator
 
 from calsync.core.model.calendar import AccountStatus, BusinessStatus, ProviderName
-from calsync.core.model.vocabulary import SYNC_STATUSES
+from calsync.core.model.vocabulary import API_SCOPES, DEAD_LETTER_KINDS, SYNC_STATUSES
 
 metadata = MetaData()
 
@@ -164,7 +164,47 @@ dead_letters = Table(
     Column("replay_job_id", String(128), nullable=True),
     Column("discarded_at", UTCDateTime, nullable=True),
     Column("note", Text, nullable=True),
+    # Quarantined messages (kind 'quarantined'): the raw body as received (size-capped), its size, and
+    # where it arrived (broker, queue, message id).
+    Column("kind", String(16), nullable=False, server_default="job"),
+    Column("raw_body", LargeBinary, nullable=True),
+    Column("raw_size", Integer, nullable=True),
+    Column("origin", JSON, nullable=True),
     CheckConstraint("status IN ('open', 'replayed', 'discarded')", name="ck_dead_letters_status"),
+    _one_of("kind", DEAD_LETTER_KINDS, "ck_dead_letters_kind"),
     Index("ix_dead_letters_status_failed", "status", "failed_at"),
     Index("ix_dead_letters_account", "account_id"),
+)
+
+api_keys = Table(
+    "api_keys",
+    metadata,
+    Column("id", String(64), primary_key=True),
+    Column("tenant_id", String(128), nullable=False),
+    Column("scope", String(16), nullable=False),
+    # SHA-256 of the key: keys are long random strings, so a fast hash is enough; the key is never stored.
+    Column("key_hash", String(128), nullable=False, unique=True),
+    Column("name", String(256), nullable=True),
+    Column("created_at", UTCDateTime, nullable=False),
+    Column("last_used_at", UTCDateTime, nullable=True),
+    Column("revoked_at", UTCDateTime, nullable=True),
+    _one_of("scope", API_SCOPES, "ck_api_keys_scope"),
+    Index("ix_api_keys_tenant", "tenant_id"),
+)
+
+# One row per (tenant, Idempotency-Key or intake request id): a retried request returns the first receipt.
+intake_requests = Table(
+    "intake_requests",
+    metadata,
+    Column("tenant_id", String(128), primary_key=True),
+    Column("request_key", String(255), primary_key=True),
+    # SHA-256 of the canonical change: the same key with a different change is refused.
+    Column("body_hash", String(64), nullable=False),
+    Column("entity_id", String(128), nullable=False),
+    Column("version", Integer, nullable=False),
+    # The receipt once the jobs were enqueued (None while the first request is still enqueueing).
+    Column("receipt", JSON, nullable=True),
+    Column("created_at", UTCDateTime, nullable=False),
+    Column("expires_at", UTCDateTime, nullable=False),
+    Index("ix_intake_requests_expires", "expires_at"),
 )

@@ -1,0 +1,82 @@
+"""Request keys (HTTP Idempotency-Key, intake request id): a retried request returns the first receipt and
+changes nothing; a different change under the same key is refused; concurrent twins create one version."""
+
+from __future__ import annotations
+
+import threading
+
+import pytest
+
+from calsync.core.model.errors import IdempotencyKeyReused
+from calsync.core.producer.submit import Receipt
+from calsync.core.store import events
+from tests.support import Pipeline, change
+
+pytestmark = pytest.mark.both_databases
+
+
+def _version(pipeline: Pipeline, entity_id: str) -> int:
+    with pipeline.runtime.db.read() as conn:
+        event = events.get_event(conn, "tenant-1", entity_id)
+    assert event is not None
+    return event.version
+
+
+def test_a_retried_request_returns_the_first_receipt_and_creates_no_version(pipeline: Pipeline) -> None:
+    account = pipeline.account()
+    first = pipeline.producer.submit("tenant-1", change([account], title="A"), request_key="req-1")
+    edited = pipeline.producer.submit(
+        "tenant-1", change([account], entity_id=first.entity_id, title="B"), request_key="req-2"
+    )
+    assert edited.version == 2
+
+    again = pipeline.producer.submit("tenant-1", change([account], title="A"), request_key="req-1")
+
+    assert again == first  # same entity, version and job ids, although the event moved on since
+    assert _version(pipeline, first.entity_id) == 2
+
+
+def test_another_change_under_a_used_key_is_refused_and_saves_nothing(pipeline: Pipeline) -> None:
+    account = pipeline.account()
+    first = pipeline.producer.submit("tenant-1", change([account], entity_id="evt-1", title="A"), request_key="k")
+
+    with pytest.raises(IdempotencyKeyReused, match="'k' was already used for a different change"):
+        pipeline.producer.submit("tenant-1", change([account], entity_id="evt-1", title="B"), request_key="k")
+
+    assert _version(pipeline, first.entity_id) == 1
+
+
+def test_keys_are_per_tenant(pipeline: Pipeline) -> None:
+    mine = pipeline.account(tenant="tenant-1", account_id="acc-1")
+    theirs = pipeline.account(tenant="tenant-2", account_id="acc-2")
+    a = pipeline.producer.submit("tenant-1", change([mine], title="A"), request_key="same")
+    b = pipeline.producer.submit("tenant-2", change([theirs], title="B"), request_key="same")
+    assert a.entity_id != b.entity_id
+
+
+def test_concurrent_identical_requests_create_one_version(pipeline: Pipeline) -> None:
+    account = pipeline.account()
+    pipeline.producer.submit("tenant-1", change([account], entity_id="evt-c", title="v1"))
+    doc = change([account], entity_id="evt-c", title="v2")
+    start = threading.Barrier(8)
+    receipts: list[Receipt] = []
+    errors: list[BaseException] = []
+
+    def send() -> None:
+        start.wait()
+        try:
+            receipts.append(pipeline.producer.submit("tenant-1", doc, request_key="twin"))
+        except BaseException as exc:
+            errors.append(exc)
+
+    threads = [threading.Thread(target=send) for _ in range(8)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+
+    assert errors == []
+    assert {(r.entity_id, r.version) for r in receipts} == {("evt-c", 2)}
+    assert _version(pipeline, "evt-c") == 2
+
+
