@@ -79,8 +79,8 @@ def test_create_update_delete_round_trip(provider: GoogleProvider, account: Acco
     assert created.etag == stored["etag"]
     assert stored["summary"] == "Planning"
     assert (stored["location"], stored["description"]) == ("Room 1", "Agenda")
-    assert stored["start"] == {"dateTime": "2026-12-01T09:00:00", "timeZone": "Europe/Berlin"}
-    assert stored["end"] == {"dateTime": "2026-12-01T10:00:00", "timeZone": "Europe/Berlin"}
+    assert stored["start"] == {"dateTime": "2026-12-01T09:00:00+01:00", "timeZone": "Europe/Berlin"}
+    assert stored["end"] == {"dateTime": "2026-12-01T10:00:00+01:00", "timeZone": "Europe/Berlin"}
     assert [a["email"] for a in stored["attendees"]] == ["bob@example.com"]
     assert stored["extendedProperties"]["private"] == {SYNC_KEY_PROPERTY: target.sync_key, VERSION_PROPERTY: "1"}
 
