@@ -20,16 +20,15 @@ logged and not retried (Google retries with exponential backoff); an existing ch
 from __future__ import annotations
 
 import email.utils
+import http.client
 import queue
 import secrets
 import threading
 import time
-import urllib.error
-import urllib.request
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
-from urllib.parse import quote
+from urllib.parse import quote, urlsplit
 
 from calsync_emulators.google.errors import ApiError
 from calsync_emulators.google.schema import conform, schema
@@ -96,7 +95,6 @@ class Channels:
         self._lock = threading.Lock()
         self._outbox: queue.Queue[tuple[Channel, str, int]] = queue.Queue()
         self._deliveries: list[dict[str, Any]] = []
-        self._opener = urllib.request.build_opener(urllib.request.ProxyHandler({}))
         self._thread: threading.Thread | None = None
 
     def reset(self) -> None:
@@ -173,16 +171,20 @@ class Channels:
                 self._deliver(channel, state, number)
 
     def _deliver(self, channel: Channel, state: str, number: int) -> None:
-        request = urllib.request.Request(
-            channel.address, data=b"", method="POST", headers=channel.headers(state, number)
-        )
+        # http.client, not urllib: urllib re-capitalises header names ("X-goog-channel-id"), Google does not.
+        address = urlsplit(channel.address)
+        kind = http.client.HTTPSConnection if address.scheme == "https" else http.client.HTTPConnection
+        connection = kind(address.netloc, timeout=_DELIVERY_TIMEOUT)
+        target = (address.path or "/") + (f"?{address.query}" if address.query else "")
         status: int | None
         try:
-            with self._opener.open(request, timeout=_DELIVERY_TIMEOUT) as answer:
-                status = answer.status
-        except urllib.error.HTTPError as exc:
-            status = exc.code
-        except OSError:
+            connection.request(
+                "POST", target, body=b"", headers={**channel.headers(state, number), "Content-Length": "0"}
+            )
+            status = connection.getresponse().status
+        except (OSError, http.client.HTTPException):
             status = None
+        finally:
+            connection.close()
         with self._lock:
             self._deliveries.append({"channel": channel.id, "state": state, "number": number, "status": status})

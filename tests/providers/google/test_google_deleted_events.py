@@ -56,7 +56,7 @@ def test_a_retry_after_a_lost_re_create_does_not_duplicate(
     api.run(api.events().delete(calendarId=CAL, eventId=created.external_id))
     synced = dataclasses.replace(target, external_id=created.external_id, etag=created.etag, synced_version=1)
     changed = dataclasses.replace(event, version=2, title="Changed")
-    # The write that re-creates (PUT when restoring, the next generation's insert otherwise) lands, its answers get lost.
+    # The write that re-creates (PUT when restoring, else the next generation's insert) lands; its answers get lost.
     method = "PUT" if mode == "restore" else "POST"
     emulator.fault(method=method, path="/events", after=True, drop=True, times=2)
     with pytest.raises(ProviderUnavailable):
