@@ -5,8 +5,9 @@ is temporary and what is not), ``event_body`` (local state → event resource, d
 ``credentials`` (Google's credential JSON → google-auth, cached), ``config`` (what the adapter is
 configured with). The library facts behind these choices are in docs/notes/google-calendar.md.
 
-- One service object per adapter (static discovery, endpoint from ``CALSYNC_GOOGLE_API_ENDPOINT``), each
-  call executed through an ``AuthorizedHttp`` over a per-thread ``httplib2.Http``: httplib2 is not
+- One service object per adapter (static discovery, endpoint from ``CALSYNC_GOOGLE_API_ENDPOINT``) and
+  one ``events`` resource per thread built from it once (building one costs ~2 ms), each call executed
+  through an ``AuthorizedHttp`` over a per-thread ``httplib2.Http``: httplib2 is not
   thread-safe and a shared one hands threads each other's responses. That ``Http`` carries
   ``CALSYNC_PROVIDER_TIMEOUT``, so it bounds API calls and token refreshes alike.
 - ``execute(num_retries=0)``: the queue owns retries; the client's own retry re-sends inserts and ignores

@@ -433,6 +433,7 @@ def test_eight_threads_have_no_cross_talk(provider: GoogleProvider, account: Acc
     start = threading.Barrier(8)
     failures: list[str] = []
     finals: dict[str, tuple[str, str | None]] = {}
+    resources: dict[int, list[object]] = {}
 
     def worker(n: int) -> None:
         event = make_event(f"ev-{n}", title=f"thread {n} round 0")
@@ -447,6 +448,7 @@ def test_eight_threads_have_no_cross_talk(provider: GoogleProvider, account: Acc
                 if ref.external_id != event_id_for(target.sync_key):
                     failures.append(f"thread {n} got {ref.external_id}")
             finals[target.sync_key] = (f"thread {n} round {rounds - 1}", ref.etag)
+            resources[n] = [provider._events(), provider._events()]
         except Exception as exc:  # collected and asserted below; a thread can't fail the test itself
             failures.append(f"thread {n}: {exc!r}")
 
@@ -456,6 +458,9 @@ def test_eight_threads_have_no_cross_talk(provider: GoogleProvider, account: Acc
     for thread in threads:
         thread.join()
     assert failures == []
+    # One events resource per thread, built once: never shared, never rebuilt per call.
+    assert all(first is again for first, again in resources.values())
+    assert len({id(first) for first, _ in resources.values()}) == 8
     stored = {e["extendedProperties"]["private"][SYNC_KEY_PROPERTY]: e for e in api.list_all(CAL)}
     assert {key: (e["summary"], e["etag"]) for key, e in stored.items()} == finals
     assert len(stored) == 8
