@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 
 from calsync.core.model.calendar import Account
-from calsync.core.model.errors import ProviderUnavailable
+from calsync.core.model.errors import FullSyncRequired, ProviderUnavailable
 from calsync.providers.google import SYNC_KEY_PROPERTY, GoogleProvider, event_id_for
 from tests.providers.google.gcal_support import Api, Emulator, make_event, target_for
 
@@ -79,3 +79,16 @@ def test_delete_without_a_recorded_id_finds_the_live_generation(
 
     provider.delete(account, target)  # the create's answer was never recorded
     assert live(api) == []
+
+
+def test_a_410_that_is_not_deleted_fails_the_delete(
+    provider: GoogleProvider, account: Account, emulator: Emulator
+) -> None:
+    event = make_event()
+    target = target_for(event, account)
+    emulator.fault(method="DELETE", status=410, reason="fullSyncRequired")
+    with pytest.raises(FullSyncRequired):
+        provider.delete(account, target)
+    emulator.clear_faults()
+    emulator.fault(method="DELETE", status=410, reason="deleted", times=1)
+    provider.delete(account, target)  # gone already: done (then the next generation's id: 404)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import threading
+import urllib.error
 import uuid
 from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -100,6 +101,16 @@ def test_deleted_writes_forbidden_answers_403(emulator: Emulator, api: Api) -> N
         "forbidden",
     )
     assert reason(http_error(api.events().patch(calendarId=CAL, eventId="fbd00001", body={}))) == (403, "forbidden")
+
+
+def test_config_is_checked_and_applied_all_or_none(emulator: Emulator) -> None:
+    with pytest.raises(urllib.error.HTTPError) as caught:
+        emulator.configure(strict=False, deleted_writes="sometimes")
+    assert caught.value.code == 400
+    assert emulator.control("GET", "config")["strict"] is True
+    assert emulator.configure(calendar_time_zone="Europe/Berlin")["calendar_time_zone"] == "Europe/Berlin"
+    emulator.reset()
+    assert emulator.control("GET", "config")["calendar_time_zone"] == "UTC"
 
 
 def test_error_styles(emulator: Emulator, api: Api) -> None:
