@@ -183,15 +183,16 @@ class GoogleProvider:
                 lambda events: events.get(calendarId=session.calendar_id, eventId=event_id),
             )
             check_ours(current, target)
-            if shows(current, wanted):
-                return ref_of(current)
+            cancelled = current.get("status") == "cancelled"
+            if shows(current, wanted) or (cancelled and wanted["status"] == "cancelled"):
+                return ref_of(current)  # nothing to write (a cancelled event stays hidden, stub or not)
             try:
                 body = reapply(current, wanted)
                 return ref_of(self._update(session, event_id, body, send_updates, current.get("etag"), {403, 410, 412}))
             except HttpError as exc:
                 if exc.resp.status == 412:
                     continue
-                if current.get("status") == "cancelled":
+                if cancelled:
                     return None
                 raise classify(exc, "events.update", self._secrets(session)) from None
         raise TemporaryError(f"Google event {event_id} changed under us {MAX_CONFLICTS} times in a row")

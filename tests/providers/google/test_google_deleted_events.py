@@ -92,3 +92,18 @@ def test_a_410_that_is_not_deleted_fails_the_delete(
     emulator.clear_faults()
     emulator.fault(method="DELETE", status=410, reason="deleted", times=1)
     provider.delete(account, target)  # gone already: done (then the next generation's id: 404)
+
+
+def test_cancelling_an_event_deleted_in_google_writes_nothing(
+    mode: str, provider: GoogleProvider, account: Account, api: Api, emulator: Emulator
+) -> None:
+    event = make_event()
+    target = target_for(event, account)
+    created = provider.upsert(account, event, target)
+    api.run(api.events().delete(calendarId=CAL, eventId=created.external_id))
+    synced = dataclasses.replace(target, external_id=created.external_id, etag=created.etag, synced_version=1)
+    before = len(emulator.requests())
+
+    provider.upsert(account, dataclasses.replace(event, version=2, status="cancelled"), synced)
+    assert [c[0] for c in emulator.calls()[before:] if c[1] != "token"] == ["PUT", "GET"]
+    assert live(api) == [] and len(api.list_all(CAL)) == 1
