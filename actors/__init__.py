@@ -14,7 +14,7 @@ import dramatiq
 from calsync.core.config.logging import bind_job
 from calsync.core.messaging.messages import RECONCILE_JOB
 from calsync.core.model.calendar import ProviderLookup
-from calsync.core.model.errors import Deferred
+from calsync.core.model.errors import Deferred, PermanentError
 from calsync.core.model.intake import INTAKE_JOB, IntakeMessage
 from calsync.core.model.payload import SYNC_JOB
 from calsync.core.producer.intake_job import intake_actor
@@ -63,6 +63,7 @@ def declare(
         queue_name=settings.intake_queue,
         actor_name=INTAKE_JOB,
         time_limit=int(settings.job_time_limit * 1000),
+        throws=(PermanentError,),  # a bad change: dead-lettered with its reason, logged without a traceback
     )
     return {
         SYNC_JOB: declare_sync(sync_actor(parts)),

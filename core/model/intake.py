@@ -48,6 +48,8 @@ def parse_intake(args: Sequence[Any], kwargs: Mapping[str, Any]) -> IntakeMessag
     try:
         return IntakeMessage.model_validate(args[0])
     except ValidationError as exc:
-        inside_change = all(err["loc"][:1] == ("change",) and len(err["loc"]) > 1 for err in exc.errors())
+        inside_change = all(
+            err["loc"][:1] == ("change",) and (len(err["loc"]) > 1 or err["type"] != "missing") for err in exc.errors()
+        )
         error = InvalidChange if inside_change else InvalidPayload
         raise error(describe_validation_error(exc)) from None
