@@ -58,7 +58,7 @@ def test_a_message_delivered_twice_creates_one_event(intake_pipeline: Pipeline) 
     with pipeline.worker(threads=2):
         wait_until(lambda: pipeline.outcomes().get("success", 0) >= 3, what="both intake deliveries and the sync")
         pipeline.wait_idle()
-    [(entity_id, version)] = _events_of(pipeline)
+    [(_, version)] = _events_of(pipeline)
     assert version == 1 and len(pipeline.provider.events(account)) == 1
     with pipeline.runtime.db.read() as conn:
         assert intake_requests.find(conn, "tenant-1", MESSAGE_KEY_PREFIX + message.message_id) is not None
