@@ -19,7 +19,7 @@ from calsync.core.model.intake import INTAKE_JOB, IntakeMessage
 from calsync.core.model.schemas import published
 from tests.conftest import RABBITMQ_URL
 from tests.integration.intake_support import intake_pipeline, wait_synced
-from tests.support import Pipeline
+from tests.support import Pipeline, wait_until
 
 __all__ = ["intake_pipeline"]
 
@@ -60,6 +60,10 @@ def test_the_documented_sequence_gets_a_change_accepted(intake_pipeline: Pipelin
                                   capture_output=True, text=True, timeout=30)  # fmt: skip
             assert done.returncode == 0, done.stderr
         row = wait_synced(pipeline, "evt_from_doc", "acc_1")
+        if broker_kind == "redis":  # acked: without the right redis_message_id the body would stay in the hash
+            keys = pipeline.runtime.keys
+            bodies = keys.queue_messages(settings.intake_queue)
+            wait_until(lambda: pipeline.runtime.redis.hlen(bodies) == 0, what="the message to be acked")
     assert row.synced_version == 1
     assert pipeline.dead_letters(job_type=INTAKE_JOB) == []
     [stored] = pipeline.provider.events("acc_1")
