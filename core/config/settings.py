@@ -102,6 +102,9 @@ class Settings(BaseSettings):
     exporter_host: str = "0.0.0.0"
     exporter_port: int = Field(default=9192, ge=1, le=65535)
 
+    # --- protocol: the intake actor's queue (workers consume it next to QUEUE) ---------------
+    intake_queue: str = Field(default="intake", pattern=r"^[A-Za-z0-9_-]+$")
+
     @field_validator("retry_schedule", mode="before")
     @classmethod
     def _split_schedule(cls, value: Any) -> Any:

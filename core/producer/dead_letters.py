@@ -2,8 +2,9 @@
 
 A replay enqueues the original payload under a new job id with ``attempt`` reset, keeping its
 idempotency key, so an effect that did happen is not repeated and a job made stale by newer changes
-is skipped. Records of accounts still awaiting re-authorization are not replayed (they would fail
-again at once); re-authorize the account first.
+is skipped. An intake message (``submit_change``) is sent again as it was, under its original message
+id, so it stays idempotent under the same request key. Records of accounts still awaiting
+re-authorization are not replayed (they would fail again at once); re-authorize the account first.
 """
 
 from __future__ import annotations
@@ -13,9 +14,10 @@ import logging
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 
-from calsync.core.messaging.messages import RECONCILE_JOB, reconcile_message, sync_message
-from calsync.core.model.errors import InvalidPayload
+from calsync.core.messaging.messages import RECONCILE_JOB, intake_message, reconcile_message, sync_message
+from calsync.core.model.errors import InvalidChange, InvalidPayload
 from calsync.core.model.ids import new_id
+from calsync.core.model.intake import INTAKE_JOB, parse_intake
 from calsync.core.model.payload import SYNC_JOB, parse_payload
 from calsync.core.runtime import Runtime
 from calsync.core.store import accounts, dead_letters, targets
@@ -62,6 +64,8 @@ def _replay_one(runtime: Runtime, record: DeadLetter, report: ReplayReport) -> s
         runtime.broker.enqueue(reconcile_message(runtime.settings.queue))
         report.replayed.append({"id": record.id, "job_id": replay_id})
         return None
+    if record.job_type == INTAKE_JOB:
+        return _replay_intake(runtime, record, report)
     if record.job_type != SYNC_JOB:
         return f"unknown job type {record.job_type!r}: discard it"
     try:
@@ -85,6 +89,21 @@ def _replay_one(runtime: Runtime, record: DeadLetter, report: ReplayReport) -> s
         report.replayed.append({"id": record.id, "job_id": fresh.job_id, "deferred": True})
         return None
     report.replayed.append({"id": record.id, "job_id": fresh.job_id})
+    return None
+
+
+def _replay_intake(runtime: Runtime, record: DeadLetter, report: ReplayReport) -> str | None:
+    try:
+        intake = parse_intake([record.payload], {})
+    except (InvalidPayload, InvalidChange) as exc:
+        return f"message is invalid ({exc}); fix the producer and discard this record"
+    message = intake_message(runtime.settings.intake_queue, intake, message_id=record.message_id)
+    # Enqueued inside the transaction: if the broker refuses it, the record stays open (no reconciler covers it).
+    with runtime.db.write() as conn:
+        if not dead_letters.mark_replayed(conn, record.id, replay_job_id=message.message_id):
+            return "record is no longer open"
+        runtime.broker.enqueue(message)
+    report.replayed.append({"id": record.id, "job_id": message.message_id})
     return None
 
 

@@ -111,11 +111,11 @@ def dead_letter_record(
         job_type=payload.job_type if payload else message.actor_name,
         message_id=message.message_id,
         queue=message.queue_name,
-        tenant_id=payload.tenant_id if payload else None,
+        tenant_id=payload.tenant_id if payload else _raw_str(message, "tenant_id"),
         entity_id=payload.entity_id if payload else None,
         account_id=payload.account_id if payload else None,
         idempotency_key=payload.idempotency_key if payload else None,
-        trace_id=payload.trace_id if payload else None,
+        trace_id=payload.trace_id if payload else _raw_str(message, "trace_id"),
         payload=_raw_payload(message),
         attempts=attempt,
         reason=cause.reason(error),
@@ -132,6 +132,13 @@ def _raw_job_id(message: dramatiq.MessageProxy) -> str:
     if args and isinstance(args[0], dict) and isinstance(args[0].get("job_id"), str) and args[0]["job_id"]:
         return str(args[0]["job_id"])[:128]
     return f"msg_{message.message_id}"
+
+
+def _raw_str(message: dramatiq.MessageProxy, name: str) -> str | None:
+    # An id a message that is not a sync job carried (an intake message's tenant_id and trace_id).
+    args = list(message.args)
+    value = args[0].get(name) if args and isinstance(args[0], dict) else None
+    return value[:128] if isinstance(value, str) and value else None
 
 
 def _first_failure(history: list[dict[str, Any]], default: dt.datetime) -> dt.datetime:
