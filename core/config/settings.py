@@ -102,6 +102,10 @@ class Settings(BaseSettings):
     exporter_host: str = "0.0.0.0"
     exporter_port: int = Field(default=9192, ge=1, le=65535)
 
+    # --- poison-proof consumption ---
+    # A delivery larger than this is quarantined unread (its first 64 KiB are kept in the DLQ record).
+    max_message_bytes: int = Field(default=1024 * 1024, ge=1024)
+
     @field_validator("retry_schedule", mode="before")
     @classmethod
     def _split_schedule(cls, value: Any) -> Any:
