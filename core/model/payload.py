@@ -44,9 +44,9 @@ class JobPayload(BaseModel):
     entity_id: Identifier
     account_id: Identifier
     operation: Operation
-    target_version: int = Field(ge=1, le=STORED_INT_MAX)
+    target_version: int = Field(ge=1, le=STORED_INT_MAX, strict=True)
     idempotency_key: str = Field(min_length=1, max_length=512)
-    attempt: int = Field(default=1, ge=1, le=STORED_INT_MAX)
+    attempt: int = Field(default=1, ge=1, le=STORED_INT_MAX, strict=True)
     scheduled_at: AwareDatetime
     trace_id: str = Field(min_length=1, max_length=128)
 

@@ -46,7 +46,7 @@ from calsync.core.worker.middleware.quarantine import quarantine_record
 log = logging.getLogger(__name__)
 
 # The database is down (retry later), as opposed to refusing this record's data (store it degraded).
-_UNAVAILABLE = (StoreUnavailable, sqlalchemy.exc.TimeoutError, sqlalchemy.exc.InterfaceError, ConnectionError)
+_UNAVAILABLE = (StoreUnavailable, sqlalchemy.exc.TimeoutError, sqlalchemy.exc.InterfaceError, OSError)
 
 
 class DeadLetterStoreUnavailable(BrokerConnectionError, MiddlewareError):

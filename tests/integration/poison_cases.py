@@ -1,0 +1,161 @@
+"""The poison kinds of issue 12, as raw bodies another service could put on our queues.
+
+Each case builds its body from the id the broker queues it under (Redis repeats it in
+``options.redis_message_id``) and says where the message must end: quarantined (with the refusal) or
+dead-lettered as a job (with the reason). Cases are data; tests/integration/test_poison.py pushes them.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+import uuid
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from calsync.core.messaging.messages import RECONCILE_JOB
+from calsync.core.model.payload import SYNC_JOB, new_payload
+from calsync.core.model.vocabulary import DeadLetterCause, Refusal
+
+Body = Callable[[str], bytes]
+
+
+@dataclass(frozen=True)
+class Case:
+    """One poison message: its body, the list it is pushed on, and where it must end."""
+
+    name: str
+    body: Body
+    ends: str  # "quarantined: <refusal>" or a job dead letter's reason
+    on: str = "main"  # "main" | "delay" (the delay queue) | "orphan" (an id without a body; Redis only)
+    brokers: tuple[str, ...] = ("redis", "rabbitmq")
+    job_id: str | None = None  # the dead letter's job id, for job dead letters
+    overrides: dict[str, Any] = field(default_factory=dict)
+
+
+def quarantined(refusal: Refusal) -> str:
+    """The DLQ reason of a quarantined message."""
+    return DeadLetterCause.QUARANTINED.reason(_Refused(refusal))
+
+
+class _Refused(Exception):
+    def __init__(self, refusal: Refusal) -> None:
+        super().__init__(refusal.value)
+        self.refusal = refusal.value
+
+
+def envelope(queue: str, rid: str, *, actor: str = SYNC_JOB, args: list[Any] | None = None, **over: Any) -> dict[str, Any]:
+    """A Dramatiq envelope as the wire contract describes it."""
+    doc: dict[str, Any] = {
+        "queue_name": queue,
+        "actor_name": actor,
+        "args": [] if args is None else args,
+        "kwargs": {},
+        "options": {"redis_message_id": rid},
+        "message_id": str(uuid.uuid4()),
+        "message_timestamp": int(time.time() * 1000),
+    }
+    doc.update(over)
+    return doc
+
+
+def payload(job_id: str, *, tenant: str = "tenant-1", entity: str = "evt-none", account: str = "acc-none",
+            **over: Any) -> dict[str, Any]:  # fmt: skip
+    """A sync payload (valid unless ``over`` breaks it)."""
+    doc = new_payload(tenant_id=tenant, entity_id=entity, account_id=account, operation="update", version=1,
+                      trace_id=f"trace-{job_id}").to_message_arg()  # fmt: skip
+    doc["job_id"] = job_id
+    doc.update(over)
+    return doc
+
+
+def _encoded(doc: Any) -> bytes:
+    return json.dumps(doc).encode()
+
+
+def poison_cases(queue: str, *, real_entity: str, real_account: str) -> list[Case]:
+    """Every kind the issue lists, and a few more."""
+    cases: list[Case] = []
+
+    def job(name: str, ends: str, **over: Any) -> None:
+        job_id = f"job-{name}"
+        cases.append(Case(name, lambda rid: _encoded(envelope(queue, rid, args=[payload(job_id, **over)])), ends,
+                          job_id=job_id))  # fmt: skip
+
+    def job_with(name: str, ends: str, build: Callable[[str], dict[str, Any]], **kw: Any) -> None:
+        cases.append(Case(name, lambda rid: _encoded(build(rid)), ends, job_id=f"job-{name}", **kw))
+
+    def refused(name: str, refusal: Refusal, body: Body, **kw: Any) -> None:
+        cases.append(Case(name, body, quarantined(refusal), **kw))
+
+    invalid, missing = "invalid payload", "entity not found"
+    without_entity = {k: v for k, v in payload("job-missing-field").items() if k != "entity_id"}
+    job_with("missing-field", invalid, lambda rid: envelope(queue, rid, args=[without_entity]))
+    job("wrong-type", invalid, entity_id=["e"])
+    job("huge-string", invalid, trace_id="x" * 200_000)
+    job("version-negative", invalid, target_version=-1)
+    job("version-zero", invalid, target_version=0)
+    job("version-2-31", invalid, target_version=2**31)
+    job("version-float", invalid, target_version=1.5)
+    job("version-string", invalid, target_version="3")
+    job("unknown-operation", invalid, operation="merge")
+    job("extra-field", invalid, colour="red")
+    job("mismatched-key", invalid, idempotency_key="calendar:other:e:a:update:v1")
+    job("bad-ids", invalid, tenant_id="a:b", entity_id="")
+    job("bad-attempt", invalid, attempt=10**12)
+    job("bad-time", invalid, scheduled_at="yesterday")
+    job("naive-time", invalid, scheduled_at="2026-12-01T09:00:00")
+    job("wrong-job-type", invalid, job_type="send_invoice")
+    job("unknown-tenant", missing, tenant="tenant-nobody", idempotency_key="calendar:tenant-nobody:evt-none:acc-none:update:v1")
+    job("unknown-account", missing, entity=real_entity, account="acc-nobody",
+        idempotency_key=f"calendar:tenant-1:{real_entity}:acc-nobody:update:v1")  # fmt: skip
+    job("real-entity-huge-version", invalid, entity=real_entity, account=real_account, target_version=2**40,
+        idempotency_key=f"calendar:tenant-1:{real_entity}:{real_account}:update:v{2**40}")  # fmt: skip
+    job_with("payload-not-object", invalid, lambda rid: envelope(queue, rid, args=["job-payload-not-object"]))
+    job_with("args-two", invalid, lambda rid: envelope(queue, rid, args=[payload("job-args-two"), {}]))
+    job_with("args-kwargs", invalid,
+             lambda rid: envelope(queue, rid, args=[payload("job-args-kwargs")], kwargs={"x": 1}))  # fmt: skip
+    # Redis needs the queued id in the envelope; RabbitMQ does not look at it, so there the job runs and fails.
+    no_rid = {"options": {}}
+    refused("missing-redis-message-id", Refusal.BROKER_ID,
+            lambda rid: _encoded(envelope(queue, rid, args=[payload("job-no-rid")], **no_rid)), brokers=("redis",))  # fmt: skip
+    job_with("missing-redis-message-id-amqp", missing,
+             lambda rid: envelope(queue, rid, args=[payload("job-missing-redis-message-id-amqp")], **no_rid),
+             brokers=("rabbitmq",))  # fmt: skip
+    refused("wrong-redis-message-id", Refusal.BROKER_ID,
+            lambda rid: _encoded(envelope(queue, "another-id", args=[payload("job-x")])), brokers=("redis",))  # fmt: skip
+
+    refused("non-utf8", Refusal.NOT_UTF8, lambda rid: b'{"queue_name": "\xff\xfe"}')
+    refused("non-json", Refusal.NOT_JSON, lambda rid: b"sync_calendar_event(evt-1)")
+    refused("json-nan", Refusal.NOT_JSON, lambda rid: _encoded(envelope(queue, rid))[:-1] + b', "x": NaN}')
+    refused("json-array", Refusal.NOT_ENVELOPE, lambda rid: b"[1, 2, 3]")
+    refused("json-string", Refusal.NOT_ENVELOPE, lambda rid: b'"sync me"')
+    refused("json-object", Refusal.NOT_ENVELOPE, lambda rid: b'{"event": "evt-1"}')
+    refused("empty-body", Refusal.NOT_JSON, lambda rid: b"")
+    refused("huge-body", Refusal.TOO_LARGE, lambda rid: b"x" * (2 * 1024 * 1024))
+    for gone in ("args", "options", "message_id", "message_timestamp", "queue_name"):
+        refused(f"envelope-without-{gone}", Refusal.NOT_ENVELOPE,
+                lambda rid, gone=gone: _encoded({k: v for k, v in envelope(queue, rid).items() if k != gone}))  # fmt: skip
+    refused("envelope-extra-field", Refusal.NOT_ENVELOPE, lambda rid: _encoded(envelope(queue, rid, colour="red")))
+    refused("envelope-args-object", Refusal.NOT_ENVELOPE, lambda rid: _encoded(envelope(queue, rid, args={"a": 1})))
+    refused("envelope-timestamp-string", Refusal.NOT_ENVELOPE,
+            lambda rid: _encoded(envelope(queue, rid, message_timestamp="now")))  # fmt: skip
+    for name in ("other", "", f"{queue}.XQ"):
+        refused(f"queue-name-{name or 'empty'}", Refusal.WRONG_QUEUE,
+                lambda rid, name=name: _encoded(envelope(queue, rid, queue_name=name, args=[payload("job-q")])))  # fmt: skip
+    refused("pushed-on-the-delay-list", Refusal.WRONG_QUEUE,
+            lambda rid: _encoded(envelope(queue, rid, args=[payload("job-dq")])), on="delay")  # fmt: skip
+    refused("unknown-actor", Refusal.UNKNOWN_ACTOR, lambda rid: _encoded(envelope(queue, rid, actor="send_invoice")))
+    refused("reconcile-with-args", Refusal.BAD_ARGUMENTS,
+            lambda rid: _encoded(envelope(queue, rid, actor=RECONCILE_JOB, args=[1, 2])))  # fmt: skip
+    refused("option-throws", Refusal.BAD_OPTION, lambda rid: _encoded(envelope(
+        queue, rid, args=[payload("job-throws")], options={"redis_message_id": rid, "throws": "ValueError"})))  # fmt: skip
+    refused("option-eta", Refusal.BAD_OPTION, lambda rid: _encoded(envelope(
+        queue, rid, args=[payload("job-eta")], options={"redis_message_id": rid, "eta": "soon"})))  # fmt: skip
+    refused("option-retries", Refusal.BAD_OPTION, lambda rid: _encoded(envelope(
+        queue, rid, args=[payload("job-retries")], options={"redis_message_id": rid, "retries": "many"})))  # fmt: skip
+    refused("option-time-limit", Refusal.BAD_OPTION, lambda rid: _encoded(envelope(
+        queue, rid, args=[payload("job-tl")], options={"redis_message_id": rid, "time_limit": "long"})))  # fmt: skip
+    refused("id-without-body", Refusal.NO_BODY, lambda rid: b"", on="orphan", brokers=("redis",))
+    return cases

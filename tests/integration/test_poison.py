@@ -1,0 +1,129 @@
+"""A queue no message can poison: every kind of bad message, pushed raw, ends in calsync's DLQ.
+
+Each body goes onto the broker the way another team's service would put it there (Redis: ``HSET
+<ns>:<q>.msgs`` + ``RPUSH <ns>:<q>``; RabbitMQ: ``basic_publish`` of the bytes), all of them before the
+worker starts, so they are prefetched together with their neighbours. Then: every one is recorded
+(quarantined, or dead-lettered as a job) with its reason; the broker holds none of them any more
+(only the job dead letters are also in Dramatiq's XQ); every worker and consumer thread is alive; and a
+good job enqueued after the batch syncs.
+"""
+
+from __future__ import annotations
+
+import json
+import uuid
+from collections import Counter
+from typing import Any
+
+import pika
+import pytest
+
+from calsync.core.messaging.quarantine import RAW_BODY_LIMIT
+from tests.conftest import RABBITMQ_URL
+from tests.integration.poison_cases import Case, poison_cases
+from tests.support import Pipeline, wait_until
+
+pytestmark = [pytest.mark.integration, pytest.mark.both_brokers]
+
+THREADS = 3
+
+
+class RawProducer:
+    """Puts bytes on the pipeline's queues without Dramatiq."""
+
+    def __init__(self, pipeline: Pipeline, broker_kind: str) -> None:
+        self.kind = broker_kind
+        self.queue = pipeline.settings.queue
+        self.ns = pipeline.settings.redis_namespace
+        self.redis = pipeline.runtime.redis
+        if broker_kind == "rabbitmq":
+            pipeline.broker.declare_queue(self.queue, ensure=True)  # type: ignore[call-arg]
+            self.connection = pika.BlockingConnection(pika.URLParameters(RABBITMQ_URL))
+            self.channel = self.connection.channel()
+
+    def push(self, case: Case) -> bytes:
+        """Queue the case's body; returns the bytes queued."""
+        rid = str(uuid.uuid4())
+        body = case.body(rid)
+        queue = f"{self.queue}.DQ" if case.on == "delay" else self.queue
+        if self.kind == "rabbitmq":
+            self.channel.basic_publish(exchange="", routing_key=queue, body=body,
+                                       properties=pika.BasicProperties(delivery_mode=2))  # fmt: skip
+            return body
+        with self.redis.pipeline(transaction=True) as tx:
+            if case.on != "orphan":
+                tx.hset(f"{self.ns}:{queue}.msgs", rid, body)
+            tx.rpush(f"{self.ns}:{queue}", rid)
+            tx.execute()
+        return body
+
+    def held(self, broker_id: str) -> dict[str, int]:
+        """What the broker still holds of the queue: ready, in flight, and dead-lettered by Dramatiq."""
+        q, ns = self.queue, self.ns
+        if self.kind == "rabbitmq":
+            counts = {name: self.channel.queue_declare(name, passive=True).method.message_count
+                      for name in (q, f"{q}.DQ", f"{q}.XQ")}  # fmt: skip
+            return {"ready": counts[q] + counts[f"{q}.DQ"], "xq": counts[f"{q}.XQ"]}
+        r = self.redis
+        return {
+            "ready": r.llen(f"{ns}:{q}") + r.llen(f"{ns}:{q}.DQ"),
+            "bodies": r.hlen(f"{ns}:{q}.msgs") + r.hlen(f"{ns}:{q}.DQ.msgs"),
+            "in_flight": r.scard(f"{ns}:__acks__.{broker_id}.{q}") + r.scard(f"{ns}:__acks__.{broker_id}.{q}.DQ"),
+            "xq": r.zcard(f"{ns}:{q}.XQ"),
+        }
+
+    def close(self) -> None:
+        """Drop the AMQP connection."""
+        if self.kind == "rabbitmq":
+            self.connection.close()
+
+
+def _expected(case: Case, body: bytes) -> tuple[str, Any]:
+    if case.ends.startswith("quarantined:"):
+        return case.ends, body[:RAW_BODY_LIMIT]
+    return case.ends, json.loads(body)["message_id"]
+
+
+def _found(pipeline: Pipeline) -> Counter[tuple[str, Any]]:
+    found: Counter[tuple[str, Any]] = Counter()
+    for record in pipeline.dead_letters():
+        key = record.raw_body if record.kind == "quarantined" else record.message_id
+        found[(record.reason, key)] += 1
+    return found
+
+
+def test_no_message_can_poison_the_queue(pipeline: Pipeline, broker_kind: str) -> None:
+    account = pipeline.account(account_id="acc-real")
+    real = pipeline.submit([account], title="real")
+    cases = [c for c in poison_cases(pipeline.settings.queue, real_entity=real.entity_id, real_account=account)
+             if broker_kind in c.brokers]  # fmt: skip
+    raw = RawProducer(pipeline, broker_kind)
+    try:
+        expected = Counter(_expected(case, raw.push(case)) for case in cases)
+        jobs = sum(1 for case in cases if not case.ends.startswith("quarantined:"))
+
+        with pipeline.worker(threads=THREADS) as worker:
+            wait_until(lambda: _found(pipeline) == expected, timeout=60, what="every poison message to be recorded")
+            assert pipeline.wait_target(real.entity_id, account, "synced").synced_version == 1
+            assert len(worker.workers) == THREADS and all(t.is_alive() for t in worker.workers)
+            assert all(t.is_alive() for t in worker.consumers.values())
+            good = pipeline.submit([account], title="after the poison")
+            pipeline.wait_target(good.entity_id, account, "synced")
+            broker_id = getattr(pipeline.broker, "broker_id", "")
+            if broker_kind == "redis":
+                assert raw.held(broker_id) == {"ready": 0, "bodies": 0, "in_flight": 0, "xq": jobs}
+        if broker_kind == "rabbitmq":  # unacked deliveries return to the queue when the worker's channels close
+            assert raw.held("") == {"ready": 0, "xq": jobs}
+    finally:
+        raw.close()
+
+    records = pipeline.dead_letters()
+    assert len(records) == len(cases)
+    by_reason = {r.reason: r for r in records}
+    huge = next(r for r in records if r.job_id == "job-real-entity-huge-version")
+    assert "target_version" in huge.last_error and huge.entity_id == real.entity_id
+    quarantined = [r for r in records if r.kind == "quarantined"]
+    assert all(r.origin and r.origin["broker"] == broker_kind and r.raw_size is not None for r in quarantined)
+    too_large = by_reason["quarantined: too large"]
+    assert too_large.raw_size == 2 * 1024 * 1024 and too_large.raw_body is not None
+    assert len(too_large.raw_body) == RAW_BODY_LIMIT and too_large.origin and too_large.origin["truncated"]
