@@ -45,7 +45,9 @@ class _Refused(Exception):
         self.refusal = refusal.value
 
 
-def envelope(queue: str, rid: str, *, actor: str = SYNC_JOB, args: list[Any] | None = None, **over: Any) -> dict[str, Any]:
+def envelope(
+    queue: str, rid: str, *, actor: str = SYNC_JOB, args: list[Any] | None = None, **over: Any
+) -> dict[str, Any]:
     """A Dramatiq envelope as the wire contract describes it."""
     doc: dict[str, Any] = {
         "queue_name": queue,
@@ -60,11 +62,18 @@ def envelope(queue: str, rid: str, *, actor: str = SYNC_JOB, args: list[Any] | N
     return doc
 
 
-def payload(job_id: str, *, tenant: str = "tenant-1", entity: str = "evt-none", account: str = "acc-none",
-            **over: Any) -> dict[str, Any]:  # fmt: skip
+def payload(
+    job_id: str, *, tenant: str = "tenant-1", entity: str = "evt-none", account: str = "acc-none", **over: Any
+) -> dict[str, Any]:
     """A sync payload (valid unless ``over`` breaks it)."""
-    doc = new_payload(tenant_id=tenant, entity_id=entity, account_id=account, operation="update", version=1,
-                      trace_id=f"trace-{job_id}").to_message_arg()  # fmt: skip
+    doc = new_payload(
+        tenant_id=tenant,
+        entity_id=entity,
+        account_id=account,
+        operation="update",
+        version=1,
+        trace_id=f"trace-{job_id}",
+    ).to_message_arg()
     doc["job_id"] = job_id
     doc.update(over)
     return doc
@@ -80,8 +89,9 @@ def poison_cases(queue: str, *, real_entity: str, real_account: str) -> list[Cas
 
     def job(name: str, ends: str, **over: Any) -> None:
         job_id = f"job-{name}"
-        cases.append(Case(name, lambda rid: _encoded(envelope(queue, rid, args=[payload(job_id, **over)])), ends,
-                          job_id=job_id))  # fmt: skip
+        cases.append(
+            Case(name, lambda rid: _encoded(envelope(queue, rid, args=[payload(job_id, **over)])), ends, job_id=job_id)
+        )
 
     def job_with(name: str, ends: str, build: Callable[[str], dict[str, Any]], **kw: Any) -> None:
         cases.append(Case(name, lambda rid: _encoded(build(rid)), ends, job_id=f"job-{name}", **kw))
@@ -107,24 +117,48 @@ def poison_cases(queue: str, *, real_entity: str, real_account: str) -> list[Cas
     job("bad-time", invalid, scheduled_at="yesterday")
     job("naive-time", invalid, scheduled_at="2026-12-01T09:00:00")
     job("wrong-job-type", invalid, job_type="send_invoice")
-    job("unknown-tenant", missing, tenant="tenant-nobody", idempotency_key="calendar:tenant-nobody:evt-none:acc-none:update:v1")
-    job("unknown-account", missing, entity=real_entity, account="acc-nobody",
-        idempotency_key=f"calendar:tenant-1:{real_entity}:acc-nobody:update:v1")  # fmt: skip
-    job("real-entity-huge-version", invalid, entity=real_entity, account=real_account, target_version=2**40,
-        idempotency_key=f"calendar:tenant-1:{real_entity}:{real_account}:update:v{2**40}")  # fmt: skip
+    nobody_key = "calendar:tenant-nobody:evt-none:acc-none:update:v1"
+    job("unknown-tenant", missing, tenant="tenant-nobody", idempotency_key=nobody_key)
+    job(
+        "unknown-account",
+        missing,
+        entity=real_entity,
+        account="acc-nobody",
+        idempotency_key=f"calendar:tenant-1:{real_entity}:acc-nobody:update:v1",
+    )
+    job(
+        "real-entity-huge-version",
+        invalid,
+        entity=real_entity,
+        account=real_account,
+        target_version=2**40,
+        idempotency_key=f"calendar:tenant-1:{real_entity}:{real_account}:update:v{2**40}",
+    )
     job_with("payload-not-object", invalid, lambda rid: envelope(queue, rid, args=["job-payload-not-object"]))
     job_with("args-two", invalid, lambda rid: envelope(queue, rid, args=[payload("job-args-two"), {}]))
-    job_with("args-kwargs", invalid,
-             lambda rid: envelope(queue, rid, args=[payload("job-args-kwargs")], kwargs={"x": 1}))  # fmt: skip
+    job_with(
+        "args-kwargs", invalid, lambda rid: envelope(queue, rid, args=[payload("job-args-kwargs")], kwargs={"x": 1})
+    )
     # Redis needs the queued id in the envelope; RabbitMQ does not look at it, so there the job runs and fails.
     no_rid = {"options": {}}
-    refused("missing-redis-message-id", Refusal.BROKER_ID,
-            lambda rid: _encoded(envelope(queue, rid, args=[payload("job-no-rid")], **no_rid)), brokers=("redis",))  # fmt: skip
-    job_with("missing-redis-message-id-amqp", missing,
-             lambda rid: envelope(queue, rid, args=[payload("job-missing-redis-message-id-amqp")], **no_rid),
-             brokers=("rabbitmq",))  # fmt: skip
-    refused("wrong-redis-message-id", Refusal.BROKER_ID,
-            lambda rid: _encoded(envelope(queue, "another-id", args=[payload("job-x")])), brokers=("redis",))  # fmt: skip
+    refused(
+        "missing-redis-message-id",
+        Refusal.BROKER_ID,
+        lambda rid: _encoded(envelope(queue, rid, args=[payload("job-no-rid")], **no_rid)),
+        brokers=("redis",),
+    )
+    job_with(
+        "missing-redis-message-id-amqp",
+        missing,
+        lambda rid: envelope(queue, rid, args=[payload("job-missing-redis-message-id-amqp")], **no_rid),
+        brokers=("rabbitmq",),
+    )
+    refused(
+        "wrong-redis-message-id",
+        Refusal.BROKER_ID,
+        lambda rid: _encoded(envelope(queue, "another-id", args=[payload("job-x")])),
+        brokers=("redis",),
+    )
 
     refused("non-utf8", Refusal.NOT_UTF8, lambda rid: b'{"queue_name": "\xff\xfe"}')
     refused("non-json", Refusal.NOT_JSON, lambda rid: b"sync_calendar_event(evt-1)")
@@ -135,27 +169,65 @@ def poison_cases(queue: str, *, real_entity: str, real_account: str) -> list[Cas
     refused("empty-body", Refusal.NOT_JSON, lambda rid: b"")
     refused("huge-body", Refusal.TOO_LARGE, lambda rid: b"x" * (2 * 1024 * 1024))
     for gone in ("args", "options", "message_id", "message_timestamp", "queue_name"):
-        refused(f"envelope-without-{gone}", Refusal.NOT_ENVELOPE,
-                lambda rid, gone=gone: _encoded({k: v for k, v in envelope(queue, rid).items() if k != gone}))  # fmt: skip
+        refused(
+            f"envelope-without-{gone}",
+            Refusal.NOT_ENVELOPE,
+            lambda rid, gone=gone: _encoded({k: v for k, v in envelope(queue, rid).items() if k != gone}),
+        )
     refused("envelope-extra-field", Refusal.NOT_ENVELOPE, lambda rid: _encoded(envelope(queue, rid, colour="red")))
     refused("envelope-args-object", Refusal.NOT_ENVELOPE, lambda rid: _encoded(envelope(queue, rid, args={"a": 1})))
-    refused("envelope-timestamp-string", Refusal.NOT_ENVELOPE,
-            lambda rid: _encoded(envelope(queue, rid, message_timestamp="now")))  # fmt: skip
+    refused(
+        "envelope-timestamp-string",
+        Refusal.NOT_ENVELOPE,
+        lambda rid: _encoded(envelope(queue, rid, message_timestamp="now")),
+    )
     for name in ("other", "", f"{queue}.XQ"):
-        refused(f"queue-name-{name or 'empty'}", Refusal.WRONG_QUEUE,
-                lambda rid, name=name: _encoded(envelope(queue, rid, queue_name=name, args=[payload("job-q")])))  # fmt: skip
-    refused("pushed-on-the-delay-list", Refusal.WRONG_QUEUE,
-            lambda rid: _encoded(envelope(queue, rid, args=[payload("job-dq")])), on="delay")  # fmt: skip
+        refused(
+            f"queue-name-{name or 'empty'}",
+            Refusal.WRONG_QUEUE,
+            lambda rid, name=name: _encoded(envelope(queue, rid, queue_name=name, args=[payload("job-q")])),
+        )
+    refused(
+        "pushed-on-the-delay-list",
+        Refusal.WRONG_QUEUE,
+        lambda rid: _encoded(envelope(queue, rid, args=[payload("job-dq")])),
+        on="delay",
+    )
     refused("unknown-actor", Refusal.UNKNOWN_ACTOR, lambda rid: _encoded(envelope(queue, rid, actor="send_invoice")))
-    refused("reconcile-with-args", Refusal.BAD_ARGUMENTS,
-            lambda rid: _encoded(envelope(queue, rid, actor=RECONCILE_JOB, args=[1, 2])))  # fmt: skip
-    refused("option-throws", Refusal.BAD_OPTION, lambda rid: _encoded(envelope(
-        queue, rid, args=[payload("job-throws")], options={"redis_message_id": rid, "throws": "ValueError"})))  # fmt: skip
-    refused("option-eta", Refusal.BAD_OPTION, lambda rid: _encoded(envelope(
-        queue, rid, args=[payload("job-eta")], options={"redis_message_id": rid, "eta": "soon"})))  # fmt: skip
-    refused("option-retries", Refusal.BAD_OPTION, lambda rid: _encoded(envelope(
-        queue, rid, args=[payload("job-retries")], options={"redis_message_id": rid, "retries": "many"})))  # fmt: skip
-    refused("option-time-limit", Refusal.BAD_OPTION, lambda rid: _encoded(envelope(
-        queue, rid, args=[payload("job-tl")], options={"redis_message_id": rid, "time_limit": "long"})))  # fmt: skip
+    refused(
+        "reconcile-with-args",
+        Refusal.BAD_ARGUMENTS,
+        lambda rid: _encoded(envelope(queue, rid, actor=RECONCILE_JOB, args=[1, 2])),
+    )
+    refused(
+        "option-throws",
+        Refusal.BAD_OPTION,
+        lambda rid: _encoded(
+            envelope(
+                queue, rid, args=[payload("job-throws")], options={"redis_message_id": rid, "throws": "ValueError"}
+            )
+        ),
+    )
+    refused(
+        "option-eta",
+        Refusal.BAD_OPTION,
+        lambda rid: _encoded(
+            envelope(queue, rid, args=[payload("job-eta")], options={"redis_message_id": rid, "eta": "soon"})
+        ),
+    )
+    refused(
+        "option-retries",
+        Refusal.BAD_OPTION,
+        lambda rid: _encoded(
+            envelope(queue, rid, args=[payload("job-retries")], options={"redis_message_id": rid, "retries": "many"})
+        ),
+    )
+    refused(
+        "option-time-limit",
+        Refusal.BAD_OPTION,
+        lambda rid: _encoded(
+            envelope(queue, rid, args=[payload("job-tl")], options={"redis_message_id": rid, "time_limit": "long"})
+        ),
+    )
     refused("id-without-body", Refusal.NO_BODY, lambda rid: b"", on="orphan", brokers=("redis",))
     return cases
