@@ -1,8 +1,8 @@
 """The poison kinds of issue 12, as raw bodies another service could put on our queues.
 
-Each case builds its body from the id the broker queues it under (Redis repeats it in
-``options.redis_message_id``) and says where the message must end: quarantined (with the refusal) or
-dead-lettered as a job (with the reason). Cases are data; tests/integration/test_poison.py pushes them.
+``RawProducer`` puts bytes on a pipeline's queues the way another service would. Each case builds its
+body from the id the broker queues it under (Redis repeats it in ``options.redis_message_id``) and says
+where the message must end: quarantined (with the refusal) or dead-lettered as a job (with the reason).
 """
 
 from __future__ import annotations
@@ -14,9 +14,13 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+import pika
+
 from calsync.core.messaging.messages import RECONCILE_JOB
 from calsync.core.model.payload import SYNC_JOB, new_payload
 from calsync.core.model.vocabulary import DeadLetterCause, Refusal
+from tests.conftest import RABBITMQ_URL
+from tests.support import Pipeline
 
 Body = Callable[[str], bytes]
 
@@ -32,6 +36,60 @@ class Case:
     brokers: tuple[str, ...] = ("redis", "rabbitmq")
     job_id: str | None = None  # the dead letter's job id, for job dead letters
     overrides: dict[str, Any] = field(default_factory=dict)
+
+
+class RawProducer:
+    """Puts bytes on the pipeline's queues without Dramatiq."""
+
+    def __init__(self, pipeline: Pipeline, broker_kind: str) -> None:
+        self.kind = broker_kind
+        self.queue = pipeline.settings.queue
+        self.ns = pipeline.settings.redis_namespace
+        self.redis = pipeline.runtime.redis
+        if broker_kind == "rabbitmq":
+            pipeline.broker.declare_queue(self.queue, ensure=True)  # type: ignore[call-arg]
+            self.connection = pika.BlockingConnection(pika.URLParameters(RABBITMQ_URL))
+            self.channel = self.connection.channel()
+
+    def push(self, case: Case) -> bytes:
+        """Queue the case's body; returns the bytes queued."""
+        return self.push_body(case.body, on=case.on)
+
+    def push_body(self, build: Body, *, on: str = "main") -> bytes:
+        """Queue the body ``build`` makes of the queued id, on the main list, the delay list, or as a bare id."""
+        rid = str(uuid.uuid4())
+        body = build(rid)
+        queue = f"{self.queue}.DQ" if on == "delay" else self.queue
+        if self.kind == "rabbitmq":
+            properties = pika.BasicProperties(delivery_mode=2)
+            self.channel.basic_publish(exchange="", routing_key=queue, body=body, properties=properties)
+            return body
+        with self.redis.pipeline(transaction=True) as tx:
+            if on != "orphan":
+                tx.hset(f"{self.ns}:{queue}.msgs", rid, body)
+            tx.rpush(f"{self.ns}:{queue}", rid)
+            tx.execute()
+        return body
+
+    def held(self, broker_id: str) -> dict[str, int]:
+        """What the broker still holds of the queue: ready, in flight, and dead-lettered by Dramatiq."""
+        q, ns = self.queue, self.ns
+        if self.kind == "rabbitmq":
+            counts = {name: self.channel.queue_declare(name, passive=True).method.message_count
+                      for name in (q, f"{q}.DQ", f"{q}.XQ")}  # fmt: skip
+            return {"ready": counts[q] + counts[f"{q}.DQ"], "xq": counts[f"{q}.XQ"]}
+        r = self.redis
+        return {
+            "ready": r.llen(f"{ns}:{q}") + r.llen(f"{ns}:{q}.DQ"),
+            "bodies": r.hlen(f"{ns}:{q}.msgs") + r.hlen(f"{ns}:{q}.DQ.msgs"),
+            "in_flight": r.scard(f"{ns}:__acks__.{broker_id}.{q}") + r.scard(f"{ns}:__acks__.{broker_id}.{q}.DQ"),
+            "xq": r.zcard(f"{ns}:{q}.XQ"),
+        }
+
+    def close(self) -> None:
+        """Drop the AMQP connection."""
+        if self.kind == "rabbitmq":
+            self.connection.close()
 
 
 def quarantined(refusal: Refusal) -> str:

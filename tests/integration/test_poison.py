@@ -11,71 +11,18 @@ good job enqueued after the batch syncs.
 from __future__ import annotations
 
 import json
-import uuid
 from collections import Counter
 from typing import Any
 
-import pika
 import pytest
 
 from calsync.core.messaging.quarantine import RAW_BODY_LIMIT
-from tests.conftest import RABBITMQ_URL
-from tests.integration.poison_cases import Case, poison_cases
+from tests.integration.poison_cases import Case, RawProducer, poison_cases
 from tests.support import Pipeline, wait_until
 
 pytestmark = [pytest.mark.integration, pytest.mark.both_brokers]
 
 THREADS = 3
-
-
-class RawProducer:
-    """Puts bytes on the pipeline's queues without Dramatiq."""
-
-    def __init__(self, pipeline: Pipeline, broker_kind: str) -> None:
-        self.kind = broker_kind
-        self.queue = pipeline.settings.queue
-        self.ns = pipeline.settings.redis_namespace
-        self.redis = pipeline.runtime.redis
-        if broker_kind == "rabbitmq":
-            pipeline.broker.declare_queue(self.queue, ensure=True)  # type: ignore[call-arg]
-            self.connection = pika.BlockingConnection(pika.URLParameters(RABBITMQ_URL))
-            self.channel = self.connection.channel()
-
-    def push(self, case: Case) -> bytes:
-        """Queue the case's body; returns the bytes queued."""
-        rid = str(uuid.uuid4())
-        body = case.body(rid)
-        queue = f"{self.queue}.DQ" if case.on == "delay" else self.queue
-        if self.kind == "rabbitmq":
-            self.channel.basic_publish(exchange="", routing_key=queue, body=body,
-                                       properties=pika.BasicProperties(delivery_mode=2))  # fmt: skip
-            return body
-        with self.redis.pipeline(transaction=True) as tx:
-            if case.on != "orphan":
-                tx.hset(f"{self.ns}:{queue}.msgs", rid, body)
-            tx.rpush(f"{self.ns}:{queue}", rid)
-            tx.execute()
-        return body
-
-    def held(self, broker_id: str) -> dict[str, int]:
-        """What the broker still holds of the queue: ready, in flight, and dead-lettered by Dramatiq."""
-        q, ns = self.queue, self.ns
-        if self.kind == "rabbitmq":
-            counts = {name: self.channel.queue_declare(name, passive=True).method.message_count
-                      for name in (q, f"{q}.DQ", f"{q}.XQ")}  # fmt: skip
-            return {"ready": counts[q] + counts[f"{q}.DQ"], "xq": counts[f"{q}.XQ"]}
-        r = self.redis
-        return {
-            "ready": r.llen(f"{ns}:{q}") + r.llen(f"{ns}:{q}.DQ"),
-            "bodies": r.hlen(f"{ns}:{q}.msgs") + r.hlen(f"{ns}:{q}.DQ.msgs"),
-            "in_flight": r.scard(f"{ns}:__acks__.{broker_id}.{q}") + r.scard(f"{ns}:__acks__.{broker_id}.{q}.DQ"),
-            "xq": r.zcard(f"{ns}:{q}.XQ"),
-        }
-
-    def close(self) -> None:
-        """Drop the AMQP connection."""
-        if self.kind == "rabbitmq":
-            self.connection.close()
 
 
 def _expected(case: Case, body: bytes) -> tuple[str, Any]:
