@@ -117,17 +117,22 @@ def fitted(record: DeadLetterRecord, why: str) -> DeadLetterRecord:
     changes: dict[str, Any] = {}
     for column in d.columns:
         value = getattr(record, column.name, None)
-        if isinstance(column.type, String) and isinstance(value, str) and column.type.length:
-            changes[column.name] = value[: column.type.length]
+        if isinstance(column.type, String) and isinstance(value, str):
+            changes[column.name] = _clean(value)[: column.type.length]
         elif isinstance(column.type, Integer) and isinstance(value, int):
             changes[column.name] = min(max(value, _INT_RANGE[0]), _INT_RANGE[1])
     text = json.dumps(record.payload, default=repr)
     changes["payload"] = {"degraded": True, "json": text[:_FITTED_PAYLOAD_LIMIT], "size": len(text)}
-    changes["error_history"] = [{k: str(v)[:1000] for k, v in entry.items()} for entry in record.error_history[-5:]]
+    changes["error_history"] = [{k: _clean(str(v))[:1000] for k, v in e.items()} for e in record.error_history[-5:]]
     origin = json.dumps(record.origin, default=repr)
     changes["origin"] = json.loads(origin) if len(origin) <= _FITTED_PAYLOAD_LIMIT else {"degraded": True}
-    changes["last_error"] = f"{record.last_error[:4000]} (stored degraded: {why[:500]})"
+    changes["last_error"] = _clean(f"{record.last_error[:4000]} (stored degraded: {why[:500]})")
     return replace(record, **changes)
+
+
+def _clean(text: str) -> str:
+    # PostgreSQL text cannot hold NUL characters.
+    return text.replace("\x00", "\\0")
 
 
 def get(conn: Connection, record_id: int) -> DeadLetter | None:

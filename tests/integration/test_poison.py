@@ -74,3 +74,33 @@ def test_no_message_can_poison_the_queue(pipeline: Pipeline, broker_kind: str) -
     too_large = by_reason["quarantined: too large"]
     assert too_large.raw_size == 2 * 1024 * 1024 and too_large.raw_body is not None
     assert len(too_large.raw_body) == RAW_BODY_LIMIT and too_large.origin and too_large.origin["truncated"]
+
+
+def test_a_refused_message_stays_queued_while_the_quarantine_is_down(
+    pipeline: Pipeline, broker_kind: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    db = pipeline.runtime.db
+    real_write = db.write
+    refused: list[int] = []
+
+    def down_three_times() -> Any:
+        if len(refused) < 3:
+            refused.append(1)
+            raise OSError("database down")
+        return real_write()
+
+    raw = RawProducer(pipeline, broker_kind)
+    try:
+        body = raw.push_body(lambda rid: b"not json")
+        monkeypatch.setattr(db, "write", down_three_times)
+        with pipeline.worker(threads=2) as worker:
+            [record] = wait_until(lambda: pipeline.dead_letters(kind="quarantined"), what="the quarantined message")
+            assert len(refused) == 3 and record.raw_body == body and record.reason == "quarantined: not JSON"
+            assert all(t.is_alive() for t in [*worker.workers, *worker.consumers.values()])
+            if broker_kind == "redis":
+                broker_id = getattr(pipeline.broker, "broker_id", "")
+                wait_until(lambda: raw.held(broker_id) == {"ready": 0, "bodies": 0, "in_flight": 0, "xq": 0})
+        if broker_kind == "rabbitmq":
+            assert raw.held("") == {"ready": 0, "xq": 0}
+    finally:
+        raw.close()
