@@ -41,6 +41,7 @@ from calsync.core.worker.failures import (
     history_option,
     rejection_cause,
 )
+from calsync.core.worker.metrics import DEAD_LETTERS
 from calsync.core.worker.middleware.quarantine import quarantine_record
 
 log = logging.getLogger(__name__)
@@ -94,7 +95,12 @@ class DeadLetterRecorder(dramatiq.Middleware):
 
     def quarantine(self, item: Quarantined) -> None:
         """Record a delivery the consumer refused (raises while the database is down: it stays queued)."""
-        self._store_or_degrade(quarantine_record(item), None, None)
+        record = quarantine_record(item)
+        self._store_or_degrade(record, None, None)
+        try:
+            DEAD_LETTERS.labels(record.job_type, record.reason).inc()  # never a job, so no calsync_jobs_total
+        except Exception:
+            log.warning("could not count the quarantined message", exc_info=True)
 
     def _store_or_degrade(
         self, record: DeadLetterRecord, payload: JobPayload | None, error: BaseException | None
