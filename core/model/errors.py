@@ -10,7 +10,8 @@ The worker decides retry-or-dead-letter by class alone, never by comparing messa
     │   ├── LockBusy                   another worker holds the resource lock
     │   └── StoreUnavailable           the database or Redis could not be reached
     ├── PermanentError                 dead-lettered at once; a human must act, then replay
-    │   ├── InvalidPayload             corrupt message or unknown schema
+    │   ├── InvalidPayload             corrupt message or unknown schema (carries the ids it could read)
+    │   │   └── MalformedMessage       bytes on a queue that are no runnable message: quarantined, never run
     │   ├── InvalidChange              a change file / submit call that breaks the contract
     │   │   └── IdempotencyKeyReused   a request key already used for a different change
     │   ├── EntityNotFound             the referenced event, target or account does not exist
@@ -92,6 +93,20 @@ class InvalidPayload(PermanentError):
     """The message cannot be parsed as a job payload of a schema we know."""
 
     reason = "invalid payload"
+
+    def __init__(self, message: str = "", *, ids: dict[str, str] | None = None) -> None:
+        super().__init__(message)
+        self.ids = dict(ids or {})  # the ids the rejected payload did carry (job_id, trace_id, ...), for logs
+
+
+class MalformedMessage(InvalidPayload):
+    """What arrived on a queue is not a message calsync can run (``refusal`` says why); it is quarantined."""
+
+    reason = "malformed message"
+
+    def __init__(self, message: str, *, refusal: str) -> None:
+        super().__init__(message)
+        self.refusal = refusal
 
 
 class InvalidChange(PermanentError):
