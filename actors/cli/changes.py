@@ -6,7 +6,7 @@ from pathlib import Path
 
 import click
 
-from calsync.actors.cli.common import CliState, pass_state, print_json, print_table, read_json_file
+from calsync.actors.cli.common import CliState, exit_if_deferred, pass_state, print_json, print_table, read_json_file
 from calsync.core.model.errors import EntityNotFound, InvalidChange
 from calsync.core.producer.submit import Producer
 from calsync.core.store import events as event_repo
@@ -22,6 +22,7 @@ def submit(state: CliState, tenant: str, path: Path, trace_id: str | None) -> No
     """Save a change and enqueue its sync jobs; prints {"entity_id", "version", "job_ids"}."""
     receipt = Producer(state.runtime).submit(tenant, read_json_file(path, "change file"), trace_id=trace_id)
     print_json(receipt.as_json())
+    exit_if_deferred(receipt.deferred_accounts)
 
 
 @click.group("events")
