@@ -7,6 +7,8 @@ variable, so a bad deployment fails at start-up instead of at the first job.
 
 from __future__ import annotations
 
+import base64
+import binascii
 import difflib
 import os
 from pathlib import Path
@@ -39,6 +41,13 @@ def _default_data_dir() -> Path:
     # XDG base directory spec; read here because this module is the only one allowed to see the environment.
     base = os.environ.get("XDG_DATA_HOME") or str(Path.home() / ".local" / "share")
     return Path(base) / "calsync"
+
+
+def _is_fernet_key(key: str) -> bool:
+    try:
+        return len(base64.urlsafe_b64decode(key.encode())) == 32
+    except (binascii.Error, ValueError):
+        return False
 
 
 def _positive_list(value: Any) -> Any:
@@ -130,6 +139,16 @@ class Settings(BaseSettings):
     def _split_keys(cls, value: Any) -> Any:
         if isinstance(value, str):
             return tuple(p.strip() for p in value.split(",") if p.strip())
+        return value
+
+    @field_validator("secret_key", "secret_keys")
+    @classmethod
+    def _check_keys(cls, value: Any) -> Any:
+        keys = value if isinstance(value, tuple) else (value,) if value is not None else ()
+        for position, key in enumerate(keys, start=1):
+            if not _is_fernet_key(key.get_secret_value()):
+                where = f"key {position} " if isinstance(value, tuple) else ""
+                raise ValueError(f"{where}must be 32 url-safe base64-encoded bytes (`calsync secret-key` makes one)")
         return value
 
     @field_validator("broker_url")
