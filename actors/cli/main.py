@@ -23,6 +23,7 @@ from calsync.actors.cli.common import EXIT_BAD_INPUT, CliState, describe_failure
 from calsync.actors.cli.dlq import dlq
 from calsync.actors.cli.exporter import exporter
 from calsync.actors.cli.ops import migrate, reconcile, secret_key, stop, worker
+from calsync.actors.cli.retry_now import retry_now_command
 from calsync.actors.cli.status import status
 from calsync.core.config.logging import configure_logging
 from calsync.core.config.settings import check_unknown_variables
@@ -107,6 +108,7 @@ for command in (
     secret_key,
     status,
     exporter,
+    retry_now_command,
 ):
     cli.add_command(command)
 
