@@ -36,7 +36,7 @@ class CliError(click.ClickException):
     exit_code = 1
 
     def show(self, file: Any = None) -> None:
-        click.echo(f"calsync: error: {self.format_message()}", err=True)
+        click.echo(f"calsync: error: {' '.join(self.format_message().split())}", err=True)
 
 
 class BadInput(CliError):
@@ -77,6 +77,11 @@ class CalsyncGroup(click.Group):
         ctx.call_on_close(state.close)
         try:
             return super().invoke(ctx)
+        except click.exceptions.NoArgsIsHelpError:
+            raise  # a group without its command: the help text, as click prints it
+        except click.UsageError as exc:
+            where = exc.ctx.command_path if exc.ctx is not None else "calsync"
+            raise BadInput(f"{exc.format_message()} (see `{where} --help`)") from None
         except PermanentError as exc:
             raise BadInput(str(exc)) from None
         except CalsyncError as exc:

@@ -68,3 +68,15 @@ def test_migrate_to_a_revision_downgrades_and_an_unknown_one_is_one_line(setting
     line = one_line_error(calsync("migrate", "--to", "9999", settings=settings), 2)
     assert line.startswith("calsync: error: unknown revision '9999': this calsync knows 0001, 0002")
     assert "Traceback" not in line
+
+
+@pytest.mark.parametrize(
+    ("args", "complaint"),
+    [
+        (["submit", "--file", "x.json"], "Missing option '--tenant'. (see `calsync submit --help`)"),
+        (["nosuch"], "No such command 'nosuch'."),
+        (["dlq", "show", "abc"], "'abc' is not a valid integer."),
+    ],
+)
+def test_usage_errors_are_one_line_with_exit_2(args: list[str], complaint: str) -> None:
+    assert complaint in one_line_error(calsync(*args), 2)
