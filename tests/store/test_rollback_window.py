@@ -81,25 +81,32 @@ def test_the_previous_release_runs_on_this_schema(db: Database, tmp_path: Path) 
     previous_head = migrate.head_revision(previous)
     assert previous_head != migrate.head_revision() and migrate.current_revision(db) == migrate.head_revision()
     migrate.require_current(db, location=previous)
-    assert migrate.recorded_window(db) == "0001"  # every migration since 0001 only expanded the schema
+    known = migrate.known_revisions()
+    assert known.index(migrate.recorded_window(db) or "") <= known.index(previous_head)
 
 
 def test_an_older_schema_still_needs_migrate(db: Database) -> None:
-    migrate.migrate_to(db, "0002")
-    with pytest.raises(ConfigurationError, match=r"is at 0002 but this calsync needs .*run `calsync migrate`"):
+    previous = migrate.known_revisions()[-2]
+    migrate.migrate_to(db, previous)
+    with pytest.raises(ConfigurationError, match=rf"is at {previous} but this calsync needs .*run `calsync migrate`"):
         migrate.require_current(db)
 
 
 def test_migrate_to_downgrades_the_last_revision_and_upgrades_again(db: Database) -> None:
-    head = migrate.head_revision()
-    down = migrate.migrate_to(db, "0002")
-    assert (down.previous, down.revision, down.action) == (head, "0002", "downgraded")
+    head, previous = migrate.head_revision(), migrate.known_revisions()[-2]
+    down = migrate.migrate_to(db, previous)
+    assert (down.previous, down.revision, down.action) == (head, previous, "downgraded")
+    assert migrate.migrate_to(db, previous).action == "unchanged"
+    up = migrate.migrate_to(db)
+    assert (up.previous, up.revision, up.action) == (previous, head, "upgraded")
+    assert migrate.recorded_window(db) == migrate.oldest_compatible_code(head)
+
+
+def test_a_downgrade_below_the_window_table_drops_it(db: Database) -> None:
+    migrate.migrate_to(db, "0002")
     with db.engine.connect() as conn:
         assert not sa.inspect(conn).has_table("schema_window")
-    assert migrate.migrate_to(db, "0002").action == "unchanged"
-    up = migrate.migrate_to(db)
-    assert (up.previous, up.revision, up.action) == ("0002", head, "upgraded")
-    assert migrate.recorded_window(db) == "0001"
+    assert migrate.recorded_window(db) is None
 
 
 def test_an_unknown_revision_is_named_with_the_known_ones(db: Database) -> None:
