@@ -141,6 +141,11 @@ class Settings(BaseSettings):
             return tuple(p.strip() for p in value.split(",") if p.strip())
         return value
 
+    @field_validator("secret_key", mode="before")
+    @classmethod
+    def _empty_is_unset(cls, value: Any) -> Any:
+        return None if value == "" else value
+
     @field_validator("secret_key", "secret_keys")
     @classmethod
     def _check_keys(cls, value: Any) -> Any:
