@@ -18,6 +18,7 @@ The worker decides retry-or-dead-letter by class alone, never by comparing messa
     │   ├── AccountInactive            the account is disabled or awaits re-authorization
     │   ├── Forbidden                  the provider refuses this operation for this account
     │   ├── InvalidRequest             the provider rejected the request as malformed
+    │   ├── FullSyncRequired           the provider invalidated a sync token: list everything again
     │   └── ConfigurationError         a setting or secret is missing or wrong
     └── Deferred                       not a failure: re-enqueued later without using an attempt (bounded)
         └── TargetLocked               another delivery holds the target's lock; gives up as LockBusy
@@ -133,6 +134,12 @@ class InvalidRequest(PermanentError):
     """The provider rejected our request as malformed; a code or data fix is needed."""
 
     reason = "invalid request"
+
+
+class FullSyncRequired(PermanentError):
+    """The provider no longer honours a sync token (Google's 410 fullSyncRequired): repeating the call cannot help."""
+
+    reason = "full sync required"
 
 
 class ConfigurationError(PermanentError):
