@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import signal
 import subprocess
 import sys
 from pathlib import Path
@@ -21,9 +22,16 @@ def base_environment() -> dict[str, str]:
 
 
 def calsync(
-    *args: str, settings: Settings | None = None, env: dict[str, str] | None = None, stdin: str | None = None
+    *args: str,
+    settings: Settings | None = None,
+    env: dict[str, str] | None = None,
+    stdin: str | None = None,
+    timeout: float = 120,
 ) -> subprocess.CompletedProcess[str]:
-    """Run ``calsync ARGS`` with ``settings`` as its environment (plus ``env``; an empty value unsets)."""
+    """Run ``calsync ARGS`` with ``settings`` as its environment (plus ``env``; an empty value unsets).
+
+    It runs in a session of its own: past ``timeout`` the whole group (a worker's children too) is killed.
+    """
     environment = base_environment()
     if settings is not None:
         environment.update(settings.as_environment())
@@ -32,9 +40,17 @@ def calsync(
             environment.pop(name, None)
         else:
             environment[name] = value
-    return subprocess.run(
-        [SCRIPT, *args], env=environment, input=stdin, capture_output=True, text=True, timeout=120, check=False
-    )
+    with subprocess.Popen(
+        [SCRIPT, *args], env=environment, text=True, start_new_session=True,
+        stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+    ) as process:  # fmt: skip
+        try:
+            out, err = process.communicate(stdin, timeout=timeout)
+        except subprocess.TimeoutExpired:
+            os.killpg(process.pid, signal.SIGKILL)
+            out, err = process.communicate()
+            raise AssertionError(f"calsync {' '.join(args)} still ran after {timeout}s: {err[-2000:]}") from None
+    return subprocess.CompletedProcess(process.args, process.returncode, out, err)
 
 
 def change_file(directory: Path, *accounts: str, title: str = "Sprint demo") -> str:

@@ -73,7 +73,7 @@ def test_a_worker_refuses_to_start_without_a_key_when_credentials_are_stored(
                                  "refresh_token": "1//refresh-value"}))  # fmt: skip
     json_out(calsync("accounts", "add", "--tenant", "t", "--provider", "google", "--address", "a@b.c",
                      "--credentials-file", str(creds), settings=settings))  # fmt: skip
-    line = one_line_error(calsync("worker", settings=settings, env={"CALSYNC_SECRET_KEY": ""}), 2)
+    line = one_line_error(calsync("worker", settings=settings, env={"CALSYNC_SECRET_KEY": ""}, timeout=30), 2)
     assert "CALSYNC_SECRET_KEY is not set but 1 account(s) have stored credentials" in line
 
 
@@ -101,3 +101,21 @@ def _read_only_then_submit(env: dict[str, str], tmp_path: Path) -> None:
     [server] = redis_servers_of(tmp_path)
     status = json_out(calsync("status", "--json", env=env))  # reuses the running server, starts none
     assert status["queues"][0]["ready"] == 1 and redis_servers_of(tmp_path) == [server]
+
+
+def test_the_dramatiq_worker_process_refuses_too(settings_factory: Any) -> None:
+    from calsync.actors.worker import build_worker
+    from calsync.core.model.errors import ConfigurationError
+    from calsync.core.store import accounts, migrate
+    from calsync.core.store.crypto import CredentialCipher
+    from calsync.core.store.database import Database
+
+    settings: Settings = settings_factory()
+    db = Database(settings.effective_database_url)
+    migrate.upgrade(db)
+    with db.write() as conn:
+        blob = CredentialCipher(generate_key()).encrypt({"refresh_token": "1//r"})
+        accounts.add_account(conn, tenant_id="t", provider="google", address="a@b.c", credentials=blob, options={})
+    db.dispose()
+    with pytest.raises(ConfigurationError, match="CALSYNC_SECRET_KEY is not set but 1 account"):
+        build_worker(settings)
