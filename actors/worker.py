@@ -12,7 +12,9 @@ from calsync import actors
 from calsync.actors.shutdown import CloseOnShutdown
 from calsync.core.config.settings import Settings
 from calsync.core.model.calendar import Provider
+from calsync.core.model.errors import ConfigurationError
 from calsync.core.runtime import Runtime
+from calsync.core.store.key_rotation import count_credentials
 from calsync.core.worker.stack import observed_worker_middleware
 from calsync.providers.registry import ProviderRegistry
 
@@ -32,6 +34,18 @@ class Worker:
         self.runtime.close()
 
 
+def require_secret_key(runtime: Runtime) -> None:
+    """Refuse to start a worker without a secret key when accounts hold credentials: every such job would fail."""
+    if runtime.cipher.configured:
+        return
+    stored = count_credentials(runtime.db)
+    if stored:
+        raise ConfigurationError(
+            f"CALSYNC_SECRET_KEY is not set but {stored} account(s) have stored credentials: "
+            "set it (or CALSYNC_SECRET_KEYS) before starting a worker"
+        )
+
+
 def build_worker(settings: Settings, *, providers: Mapping[str, Provider] | None = None) -> Worker:
     """The worker of this process: the observed middleware stack, the adapters (``providers`` overrides some).
 
@@ -43,5 +57,10 @@ def build_worker(settings: Settings, *, providers: Mapping[str, Provider] | None
         return [*observed_worker_middleware(runtime), CloseOnShutdown(registry.close)]
 
     runtime = Runtime(settings, role="worker", middleware=middleware)
+    try:
+        require_secret_key(runtime)
+    except ConfigurationError:
+        runtime.close()
+        raise
     broker = runtime.broker
     return Worker(runtime, registry, broker, actors.declare(broker, runtime, registry))

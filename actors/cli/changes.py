@@ -6,7 +6,7 @@ from pathlib import Path
 
 import click
 
-from calsync.actors.cli.common import CliState, pass_state, print_json, print_table, read_json_file
+from calsync.actors.cli.common import CliState, exit_if_deferred, pass_state, print_json, print_table, read_json_file
 from calsync.core.model.change import parse_change
 from calsync.core.model.errors import EntityNotFound, InvalidChange
 from calsync.core.producer.submit import Producer
@@ -28,6 +28,7 @@ def submit(state: CliState, tenant: str, path: Path, trace_id: str | None, reque
     change = parse_change(read_json_file(path, "change file"))  # bad input is refused before any connection
     receipt = Producer(state.runtime).submit(tenant, change, trace_id=trace_id, request_key=request_id)
     print_json(receipt.as_json())
+    exit_if_deferred(receipt.deferred_accounts)
 
 
 @click.group("events")

@@ -55,6 +55,21 @@ class RedisKeys:
         """
         return f"{self.namespace}:{queue}.DQ.msgs"
 
+    def delayed_queue(self, queue: str) -> str:
+        """Dramatiq's list of delayed message ids no worker has prefetched yet.
+
+        Written by Dramatiq (delayed enqueues) and by ``calsync retry-now`` (which removes the ids it moves);
+        read by Dramatiq's delay-queue consumer.
+        """
+        return f"{self.namespace}:{queue}.DQ"
+
+    def pulled_forward(self, queue: str, redis_message_id: str) -> str:
+        """Marks a delayed message a worker holds whose ready copy ``calsync retry-now`` pushed (TTL: a day).
+
+        Written and read by ``calsync retry-now`` only, so a second run does not copy the same message again.
+        """
+        return f"{self.namespace}:retry-now:{queue}:{redis_message_id}"
+
     def dramatiq_dead_letters(self, queue: str) -> str:
         """Dramatiq's own dead-letter ZSET (7-day TTL). Written by Dramatiq on nack; read by the exporter."""
         return f"{self.namespace}:{queue}.XQ"
