@@ -43,6 +43,6 @@ def emulator(kind: str, host: str, port: int) -> None:
         click.echo(f"{kind} emulator listening on {url}", err=True)
         if tls is not None:
             https = url.replace("http://", "https://", 1)
-            click.echo(f"  Graph: {https}/v1.0/, authority {https}; trust {tls.ca_file} (CALSYNC_GRAPH_CA_FILE)", err=True)
+            click.echo(f"  Graph {https}/v1.0/, authority {https}, CALSYNC_GRAPH_CA_FILE={tls.ca_file}", err=True)
 
     serve_forever(app, host, port, announce, tls.context if tls is not None else None)
