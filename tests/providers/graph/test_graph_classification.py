@@ -24,7 +24,9 @@ from calsync.providers.graph import CLASSIFICATION, GraphHttpError, TokenError, 
 from calsync.providers.graph.classification import AccessPolicyDenied, MailboxNotEnabled, describe
 
 
-def api(status: int, code: str = "", message: str = "", retry_after: str | None = None, inner: str = "") -> GraphHttpError:
+def api(
+    status: int, code: str = "", message: str = "", retry_after: str | None = None, inner: str = ""
+) -> GraphHttpError:
     """A Graph API failure as the adapter builds it from a response."""
     return GraphHttpError(status, code, message, {"retry-after": retry_after} if retry_after else {}, inner)
 
