@@ -92,7 +92,11 @@ def list_(state: CliState, tenant: str | None, as_json: bool) -> None:
 @click.option("--credentials-file", type=click.Path(path_type=Path), help="New credentials (re-authorization).")
 @click.option("--status", type=click.Choice(["active", "needs_reauth", "disabled"]))
 @click.option("--option", "options", multiple=True, metavar="KEY=VALUE", help="Replace the provider options.")
-@click.option("--provider", type=PROVIDERS, help="Move the account to another adapter (e.g. exchange → graph).")
+@click.option(
+    "--provider",
+    type=PROVIDERS,
+    help="Move the account to another adapter (exchange → graph); clears the options unless --option is given.",
+)
 @pass_state
 def update(
     state: CliState,
@@ -110,6 +114,8 @@ def update(
             current = repo.load_account(conn, account_id, state.runtime.cipher)
         if current is None:
             raise EntityNotFound(f"account {account_id} does not exist")
+        if provider is not None and provider != current.provider and parsed is None:
+            parsed = {}  # the old adapter's options mean nothing to the new one
         _validated(Account(
             account_id, current.tenant_id, provider or current.provider, current.address,
             credentials=current.credentials if data is None else data,

@@ -81,18 +81,14 @@ class GraphProvider:
         limiter: ConcurrencyLimiter | None = None,
         credentials: CredentialWriter | None = None,
     ) -> None:
-        trust = ssl.create_default_context(cafile=certifi.where())
+        self._config = config
+        self._trust = ssl.create_default_context(cafile=certifi.where())
         if config.ca_file is not None:
-            trust.load_verify_locations(cafile=str(config.ca_file))
-        threads = config.worker_threads
-        self._http = httpx.Client(
-            timeout=config.provider_timeout,
-            limits=httpx.Limits(max_connections=threads * 2, max_keepalive_connections=threads),
-            verify=trust,
-        )
+            self._trust.load_verify_locations(cafile=str(config.ca_file))
         self._base = config.api_endpoint.rstrip("/") + "/"
         endpoint = urlsplit(self._base)
-        self._tokens = TokenSources(f"{endpoint.scheme}://{endpoint.netloc}/.default", self._http)
+        self._scope = f"{endpoint.scheme}://{endpoint.netloc}/.default"
+        self._http, self._tokens = self._connect()
         self._limiter = limiter or LocalLimiter(config.mailbox_concurrency, config.slot_wait)
         self._writer = credentials or DiscardCredentials()
 
@@ -108,8 +104,20 @@ class GraphProvider:
         self._run(account, "delete", lambda s: self._delete(s, target))
 
     def close(self) -> None:
-        """Close pooled connections (worker shutdown); a later call reconnects."""
-        self._http.close()
+        """Close pooled connections (worker shutdown); a later call reconnects, with new token caches."""
+        closing = self._http
+        self._http, self._tokens = self._connect()
+        closing.close()
+
+    def _connect(self) -> tuple[httpx.Client, TokenSources]:
+        """One pooled client for API and token calls alike (proxies read once, here), and msal apps on it."""
+        threads = self._config.worker_threads
+        http = httpx.Client(
+            timeout=self._config.provider_timeout,
+            limits=httpx.Limits(max_connections=threads * 2, max_keepalive_connections=threads),
+            verify=self._trust,
+        )
+        return http, TokenSources(self._scope, http)
 
     # --- flows -----------------------------------------------------------------------------------
 
