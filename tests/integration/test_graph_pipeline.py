@@ -157,3 +157,18 @@ def test_a_throttling_burst_with_retry_after_is_honoured_then_synced(pipeline: P
     assert creates[1]["at"] - creates[0]["at"] >= 1 and creates[2]["at"] - creates[1]["at"] >= 1
     assert len(graph.items()) == 1
     wait_until(lambda: pipeline.outcomes().get("success") == 1, what="the success to be counted")
+
+
+def test_mailbox_concurrency_throttling_defers_without_using_an_attempt(
+    pipeline: Pipeline, graph: GraphControl
+) -> None:
+    account = add_account(pipeline, "graph", "alpha@example.com", graph.app_credentials(), account_id="acc-c")
+    graph.add_fault(operation="events.create", status=429, reason="ApplicationThrottled",
+                    message="Application is over its MailboxConcurrency limit.", retry_after=1, times=2)  # fmt: skip
+    with pipeline.worker():
+        receipt = pipeline.submit([account], title="Busy mailbox")
+        wait_synced(pipeline, {(receipt.entity_id, account): 1})
+        wait_until(lambda: pipeline.outcomes().get("success") == 1, what="the success to be counted")
+    outcomes = pipeline.outcomes()
+    assert "retry_scheduled" not in outcomes and "dead_lettered" not in outcomes
+    assert len(graph.items()) == 1

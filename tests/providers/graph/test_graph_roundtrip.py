@@ -194,3 +194,25 @@ def test_an_item_created_over_ews_is_visible_over_graph_with_the_same_marker(
                             target_for(account, event, external_id=ews_ref.external_id, etag=ews_ref.etag))  # fmt: skip
     [item] = graph.items()
     assert item["id"] == moved.external_id and item["subject"] == "via Graph"
+
+
+def test_an_event_created_over_graph_is_adopted_by_the_ews_adapter(
+    provider: GraphProvider, graph: GraphControl, make_account: MakeAccount, make_event: MakeEvent
+) -> None:
+    from calsync.providers.exchange import ExchangeProvider
+    from calsync.providers.exchange.config import ExchangeConfig
+
+    account, event = make_account(), make_event()
+    created = provider.upsert(account, event, target_for(account, event))
+    ews = ExchangeProvider(ExchangeConfig(10, 2))
+    try:
+        ews_account = dataclasses.replace(
+            account, provider="exchange",
+            credentials={"username": "svc@example.com", "password": "svc-password"},
+            options={"server_url": graph.server_url, "auth_type": "basic", "access_type": "impersonation"},
+        )  # fmt: skip
+        adopted = ews.upsert(ews_account, make_event(version=2, title="via EWS"), target_for(ews_account, event))
+    finally:
+        ews.close()
+    [item] = graph.items()
+    assert adopted.external_id == created.external_id == item["id"] and item["subject"] == "via EWS"
