@@ -82,7 +82,7 @@ def test_migration_from_ews_to_graph_adopts_every_item_exactly_once(
     assert sorted(i["extended_properties"][SYNC_KEY_PROPERTY_NAME] for i in items) == sorted(
         f"{TENANT}:{r.entity_id}:{account}" for r in receipts)  # fmt: skip
     assert "events.create" not in graph_ops(graph)
-    assert {(pipeline.target(r.entity_id, account).external_etag or '')[:3] for r in receipts} == {'W/"'}
+    assert {(pipeline.target(r.entity_id, account).external_etag or "")[:3] for r in receipts} == {'W/"'}
 
 
 def test_revoked_consent_dead_letters_then_update_and_replay_sync_once(
