@@ -14,6 +14,7 @@ from typing import Any
 from urllib.parse import quote, urlencode
 
 from calsync_emulators.ews.directory import Directory
+from calsync_emulators.graph.convert import store_id
 from calsync_emulators.server import CONTROL_PREFIX
 
 
@@ -168,6 +169,24 @@ class GraphControl(EwsControl):
         if secret is not None:
             credentials["client_secret"] = secret
         return credentials
+
+    def items(self, mailbox: str | None = None) -> list[dict[str, Any]]:
+        """Stored items with Graph ids (``id``) and EWS ItemIds (``ews_id``), optionally of one mailbox."""
+        query = "" if mailbox is None else "?" + urlencode({"mailbox": mailbox})
+        items: list[dict[str, Any]] = self.control("GET", f"graph/items{query}")
+        return items
+
+    def item(self, item_id: str) -> dict[str, Any]:
+        """One stored item, by Graph id."""
+        return {**super().item(store_id(item_id)), "id": item_id}
+
+    def edit_item(self, item_id: str, **changes: str) -> dict[str, Any]:
+        """Edit an item (by Graph id) as its owner would in Outlook (new ChangeKey)."""
+        return super().edit_item(store_id(item_id), **changes)
+
+    def delete_item(self, item_id: str) -> None:
+        """Delete an item (by Graph id) as its owner would in Outlook."""
+        super().delete_item(store_id(item_id))
 
     def revoke_user(self, user: str, code: int = 50173) -> int:
         """Revoke the user's refresh tokens (AADSTS ``code``); returns how many families."""

@@ -20,6 +20,8 @@ Control API (besides the shared routes and the EWS emulator's ``items``, ``direc
 - ``POST /_emulator/graph/tokens/expire``: every access token expires now;
 - ``PUT /_emulator/graph/policy`` ``{"client_id", "mailboxes": [..] | null}``: an application access policy;
 - ``PUT /_emulator/graph/rest-disabled`` ``{"mailboxes": [..]}``: mailboxes without REST;
+- ``GET /_emulator/graph/items[?mailbox=ADDR]``: the EWS ``items`` view with ``id`` = the Graph id and
+  ``ews_id`` = the EWS ItemId (Graph ids are immutable ids, never equal to EWS ItemIds);
 - ``GET /_emulator/graph/concurrency``: ``{"in_flight", "peak", "throttled", "limit"}`` per mailbox;
 - ``GET|POST /_emulator/graph/config`` ``{"token_lifetime", "latency_ms", "mailbox_concurrency"}``
   (``latency_ms``: every Graph request takes that long while counted in flight).

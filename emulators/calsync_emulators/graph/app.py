@@ -14,6 +14,7 @@ from typing import Any
 from calsync_emulators.ews.app import EwsEmulator, EwsFaultRule
 from calsync_emulators.ews.directory import Directory
 from calsync_emulators.faults import FaultRule
+from calsync_emulators.graph.convert import graph_id
 from calsync_emulators.graph.entra import Entra
 from calsync_emulators.graph.errors import graph_error
 from calsync_emulators.graph.front import API_PREFIX, GraphFrontEnd, mailbox_of, operation_of, parse_mapping
@@ -87,7 +88,12 @@ class ExchangeServer(EmulatorApp):
         route = request.raw_path[len(CONTROL_PREFIX) :].rstrip("/")
         if route.startswith("graph/"):
             try:
-                return self._graph_control(request.method, route[len("graph/") :], parse_mapping(request))
+                rest = route[len("graph/") :]
+                if (request.method, rest) == ("GET", "items"):
+                    mailbox = request.query.get("mailbox", [None])[0]
+                    items = self.ews.store.to_json(mailbox)
+                    return Response.json(200, [{**i, "id": graph_id(i["id"]), "ews_id": i["id"]} for i in items])
+                return self._graph_control(request.method, rest, parse_mapping(request))
             except (ValueError, KeyError, TypeError) as exc:
                 return Response.json(400, {"error": f"bad control request: {exc}"})
         return self.ews.control(request)

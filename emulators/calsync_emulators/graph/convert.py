@@ -2,12 +2,15 @@
 
 Items are stored as EWS elements (mailbox.Item); a Graph write becomes those elements and a Graph read renders
 them back. ``singleValueExtendedProperties`` ids ``String {GUID} Name X`` are the EWS named property
-(PropertySetId GUID, PropertyName X, type String). Our simplifications: times are stored as UTC instants;
-a time zone that is not an IANA name is read as UTC; bodies keep their content type; only required attendees.
+(PropertySetId GUID, PropertyName X, type String). Graph ids are immutable ids (never the EWS ItemId).
+Our simplifications: times are stored as UTC instants; a time zone that is not an IANA name is read as
+UTC; bodies keep their content type; only required attendees.
 """
 
 from __future__ import annotations
 
+import base64
+import binascii
 import datetime as dt
 import re
 import xml.etree.ElementTree as ET
@@ -21,6 +24,23 @@ from calsync_emulators.graph.errors import GraphError
 
 _NAMED_ID = re.compile(r"^String \{(?P<guid>[0-9a-fA-F-]{36})\} Name (?P<name>.+)$")
 _FORMAT = "%Y-%m-%dT%H:%M:%S.0000000"
+_IMMUTABLE = b"immutable:"
+
+
+def graph_id(item_id: str) -> str:
+    """The Graph id of a store item: an immutable id (``Prefer: IdType="ImmutableId"``), unlike its EWS ItemId."""
+    return base64.urlsafe_b64encode(_IMMUTABLE + item_id.encode()).decode()
+
+
+def store_id(event_id: str) -> str:
+    """The store item of a Graph id; an EWS ItemId or garbage answers 400 ErrorInvalidIdMalformed, as Graph does."""
+    try:
+        raw = base64.urlsafe_b64decode(event_id.encode())
+    except (binascii.Error, ValueError):
+        raw = b""
+    if not raw.startswith(_IMMUTABLE):
+        raise GraphError(400, "ErrorInvalidIdMalformed", "Id is malformed.")
+    return raw[len(_IMMUTABLE) :].decode(errors="replace")
 
 
 def property_key(graph_id: str) -> tuple[str, str]:
@@ -126,7 +146,7 @@ def render(item: Item, expand: str | None = None, *, with_properties: bool = Fal
     body = item.fields.get("Body")
     event: dict[str, Any] = {
         "@odata.etag": etag_of(item),
-        "id": item.id,
+        "id": graph_id(item.id),
         "changeKey": item.change_key,
         "subject": item.text("Subject"),
         "body": {"contentType": "html" if body is not None and body.get("BodyType") == "HTML" else "text",

@@ -11,8 +11,9 @@ create with the same ``transactionId`` and body → 201 with the first event, wi
 ``InvalidAuthenticationToken`` without a live token; 403 ``ErrorAccessDenied`` "Access to OData is disabled."
 outside the app's application access policy; 404 ``MailboxNotEnabledForRESTAPI`` for REST-disabled
 mailboxes; 429 ``ApplicationThrottled`` "…MailboxConcurrency limit." + ``Retry-After: 1`` when more than
-``mailbox_concurrency`` (4) requests of one mailbox are in flight. Our simplifications: one calendar per
-mailbox (any calendar id names it), no paging, ``$select`` ignored, a delegated token reaches only its own
+``mailbox_concurrency`` (4) requests of one mailbox are in flight. Graph ids are immutable ids, distinct
+from EWS ItemIds (an EWS id answers 400 ``ErrorInvalidIdMalformed``). Our simplifications: one calendar
+per mailbox (any calendar id names it), no paging, ``$select`` ignored, a delegated token reaches only its own
 mailbox, meetings are "sent" into the request log (``notified``) whenever an event with attendees is
 created, changed or deleted.
 """
@@ -32,7 +33,7 @@ from urllib.parse import unquote
 from calsync_emulators.ews.directory import Access
 from calsync_emulators.ews.mailbox import MailboxStore, check_times
 from calsync_emulators.ews.soap import EwsError
-from calsync_emulators.graph.convert import apply, etag_of, property_key, property_value, render
+from calsync_emulators.graph.convert import apply, etag_of, property_key, property_value, render, store_id
 from calsync_emulators.graph.entra import Entra
 from calsync_emulators.graph.errors import GraphError, graph_error
 from calsync_emulators.server import Request, Response
@@ -227,7 +228,7 @@ class GraphFrontEnd:
 
     def _item(self, request: Request, mailbox: str, item_id: str, expand: str | None, log: dict[str, Any]) -> Response:
         with self._store.lock:
-            item = self._store.get(item_id)
+            item = self._store.get(store_id(item_id))
             if item is None or item.mailbox != mailbox:
                 raise GraphError(404, "ErrorItemNotFound", "The specified object was not found in the store.")
             if request.method == "GET":
@@ -240,7 +241,7 @@ class GraphFrontEnd:
                 raise GraphError(405, "ErrorInvalidRequest", "Method not allowed.")
             if_match = request.header("If-Match")
             log["if_match"] = if_match
-            if if_match is not None and if_match not in (etag_of(item), item.change_key, "*"):
+            if if_match is not None and if_match not in (etag_of(item), "*"):
                 raise GraphError(412)
             body = self._body(request)
             if "transactionId" in body and body["transactionId"] != item.transaction_id:

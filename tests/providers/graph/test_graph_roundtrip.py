@@ -215,4 +215,4 @@ def test_an_event_created_over_graph_is_adopted_by_the_ews_adapter(
     finally:
         ews.close()
     [item] = graph.items()
-    assert adopted.external_id == created.external_id == item["id"] and item["subject"] == "via EWS"
+    assert (adopted.external_id, created.external_id) == (item["ews_id"], item["id"]) and item["subject"] == "via EWS"
