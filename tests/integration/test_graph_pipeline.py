@@ -172,3 +172,18 @@ def test_mailbox_concurrency_throttling_defers_without_using_an_attempt(
     outcomes = pipeline.outcomes()
     assert "retry_scheduled" not in outcomes and "dead_lettered" not in outcomes
     assert len(graph.items()) == 1
+
+
+def test_a_wrong_app_secret_stops_the_account_after_one_token_request(pipeline: Pipeline, graph: GraphControl) -> None:
+    credentials = {**graph.app_credentials(), "client_secret": "not-the-secret-7"}
+    account = add_account(pipeline, "graph", "alpha@example.com", credentials, account_id="acc-s")
+    with pipeline.worker():
+        first = pipeline.submit([account], title="One")
+        pipeline.wait_target(first.entity_id, account, "failed")
+        second = pipeline.submit([account], title="Two")
+        pipeline.wait_target(second.entity_id, account, "failed")
+    records = pipeline.dead_letters(account_id=account)
+    assert sorted(r.reason for r in records) == ["app credentials rejected", "needs re-authorization"]  # type: ignore[attr-defined]
+    assert [r.get("outcome") for r in graph.requests("token")] == ["AADSTS7000215"]  # no retry storm against Entra
+    [summary] = cli_json(pipeline.settings, "accounts", "list", "--tenant", TENANT, "--json")
+    assert summary["status"] == "needs_reauth"

@@ -145,3 +145,17 @@ def test_wrong_credentials_shapes_are_refused_naming_the_field(
         read_graph_account(make_account(credentials=credentials))
     assert named in str(caught.value)
     assert "'s'" not in str(caught.value)
+
+
+def test_short_lived_tokens_are_renewed_before_they_expire(
+    provider: GraphProvider, graph: GraphControl, make_account: MakeAccount, make_event: MakeEvent
+) -> None:
+    graph.configure(token_lifetime=30)  # inside msal's and our early-refresh margins: every call renews
+    app = make_account()
+    user = make_account("beta@example.com", credentials=graph.user_credentials("beta@example.com"))
+    for n in range(2):
+        for account in (app, user):
+            event = make_event(id=f"e{n}")
+            provider.upsert(account, event, target_for(account, event))
+    assert sorted(grant for grant, _ in tokens(graph)) == ["client_credentials"] * 2 + ["refresh_token"] * 2
+    assert all(status != 401 for _, status in graph_ops(graph))
