@@ -26,9 +26,13 @@ _TRANSACTION_NAMESPACE = uuid.UUID("0b7c6c1e-5d0c-4c55-9a43-6f6b8d0c2f13")
 _FORMAT = "%Y-%m-%dT%H:%M:%S"
 
 
-def transaction_id_for(sync_key: str) -> str:
-    """Same target, same transactionId: Graph drops a replayed create (best effort; the marker is the truth)."""
-    return str(uuid.uuid5(_TRANSACTION_NAMESPACE, sync_key))
+def transaction_id_for(sync_key: str, replacing: str | None = None) -> str:
+    """Same target, same transactionId: Graph drops a replayed create (best effort; the marker is the truth).
+
+    A re-create of an event deleted behind our back seeds it with the gone event's id too, so Graph cannot
+    mistake it for a replay of the first create (how long Graph remembers transactionIds is undocumented).
+    """
+    return str(uuid.uuid5(_TRANSACTION_NAMESPACE, sync_key if replacing is None else f"{sync_key}|{replacing}"))
 
 
 def _zone(name: str) -> dt.tzinfo:
@@ -67,7 +71,9 @@ def marker(sync_key: str) -> list[dict[str, str]]:
     return [{"id": GRAPH_SYNC_KEY_PROPERTY_ID, "value": sync_key}]
 
 
-def event_body(event: EventState, sync_key: str, send_updates: SendUpdates, *, create: bool) -> dict[str, Any]:
+def event_body(
+    event: EventState, sync_key: str, send_updates: SendUpdates, *, create: bool, replacing: str | None = None
+) -> dict[str, Any]:
     """The wanted state as a POST (``create``) or PATCH body; the transactionId only on a create."""
     start, end = _times(event)
     body: dict[str, Any] = {
@@ -84,7 +90,7 @@ def event_body(event: EventState, sync_key: str, send_updates: SendUpdates, *, c
     elif create:
         body["attendees"] = []
     if create:
-        body["transactionId"] = transaction_id_for(sync_key)
+        body["transactionId"] = transaction_id_for(sync_key, replacing)
     return body
 
 

@@ -4,7 +4,8 @@ Idempotency and repair rules (facts and sources: docs/notes/exchange.md, "Micros
 
 - Every event carries the shared MAPI marker (core/model/markers.py) holding ``target.sync_key``, the very
   property the EWS adapter writes, so items created over EWS are found (and adopted) over Graph.
-- A create POSTs with a deterministic ``transactionId``. After an ambiguous failure (timeout, dropped
+- A create POSTs with a deterministic ``transactionId`` (seeded with the gone event's id when it re-creates an
+  event deleted behind our back). After an ambiguous failure (timeout, dropped
   connection, 5xx) or ``ErrorDuplicateTransactionId`` (400; some fakes answer 409) it looks the key up by
   ``$filter`` on the marker and adopts what it finds; the marker, not the transactionId, is the truth.
 - A stored ref that is not ours (an EWS ItemId + ChangeKey after ``accounts update --provider graph``) is
@@ -139,10 +140,10 @@ class GraphProvider:
         if found:
             logger.info("Adopting Graph event %s for sync key %s", found[0], target.sync_key)
             return self._reapply(s, found[0], wanted, event, target)
-        return self._create(s, event, target)
+        return self._create(s, event, target, replacing=target.external_id)
 
-    def _create(self, s: _Session, event: EventState, target: Target) -> ExternalRef:
-        body = event_body(event, target.sync_key, event.send_updates, create=True)
+    def _create(self, s: _Session, event: EventState, target: Target, replacing: str | None = None) -> ExternalRef:
+        body = event_body(event, target.sync_key, event.send_updates, create=True, replacing=replacing)
         path = f"{s.user}/calendars/{quote(s.config.calendar, safe='')}/events" if s.config.calendar else (
             f"{s.user}/calendar/events")  # fmt: skip
         try:
@@ -171,7 +172,7 @@ class GraphProvider:
                 if exc.status != 404:
                     raise
                 logger.info("Graph event %s was deleted in Exchange; recreating it", event_id)
-                return self._create(s, event, target)
+                return self._create(s, event, target, replacing=event_id)
             if marker_of(current) != target.sync_key:
                 raise InvalidRequest(f"Graph event {event_id} exists but was not created by calsync for this target")
             try:

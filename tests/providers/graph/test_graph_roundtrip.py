@@ -131,6 +131,9 @@ def test_a_deleted_event_is_recreated_on_update(
     again = provider.upsert(account, make_event(version=2),
                             target_for(account, event, external_id=ref.external_id, etag=ref.etag))  # fmt: skip
     assert [i["id"] for i in graph.items()] == [again.external_id] != [ref.external_id]
+    # A re-create is not a replay of the first create: its transactionId is seeded with the gone event's id.
+    first, second = [r["transaction_id"] for r in graph.requests() if r.get("operation") == "events.create"]
+    assert first == transaction_id_for(target_for(account, event).sync_key) != second
 
 
 def test_throttling_429_carries_retry_after_as_the_floor(
