@@ -11,8 +11,10 @@ from calsync.core.config.settings import Settings
 from calsync.core.model.change import Change, EventFields
 from calsync.core.model.errors import (
     AccountInactive,
+    AppCredentialsRejected,
     AuthRevoked,
     CalsyncError,
+    ConcurrencyLimited,
     ConfigurationError,
     Deferred,
     EntityNotFound,
@@ -25,6 +27,7 @@ from calsync.core.model.errors import (
     PermanentError,
     ProviderTimeout,
     ProviderUnavailable,
+    QuotaExceeded,
     RateLimited,
     StoreUnavailable,
     TargetLocked,
@@ -35,9 +38,11 @@ from calsync.core.runtime import Runtime
 
 __all__ = [
     "AccountInactive",
+    "AppCredentialsRejected",
     "AuthRevoked",
     "CalsyncError",
     "Change",
+    "ConcurrencyLimited",
     "ConfigurationError",
     "Deferred",
     "EntityNotFound",
@@ -51,6 +56,7 @@ __all__ = [
     "PermanentError",
     "ProviderTimeout",
     "ProviderUnavailable",
+    "QuotaExceeded",
     "RateLimited",
     "Receipt",
     "Runtime",
