@@ -67,9 +67,14 @@ def print_table(title: str, columns: Sequence[str], rows: Iterable[Sequence[Any]
 
 
 def read_json_file(path: Path, what: str) -> Any:
-    """Parse a JSON input file, naming the file and the position of a syntax error."""
+    """Parse a JSON input file (``-``: standard input), naming the file and the position of a syntax error."""
     try:
-        text = Path(path).read_text(encoding="utf-8")
+        if str(path) == "-":
+            text, path = sys.stdin.buffer.read().decode("utf-8"), Path("(stdin)")
+        else:
+            text = Path(path).read_text(encoding="utf-8")
+    except UnicodeDecodeError as exc:
+        raise InvalidChange(f"{what} {path} is not UTF-8: {exc.reason} at byte {exc.start}") from None
     except OSError as exc:
         raise InvalidChange(f"cannot read {what} {path}: {exc.strerror}") from None
     try:

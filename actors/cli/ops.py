@@ -26,7 +26,7 @@ def worker_command(state: CliState, processes: int, threads: int) -> list[str]:
     return [
         sys.executable, "-m", "dramatiq", "calsync.actors.app:broker",
         "--processes", str(processes), "--threads", str(threads),
-        "--queues", settings.queue,
+        "--queues", *dict.fromkeys((settings.queue, settings.intake_queue)),
         "--worker-shutdown-timeout", str(shutdown_ms),
         "--skip-logging",
     ]  # fmt: skip

@@ -107,6 +107,13 @@ class Settings(BaseSettings):
     graph_mailbox_concurrency: int = Field(default=4, ge=1)
     graph_slot_wait: float = Field(default=2, ge=0)
 
+    # --- protocol: the intake actor's queue (workers consume it next to QUEUE) ---------------
+    intake_queue: str = Field(default="intake", pattern=r"^[A-Za-z0-9_-]+$")
+
+    # --- poison-proof consumption ---
+    # A delivery larger than this is quarantined unread (its first 64 KiB are kept in the DLQ record).
+    max_message_bytes: int = Field(default=1024 * 1024, ge=1024)
+
     @field_validator("retry_schedule", mode="before")
     @classmethod
     def _split_schedule(cls, value: Any) -> Any:

@@ -10,7 +10,8 @@ The worker decides retry-or-dead-letter by class alone, never by comparing messa
     │   ├── LockBusy                   another worker holds the resource lock
     │   └── StoreUnavailable           the database or Redis could not be reached
     ├── PermanentError                 dead-lettered at once; a human must act, then replay
-    │   ├── InvalidPayload             corrupt message or unknown schema
+    │   ├── InvalidPayload             corrupt message or unknown schema (carries the ids it could read)
+    │   │   └── MalformedMessage       bytes on a queue that are no runnable message: quarantined, never run
     │   ├── InvalidChange              a change file / submit call that breaks the contract
     │   │   └── IdempotencyKeyReused   a request key already used for a different change
     │   ├── EntityNotFound             the referenced event, target or account does not exist
@@ -19,6 +20,7 @@ The worker decides retry-or-dead-letter by class alone, never by comparing messa
     │   ├── Forbidden                  the provider refuses this operation for this account
     │   ├── InvalidRequest             the provider rejected the request as malformed
     │   ├── QuotaExceeded              the mailbox is full (Exchange ErrorQuotaExceeded)
+    │   ├── FullSyncRequired           the provider invalidated a sync token: list everything again
     │   └── ConfigurationError         a setting or secret is missing or wrong
     │       └── AppCredentialsRejected an app's secret/certificate is wrong or expired, or the app is unknown
     │                                  (also an AuthRevoked: the account stops until re-authorized)
@@ -96,6 +98,20 @@ class InvalidPayload(PermanentError):
 
     reason = "invalid payload"
 
+    def __init__(self, message: str = "", *, ids: dict[str, str] | None = None) -> None:
+        super().__init__(message)
+        self.ids = dict(ids or {})  # the ids the rejected payload did carry (job_id, trace_id, ...), for logs
+
+
+class MalformedMessage(InvalidPayload):
+    """What arrived on a queue is not a message calsync can run (``refusal`` says why); it is quarantined."""
+
+    reason = "malformed message"
+
+    def __init__(self, message: str, *, refusal: str) -> None:
+        super().__init__(message)
+        self.refusal = refusal
+
 
 class InvalidChange(PermanentError):
     """A submitted change breaks the contract; nothing was saved."""
@@ -137,6 +153,12 @@ class InvalidRequest(PermanentError):
     """The provider rejected our request as malformed; a code or data fix is needed."""
 
     reason = "invalid request"
+
+
+class FullSyncRequired(PermanentError):
+    """The provider no longer honours a sync token (Google's 410 fullSyncRequired): repeating the call cannot help."""
+
+    reason = "full sync required"
 
 
 class ConfigurationError(PermanentError):
