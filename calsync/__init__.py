@@ -11,8 +11,10 @@ from calsync.core.config.settings import Settings
 from calsync.core.model.change import Change, EventFields
 from calsync.core.model.errors import (
     AccountInactive,
+    AppCredentialsRejected,
     AuthRevoked,
     CalsyncError,
+    ConcurrencyLimited,
     ConfigurationError,
     Deferred,
     EntityNotFound,
@@ -27,6 +29,7 @@ from calsync.core.model.errors import (
     PermanentError,
     ProviderTimeout,
     ProviderUnavailable,
+    QuotaExceeded,
     RateLimited,
     StoreUnavailable,
     TargetLocked,
@@ -37,9 +40,11 @@ from calsync.core.runtime import Runtime
 
 __all__ = [
     "AccountInactive",
+    "AppCredentialsRejected",
     "AuthRevoked",
     "CalsyncError",
     "Change",
+    "ConcurrencyLimited",
     "ConfigurationError",
     "Deferred",
     "EntityNotFound",
@@ -55,6 +60,7 @@ __all__ = [
     "PermanentError",
     "ProviderTimeout",
     "ProviderUnavailable",
+    "QuotaExceeded",
     "RateLimited",
     "Receipt",
     "Runtime",

@@ -118,6 +118,11 @@ class Settings(BaseSettings):
     stuck_grace: float = Field(default=60, gt=0)
     exporter_host: str = "0.0.0.0"
     exporter_port: int = Field(default=9192, ge=1, le=65535)
+    # --- graph (issue 13) ---
+    graph_api_endpoint: str = "https://graph.microsoft.com/v1.0/"
+    graph_ca_file: Path | None = None
+    graph_mailbox_concurrency: int = Field(default=4, ge=1)
+    graph_slot_wait: float = Field(default=2, ge=0)
 
     # --- protocol: the intake actor's queue (workers consume it next to QUEUE) ---------------
     intake_queue: str = Field(default="intake", pattern=r"^[A-Za-z0-9_-]+$")

@@ -87,6 +87,14 @@ class RedisKeys:
         """Glob matching every worker heartbeat key (counted by the exporter and ``calsync status``)."""
         return f"{self.namespace}:heartbeat:*"
 
+    def slots(self, key: str) -> str:
+        """Sorted set of the concurrency leases of one key (member: holder token, score: lease expiry in ms).
+
+        Written (ZADD under a Lua check, ZREM on release) by :class:`core.redis.limiter.RedisLimiter` in
+        workers; read by the same limiter (ZCARD) and by tests. Graph adapters use ``graph:{app}:{mailbox}``.
+        """
+        return f"{self.namespace}:slots:{key}"
+
     def pattern(self) -> str:
         """Glob matching every key of this namespace (test clean-up, ``calsync stop --purge``)."""
         return f"{self.namespace}:*"

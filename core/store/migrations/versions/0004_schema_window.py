@@ -1,10 +1,9 @@
 """The rollback window: the oldest code revision that runs on the schema, read by every schema check.
 
 Revision ID: 0004
-Revises: 0002
+Revises: 0003
 
-Expand-only: one new table. (0003 is the Graph provider's revision on its own branch; when both are
-merged, this revision's ``down_revision`` becomes "0003".)
+Expand-only: one new table.
 """
 
 from __future__ import annotations
@@ -13,7 +12,7 @@ import sqlalchemy as sa
 from alembic import op
 
 revision = "0004"
-down_revision = "0002"
+down_revision = "0003"
 branch_labels = None
 depends_on = None
 # Every migration says whether the previous revision's code runs on it (docs/DEPLOY.md, "Migrations").
