@@ -15,11 +15,13 @@ import redis
 import sqlalchemy.exc
 
 from calsync.actors.cli.accounts import accounts
+from calsync.actors.cli.api_keys import api_keys
 from calsync.actors.cli.changes import events, submit
 from calsync.actors.cli.common import CliState
 from calsync.actors.cli.dlq import dlq
 from calsync.actors.cli.exporter import exporter
 from calsync.actors.cli.ops import migrate, reconcile, secret_key, stop, worker
+from calsync.actors.cli.serve import serve
 from calsync.actors.cli.status import status
 from calsync.core.config.logging import configure_logging
 from calsync.core.model.errors import CalsyncError, PermanentError
@@ -99,6 +101,8 @@ for command in (
     secret_key,
     status,
     exporter,
+    serve,
+    api_keys,
 ):
     cli.add_command(command)
 

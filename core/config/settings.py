@@ -102,6 +102,17 @@ class Settings(BaseSettings):
     exporter_host: str = "0.0.0.0"
     exporter_port: int = Field(default=9192, ge=1, le=65535)
 
+    # --- HTTP intake (calsync serve, docs/protocol-http.md) ------------------------------------
+    api_host: str = "0.0.0.0"
+    api_port: int = Field(default=8080, ge=1, le=65535)
+    api_workers: int = Field(default=1, ge=1)
+    # Larger request bodies are refused with 413 before they are parsed.
+    api_max_body_bytes: int = Field(default=1_048_576, ge=1024)
+    # An API key's last_used_at is written at most this often (seconds), not on every request.
+    api_key_touch_interval: float = Field(default=60, ge=0)
+    # Retry-After (seconds) on 503 answers while the database is unreachable.
+    api_retry_after: int = Field(default=5, ge=1)
+
     @field_validator("retry_schedule", mode="before")
     @classmethod
     def _split_schedule(cls, value: Any) -> Any:
