@@ -13,7 +13,7 @@ from calsync.core.store.dead_letters import DeadLetter
 
 Replay = Callable[[list[DeadLetter]], ReplayReport]
 Discard = Callable[[Iterable[int], str | None], list[int]]
-# A readiness check raises when its dependency cannot be reached.
+# A readiness check raises when its dependency cannot be reached (the database is always checked).
 Check = Callable[[], object]
 
 

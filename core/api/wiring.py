@@ -6,8 +6,6 @@ import time
 from collections.abc import Iterable
 from pathlib import Path
 
-from sqlalchemy import text
-
 from calsync.core.api.services import ApiServices
 from calsync.core.observability.readings import StatusReader
 from calsync.core.producer import dead_letters
@@ -21,10 +19,6 @@ def services_from_runtime(runtime: Runtime, *, metrics_dir: Path | None = None) 
     """Everything the application needs, bound to ``runtime`` (which the caller closes)."""
     settings = runtime.settings
     reader = StatusReader(runtime)
-
-    def database() -> None:
-        with runtime.db.read() as conn:
-            conn.execute(text("SELECT 1"))
 
     def broker() -> None:
         reader.queues(time.time())  # Redis: one script on the queue keys; RabbitMQ: a passive declare
@@ -40,7 +34,7 @@ def services_from_runtime(runtime: Runtime, *, metrics_dir: Path | None = None) 
         intake=Producer(runtime),
         replay=replay,
         discard=discard,
-        checks={"database": database, "broker": broker},
+        checks={"broker": broker},
         max_body_bytes=settings.api_max_body_bytes,
         key_touch_interval=settings.api_key_touch_interval,
         retry_after=settings.api_retry_after,

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from fastapi import APIRouter, Request
+from sqlalchemy import text
 
 from calsync.core.api.auth import services
 from calsync.core.api.models import Health
@@ -22,8 +23,14 @@ def healthz() -> Health:
 def readyz(request: Request) -> Health:
     """Every dependency answers; 503 names those that do not."""
     deps = services(request)
+
+    def database() -> None:
+        with deps.db.read() as conn:
+            conn.execute(text("SELECT 1"))
+
+    checks = {"database": database, **deps.checks}
     failed = []
-    for name, check in deps.checks.items():
+    for name, check in checks.items():
         try:
             check()
         except Exception as exc:
@@ -31,4 +38,4 @@ def readyz(request: Request) -> Health:
     if failed:
         raise ProblemError(503, "not-ready", "Service Unavailable", "unreachable: " + ", ".join(failed),
                            headers={"Retry-After": str(deps.retry_after)})  # fmt: skip
-    return Health(status="ok", checks=dict.fromkeys(deps.checks, "ok"))
+    return Health(status="ok", checks=dict.fromkeys(checks, "ok"))
