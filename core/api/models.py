@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import datetime as dt
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
@@ -14,6 +14,7 @@ from calsync.core.producer.submit import Receipt
 from calsync.core.store.targets import TargetRow
 
 MAX_REPLAY = 1000
+MAX_RECORD_ID = 2**31 - 1  # the column is a 32-bit integer
 
 
 class ReceiptOut(BaseModel):
@@ -133,7 +134,9 @@ class ReplayRequest(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
 
-    ids: list[int] | None = Field(default=None, min_length=1, max_length=MAX_REPLAY)
+    ids: list[Annotated[int, Field(ge=1, le=MAX_RECORD_ID)]] | None = Field(
+        default=None, min_length=1, max_length=MAX_REPLAY
+    )
     filter: DeadLetterSelection | None = None
 
     @model_validator(mode="after")

@@ -16,6 +16,7 @@ from typing import Any
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from pydantic import BaseModel, Field
+from sqlalchemy.exc import DataError
 from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.responses import JSONResponse
 
@@ -152,6 +153,12 @@ def install(app: FastAPI, *, retry_after: int) -> None:
     @app.exception_handler(PermanentError)
     async def _permanent(request: Request, exc: PermanentError) -> JSONResponse:
         return ProblemError(422, "rejected", "Unprocessable Content", f"{exc.reason}: {exc}").response()
+
+    @app.exception_handler(DataError)
+    async def _unstorable(request: Request, exc: DataError) -> JSONResponse:
+        # A value the model accepts but the database cannot store (e.g. a NUL character on PostgreSQL).
+        detail = f"a value cannot be stored: {str(exc.orig).splitlines()[0]}"
+        return ProblemError(422, "unstorable", "Unprocessable Content", detail).response()
 
     @app.exception_handler(TemporaryError)
     async def _unavailable(request: Request, exc: TemporaryError) -> JSONResponse:

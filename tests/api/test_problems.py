@@ -30,7 +30,9 @@ def _problem(answer: httpx.Response, status: int) -> dict[str, Any]:
 
 def test_malformed_json_is_400(api: LiveApi) -> None:
     with api.client(api.key()) as http:
-        answer = http.post("/v1/changes", content=b'{"operation": "upsert",', headers={"Content-Type": "application/json"})
+        answer = http.post(
+            "/v1/changes", content=b'{"operation": "upsert",', headers={"Content-Type": "application/json"}
+        )
     assert "not valid JSON" in _problem(answer, 400)["detail"]
 
 
@@ -157,5 +159,8 @@ def test_request_metrics_by_route_template_and_status(api: LiveApi) -> None:
         http.get("/v1/events/evt-metrics")
         exposed = http.get("/metrics").text
     assert 'calsync_http_requests_total{method="GET",route="/v1/events/{entity_id}",status="404"}' in exposed
-    assert 'calsync_http_request_duration_seconds_bucket{le="0.005",method="GET",route="/v1/events/{entity_id}"}' in exposed
+    assert (
+        'calsync_http_request_duration_seconds_bucket{le="0.005",method="GET",route="/v1/events/{entity_id}"}'
+        in exposed
+    )
     assert "evt-metrics" not in exposed

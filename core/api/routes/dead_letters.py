@@ -10,6 +10,7 @@ from fastapi import APIRouter, Body, Depends, Path, Query, Request
 
 from calsync.core.api.auth import Principal, require, services
 from calsync.core.api.models import (
+    MAX_RECORD_ID,
     MAX_REPLAY,
     DeadLetterOut,
     DeadLetterPage,
@@ -28,7 +29,6 @@ from calsync.core.store.dead_letters import DeadLetter, DeadLetterFilter
 router = APIRouter(tags=["dead letters"])
 Admin = Annotated[Principal, Depends(require("admin"))]
 _CURSOR_PREFIX = "after:"
-_MAX_RECORD_ID = 2**31 - 1
 
 
 def _cursor(record_id: int) -> str:
@@ -118,7 +118,7 @@ def replay_dead_letters(
 def discard_dead_letter(
     request: Request,
     principal: Admin,
-    record_id: Annotated[int, Path(ge=1, le=_MAX_RECORD_ID)],
+    record_id: Annotated[int, Path(ge=1, le=MAX_RECORD_ID)],
     body: Annotated[DiscardRequest | None, Body()] = None,
 ) -> DiscardedOut:
     """Close an open record of the tenant without replaying it."""
