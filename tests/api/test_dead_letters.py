@@ -15,8 +15,9 @@ from tests.support import Pipeline
 
 def _dead_letter(pipeline: Pipeline, tenant: str, account: str, entity: str, *, reason: str = "forbidden") -> int:
     receipt = pipeline.submit([account], tenant=tenant, entity_id=entity)
+    key = f"calendar:{tenant}:{entity}:{account}:create"
     payload = new_payload(tenant_id=tenant, entity_id=receipt.entity_id, account_id=account, operation="create",
-                          version=1, trace_id="trace-dlq", key=f"calendar:{tenant}:{entity}:{account}:create")  # fmt: skip
+                          version=1, trace_id="trace-dlq", key=key)  # fmt: skip
     now = dt.datetime.now(dt.UTC)
     record = DeadLetterRecord(
         job_id=payload.job_id, job_type=SYNC_JOB, message_id=None, queue="calendar", tenant_id=tenant,
@@ -35,9 +36,9 @@ def _dead_letter(pipeline: Pipeline, tenant: str, account: str, entity: str, *, 
 def records(pipeline: Pipeline) -> dict[str, list[int]]:
     mine = pipeline.account(tenant="tenant-1", account_id="acc-mine")
     theirs = pipeline.account(tenant="tenant-2", account_id="acc-theirs")
+    reasons = ["entity not found", "forbidden"]
     return {
-        "mine": [_dead_letter(pipeline, "tenant-1", mine, f"evt-{i}", reason="forbidden" if i % 2 else "entity not found")
-                 for i in range(5)],
+        "mine": [_dead_letter(pipeline, "tenant-1", mine, f"evt-{i}", reason=reasons[i % 2]) for i in range(5)],
         "theirs": [_dead_letter(pipeline, "tenant-2", theirs, "evt-t")],
     }  # fmt: skip
 
