@@ -11,6 +11,7 @@ from typing import Any
 from fastapi import FastAPI, Request, Response
 
 from calsync.core.api import metrics, problems
+from calsync.core.api.auth import KeyCache
 from calsync.core.api.limits import BodyLimit
 from calsync.core.api.problems import Problem
 from calsync.core.api.routes import changes, dead_letters, events, health
@@ -40,6 +41,7 @@ def create_app(services: ApiServices | None, *, on_shutdown: Callable[[], None] 
         docs_url=None, redoc_url=None, openapi_url="/openapi.json", lifespan=lifespan,
     )  # fmt: skip
     app.state.services = services
+    app.state.key_cache = KeyCache(services.key_cache_seconds if services else 0)
     for module in (changes, events, dead_letters, health):
         app.include_router(module.router)
     problems.install(app, retry_after=services.retry_after if services else 5)

@@ -37,6 +37,7 @@ def services_from_runtime(runtime: Runtime, *, metrics_dir: Path | None = None) 
         checks={"broker": broker},
         max_body_bytes=settings.api_max_body_bytes,
         key_touch_interval=settings.api_key_touch_interval,
+        key_cache_seconds=settings.api_key_cache_seconds,
         retry_after=settings.api_retry_after,
         metrics_dir=metrics_dir,
     )

@@ -110,6 +110,9 @@ class Settings(BaseSettings):
     api_max_body_bytes: int = Field(default=1_048_576, ge=1024)
     # An API key's last_used_at is written at most this often (seconds), not on every request.
     api_key_touch_interval: float = Field(default=60, ge=0)
+    # A key that authenticated is trusted this long without a database read: a revoked key is refused at most
+    # this many seconds later (0: every request reads the database).
+    api_key_cache_seconds: float = Field(default=5, ge=0)
     # Retry-After (seconds) on 503 answers while the database is unreachable.
     api_retry_after: int = Field(default=5, ge=1)
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Iterator
+from dataclasses import replace
 
 import pytest
 
@@ -14,5 +15,6 @@ from tests.support import Pipeline
 @pytest.fixture
 def api(pipeline: Pipeline) -> Iterator[LiveApi]:
     """``calsync serve``'s application on a free port, over this test's database, Redis and broker."""
-    with serving(services_from_runtime(pipeline.runtime)) as live:
+    # No key cache: a revoked key is refused at once (tests/api/test_problems.py covers the cache).
+    with serving(replace(services_from_runtime(pipeline.runtime), key_cache_seconds=0)) as live:
         yield live

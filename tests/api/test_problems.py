@@ -4,12 +4,12 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterator
+from dataclasses import replace
 from typing import Any
 
 import httpx
 import pytest
 
-from calsync.core.api.services import ApiServices
 from calsync.core.api.wiring import services_from_runtime
 from calsync.core.runtime import Runtime
 from calsync.core.store import api_keys, events
@@ -67,6 +67,20 @@ def test_a_revoked_key_is_401_at_once(api: LiveApi) -> None:
         assert 'error="invalid_token"' in http.get("/v1/events/evt-1").headers["www-authenticate"]
 
 
+def test_keys_that_authenticated_are_cached_for_a_few_seconds(pipeline: Pipeline) -> None:
+    """With the default cache a revoked key still passes until its entry expires (CALSYNC_API_KEY_CACHE_SECONDS)."""
+    with serving(replace(services_from_runtime(pipeline.runtime), key_cache_seconds=600)) as api:
+        key = api.key(scope="read")
+        with api.client(key) as http:
+            assert http.get("/v1/events/evt-1").status_code == 404
+            with api.db.write() as conn:
+                (record,) = api_keys.list_keys(conn, "tenant-1")
+                api_keys.revoke(conn, record.id)
+            assert http.get("/v1/events/evt-1").status_code == 404  # from the cache, no database read
+        with api.client("csk_never-issued") as stranger:
+            assert stranger.get("/v1/events/evt-1").status_code == 401  # failures are never cached
+
+
 def test_a_key_without_the_scope_is_403(api: LiveApi, pipeline: Pipeline) -> None:
     account = pipeline.account()
     with api.client(api.key(scope="read")) as reader, api.client(api.key(scope="submit")) as submitter:
@@ -79,7 +93,7 @@ def test_a_key_without_the_scope_is_403(api: LiveApi, pipeline: Pipeline) -> Non
 
 def test_a_body_over_the_limit_is_413_and_saves_nothing(pipeline: Pipeline) -> None:
     services = services_from_runtime(pipeline.runtime)
-    limited = ApiServices(**{**services.__dict__, "max_body_bytes": 2048})
+    limited = replace(services, max_body_bytes=2048)
     account = pipeline.account()
     with serving(limited) as api, api.client(api.key()) as http:
         big = change([account], entity_id="evt-big", description="x" * 4000)
@@ -96,7 +110,7 @@ def test_a_body_over_the_limit_is_413_and_saves_nothing(pipeline: Pipeline) -> N
 def database_down(pipeline: Pipeline) -> Iterator[LiveApi]:
     services = services_from_runtime(pipeline.runtime)
     down = Database(UNREACHABLE_DATABASE)
-    with serving(ApiServices(**{**services.__dict__, "db": down})) as api:
+    with serving(replace(services, db=down)) as api:
         yield api
     down.dispose()
 
