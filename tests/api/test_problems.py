@@ -178,3 +178,13 @@ def test_request_metrics_by_route_template_and_status(api: LiveApi) -> None:
         in exposed
     )
     assert "evt-metrics" not in exposed
+
+
+@pytest.mark.postgresql_only
+def test_a_value_the_database_cannot_store_is_422_not_500(api: LiveApi, pipeline: Pipeline) -> None:
+    account = pipeline.account()
+    with api.client(api.key(scope="admin")) as http:
+        answer = http.post("/v1/changes", json=change([account], title="a\u0000b"))
+        listed = http.get("/v1/dead-letters", params={"reason": "a\u0000"})
+    assert "NUL" in _problem(answer, 422)["detail"]
+    _problem(listed, 422)
