@@ -117,6 +117,21 @@ class DeadLetterPage(BaseModel):
     next_cursor: str | None
 
 
+class DeadLetterQuery(BaseModel):
+    """The filters and page of ``GET /v1/dead-letters`` (an unknown parameter is refused, not ignored)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    status: Literal["open", "replayed", "discarded", "all"] = "open"
+    account_id: Identifier | None = None
+    entity_id: Identifier | None = None
+    reason: str | None = Field(default=None, max_length=128)
+    error_class: str | None = Field(default=None, max_length=128)
+    job_type: str | None = Field(default=None, max_length=64)
+    limit: int = Field(default=100, ge=1, le=500)
+    cursor: str | None = Field(default=None, max_length=64, description="next_cursor of the previous page.")
+
+
 class DeadLetterSelection(BaseModel):
     """Which open dead letters of the tenant to replay (all given conditions must hold)."""
 

@@ -56,9 +56,11 @@ def test_pages_list_only_the_tenants_records(api: LiveApi, records: dict[str, li
                 break
         filtered = http.get("/v1/dead-letters", params={"reason": "forbidden"}).json()["items"]
         bad_cursor = http.get("/v1/dead-letters", params={"cursor": "not-a-cursor"})
+        unknown = http.get("/v1/dead-letters", params={"colour": "red"})
     assert seen == records["mine"]
     assert [item["id"] for item in filtered] == records["mine"][1::2]
     assert bad_cursor.status_code == 422 and bad_cursor.json()["errors"][0]["field"] == "query.cursor"
+    assert unknown.status_code == 422 and unknown.json()["errors"][0]["field"] == "query.colour"
 
 
 def test_replay_by_ids_skips_other_tenants_records_as_not_found(

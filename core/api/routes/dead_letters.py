@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import base64
 import binascii
-from typing import Annotated, Literal
+from typing import Annotated
 
 from fastapi import APIRouter, Body, Depends, Path, Query, Request
 
@@ -14,6 +14,7 @@ from calsync.core.api.models import (
     MAX_REPLAY,
     DeadLetterOut,
     DeadLetterPage,
+    DeadLetterQuery,
     DiscardedOut,
     DiscardRequest,
     ReplayReportOut,
@@ -22,7 +23,6 @@ from calsync.core.api.models import (
 )
 from calsync.core.api.problems import FieldError, ProblemError, not_found
 from calsync.core.api.routes.common import AUTHENTICATED, problems
-from calsync.core.model.ids import Identifier
 from calsync.core.store import dead_letter_pages, dead_letters
 from calsync.core.store.dead_letters import DeadLetter, DeadLetterFilter
 
@@ -55,27 +55,17 @@ def _out(record: DeadLetter) -> DeadLetterOut:
 @router.get(
     "/v1/dead-letters", response_model=DeadLetterPage, responses=problems(*AUTHENTICATED), summary="List dead letters"
 )
-def list_dead_letters(
-    request: Request,
-    principal: Admin,
-    status: Literal["open", "replayed", "discarded", "all"] = "open",
-    account_id: Identifier | None = None,
-    entity_id: Identifier | None = None,
-    reason: Annotated[str | None, Query(max_length=128)] = None,
-    error_class: Annotated[str | None, Query(max_length=128)] = None,
-    job_type: Annotated[str | None, Query(max_length=64)] = None,
-    limit: Annotated[int, Query(ge=1, le=500)] = 100,
-    cursor: Annotated[str | None, Query(max_length=64, description="next_cursor of the previous page.")] = None,
-) -> DeadLetterPage:
+def list_dead_letters(request: Request, principal: Admin, query: Annotated[DeadLetterQuery, Query()]) -> DeadLetterPage:
     """The key's tenant's dead letters matching every filter given, oldest first."""
     flt = DeadLetterFilter(
-        status=None if status == "all" else status, tenant_id=principal.tenant_id, account_id=account_id,
-        entity_id=entity_id, reason=reason, error_class=error_class, job_type=job_type,
+        status=None if query.status == "all" else query.status, tenant_id=principal.tenant_id,
+        account_id=query.account_id, entity_id=query.entity_id, reason=query.reason, error_class=query.error_class,
+        job_type=query.job_type,
     )  # fmt: skip
     with services(request).db.read() as conn:
-        found = dead_letter_pages.page(conn, flt, after_id=_after(cursor), limit=limit + 1)
-    more = len(found) > limit
-    items = found[:limit]
+        found = dead_letter_pages.page(conn, flt, after_id=_after(query.cursor), limit=query.limit + 1)
+    more = len(found) > query.limit
+    items = found[: query.limit]
     return DeadLetterPage(items=[_out(r) for r in items], next_cursor=_cursor(items[-1].id) if more else None)
 
 
