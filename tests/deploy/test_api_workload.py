@@ -6,8 +6,6 @@ on /readyz restarts every pod during a database outage; several server processes
 
 from __future__ import annotations
 
-from fastapi.testclient import TestClient
-
 from calsync.core.api.app import create_app
 from tests.deploy.manifests import Manifests, option, pod_labels
 
@@ -60,6 +58,5 @@ def test_prometheus_scrapes_the_api_metrics(overlay: Manifests) -> None:
     service = overlay.get("Service", API)
     assert monitor["selector"]["matchLabels"].items() <= service["metadata"]["labels"].items()
     assert [(e["port"], e["path"]) for e in monitor["endpoints"]] == [("http", "/metrics")]
-    with TestClient(create_app(None)) as client:
-        assert client.get("/metrics").status_code == 200
+    assert "/metrics" in {getattr(route, "path", None) for route in create_app(None).routes}
     assert service["metadata"]["labels"][monitor["jobLabel"]] == API
