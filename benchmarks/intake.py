@@ -18,7 +18,6 @@ import argparse
 import http.client
 import json
 import logging
-import socket
 import statistics
 import tempfile
 import threading
@@ -33,6 +32,7 @@ import redis
 import uvicorn
 
 from calsync.core.api.app import create_app
+from calsync.core.api.server import listening_socket
 from calsync.core.api.wiring import services_from_runtime
 from calsync.core.config.settings import Settings
 from calsync.core.redis.embedded import EmbeddedRedis
@@ -122,8 +122,7 @@ class _HttpClient:
 
 
 def _serve(runtime: Runtime) -> tuple[uvicorn.Server, threading.Thread, str]:
-    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-    sock.bind(("127.0.0.1", 0))
+    sock = listening_socket("127.0.0.1", 0)
     port = sock.getsockname()[1]
     server = uvicorn.Server(uvicorn.Config(create_app(services_from_runtime(runtime)), log_config=None,
                                            access_log=False))  # fmt: skip

@@ -13,6 +13,7 @@ from uvicorn.supervisors import Multiprocess
 
 from calsync.actors.cli.common import CliState, pass_state
 from calsync.core.api.app import create_app, openapi_document
+from calsync.core.api.server import listening_socket
 from calsync.core.api.wiring import services_from_runtime
 from calsync.core.config.logging import configure_logging
 from calsync.core.config.settings import Settings, child_environment, load_settings
@@ -60,7 +61,7 @@ def serve(state: CliState, host: str | None, port: int | None, workers: int | No
     if workers == 1:
         app = create_app(services_from_runtime(runtime))
         click.echo(f"calsync serve listening on http://{host}:{port}", err=True)
-        uvicorn.Server(_config(app, host, port, 1)).run()
+        uvicorn.Server(_config(app, host, port, 1)).run(sockets=[listening_socket(host, port)])
         return
     pinned = settings.model_copy(
         update={"broker_url": runtime.broker_url, "redis_url": runtime.redis_url, "api_workers": workers}
@@ -75,4 +76,4 @@ def serve(state: CliState, host: str | None, port: int | None, workers: int | No
     state.close()
     click.echo(f"calsync serve listening on http://{host}:{port} ({workers} processes)", err=True)
     config = _config(APP_FACTORY, host, port, workers)
-    Multiprocess(config, sockets=[config.bind_socket()]).run()
+    Multiprocess(config, sockets=[listening_socket(host, port)]).run()

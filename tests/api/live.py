@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import contextlib
-import socket
 import threading
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -12,6 +11,7 @@ import httpx
 import uvicorn
 
 from calsync.core.api.app import create_app
+from calsync.core.api.server import listening_socket
 from calsync.core.api.services import ApiServices
 from calsync.core.model.vocabulary import ApiScope
 from calsync.core.store import api_keys
@@ -41,9 +41,7 @@ class LiveApi:
 @contextlib.contextmanager
 def serving(services: ApiServices) -> Iterator[LiveApi]:
     """Run the application over ``services`` until the block ends."""
-    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-    sock.bind(("127.0.0.1", 0))
+    sock = listening_socket("127.0.0.1", 0)
     port = sock.getsockname()[1]
     config = uvicorn.Config(create_app(services), log_config=None, access_log=False, lifespan="on")
     server = uvicorn.Server(config)
