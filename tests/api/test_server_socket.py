@@ -8,9 +8,8 @@ from calsync.core.api.server import listening_socket
 
 
 def test_accepted_connections_have_nagle_off() -> None:
-    with listening_socket("127.0.0.1", 0) as server:
-        with socket.create_connection(server.getsockname()[:2]) as _client:
-            accepted, _address = server.accept()
-            with accepted:
-                assert accepted.getsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY) != 0
-    assert server.proto == socket.IPPROTO_TCP
+    with listening_socket("127.0.0.1", 0) as server, socket.create_connection(server.getsockname()[:2]):
+        accepted, _address = server.accept()
+        with accepted:
+            assert accepted.getsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY) != 0
+        assert server.proto == socket.IPPROTO_TCP
