@@ -18,12 +18,14 @@ import redis
 import sqlalchemy.exc
 
 from calsync.actors.cli.accounts import accounts
+from calsync.actors.cli.api_keys import api_keys
 from calsync.actors.cli.changes import events, submit
 from calsync.actors.cli.common import EXIT_BAD_INPUT, CliState, describe_failure
 from calsync.actors.cli.dlq import dlq
 from calsync.actors.cli.exporter import exporter
 from calsync.actors.cli.ops import migrate, reconcile, secret_key, stop, worker
 from calsync.actors.cli.retry_now import retry_now_command
+from calsync.actors.cli.serve import serve
 from calsync.actors.cli.status import status
 from calsync.core.config.logging import configure_logging
 from calsync.core.config.settings import check_unknown_variables
@@ -114,6 +116,8 @@ for command in (
     status,
     exporter,
     retry_now_command,
+    serve,
+    api_keys,
 ):
     cli.add_command(command)
 

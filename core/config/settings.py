@@ -131,6 +131,20 @@ class Settings(BaseSettings):
     # A delivery larger than this is quarantined unread (its first 64 KiB are kept in the DLQ record).
     max_message_bytes: int = Field(default=1024 * 1024, ge=1024)
 
+    # --- HTTP intake (calsync serve, docs/PROTOCOL.md) ------------------------------------
+    api_host: str = "0.0.0.0"
+    api_port: int = Field(default=8080, ge=1, le=65535)
+    api_workers: int = Field(default=1, ge=1)
+    # Larger request bodies are refused with 413 before they are parsed.
+    api_max_body_bytes: int = Field(default=1_048_576, ge=1024)
+    # An API key's last_used_at is written at most this often (seconds), not on every request.
+    api_key_touch_interval: float = Field(default=60, ge=0)
+    # A key that authenticated is trusted this long without a database read: a revoked key is refused at most
+    # this many seconds later (0: every request reads the database).
+    api_key_cache_seconds: float = Field(default=5, ge=0)
+    # Retry-After (seconds) on 503 answers while the database is unreachable.
+    api_retry_after: int = Field(default=5, ge=1)
+
     @field_validator("retry_schedule", mode="before")
     @classmethod
     def _split_schedule(cls, value: Any) -> Any:
