@@ -37,6 +37,7 @@ import redis
 
 from calsync.core.config.settings import broker_kind
 from calsync.core.messaging.messages import RECONCILE_JOB
+from calsync.core.model.intake import INTAKE_JOB
 from calsync.core.model.payload import SYNC_JOB
 from calsync.core.model.vocabulary import SYNC_STATUSES
 from calsync.core.store import dead_letters, targets
@@ -46,7 +47,7 @@ if TYPE_CHECKING:
 
 T = TypeVar("T")
 
-JOB_TYPES = (SYNC_JOB, RECONCILE_JOB)
+JOB_TYPES = (SYNC_JOB, INTAKE_JOB, RECONCILE_JOB)
 SOURCES = ("broker", "database", "redis")
 
 _QUEUE_SCRIPT = """
@@ -231,10 +232,11 @@ class StatusReader:
 
     def queues(self, now: float) -> list[QueueReading]:
         """The depth of every queue calsync consumes."""
-        queue = self.settings.queue
+        consumed = (self.settings.queue, self.settings.intake_queue)
         if broker_kind(self.runtime.broker_url) == "rabbitmq":
-            return [QueueReading(queue, _rabbitmq_ready(self.runtime.broker_url, queue), None, None, None)]
-        return [self._redis_queue(queue, now)]
+            url = self.runtime.broker_url
+            return [QueueReading(queue, _rabbitmq_ready(url, queue), None, None, None) for queue in consumed]
+        return [self._redis_queue(queue, now) for queue in consumed]
 
     def _redis_queue(self, queue: str, now: float) -> QueueReading:
         if self._broker_redis is None:

@@ -209,8 +209,9 @@ def test_all_images_are_the_same_release(overlay: Manifests) -> None:
 # --- autoscaling -------------------------------------------------------------------------------------------
 
 
-def test_keda_scales_on_the_brokers_ready_list(overlay: Manifests) -> None:
-    """listName is <CALSYNC_REDIS_NAMESPACE>:<CALSYNC_QUEUE>, the key Dramatiq's Redis broker pushes ready ids to."""
+def test_keda_scales_on_the_brokers_ready_lists(overlay: Manifests) -> None:
+    """listName is <CALSYNC_REDIS_NAMESPACE>:<queue>, the key Dramatiq's Redis broker pushes ready ids to, for
+    each queue workers consume (the calendar queue and the intake queue)."""
     scaled = overlay.of_kind("ScaledObject")
     if not scaled:
         assert overlay.of_kind("HorizontalPodAutoscaler"), "no autoscaler at all"
@@ -218,15 +219,18 @@ def test_keda_scales_on_the_brokers_ready_list(overlay: Manifests) -> None:
     (obj,) = scaled
     settings = overlay.settings()
     defaults = Settings()
-    (trigger,) = obj["spec"]["triggers"]
-    assert trigger["type"] == "redis"
-    assert trigger["metadata"]["listName"] == RedisKeys(settings.redis_namespace).ready_queue(settings.queue)
-    assert trigger["metadata"]["listName"] == f"{defaults.redis_namespace}:{defaults.queue}"
-    assert int(trigger["metadata"]["listLength"]) >= 1
+    sync, intake = obj["spec"]["triggers"]
+    for trigger, queue, default in ((sync, settings.queue, defaults.queue),
+                                    (intake, settings.intake_queue, defaults.intake_queue)):  # fmt: skip
+        assert trigger["type"] == "redis"
+        assert trigger["metadata"]["listName"] == RedisKeys(settings.redis_namespace).ready_queue(queue)
+        assert trigger["metadata"]["listName"] == f"{defaults.redis_namespace}:{default}"
+        assert int(trigger["metadata"]["listLength"]) >= 1
     assert obj["spec"]["minReplicaCount"] >= 1, "at zero workers nothing moves due retries out of the delay queue"
     assert obj["spec"]["maxReplicaCount"] >= obj["spec"]["minReplicaCount"]
-    auth = trigger["authenticationRef"]["name"]
-    assert overlay.get("TriggerAuthentication", auth)["spec"]["secretTargetRef"]
+    for trigger in (sync, intake):
+        auth = trigger["authenticationRef"]["name"]
+        assert overlay.get("TriggerAuthentication", auth)["spec"]["secretTargetRef"]
 
 
 def test_hpa_scales_on_the_exporters_queue_metric(overlay: Manifests) -> None:

@@ -13,6 +13,7 @@ import pytest
 from prometheus_client import generate_latest
 
 from calsync.core.messaging.messages import sync_message
+from calsync.core.model.intake import INTAKE_JOB
 from calsync.core.model.payload import SYNC_JOB, JobPayload, new_payload
 from calsync.core.observability.exporter import exporter_registry
 from calsync.core.observability.readings import QueueReading, StatusReader, ready_since
@@ -36,8 +37,9 @@ def _message(queue: str, payload: JobPayload, *, created: float) -> dramatiq.Mes
 
 
 def _queue(pipeline: Pipeline) -> QueueReading:
-    [reading] = StatusReader(pipeline.runtime).queues(time.time())
-    return reading
+    calendar, intake = StatusReader(pipeline.runtime).queues(time.time())
+    assert (calendar.queue, intake.queue) == (pipeline.settings.queue, pipeline.settings.intake_queue)
+    return calendar
 
 
 def test_ready_and_in_flight_come_from_the_list_and_the_unacked_hash(pipeline: Pipeline) -> None:
@@ -116,7 +118,7 @@ def test_open_dead_letters_by_job_type_and_reason_and_the_oldest_age(pipeline: P
         [discarded] = dead_letters.find(conn, dead_letters.DeadLetterFilter(reason="invalid payload"))
         dead_letters.mark_discarded(conn, discarded.id, note="closed records do not count")
     store = StatusReader(pipeline.runtime).store(time.time())
-    assert store.open_by_job_type() == {SYNC_JOB: 2, "reconcile": 1}
+    assert store.open_by_job_type() == {SYNC_JOB: 2, INTAKE_JOB: 0, "reconcile": 1}
     assert store.open_by_reason() == {"forbidden": 2, "retries exhausted": 1}
     assert 300 <= store.dead_letter_oldest_age_seconds < 330
 
@@ -177,8 +179,8 @@ def test_rabbitmq_reports_only_the_ready_count(pipeline: Pipeline, broker_kind: 
         missing = pipeline.settings.model_copy(update={"queue": f"missing{uuid.uuid4().hex[:8]}"})
         runtime = Runtime(missing, check_schema=False)
         try:
-            [undeclared] = StatusReader(runtime).queues(time.time())
-            assert undeclared.ready == 0
+            undeclared, intake = StatusReader(runtime).queues(time.time())
+            assert undeclared.ready == 0 and undeclared.queue == missing.queue and intake.queue == missing.intake_queue
         finally:
             runtime.close()
     else:

@@ -10,6 +10,7 @@ from click.testing import CliRunner, Result
 from calsync.actors.cli import status as status_command
 from calsync.actors.cli.main import cli
 from calsync.actors.cli.status import Status, format_age, read_status
+from calsync.core.model.intake import INTAKE_JOB
 from calsync.core.model.payload import SYNC_JOB
 from calsync.core.model.vocabulary import Outcome
 from calsync.core.observability.readings import StatusReader
@@ -37,11 +38,13 @@ def test_json_shows_queues_dead_letters_targets_workers_and_throughput(pipeline:
     result = _run(pipeline, "--json")
     assert result.exit_code == 0, result.output
     doc = json.loads(result.output)
-    [queue] = doc["queues"]
+    queue, intake = doc["queues"]
     assert (queue["queue"], queue["ready"], queue["delayed"], queue["inflight"]) == ("calendar", 2, 0, 0)
+    assert (intake["queue"], intake["ready"]) == ("intake", 0)
     assert queue["oldest_age_seconds"] >= 0
     assert doc["dead_letters"] == {
-        "open": 0, "open_by_reason": {}, "open_by_job_type": {SYNC_JOB: 0, "reconcile": 0}, "oldest_age_seconds": 0.0,
+        "open": 0, "open_by_reason": {}, "open_by_job_type": {SYNC_JOB: 0, INTAKE_JOB: 0, "reconcile": 0},
+        "oldest_age_seconds": 0.0,
     }  # fmt: skip
     assert doc["targets"]["by_status"] == {"pending": 2, "synced": 0, "failed": 0, "deleted": 0}
     assert doc["workers_active"] == 1
