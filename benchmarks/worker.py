@@ -13,8 +13,8 @@ from 90 % to 10 % of them, so start-up and the tail do not count. The sides alte
 shape (processes x threads) and round; it prints each side, then the medians and the ratio (the
 target is >= 0.5). CPU ms/job is the worker processes' CPU over the measured window.
 With ``--database postgresql`` the calsync side runs on a fresh schema of ``--postgres-dsn``
-(dropped afterwards), and it also prints the database round trips per job (statements and
-transaction ends the calsync side sent, from PostgreSQL's own counters of that database).
+(dropped afterwards), and it also prints the database round trips per job, counted in libpq's
+protocol trace of an in-process worker's connections.
 It is a benchmark, not a test: numbers depend on the machine.
 """
 
@@ -34,6 +34,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import dramatiq
 import psutil
@@ -41,10 +42,12 @@ import redis
 from dramatiq.brokers.redis import RedisBroker
 
 from benchmarks.support import add_redis_option, bench_redis, free_port, namespace, remove_keys, seed
+from calsync.actors.worker import build_worker
 from calsync.core.config.settings import Settings, child_environment
 from calsync.core.messaging.messages import sync_message
 from calsync.core.runtime import Runtime
 from calsync.core.store import migrate
+from calsync.providers.memory import MemoryProvider
 
 ROOT = Path(__file__).resolve().parent.parent
 QUEUE = "calendar"
@@ -71,7 +74,6 @@ class Drain:
     jobs: int  # jobs processed inside the window
     seconds: float
     cpu_seconds: float  # of every worker process, over the window
-    round_trips: int | None = None  # database statements + transaction ends, when counted
 
     @property
     def rate(self) -> float:
@@ -112,8 +114,7 @@ def _running(command: list[str], env: dict[str, str], log: Path) -> Iterator[sub
             proc.wait()
 
 
-def _drain(name: str, client: redis.Redis, ns: str, jobs: int, proc: subprocess.Popen[bytes],
-           round_trips: RoundTrips | None = None) -> Drain:  # fmt: skip
+def _drain(name: str, client: redis.Redis, ns: str, jobs: int, proc: subprocess.Popen[bytes]) -> Drain:
     """Watch the queue's message hash (queued + unacked) fall from 90 % to 10 % of ``jobs``."""
     worker = psutil.Process(proc.pid)
     key = f"{ns}:{QUEUE}.msgs"
@@ -121,16 +122,13 @@ def _drain(name: str, client: redis.Redis, ns: str, jobs: int, proc: subprocess.
     deadline = time.monotonic() + DRAIN_TIMEOUT
     started = cpu = 0.0
     left_at_start = jobs
-    trips_at_start = 0
     while True:
         left = int(client.hlen(key))
         now = time.perf_counter()
         if not started and left <= high:
             started, cpu, left_at_start = now, _tree_cpu(worker), left
-            trips_at_start = round_trips.count() if round_trips else 0
         if started and left <= low:
-            trips = round_trips.count() - trips_at_start if round_trips else None
-            return Drain(name, left_at_start - left, now - started, _tree_cpu(worker) - cpu, trips)
+            return Drain(name, left_at_start - left, now - started, _tree_cpu(worker) - cpu)
         if proc.poll() is not None:
             raise RuntimeError(f"{name}: the worker exited before the queue drained (see its log)")
         if time.monotonic() > deadline:
@@ -156,29 +154,6 @@ def bare(url: str, jobs: int, shape: Shape, scratch: Path) -> Drain:
         broker.close()
         client.close()
         remove_keys(url, ns)
-
-
-class RoundTrips:
-    """Statements and transaction ends sent to one PostgreSQL database, from its own statistics views."""
-
-    def __init__(self, dsn: str) -> None:
-        import psycopg
-
-        self._conn = psycopg.connect(dsn, autocommit=True)
-        self._database = self._conn.info.dbname
-
-    def count(self) -> int:
-        """xact_commit + xact_rollback of the database: one per transaction end, and one per autocommit
-        statement; the statements inside transactions are counted by the caller's statement log."""
-        self._conn.execute("SELECT pg_stat_clear_snapshot()")
-        row = self._conn.execute(
-            "SELECT xact_commit + xact_rollback FROM pg_stat_database WHERE datname = %s", (self._database,)
-        ).fetchone()
-        return int(row[0]) if row else 0
-
-    def close(self) -> None:
-        """Disconnect."""
-        self._conn.close()
 
 
 @contextmanager
@@ -227,15 +202,64 @@ def calsync(url: str, jobs: int, shape: Shape, scratch: Path, database: str, dsn
             setup.close()
         command = [str(Path(sys.executable).with_name("calsync")), "worker"]
         client = redis.Redis.from_url(url)
-        trips = RoundTrips(dsn) if database == "postgresql" else None
         try:
             with _running(command, child_environment(settings), data_dir / "worker.log") as worker:
-                return _drain(f"calsync worker ({database})", client, ns, jobs, worker, trips)
+                return _drain(f"calsync worker ({database})", client, ns, jobs, worker)
         finally:
-            if trips is not None:
-                trips.close()
             client.close()
             remove_keys(url, ns)
+
+
+def round_trips(url: str, jobs: int, scratch: Path, dsn: str) -> float:
+    """PostgreSQL round trips per sync job: libpq's protocol trace of every connection of an in-process worker.
+
+    Each round trip ends with the server's ReadyForQuery message (after a Sync or a simple Query).
+    """
+    from psycopg import pq
+    from sqlalchemy import event
+
+    ns = namespace("round-trips")
+    data_dir = scratch / ns
+    with _database("postgresql", dsn, data_dir) as database_url:
+        data_dir.mkdir(parents=True, exist_ok=True)
+        settings = Settings(data_dir=data_dir, broker_url=url, database_url=database_url, redis_namespace=ns,
+                            queue=QUEUE, log_level="WARNING")  # fmt: skip
+        setup = Runtime(settings, check_schema=False)
+        migrate.upgrade(setup.db)
+        setup.close()
+        worker = build_worker(settings, providers={"memory": MemoryProvider()})
+        traces: list[Path] = []
+        handles: list[Any] = []  # kept open: libpq writes to the descriptor for as long as the connection lives
+        try:
+            payloads = seed(worker.runtime.db, jobs)
+            worker.runtime.db.engine.dispose()  # only connections opened from here on are traced
+
+            @event.listens_for(worker.runtime.db.engine, "connect")
+            def _trace(dbapi_connection: Any, _record: Any) -> None:
+                path = data_dir / f"trace-{len(traces)}.txt"
+                traces.append(path)
+                handles.append(open(path, "w"))  # noqa: SIM115 (closed at the end)
+                dbapi_connection.pgconn.trace(handles[-1].fileno())
+                dbapi_connection.pgconn.set_trace_flags(pq.Trace.SUPPRESS_TIMESTAMPS)
+
+            broker = worker.broker
+            broker.emit_after("process_boot")
+            for payload in payloads:
+                broker.enqueue(sync_message(settings.queue, payload))
+            client = redis.Redis.from_url(url)
+            runner = dramatiq.Worker(broker, worker_threads=8, worker_timeout=100)
+            runner.start()
+            while int(client.hlen(f"{ns}:{QUEUE}.msgs")):
+                time.sleep(POLL_SECONDS)
+            runner.stop()
+            client.close()
+        finally:
+            worker.close()
+            for handle in handles:
+                handle.close()
+            remove_keys(url, ns)
+        trips = sum(path.read_text().count("\tReadyForQuery\t") for path in traces)
+    return trips / jobs
 
 
 def _configuration(args: argparse.Namespace, url: str) -> str:
@@ -267,6 +291,7 @@ def main() -> None:
     parser.add_argument("--postgres-dsn", default="postgresql://postgres@127.0.0.1:5432/test")
     add_redis_option(parser)
     args = parser.parse_args()
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))  # clean up (Redis, schemas, keys) when stopped
     results: dict[tuple[str, str], list[Drain]] = {}
     with tempfile.TemporaryDirectory(prefix="calsync-bench-worker-") as tmp, bench_redis(args.redis_url,
                                                                                          Path(tmp)) as url:  # fmt: skip
@@ -285,6 +310,9 @@ def main() -> None:
                     results.setdefault((str(shape), side), []).append(drain)
                     _print(drain)
                 print(f"  calsync/bare: {measured['calsync'].rate / measured['bare'].rate:.2f}", flush=True)
+        if args.database == "postgresql":
+            trips = round_trips(url, 500, scratch, args.postgres_dsn)
+            print(f"PostgreSQL round trips per sync job (500 jobs, libpq trace): {trips:.2f}", flush=True)
     print(f"median of {args.rounds} rounds:")
     for shape in args.shapes:
         bare_runs, calsync_runs = results[(str(shape), "bare")], results[(str(shape), "calsync")]
@@ -298,9 +326,8 @@ def main() -> None:
 
 
 def _print(drain: Drain) -> None:
-    trips = f", {drain.round_trips / drain.jobs:4.2f} DB transactions/job" if drain.round_trips is not None else ""
     print(f"  {drain.name:<28} {drain.rate:7.0f} jobs/s  ({drain.jobs} jobs in {drain.seconds:5.2f} s, "
-          f"{drain.cpu_ms_per_job:5.2f} ms CPU/job{trips})", flush=True)  # fmt: skip
+          f"{drain.cpu_ms_per_job:5.2f} ms CPU/job)", flush=True)  # fmt: skip
 
 
 if __name__ == "__main__":
