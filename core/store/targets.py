@@ -17,7 +17,7 @@ from sqlalchemy import Connection, and_, bindparam, case, func, or_, select, upd
 
 from calsync.core.model.calendar import Target
 from calsync.core.model.vocabulary import SyncStatus
-from calsync.core.store.direct import DirectStatement, DirectTransaction
+from calsync.core.store.direct import DirectResult, DirectStatement, DirectTransaction
 from calsync.core.store.schema import event_targets as t
 
 Wanted = Literal["present", "absent"]
@@ -136,6 +136,16 @@ def plan_target(conn: Connection, key: TargetKey, *, wanted: Wanted, version: in
         conn.execute(t.insert().values(**key._asdict(), synced_version=0, **values))
 
 
+class CasOutcome:
+    """Whether a compare-and-set won: truthy or falsy. Asked after the commit, it costs no round trip of its own."""
+
+    def __init__(self, result: DirectResult) -> None:
+        self._result = result
+
+    def __bool__(self) -> bool:
+        return self._result.rowcount > 0
+
+
 def record_synced(
     tx: DirectTransaction,
     key: TargetKey,
@@ -144,8 +154,8 @@ def record_synced(
     external_id: str | None,
     etag: str | None,
     final_status: Literal["synced", "deleted"],
-) -> bool:
-    """Compare-and-set the sync result; False when a newer version was already recorded (the write lost)."""
+) -> CasOutcome:
+    """Compare-and-set the sync result; falsy when a newer version was already recorded (the write lost)."""
     params = {
         **_key_params(key),
         "v_version": version,
@@ -154,7 +164,7 @@ def record_synced(
         "v_final": final_status,
         "v_now": dt.datetime.now(dt.UTC),
     }
-    return bool(tx.execute(_RECORD_SYNCED, params).rowcount)
+    return CasOutcome(tx.execute(_RECORD_SYNCED, params))
 
 
 def record_retry(
