@@ -209,7 +209,7 @@ def test_a_statement_the_database_refuses_undoes_the_whole_write(db: Database) -
                                                               account_id=bindparam("a"), wanted="present",
                                                               wanted_version=1, synced_version=0, status="pending",
                                                               updated_at=func.now()))  # fmt: skip
-    with pytest.raises(Exception, match="(?i)unique|duplicate"), db.direct_write() as tx:
+    with pytest.raises(Exception, match=r"(?i)unique|duplicate"), db.direct_write() as tx:
         targets.record_synced(tx, key, version=1, external_id="x", etag="e", final_status="synced")
         tx.execute(duplicate, {"t": key.tenant_id, "e": key.event_id, "a": key.account_id})  # the same key again
     with db.read() as conn:
