@@ -9,7 +9,7 @@ wants has been synced.
 from __future__ import annotations
 
 import datetime as dt
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal, NamedTuple
 
@@ -134,6 +134,50 @@ def plan_target(conn: Connection, key: TargetKey, *, wanted: Wanted, version: in
     values = {"wanted": wanted, "wanted_version": version, "status": "pending", "due_at": due_at, "updated_at": now}
     if conn.execute(update(t).where(_BY_KEY).values(**values), _key_params(key)).rowcount == 0:
         conn.execute(t.insert().values(**key._asdict(), synced_version=0, **values))
+
+
+_PLAN = update(t).where(_BY_KEY).values(
+    wanted=bindparam("v_wanted"),
+    wanted_version=bindparam("v_version"),
+    status="pending",
+    due_at=bindparam("v_due", type_=t.c.due_at.type),
+    updated_at=bindparam("v_now", type_=t.c.updated_at.type),
+)
+_PLAN_NEW = t.insert().values(
+    tenant_id=bindparam("k_tenant"),
+    event_id=bindparam("k_event"),
+    account_id=bindparam("k_account"),
+    synced_version=0,
+    wanted=bindparam("v_wanted"),
+    wanted_version=bindparam("v_version"),
+    status="pending",
+    due_at=bindparam("v_due", type_=t.c.due_at.type),
+    updated_at=bindparam("v_now", type_=t.c.updated_at.type),
+)
+
+
+def plan_targets(
+    conn: Connection,
+    planned: Sequence[tuple[TargetKey, Wanted]],
+    *,
+    version: int,
+    due_at: dt.datetime,
+    existing: Collection[TargetKey],
+) -> None:
+    """:func:`plan_target` for many targets at once: one statement for the ``existing`` rows, one for the new.
+
+    A fan-out to 100 accounts ran 100-200 statements, each built anew (benchmarks/fanout.py).
+    """
+    now = dt.datetime.now(dt.UTC)
+    updates: list[dict[str, Any]] = []
+    inserts: list[dict[str, Any]] = []
+    for key, wanted in planned:
+        values = {**_key_params(key), "v_wanted": wanted, "v_version": version, "v_due": due_at, "v_now": now}
+        (updates if key in existing else inserts).append(values)
+    if updates:
+        conn.execute(_PLAN, updates)
+    if inserts:
+        conn.execute(_PLAN_NEW, inserts)
 
 
 class CasOutcome:
