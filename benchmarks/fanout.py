@@ -1,19 +1,21 @@
 """Latency of ``submit_change`` for a change that fans out to 1, 10 and 100 accounts, measured in one run.
 
-    PYTHONPATH=. .venv/bin/python benchmarks/fanout.py [--repeat 30] [--database-url URL] [--redis-url URL]
+    PYTHONPATH=. .venv/bin/python benchmarks/fanout.py [--repeat 30] [--database sqlite|postgresql] [--redis-url URL]
 
 Each sample creates a new event synced to N accounts of one tenant through ``Producer.submit`` (the
 path of ``calsync.submit_change``): validation, the account check, one transaction with the event and
 its N pending targets, then the dedup markers and N enqueues. The sizes alternate sample by sample,
 so a machine that slows down affects them alike; it prints p50 and p90 per size, Redis commands per
 account (its own embedded Redis unless ``--redis-url``; its keys are removed afterwards) and the ratio
-p50(100) / p50(1) (the target is <= 10). Database: a fresh SQLite file unless ``--database-url``.
+p50(100) / p50(1) (the target is <= 10). Database: a fresh SQLite file, or a fresh schema of
+``--postgres-dsn`` (dropped afterwards).
 It is a benchmark, not a test: numbers depend on the machine.
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import datetime as dt
 import statistics
 import tempfile
@@ -22,7 +24,7 @@ from pathlib import Path
 
 import redis
 
-from benchmarks.support import add_redis_option, bench_redis, namespace, remove_keys
+from benchmarks.support import add_redis_option, bench_redis, namespace, private_database, remove_keys
 from calsync.core.config.settings import Settings
 from calsync.core.producer.submit import Producer
 from calsync.core.runtime import Runtime
@@ -39,14 +41,17 @@ def main() -> None:
     """Submit alternating fan-out sizes and print the latencies."""
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--repeat", type=int, default=30, help="samples per size")
-    parser.add_argument("--database-url", help="default: a fresh SQLite file")
+    parser.add_argument("--database", choices=("sqlite", "postgresql"), default="sqlite")
+    parser.add_argument("--postgres-dsn", default="postgresql://postgres@127.0.0.1:5432/test")
     add_redis_option(parser)
     args = parser.parse_args()
-    with tempfile.TemporaryDirectory(prefix="calsync-bench-fanout-") as tmp, bench_redis(args.redis_url,
-                                                                                         Path(tmp)) as url:  # fmt: skip
+    with contextlib.ExitStack() as stack:
+        tmp = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="calsync-bench-fanout-")))
+        url = stack.enter_context(bench_redis(args.redis_url, tmp))
+        database_url = stack.enter_context(private_database(args.database, args.postgres_dsn, tmp))
         ns = namespace("fanout")
-        settings = Settings(data_dir=Path(tmp), broker_url=url, redis_namespace=ns, log_level="WARNING",
-                            database_url=args.database_url or f"sqlite:///{Path(tmp) / 'fanout.sqlite3'}")  # fmt: skip
+        settings = Settings(data_dir=tmp, broker_url=url, redis_namespace=ns, log_level="WARNING",
+                            database_url=database_url)  # fmt: skip
         setup = Runtime(settings, check_schema=False)
         migrate.upgrade(setup.db)
         setup.close()
@@ -79,7 +84,7 @@ def main() -> None:
         finally:
             runtime.close()
             remove_keys(url, ns)
-    database = settings.effective_database_url.split(":")[0]
+    database = args.database
     origin = "explicit" if args.redis_url else "embedded, own"
     print(f"submit_change fan-out, {args.repeat} samples per size, database {database}, Redis {url} ({origin})")
     p50 = {}

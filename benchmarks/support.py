@@ -60,6 +60,25 @@ def remove_keys(url: str, prefix: str) -> int:
         client.close()
 
 
+@contextlib.contextmanager
+def private_database(kind: str, dsn: str, scratch: Path) -> Iterator[str]:
+    """A database URL private to one side: a SQLite file, or a fresh PostgreSQL schema dropped afterwards."""
+    if kind == "sqlite":
+        yield f"sqlite:///{scratch / 'calsync.sqlite3'}"
+        return
+    import psycopg
+
+    schema = f"bench_{uuid.uuid4().hex[:10]}"
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        conn.execute(f"CREATE SCHEMA {schema}")
+    host = dsn.split("://", 1)[1]
+    try:
+        yield f"postgresql+psycopg://{host}?options=-csearch_path%3D{schema}"
+    finally:
+        with psycopg.connect(dsn, autocommit=True) as conn:
+            conn.execute(f"DROP SCHEMA {schema} CASCADE")
+
+
 def free_port() -> int:
     """A TCP port nobody listens on right now (for a worker's metrics server)."""
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:

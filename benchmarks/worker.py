@@ -29,7 +29,6 @@ import subprocess
 import sys
 import tempfile
 import time
-import uuid
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -41,7 +40,15 @@ import psutil
 import redis
 from dramatiq.brokers.redis import RedisBroker
 
-from benchmarks.support import add_redis_option, bench_redis, free_port, namespace, remove_keys, seed
+from benchmarks.support import (
+    add_redis_option,
+    bench_redis,
+    free_port,
+    namespace,
+    private_database,
+    remove_keys,
+    seed,
+)
 from calsync.actors.worker import build_worker
 from calsync.core.config.settings import Settings, child_environment
 from calsync.core.messaging.messages import sync_message
@@ -156,30 +163,15 @@ def bare(url: str, jobs: int, shape: Shape, scratch: Path) -> Drain:
         remove_keys(url, ns)
 
 
-@contextmanager
-def _database(kind: str, dsn: str, scratch: Path) -> Iterator[str]:
-    """A database URL private to one side: a SQLite file, or a fresh PostgreSQL schema dropped afterwards."""
-    if kind == "sqlite":
-        yield f"sqlite:///{scratch / 'calsync.sqlite3'}"
-        return
-    import psycopg
+def calsync(url: str, jobs: int, shape: Shape, scratch: Path, database: str, dsn: str,
+            tree: Path | None = None) -> Drain:  # fmt: skip
+    """``calsync worker`` as deployed: metrics, heartbeats, JSON logs, the memory provider's SQLite file.
 
-    schema = f"bench_{uuid.uuid4().hex[:10]}"
-    with psycopg.connect(dsn, autocommit=True) as conn:
-        conn.execute(f"CREATE SCHEMA {schema}")
-    host = dsn.split("://", 1)[1]
-    try:
-        yield f"postgresql+psycopg://{host}?options=-csearch_path%3D{schema}"
-    finally:
-        with psycopg.connect(dsn, autocommit=True) as conn:
-            conn.execute(f"DROP SCHEMA {schema} CASCADE")
-
-
-def calsync(url: str, jobs: int, shape: Shape, scratch: Path, database: str, dsn: str) -> Drain:
-    """``calsync worker`` as deployed: metrics, heartbeats, JSON logs, the memory provider's SQLite file."""
+    ``tree``: run the worker from another checkout of calsync (``--compare``, e.g. the previous release).
+    """
     ns = namespace("calsync")
     data_dir = scratch / ns
-    with _database(database, dsn, data_dir) as database_url:
+    with private_database(database, dsn, data_dir) as database_url:
         data_dir.mkdir(parents=True, exist_ok=True)
         settings = Settings(
             data_dir=data_dir,
@@ -203,8 +195,12 @@ def calsync(url: str, jobs: int, shape: Shape, scratch: Path, database: str, dsn
         command = [str(Path(sys.executable).with_name("calsync")), "worker"]
         client = redis.Redis.from_url(url)
         try:
-            with _running(command, child_environment(settings), data_dir / "worker.log") as worker:
-                return _drain(f"calsync worker ({database})", client, ns, jobs, worker)
+            env = child_environment(settings)
+            if tree is not None:
+                env["PYTHONPATH"] = str(tree)
+            name = f"calsync worker ({database})" if tree is None else f"calsync {tree.name} ({database})"
+            with _running(command, env, data_dir / "worker.log") as worker:
+                return _drain(name, client, ns, jobs, worker)
         finally:
             client.close()
             remove_keys(url, ns)
@@ -220,7 +216,7 @@ def round_trips(url: str, jobs: int, scratch: Path, dsn: str) -> float:
 
     ns = namespace("round-trips")
     data_dir = scratch / ns
-    with _database("postgresql", dsn, data_dir) as database_url:
+    with private_database("postgresql", dsn, data_dir) as database_url:
         data_dir.mkdir(parents=True, exist_ok=True)
         settings = Settings(data_dir=data_dir, broker_url=url, database_url=database_url, redis_namespace=ns,
                             queue=QUEUE, log_level="WARNING")  # fmt: skip
@@ -289,6 +285,7 @@ def main() -> None:
     parser.add_argument("--shapes", type=_shapes, default=_shapes("1x8,2x8"), help="e.g. 1x8,2x8")
     parser.add_argument("--database", choices=("sqlite", "postgresql"), default="sqlite")
     parser.add_argument("--postgres-dsn", default="postgresql://postgres@127.0.0.1:5432/test")
+    parser.add_argument("--compare", type=Path, help="also run the worker of this calsync checkout (before/after)")
     add_redis_option(parser)
     args = parser.parse_args()
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))  # clean up (Redis, schemas, keys) when stopped
@@ -302,6 +299,9 @@ def main() -> None:
                 sides = [("bare", lambda s=shape: bare(url, args.jobs, s, scratch)),
                          ("calsync", lambda s=shape: calsync(url, args.jobs, s, scratch, args.database,
                                                              args.postgres_dsn))]  # fmt: skip
+                if args.compare is not None:
+                    sides.append(("compared", lambda s=shape: calsync(url, args.jobs, s, scratch, args.database,
+                                                                      args.postgres_dsn, args.compare)))  # fmt: skip
                 if n % 2 == 0:
                     sides.reverse()
                 measured = {side: run() for side, run in sides}
@@ -310,19 +310,25 @@ def main() -> None:
                     results.setdefault((str(shape), side), []).append(drain)
                     _print(drain)
                 print(f"  calsync/bare: {measured['calsync'].rate / measured['bare'].rate:.2f}", flush=True)
+                if "compared" in measured:
+                    print(f"  compared/bare: {measured['compared'].rate / measured['bare'].rate:.2f}", flush=True)
         if args.database == "postgresql":
             trips = round_trips(url, 500, scratch, args.postgres_dsn)
             print(f"PostgreSQL round trips per sync job (500 jobs, libpq trace): {trips:.2f}", flush=True)
     print(f"median of {args.rounds} rounds:")
     for shape in args.shapes:
-        bare_runs, calsync_runs = results[(str(shape), "bare")], results[(str(shape), "calsync")]
-        ratios = [c.rate / b.rate for c, b in zip(calsync_runs, bare_runs, strict=True)]
-        for runs in (bare_runs, calsync_runs):
+        bare_runs = results[(str(shape), "bare")]
+        for side in ("bare", "calsync", "compared"):
+            runs = results.get((str(shape), side), [])
+            if not runs:
+                continue
             rate = statistics.median(d.rate for d in runs)
             cpu = statistics.median(d.cpu_ms_per_job for d in runs)
             print(f"  {shape} {runs[0].name:<28} {rate:7.0f} jobs/s  {cpu:5.2f} ms CPU/job")
-        print(f"  {shape} calsync/bare: {statistics.median(ratios):.2f} -- the target is >= 0.5"
-              f" (rounds: {', '.join(f'{x:.2f}' for x in ratios)})")  # fmt: skip
+            if side != "bare":
+                ratios = [c.rate / b.rate for c, b in zip(runs, bare_runs, strict=True)]
+                print(f"  {shape} {side}/bare: {statistics.median(ratios):.2f} -- the target is >= 0.5"
+                      f" (rounds: {', '.join(f'{x:.2f}' for x in ratios)})")  # fmt: skip
 
 
 def _print(drain: Drain) -> None:
