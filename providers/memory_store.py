@@ -7,10 +7,13 @@ once (providers/memory.py) and tested against both (tests/providers/test_memory_
   a calendar kept in SQLite cost a sync job more CPU than the rest of its I/O (benchmarks/pipeline.py).
 - :class:`SqliteStore`: a SQLite file, for a worker subprocess and the test or demo that watches it
   and injects faults into it (the data dir's ``memory-provider.sqlite3``).
+
+Both keep the newest ``CALL_LOG_LIMIT`` calls (the SQLite file up to a tenth more between prunes).
 """
 
 from __future__ import annotations
 
+import collections
 import contextlib
 import dataclasses
 import fcntl
@@ -22,6 +25,8 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
+
+CALL_LOG_LIMIT = 10_000  # calls a memory calendar remembers (the newest; a worker's log must not grow forever)
 
 
 @dataclass(frozen=True)
@@ -123,10 +128,10 @@ class CalendarStore(Protocol):
 class DictStore:
     """A calendar in this process' memory."""
 
-    def __init__(self) -> None:
+    def __init__(self, *, call_limit: int = CALL_LOG_LIMIT) -> None:
         self._lock = threading.Lock()
         self._events: dict[tuple[str, str], StoredEvent] = {}
-        self._calls: list[Call] = []
+        self._calls: collections.deque[Call] = collections.deque(maxlen=call_limit)
         self._faults: dict[int, MemoryFaultRule] = {}
         self._next_fault = 1
 
@@ -244,7 +249,8 @@ class SqliteStore:
     (a 1 x 8 worker drained 160 jobs/s with it, 465 without; benchmarks/worker.py, 2026-12-01).
     """
 
-    def __init__(self, path: str | Path) -> None:
+    def __init__(self, path: str | Path, *, call_limit: int = CALL_LOG_LIMIT) -> None:
+        self._call_limit = call_limit
         self._path = Path(path)
         self._path.parent.mkdir(parents=True, exist_ok=True)
         self._local = threading.local()
@@ -279,7 +285,7 @@ class SqliteStore:
             try:
                 conn.execute("BEGIN IMMEDIATE")
                 try:
-                    yield _SqliteTx(conn)
+                    yield _SqliteTx(conn, self._call_limit)
                 except BaseException:
                     conn.execute("ROLLBACK")
                     raise
@@ -297,8 +303,9 @@ class SqliteStore:
 
 
 class _SqliteTx:
-    def __init__(self, conn: sqlite3.Connection) -> None:
+    def __init__(self, conn: sqlite3.Connection, call_limit: int) -> None:
         self._conn = conn
+        self._call_limit = call_limit
 
     def find(self, account_id: str, external_id: str) -> StoredEvent | None:
         row = self._conn.execute(
@@ -314,7 +321,7 @@ class _SqliteTx:
         )  # fmt: skip
 
     def log(self, call: Call) -> None:
-        self._conn.execute(
+        cursor = self._conn.execute(
             "INSERT INTO calls (op, account_id, entity_id, external_id, version, effect, error, at)"
             " VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
             (
@@ -328,6 +335,9 @@ class _SqliteTx:
                 call.at,
             ),  # not dataclasses.astuple: it deep-copies, ~0.1 ms per call (benchmarks/worker.py)
         )
+        seq, every = int(cursor.lastrowid or 0), max(1, self._call_limit // 10)
+        if seq % every == 0:  # a bounded log: now and then the calls beyond the newest call_limit go
+            self._conn.execute("DELETE FROM calls WHERE seq <= ?", (seq - self._call_limit,))
 
     def faults(self) -> list[MemoryFaultRule]:
         rows = self._conn.execute(f"SELECT {_FAULT_COLUMNS} FROM faults ORDER BY id").fetchall()

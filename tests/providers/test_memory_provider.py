@@ -173,3 +173,22 @@ def test_a_file_calendar_serves_many_threads_on_their_own_connections(tmp_path: 
     provider.upsert(ACCOUNT, _event(1), Target(event_id="late", account_id="acc", tenant_id="t"))
     # ^ a closed store opens a new connection on the next call
     assert len(provider.events("acc")) == 41
+
+
+def test_the_call_log_keeps_only_the_newest_calls(store_kind: str, tmp_path: Path) -> None:
+    limit = 20
+    store = (
+        DictStore(call_limit=limit) if store_kind == "dict" else SqliteStore(tmp_path / "s.sqlite3", call_limit=limit)
+    )
+    for n in range(100):
+        with store.transaction() as tx:
+            tx.log(Call("upsert", "acc", f"e{n}", None, 1, "created", None, float(n)))
+    with store.transaction() as tx:
+        kept = [call.entity_id for call in tx.calls()]
+    assert limit <= len(kept) <= limit + limit // 10 and kept[-1] == "e99"
+    assert kept == [f"e{n}" for n in range(100 - len(kept), 100)]  # the newest, in order
+
+
+@pytest.fixture(params=["dict", "sqlite"])
+def store_kind(request: pytest.FixtureRequest) -> str:
+    return str(request.param)
