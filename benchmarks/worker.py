@@ -105,10 +105,11 @@ def _tree_cpu(root: psutil.Process) -> float:
 
 
 @contextmanager
-def _running(command: list[str], env: dict[str, str], log: Path) -> Iterator[subprocess.Popen[bytes]]:
+def _running(command: list[str], env: dict[str, str], log: Path,
+             cwd: Path = ROOT) -> Iterator[subprocess.Popen[bytes]]:  # fmt: skip
     """A worker started in its own process group, stopped with SIGTERM (then SIGKILL) at the end."""
     with open(log, "ab") as out:
-        proc = subprocess.Popen(command, env=env, cwd=ROOT, stdout=out, stderr=out, start_new_session=True)
+        proc = subprocess.Popen(command, env=env, cwd=cwd, stdout=out, stderr=out, start_new_session=True)
     try:
         yield proc
     finally:
@@ -199,7 +200,8 @@ def calsync(url: str, jobs: int, shape: Shape, scratch: Path, database: str, dsn
             if tree is not None:
                 env["PYTHONPATH"] = str(tree)
             name = f"calsync worker ({database})" if tree is None else f"calsync {tree.name} ({database})"
-            with _running(command, env, data_dir / "worker.log") as worker:
+            # dramatiq puts its working directory first on sys.path: the compared tree's calsync must be there
+            with _running(command, env, data_dir / "worker.log", cwd=tree or ROOT) as worker:
                 return _drain(name, client, ns, jobs, worker)
         finally:
             client.close()
