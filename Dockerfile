@@ -47,6 +47,6 @@ ENV PATH=/opt/venv/bin:$PATH \
 WORKDIR /tmp
 USER 10001:10001
 # 9191: worker metrics (Dramatiq's exposition server); 9192: `calsync exporter`.
-EXPOSE 9191 9192
+EXPOSE 9191 9192 8080
 ENTRYPOINT ["/usr/bin/tini", "--", "/usr/local/bin/calsync-entrypoint"]
 CMD ["worker"]

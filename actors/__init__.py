@@ -11,12 +11,17 @@ from typing import Any
 
 import dramatiq
 
+from calsync.core.config.logging import bind_job
 from calsync.core.messaging.messages import RECONCILE_JOB
 from calsync.core.model.calendar import ProviderLookup
-from calsync.core.model.errors import Deferred
+from calsync.core.model.errors import Deferred, PermanentError
+from calsync.core.model.intake import INTAKE_JOB, IntakeMessage
 from calsync.core.model.payload import SYNC_JOB
+from calsync.core.producer.intake_job import intake_actor
 from calsync.core.producer.reconcile import reconcile as reconcile_overdue
+from calsync.core.producer.submit import Producer
 from calsync.core.runtime import Runtime
+from calsync.core.worker.context import current_job
 from calsync.core.worker.job import JobParts, sync_actor
 
 
@@ -53,4 +58,28 @@ def declare(
         actor_name=RECONCILE_JOB,
         time_limit=int(max(settings.job_time_limit, 300) * 1000),
     )
-    return {SYNC_JOB: declare_sync(sync_actor(parts)), RECONCILE_JOB: declare_reconcile(reconcile)}
+    declare_intake = dramatiq.actor(
+        broker=broker,
+        queue_name=settings.intake_queue,
+        actor_name=INTAKE_JOB,
+        time_limit=int(settings.job_time_limit * 1000),
+        throws=(PermanentError,),  # a bad change: dead-lettered with its reason, logged without a traceback
+    )
+    return {
+        SYNC_JOB: declare_sync(sync_actor(parts)),
+        RECONCILE_JOB: declare_reconcile(reconcile),
+        INTAKE_JOB: declare_intake(intake_actor(Producer(runtime), _message_id, _bind_intake)),
+    }
+
+
+def _message_id() -> str | None:
+    delivery = current_job()
+    return delivery.message_id if delivery is not None else None
+
+
+def _bind_intake(message: IntakeMessage) -> None:
+    # Every log line of the delivery carries the ids the message had.
+    delivery = current_job()
+    if delivery is not None:
+        ids = {"tenant_id": message.tenant_id, "request_id": message.request_id, "trace_id": message.trace_id}
+        bind_job(delivery.log_fields() | {k: v for k, v in ids.items() if v is not None})

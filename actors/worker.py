@@ -12,7 +12,11 @@ from calsync import actors
 from calsync.actors.shutdown import CloseOnShutdown
 from calsync.core.config.settings import Settings
 from calsync.core.model.calendar import Provider
+from calsync.core.model.errors import ConfigurationError
+from calsync.core.redis.limiter import RedisLimiter
 from calsync.core.runtime import Runtime
+from calsync.core.store.key_rotation import count_credentials
+from calsync.core.store.rotated_credentials import StoredCredentials
 from calsync.core.worker.stack import observed_worker_middleware
 from calsync.providers.registry import ProviderRegistry
 
@@ -32,16 +36,50 @@ class Worker:
         self.runtime.close()
 
 
+def require_secret_key(runtime: Runtime) -> None:
+    """Refuse to start a worker without a secret key when accounts hold credentials: every such job would fail."""
+    if runtime.cipher.configured:
+        return
+    stored = count_credentials(runtime.db)
+    if stored:
+        raise ConfigurationError(
+            f"CALSYNC_SECRET_KEY is not set but {stored} account(s) have stored credentials: "
+            "set it (or CALSYNC_SECRET_KEYS) before starting a worker"
+        )
+
+
+def mailbox_limiter(runtime: Runtime) -> RedisLimiter:
+    """Per-mailbox slots shared by every worker on this Redis; a lease outlives one provider call."""
+    settings = runtime.settings
+    return RedisLimiter(
+        runtime.redis,
+        runtime.keys,
+        limit=settings.graph_mailbox_concurrency,
+        lease=settings.provider_timeout * 3 + 5,
+        wait=settings.graph_slot_wait,
+    )
+
+
 def build_worker(settings: Settings, *, providers: Mapping[str, Provider] | None = None) -> Worker:
     """The worker of this process: the observed middleware stack, the adapters (``providers`` overrides some).
 
     The adapters are closed when Dramatiq shuts the worker down, and again (harmlessly) by ``Worker.close``.
     """
-    registry = ProviderRegistry(settings, dict(providers or {}))
 
     def middleware(runtime: Runtime) -> list[dramatiq.Middleware]:
         return [*observed_worker_middleware(runtime), CloseOnShutdown(registry.close)]
 
     runtime = Runtime(settings, role="worker", middleware=middleware)
+    try:
+        require_secret_key(runtime)
+    except ConfigurationError:
+        runtime.close()
+        raise
+    registry = ProviderRegistry(
+        settings,
+        dict(providers or {}),
+        limiter=mailbox_limiter(runtime),
+        credentials=StoredCredentials(runtime.db, runtime.cipher),
+    )
     broker = runtime.broker
     return Worker(runtime, registry, broker, actors.declare(broker, runtime, registry))

@@ -1,7 +1,8 @@
 """Everything one calsync process talks to, built once from settings and handed to whoever needs it.
 
 Producers, workers, the reconciler and the CLI all start from :meth:`Runtime.create`, so the URL
-resolution (embedded Redis by default), schema check and client construction happen in one place.
+resolution (embedded Redis only with the embedded SQLite default or when asked for), the schema
+check and client construction happen in one place.
 """
 
 from __future__ import annotations
@@ -28,9 +29,24 @@ from calsync.core.store.database import Database
 MiddlewareFactory = Callable[["Runtime"], Sequence[dramatiq.Middleware]]
 
 
-def resolve_broker_url(settings: Settings) -> str:
-    """The configured broker, or this data dir's embedded Redis (started on first use)."""
-    return settings.broker_url or EmbeddedRedis(settings.data_dir).ensure()
+def resolve_broker_url(settings: Settings, *, start_embedded: bool = True) -> str:
+    """The configured broker, or this data dir's embedded Redis when that is allowed (fail closed otherwise).
+
+    With ``start_embedded`` false (read-only commands) a stopped embedded Redis is not started: the
+    URL then names a socket that does not exist, so reads fail as "Redis unavailable" and no daemon
+    is left behind.
+    """
+    if settings.broker_url:
+        return settings.broker_url
+    if not settings.uses_embedded_redis:
+        raise ConfigurationError(
+            "CALSYNC_BROKER_URL is not set: a configured database needs a shared broker "
+            "(set CALSYNC_EMBEDDED_REDIS=1 only for a single-machine set-up)"
+        )
+    embedded = EmbeddedRedis(settings.data_dir)
+    if start_embedded:
+        return embedded.ensure()
+    return embedded.running_url() or embedded.stopped_url()
 
 
 def resolve_redis_url(settings: Settings, broker_url: str) -> str:
@@ -52,10 +68,11 @@ class Runtime:
         role: Role = "cli",
         middleware: MiddlewareFactory | None = None,
         check_schema: bool = True,
+        start_embedded: bool = True,
     ) -> None:
         self.settings = settings
         self.role = role
-        self.broker_url = resolve_broker_url(settings)
+        self.broker_url = resolve_broker_url(settings, start_embedded=start_embedded)
         self.redis_url = resolve_redis_url(settings, self.broker_url)
         # A worker thread runs its per-job statements on a connection of its own (core/store/direct.py); the
         # pool serves the rest (retry and DLQ bookkeeping, lookups), which few threads need at once.
@@ -63,12 +80,12 @@ class Runtime:
         self.db = Database(settings.effective_database_url, pool_size=pool_size, pre_ping=role != "worker")
         if check_schema:
             if settings.database_url is None:
-                migrate.upgrade(self.db)  # the embedded SQLite default needs no manual step
+                migrate.migrate_to(self.db)  # the embedded SQLite default needs no manual step
             else:
                 migrate.require_current(self.db)
         self.redis = redis.Redis.from_url(self.redis_url, health_check_interval=30)
         self.keys = RedisKeys(settings.redis_namespace)
-        self.cipher = CredentialCipher(settings.secret_key.get_secret_value() if settings.secret_key else None)
+        self.cipher = CredentialCipher(settings.cipher_keys)
         self.stats = JobStats(self.redis, self.keys, flush_every=1.0 if role == "worker" else None)
         self._middleware = middleware
         self._broker_lock = threading.Lock()

@@ -10,10 +10,12 @@ import logging
 import threading
 
 from calsync.core.config.settings import Settings
-from calsync.core.model.calendar import Provider, ProviderName
+from calsync.core.model.calendar import Account, Provider, ProviderName
 from calsync.core.model.errors import ConfigurationError
+from calsync.core.model.limits import ConcurrencyLimiter, CredentialWriter
 from calsync.providers.exchange.config import ExchangeConfig
 from calsync.providers.google.config import GoogleConfig
+from calsync.providers.graph.config import GraphConfig
 
 logger = logging.getLogger(__name__)
 
@@ -28,7 +30,24 @@ def exchange_config(settings: Settings) -> ExchangeConfig:
     return ExchangeConfig(settings.provider_timeout, settings.worker_threads)
 
 
-def _build(name: ProviderName, settings: Settings) -> Provider:
+def graph_config(settings: Settings) -> GraphConfig:
+    """The Graph adapter's part of the settings."""
+    return GraphConfig(
+        settings.provider_timeout,
+        settings.graph_api_endpoint,
+        settings.worker_threads,
+        settings.graph_ca_file,
+        settings.graph_mailbox_concurrency,
+        settings.graph_slot_wait,
+    )
+
+
+def _build(
+    name: ProviderName,
+    settings: Settings,
+    limiter: ConcurrencyLimiter | None,
+    credentials: CredentialWriter | None,
+) -> Provider:
     # Imported lazily: a worker that only serves memory accounts never loads the Google or EWS stacks.
     if name == "memory":
         from calsync.providers.memory import MemoryProvider
@@ -42,14 +61,40 @@ def _build(name: ProviderName, settings: Settings) -> Provider:
         from calsync.providers.exchange.provider import ExchangeProvider
 
         return ExchangeProvider(exchange_config(settings))
+    if name == "graph":
+        from calsync.providers.graph.provider import GraphProvider
+
+        return GraphProvider(graph_config(settings), limiter=limiter, credentials=credentials)
     raise ConfigurationError(f"unknown provider {name!r}")
 
 
-class ProviderRegistry:
-    """Adapters by name, created on first use and shared by all worker threads of a process."""
+def validate_account(account: Account) -> None:
+    """Refuse an account whose credentials or options the adapter cannot use (at ``accounts add``, not at a job)."""
+    if account.provider == "graph":
+        from calsync.providers.graph.credentials import read_graph_account
 
-    def __init__(self, settings: Settings, overrides: dict[str, Provider] | None = None) -> None:
+        read_graph_account(account)
+
+
+class ProviderRegistry:
+    """Adapters by name, created on first use and shared by all worker threads of a process.
+
+    ``limiter`` (per-mailbox slots shared by every worker) and ``credentials`` (where rotated tokens are
+    stored) come from the composition root; without them the Graph adapter limits per process and keeps
+    rotated tokens in memory.
+    """
+
+    def __init__(
+        self,
+        settings: Settings,
+        overrides: dict[str, Provider] | None = None,
+        *,
+        limiter: ConcurrencyLimiter | None = None,
+        credentials: CredentialWriter | None = None,
+    ) -> None:
         self._settings = settings
+        self._limiter = limiter
+        self._credentials = credentials
         self._providers: dict[str, Provider] = dict(overrides or {})
         self._lock = threading.Lock()
 
@@ -60,7 +105,7 @@ class ProviderRegistry:
             with self._lock:
                 provider = self._providers.get(name)
                 if provider is None:
-                    provider = self._providers[name] = _build(name, self._settings)
+                    provider = self._providers[name] = _build(name, self._settings, self._limiter, self._credentials)
         return provider
 
     def close(self) -> None:

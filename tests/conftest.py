@@ -1,5 +1,5 @@
 """Shared fixtures: real Redis, PostgreSQL and RabbitMQ when the machine has them, embedded Redis and
-SQLite otherwise. CI sets ``CALSYNC_TEST_REQUIRE`` (e.g. ``redis,postgresql,rabbitmq``) so a missing
+SQLite otherwise. CI sets ``TEST_REQUIRE_SERVICES`` (e.g. ``redis,postgresql,rabbitmq``) so a missing
 service fails the run instead of silently switching to the fallback.
 
 Every test gets its own Redis namespace, its own SQLite file or PostgreSQL schema and, on RabbitMQ,
@@ -27,21 +27,21 @@ from tests.support import make_settings
 # The fixtures that start the provider emulators (calsync-emulators, emulators/ in this repository).
 pytest_plugins = ["calsync_emulators.pytest_plugin"]
 
-REQUIRED = {s.strip() for s in os.environ.get("CALSYNC_TEST_REQUIRE", "").split(",") if s.strip()}
+REQUIRED = {s.strip() for s in os.environ.get("TEST_REQUIRE_SERVICES", "").split(",") if s.strip()}
 POSTGRES_DSN = "postgresql://postgres@127.0.0.1:5432/test"
 RABBITMQ_URL = "amqp://guest:guest@127.0.0.1:5672/%2F"
 
-for _name in [n for n in os.environ if n.startswith("CALSYNC_") and n != "CALSYNC_TEST_REQUIRE"]:
+for _name in [n for n in os.environ if n.startswith("CALSYNC_")]:
     del os.environ[_name]  # tests configure calsync explicitly, never from the developer's shell
 
 
 def _unavailable(service: str, why: str) -> None:
     if service in REQUIRED:
-        pytest.fail(f"{service} is required by CALSYNC_TEST_REQUIRE but unavailable: {why}")
+        pytest.fail(f"{service} is required by TEST_REQUIRE_SERVICES but unavailable: {why}")
 
 
 def missing(name: str, why: str) -> NoReturn:
-    """Fail when CALSYNC_TEST_REQUIRE names the service or tool (CI), else skip: a developer machine without
+    """Fail when TEST_REQUIRE_SERVICES names the service or tool (CI), else skip: a developer machine without
     it still runs everything else."""
     _unavailable(name, why)
     pytest.skip(f"{name} is unavailable: {why}")

@@ -3,32 +3,43 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
+from typing import Any, get_args
 
 import click
 
 from calsync.actors.cli.common import CliState, parse_options, pass_state, print_json, print_table, read_json_file
-from calsync.core.model.errors import InvalidChange
+from calsync.core.model.calendar import Account, ProviderName
+from calsync.core.model.errors import CalsyncError, EntityNotFound, InvalidChange
 from calsync.core.store import accounts as repo
+from calsync.providers.registry import validate_account
+
+PROVIDERS = click.Choice(list(get_args(ProviderName)))
 
 
 @click.group("accounts")
 def accounts() -> None:
-    """Manage provider accounts (Google calendars, Exchange mailboxes, memory calendars)."""
+    """Manage provider accounts (Google calendars, Exchange mailboxes over EWS or Graph, memory calendars)."""
 
 
-def _credentials(state: CliState, path: Path | None) -> bytes | None:
+def _read_credentials(path: Path | None) -> dict[str, Any] | None:
     if path is None:
         return None
     data = read_json_file(path, "credentials file")
     if not isinstance(data, dict):
         raise InvalidChange(f"credentials file {path} must hold a JSON object")
-    return state.runtime.cipher.encrypt(data)
+    return data
+
+
+def _validated(account: Account) -> None:
+    try:
+        validate_account(account)
+    except CalsyncError as exc:
+        raise InvalidChange(str(exc)) from None
 
 
 @accounts.command("add")
 @click.option("--tenant", required=True, help="Tenant that owns the account.")
-@click.option("--provider", type=click.Choice(["google", "exchange", "memory"]), required=True)
+@click.option("--provider", type=PROVIDERS, required=True)
 @click.option("--address", required=True, help="Calendar id or mailbox address.")
 @click.option(
     "--credentials-file", type=click.Path(path_type=Path), help="Provider credentials JSON (encrypted at rest)."
@@ -47,7 +58,9 @@ def add(
 ) -> None:
     """Register an account; prints {"account_id": ...}."""
     parsed = parse_options(options)
-    blob = _credentials(state, credentials_file)
+    data = _read_credentials(credentials_file)
+    _validated(Account("new", tenant, provider, address, credentials=data or {}, options=parsed))
+    blob = None if data is None else state.runtime.cipher.encrypt(data)
     with state.runtime.db.write() as conn:
         summary = repo.add_account(
             conn, tenant_id=tenant, provider=provider, address=address, credentials=blob, options=parsed,
@@ -79,16 +92,40 @@ def list_(state: CliState, tenant: str | None, as_json: bool) -> None:
 @click.option("--credentials-file", type=click.Path(path_type=Path), help="New credentials (re-authorization).")
 @click.option("--status", type=click.Choice(["active", "needs_reauth", "disabled"]))
 @click.option("--option", "options", multiple=True, metavar="KEY=VALUE", help="Replace the provider options.")
+@click.option(
+    "--provider",
+    type=PROVIDERS,
+    help="Move the account to another adapter (exchange → graph); clears the options unless --option is given.",
+)
 @pass_state
 def update(
-    state: CliState, account_id: str, credentials_file: Path | None, status: Any, options: tuple[str, ...]
+    state: CliState,
+    account_id: str,
+    credentials_file: Path | None,
+    status: Any,
+    options: tuple[str, ...],
+    provider: Any,
 ) -> None:
-    """Re-authorize (new credentials make the account active again), disable or re-enable an account."""
-    blob = _credentials(state, credentials_file)
+    """Re-authorize (new credentials make the account active again), disable, re-enable or move an account."""
+    data = _read_credentials(credentials_file)
+    parsed = parse_options(options) if options else None
+    if provider is not None or data is not None or parsed is not None:
+        with state.runtime.db.read() as conn:
+            current = repo.load_account(conn, account_id, state.runtime.cipher)
+        if current is None:
+            raise EntityNotFound(f"account {account_id} does not exist")
+        if provider is not None and provider != current.provider and parsed is None:
+            parsed = {}  # the old adapter's options mean nothing to the new one
+        _validated(Account(
+            account_id, current.tenant_id, provider or current.provider, current.address,
+            credentials=current.credentials if data is None else data,
+            options=current.options if parsed is None else parsed,
+        ))  # fmt: skip
+    blob = None if data is None else state.runtime.cipher.encrypt(data)
     if blob is not None and status is None:
         status = "active"
     with state.runtime.db.write() as conn:
         summary = repo.update_account(
-            conn, account_id, status=status, credentials=blob, options=parse_options(options) if options else None
+            conn, account_id, status=status, credentials=blob, options=parsed, provider=provider
         )
     print_json(summary.as_json())

@@ -6,7 +6,8 @@ from pathlib import Path
 
 import click
 
-from calsync.actors.cli.common import CliState, pass_state, print_json, print_table, read_json_file
+from calsync.actors.cli.common import CliState, exit_if_deferred, pass_state, print_json, print_table, read_json_file
+from calsync.core.model.change import parse_change
 from calsync.core.model.errors import EntityNotFound, InvalidChange
 from calsync.core.producer.submit import Producer
 from calsync.core.store import events as event_repo
@@ -15,13 +16,19 @@ from calsync.core.store import targets as target_repo
 
 @click.command("submit")
 @click.option("--tenant", required=True, help="Tenant submitting the change.")
-@click.option("--file", "path", type=click.Path(path_type=Path), required=True, help="Change file (JSON).")
+@click.option(
+    "--file", "path", type=click.Path(path_type=Path, allow_dash=True), required=True,
+    help="Change file (JSON, docs/schemas/change.schema.json); - reads standard input.",
+)  # fmt: skip
 @click.option("--trace-id", help="Correlation id carried into every job and log line.")
+@click.option("--request-id", help="Idempotency key: the same change again under it returns the first receipt.")
 @pass_state
-def submit(state: CliState, tenant: str, path: Path, trace_id: str | None) -> None:
-    """Save a change and enqueue its sync jobs; prints {"entity_id", "version", "job_ids"}."""
-    receipt = Producer(state.runtime).submit(tenant, read_json_file(path, "change file"), trace_id=trace_id)
+def submit(state: CliState, tenant: str, path: Path, trace_id: str | None, request_id: str | None) -> None:
+    """Save a change and enqueue its sync jobs; prints {"entity_id", "version", "job_ids", "deferred_accounts"}."""
+    change = parse_change(read_json_file(path, "change file"))  # bad input is refused before any connection
+    receipt = Producer(state.runtime).submit(tenant, change, trace_id=trace_id, request_key=request_id)
     print_json(receipt.as_json())
+    exit_if_deferred(receipt.deferred_accounts)
 
 
 @click.group("events")

@@ -1,4 +1,4 @@
-"""``calsync dlq``: list, show, replay and discard dead-lettered jobs."""
+"""``calsync dlq``: list, show, replay and discard dead-lettered jobs and quarantined messages."""
 
 from __future__ import annotations
 
@@ -10,6 +10,7 @@ from rich.progress import Progress
 
 from calsync.actors.cli.common import CliState, pass_state, print_json, print_table, progress_enabled, stderr
 from calsync.core.model.errors import EntityNotFound, InvalidChange
+from calsync.core.model.vocabulary import DEAD_LETTER_KINDS
 from calsync.core.producer import dead_letters as ops
 from calsync.core.store import dead_letters as repo
 from calsync.core.store.dead_letters import DeadLetter, DeadLetterFilter
@@ -24,6 +25,11 @@ def _filter_options(fn: Callable[..., Any]) -> Callable[..., Any]:
             click.option("--reason", help='Only this reason, e.g. "needs re-authorization".'),
             click.option("--error-class", help="Only this error class, e.g. AuthRevoked."),
             click.option("--job-type", help="Only this job type."),
+            click.option(
+                "--kind",
+                type=click.Choice(DEAD_LETTER_KINDS),
+                help="Only failed jobs, or only quarantined messages (bytes that were no runnable message).",
+            ),
         ]
     ):
         fn = option(fn)
@@ -36,7 +42,7 @@ def _flt(status: str | None, **given: Any) -> DeadLetterFilter:
 
 @click.group("dlq")
 def dlq() -> None:
-    """Dead-letter queue: jobs that failed for good, with what is needed to replay them."""
+    """Dead-letter queue: jobs that failed for good, and quarantined messages that were never runnable."""
 
 
 @dlq.command("list")
@@ -56,9 +62,9 @@ def list_(state: CliState, /, status: str, limit: int, as_json: bool, **given: A
         return
     print_table(
         "dead letters",
-        ["id", "status", "failed at", "reason", "tenant", "entity", "account", "attempts", "last error"],
+        ["id", "kind", "status", "failed at", "reason", "tenant", "entity", "account", "attempts", "last error"],
         [
-            (r.id, r.status, r.failed_at.isoformat(timespec="seconds"), r.reason, r.tenant_id, r.entity_id,
+            (r.id, r.kind, r.status, r.failed_at.isoformat(timespec="seconds"), r.reason, r.tenant_id, r.entity_id,
              r.account_id, r.attempts, (r.last_error or "")[:80])
             for r in found
         ],
@@ -78,7 +84,7 @@ def _get(state: CliState, record_id: int) -> DeadLetter:
 @click.option("--json", "as_json", is_flag=True, help="Print JSON (the default output is JSON too).")
 @pass_state
 def show(state: CliState, record_id: int, as_json: bool) -> None:
-    """Show one record with its payload and error history."""
+    """Show one record with its payload and error history (a quarantined body as base64 and as escaped text)."""
     print_json(_get(state, record_id).as_json())
 
 
@@ -114,6 +120,15 @@ def replay(state: CliState, /, record_ids: tuple[int, ...], replay_all: bool, as
             click.echo(f"  skipped {skipped['id']}: {skipped['why']}")
     if report.skipped and not report.replayed:
         raise SystemExit(1)
+
+
+@dlq.command("purge-quarantined")
+@click.option("--reason", help='Only this reason, e.g. "quarantined: not JSON".')
+@click.option("--note", help="Why the records are dropped (kept on the records).")
+@pass_state
+def purge_quarantined(state: CliState, reason: str | None, note: str | None) -> None:
+    """Discard every open quarantined message (of one reason, if given)."""
+    print_json({"discarded": ops.purge_quarantined(state.runtime, reason=reason, note=note)})
 
 
 @dlq.command("discard")

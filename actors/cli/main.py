@@ -1,27 +1,34 @@
 """The ``calsync`` command: a stable contract for scripts and operators (documented in README.md).
 
-Every command reads ``CALSYNC_*`` settings, prints JSON where scripts consume it, and exits non-zero
-with a one-line reason: 2 for bad input or configuration, 1 for an unavailable dependency.
+Every command reads ``CALSYNC_*`` settings, prints exactly one JSON document (or the table) on stdout,
+logs on stderr, and exits with a code of the README's table and a one-line reason: 0 done, 1 a
+dependency unavailable, 2 bad input or configuration, 3 accepted but deferred.
 """
 
 from __future__ import annotations
 
 import logging
+import sys
 from importlib.metadata import entry_points
 from typing import Any
 
 import click
+import dramatiq.errors
 import redis
 import sqlalchemy.exc
 
 from calsync.actors.cli.accounts import accounts
+from calsync.actors.cli.api_keys import api_keys
 from calsync.actors.cli.changes import events, submit
-from calsync.actors.cli.common import CliState
+from calsync.actors.cli.common import EXIT_BAD_INPUT, CliState, describe_failure
 from calsync.actors.cli.dlq import dlq
 from calsync.actors.cli.exporter import exporter
 from calsync.actors.cli.ops import migrate, reconcile, secret_key, stop, worker
+from calsync.actors.cli.retry_now import retry_now_command
+from calsync.actors.cli.serve import serve
 from calsync.actors.cli.status import status
 from calsync.core.config.logging import configure_logging
+from calsync.core.config.settings import check_unknown_variables
 from calsync.core.model.errors import CalsyncError, PermanentError
 
 
@@ -31,7 +38,7 @@ class CliError(click.ClickException):
     exit_code = 1
 
     def show(self, file: Any = None) -> None:
-        click.echo(f"calsync: error: {self.format_message()}", err=True)
+        click.echo(f"calsync: error: {' '.join(self.format_message().split())}", err=True)
 
 
 class BadInput(CliError):
@@ -72,19 +79,28 @@ class CalsyncGroup(click.Group):
         ctx.call_on_close(state.close)
         try:
             return super().invoke(ctx)
+        except click.exceptions.NoArgsIsHelpError:
+            raise  # a group without its command: the help text, as click prints it
+        except click.UsageError as exc:
+            where = exc.ctx.command_path if exc.ctx is not None else "calsync"
+            raise BadInput(f"{exc.format_message()} (see `{where} --help`)") from None
         except PermanentError as exc:
             raise BadInput(str(exc)) from None
         except CalsyncError as exc:
             raise CliError(str(exc)) from None
+        except dramatiq.errors.DramatiqError as exc:
+            raise CliError(f"broker unavailable: {type(exc).__name__}: {exc}") from None
         except (redis.RedisError, sqlalchemy.exc.SQLAlchemyError, OSError) as exc:
-            raise CliError(f"{type(exc).__name__}: {exc}") from None
+            code, message = describe_failure(exc)
+            raise (BadInput if code == EXIT_BAD_INPUT else CliError)(message) from None
 
 
 @click.group(cls=CalsyncGroup, context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(package_name="calsync")
 def cli() -> None:
     """calsync: retry-safe calendar sync jobs (Dramatiq workers for Google Calendar and Exchange)."""
-    configure_logging(logging.getLevelName(logging.WARNING))
+    configure_logging(logging.getLevelName(logging.WARNING), stream=sys.stderr)  # stdout is for the result
+    check_unknown_variables()  # a misspelt CALSYNC_* variable stops every command, not only those reading settings
 
 
 for command in (
@@ -99,9 +115,11 @@ for command in (
     secret_key,
     status,
     exporter,
+    retry_now_command,
+    serve,
+    api_keys,
 ):
     cli.add_command(command)
-
 
 
 def main() -> None:

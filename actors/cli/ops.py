@@ -7,15 +7,18 @@ import sys
 from pathlib import Path
 
 import click
+from rich.progress import Progress
 
-from calsync.actors.cli.common import CliState, pass_state, print_json
+from calsync.actors.cli.common import CliState, pass_state, print_json, stderr
+from calsync.actors.worker import require_secret_key
 from calsync.core.config.settings import child_environment, metrics_environment
 from calsync.core.messaging.messages import reconcile_message
 from calsync.core.producer.reconcile import reconcile as run_reconcile
 from calsync.core.redis.embedded import EmbeddedRedis
-from calsync.core.runtime import Runtime
 from calsync.core.store import migrate as migrations
 from calsync.core.store.crypto import generate_key
+from calsync.core.store.database import Database
+from calsync.core.store.key_rotation import count_credentials, rotate_credentials
 from calsync.core.worker.heartbeat import HEARTBEAT_SUFFIX
 
 
@@ -26,7 +29,7 @@ def worker_command(state: CliState, processes: int, threads: int) -> list[str]:
     return [
         sys.executable, "-m", "dramatiq", "calsync.actors.app:broker",
         "--processes", str(processes), "--threads", str(threads),
-        "--queues", settings.queue,
+        "--queues", *dict.fromkeys((settings.queue, settings.intake_queue)),
         "--worker-shutdown-timeout", str(shutdown_ms),
         "--skip-logging",
     ]  # fmt: skip
@@ -47,6 +50,7 @@ def worker(state: CliState, processes: int | None, threads: int | None) -> None:
     """Run the Dramatiq worker (replaces this process; SIGTERM drains it gracefully)."""
     settings = state.settings
     runtime = state.runtime  # resolves the broker (starting the embedded Redis) and checks the schema
+    require_secret_key(runtime)
     env = child_environment(settings)
     env["CALSYNC_BROKER_URL"] = runtime.broker_url
     env["CALSYNC_REDIS_URL"] = runtime.redis_url
@@ -78,14 +82,15 @@ def reconcile(state: CliState, older_than: float | None, enqueue: bool) -> None:
 
 
 @click.command("migrate")
+@click.option("--to", "target", metavar="REV", help="Move to this revision, up or down (default: this release's head).")
 @pass_state
-def migrate(state: CliState) -> None:
-    """Create or upgrade the database schema (safe to run again)."""
-    runtime = Runtime(state.settings, check_schema=False)
+def migrate(state: CliState, target: str | None) -> None:
+    """Create, upgrade or downgrade the database schema (safe to run again; a compatible newer schema is kept)."""
+    db = Database(state.settings.effective_database_url)
     try:
-        print_json({"revision": migrations.upgrade(runtime.db)})
+        print_json(migrations.migrate_to(db, target).as_json())
     finally:
-        runtime.close()
+        db.dispose()
 
 
 @click.command("stop")
@@ -100,7 +105,27 @@ def stop(state: CliState) -> None:
     print_json({"stopped": stopped, "data_dir": str(settings.data_dir)})
 
 
-@click.command("secret-key")
-def secret_key() -> None:
-    """Print a new key for CALSYNC_SECRET_KEY."""
-    click.echo(generate_key())
+@click.group("secret-key", invoke_without_command=True)
+@click.pass_context
+def secret_key(ctx: click.Context) -> None:
+    """Print a new key for CALSYNC_SECRET_KEY (or the head of CALSYNC_SECRET_KEYS); `rotate` re-encrypts."""
+    if ctx.invoked_subcommand is None:
+        click.echo(generate_key())
+
+
+@secret_key.command("rotate")
+@click.option(
+    "--batch", type=click.IntRange(1, 10000), default=100, show_default=True, help="Accounts per transaction."
+)
+@pass_state
+def rotate(state: CliState, batch: int) -> None:
+    """Re-encrypt every stored credential with the first of CALSYNC_SECRET_KEYS (idempotent, resumable)."""
+    runtime = state.runtime
+    if len(state.settings.cipher_keys) < 2:
+        click.echo("calsync: note: only one secret key is configured; nothing can be rotated from an old key", err=True)
+    total = count_credentials(runtime.db)
+    with Progress(console=stderr, transient=not stderr.is_terminal) as progress:
+        task = progress.add_task("re-encrypting credentials", total=total)
+        report = rotate_credentials(runtime.db, runtime.cipher, batch=batch,
+                                    on_progress=lambda n: progress.advance(task, n))  # fmt: skip
+    print_json(report.as_json())

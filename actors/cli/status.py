@@ -43,6 +43,7 @@ class Status:
             "dead_letters": None,
             "targets": None,
             "workers_active": reading.workers_active,
+            "workers": [w.as_json() for w in reading.workers] if reading.workers is not None else None,
             "throughput": None,
             "errors": reading.errors,
         }
@@ -99,6 +100,10 @@ def render(status: Status) -> RenderableType:
     when = dt.datetime.fromtimestamp(reading.at, dt.UTC).isoformat(timespec="seconds")
     workers = _count(reading.workers_active)
     parts.append(Text(f"calsync status at {when} — active workers: {workers}"))
+    for unhealthy in reading.workers_unhealthy or []:
+        parts.append(Text(f"worker {unhealthy.worker} is unhealthy: {unhealthy.threads_alive} of "
+                          f"{unhealthy.threads} worker threads alive (the liveness probe restarts it)",
+                          style="red"))  # fmt: skip
     if reading.queues is not None:
         queues = _table("queues", "queue", "ready", "delayed", "in flight", "oldest ready")
         for q in reading.queues:

@@ -7,6 +7,9 @@ variable, so a bad deployment fails at start-up instead of at the first job.
 
 from __future__ import annotations
 
+import base64
+import binascii
+import difflib
 import os
 from pathlib import Path
 from typing import Annotated, Any, Literal
@@ -19,6 +22,9 @@ from calsync.core.model.calendar import SendUpdates
 from calsync.core.model.errors import ConfigurationError
 
 ENV_PREFIX = "CALSYNC_"
+
+#: No single delay (a retry, a busy-lock wait) may exceed a day: a typo must not park a job for weeks.
+MAX_DELAY_SECONDS = 86400.0
 
 _BROKER_SCHEMES = {"redis", "rediss", "amqp", "amqps", "unix"}
 _REDIS_SCHEMES = {"redis", "rediss", "unix"}
@@ -35,6 +41,13 @@ def _default_data_dir() -> Path:
     # XDG base directory spec; read here because this module is the only one allowed to see the environment.
     base = os.environ.get("XDG_DATA_HOME") or str(Path.home() / ".local" / "share")
     return Path(base) / "calsync"
+
+
+def _is_fernet_key(key: str) -> bool:
+    try:
+        return len(base64.urlsafe_b64decode(key.encode())) == 32
+    except (binascii.Error, ValueError):
+        return False
 
 
 def _positive_list(value: Any) -> Any:
@@ -59,6 +72,10 @@ class Settings(BaseSettings):
     redis_namespace: str = Field(default="calsync", pattern=r"^[A-Za-z0-9_.-]+$")
     queue: str = Field(default="calendar", pattern=r"^[A-Za-z0-9_-]+$")
     secret_key: SecretStr | None = None
+    # Newest first: the first key encrypts, every key decrypts (key rotation, docs/RUNBOOK.md).
+    secret_keys: Annotated[tuple[SecretStr, ...], NoDecode] = ()
+    # The private redis-server of the data dir even though a database is configured (never on a cluster).
+    embedded_redis: bool = False
 
     # --- retry policy ------------------------------------------------------------------------
     retry_schedule: Annotated[tuple[float, ...], NoDecode] = (10, 30, 120, 300, 900)
@@ -68,7 +85,7 @@ class Settings(BaseSettings):
     provider_timeout: float = Field(default=10, gt=0)
     job_time_limit: float = Field(default=45, gt=0)
     lock_ttl: float = Field(default=60, gt=0)
-    lock_retry_delay: float = Field(default=2, gt=0)
+    lock_retry_delay: float = Field(default=2, gt=0, le=MAX_DELAY_SECONDS)
     lock_max_waits: int = Field(default=30, ge=1)
     idempotency_ttl: int = Field(default=86400, gt=0)
     dedup_ttl: int = Field(default=300, gt=0)
@@ -101,6 +118,32 @@ class Settings(BaseSettings):
     stuck_grace: float = Field(default=60, gt=0)
     exporter_host: str = "0.0.0.0"
     exporter_port: int = Field(default=9192, ge=1, le=65535)
+    # --- graph (issue 13) ---
+    graph_api_endpoint: str = "https://graph.microsoft.com/v1.0/"
+    graph_ca_file: Path | None = None
+    graph_mailbox_concurrency: int = Field(default=4, ge=1)
+    graph_slot_wait: float = Field(default=2, ge=0)
+
+    # --- protocol: the intake actor's queue (workers consume it next to QUEUE) ---------------
+    intake_queue: str = Field(default="intake", pattern=r"^[A-Za-z0-9_-]+$")
+
+    # --- poison-proof consumption ---
+    # A delivery larger than this is quarantined unread (its first 64 KiB are kept in the DLQ record).
+    max_message_bytes: int = Field(default=1024 * 1024, ge=1024)
+
+    # --- HTTP intake (calsync serve, docs/PROTOCOL.md) ------------------------------------
+    api_host: str = "0.0.0.0"
+    api_port: int = Field(default=8080, ge=1, le=65535)
+    api_workers: int = Field(default=1, ge=1)
+    # Larger request bodies are refused with 413 before they are parsed.
+    api_max_body_bytes: int = Field(default=1_048_576, ge=1024)
+    # An API key's last_used_at is written at most this often (seconds), not on every request.
+    api_key_touch_interval: float = Field(default=60, ge=0)
+    # A key that authenticated is trusted this long without a database read: a revoked key is refused at most
+    # this many seconds later (0: every request reads the database).
+    api_key_cache_seconds: float = Field(default=5, ge=0)
+    # Retry-After (seconds) on 503 answers while the database is unreachable.
+    api_retry_after: int = Field(default=5, ge=1)
 
     @field_validator("retry_schedule", mode="before")
     @classmethod
@@ -112,6 +155,31 @@ class Settings(BaseSettings):
     def _check_schedule(cls, value: tuple[float, ...]) -> tuple[float, ...]:
         if not value or any(v <= 0 for v in value):
             raise ValueError("every delay must be a positive number of seconds")
+        too_long = [v for v in value if v > MAX_DELAY_SECONDS]
+        if too_long:
+            raise ValueError(f"every delay must be at most {MAX_DELAY_SECONDS:g} seconds (24 h), got {too_long[0]:.0f}")
+        return value
+
+    @field_validator("secret_keys", mode="before")
+    @classmethod
+    def _split_keys(cls, value: Any) -> Any:
+        if isinstance(value, str):
+            return tuple(p.strip() for p in value.split(",") if p.strip())
+        return value
+
+    @field_validator("secret_key", mode="before")
+    @classmethod
+    def _empty_is_unset(cls, value: Any) -> Any:
+        return None if value == "" else value
+
+    @field_validator("secret_key", "secret_keys")
+    @classmethod
+    def _check_keys(cls, value: Any) -> Any:
+        keys = value if isinstance(value, tuple) else (value,) if value is not None else ()
+        for position, key in enumerate(keys, start=1):
+            if not _is_fernet_key(key.get_secret_value()):
+                where = f"key {position} " if isinstance(value, tuple) else ""
+                raise ValueError(f"{where}must be 32 url-safe base64-encoded bytes (`calsync secret-key` makes one)")
         return value
 
     @field_validator("broker_url")
@@ -154,7 +222,24 @@ class Settings(BaseSettings):
                 "CALSYNC_HEARTBEAT_TTL must be at least twice CALSYNC_HEARTBEAT_INTERVAL "
                 f"({self.heartbeat_ttl} < 2 x {self.heartbeat_interval})"
             )
+        if self.secret_key and self.secret_keys and self.secret_key not in self.secret_keys:
+            raise ValueError(
+                "CALSYNC_SECRET_KEY is set but not among CALSYNC_SECRET_KEYS: "
+                "list it there (after the new key) and unset it"
+            )
         return self
+
+    @property
+    def uses_embedded_redis(self) -> bool:
+        """True when no broker is configured and the embedded one is allowed (embedded SQLite, or asked for)."""
+        return self.broker_url is None and (self.database_url is None or self.embedded_redis)
+
+    @property
+    def cipher_keys(self) -> tuple[str, ...]:
+        """The credential keys, newest first: ``SECRET_KEYS``, else the single ``SECRET_KEY``."""
+        if self.secret_keys:
+            return tuple(k.get_secret_value() for k in self.secret_keys)
+        return (self.secret_key.get_secret_value(),) if self.secret_key else ()
 
     @property
     def broker_is_redis(self) -> bool:
@@ -195,22 +280,68 @@ class Settings(BaseSettings):
             if isinstance(value, SecretStr):
                 value = value.get_secret_value()
             elif isinstance(value, tuple):
-                value = ",".join(f"{v:g}" for v in value)
+                if not value:
+                    continue
+                value = ",".join(v.get_secret_value() if isinstance(v, SecretStr) else f"{v:g}" for v in value)
             env[ENV_PREFIX + name.upper()] = str(value)
         return env
 
 
+def setting_names() -> list[str]:
+    """Every ``CALSYNC_*`` variable calsync reads."""
+    return sorted(ENV_PREFIX + name.upper() for name in Settings.model_fields)
+
+
+def check_unknown_variables() -> None:
+    """Refuse ``CALSYNC_*`` variables that are no setting: a misspelt one would otherwise be ignored."""
+    known = set(setting_names())
+    unknown = sorted(n for n in os.environ if n.upper().startswith(ENV_PREFIX) and n.upper() not in known)
+    if not unknown:
+        return
+    problems = []
+    for name in unknown:
+        close = difflib.get_close_matches(name.upper(), sorted(known), n=1, cutoff=0.6)
+        problems.append(f"{name} (did you mean {close[0]}?)" if close else name)
+    raise ConfigurationError("unknown variable " + ", ".join(problems) + "; see the settings table in README.md")
+
+
 def load_settings(**overrides: Any) -> Settings:
     """Build settings from the environment (plus overrides), naming the variable behind any bad value."""
+    check_unknown_variables()
     try:
         return Settings(**overrides)
     except ValidationError as exc:
-        problems = []
-        for err in exc.errors():
-            field = ".".join(str(p) for p in err["loc"]) if err["loc"] else ""
-            name = ENV_PREFIX + field.upper() if field else "settings"
-            problems.append(f"{name}: {err['msg']}")
-        raise ConfigurationError("invalid configuration: " + "; ".join(problems)) from None
+        raise ConfigurationError("invalid configuration: " + "; ".join(map(_problem, exc.errors()))) from None
+
+
+_WORDING = {
+    "float_parsing": "must be a number, got {input!r}",
+    "float_type": "must be a number, got {input!r}",
+    "int_parsing": "must be a whole number, got {input!r}",
+    "int_type": "must be a whole number, got {input!r}",
+    "int_from_float": "must be a whole number, got {input!r}",
+    "bool_parsing": "must be 1 or 0 (true or false), got {input!r}",
+    "greater_than": "must be greater than {gt}",
+    "greater_than_equal": "must be at least {ge}",
+    "less_than": "must be less than {lt}",
+    "less_than_equal": "must be at most {le}",
+    "literal_error": "must be one of {expected}",
+    "string_pattern_mismatch": "may only contain letters, digits and {allowed}",
+}
+
+
+def _problem(err: Any) -> str:
+    """One validation error in our words: the variable, then what is wrong (no pydantic phrasing)."""
+    ctx = dict(err.get("ctx") or {})
+    if err["type"] == "value_error" and "error" in ctx:
+        message = str(ctx["error"])
+    elif err["type"] in _WORDING:
+        allowed = "._-" if "." in str(ctx.get("pattern", "")) else "_-"
+        message = _WORDING[err["type"]].format(input=err.get("input"), allowed=allowed, **ctx)
+    else:
+        message = err["msg"].lower()
+    field = str(err["loc"][0]) if err["loc"] else ""
+    return f"{ENV_PREFIX}{field.upper()}: {message}" if field else message
 
 
 def child_environment(settings: Settings) -> dict[str, str]:

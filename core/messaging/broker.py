@@ -1,5 +1,8 @@
 """The Dramatiq broker, built from settings: Redis (default, embedded when unset) or RabbitMQ.
 
+Both are Dramatiq's brokers with a consumer that quarantines what a worker cannot run
+(``core/messaging/quarantine.py``); producers only enqueue, so they never reach that code.
+
 Redis is tuned so a SIGKILLed worker's in-flight messages come back quickly: a short
 ``heartbeat_timeout`` and a high ``maintenance_chance`` (Dramatiq's defaults, 60 s and 0.1 %, make
 recovery take ~10 minutes on average; see docs/ARCHITECTURE.md).
@@ -10,10 +13,10 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 import dramatiq
-from dramatiq.brokers.rabbitmq import RabbitmqBroker
-from dramatiq.brokers.redis import RedisBroker
 
 from calsync.core.config.settings import Settings, broker_kind
+from calsync.core.messaging.rabbitmq_consumer import SafeRabbitmqBroker
+from calsync.core.messaging.redis_consumer import SafeRedisBroker
 
 _MAINTENANCE_SCALE = 1_000_000  # Dramatiq's unit for maintenance_chance
 
@@ -22,9 +25,12 @@ def connect_broker(url: str, settings: Settings, middleware: Sequence[dramatiq.M
     """A broker on ``url`` with ``middleware`` (none for producers) and the calsync queue declared."""
     broker: dramatiq.Broker
     if broker_kind(url) == "rabbitmq":
-        broker = RabbitmqBroker(url=url, middleware=list(middleware), confirm_delivery=True)
+        broker = SafeRabbitmqBroker(
+            url=url, middleware=list(middleware), confirm_delivery=True, max_message_bytes=settings.max_message_bytes
+        )
     else:
-        broker = RedisBroker(  # type: ignore[no-untyped-call]
+        broker = SafeRedisBroker(
+            max_message_bytes=settings.max_message_bytes,
             url=url,
             namespace=settings.redis_namespace,
             heartbeat_timeout=int(settings.broker_heartbeat_timeout * 1000),

@@ -2,7 +2,7 @@
 
 A job is a Dramatiq message for actor ``sync_calendar_event`` on the configured queue, whose only
 positional argument is the :class:`~core.model.payload.JobPayload` as JSON. Producers in other languages
-can build the same message (see docs/ARCHITECTURE.md).
+can build the same message, or send a ``submit_change`` intake message (docs/PROTOCOL.md).
 """
 
 from __future__ import annotations
@@ -12,6 +12,7 @@ from typing import Any
 
 import dramatiq
 
+from calsync.core.model.intake import INTAKE_JOB, IntakeMessage
 from calsync.core.model.payload import SYNC_JOB, JobPayload
 
 RECONCILE_JOB = "reconcile"
@@ -29,6 +30,17 @@ def sync_message(queue: str, payload: JobPayload, *, options: Mapping[str, Any] 
         kwargs={},
         options=dict(options or {}),
     )
+
+
+def intake_message(queue: str, intake: IntakeMessage, *, message_id: str | None = None) -> dramatiq.Message[Any]:
+    """A ``submit_change`` message: what a Dramatiq-speaking service sends instead of calling the Python API.
+
+    ``message_id`` keeps a resent message idempotent with its first sending (a DLQ replay).
+    """
+    message: dramatiq.Message[Any] = dramatiq.Message(
+        queue_name=queue, actor_name=INTAKE_JOB, args=(intake.to_message_arg(),), kwargs={}, options={}
+    )
+    return message if message_id is None else message.copy(message_id=message_id)
 
 
 def reconcile_message(queue: str) -> dramatiq.Message[Any]:

@@ -17,7 +17,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol
 
-ProviderName = Literal["google", "exchange", "memory"]
+ProviderName = Literal["google", "exchange", "graph", "memory"]
 SendUpdates = Literal["all", "external_only", "none"]
 AccountStatus = Literal["active", "needs_reauth", "disabled"]
 BusinessStatus = Literal["confirmed", "cancelled"]

@@ -8,13 +8,18 @@ A change file / ``submit_change`` argument looks like::
      "accounts": ["acc_1", ...]  (the full set of accounts the event must appear in; optional on updates),
      "send_updates": "all" | "external_only" | "none"}
 
-Timed events take ISO 8601 date-times (naive ones are read in ``time_zone``); all-day events take
-dates, with ``end`` exclusive as in iCalendar and Google Calendar.
+Timed events take ISO 8601 date-times (``YYYY-MM-DDTHH:MM[:SS[.ffffff]]`` with an optional ``Z`` or
+``±HH:MM``; naive ones are read in ``time_zone``); all-day events take dates, with ``end`` exclusive as
+in iCalendar and Google Calendar. Values are taken as typed (a boolean is ``true``/``false``, never
+``"yes"`` or ``1``) so that the published JSON Schema (docs/schemas/change.schema.json) accepts exactly
+what this model accepts, but for what a schema cannot state: ``end`` after ``start``, a time zone
+that exists, a calendar date that exists (docs/PROTOCOL.md).
 """
 
 from __future__ import annotations
 
 import datetime as dt
+import re
 from typing import Annotated, Any, Literal
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
@@ -22,9 +27,11 @@ from pydantic import (
     BaseModel,
     ConfigDict,
     Field,
+    StrictBool,
     StringConstraints,
     ValidationError,
     ValidationInfo,
+    WithJsonSchema,
     field_validator,
     model_validator,
 )
@@ -35,18 +42,42 @@ from calsync.core.model.ids import Identifier
 
 Email = Annotated[str, StringConstraints(pattern=r"^[^@\s]+@[^@\s]+\.[^@\s]+$", max_length=320)]
 
+# The accepted spellings, shared by the parser and the JSON Schema ([0-9], not \d: Python's \d is Unicode).
+_DAY = r"[0-9]{4}-(0[1-9]|1[0-2])-(0[1-9]|[12][0-9]|3[01])"
+_TIME = r"([01][0-9]|2[0-3]):[0-5][0-9](:[0-5][0-9](\.[0-9]{1,6})?)?(Z|[+-]([01][0-9]|2[0-3]):[0-5][0-9])?"
+DATE_PATTERN = f"^{_DAY}$"
+DATE_TIME_PATTERN = f"^{_DAY}T{_TIME}$"
+ZONE_PATTERN = r"^[A-Za-z][A-Za-z0-9_+-]*(/[A-Za-z0-9_+-]+)*$"
+Instant = Annotated[
+    dt.datetime | dt.date,
+    WithJsonSchema({"type": "string", "anyOf": [{"pattern": DATE_TIME_PATTERN}, {"pattern": DATE_PATTERN}]}),
+]
+
+
+def _times_follow(all_day: bool) -> dict[str, Any]:
+    pattern = DATE_PATTERN if all_day else DATE_TIME_PATTERN
+    return {"properties": {"start": {"pattern": pattern}, "end": {"pattern": pattern}}}
+
 
 class EventFields(BaseModel):
     """The business fields of an event, as a producer states them."""
 
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    model_config = ConfigDict(
+        extra="forbid",
+        frozen=True,
+        json_schema_extra={
+            "if": {"properties": {"all_day": {"const": True}}, "required": ["all_day"]},
+            "then": _times_follow(all_day=True),
+            "else": _times_follow(all_day=False),
+        },
+    )
 
     title: Annotated[str, StringConstraints(min_length=1, max_length=1024)]
     # time_zone and all_day come before start/end: the time validators read them.
-    time_zone: str = "UTC"
-    all_day: bool = False
-    start: dt.datetime | dt.date
-    end: dt.datetime | dt.date
+    time_zone: Annotated[str, StringConstraints(pattern=ZONE_PATTERN, max_length=64)] = "UTC"
+    all_day: StrictBool = False
+    start: Instant
+    end: Instant
     location: Annotated[str, StringConstraints(max_length=1024)] | None = None
     description: Annotated[str, StringConstraints(max_length=16384)] | None = None
     attendees: tuple[Email, ...] = Field(default=(), max_length=500)
@@ -71,8 +102,10 @@ class EventFields(BaseModel):
     @field_validator("start", "end", mode="before")
     @classmethod
     def _parse_times(cls, value: Any, info: ValidationInfo) -> Any:
-        if not isinstance(value, str):
+        if isinstance(value, dt.date):  # a Python caller's date or datetime
             return value
+        if not isinstance(value, str):
+            raise ValueError("must be a string: an ISO 8601 date-time, or a date for all-day events")
         all_day = bool(info.data.get("all_day", False))
         return _parse_instant(str(info.field_name), value, all_day=all_day, zone_name=info.data.get("time_zone", "UTC"))
 
@@ -93,6 +126,8 @@ class EventFields(BaseModel):
 
 def _parse_instant(name: str, raw: str, *, all_day: bool, zone_name: str) -> dt.date | dt.datetime:
     try:
+        if not re.fullmatch(DATE_PATTERN if all_day else DATE_TIME_PATTERN, raw):
+            raise ValueError(raw)
         if all_day:
             return dt.date.fromisoformat(raw)
         value = dt.datetime.fromisoformat(raw)
@@ -109,7 +144,22 @@ def _parse_instant(name: str, raw: str, *, all_day: bool, zone_name: str) -> dt.
 class Change(BaseModel):
     """One producer request: create/update or delete an event and say where it must appear."""
 
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    model_config = ConfigDict(
+        extra="forbid",
+        frozen=True,
+        json_schema_extra={
+            "allOf": [
+                {
+                    "if": {"properties": {"operation": {"const": "upsert"}}},
+                    "then": {"required": ["event"], "properties": {"event": {"type": "object"}}},
+                },
+                {
+                    "if": {"properties": {"operation": {"const": "delete"}}},
+                    "then": {"required": ["entity_id"], "properties": {"entity_id": {"type": "string"}}},
+                },
+            ]
+        },
+    )
 
     entity_id: Identifier | None = None
     operation: Literal["upsert", "delete"]

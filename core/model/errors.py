@@ -10,7 +10,8 @@ The worker decides retry-or-dead-letter by class alone, never by comparing messa
     │   ├── LockBusy                   another worker holds the resource lock
     │   └── StoreUnavailable           the database or Redis could not be reached
     ├── PermanentError                 dead-lettered at once; a human must act, then replay
-    │   ├── InvalidPayload             corrupt message or unknown schema
+    │   ├── InvalidPayload             corrupt message or unknown schema (carries the ids it could read)
+    │   │   └── MalformedMessage       bytes on a queue that are no runnable message: quarantined, never run
     │   ├── InvalidChange              a change file / submit call that breaks the contract
     │   │   └── IdempotencyKeyReused   a request key already used for a different change
     │   ├── EntityNotFound             the referenced event, target or account does not exist
@@ -18,9 +19,14 @@ The worker decides retry-or-dead-letter by class alone, never by comparing messa
     │   ├── AccountInactive            the account is disabled or awaits re-authorization
     │   ├── Forbidden                  the provider refuses this operation for this account
     │   ├── InvalidRequest             the provider rejected the request as malformed
+    │   ├── QuotaExceeded              the mailbox is full (Exchange ErrorQuotaExceeded)
+    │   ├── FullSyncRequired           the provider invalidated a sync token: list everything again
     │   └── ConfigurationError         a setting or secret is missing or wrong
+    │       └── AppCredentialsRejected an app's secret/certificate is wrong or expired, or the app is unknown
+    │                                  (also an AuthRevoked: the account stops until re-authorized)
     └── Deferred                       not a failure: re-enqueued later without using an attempt (bounded)
-        └── TargetLocked               another delivery holds the target's lock; gives up as LockBusy
+        ├── TargetLocked               another delivery holds the target's lock; gives up as LockBusy
+        └── ConcurrencyLimited         the mailbox's concurrency slots are taken; gives up as RateLimited
 
 ``reason`` is the short, stable text shown in the DLQ and used as a metric label.
 """
@@ -92,6 +98,20 @@ class InvalidPayload(PermanentError):
 
     reason = "invalid payload"
 
+    def __init__(self, message: str = "", *, ids: dict[str, str] | None = None) -> None:
+        super().__init__(message)
+        self.ids = dict(ids or {})  # the ids the rejected payload did carry (job_id, trace_id, ...), for logs
+
+
+class MalformedMessage(InvalidPayload):
+    """What arrived on a queue is not a message calsync can run (``refusal`` says why); it is quarantined."""
+
+    reason = "malformed message"
+
+    def __init__(self, message: str, *, refusal: str) -> None:
+        super().__init__(message)
+        self.refusal = refusal
+
 
 class InvalidChange(PermanentError):
     """A submitted change breaks the contract; nothing was saved."""
@@ -135,10 +155,28 @@ class InvalidRequest(PermanentError):
     reason = "invalid request"
 
 
+class FullSyncRequired(PermanentError):
+    """The provider no longer honours a sync token (Google's 410 fullSyncRequired): repeating the call cannot help."""
+
+    reason = "full sync required"
+
+
 class ConfigurationError(PermanentError):
     """A setting, secret or credentials file is missing or malformed."""
 
     reason = "configuration error"
+
+
+class QuotaExceeded(PermanentError):
+    """The mailbox (or calendar) is over its storage quota: a human must free space, then replay."""
+
+    reason = "quota exceeded"
+
+
+class AppCredentialsRejected(ConfigurationError, AuthRevoked):
+    """The token endpoint refused the app itself (wrong or expired secret, unknown app): fix the app, re-authorize."""
+
+    reason = "app credentials rejected"
 
 
 class Deferred(CalsyncError):
@@ -159,6 +197,20 @@ class TargetLocked(Deferred):
     def give_up(self, waits: int) -> LockBusy:
         """A lock still busy after every wait is a LockBusy failure, retried (and dead-lettered) like any other."""
         return LockBusy(f"lock still busy after {waits} waits")
+
+
+class ConcurrencyLimited(Deferred):
+    """Every concurrency slot of the mailbox is taken (ours, or the provider's MailboxConcurrency throttle)."""
+
+    reason = "concurrency limited"
+
+    def __init__(self, message: str = "", *, retry_after: float | None = None) -> None:
+        super().__init__(message)
+        self.retry_after = retry_after
+
+    def give_up(self, waits: int) -> RateLimited:
+        """Still no slot after every wait: a throttle, retried (and dead-lettered) like any other."""
+        return RateLimited(f"{self} (no free slot after {waits} waits)", retry_after=self.retry_after)
 
 
 def is_permanent(exc: BaseException) -> bool:

@@ -19,6 +19,13 @@ from calsync.core.model.ids import Identifier, new_id
 SYNC_JOB: Final = "sync_calendar_event"
 Operation = Literal["create", "update", "delete"]
 
+# Versions and attempts are stored in PostgreSQL ``integer`` columns: a payload beyond them is invalid
+# (a clear permanent error naming the field) rather than a database error on every write.
+STORED_INT_MAX: Final = 2**31 - 1
+# The ids a payload carries, read best-effort from a rejected one so its log lines still name them.
+PAYLOAD_IDS: Final = ("job_id", "trace_id", "tenant_id", "entity_id", "account_id", "idempotency_key")
+_RAW_ID_LIMIT: Final = 128
+
 
 def idempotency_key(tenant_id: str, entity_id: str, account_id: str, operation: Operation, version: int) -> str:
     """One key per logical effect and target: a create happens once, an update or delete once per version."""
@@ -37,9 +44,9 @@ class JobPayload(BaseModel):
     entity_id: Identifier
     account_id: Identifier
     operation: Operation
-    target_version: int = Field(ge=1)
+    target_version: int = Field(ge=1, le=STORED_INT_MAX, strict=True)
     idempotency_key: str = Field(min_length=1, max_length=512)
-    attempt: int = Field(default=1, ge=1)
+    attempt: int = Field(default=1, ge=1, le=STORED_INT_MAX, strict=True)
     scheduled_at: AwareDatetime
     trace_id: str = Field(min_length=1, max_length=128)
 
@@ -85,14 +92,28 @@ def new_payload(
     )
 
 
+def raw_ids(raw: Any) -> dict[str, str]:
+    """The ids a raw payload carries, as far as they can be read (bounded strings), whatever else is wrong."""
+    if isinstance(raw, list | tuple) and len(raw) == 1:
+        raw = raw[0]
+    if not isinstance(raw, dict):
+        return {}
+    found = {}
+    for name in PAYLOAD_IDS:
+        value = raw.get(name)
+        if isinstance(value, str | int) and not isinstance(value, bool) and str(value):
+            found[name] = str(value)[:_RAW_ID_LIMIT]
+    return found
+
+
 def parse_payload(args: Any) -> JobPayload:
     """Read a payload from a message's positional args; anything else is an InvalidPayload (dead-lettered)."""
     if not isinstance(args, list | tuple) or len(args) != 1 or not isinstance(args[0], dict):
-        raise InvalidPayload("expected exactly one positional argument: the job payload object")
+        raise InvalidPayload("expected exactly one positional argument: the job payload object", ids=raw_ids(args))
     try:
         return JobPayload.model_validate(args[0])
     except ValidationError as exc:
-        raise InvalidPayload(describe_validation_error(exc)) from None
+        raise InvalidPayload(describe_validation_error(exc), ids=raw_ids(args)) from None
 
 
 def payload_json_schema() -> dict[str, Any]:

@@ -1,9 +1,11 @@
 """Secret masking, one scrubber for the whole process: log lines, DLQ records and adapters' error messages.
 
-Credentials are registered when they are decrypted (:func:`register_secrets`) and masked wherever they
-later appear; an adapter may also pass the secrets of the call at hand. Token-shaped strings (bearer
-tokens, Google access and refresh tokens, JWTs, private keys, ``password=...`` pairs) are masked by
-pattern as a second line of defence.
+Credentials are registered when they are decrypted (:func:`register_secrets`): only the values of
+secret fields (:data:`SECRET_FIELDS`, and names ending in ``_secret``, ``_password``, ``_token``,
+``_private_key``), so identifiers such as ``client_id``, ``token_uri`` or a username stay readable in
+messages. Registered values are masked wherever they later appear; an adapter may also pass the
+secrets of the call at hand. Token-shaped strings (bearer tokens, Google access and refresh tokens,
+JWTs, private keys, ``password=...`` pairs) are masked by pattern as a second line of defence.
 """
 
 from __future__ import annotations
@@ -39,10 +41,39 @@ _PATTERNS = (
 )
 
 
+#: Credential fields whose values are secrets (compared lower-case); see also :data:`_SECRET_SUFFIXES`.
+SECRET_FIELDS = frozenset(
+    {
+        "secret", "client_secret", "refresh_token", "access_token", "id_token", "token", "password",
+        "passphrase", "private_key", "private_key_id", "certificate", "certificate_pem", "key_pem",
+        "api_key", "assertion",
+    }
+)  # fmt: skip
+_SECRET_SUFFIXES = ("_secret", "_password", "_token", "_private_key")
+
+
+def is_secret_field(name: str) -> bool:
+    """Whether a credentials field holds a secret (masked) rather than an identifier (kept)."""
+    lowered = name.lower()
+    return lowered in SECRET_FIELDS or lowered.endswith(_SECRET_SUFFIXES)
+
+
+def _secret_values(value: Any) -> Iterator[str]:
+    """The strings under secret fields of a credentials structure (strings elsewhere are identifiers)."""
+    if isinstance(value, Mapping):
+        for name, item in value.items():
+            yield from _walk_strings(item) if is_secret_field(str(name)) else _secret_values(item)
+    elif isinstance(value, list | tuple):
+        for item in value:
+            yield from _secret_values(item)
+
+
 def register_secrets(values: Any) -> None:
-    """Remember every string in a credentials structure so it is masked wherever it later appears."""
+    """Remember secrets (strings, or a credentials mapping's secret fields) to mask wherever they later appear."""
     global _secrets_snapshot
-    found = set(_walk_strings(values))
+    given = values if isinstance(values, list | tuple) else [values]
+    # Strings given directly are secrets; in a mapping only the values of secret fields are.
+    found = {s for item in given for s in (_walk_strings(item) if isinstance(item, str) else _secret_values(item))}
     if not found - _secrets:
         return
     with _secrets_lock:

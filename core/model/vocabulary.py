@@ -43,11 +43,14 @@ class DeadLetterCause(StrEnum):
     ENQUEUE_FAILED = "enqueue_failed"  # the next attempt could not be enqueued
     UNKNOWN_ACTOR = "unknown_actor"  # no actor of that name in this worker
     INVALID_PAYLOAD = "invalid_payload"  # the message is not a job of a schema we know
+    QUARANTINED = "quarantined"  # the bytes on the queue are no runnable message (kind 'quarantined')
 
     def reason(self, error: BaseException | None) -> str:
         """The DLQ record's ``reason`` and the ``calsync_dead_letters_total{reason}`` label: one text for both."""
         if self is DeadLetterCause.PERMANENT:
             return reason_of(error) if error is not None else "permanent failure"
+        if self is DeadLetterCause.QUARANTINED:
+            return f"{_QUARANTINED}: {getattr(error, 'refusal', 'malformed')}"
         return _REASONS[self]
 
     def detail(self, attempts: int) -> str | None:
@@ -66,8 +69,26 @@ _REASONS: Final = {
     DeadLetterCause.INVALID_PAYLOAD: InvalidPayload.reason,
 }
 _CAUSES_BY_REASON: Final = {reason: cause for cause, reason in _REASONS.items()}
+_QUARANTINED: Final = "quarantined"
+
+
+class Refusal(StrEnum):
+    """Why a message was quarantined instead of run (the DLQ reason is ``quarantined: <refusal>``)."""
+
+    TOO_LARGE = "too large"
+    NOT_UTF8 = "not UTF-8"
+    NOT_JSON = "not JSON"
+    NOT_ENVELOPE = "not a message envelope"
+    WRONG_QUEUE = "wrong queue"
+    UNKNOWN_ACTOR = "unknown actor"
+    BAD_ARGUMENTS = "arguments do not fit the actor"
+    BAD_OPTION = "bad option"
+    BROKER_ID = "broker message id mismatch"
+    NO_BODY = "no body"
 
 
 def cause_of_reason(reason: str) -> DeadLetterCause:
     """The cause a stored DLQ ``reason`` states (every reason that is not one of the causes' own is permanent)."""
+    if reason.startswith(_QUARANTINED + ":"):
+        return DeadLetterCause.QUARANTINED
     return _CAUSES_BY_REASON.get(reason, DeadLetterCause.PERMANENT)

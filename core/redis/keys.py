@@ -55,6 +55,21 @@ class RedisKeys:
         """
         return f"{self.namespace}:{queue}.DQ.msgs"
 
+    def delayed_queue(self, queue: str) -> str:
+        """Dramatiq's list of delayed message ids no worker has prefetched yet.
+
+        Written by Dramatiq (delayed enqueues) and by ``calsync retry-now`` (which removes the ids it moves);
+        read by Dramatiq's delay-queue consumer.
+        """
+        return f"{self.namespace}:{queue}.DQ"
+
+    def pulled_forward(self, queue: str, redis_message_id: str) -> str:
+        """Marks a delayed message a worker holds whose ready copy ``calsync retry-now`` pushed (TTL: a day).
+
+        Written and read by ``calsync retry-now`` only, so a second run does not copy the same message again.
+        """
+        return f"{self.namespace}:retry-now:{queue}:{redis_message_id}"
+
     def dramatiq_dead_letters(self, queue: str) -> str:
         """Dramatiq's own dead-letter ZSET (7-day TTL). Written by Dramatiq on nack; read by the exporter."""
         return f"{self.namespace}:{queue}.XQ"
@@ -71,6 +86,14 @@ class RedisKeys:
     def worker_heartbeats(self) -> str:
         """Glob matching every worker heartbeat key (counted by the exporter and ``calsync status``)."""
         return f"{self.namespace}:heartbeat:*"
+
+    def slots(self, key: str) -> str:
+        """Sorted set of the concurrency leases of one key (member: holder token, score: lease expiry in ms).
+
+        Written (ZADD under a Lua check, ZREM on release) by :class:`core.redis.limiter.RedisLimiter` in
+        workers; read by the same limiter (ZCARD) and by tests. Graph adapters use ``graph:{app}:{mailbox}``.
+        """
+        return f"{self.namespace}:slots:{key}"
 
     def pattern(self) -> str:
         """Glob matching every key of this namespace (test clean-up, ``calsync stop --purge``)."""

@@ -140,9 +140,12 @@ def update_account(
     status: AccountStatus | None = None,
     credentials: bytes | None = None,
     options: Mapping[str, Any] | None = None,
+    provider: ProviderName | None = None,
 ) -> AccountSummary:
-    """Change status, credentials or options; raises EntityNotFound for an unknown id."""
+    """Change status, credentials, options or provider (EWS → Graph); raises EntityNotFound for an unknown id."""
     values: dict[str, Any] = {"updated_at": dt.datetime.now(dt.UTC)}
+    if provider is not None:
+        values["provider"] = provider
     if status is not None:
         values["status"] = status
     if credentials is not None:

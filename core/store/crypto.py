@@ -1,49 +1,80 @@
-"""Credentials at rest: Fernet-encrypted JSON blobs, keyed by ``CALSYNC_SECRET_KEY``."""
+"""Credentials at rest: Fernet-encrypted JSON blobs, keyed by ``CALSYNC_SECRET_KEYS`` (or ``CALSYNC_SECRET_KEY``).
+
+Several keys make rotation possible (docs/RUNBOOK.md): the first encrypts, every one decrypts, and
+:meth:`CredentialCipher.rotate` re-encrypts a blob under the first key.
+"""
 
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
 
-from cryptography.fernet import Fernet, InvalidToken
+from cryptography.fernet import Fernet, InvalidToken, MultiFernet
 
 from calsync.core.model.errors import ConfigurationError
 
 
 def generate_key() -> str:
-    """A fresh key for ``CALSYNC_SECRET_KEY``."""
+    """A fresh key for ``CALSYNC_SECRET_KEY`` (or the head of ``CALSYNC_SECRET_KEYS``)."""
     return Fernet.generate_key().decode()
+
+
+def _fernet(key: str, position: int) -> Fernet:
+    try:
+        return Fernet(key.encode())
+    except (ValueError, TypeError):
+        where = "CALSYNC_SECRET_KEY" if position == 0 else f"key {position + 1} of CALSYNC_SECRET_KEYS"
+        raise ConfigurationError(
+            f"{where}: must be 32 url-safe base64-encoded bytes (make one with `calsync secret-key`)"
+        ) from None
 
 
 class CredentialCipher:
     """Encrypts credentials on the way into the database and decrypts them for the adapters."""
 
-    def __init__(self, secret_key: str | None) -> None:
-        self._fernet: Fernet | None = None
-        if secret_key:
-            try:
-                self._fernet = Fernet(secret_key.encode())
-            except (ValueError, TypeError):
-                raise ConfigurationError(
-                    "CALSYNC_SECRET_KEY: must be 32 url-safe base64-encoded bytes (make one with `calsync secret-key`)"
-                ) from None
+    def __init__(self, keys: Sequence[str] | str | None) -> None:
+        given = [keys] if isinstance(keys, str) else list(keys or ())
+        given = [k for k in given if k]
+        self._fernet = MultiFernet([_fernet(k, i) for i, k in enumerate(given)]) if given else None
+        self._current = _fernet(given[0], 0) if given else None
 
-    def _require(self, action: str) -> Fernet:
+    @property
+    def configured(self) -> bool:
+        """Whether any key is set (a worker refuses to start without one when accounts carry credentials)."""
+        return self._fernet is not None
+
+    def _require(self, action: str) -> MultiFernet:
         if self._fernet is None:
             raise ConfigurationError(f"CALSYNC_SECRET_KEY is not set; refusing to {action} credentials")
         return self._fernet
 
     def encrypt(self, credentials: Mapping[str, Any]) -> bytes:
-        """Serialize and encrypt; refuses when no key is configured (secrets are never stored in clear)."""
+        """Serialize and encrypt with the newest key; refuses when no key is configured (never stored in clear)."""
         return self._require("store").encrypt(json.dumps(dict(credentials), sort_keys=True).encode())
 
     def decrypt(self, blob: bytes) -> dict[str, Any]:
-        """Decrypt a stored blob; a wrong key is a configuration error, not data corruption."""
+        """Decrypt a stored blob with any configured key; a wrong key is a configuration error, not corruption."""
         try:
-            value = json.loads(self._require("read").decrypt(blob))
+            value = json.loads(self._require("read").decrypt(bytes(blob)))
         except InvalidToken:
-            raise ConfigurationError("stored credentials cannot be decrypted with CALSYNC_SECRET_KEY") from None
+            raise ConfigurationError("stored credentials cannot be decrypted with any configured secret key") from None
         if not isinstance(value, dict):
             raise ConfigurationError("stored credentials are not a JSON object")
         return value
+
+    def is_current(self, blob: bytes) -> bool:
+        """Whether the blob is already encrypted with the newest key (rotation skips it)."""
+        assert self._current is not None
+        try:
+            self._current.decrypt(bytes(blob))
+        except InvalidToken:
+            return False
+        return True
+
+    def rotate(self, blob: bytes) -> bytes:
+        """The same credentials encrypted with the newest key (a fresh token: new timestamp and IV)."""
+        try:
+            return self._require("rotate").rotate(bytes(blob))
+        except InvalidToken:
+            raise ConfigurationError("stored credentials cannot be decrypted with any configured secret key") from None

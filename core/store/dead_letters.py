@@ -9,16 +9,20 @@ from __future__ import annotations
 
 import base64
 import datetime as dt
-from dataclasses import asdict, dataclass, fields
-from typing import Any, Literal
+import json
+from dataclasses import asdict, dataclass, fields, replace
+from typing import Any, Final, Literal
 
-from sqlalchemy import Connection, RowMapping, func, select, update
+from sqlalchemy import Connection, Integer, RowMapping, String, func, select, update
 
 from calsync.core.model.vocabulary import DeadLetterCause, DeadLetterKind, cause_of_reason
 from calsync.core.store.database import Database
 from calsync.core.store.schema import dead_letters as d
 
 DeadLetterStatus = Literal["open", "replayed", "discarded"]
+
+_INT_RANGE: Final = (-(2**31), 2**31 - 1)  # PostgreSQL integer
+_FITTED_PAYLOAD_LIMIT: Final = 16 * 1024  # characters of a degraded record's payload, as JSON text
 
 
 @dataclass(frozen=True)
@@ -70,6 +74,7 @@ class DeadLetter(DeadLetterRecord):
         doc = {"id": self.id, **asdict(self), "cause": self.cause.value}
         raw = doc.pop("raw_body")
         doc["raw_body_base64"] = None if raw is None else base64.b64encode(raw).decode()
+        doc["raw_body_text"] = None if raw is None else raw.decode("utf-8", "backslashreplace")
         return {k: v.isoformat() if isinstance(v, dt.datetime) else v for k, v in doc.items()}
 
 
@@ -84,11 +89,12 @@ class DeadLetterFilter:
     reason: str | None = None
     error_class: str | None = None
     job_type: str | None = None
+    kind: DeadLetterKind | None = None
 
     def clauses(self) -> list[Any]:
         """SQL conditions for this filter."""
         conditions = []
-        for name in ("status", "tenant_id", "account_id", "entity_id", "reason", "error_class", "job_type"):
+        for name in ("status", "tenant_id", "account_id", "entity_id", "reason", "error_class", "job_type", "kind"):
             value = getattr(self, name)
             if value is not None:
                 conditions.append(d.c[name] == value)
@@ -103,6 +109,30 @@ def insert(db: Database, conn: Connection, record: DeadLetterRecord) -> None:
     """Store a dead letter; a second record for the same job id (a duplicate delivery) is ignored."""
     values = {f.name: getattr(record, f.name) for f in fields(DeadLetterRecord)}
     conn.execute(db.insert_ignoring_conflicts(d).values(status="open", **values))
+
+
+def fitted(record: DeadLetterRecord, why: str) -> DeadLetterRecord:
+    """The record cut to what the table can hold (strings to their column, integers to ``integer``,
+    the payload to bounded JSON text), for when storing it as it is failed for a data reason."""
+    changes: dict[str, Any] = {}
+    for column in d.columns:
+        value = getattr(record, column.name, None)
+        if isinstance(column.type, String) and isinstance(value, str):
+            changes[column.name] = _clean(value)[: column.type.length]
+        elif isinstance(column.type, Integer) and isinstance(value, int):
+            changes[column.name] = min(max(value, _INT_RANGE[0]), _INT_RANGE[1])
+    text = json.dumps(record.payload, default=repr)
+    changes["payload"] = {"degraded": True, "json": text[:_FITTED_PAYLOAD_LIMIT], "size": len(text)}
+    changes["error_history"] = [{k: _clean(str(v))[:1000] for k, v in e.items()} for e in record.error_history[-5:]]
+    origin = json.dumps(record.origin, default=repr)
+    changes["origin"] = json.loads(origin) if len(origin) <= _FITTED_PAYLOAD_LIMIT else {"degraded": True}
+    changes["last_error"] = _clean(f"{record.last_error[:4000]} (stored degraded: {why[:500]})")
+    return replace(record, **changes)
+
+
+def _clean(text: str) -> str:
+    # PostgreSQL text cannot hold NUL characters.
+    return text.replace("\x00", "\\0")
 
 
 def get(conn: Connection, record_id: int) -> DeadLetter | None:
@@ -143,6 +173,16 @@ def mark_discarded(conn: Connection, record_id: int, *, note: str | None) -> boo
         .values(status="discarded", discarded_at=dt.datetime.now(dt.UTC), note=note)
     )
     return bool(result.rowcount)
+
+
+def discard_matching(conn: Connection, flt: DeadLetterFilter, *, note: str | None) -> int:
+    """Close every open record matching the filter without replaying it; how many were closed."""
+    result = conn.execute(
+        update(d)
+        .where(*flt.clauses(), d.c.status == "open")
+        .values(status="discarded", discarded_at=dt.datetime.now(dt.UTC), note=note)
+    )
+    return int(result.rowcount)
 
 
 def open_counts(conn: Connection) -> dict[tuple[str, str], int]:

@@ -1,31 +1,63 @@
-"""Schema migrations through Alembic, driven from code (``calsync migrate``), no alembic.ini needed."""
+"""Schema migrations through Alembic, driven from code (``calsync migrate``), no alembic.ini needed.
+
+The rollback window: every migration module declares ``previous_release_compatible`` — True when it
+only expands the schema (new tables, new nullable or defaulted columns), so the code of the revision
+before it still runs on it. After every upgrade or downgrade the database records, in
+``schema_window``, the oldest code revision that runs on its schema (walking back through compatible
+migrations). The schema check of any later release reads that row, so code one release behind
+accepts a database one (expand-only) revision ahead: ``kubectl rollout undo`` needs no downgrade.
+A migration without the flag counts as incompatible (fail closed). The rule is in docs/DEPLOY.md.
+"""
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from pathlib import Path
 
+import sqlalchemy as sa
 from alembic import command
 from alembic.config import Config
 from alembic.runtime.migration import MigrationContext
 from alembic.script import ScriptDirectory
+from sqlalchemy import Connection
 
 from calsync.core.model.errors import ConfigurationError
 from calsync.core.store.database import Database
+from calsync.core.store.schema import schema_window
 
 MIGRATIONS = Path(__file__).with_name("migrations")
 
 
-def _config() -> Config:
+def _config(location: Path | None) -> Config:
     config = Config()
-    config.set_main_option("script_location", str(MIGRATIONS))
+    config.set_main_option("script_location", str(location or MIGRATIONS))
     return config
 
 
-def head_revision() -> str:
+def _script(location: Path | None) -> ScriptDirectory:
+    return ScriptDirectory.from_config(_config(location))
+
+
+def known_revisions(location: Path | None = None) -> list[str]:
+    """The revisions this code ships, oldest first."""
+    return [script.revision for script in reversed(list(_script(location).walk_revisions()))]
+
+
+def head_revision(location: Path | None = None) -> str:
     """The newest revision shipped with this code."""
-    head = ScriptDirectory.from_config(_config()).get_current_head()
+    head = _script(location).get_current_head()
     assert head is not None
     return head
+
+
+def oldest_compatible_code(revision: str, location: Path | None = None) -> str:
+    """The oldest code revision that runs on the schema at ``revision`` (through expand-only migrations)."""
+    script = _script(location)
+    oldest = script.get_revision(revision)
+    while oldest is not None and oldest.down_revision and getattr(oldest.module, "previous_release_compatible", False):
+        oldest = script.get_revision(str(oldest.down_revision))
+    assert oldest is not None
+    return oldest.revision
 
 
 def current_revision(db: Database) -> str | None:
@@ -34,19 +66,90 @@ def current_revision(db: Database) -> str | None:
         return MigrationContext.configure(conn).get_current_revision()
 
 
-def upgrade(db: Database, revision: str = "head") -> str:
-    """Bring the schema to ``revision``; safe to run repeatedly and from several processes in turn."""
-    config = _config()
+def recorded_window(db: Database) -> str | None:
+    """The oldest code revision the database says runs on its schema (None before the window existed)."""
+    with db.engine.connect() as conn:
+        if not sa.inspect(conn).has_table(schema_window.name):
+            return None
+        return conn.execute(sa.select(schema_window.c.oldest_code_revision)).scalar()
+
+
+def _record_window(conn: Connection, location: Path | None) -> None:
+    revision = MigrationContext.configure(conn).get_current_revision()
+    if revision is None or not sa.inspect(conn).has_table(schema_window.name):
+        return
+    oldest = oldest_compatible_code(revision, location)
+    conn.execute(sa.delete(schema_window))
+    conn.execute(sa.insert(schema_window).values(id=1, revision=revision, oldest_code_revision=oldest))
+
+
+@dataclass(frozen=True)
+class Migration:
+    """What ``calsync migrate`` did: from where to where, and how."""
+
+    previous: str | None
+    revision: str | None
+    action: str  # upgraded | downgraded | unchanged | ahead
+
+    def as_json(self) -> dict[str, str | None]:
+        """Printed by ``calsync migrate``."""
+        return {"revision": self.revision, "previous": self.previous, "action": self.action}
+
+
+def _run(db: Database, location: Path | None, step: str, revision: str) -> None:
+    config = _config(location)
     with db.engine.begin() as conn:
         config.attributes["connection"] = conn
-        command.upgrade(config, revision)
+        (command.upgrade if step == "upgrade" else command.downgrade)(config, revision)
+        _record_window(conn, location)
+
+
+def upgrade(db: Database, revision: str = "head", location: Path | None = None) -> str:
+    """Bring the schema to ``revision``; safe to run repeatedly and from several processes in turn."""
+    _run(db, location, "upgrade", revision)
     return current_revision(db) or ""
 
 
-def require_current(db: Database) -> None:
-    """Refuse to run against a schema older or newer than this code expects."""
-    current, head = current_revision(db), head_revision()
-    if current != head:
+def migrate_to(db: Database, target: str | None = None, location: Path | None = None) -> Migration:
+    """Upgrade to head (``target`` None) or move to ``target``, up or down; one-line errors for what cannot be."""
+    known = known_revisions(location)
+    head = known[-1]
+    current = current_revision(db)
+    if target is not None and target not in known:
+        raise ConfigurationError(f"unknown revision {target!r}: this calsync knows {', '.join(known)}")
+    if current is not None and current not in known:
+        if target is None and _accepts_newer(db, known, head):
+            return Migration(current, current, "ahead")
+        raise ConfigurationError(
+            f"database schema is at {current}, newer than this calsync knows (head {head}): "
+            f"migrate with the release that ships {current} (`calsync migrate --to {target or head}` there)"
+        )
+    wanted = target or head
+    if current == wanted:
+        return Migration(current, current, "unchanged")
+    going_down = current is not None and known.index(wanted) < known.index(current)
+    _run(db, location, "downgrade" if going_down else "upgrade", wanted)
+    return Migration(current, current_revision(db), "downgraded" if going_down else "upgraded")
+
+
+def _accepts_newer(db: Database, known: list[str], head: str) -> bool:
+    oldest = recorded_window(db)
+    return oldest is not None and oldest in known and known.index(oldest) <= known.index(head)
+
+
+def require_current(db: Database, location: Path | None = None) -> None:
+    """Refuse a schema this code cannot run on: older than its head, or newer and not declared compatible."""
+    known = known_revisions(location)
+    head = known[-1]
+    current = current_revision(db)
+    if current == head:
+        return
+    if current is None or current in known:
         raise ConfigurationError(
             f"database schema is at {current or 'nothing'} but this calsync needs {head}: run `calsync migrate`"
+        )
+    if not _accepts_newer(db, known, head):
+        raise ConfigurationError(
+            f"database schema is at {current}, newer than this calsync ({head}) and not compatible with it: "
+            f"deploy the release that ships {current}, or downgrade with it (`calsync migrate --to {head}`)"
         )

@@ -208,3 +208,12 @@ intake_requests = Table(
     Column("expires_at", UTCDateTime, nullable=False),
     Index("ix_intake_requests_expires", "expires_at"),
 )
+
+# One row: the oldest code revision that runs on this schema (the rollback window, core/store/migrate.py).
+schema_window = Table(
+    "schema_window",
+    metadata,
+    Column("id", Integer, primary_key=True),
+    Column("revision", String(32), nullable=False),
+    Column("oldest_code_revision", String(32), nullable=False),
+)

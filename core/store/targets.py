@@ -260,6 +260,11 @@ def overdue(conn: Connection, *, before: dt.datetime, limit: int) -> list[Target
     return [target_from_row(row) for row in conn.execute(query).mappings()]
 
 
+def mark_unqueued(conn: Connection, key: TargetKey) -> None:
+    """A pending target whose enqueue failed: no due time, so the very next reconcile pass re-enqueues it."""
+    conn.execute(update(t).where(_BY_KEY, t.c.status == "pending").values(due_at=None), _key_params(key))
+
+
 def postpone(conn: Connection, key: TargetKey, *, due_at: dt.datetime) -> None:
     """Move a pending target's due time (after the reconciler re-enqueued it)."""
     conn.execute(update(t).where(_BY_KEY, t.c.status == "pending").values(due_at=due_at), _key_params(key))

@@ -7,7 +7,8 @@ from typing import Any, Final
 
 from dramatiq.errors import ActorNotFound
 
-from calsync.core.model.errors import InvalidPayload, PermanentError, error_class_of
+from calsync.core.model.errors import InvalidPayload, MalformedMessage, PermanentError, error_class_of
+from calsync.core.model.payload import STORED_INT_MAX
 from calsync.core.model.redaction import redact
 from calsync.core.model.vocabulary import DeadLetterCause
 
@@ -21,6 +22,22 @@ class UnknownActor(PermanentError):
     """A message named an actor this worker does not define."""
 
     reason = "unknown actor"
+
+
+def count_option(options: dict[str, Any], name: str) -> int:
+    """A counting message option (retries, deferrals) as a bounded int; a foreign producer's junk reads as 0."""
+    value = options.get(name, 0)
+    if not isinstance(value, int) or isinstance(value, bool):
+        return 0
+    return min(max(value, 0), STORED_INT_MAX)
+
+
+def history_option(options: dict[str, Any]) -> list[dict[str, Any]]:
+    """The ``errors`` option as a list of entries; anything else a producer put there is ignored."""
+    value = options.get(ERRORS_OPTION)
+    if not isinstance(value, list):
+        return []
+    return [entry for entry in value if isinstance(entry, dict)][-HISTORY_LIMIT:]
 
 
 def error_message(error: BaseException) -> str:
@@ -42,4 +59,6 @@ def rejection_cause(error: BaseException | None) -> DeadLetterCause:
     """The cause of a rejection that no retry decision explains (no error: Dramatiq found no actor)."""
     if error is None or isinstance(error, UnknownActor | ActorNotFound):
         return DeadLetterCause.UNKNOWN_ACTOR
+    if isinstance(error, MalformedMessage):
+        return DeadLetterCause.QUARANTINED
     return DeadLetterCause.INVALID_PAYLOAD if isinstance(error, InvalidPayload) else DeadLetterCause.PERMANENT

@@ -14,6 +14,13 @@ a syscall stays blocked (docs/notes/dramatiq-worker.md). When a delivery has run
 time limit plus ``STUCK_GRACE``, the thread is stuck: the heartbeat stops for good (logged at
 CRITICAL with the delivery), the key expires, the file goes stale, and the probe restarts the pod.
 A Redis outage does not stop the file: restarting a healthy worker would not bring Redis back.
+
+It counts the process' live worker threads too. A worker thread that died (an exception escaping
+Dramatiq's loop, e.g. from a message it could not post-process) never comes back, and the process
+would keep consuming with fewer threads, or none, while looking alive. With fewer threads alive than
+configured, the file is no longer touched (the probe fails: the pod is restarted), logged at CRITICAL
+once; the key goes on being renewed with ``threads_alive`` < ``threads``, so ``calsync status`` names
+the process, and ``calsync_worker_threads_alive`` drops below ``calsync_worker_threads_configured``.
 """
 
 from __future__ import annotations
@@ -34,7 +41,13 @@ import redis
 
 from calsync.core.redis.keys import RedisKeys
 from calsync.core.redis.periodic import start_repeating
-from calsync.core.worker.metrics import WORKER_HEARTBEAT, calsync_version, worker_id
+from calsync.core.worker.metrics import (
+    WORKER_HEARTBEAT,
+    WORKER_THREADS_ALIVE,
+    WORKER_THREADS_CONFIGURED,
+    calsync_version,
+    worker_id,
+)
 
 log = logging.getLogger(__name__)
 
@@ -100,6 +113,25 @@ class InFlight:
 
 
 @dataclass(frozen=True)
+class ThreadCount:
+    """How many of a worker process' worker threads are alive, of how many it was started with."""
+
+    alive: int
+    configured: int
+
+    @property
+    def complete(self) -> bool:
+        """Every configured thread is alive."""
+        return self.alive >= self.configured
+
+
+def thread_count(worker: dramatiq.Worker) -> ThreadCount:
+    """The live worker threads of a Dramatiq worker (its ``workers`` list) against its ``worker_threads``."""
+    threads: list[threading.Thread] = list(worker.workers)
+    return ThreadCount(sum(1 for t in threads if t.is_alive()), int(worker.worker_threads))
+
+
+@dataclass(frozen=True)
 class HeartbeatTiming:
     """How often a worker beats, how long a beat lasts, where the files go, when a thread counts as stuck."""
 
@@ -120,6 +152,9 @@ class Heartbeat(dramatiq.Middleware):
         self.inflight = InFlight(timing.stuck_grace)
         self.worker = worker_id()
         self.stuck: Delivery | None = None
+        self.threads_lost: ThreadCount | None = None  # set for good when a worker thread died
+        self._worker: dramatiq.Worker | None = None
+        self._stopping = False
         self._default_limit = timing.job_time_limit
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
@@ -162,10 +197,15 @@ class Heartbeat(dramatiq.Middleware):
     def after_worker_boot(self, broker: dramatiq.Broker, worker: dramatiq.Worker) -> None:
         self.worker = worker_id()  # the pid of the worker process, not of a parent that built the broker
         self._started_at = time.time()
+        self._worker = worker
+        self._stopping = False
         self._stop.clear()
         self.beat()
         self._thread = start_repeating("calsync-heartbeat", self._stop, self.timing.interval, self.beat,
                                        log=log, failure="heartbeat failed; trying again next interval")  # fmt: skip
+
+    def before_worker_shutdown(self, broker: dramatiq.Broker, worker: dramatiq.Worker) -> None:
+        self._stopping = True  # threads now end on purpose: not a loss
 
     def after_worker_shutdown(self, broker: dramatiq.Broker, worker: dramatiq.Worker) -> None:
         self._stop.set()
@@ -192,14 +232,32 @@ class Heartbeat(dramatiq.Middleware):
                 )  # fmt: skip
         if self.stuck is not None:
             return False
+        threads = self._count_threads()
         now = time.time()
-        self._renew_key(now)
+        self._renew_key(now, threads)
+        if self.threads_lost is not None:
+            return False
         self._touch_file()
         WORKER_HEARTBEAT.labels(self.worker).set(now)
         return True
 
-    def _renew_key(self, now: float) -> None:
-        value = {
+    def _count_threads(self) -> ThreadCount | None:
+        if self._worker is None:
+            return None
+        threads = thread_count(self._worker)
+        WORKER_THREADS_ALIVE.labels(self.worker).set(threads.alive)
+        WORKER_THREADS_CONFIGURED.labels(self.worker).set(threads.configured)
+        if self.threads_lost is None and not threads.complete and not self._stopping:
+            self.threads_lost = threads
+            log.critical(
+                "worker threads died: heartbeat file stopped so that the liveness probe restarts this worker",
+                extra={"fields": {"threads_alive": threads.alive, "threads": threads.configured,
+                                  "worker": self.worker}},
+            )  # fmt: skip
+        return threads
+
+    def _renew_key(self, now: float, threads: ThreadCount | None) -> None:
+        value: dict[str, object] = {
             "worker": self.worker,
             "host": socket.gethostname(),
             "pid": os.getpid(),
@@ -207,6 +265,8 @@ class Heartbeat(dramatiq.Middleware):
             "started_at": self._started_at,
             "beat_at": now,
         }
+        if threads is not None:
+            value.update(threads=threads.configured, threads_alive=threads.alive)
         try:
             self.redis.set(self.key, json.dumps(value), px=int(self.timing.ttl * 1000))
         except redis.RedisError:

@@ -20,10 +20,11 @@ from typing import Any
 
 import dramatiq
 
+from calsync.core.config.logging import bind_job
 from calsync.core.messaging.messages import sync_message
 from calsync.core.model.calendar import Account, EventState, ExternalRef, Provider, ProviderLookup
 from calsync.core.model.errors import AccountInactive, AuthRevoked, EntityNotFound, InvalidPayload, TargetLocked
-from calsync.core.model.payload import JobPayload, Operation, new_payload, parse_payload
+from calsync.core.model.payload import JobPayload, Operation, new_payload, parse_payload, raw_ids
 from calsync.core.model.planner import effect as planned_effect
 from calsync.core.model.vocabulary import Outcome
 from calsync.core.redis.keys import RedisKeys
@@ -54,7 +55,7 @@ class JobParts:
 
 def run_sync(parts: JobParts, delivery: JobContext, args: Sequence[Any], kwargs: Mapping[str, Any]) -> Outcome:
     """Make one target match its event's latest state, exactly once per logical effect."""
-    payload = _parse(args, kwargs)
+    payload = _parse(delivery, args, kwargs)
     delivery.begin(payload)
     held = parts.locks.acquire(parts.keys.lock(payload.tenant_id, payload.entity_id, payload.account_id))
     lock_attempt(acquired=held is not None)
@@ -98,10 +99,14 @@ def effective_operation(event: EventState, target: TargetRow) -> Operation:
     return planned_effect(target, wanted_present=target.wanted == "present", cancelled=event.status == "cancelled")
 
 
-def _parse(args: Sequence[Any], kwargs: Mapping[str, Any]) -> JobPayload:
-    if kwargs:
-        raise InvalidPayload("keyword arguments are not part of the job schema")
-    return parse_payload(args)
+def _parse(delivery: JobContext, args: Sequence[Any], kwargs: Mapping[str, Any]) -> JobPayload:
+    try:
+        if kwargs:
+            raise InvalidPayload("keyword arguments are not part of the job schema", ids=raw_ids(args))
+        return parse_payload(args)
+    except InvalidPayload as exc:
+        bind_job({**delivery.log_fields(), **exc.ids})  # the rejection's log lines name every id it carried
+        raise
 
 
 def _superseded(snapshot: Snapshot, payload: JobPayload, *, repair: bool) -> bool:

@@ -92,6 +92,18 @@ WORKER_HEARTBEAT = Gauge(
     ["worker"],
     multiprocess_mode="livemax",
 )
+WORKER_THREADS_ALIVE = Gauge(
+    "calsync_worker_threads_alive",
+    "Worker threads alive in each worker process; below calsync_worker_threads_configured the process is unhealthy.",
+    ["worker"],
+    multiprocess_mode="livemax",
+)
+WORKER_THREADS_CONFIGURED = Gauge(
+    "calsync_worker_threads_configured",
+    "Worker threads each worker process was started with (--threads, CALSYNC_WORKER_THREADS).",
+    ["worker"],
+    multiprocess_mode="livemax",
+)
 BUILD_INFO = Gauge(
     "calsync_build_info",
     "Always 1, labelled with the running calsync version (a gauge: Info does not work in multiprocess mode).",

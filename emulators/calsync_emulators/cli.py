@@ -7,11 +7,18 @@ from collections.abc import Callable
 import click
 
 from calsync.actors.cli.common import CliState, pass_state, stdout
-from calsync_emulators import ews, google
+from calsync_emulators import ews, google, graph
 from calsync_emulators.demo import run_demo
 from calsync_emulators.server import EmulatorApp, serve_forever
 
-EMULATORS: dict[str, Callable[[], EmulatorApp]] = {"google": google.create_app, "ews": ews.create_app}
+EMULATORS: dict[str, Callable[[], EmulatorApp]] = {
+    "google": google.create_app,
+    "ews": ews.create_app,
+    # One Exchange server: EWS at /EWS/Exchange.asmx and Graph at /v1.0/ over one mailbox store, plus Entra.
+    "exchange": graph.create_app,
+    "graph": graph.create_app,
+}
+_TLS = {"exchange", "graph"}
 
 
 @click.command("demo")
@@ -28,6 +35,14 @@ def demo(state: CliState) -> None:
 @click.option("--host", default="127.0.0.1", show_default=True, help="Interface to bind.")
 @click.option("--port", type=click.IntRange(0, 65535), default=0, show_default=True, help="0 picks a free port.")
 def emulator(kind: str, host: str, port: int) -> None:
-    """Serve a local emulator of a provider API, with its /_emulator/ control API."""
+    """Serve a local emulator of a provider API, with its /_emulator/ control API (exchange/graph: http + https)."""
     app = EMULATORS[kind]()
-    serve_forever(app, host, port, lambda url: click.echo(f"{kind} emulator listening on {url}", err=True))
+    tls = graph.self_signed() if kind in _TLS else None
+
+    def announce(url: str) -> None:
+        click.echo(f"{kind} emulator listening on {url}", err=True)
+        if tls is not None:
+            https = url.replace("http://", "https://", 1)
+            click.echo(f"  Graph {https}/v1.0/, authority {https}, CALSYNC_GRAPH_CA_FILE={tls.ca_file}", err=True)
+
+    serve_forever(app, host, port, announce, tls.context if tls is not None else None)

@@ -14,6 +14,7 @@ from typing import Any
 from urllib.parse import quote, urlencode
 
 from calsync_emulators.ews.directory import Directory
+from calsync_emulators.graph.convert import store_id
 from calsync_emulators.server import CONTROL_PREFIX
 
 
@@ -135,3 +136,82 @@ class EwsControl(EmulatorControl):
     def add_barrier(self, operation: str, parties: int, timeout_ms: int = 10000) -> None:
         """Make the next ``parties`` requests for ``operation`` wait for each other."""
         self.control("POST", "barriers", {"operation": operation, "parties": parties, "timeout_ms": timeout_ms})
+
+
+class GraphControl(EwsControl):
+    """The Exchange server emulator (EWS + Graph + Entra): Graph's endpoints and the ``graph/`` control routes."""
+
+    def __init__(self, base_url: str, timeout: float = 30) -> None:
+        super().__init__(base_url.replace("https://", "http://", 1), timeout)
+
+    @property
+    def https_url(self) -> str:
+        """The emulator over TLS (the same port)."""
+        return self.base_url.replace("http://", "https://", 1)
+
+    @property
+    def api_endpoint(self) -> str:
+        """What ``CALSYNC_GRAPH_API_ENDPOINT`` must be."""
+        return f"{self.https_url}/v1.0/"
+
+    def app_credentials(self, client_id: str = "calsync-client", secret: str = "client-secret",
+                        tenant: str = "example-tenant") -> dict[str, str]:  # fmt: skip
+        """App-only credentials JSON with the emulator as authority."""
+        return {"type": "client_credentials", "tenant_id": tenant, "client_id": client_id,
+                "client_secret": secret, "authority": self.https_url}  # fmt: skip
+
+    def user_credentials(self, user: str, client_id: str = "calsync-client", secret: str | None = "client-secret",
+                         tenant: str = "example-tenant") -> dict[str, str]:  # fmt: skip
+        """Delegated credentials JSON holding a fresh refresh token of ``user``."""
+        answer: dict[str, str] = self.control("POST", "graph/refresh-tokens", {"client_id": client_id, "user": user})
+        credentials = {"type": "refresh_token", "tenant_id": tenant, "client_id": client_id,
+                       "refresh_token": answer["refresh_token"], "authority": self.https_url}  # fmt: skip
+        if secret is not None:
+            credentials["client_secret"] = secret
+        return credentials
+
+    def items(self, mailbox: str | None = None) -> list[dict[str, Any]]:
+        """Stored items with Graph ids (``id``) and EWS ItemIds (``ews_id``), optionally of one mailbox."""
+        query = "" if mailbox is None else "?" + urlencode({"mailbox": mailbox})
+        items: list[dict[str, Any]] = self.control("GET", f"graph/items{query}")
+        return items
+
+    def item(self, item_id: str) -> dict[str, Any]:
+        """One stored item, by Graph id."""
+        return {**super().item(store_id(item_id)), "id": item_id}
+
+    def edit_item(self, item_id: str, **changes: str) -> dict[str, Any]:
+        """Edit an item (by Graph id) as its owner would in Outlook (new ChangeKey)."""
+        return super().edit_item(store_id(item_id), **changes)
+
+    def delete_item(self, item_id: str) -> None:
+        """Delete an item (by Graph id) as its owner would in Outlook."""
+        super().delete_item(store_id(item_id))
+
+    def revoke_user(self, user: str, code: int = 50173) -> int:
+        """Revoke the user's refresh tokens (AADSTS ``code``); returns how many families."""
+        answer: dict[str, int] = self.control("POST", "graph/revoke", {"user": user, "code": code})
+        return answer["revoked"]
+
+    def expire_secret(self, client_id: str = "calsync-client") -> None:
+        """The app's client secret expired (AADSTS7000222)."""
+        self.control("POST", "graph/secrets/expire", {"client_id": client_id})
+
+    def expire_tokens(self) -> int:
+        """Every access token expires now."""
+        answer: dict[str, int] = self.control("POST", "graph/tokens/expire")
+        return answer["expired"]
+
+    def set_policy(self, mailboxes: list[str] | None, client_id: str = "calsync-client") -> None:
+        """Scope the app with an application access policy (None removes it)."""
+        self.control("PUT", "graph/policy", {"client_id": client_id, "mailboxes": mailboxes})
+
+    def configure(self, **config: float) -> dict[str, Any]:
+        """Set ``token_lifetime``, ``latency_ms`` or ``mailbox_concurrency``."""
+        answer: dict[str, Any] = self.control("POST", "graph/config", config)
+        return answer
+
+    def concurrency(self) -> dict[str, Any]:
+        """``{"in_flight", "peak", "throttled", "limit"}`` per mailbox."""
+        answer: dict[str, Any] = self.control("GET", "graph/concurrency")
+        return answer

@@ -3,7 +3,8 @@
 It starts a fresh data dir (embedded Redis, SQLite), the provider emulators and a real worker
 process, submits a burst that exercises every mechanism — rapid successive edits of one event, a
 provider call that fails twice then succeeds, a permanent failure, a corrupt payload, Google 503s and
-a 429 with Retry-After, Exchange throttling — shows progress, and ends with what happened.
+a 429 with Retry-After, Exchange throttling over EWS, a Graph 429 with Retry-After — shows progress,
+and ends with what happened.
 """
 
 from __future__ import annotations
@@ -34,8 +35,8 @@ from calsync.core.store import accounts, dead_letters, targets
 from calsync.core.store.crypto import generate_key
 from calsync.core.store.dead_letters import DeadLetterFilter
 from calsync.providers.memory import MemoryProvider
-from calsync_emulators import ews, google
-from calsync_emulators.control import EwsControl, GoogleControl
+from calsync_emulators import google, graph
+from calsync_emulators.control import GoogleControl, GraphControl
 from calsync_emulators.demo_report import dead_letters_table, jobs_table, progress_table, provider_calls_table
 from calsync_emulators.server import RunningEmulator
 
@@ -68,10 +69,13 @@ class Demo:
     def __init__(self, base: Settings, console: Console) -> None:
         self.console = console
         self.directory = base.data_dir / "demo"
+        self.directory.mkdir(parents=True, exist_ok=True)
+        tls = graph.self_signed(self.directory)
         self.google = RunningEmulator(google.create_app())
-        self.ews = RunningEmulator(ews.create_app())
+        # One Exchange server: EWS (http) and Graph + Entra (https) on one port, over one mailbox store.
+        self.ews = RunningEmulator(graph.create_app(), tls=tls.context)
         self.google_control = GoogleControl(self.google.url, timeout=5)
-        self.ews_control = EwsControl(self.ews.url, timeout=5)
+        self.ews_control = GraphControl(self.ews.url, timeout=5)
         self.settings = Settings(
             data_dir=self.directory,
             secret_key=generate_key(),
@@ -82,6 +86,8 @@ class Demo:
             lock_ttl=30,
             lock_retry_delay=0.3,
             google_api_endpoint=self.google_control.api_endpoint,
+            graph_api_endpoint=self.ews_control.api_endpoint,
+            graph_ca_file=tls.ca_file,
             memory_provider_path=self.directory / "memory-provider.sqlite3",
             log_level="INFO",
         )
@@ -138,6 +144,9 @@ class Demo:
             {"username": "svc@example.com", "password": "svc-password"},
             {"server_url": self.ews_control.server_url, "auth_type": "basic", "access_type": "impersonation"},
         )
+        coo = scenario.accounts["coo@acme (Graph)"] = self._account(
+            "graph", "coo@acme.example", self.ews_control.app_credentials()
+        )
         # Trouble, injected at the providers.
         self.memory.add_fault(error="unavailable", title="^Flaky", times=2, message="503 from the calendar backend")
         self.memory.add_fault(error="forbidden", title="^Board", message="calendar is read-only for this account")
@@ -146,6 +155,9 @@ class Demo:
         # Exchange throttles: ErrorServerBusy with a back-off hint, three times in a row.
         self.ews_control.add_fault(operation="CreateItem", reason="ErrorServerBusy", level="fault", retry_after=2,
                                    times=3)  # fmt: skip
+        # Graph throttles the Exchange Online mailbox: 429 with Retry-After, twice.
+        self.ews_control.add_fault(operation="events.create", status=429, reason="ApplicationThrottled",
+                                   message="Too many requests", retry_after=2, times=2)  # fmt: skip
 
         producer = Producer(self.runtime)
         review = producer.submit(TENANT, {"operation": "upsert", "accounts": [team, ceo, cfo],
@@ -169,6 +181,9 @@ class Demo:
         budget = producer.submit(TENANT, {"operation": "upsert", "accounts": [cfo], "send_updates": "all",
                                           "event": _event("Budget review", 6, 10, attendees=["cfo@acme.example"])})
         scenario.entities["Budget review (Exchange throttling)"] = budget.entity_id
+        offsite = producer.submit(TENANT, {"operation": "upsert", "accounts": [coo], "send_updates": "all",
+                                           "event": _event("Offsite", 7, 9, attendees=["ceo@acme.example"])})
+        scenario.entities["Offsite (Graph 429 + Retry-After)"] = offsite.entity_id
         lunch = producer.submit(TENANT, {"operation": "upsert", "accounts": [team, ceo],
                                          "event": _event("Team lunch", 5, 12)})  # fmt: skip
         producer.submit(TENANT, {"operation": "delete", "entity_id": lunch.entity_id})

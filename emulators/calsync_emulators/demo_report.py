@@ -65,6 +65,9 @@ def provider_calls_table(
     calls.add_row("memory", str(len(memory_calls)), str(sum(1 for c in memory_calls if c.error)))
     api = [r for r in google_log if r["path"].startswith("/calendar/")]
     calls.add_row("Google Calendar emulator", str(len(api)), str(sum(1 for r in api if (r["status"] or 0) >= 400)))
-    soap = [r for r in ews_log if r.get("operation") not in (None, "token")]
+    soap = [r for r in ews_log if r.get("operation") not in (None, "token", "discovery")
+            and not r["path"].startswith("/v1.0/")]  # fmt: skip
     calls.add_row("Exchange EWS emulator", str(len(soap)), str(sum(1 for r in soap if r.get("fault"))))
+    rest = [r for r in ews_log if r["path"].startswith("/v1.0/")]
+    calls.add_row("Exchange Graph emulator", str(len(rest)), str(sum(1 for r in rest if r.get("fault"))))
     return calls

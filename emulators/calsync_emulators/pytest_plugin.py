@@ -15,7 +15,8 @@ from typing import Any
 import exchangelib
 import pytest
 
-from calsync_emulators import ews, google
+from calsync_emulators import ews, google, graph
+from calsync_emulators.graph.tls import TlsIdentity, self_signed
 from calsync_emulators.server import EmulatorApp, Request, RunningEmulator
 
 StartEmulator = Callable[[EmulatorApp], RunningEmulator]
@@ -37,16 +38,16 @@ def stamp_arrivals(running: RunningEmulator) -> None:
 
 
 @contextlib.contextmanager
-def serving(app: EmulatorApp, *, stamped: bool = False) -> Iterator[RunningEmulator]:
-    """Serve ``app`` on a free local port until the block ends."""
-    running = RunningEmulator(app)
+def serving(app: EmulatorApp, *, stamped: bool = False, tls: TlsIdentity | None = None) -> Iterator[RunningEmulator]:
+    """Serve ``app`` on a free local port until the block ends (also over https with ``tls``)."""
+    running = RunningEmulator(app, tls=tls.context if tls is not None else None)
     if stamped:
         stamp_arrivals(running)
     try:
         yield running
     finally:
         running.stop()
-        if isinstance(app, ews.EwsEmulator):
+        if isinstance(app, ews.EwsEmulator | graph.ExchangeServer):
             exchangelib.close_connections()  # its pooled sessions point at a port that is gone now
 
 
@@ -64,6 +65,19 @@ def ews_server() -> Iterator[RunningEmulator]:
         yield running
 
 
+@pytest.fixture(scope="session")
+def emulator_tls(tmp_path_factory: pytest.TempPathFactory) -> TlsIdentity:
+    """The emulators' self-signed certificate (``CALSYNC_GRAPH_CA_FILE``) and server context."""
+    return self_signed(tmp_path_factory.mktemp("emulator-tls"))
+
+
+@pytest.fixture(scope="session")
+def exchange_server(emulator_tls: TlsIdentity) -> Iterator[RunningEmulator]:
+    """One Exchange server emulator (EWS + Graph + Entra on one store, http and https) for the session."""
+    with serving(graph.create_app(), tls=emulator_tls) as running:
+        yield running
+
+
 @pytest.fixture(scope="module")
 def stamped_google_server() -> Iterator[RunningEmulator]:
     """A Google emulator of the module's own whose request log carries arrival times (``at``)."""
@@ -78,8 +92,15 @@ def stamped_ews_server() -> Iterator[RunningEmulator]:
         yield running
 
 
+@pytest.fixture(scope="module")
+def stamped_exchange_server(emulator_tls: TlsIdentity) -> Iterator[RunningEmulator]:
+    """An Exchange server emulator (EWS + Graph) of the module's own with arrival times (``at``) in its log."""
+    with serving(graph.create_app(), stamped=True, tls=emulator_tls) as running:
+        yield running
+
+
 @pytest.fixture
-def start_emulator() -> Iterator[StartEmulator]:
-    """Start emulators of this test's own; every one is stopped after the test."""
+def start_emulator(emulator_tls: TlsIdentity) -> Iterator[StartEmulator]:
+    """Start emulators of this test's own (served over http and https); every one is stopped after the test."""
     with contextlib.ExitStack() as stack:
-        yield lambda app: stack.enter_context(serving(app))
+        yield lambda app: stack.enter_context(serving(app, tls=emulator_tls))

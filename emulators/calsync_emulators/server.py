@@ -8,6 +8,9 @@ Every emulator gets the same control API under ``/_emulator/``:
 - ``POST /_emulator/faults`` (a :class:`FaultRule` as JSON), ``GET`` lists them, ``DELETE`` clears them;
 - anything else under ``/_emulator/`` goes to :meth:`EmulatorApp.control`.
 
+With a TLS context (``tls=``) the same port also speaks https: a connection whose first byte is a TLS
+handshake is wrapped, any other is served as plain HTTP (so EWS over http and Entra over https share it).
+
 Responses always carry ``Content-Length`` and never ``Connection: close``: exchangelib and httplib2
 reuse connections and misbehave when a server closes them on errors.
 """
@@ -18,6 +21,7 @@ import abc
 import contextlib
 import json
 import socket
+import ssl
 import threading
 import time
 from collections.abc import Callable, Mapping
@@ -156,9 +160,10 @@ class EmulatorHTTPServer(ThreadingHTTPServer):
     request_queue_size = 128
     allow_reuse_address = True
 
-    def __init__(self, app: EmulatorApp, address: tuple[str, int]) -> None:
+    def __init__(self, app: EmulatorApp, address: tuple[str, int], tls: ssl.SSLContext | None = None) -> None:
         super().__init__(address, _Handler)
         self.app = app
+        self.tls = tls
         self._log: list[dict[str, Any]] = []
         self._log_lock = threading.Lock()
 
@@ -167,6 +172,29 @@ class EmulatorHTTPServer(ThreadingHTTPServer):
         """Base URL clients should use, e.g. ``http://127.0.0.1:8123``."""
         host, port = self.server_address[:2]
         return f"http://{host!s}:{port}"
+
+    @property
+    def https_url(self) -> str:
+        """The same port over TLS (only with a TLS context)."""
+        return self.url.replace("http://", "https://", 1)
+
+    def finish_request(self, request: Any, client_address: Any) -> None:
+        """On the connection's own thread: wrap it in TLS when it starts with a handshake record."""
+        if self.tls is None:
+            super().finish_request(request, client_address)
+            return
+        try:
+            if request.recv(1, socket.MSG_PEEK) != b"\x16":
+                super().finish_request(request, client_address)
+                return
+            wrapped = self.tls.wrap_socket(request, server_side=True)  # takes over the descriptor
+        except (OSError, ssl.SSLError):
+            return
+        try:
+            super().finish_request(wrapped, client_address)
+        finally:
+            with contextlib.suppress(OSError):
+                wrapped.close()
 
     def record(self, request: Request, status: int | None, extra: Mapping[str, Any] | None = None) -> None:
         """Append one entry to the request log."""
@@ -227,9 +255,11 @@ class EmulatorHTTPServer(ThreadingHTTPServer):
 class RunningEmulator:
     """An emulator serving on a background thread (pytest fixtures, the demo)."""
 
-    def __init__(self, app: EmulatorApp, host: str = "127.0.0.1", port: int = 0) -> None:
+    def __init__(
+        self, app: EmulatorApp, host: str = "127.0.0.1", port: int = 0, tls: ssl.SSLContext | None = None
+    ) -> None:
         self.app = app
-        self.server = EmulatorHTTPServer(app, (host, port))
+        self.server = EmulatorHTTPServer(app, (host, port), tls)
         self._thread = threading.Thread(target=self.server.serve_forever, name="emulator", daemon=True)
         self._thread.start()
 
@@ -251,9 +281,15 @@ class RunningEmulator:
         self.stop()
 
 
-def serve_forever(app: EmulatorApp, host: str, port: int, announce: Callable[[str], None] | None = None) -> None:
+def serve_forever(
+    app: EmulatorApp,
+    host: str,
+    port: int,
+    announce: Callable[[str], None] | None = None,
+    tls: ssl.SSLContext | None = None,
+) -> None:
     """Serve in the foreground until interrupted (``calsync emulator ...``); ``announce`` gets the bound URL."""
-    server = EmulatorHTTPServer(app, (host, port))
+    server = EmulatorHTTPServer(app, (host, port), tls)
     if announce is not None:
         announce(server.url)
     try:

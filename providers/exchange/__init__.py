@@ -10,14 +10,15 @@ Deployments served: Exchange Server on-premises (2016, 2019 and Subscription Edi
 and Exchange Online tenants that still allow EWS. Microsoft begins disabling EWS in Exchange Online on
 1 Oct 2026; tenants that allow-list the app (``EWSEnabled=True`` + ``EWSAllowedAppIDs``) keep it until
 the permanent shutdown on 1 Apr 2027. A blocked mailbox answers HTTP 403
-(→ :class:`~calsync.core.model.errors.Forbidden`). A Microsoft Graph adapter for Exchange Online is
-planned separately.
+(→ :class:`~calsync.core.model.errors.Forbidden`). Exchange Online mailboxes go through the ``graph``
+adapter (providers/graph/), which reads and writes the same sync-key property.
 """
 
+from calsync.core.model.markers import SYNC_KEY_PROPERTY_NAME, SYNC_KEY_PROPERTY_SET
 from calsync.providers.exchange.account_config import AccountConfig, read_account_config
 from calsync.providers.exchange.classification import CLASSIFICATION, Classification, classify_error
 from calsync.providers.exchange.config import ExchangeConfig
-from calsync.providers.exchange.items import SEND_MODES, SYNC_KEY_PROPERTY_NAME, SYNC_KEY_PROPERTY_SET, item_fields
+from calsync.providers.exchange.items import SEND_MODES, item_fields
 from calsync.providers.exchange.provider import ExchangeProvider
 
 __all__ = [

@@ -23,9 +23,7 @@ from exchangelib.items import SEND_TO_ALL_AND_SAVE_COPY, SEND_TO_NONE
 
 from calsync.core.model.calendar import EventState, SendUpdates
 from calsync.core.model.errors import InvalidRequest
-
-SYNC_KEY_PROPERTY_SET = "dc272488-8779-40b1-ac57-3b20cbf587cf"
-SYNC_KEY_PROPERTY_NAME = "CalsyncSyncKey"
+from calsync.core.model.markers import SYNC_KEY_PROPERTY_NAME, SYNC_KEY_PROPERTY_SET
 
 SEND_MODES: Mapping[SendUpdates, str] = {
     "all": SEND_TO_ALL_AND_SAVE_COPY,

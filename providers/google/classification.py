@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import fnmatch
 import http.client
 import json
 from collections.abc import Collection
@@ -17,6 +16,7 @@ from calsync.core.model.errors import (
     CalsyncError,
     EntityNotFound,
     Forbidden,
+    FullSyncRequired,
     InvalidRequest,
     ProviderTimeout,
     ProviderUnavailable,
@@ -32,7 +32,12 @@ _MESSAGE_LIMIT = 300
 
 @dataclass(frozen=True)
 class Failure:
-    """What the classifier knows about one failed call, reduced to primitives (never the request or its headers)."""
+    """What the classifier knows about one failed call, reduced to primitives (never the request or its headers).
+
+    ``codes`` are Google's machine reasons: ``errors[].reason`` when the body has any, else the ErrorInfo
+    ``details[].reason`` (a body may carry only those), else the OAuth ``error`` of a token-endpoint refusal.
+    ``error.status`` (``PERMISSION_DENIED``, ...) is never read: Google's documented bodies do not carry it.
+    """
 
     exc: BaseException
     status: int | None
@@ -53,45 +58,46 @@ class Row:
     retry_after: float | None = None
 
     def matches(self, failure: Failure) -> bool:
-        """True when the failure's type, HTTP status and any of its codes (glob patterns) fit this row."""
+        """True when the failure's type, HTTP status and any of its codes fit this row."""
         if not isinstance(failure.exc, self.kinds):
             return False
         if self.statuses is not None and failure.status not in self.statuses:
             return False
-        return not self.codes or any(fnmatch.fnmatchcase(c, p) for c in failure.codes for p in self.codes)
+        return not self.codes or not failure.codes.isdisjoint(self.codes)
 
 
-#: First matching row wins. ``codes`` are matched against Google's ``errors[].reason``, ``details[].reason``
-#: and ``error.status`` of an API error, or the OAuth ``error`` of a token-endpoint refusal
+def _reason(name: str, error: type[CalsyncError], *codes: str, retry_after: float | None = None) -> Row:
+    """A row keyed by Google's reason (any HTTP status): the reason is what Google documents per error."""
+    return Row(name, error, (HttpError,), None, (name, *codes), retry_after)
+
+
+#: First matching row wins. Reason rows come before the status rows that catch what they leave
 #: (docs/notes/google-calendar.md, "Errors").
 CLASSIFICATION: tuple[Row, ...] = (
     Row("429 too many requests", RateLimited, (HttpError,), {429}),
-    Row(
-        "403 rate limit",
-        RateLimited,
-        (HttpError,),
-        {403},
-        ("rateLimitExceeded", "userRateLimitExceeded", "RATE_LIMIT_EXCEEDED"),
-    ),
+    _reason("rateLimitExceeded", RateLimited, "RATE_LIMIT_EXCEEDED"),
+    _reason("userRateLimitExceeded", RateLimited, "USER_RATE_LIMIT_EXCEEDED"),
     # Calendar usage limits can make a calendar read-only for hours: don't hot-loop.
-    Row(
-        "403 calendar usage limits",
-        RateLimited,
-        (HttpError,),
-        {403},
-        ("quotaExceeded", "dailyLimitExceeded"),
-        retry_after=QUOTA_RETRY_AFTER,
-    ),
-    Row(
-        "403 permission denied",
-        Forbidden,
-        (HttpError,),
-        {403},
-        ("forbidden*", "insufficientPermissions", "accessNotConfigured", "notACalendarUser", "PERMISSION_DENIED"),
-    ),
+    _reason("quotaExceeded", RateLimited, "dailyLimitExceeded", retry_after=QUOTA_RETRY_AFTER),
+    _reason("requiredAccessLevel", Forbidden),
+    _reason("forbiddenForNonOrganizer", Forbidden),
+    _reason("forbiddenForServiceAccounts", Forbidden),
+    _reason("insufficientPermissions", Forbidden, "ACCESS_TOKEN_SCOPE_INSUFFICIENT"),
+    _reason("notACalendarUser", Forbidden),
+    _reason("cannotChangeOrganizer", Forbidden),
+    # The only retryable 403s are the rate limits above; a 403 without a known reason (e.g. a bare
+    # "insufficient authentication scopes") is a refusal too.
+    Row("403 any other reason", Forbidden, (HttpError,), {403}),
     # AuthorizedHttp already refreshed the token twice before letting a 401 through.
     Row("401 after refresh", AuthRevoked, (HttpError,), {401}),
-    Row("400 bad request", InvalidRequest, (HttpError,), {400}),
+    _reason("timeRangeEmpty", InvalidRequest),
+    _reason("required", InvalidRequest),
+    _reason("invalid", InvalidRequest),
+    Row("400 any other reason", InvalidRequest, (HttpError,), {400}),
+    # 410 means two different things: an event that is gone (a delete's success), or a list's sync token
+    # (or updatedMin) that is no longer honoured.
+    _reason("deleted", EntityNotFound),
+    _reason("fullSyncRequired", FullSyncRequired, "updatedMinTooLongAgo"),
     Row("404/410 calendar or event gone", EntityNotFound, (HttpError,), {404, 410}),
     Row("5xx server error", ProviderUnavailable, (HttpError,), range(500, 600)),
     Row(
@@ -111,6 +117,12 @@ CLASSIFICATION: tuple[Row, ...] = (
 )
 
 
+def _reasons(items: object) -> set[str]:
+    if not isinstance(items, list):
+        return set()
+    return {str(item["reason"]) for item in items if isinstance(item, dict) and item.get("reason")}
+
+
 def describe(exc: BaseException) -> Failure:
     """Read status, reasons and message from the body ourselves: ``HttpError.reason`` is prose."""
     if isinstance(exc, HttpError):
@@ -122,10 +134,7 @@ def describe(exc: BaseException) -> Failure:
         except (ValueError, TypeError, AttributeError):
             error = None
         if isinstance(error, dict):
-            items = [*(error.get("errors") or []), *(error.get("details") or [])]
-            codes.update(str(item["reason"]) for item in items if isinstance(item, dict) and item.get("reason"))
-            if error.get("status"):
-                codes.add(str(error["status"]))
+            codes = _reasons(error.get("errors")) or _reasons(error.get("details"))
             message = str(error.get("message") or message)
         return Failure(exc, status, frozenset(codes), message, parse_retry_after(exc.resp.get("retry-after")))
     if isinstance(exc, RefreshError):

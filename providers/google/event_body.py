@@ -5,6 +5,7 @@ from __future__ import annotations
 import base64
 import datetime as dt
 import hashlib
+import zoneinfo
 from collections.abc import Mapping
 from typing import Any
 
@@ -21,10 +22,15 @@ _SERVER_FIELDS = frozenset(
 )
 
 
-def event_id_for(sync_key: str) -> str:
-    """Same sync key, same event id: a retried create collides with its own earlier attempt instead of duplicating."""
+def event_id_for(sync_key: str, generation: int = 0) -> str:
+    """Same sync key and generation, same event id: a retried create collides with its own earlier attempt.
+
+    A generation above 0 names the re-creation of an event whose earlier id Google holds as cancelled and
+    refuses to restore; it is derived the same way, so a retry walks the same ids and never duplicates.
+    """
+    material = sync_key if generation == 0 else f"{sync_key}#generation-{generation}"
     # Lower-case base32hex is exactly Google's id alphabet [a-v0-9] (docs/notes/google-calendar.md); 52 characters.
-    return base64.b32hexencode(hashlib.sha256(sync_key.encode()).digest()).decode().rstrip("=").lower()
+    return base64.b32hexencode(hashlib.sha256(material.encode()).digest()).decode().rstrip("=").lower()
 
 
 def _when(value: dt.date | dt.datetime, all_day: bool, time_zone: str) -> dict[str, str]:
@@ -64,6 +70,39 @@ def reapply(current: Mapping[str, Any], wanted: Mapping[str, Any]) -> dict[str, 
     replies = {a.get("email"): a for a in current.get("attendees") or ()}
     body["attendees"] = [{**replies.get(a["email"], {}), **a} for a in wanted["attendees"]]
     return body
+
+
+def _instant(value: Mapping[str, Any]) -> dt.date | dt.datetime | None:
+    """A start/end as a comparable value: Google answers ``dateTime`` in another offset than we sent."""
+    if value.get("date"):
+        return dt.date.fromisoformat(str(value["date"]))
+    if not value.get("dateTime"):
+        return None
+    moment = dt.datetime.fromisoformat(str(value["dateTime"]))
+    if moment.tzinfo is None and value.get("timeZone"):
+        moment = moment.replace(tzinfo=zoneinfo.ZoneInfo(str(value["timeZone"])))
+    return moment
+
+
+def _private(resource: Mapping[str, Any]) -> Mapping[str, Any]:
+    return (resource.get("extendedProperties") or {}).get("private") or {}
+
+
+def shows(current: Mapping[str, Any], wanted: Mapping[str, Any]) -> bool:
+    """True when the event already shows our state (times compared as instants, never as strings)."""
+    for field in ("summary", "description", "location"):
+        if current.get(field) != wanted.get(field):
+            return False
+    if current.get("status", "confirmed") != wanted.get("status", "confirmed"):
+        return False
+    for field in ("start", "end"):
+        ours, theirs = wanted.get(field) or {}, current.get(field) or {}
+        if _instant(ours) != _instant(theirs) or ours.get("timeZone") != theirs.get("timeZone"):
+            return False
+    if [a.get("email") for a in current.get("attendees") or ()] != [a["email"] for a in wanted["attendees"]]:
+        return False
+    ours = wanted["extendedProperties"]["private"]
+    return all(_private(current).get(key) == value for key, value in ours.items())
 
 
 def check_ours(current: Mapping[str, Any], target: Target) -> None:

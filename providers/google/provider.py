@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import threading
 from collections.abc import Callable, Collection
 from dataclasses import dataclass
@@ -14,13 +15,23 @@ from googleapiclient.discovery import build
 from googleapiclient.errors import HttpError
 
 from calsync.core.model.calendar import Account, EventState, ExternalRef, ProviderName, SendUpdates, Target
-from calsync.core.model.errors import TemporaryError
+from calsync.core.model.errors import EntityNotFound, InvalidRequest, TemporaryError
 from calsync.providers.google.classification import classify
 from calsync.providers.google.config import GoogleConfig
 from calsync.providers.google.credentials import CredentialCache, account_option, secrets_of
-from calsync.providers.google.event_body import SEND_UPDATES, check_ours, event_body, event_id_for, reapply, ref_of
+from calsync.providers.google.event_body import (
+    SEND_UPDATES,
+    check_ours,
+    event_body,
+    event_id_for,
+    reapply,
+    ref_of,
+    shows,
+)
 
 MAX_CONFLICTS = 3
+#: How many re-creations under a new id one target may need (each after Google refused to restore the last).
+MAX_GENERATIONS = 8
 
 
 @dataclass(frozen=True)
@@ -30,6 +41,10 @@ class _Session:
     calendar_id: str
     credentials: Credentials
     secrets: tuple[str, ...]
+
+
+def _insert(events: Any, *, calendar_id: str, body: dict[str, Any], send_updates: str) -> Any:
+    return events.insert(calendarId=calendar_id, body=body, sendUpdates=send_updates)
 
 
 class GoogleProvider:
@@ -64,27 +79,26 @@ class GoogleProvider:
         if target.external_id is None:
             return self._create(session, wanted, send_updates, target)
         try:
-            return ref_of(self._update(session, target.external_id, wanted, send_updates, target.etag, {404, 412}))
+            return ref_of(
+                self._update(session, target.external_id, wanted, send_updates, target.etag, {403, 404, 410, 412})
+            )
         except HttpError as exc:
             if exc.resp.status == 404:
                 return self._create(session, wanted, send_updates, target)
-            return self._reconcile(session, target.external_id, wanted, send_updates, target)
+            # 412: changed under us. 403/410: maybe deleted in Google and refused; _adopt tells which.
+            adopted = self._adopt(session, target.external_id, wanted, send_updates, target)
+            return adopted if adopted is not None else self._create(session, wanted, send_updates, target)
 
     def delete(self, account: Account, target: Target, *, send_updates: SendUpdates = "none") -> None:
-        """Delete the target's event (found by its deterministic id when none is recorded); gone already is fine."""
+        """Delete the target's event (found by its deterministic ids when none is recorded); gone already is fine."""
         session = self._session(account)
-        event_id = target.external_id or event_id_for(target.sync_key)
-        try:
-            self._execute(
-                session,
-                "events.delete",
-                lambda events: events.delete(
-                    calendarId=session.calendar_id, eventId=event_id, sendUpdates=SEND_UPDATES[send_updates]
-                ),
-                passthrough={404, 410},
-            )
-        except HttpError:
+        if target.external_id is not None:
+            self._delete(session, target.external_id, send_updates)
             return
+        # Generation n+1 only exists when generation n is cancelled: walk until an id was live or never existed.
+        for generation in range(MAX_GENERATIONS):
+            if self._delete(session, event_id_for(target.sync_key, generation), send_updates) != 410:
+                return
 
     def close(self) -> None:
         """Close every thread's pooled connections (call once the worker threads stopped); a later call reconnects."""
@@ -98,20 +112,43 @@ class GoogleProvider:
     # --- flows -----------------------------------------------------------------------------------
 
     def _create(self, session: _Session, wanted: dict[str, Any], send_updates: str, target: Target) -> ExternalRef:
-        event_id = event_id_for(target.sync_key)
+        """Insert under the first deterministic id that is free, or adopt the one an earlier attempt of ours holds."""
+        for generation in range(MAX_GENERATIONS):
+            event_id = event_id_for(target.sync_key, generation)
+            body = {**wanted, "id": event_id}
+            try:
+                created = self._execute(
+                    session,
+                    "events.insert",
+                    functools.partial(_insert, calendar_id=session.calendar_id, body=body, send_updates=send_updates),
+                    passthrough={409},
+                )
+            except HttpError:
+                # Our earlier attempt (its response lost) or a cancelled event of ours holds the id.
+                adopted = self._adopt(session, event_id, wanted, send_updates, target)
+                if adopted is None:
+                    continue  # cancelled, and Google refuses to restore it: the next generation
+                return adopted
+            return ref_of(created)
+        raise InvalidRequest(f"Google refuses to restore the first {MAX_GENERATIONS} ids of this target's event")
+
+    def _delete(self, session: _Session, event_id: str, send_updates: SendUpdates) -> int:
+        """Delete one id; returns the HTTP status (204, or 404/410: already gone, which is fine)."""
         try:
-            created = self._execute(
+            self._execute(
                 session,
-                "events.insert",
-                lambda events: events.insert(
-                    calendarId=session.calendar_id, body={**wanted, "id": event_id}, sendUpdates=send_updates
+                "events.delete",
+                lambda events: events.delete(
+                    calendarId=session.calendar_id, eventId=event_id, sendUpdates=SEND_UPDATES[send_updates]
                 ),
-                passthrough={409},
+                passthrough={404, 410},
             )
-        except HttpError:
-            # Our earlier attempt (its response lost) or a cancelled event of ours holds the id.
-            return self._reconcile(session, event_id, wanted, send_updates, target)
-        return ref_of(created)
+        except HttpError as exc:
+            gone = classify(exc, "events.delete", self._secrets(session))
+            if not isinstance(gone, EntityNotFound):
+                raise gone from None  # a 410 that is not "deleted" (fullSyncRequired) is no success
+            return int(exc.resp.status)
+        return 204
 
     def _update(
         self,
@@ -131,10 +168,14 @@ class GoogleProvider:
 
         return self._execute(session, "events.update", request, passthrough=passthrough)
 
-    def _reconcile(
+    def _adopt(
         self, session: _Session, event_id: str, wanted: dict[str, Any], send_updates: str, target: Target
-    ) -> ExternalRef:
-        """Re-read the event and re-apply our state under If-Match until no one else changes it in between."""
+    ) -> ExternalRef | None:
+        """Re-read the event and re-apply our state under If-Match until no one else changes it in between.
+
+        None when the event is cancelled and Google refuses to restore it (403/410): the caller re-creates it
+        under the next generation of the id. An event that already shows our state is not written again.
+        """
         for _ in range(MAX_CONFLICTS):
             current = self._execute(
                 session,
@@ -142,11 +183,18 @@ class GoogleProvider:
                 lambda events: events.get(calendarId=session.calendar_id, eventId=event_id),
             )
             check_ours(current, target)
+            cancelled = current.get("status") == "cancelled"
+            if shows(current, wanted) or (cancelled and wanted["status"] == "cancelled"):
+                return ref_of(current)  # nothing to write (a cancelled event stays hidden, stub or not)
             try:
                 body = reapply(current, wanted)
-                return ref_of(self._update(session, event_id, body, send_updates, current.get("etag"), {412}))
-            except HttpError:
-                continue
+                return ref_of(self._update(session, event_id, body, send_updates, current.get("etag"), {403, 410, 412}))
+            except HttpError as exc:
+                if exc.resp.status == 412:
+                    continue
+                if cancelled:
+                    return None
+                raise classify(exc, "events.update", self._secrets(session)) from None
         raise TemporaryError(f"Google event {event_id} changed under us {MAX_CONFLICTS} times in a row")
 
     # --- plumbing --------------------------------------------------------------------------------
@@ -154,6 +202,13 @@ class GoogleProvider:
     def _session(self, account: Account) -> _Session:
         calendar_id = account_option(account, "calendar_id", str, account.address)
         return _Session(calendar_id, self._credentials.get(account), secrets_of(account))
+
+    def _events(self) -> Any:
+        """This thread's ``events`` resource: building one costs milliseconds, and threads must not share one."""
+        events = getattr(self._local, "events", None)
+        if events is None:
+            events = self._local.events = self._service.events()
+        return events
 
     def _http(self, credentials: Credentials) -> Any:
         http = getattr(self._local, "http", None)
@@ -172,13 +227,16 @@ class GoogleProvider:
     ) -> Any:
         """Run one API call; HTTP statuses in ``passthrough`` reach the caller as HttpError, the rest are classified."""
         try:
-            return request(self._service.events()).execute(http=self._http(session.credentials), num_retries=0)
+            return request(self._events()).execute(http=self._http(session.credentials), num_retries=0)
         except HttpError as exc:
             if exc.resp.status in passthrough:
                 raise
             failure = exc
         except Exception as exc:
             failure = exc
+        raise classify(failure, operation, self._secrets(session)) from None
+
+    @staticmethod
+    def _secrets(session: _Session) -> tuple[str, ...]:
         live_token = getattr(session.credentials, "token", None)
-        secrets = (*session.secrets, live_token) if isinstance(live_token, str) else session.secrets
-        raise classify(failure, operation, secrets) from None
+        return (*session.secrets, live_token) if isinstance(live_token, str) else session.secrets

@@ -164,8 +164,9 @@ def test_reconcile_prints_a_report_and_can_enqueue_for_the_workers(settings: Set
 
 
 def test_migrate_is_repeatable(settings: Settings) -> None:
-    assert _json(_run(settings, "migrate")) == {"revision": migrate.head_revision()}
-    assert _json(_run(settings, "migrate")) == {"revision": migrate.head_revision()}
+    head = migrate.head_revision()
+    assert _json(_run(settings, "migrate")) == {"revision": head, "previous": head, "action": "unchanged"}
+    assert _json(_run(settings, "migrate")) == {"revision": head, "previous": head, "action": "unchanged"}
 
 
 def test_an_unmigrated_database_is_refused_with_the_fix(settings_factory: Any, tmp_path: Path) -> None:

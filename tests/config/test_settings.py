@@ -6,6 +6,7 @@ import pytest
 
 from calsync.core.config.settings import Settings, load_settings
 from calsync.core.model.errors import ConfigurationError
+from calsync.core.store.crypto import generate_key
 
 
 def test_defaults_follow_the_seed() -> None:
@@ -49,7 +50,11 @@ def test_invalid_values_name_the_variable(
 
 
 def test_a_child_process_gets_exactly_the_same_settings(tmp_path: object, monkeypatch: pytest.MonkeyPatch) -> None:
-    original = Settings(retry_schedule=(0.5, 2), secret_key="k" * 44, lock_ttl=70, broker_url="redis://h:1/0")
+    first, second = generate_key(), generate_key()
+    original = Settings(
+        retry_schedule=(0.5, 2), secret_key=second, secret_keys=(first, second), lock_ttl=70,
+        broker_url="redis://h:1/0", embedded_redis=True,
+    )  # fmt: skip
     for name, value in original.as_environment().items():
         monkeypatch.setenv(name, value)
     assert load_settings() == original

@@ -1,6 +1,7 @@
-"""Offline deployment tooling for tests/deploy: each tool is skipped where missing unless CALSYNC_TEST_REQUIRE names it.
+"""Offline deployment tooling for tests/deploy: each tool is skipped where missing unless TEST_REQUIRE_SERVICES
+names it.
 
-Tool names for CALSYNC_TEST_REQUIRE: kubectl, kubernetes-validate, cloudcoil, hadolint, shellcheck,
+Tool names for TEST_REQUIRE_SERVICES: kubectl, kubernetes-validate, cloudcoil, hadolint, shellcheck,
 check-jsonschema (PyPI, in the dev extra) and promtool (Debian package prometheus, installed by .ci/run).
 """
 

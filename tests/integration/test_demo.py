@@ -59,6 +59,7 @@ def test_the_demo_runs_end_to_end_on_embedded_defaults(tmp_path: Path) -> None:
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
     out = done.stdout
     for expected in ("skipped as stale", "dead-lettered", "invalid payload", "forbidden", "Exchange EWS emulator",
+                     "Exchange Graph emulator", "Offsite (Graph 429 + Retry-After)",
                      "Google Calendar emulator"):  # fmt: skip
         assert expected in out
     assert "pending" in out and "not everything settled" not in out

@@ -1,4 +1,4 @@
-"""promtool for the monitoring tests: skipped where it is missing, unless CALSYNC_TEST_REQUIRE names it."""
+"""promtool for the monitoring tests: skipped where it is missing, unless TEST_REQUIRE_SERVICES names it."""
 
 from __future__ import annotations
 

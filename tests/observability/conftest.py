@@ -77,7 +77,7 @@ def scrape(url: str, *, timeout: float = 30) -> Exposition:
 
 @pytest.fixture(scope="session")
 def promtool(promtool_binary: str) -> str:
-    """The promtool binary (skipped where missing, unless CALSYNC_TEST_REQUIRE names it)."""
+    """The promtool binary (skipped where missing, unless TEST_REQUIRE_SERVICES names it)."""
     return promtool_binary
 
 

@@ -57,7 +57,7 @@ def test_prefixes_of_masked_pairs_are_kept() -> None:
 
 def test_registration_takes_long_strings_and_long_lines_of_multi_line_secrets() -> None:
     key = "-----BEGIN KEY-----\nQUJDREVGR0hJSktMTU5PUFFSU1RVVldY\n-----END KEY-----"
-    register_secrets({"options": ["tiny", {"private": key}], "n": 5})
+    register_secrets({"options": ["tiny", {"private_key": key}], "n": 5})
     assert redact("line QUJDREVGR0hJSktMTU5PUFFSU1RVVldY leaked") == f"line {MASK} leaked"
     assert redact("a tiny word") == "a tiny word"
 

@@ -9,7 +9,7 @@ from collections.abc import Callable, Sequence
 import dramatiq
 
 from calsync.core.config.logging import bind_job
-from calsync.core.model.errors import error_class_of
+from calsync.core.model.errors import InvalidPayload, error_class_of
 from calsync.core.model.redaction import redact
 from calsync.core.model.vocabulary import Outcome
 from calsync.core.redis.stats import JobStats
@@ -60,6 +60,8 @@ class JobLifecycle(dramatiq.Middleware):
         fields: dict[str, object] = {"outcome": outcome, "duration_seconds": round(duration, 4)}
         if ctx.error is not None:
             fields.update(error_class=error_class_of(ctx.error), error=redact(str(ctx.error))[:500])
+        if ctx.payload is None and isinstance(ctx.error, InvalidPayload):
+            fields.update(ctx.error.ids)  # what the rejected payload carried, so the producer can be found
         if ctx.retry_in is not None:
             fields["retry_in_seconds"] = round(ctx.retry_in, 3)
         level = logging.WARNING if outcome in (Outcome.DEAD_LETTERED, Outcome.RETRY_SCHEDULED) else logging.INFO

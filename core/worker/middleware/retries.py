@@ -32,8 +32,10 @@ from calsync.core.worker.failures import (
     ERRORS_OPTION,
     HISTORY_LIMIT,
     RETRIES_OPTION,
+    count_option,
     error_entry,
     error_message,
+    history_option,
     rejection_cause,
 )
 
@@ -73,7 +75,7 @@ class ScheduledRetries(Retries):
         ctx = delivery_of(message.message_id)
         error = exception
         if isinstance(error, Deferred):
-            waits = int(message.options.get(DEFERRALS_OPTION, 0))
+            waits = count_option(message.options, DEFERRALS_OPTION)
             if waits >= self.policy.max_deferrals:
                 error = error.give_up(waits)
             else:
@@ -102,9 +104,9 @@ class ScheduledRetries(Retries):
     def _failed(
         self, broker: dramatiq.Broker, message: dramatiq.MessageProxy, ctx: JobContext | None, error: BaseException
     ) -> None:
-        retries = int(message.options.get(RETRIES_OPTION, 0))
+        retries = count_option(message.options, RETRIES_OPTION)
         attempt = ctx.payload.attempt if ctx and ctx.payload else retries + 1
-        history = [*message.options.get(ERRORS_OPTION, []), error_entry(attempt, error)][-HISTORY_LIMIT:]
+        history = [*history_option(message.options), error_entry(attempt, error)][-HISTORY_LIMIT:]
         message.options[ERRORS_OPTION] = history
         message.options[RETRIES_OPTION] = retries + 1
         if ctx is not None:

@@ -78,6 +78,11 @@ class EwsEmulator(EmulatorApp):
         self._control = ControlRoutes(self.store, self.access, self.barriers)
 
     @property
+    def lock(self) -> threading.RLock:
+        """The lock guarding the store, the directory and the tokens (shared with the Graph front end)."""
+        return self._lock
+
+    @property
     def directory(self) -> Directory:
         """Who may log in and which mailboxes exist, right now."""
         return self.access.directory

@@ -16,6 +16,7 @@ import secrets
 import threading
 import time
 import xml.etree.ElementTree as ET
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Literal
 from urllib.parse import parse_qs
@@ -100,6 +101,8 @@ class Access:
     def __init__(self, initial: Directory, lock: threading.RLock) -> None:
         self._initial = initial.model_copy(deep=True)
         self._lock = lock
+        # Another token issuer whose app-only tokens EWS accepts too (the shared Entra of the Exchange server).
+        self.bearer: Callable[[str], str | None] | None = None
         self.reset()
 
     def reset(self) -> None:
@@ -137,7 +140,8 @@ class Access:
             if scheme.lower() == "bearer":
                 token = self._tokens.get(value.strip())
                 if token is None or token[1] < time.monotonic():
-                    return None
+                    app = self.bearer(value.strip()) if self.bearer is not None else None
+                    return None if app is None else (app, "bearer", None)
                 return token[0], "bearer", None
         return None
 

@@ -32,6 +32,8 @@ class Item:
     change_key: str
     fields: dict[str, ET.Element] = field(default_factory=dict)
     extended: dict[str, ET.Element] = field(default_factory=dict)
+    transaction_id: str | None = None  # Graph's create dedup key, with a digest of the create it came with
+    created_from: str | None = None
 
     def text(self, name: str) -> str | None:
         """A field's text ('' when empty, None when absent)."""

@@ -1,25 +1,70 @@
-"""The Google emulator app: routes a request to the token endpoint, the events API or the control routes."""
+"""The Google emulator app: routes a request to the token endpoint, the events API, channels or the control routes."""
 
 from __future__ import annotations
 
 import threading
+import time
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+from urllib.parse import parse_qs, unquote
 
 from calsync_emulators.faults import FaultRule, FaultRules
+from calsync_emulators.google.behaviour import GoogleBehaviour
+from calsync_emulators.google.channels import Channels
 from calsync_emulators.google.control_routes import control
 from calsync_emulators.google.errors import ApiError, ErrorStyle, google_error, oauth_error, phrase
-from calsync_emulators.google.events import API_PREFIX, EventStore
+from calsync_emulators.google.events import EventStore
+from calsync_emulators.google.listing import Listing, SyncTokens
 from calsync_emulators.google.oauth import DEFAULT_TOKEN_LIFETIME, TOKEN_PATH, TokenIssuer
 from calsync_emulators.server import EmulatorApp, Request, Response
+
+API_PREFIX = "/calendar/v3/"
+_NOT_ALLOWED = ApiError(405, "httpMethodNotAllowed", "Method Not Allowed")
 
 
 class GoogleFaultRule(FaultRule):
     """A fault rule that can also choose which of Google's error-body shapes to answer with."""
 
-    style: ErrorStyle = "legacy"
+    style: ErrorStyle | None = None
+
+
+@dataclass(frozen=True)
+class _Call:
+    """An API request reduced to what routing needs: the method after overrides, decoded segments, the query."""
+
+    method: str
+    segments: list[str]
+    query: Mapping[str, list[str]]
+    request: Request
+
+    @classmethod
+    def of(cls, request: Request) -> _Call:
+        # Split the raw path before decoding: calendar ids hold '@' and may hold an encoded '/'.
+        segments = [unquote(s) for s in request.raw_path[len(API_PREFIX) :].split("/")]
+        method, query = request.method, request.query
+        override = request.header("x-http-method-override")
+        if override and method == "POST":
+            method = override.upper()
+            if method == "GET":
+                query = {**query, **parse_qs(request.body.decode(), keep_blank_values=True)}
+        return cls(method, segments, query, request)
+
+    def body(self) -> Any:
+        """The JSON body (400 ``parseError`` when it is not JSON)."""
+        try:
+            return self.request.json() or {}
+        except ValueError as exc:
+            raise ApiError(400, "parseError", "Parse Error") from exc
+
+    def param(self, name: str) -> str | None:
+        """The last value of a query parameter."""
+        values = self.query.get(name)
+        return values[-1] if values else None
 
 
 class GoogleCalendarEmulator(EmulatorApp):
-    """Calendar v3 events + OAuth token endpoint in memory, safe for concurrent clients."""
+    """Calendar v3 events, channels and the OAuth token endpoint in memory, safe for concurrent clients."""
 
     rule_type = GoogleFaultRule
 
@@ -27,7 +72,10 @@ class GoogleCalendarEmulator(EmulatorApp):
         super().__init__()
         self.rules = FaultRules(self.rule_type, seed=seed)
         self._lock = threading.Lock()
-        self.events = EventStore()
+        self.behaviour = GoogleBehaviour()
+        self.channels = Channels()
+        self.events = EventStore(self.behaviour, self.channels.changed)
+        self.sync_tokens = SyncTokens()
         self.tokens = TokenIssuer(self._lock, token_lifetime)
 
     @property
@@ -36,33 +84,75 @@ class GoogleCalendarEmulator(EmulatorApp):
         return self.tokens.token_lifetime
 
     def reset(self) -> None:
-        """Forget events, tokens, revocations and the token lifetime set over the control API."""
+        """Forget events, sync tokens, channels, tokens, revocations and every setting made over the control API."""
         with self._lock:
             self.events.reset()
+            self.sync_tokens.reset()
+            self.channels.reset()
             self.tokens.reset()
+            self.configure(GoogleBehaviour().model_dump())
+
+    def configure(self, changes: Mapping[str, Any]) -> None:
+        """Change behaviour switches in place (the store and listing hold this object); all or none."""
+        checked = GoogleBehaviour.model_validate({**self.behaviour.model_dump(), **changes})
+        for name in type(checked).model_fields:
+            setattr(self.behaviour, name, getattr(checked, name))
+
+    def _configure_locked(self, changes: Mapping[str, Any]) -> None:
+        with self._lock:
+            self.configure(changes)
 
     def handle(self, request: Request) -> Response:
         """Serve the token endpoint and the events API."""
         if request.raw_path == TOKEN_PATH and request.method == "POST":
             return self.tokens.token(request)
         if not request.raw_path.startswith(API_PREFIX):
-            return google_error(404)
+            return google_error(404, style=self.behaviour.error_style)
+        call = _Call.of(request)
         try:
             with self._lock:
                 self.tokens.authorize(request)
-                response = self.events.serve(request)
+                self.events.sweep(time.time())
+                response = self._route(call)
         except ApiError as exc:
-            response = google_error(exc.status, exc.reason, exc.message)
+            response = google_error(exc.status, exc.reason, exc.message, self.behaviour.error_style, exc.location)
         if "sendUpdates" in request.query:
             response.log["send_updates"] = request.query["sendUpdates"][-1]
         if request.header("if-match"):
             response.log["if_match"] = request.header("if-match")
         return response
 
+    def _route(self, call: _Call) -> Response:
+        segments, method = call.segments, call.method
+        if segments == ["channels", "stop"] and method == "POST":
+            self.channels.stop(call.body())
+            return Response(204)
+        if len(segments) not in (3, 4) or segments[0] != "calendars" or segments[2] != "events":
+            raise ApiError(404)
+        calendar_id = segments[1]
+        if len(segments) == 3:
+            if method == "GET":
+                page = Listing(self.events, self.sync_tokens, self.behaviour).answer(calendar_id, call.query)
+                return Response.json(200, page)
+            if method == "POST":
+                return self.events.insert(calendar_id, call.body(), call.query)
+            raise _NOT_ALLOWED
+        event_id = segments[3]
+        if event_id == "watch" and method == "POST":
+            return Response.json(200, self.channels.watch(calendar_id, call.body(), strict=self.behaviour.strict))
+        if_match = call.request.header("if-match")
+        if method == "GET":
+            return self.events.get(calendar_id, event_id, call.request.header("if-none-match"), call.param("timeZone"))
+        if method in ("PUT", "PATCH"):
+            return self.events.write(calendar_id, event_id, call.body(), call.query, if_match, patch=method == "PATCH")
+        if method == "DELETE":
+            return self.events.delete(calendar_id, event_id, if_match)
+        raise _NOT_ALLOWED
+
     def render_fault(self, rule: FaultRule, request: Request) -> Response:
         """A Google-shaped error (OAuth-shaped on the token endpoint) with an optional Retry-After."""
         status = rule.status or 500
-        style: ErrorStyle = rule.style if isinstance(rule, GoogleFaultRule) else "legacy"
+        style = (rule.style if isinstance(rule, GoogleFaultRule) else None) or self.behaviour.error_style
         if request.raw_path == TOKEN_PATH:
             error = rule.reason or ("server_error" if status >= 500 else "invalid_request")
             response = oauth_error(status, error, rule.message or phrase(status), style)
@@ -73,8 +163,10 @@ class GoogleCalendarEmulator(EmulatorApp):
         return response
 
     def control(self, request: Request) -> Response | None:
-        """Revocation, token expiry and token lifetime (see the package docstring)."""
-        return control(request, self.tokens)
+        """Revocation, token expiry, behaviour switches and push deliveries (see the package docstring)."""
+        if (request.method, request.raw_path.rstrip("/")) == ("GET", "/_emulator/notifications"):
+            return Response.json(200, self.channels.deliveries())
+        return control(request, self.tokens, self.behaviour, self._configure_locked)
 
 
 def create_app(*, token_lifetime: float = DEFAULT_TOKEN_LIFETIME, seed: int | None = None) -> GoogleCalendarEmulator:

@@ -1,10 +1,13 @@
-"""The Google emulator's own control routes (revocation, token expiry, token lifetime) under ``/_emulator/``."""
+"""The Google emulator's own control routes (revocation, token expiry, behaviour) under ``/_emulator/``."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
+from pydantic import ValidationError
+
+from calsync_emulators.google.behaviour import GoogleBehaviour
 from calsync_emulators.google.oauth import TokenIssuer
 from calsync_emulators.server import CONTROL_PREFIX, Request, Response
 
@@ -17,7 +20,28 @@ def _revoke(tokens: TokenIssuer, body: Mapping[str, Any]) -> Response:
     return Response.json(200, {"revoked": True})
 
 
-def control(request: Request, tokens: TokenIssuer) -> Response | None:
+def _configure(
+    tokens: TokenIssuer, configure: Callable[[Mapping[str, Any]], None], body: Mapping[str, Any]
+) -> Response | None:
+    changes = dict(body)
+    lifetime = changes.pop("token_lifetime", None)
+    if lifetime is not None and (not isinstance(lifetime, int | float) or isinstance(lifetime, bool) or lifetime < 0):
+        return Response.json(400, {"error": "token_lifetime must be a number of seconds >= 0"})
+    try:
+        configure(changes)
+    except ValidationError as exc:
+        return Response.json(400, {"error": str(exc)})
+    if lifetime is not None:
+        tokens.set_lifetime(lifetime)
+    return None
+
+
+def control(
+    request: Request,
+    tokens: TokenIssuer,
+    behaviour: GoogleBehaviour,
+    configure: Callable[[Mapping[str, Any]], None],
+) -> Response | None:
     """Serve ``revoke``, ``tokens/expire`` and ``config``; None for any other route."""
     route = (request.method, request.raw_path.removeprefix(CONTROL_PREFIX).rstrip("/"))
     try:
@@ -30,11 +54,8 @@ def control(request: Request, tokens: TokenIssuer) -> Response | None:
         return _revoke(tokens, body)
     if route == ("POST", "tokens/expire"):
         return Response.json(200, {"expired": tokens.expire_all()})
-    if route == ("POST", "config"):
-        lifetime = body.get("token_lifetime")
-        if not isinstance(lifetime, int | float) or isinstance(lifetime, bool) or lifetime < 0:
-            return Response.json(400, {"error": "token_lifetime must be a number of seconds >= 0"})
-        tokens.set_lifetime(lifetime)
+    if route == ("POST", "config") and (refused := _configure(tokens, configure, body)) is not None:
+        return refused
     if route in {("POST", "config"), ("GET", "config")}:
-        return Response.json(200, {"token_lifetime": tokens.token_lifetime})
+        return Response.json(200, {"token_lifetime": tokens.token_lifetime, **behaviour.model_dump()})
     return None

@@ -1,7 +1,20 @@
 """Google's error bodies: the Calendar v3 JSON shapes, the front end's HTML page and the OAuth endpoint's errors.
 
+Styles (``ErrorStyle``):
+
+- ``documented`` (the default): ``{"error": {"code", "message", "errors": [{"domain", "reason", "message",
+  "locationType"?, "location"?}]}}``, exactly the shape of Google's "Handle API errors" page;
+- ``status``: the same plus ``error.status`` (the google.rpc code, e.g. ``PERMISSION_DENIED``), which newer
+  front ends add (observed in public reports, not on the errors page);
+- ``details``: ``status`` plus ``details[]`` of ``google.rpc.ErrorInfo`` (which makes googleapiclient's
+  ``HttpError.error_details`` return ``details`` instead of ``errors``);
+- ``status_only``: ``code``, ``message`` and ``status`` without ``errors[]`` (reported for "insufficient
+  authentication scopes");
+- ``html``: a front-end error page.
+
 The status defaults and reason texts are those Google documents for Calendar v3 (docs/notes/emulators.md
-lists the sources); which reason a status defaults to when none is given is our choice.
+lists the sources); which reason a status defaults to when none is given, and the google.rpc status
+per HTTP status, are our choice (inferred).
 """
 
 from __future__ import annotations
@@ -12,7 +25,7 @@ from typing import Any, Literal
 
 from calsync_emulators.server import Response
 
-ErrorStyle = Literal["legacy", "details", "status_only", "html"]
+ErrorStyle = Literal["documented", "status", "details", "status_only", "html"]
 
 # status -> (default reason, default message, google.rpc status); the texts are in docs/notes/emulators.md.
 _STATUS_DEFAULTS: dict[int, tuple[str, str, str]] = {
@@ -39,6 +52,13 @@ _REASON_MESSAGES = {
     "Authority.",
     "insufficientPermissions": "Insufficient Permission",
     "timeRangeEmpty": "The specified time range is empty.",
+    "requiredAccessLevel": "You need to have writer access to this calendar.",
+    "notACalendarUser": "The user must be signed up for Google Calendar.",
+    "cannotChangeOrganizer": "Organizer of the event cannot be changed.",
+    "fullSyncRequired": "Sync token is no longer valid, a full sync is required.",
+    "updatedMinTooLongAgo": "The requested minimum modification time lies too far in the past.",
+    "parseError": "Parse Error",
+    "pushNotSupportedForRequestedResource": "Push notifications are not supported by this resource.",
 }
 _REASON_DOMAINS = {
     "rateLimitExceeded": "usageLimits",
@@ -48,18 +68,33 @@ _REASON_DOMAINS = {
     "forbiddenForNonOrganizer": "calendar",
     "forbiddenForServiceAccounts": "calendar",
     "timeRangeEmpty": "calendar",
+    "requiredAccessLevel": "calendar",
+    "notACalendarUser": "calendar",
+    "cannotChangeOrganizer": "calendar",
+    "fullSyncRequired": "calendar",
+    "updatedMinTooLongAgo": "calendar",
+    "pushNotSupportedForRequestedResource": "push",
 }
-_REASON_LOCATIONS = {"authError": "Authorization", "conditionNotMet": "If-Match"}
+# reason -> (locationType, location)
+_REASON_LOCATIONS = {
+    "authError": ("header", "Authorization"),
+    "conditionNotMet": ("header", "If-Match"),
+    "fullSyncRequired": ("parameter", "syncToken"),
+    "updatedMinTooLongAgo": ("parameter", "updatedMin"),
+}
 
 
 class ApiError(Exception):
     """An API request Google would refuse; becomes an error response in Google's shape."""
 
-    def __init__(self, status: int, reason: str | None = None, message: str | None = None) -> None:
+    def __init__(
+        self, status: int, reason: str | None = None, message: str | None = None, location: str | None = None
+    ) -> None:
         super().__init__(message or reason or str(status))
         self.status = status
         self.reason = reason
         self.message = message
+        self.location = location
 
 
 class GrantError(Exception):
@@ -84,7 +119,11 @@ def phrase(status: int) -> str:
 
 
 def google_error(
-    status: int, reason: str | None = None, message: str | None = None, style: ErrorStyle = "legacy"
+    status: int,
+    reason: str | None = None,
+    message: str | None = None,
+    style: ErrorStyle = "documented",
+    location: str | None = None,
 ) -> Response:
     """An error response exactly as Calendar v3 (or the front end in front of it) writes one."""
     default_reason, default_message, rpc_status = _STATUS_DEFAULTS.get(
@@ -98,10 +137,13 @@ def google_error(
     error: dict[str, Any] = {"code": status, "message": message}
     if style != "status_only":
         item = {"domain": _REASON_DOMAINS.get(reason, "global"), "reason": reason, "message": message}
-        if reason in _REASON_LOCATIONS:
-            item.update(locationType="header", location=_REASON_LOCATIONS[reason])
+        if location is not None:
+            item.update(locationType="parameter", location=location)
+        elif reason in _REASON_LOCATIONS:
+            item.update(zip(("locationType", "location"), _REASON_LOCATIONS[reason], strict=True))
         error["errors"] = [item]
-    error["status"] = rpc_status
+    if style != "documented":
+        error["status"] = rpc_status
     if style == "details":
         error["details"] = [
             {
@@ -114,7 +156,7 @@ def google_error(
     return Response.json(status, {"error": error})
 
 
-def oauth_error(status: int, error: str, description: str, style: ErrorStyle = "legacy") -> Response:
+def oauth_error(status: int, error: str, description: str, style: ErrorStyle = "documented") -> Response:
     """An error of the OAuth token endpoint (``{"error", "error_description"}``, or a bare HTML page)."""
     if style == "html":
         return Response(status, f"<html><body>{status} {phrase(status)}</body></html>".encode(), {})

@@ -17,9 +17,10 @@ from tests.providers.google.gcal_support import Api, Emulator
 
 @pytest.fixture
 def emulator(google_server: RunningEmulator) -> Emulator:
-    """The shared emulator, reset for this test."""
+    """The shared emulator, reset for this test, in strict mode: a field the discovery schema lacks answers 400."""
     emu = Emulator(google_server)
     emu.reset()
+    emu.configure(strict=True)
     return emu
 
 

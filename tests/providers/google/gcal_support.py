@@ -33,6 +33,11 @@ class Emulator(GoogleControl):
         """Add a fault rule."""
         return self.add_fault(**rule)
 
+    def configure(self, **behaviour: Any) -> dict[str, Any]:
+        """Change the emulator's behaviour switches (``/_emulator/config``); returns them all."""
+        answer: dict[str, Any] = self.control("POST", "config", behaviour)
+        return answer
+
     def calls(self) -> list[tuple[str, str, int | None]]:
         """The request log as (method, last path segment or 'token', status), compact enough to assert on."""
         return [(r["method"], r["path"].rsplit("/", 1)[-1], r["status"]) for r in self.requests()]

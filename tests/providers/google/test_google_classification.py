@@ -87,49 +87,68 @@ def refused(scene: Scene) -> tuple[GoogleProvider, Account]:
 
 EVENTS = "/events$"
 TOKEN = "^/token$"
+#: Google's documented body (``errors[]`` only) and the newer one (``status`` + ``details[]`` as well).
+STYLES = ("documented", "details")
+
+
+def by_reason(row: str, status: int, retry_after: float | type[Any] | None = object) -> list[Case]:
+    """A reason row provoked in both body shapes; the shape's ``status`` (e.g. PERMISSION_DENIED) must not matter."""
+    return [
+        Case(f"{status}-{row}-{style}", row, fault(path=EVENTS, status=status, reason=row, style=style), retry_after)
+        for style in STYLES
+    ]
+
+
+def error_style(style: str) -> Arrange:
+    """Make every error the emulator answers itself use this body shape."""
+
+    def arrange(scene: Scene) -> None:
+        scene.emulator.control("POST", "config", {"error_style": style})
+
+    return arrange
+
 
 CASES = [
     Case("429-retry-after", "429 too many requests", fault(path=EVENTS, status=429, retry_after=7), retry_after=7),
     Case("429-no-hint", "429 too many requests", fault(path=EVENTS, status=429), retry_after=None),
-    Case("403-rateLimitExceeded", "403 rate limit", fault(path=EVENTS, status=403, reason="rateLimitExceeded")),
+    *by_reason("rateLimitExceeded", 403),
+    *by_reason("userRateLimitExceeded", 403),
     Case(
-        "403-userRateLimitExceeded-details",
-        "403 rate limit",
+        "403-userRateLimitExceeded-retry-after",
+        "userRateLimitExceeded",
         fault(path=EVENTS, status=403, reason="userRateLimitExceeded", style="details", retry_after=30),
         retry_after=30,
     ),
-    Case(
-        "403-quotaExceeded",
-        "403 calendar usage limits",
-        fault(path=EVENTS, status=403, reason="quotaExceeded"),
-        retry_after=QUOTA_RETRY_AFTER,
-    ),
-    Case("403-forbidden", "403 permission denied", fault(path=EVENTS, status=403)),
-    Case(
-        "403-forbiddenForServiceAccounts",
-        "403 permission denied",
-        fault(path=EVENTS, status=403, reason="forbiddenForServiceAccounts"),
-    ),
-    Case(
-        "403-insufficientPermissions",
-        "403 permission denied",
-        fault(path=EVENTS, status=403, reason="insufficientPermissions"),
-    ),
+    *by_reason("quotaExceeded", 403, retry_after=QUOTA_RETRY_AFTER),
+    # Google's real body for a read-only calendar: no status; it used to be retried to exhaustion.
+    *by_reason("requiredAccessLevel", 403, retry_after=None),
+    *by_reason("forbiddenForNonOrganizer", 403),
+    *by_reason("forbiddenForServiceAccounts", 403),
+    *by_reason("insufficientPermissions", 403),
+    *by_reason("notACalendarUser", 403),
+    *by_reason("cannotChangeOrganizer", 403),
+    Case("403-forbidden", "403 any other reason", fault(path=EVENTS, status=403)),
     Case(
         "403-insufficient-scopes",
-        "403 permission denied",
+        "403 any other reason",
         fault(path=EVENTS, status=403, message="Request had insufficient authentication scopes.", style="status_only"),
     ),
     Case("401-after-refresh", "401 after refresh", fault(path=EVENTS, status=401)),
-    Case(
-        "400-timeRangeEmpty",
-        "400 bad request",
-        lambda scene: None,
-        event={"end": dt.datetime(2026, 12, 1, 8, 0)},
-    ),
-    Case("400-invalid", "400 bad request", fault(path=EVENTS, status=400, reason="invalid")),
+    *[
+        Case(
+            f"400-timeRangeEmpty-{style}",
+            "timeRangeEmpty",
+            error_style(style),
+            event={"end": dt.datetime(2026, 12, 1, 8)},
+        )
+        for style in STYLES
+    ],
+    *by_reason("required", 400),
+    *by_reason("invalid", 400),
+    Case("400-badRequest", "400 any other reason", fault(path=EVENTS, status=400)),
+    *by_reason("deleted", 410),
+    *by_reason("fullSyncRequired", 410),
     Case("404-calendar", "404/410 calendar or event gone", fault(path=EVENTS, status=404)),
-    Case("410-gone", "404/410 calendar or event gone", fault(path=EVENTS, status=410)),
     Case("500", "5xx server error", fault(path=EVENTS, status=500)),
     Case("503-retry-after", "5xx server error", fault(path=EVENTS, status=503, retry_after=5), retry_after=5),
     Case("502-html", "5xx server error", fault(path=EVENTS, status=502, style="html")),
@@ -149,6 +168,9 @@ CASES = [
 
 def test_every_row_has_a_case() -> None:
     assert [row.name for row in CLASSIFICATION] == list(dict.fromkeys(case.row for case in CASES))
+    reason_rows = {row.name for row in CLASSIFICATION if row.name in row.codes}
+    shapes = {(case.row, style) for case in CASES for style in STYLES if case.id.endswith(f"-{style}")}
+    assert shapes == {(row, style) for row in reason_rows for style in STYLES}
 
 
 @pytest.mark.parametrize("case", CASES, ids=[case.id for case in CASES])

@@ -13,6 +13,8 @@ revision = "0001"
 down_revision = None
 branch_labels = None
 depends_on = None
+# The first revision: there is no earlier code to run on it.
+previous_release_compatible = False
 
 UTC = sa.DateTime(timezone=True)
 

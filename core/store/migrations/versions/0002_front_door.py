@@ -16,6 +16,8 @@ revision = "0002"
 down_revision = "0001"
 branch_labels = None
 depends_on = None
+# Expand-only (see the docstring): the rollback window of core/store/migrate.py.
+previous_release_compatible = True
 
 UTC = sa.DateTime(timezone=True)
 

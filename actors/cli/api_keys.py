@@ -1,0 +1,67 @@
+"""``calsync api-keys``: create (the key is printed once), list (no secrets) and revoke HTTP API keys."""
+
+from __future__ import annotations
+
+import click
+from pydantic import TypeAdapter, ValidationError
+
+from calsync.actors.cli.common import CliState, pass_state, print_json, print_table
+from calsync.core.model.errors import EntityNotFound, InvalidChange
+from calsync.core.model.ids import Identifier
+from calsync.core.model.vocabulary import API_SCOPES, ApiScope
+from calsync.core.store import api_keys as repo
+
+_tenant = TypeAdapter(Identifier)
+
+
+@click.group("api-keys")
+def api_keys() -> None:
+    """Per-tenant keys of the HTTP intake (calsync serve), sent as Authorization: Bearer <key>."""
+
+
+@api_keys.command("create")
+@click.option("--tenant", required=True, help="The tenant the key acts for.")
+@click.option("--scope", type=click.Choice(API_SCOPES), required=True,
+              help="read: events; submit: also changes; admin: also the dead letters.")  # fmt: skip
+@click.option("--name", help="What the key is for (shown by list).")
+@pass_state
+def create(state: CliState, tenant: str, scope: ApiScope, name: str | None) -> None:
+    """Create a key and print {"key", "id"} once: only its hash is stored."""
+    try:
+        _tenant.validate_python(tenant)
+    except ValidationError:
+        raise InvalidChange(f"--tenant: {tenant!r} is not a valid identifier") from None
+    with state.runtime.db.write() as conn:
+        secret, record = repo.create(conn, tenant_id=tenant, scope=scope, name=name)
+    print_json({"key": secret, "id": record.id, "tenant_id": tenant, "scope": scope})
+
+
+@api_keys.command("list")
+@click.option("--tenant", help="Only this tenant's keys.")
+@click.option("--json", "as_json", is_flag=True, help="Print JSON.")
+@pass_state
+def list_(state: CliState, tenant: str | None, as_json: bool) -> None:
+    """List keys with their scope and last use (never the secrets)."""
+    with state.runtime.db.read() as conn:
+        keys = repo.list_keys(conn, tenant)
+    if as_json:
+        print_json([key.as_json() for key in keys])
+        return
+    print_table(
+        "api keys",
+        ["id", "tenant", "scope", "name", "created", "last used", "revoked"],
+        [(k.id, k.tenant_id, k.scope, k.name, k.created_at.isoformat(timespec="seconds"),
+          k.last_used_at.isoformat(timespec="seconds") if k.last_used_at else None,
+          k.revoked_at.isoformat(timespec="seconds") if k.revoked_at else None) for k in keys],
+    )  # fmt: skip
+
+
+@api_keys.command("revoke")
+@click.argument("key_id")
+@pass_state
+def revoke(state: CliState, key_id: str) -> None:
+    """Revoke a key at once (its next request is 401)."""
+    with state.runtime.db.write() as conn:
+        if not repo.revoke(conn, key_id):
+            raise EntityNotFound(f"no live API key {key_id}")
+    print_json({"revoked": key_id})

@@ -1,0 +1,27 @@
+"""``calsync retry-now``: pull delayed retries forward once their cause is fixed (Redis broker)."""
+
+from __future__ import annotations
+
+import click
+
+from calsync.actors.cli.common import CliState, pass_state, print_json
+from calsync.core.model.errors import InvalidChange
+from calsync.core.producer.retry_now import RetrySelection, retry_now
+
+
+@click.command("retry-now")
+@click.option("--tenant", "tenant_id", help="Only this tenant's jobs.")
+@click.option("--account", "account_id", help="Only this account's jobs.")
+@click.option("--entity", "entity_id", help="Only this event's jobs.")
+@click.option("--reason", help='Only jobs whose last failure had this reason or error class, e.g. "rate limited".')
+@click.option("--all", "everything", is_flag=True, help="Every delayed job.")
+@pass_state
+def retry_now_command(
+    state: CliState, tenant_id: str | None, account_id: str | None, entity_id: str | None, reason: str | None,
+    everything: bool,
+) -> None:  # fmt: skip
+    """Make delayed retries ready now; idempotency keys stay, so no effect happens twice."""
+    selection = RetrySelection(tenant_id, account_id, entity_id, reason, everything)
+    if selection.is_empty():
+        raise InvalidChange("nothing selected: give --account, --entity, --tenant, --reason or --all")
+    print_json(retry_now(state.runtime, selection).as_json())

@@ -1,0 +1,79 @@
+"""``calsync serve``: the HTTP intake on uvicorn (and ``--print-openapi``, the document in docs/openapi.json)."""
+
+from __future__ import annotations
+
+import os
+import sys
+from pathlib import Path
+
+import click
+import uvicorn
+from fastapi import FastAPI
+from uvicorn.supervisors import Multiprocess
+
+from calsync.actors.cli.common import CliState, pass_state
+from calsync.core.api.app import create_app, openapi_document
+from calsync.core.api.server import listening_socket
+from calsync.core.api.wiring import services_from_runtime
+from calsync.core.config.logging import configure_logging
+from calsync.core.config.settings import Settings, child_environment, load_settings
+from calsync.core.runtime import Runtime
+
+APP_FACTORY = "calsync.actors.cli.serve:app_from_environment"
+
+
+def _metrics_dir(settings: Settings) -> Path | None:
+    return settings.effective_metrics_dir / "api" if settings.api_workers > 1 else None
+
+
+def app_from_environment() -> FastAPI:
+    """One server process's application, built from ``CALSYNC_*`` (uvicorn's factory for ``--workers`` > 1)."""
+    settings = load_settings()
+    configure_logging(settings.log_level)
+    runtime = Runtime(settings, role="producer")
+    services = services_from_runtime(runtime, metrics_dir=_metrics_dir(settings))
+    return create_app(services, on_shutdown=runtime.close)
+
+
+def _config(target: FastAPI | str, host: str, port: int, workers: int) -> uvicorn.Config:
+    # uvicorn's own access log would repeat ours without the trace id; our JSON handler stays in place.
+    return uvicorn.Config(target, host=host, port=port, workers=workers, factory=isinstance(target, str),
+                          access_log=False, log_config=None, proxy_headers=False, server_header=False)  # fmt: skip
+
+
+@click.command("serve")
+@click.option("--host", help="Interface to bind (default CALSYNC_API_HOST).")
+@click.option("--port", type=click.IntRange(1, 65535), help="Port (default CALSYNC_API_PORT).")
+@click.option("--workers", type=click.IntRange(1), help="Server processes (default CALSYNC_API_WORKERS).")
+@click.option("--print-openapi", is_flag=True, help="Print the OpenAPI 3.1 document and exit.")
+@pass_state
+def serve(state: CliState, host: str | None, port: int | None, workers: int | None, print_openapi: bool) -> None:
+    """Serve the HTTP intake (POST /v1/changes, GET /v1/events/{id}, the DLQ) until SIGTERM or Ctrl-C."""
+    if print_openapi:
+        sys.stdout.write(openapi_document())
+        return
+    settings = state.settings
+    host = host or settings.api_host
+    port = port or settings.api_port
+    workers = workers or settings.api_workers
+    configure_logging(settings.log_level)
+    runtime = state.runtime  # resolves the broker (starting the embedded Redis) and checks the schema once
+    if workers == 1:
+        app = create_app(services_from_runtime(runtime))
+        click.echo(f"calsync serve listening on http://{host}:{port}", err=True)
+        uvicorn.Server(_config(app, host, port, 1)).run(sockets=[listening_socket(host, port)])
+        return
+    pinned = settings.model_copy(
+        update={"broker_url": runtime.broker_url, "redis_url": runtime.redis_url, "api_workers": workers}
+    )
+    directory = settings.effective_metrics_dir / "api"
+    directory.mkdir(parents=True, exist_ok=True)
+    for leftover in directory.glob("*.db"):
+        leftover.unlink(missing_ok=True)  # counters of a previous run would carry over
+    # The server processes are spawned: they read the same settings, and prometheus_client its directory.
+    os.environ.update(child_environment(pinned))
+    os.environ["PROMETHEUS_MULTIPROC_DIR"] = str(directory)
+    state.close()
+    click.echo(f"calsync serve listening on http://{host}:{port} ({workers} processes)", err=True)
+    config = _config(APP_FACTORY, host, port, workers)
+    Multiprocess(config, sockets=[listening_socket(host, port)]).run()

@@ -1,0 +1,132 @@
+"""Per-tenant API keys sent as ``Authorization: Bearer <key>``, and the scope each route needs.
+
+Scopes nest: ``read`` reads events; ``submit`` also submits changes (a submitter polls what it sent);
+``admin`` also operates the tenant's dead letters. A missing or unknown key is 401 with
+``WWW-Authenticate: Bearer``; a key without the scope is 403. The key itself never reaches a log line:
+only its id does. Keys that authenticated are cached for ``CALSYNC_API_KEY_CACHE_SECONDS`` (:class:`KeyCache`).
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import threading
+import time
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from typing import Final
+
+from fastapi import Depends, Request
+from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
+from starlette.concurrency import run_in_threadpool
+
+from calsync.core.api.problems import ProblemError
+from calsync.core.api.services import ApiServices
+from calsync.core.model.vocabulary import ApiScope
+from calsync.core.store import api_keys
+
+GRANTS: Final[dict[ApiScope, frozenset[ApiScope]]] = {
+    "read": frozenset({"read"}),
+    "submit": frozenset({"read", "submit"}),
+    "admin": frozenset({"read", "submit", "admin"}),
+}
+_MAX_KEY_LENGTH = 256
+_bearer = HTTPBearer(auto_error=False, description="An API key from `calsync api-keys create`.")
+
+
+@dataclass(frozen=True)
+class Principal:
+    """Who is calling: the key's id, its tenant and its scope."""
+
+    key_id: str
+    tenant_id: str
+    scope: ApiScope
+
+
+def services(request: Request) -> ApiServices:
+    """The services the application was created with."""
+    found: ApiServices | None = request.app.state.services
+    if found is None:
+        raise RuntimeError("this application was built without services (OpenAPI document only)")
+    return found
+
+
+def _unauthorized(detail: str, *, error: str | None = None) -> ProblemError:
+    challenge = 'Bearer realm="calsync"' + (f', error="{error}"' if error else "")
+    return ProblemError(401, "unauthorized", "Unauthorized", detail, headers={"WWW-Authenticate": challenge})
+
+
+def require(scope: ApiScope) -> Callable[..., Awaitable[Principal]]:
+    """A dependency that authenticates the caller and checks it holds ``scope``."""
+
+    async def dependency(
+        request: Request,
+        credentials: HTTPAuthorizationCredentials | None = Depends(_bearer),  # noqa: B008
+    ) -> Principal:
+        if credentials is None or credentials.scheme.lower() != "bearer" or not credentials.credentials:
+            raise _unauthorized("send an API key as Authorization: Bearer <key>")
+        presented = credentials.credentials
+        deps = services(request)
+        cache: KeyCache = request.app.state.key_cache
+        principal = cache.get(presented)
+        if principal is None:
+            principal = await run_in_threadpool(_authenticate, deps, presented)
+            cache.put(presented, principal)
+        request.state.principal = principal
+        if scope not in GRANTS[principal.scope]:
+            raise ProblemError(
+                403, "forbidden", "Forbidden", f"this key's scope {principal.scope!r} does not include {scope!r}",
+                headers={"WWW-Authenticate": f'Bearer realm="calsync", error="insufficient_scope", scope="{scope}"'},
+            )  # fmt: skip
+        return principal
+
+    return dependency
+
+
+def _authenticate(deps: ApiServices, presented: str) -> Principal:
+    key = None
+    if len(presented) <= _MAX_KEY_LENGTH:
+        with deps.db.read() as conn:
+            key = api_keys.find_live(conn, presented)
+    if key is None:
+        raise _unauthorized("the API key is unknown or revoked", error="invalid_token")
+    if key.last_used_at is None or _age(key.last_used_at) >= deps.key_touch_interval:
+        with deps.db.write() as conn:
+            api_keys.touch(conn, key.id, older_than=deps.key_touch_interval)
+    return Principal(key.id, key.tenant_id, key.scope)
+
+
+class KeyCache:
+    """Keys that authenticated recently, by digest, for ``ttl`` seconds: spares a database read per request.
+
+    Only successful look-ups are kept (an unknown key always reaches the database), so a revoked key is
+    refused at most ``ttl`` seconds after ``calsync api-keys revoke``; 0 disables the cache.
+    """
+
+    _MAX_ENTRIES = 10_000
+
+    def __init__(self, ttl: float) -> None:
+        self._ttl = ttl
+        self._entries: dict[str, tuple[float, Principal]] = {}
+        self._lock = threading.Lock()
+
+    def get(self, presented: str) -> Principal | None:
+        """The cached principal of a key, if it authenticated within ``ttl``."""
+        if self._ttl <= 0:
+            return None
+        entry = self._entries.get(api_keys.key_hash(presented))
+        if entry is None or entry[0] < time.monotonic():
+            return None
+        return entry[1]
+
+    def put(self, presented: str, principal: Principal) -> None:
+        """Remember a key that just authenticated."""
+        if self._ttl <= 0:
+            return
+        with self._lock:
+            if len(self._entries) >= self._MAX_ENTRIES:
+                self._entries.clear()
+            self._entries[api_keys.key_hash(presented)] = (time.monotonic() + self._ttl, principal)
+
+
+def _age(when: dt.datetime) -> float:
+    return (dt.datetime.now(dt.UTC) - when).total_seconds()

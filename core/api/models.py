@@ -1,0 +1,206 @@
+"""The JSON documents of the HTTP API (the request body of ``POST /v1/changes`` is the model's :class:`Change`)."""
+
+from __future__ import annotations
+
+import datetime as dt
+from typing import Annotated, Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+from calsync.core.model.calendar import BusinessStatus, EventState, SendUpdates
+from calsync.core.model.ids import Identifier
+from calsync.core.model.vocabulary import DeadLetterKind, SyncStatus
+from calsync.core.producer.submit import Receipt
+from calsync.core.store.targets import TargetRow
+
+MAX_REPLAY = 1000
+MAX_RECORD_ID = 2**31 - 1  # the column is a 32-bit integer
+
+
+class ReceiptOut(BaseModel):
+    """Answer to an accepted change: the intent is committed; jobs are enqueued (or deferred to the reconciler)."""
+
+    entity_id: str
+    version: int
+    job_ids: list[str]
+    deferred_accounts: list[str] = Field(
+        description="Accounts whose job could not be enqueued after the commit; the reconciler enqueues them."
+    )
+
+    @classmethod
+    def of(cls, receipt: Receipt) -> ReceiptOut:
+        """From the intake's receipt."""
+        return cls.model_validate(receipt.as_json())
+
+
+class TargetOut(BaseModel):
+    """The sync state of the event in one account."""
+
+    account_id: str
+    wanted: Literal["present", "absent"]
+    status: SyncStatus
+    wanted_version: int
+    synced_version: int
+    external_id: str | None
+    last_error: str | None
+    error_class: str | None
+    due_at: dt.datetime | None
+    updated_at: dt.datetime
+
+    @classmethod
+    def of(cls, row: TargetRow) -> TargetOut:
+        """From a stored target."""
+        return cls(account_id=row.account_id, wanted=row.wanted, status=row.status, wanted_version=row.wanted_version,
+                   synced_version=row.synced_version, external_id=row.external_id, last_error=row.last_error,
+                   error_class=row.error_class, due_at=row.due_at, updated_at=row.updated_at)  # fmt: skip
+
+
+class EventOut(BaseModel):
+    """An event's business state and the sync state of each of its targets."""
+
+    entity_id: str
+    version: int
+    status: BusinessStatus
+    title: str
+    start: str
+    end: str
+    time_zone: str
+    all_day: bool
+    location: str | None
+    description: str | None
+    attendees: list[str]
+    send_updates: SendUpdates
+    targets: list[TargetOut]
+
+    @classmethod
+    def of(cls, event: EventState, rows: list[TargetRow]) -> EventOut:
+        """From the stored event and its targets."""
+        return cls(entity_id=event.id, version=event.version, status=event.status, title=event.title,
+                   start=event.start.isoformat(), end=event.end.isoformat(), time_zone=event.time_zone,
+                   all_day=event.all_day, location=event.location, description=event.description,
+                   attendees=list(event.attendees), send_updates=event.send_updates,
+                   targets=[TargetOut.of(row) for row in rows])  # fmt: skip
+
+
+class DeadLetterOut(BaseModel):
+    """One dead letter of the key's tenant."""
+
+    model_config = ConfigDict(extra="ignore")
+
+    id: int
+    kind: DeadLetterKind
+    status: Literal["open", "replayed", "discarded"]
+    job_id: str
+    job_type: str
+    entity_id: str | None
+    account_id: str | None
+    reason: str
+    cause: str
+    error_class: str
+    last_error: str
+    attempts: int
+    error_history: list[dict[str, Any]]
+    payload: Any
+    trace_id: str | None
+    first_failed_at: dt.datetime
+    failed_at: dt.datetime
+    replayed_at: dt.datetime | None
+    replay_job_id: str | None
+    discarded_at: dt.datetime | None
+    note: str | None
+
+
+class DeadLetterPage(BaseModel):
+    """One page of dead letters, oldest first; pass ``next_cursor`` as ``cursor`` for the next page."""
+
+    items: list[DeadLetterOut]
+    next_cursor: str | None
+
+
+class DeadLetterQuery(BaseModel):
+    """The filters and page of ``GET /v1/dead-letters`` (an unknown parameter is refused, not ignored)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    status: Literal["open", "replayed", "discarded", "all"] = "open"
+    account_id: Identifier | None = None
+    entity_id: Identifier | None = None
+    reason: str | None = Field(default=None, max_length=128)
+    error_class: str | None = Field(default=None, max_length=128)
+    job_type: str | None = Field(default=None, max_length=64)
+    limit: int = Field(default=100, ge=1, le=500)
+    cursor: str | None = Field(default=None, max_length=64, description="next_cursor of the previous page.")
+
+
+class DeadLetterSelection(BaseModel):
+    """Which open dead letters of the tenant to replay (all given conditions must hold)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    account_id: Identifier | None = None
+    entity_id: Identifier | None = None
+    reason: str | None = Field(default=None, max_length=128)
+    error_class: str | None = Field(default=None, max_length=128)
+    job_type: str | None = Field(default=None, max_length=64)
+
+
+class ReplayRequest(BaseModel):
+    """Replay by ids or by a filter (exactly one of the two)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    ids: list[Annotated[int, Field(ge=1, le=MAX_RECORD_ID)]] | None = Field(
+        default=None, min_length=1, max_length=MAX_REPLAY
+    )
+    filter: DeadLetterSelection | None = None
+
+    @model_validator(mode="after")
+    def _one_selection(self) -> ReplayRequest:
+        if (self.ids is None) == (self.filter is None):
+            raise ValueError("give exactly one of ids or filter")
+        return self
+
+
+class ReplayedOut(BaseModel):
+    """A record re-enqueued under a new job id (``deferred``: the enqueue failed; the reconciler retries it)."""
+
+    id: int
+    job_id: str
+    deferred: bool = False
+
+
+class SkippedOut(BaseModel):
+    """A record not replayed, and why."""
+
+    id: int
+    job_id: str | None
+    why: str
+
+
+class ReplayReportOut(BaseModel):
+    """What a replay did, per record."""
+
+    replayed: list[ReplayedOut]
+    skipped: list[SkippedOut]
+
+
+class DiscardRequest(BaseModel):
+    """Why the record is dropped (kept on the record)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    note: str | None = Field(default=None, max_length=1000)
+
+
+class DiscardedOut(BaseModel):
+    """The record is closed without a replay."""
+
+    id: int
+    status: Literal["discarded"]
+
+
+class Health(BaseModel):
+    """A probe's answer; ``checks`` names each dependency readiness looked at."""
+
+    status: Literal["ok"]
+    checks: dict[str, Literal["ok"]] = Field(default_factory=dict)

@@ -1,0 +1,174 @@
+"""Every error answer is an RFC 9457 ``application/problem+json`` document naming what to fix.
+
+Validation errors (FastAPI's, and the :class:`InvalidChange` messages of the intake, which use the same
+``field: message; ...`` form) become one entry per bad field in ``errors``. A body that is not JSON at all
+is 400; a body that is JSON but breaks the contract is 422. The database being unreachable is 503 with
+``Retry-After`` (nothing was saved: the intent transaction did not commit).
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from fastapi import FastAPI, Request
+from fastapi.exceptions import RequestValidationError
+from pydantic import BaseModel, Field
+from sqlalchemy.exc import DataError
+from starlette.exceptions import HTTPException as StarletteHTTPException
+from starlette.responses import JSONResponse
+
+from calsync.core.model.errors import (
+    EntityNotFound,
+    IdempotencyKeyReused,
+    InvalidChange,
+    PermanentError,
+    TemporaryError,
+)
+
+log = logging.getLogger(__name__)
+
+PROBLEM_JSON = "application/problem+json"
+_TYPE = "urn:calsync:problem:"
+_FIELD_MESSAGE = re.compile(r"^([A-Za-z0-9_.\[\]()-]+): (.+)$", re.DOTALL)
+
+
+class FieldError(BaseModel):
+    """One bad input: where it is (``event.start``, ``query.limit``, ``header.Idempotency-Key``) and why."""
+
+    field: str
+    message: str
+
+
+class Problem(BaseModel):
+    """An RFC 9457 problem document."""
+
+    type: str = Field(description="A URI naming the kind of problem, e.g. urn:calsync:problem:validation.")
+    title: str
+    status: int
+    detail: str | None = None
+    errors: list[FieldError] | None = Field(default=None, description="Every bad field, for 400 and 422.")
+
+
+class ProblemError(Exception):
+    """Raised by routes and dependencies to answer with a problem document."""
+
+    def __init__(
+        self,
+        status: int,
+        slug: str,
+        title: str,
+        detail: str | None = None,
+        *,
+        errors: Sequence[FieldError] | None = None,
+        headers: Mapping[str, str] | None = None,
+    ) -> None:
+        super().__init__(detail or title)
+        self.status = status
+        self.slug = slug
+        self.title = title
+        self.detail = detail
+        self.errors = list(errors) if errors is not None else None
+        self.headers = dict(headers or {})
+
+    def response(self) -> JSONResponse:
+        """The problem as an HTTP response."""
+        doc = Problem(type=_TYPE + self.slug, title=self.title, status=self.status, detail=self.detail,
+                      errors=self.errors)  # fmt: skip
+        return JSONResponse(
+            doc.model_dump(exclude_none=True), status_code=self.status, media_type=PROBLEM_JSON, headers=self.headers
+        )
+
+
+def not_found(what: str) -> ProblemError:
+    """The one answer for a resource that does not exist *for this key's tenant* (another tenant's looks the same)."""
+    return ProblemError(404, "not-found", "Not Found", f"{what} does not exist")
+
+
+def field_errors_of(message: str) -> list[FieldError]:
+    """Split an intake message (``a.b: why; c: why``) into one entry per field."""
+    found = []
+    for part in message.split("; "):
+        match = _FIELD_MESSAGE.match(part)
+        found.append(
+            FieldError(field=match[1], message=match[2]) if match else FieldError(field="(body)", message=part)
+        )
+    return found
+
+
+def _location(loc: Sequence[Any]) -> str:
+    parts = [str(p) for p in loc]
+    if parts and parts[0] == "body":
+        parts = parts[1:]
+    return ".".join(parts) or "(body)"
+
+
+def validation_problem(exc: RequestValidationError) -> ProblemError:
+    """FastAPI's validation report as a 400 (not JSON) or a 422 naming every bad field."""
+    errors = exc.errors()
+    if any(err.get("type") == "json_invalid" for err in errors):
+        detail = "; ".join(str(err.get("msg", "")) for err in errors if err.get("type") == "json_invalid")
+        return ProblemError(400, "malformed", "Malformed Request Body", f"the body is not valid JSON: {detail}")
+    fields = [
+        FieldError(field=_location(err.get("loc", ())), message=str(err.get("msg", "")).removeprefix("Value error, "))
+        for err in errors
+    ]
+    return ProblemError(422, "validation", "Unprocessable Content", "the request breaks the contract", errors=fields)
+
+
+def install(app: FastAPI, *, retry_after: int) -> None:
+    """Answer every error the application can raise with a problem document."""
+
+    @app.exception_handler(ProblemError)
+    async def _problem(request: Request, exc: ProblemError) -> JSONResponse:
+        return exc.response()
+
+    @app.exception_handler(RequestValidationError)
+    async def _validation(request: Request, exc: RequestValidationError) -> JSONResponse:
+        return validation_problem(exc).response()
+
+    @app.exception_handler(StarletteHTTPException)
+    async def _http(request: Request, exc: StarletteHTTPException) -> JSONResponse:
+        title = {404: "Not Found", 405: "Method Not Allowed"}.get(exc.status_code, "HTTP Error")
+        headers = dict(exc.headers or {})
+        return ProblemError(exc.status_code, "http", title, str(exc.detail), headers=headers).response()
+
+    @app.exception_handler(IdempotencyKeyReused)
+    async def _reused(request: Request, exc: IdempotencyKeyReused) -> JSONResponse:
+        errors = [FieldError(field="header.Idempotency-Key", message=str(exc))]
+        return ProblemError(422, "idempotency-key-reused", "Idempotency-Key Reused", str(exc), errors=errors).response()
+
+    @app.exception_handler(InvalidChange)
+    async def _invalid(request: Request, exc: InvalidChange) -> JSONResponse:
+        return ProblemError(422, "validation", "Unprocessable Content", str(exc),
+                            errors=field_errors_of(str(exc))).response()  # fmt: skip
+
+    @app.exception_handler(EntityNotFound)
+    async def _missing(request: Request, exc: EntityNotFound) -> JSONResponse:
+        return ProblemError(422, "validation", "Unprocessable Content", str(exc),
+                            errors=field_errors_of(str(exc))).response()  # fmt: skip
+
+    @app.exception_handler(PermanentError)
+    async def _permanent(request: Request, exc: PermanentError) -> JSONResponse:
+        return ProblemError(422, "rejected", "Unprocessable Content", f"{exc.reason}: {exc}").response()
+
+    @app.exception_handler(DataError)
+    async def _unstorable(request: Request, exc: DataError) -> JSONResponse:
+        # A value the model accepts but the database cannot store (e.g. a NUL character on PostgreSQL).
+        detail = f"a value cannot be stored: {str(exc.orig).splitlines()[0]}"
+        return ProblemError(422, "unstorable", "Unprocessable Content", detail).response()
+
+    @app.exception_handler(TemporaryError)
+    async def _unavailable(request: Request, exc: TemporaryError) -> JSONResponse:
+        log.warning("dependency unavailable: %s", exc, extra={"fields": {"error_class": exc.error_class}})
+        return ProblemError(503, "unavailable", "Service Unavailable", "a dependency is unreachable; nothing was saved",
+                            headers={"Retry-After": str(retry_after)}).response()  # fmt: skip
+
+    @app.exception_handler(Exception)
+    async def _unexpected(request: Request, exc: Exception) -> JSONResponse:
+        log.error("unhandled error", exc_info=exc)
+        return ProblemError(
+            500, "internal", "Internal Server Error", "an unexpected error; see the server log"
+        ).response()

@@ -1,0 +1,1 @@
+"""One router per resource: changes, events, dead letters, health."""

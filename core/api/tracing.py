@@ -1,0 +1,89 @@
+"""Per-request trace id, one JSON log line and the metrics of each request (a pure ASGI middleware).
+
+The trace id comes from a W3C ``traceparent`` header (its trace-id field), else ``X-Request-Id``, else a
+new one; it is attached to every log line of the request, passed to the intake as the jobs' ``trace_id``,
+and sent back as ``X-Request-Id``. The log line has method, route template, status, duration, tenant and
+key id: never a header value, so an API key cannot reach a log.
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+import time
+from typing import Any
+
+from starlette.requests import Request
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
+
+from calsync.core.api import metrics
+from calsync.core.config.logging import job_context
+from calsync.core.model.ids import new_trace_id
+
+log = logging.getLogger("calsync.api.access")
+
+_TRACEPARENT = re.compile(r"^[0-9a-f]{2}-([0-9a-f]{32})-[0-9a-f]{16}-[0-9a-f]{2}$")
+_REQUEST_ID = re.compile(r"^[A-Za-z0-9._:@/+=-]{1,128}$")
+_NO_TRACE = "0" * 32
+
+
+def trace_id_from(headers: dict[str, str]) -> str:
+    """The caller's trace id (``traceparent`` first, then ``X-Request-Id``), or a new one if neither is usable."""
+    parent = _TRACEPARENT.match(headers.get("traceparent", "").strip().lower())
+    if parent and parent[1] != _NO_TRACE and not headers.get("traceparent", "").startswith("ff"):
+        return parent[1]
+    request_id = headers.get("x-request-id", "").strip()
+    if _REQUEST_ID.match(request_id):
+        return request_id
+    return new_trace_id()
+
+
+def trace_id_of(request: Request) -> str:
+    """The trace id the middleware gave this request."""
+    return str(request.state.trace_id)
+
+
+def _headers(scope: Scope) -> dict[str, str]:
+    wanted = (b"traceparent", b"x-request-id")
+    return {k.decode("latin-1"): v.decode("latin-1") for k, v in scope["headers"] if k in wanted}
+
+
+class RequestObserver:
+    """Gives each HTTP request its trace id, then logs and counts how it was answered."""
+
+    def __init__(self, app: ASGIApp) -> None:
+        self.app = app
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        started = time.perf_counter()
+        trace = trace_id_from(_headers(scope))
+        scope.setdefault("state", {})["trace_id"] = trace
+        status = 500
+
+        async def send_observed(message: Message) -> None:
+            nonlocal status
+            if message["type"] == "http.response.start":
+                status = message["status"]
+                message.setdefault("headers", []).append((b"x-request-id", trace.encode("latin-1")))
+            await send(message)
+
+        try:
+            with job_context({"trace_id": trace}):
+                await self.app(scope, receive, send_observed)
+        finally:
+            self._record(scope, status, time.perf_counter() - started, trace)
+
+    @staticmethod
+    def _record(scope: Scope, status: int, seconds: float, trace: str) -> None:
+        route = getattr(scope.get("route"), "path", None) or metrics.UNMATCHED
+        method = scope["method"]
+        metrics.observe(route, method, status, seconds)
+        fields: dict[str, Any] = {"method": method, "route": route, "status": status,
+                                  "duration_ms": round(seconds * 1000, 2), "trace_id": trace}  # fmt: skip
+        principal = scope.get("state", {}).get("principal")
+        if principal is not None:
+            fields.update(tenant_id=principal.tenant_id, key_id=principal.key_id)
+        log.info("%s %s %s", method, route, status, extra={"fields": fields})

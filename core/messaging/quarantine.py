@@ -1,0 +1,114 @@
+"""The door of every consumer: a delivery either becomes a message a worker thread may run, or is quarantined.
+
+A quarantined delivery is handed to the broker's :class:`QuarantineSink` (the middleware that writes
+calsync's durable DLQ) and only then removed from the broker, so it ends in exactly one place. If the
+sink cannot store it (the database is down), :class:`QuarantineUnavailable` tells the consumer to give
+the delivery back to the queue and try again later: nothing is dropped, no thread dies.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass, field
+from typing import Any, Final, Protocol, runtime_checkable
+
+import dramatiq
+
+from calsync.core.messaging.envelope import Refused, read_message
+from calsync.core.model.vocabulary import Refusal
+
+log = logging.getLogger(__name__)
+
+RAW_BODY_LIMIT: Final = 64 * 1024  # bytes of a quarantined body kept in the DLQ record
+
+
+@dataclass(frozen=True)
+class Arrival:
+    """Where and how a delivery arrived: the ``origin`` of its quarantine record."""
+
+    broker: str  # "redis" | "rabbitmq"
+    queue: str
+    broker_message_id: str | None  # Redis: the id in the list and the .msgs hash; RabbitMQ: the delivery tag
+    how: str  # e.g. "LPOP calsync:calendar", "basic_deliver calendar"
+    unique_id: bool  # whether broker_message_id names this message for good (a redelivery repeats it)
+    details: dict[str, Any] = field(default_factory=dict)
+
+    def origin(self) -> dict[str, Any]:
+        """JSON-ready origin of the record."""
+        return {"broker": self.broker, "queue": self.queue, "broker_message_id": self.broker_message_id,
+                "arrived": self.how, **self.details}  # fmt: skip
+
+
+@dataclass(frozen=True)
+class Quarantined:
+    """A delivery refused at the door: its bytes (size-capped), why, and where it came from."""
+
+    refusal: Refusal
+    detail: str
+    raw_body: bytes
+    raw_size: int
+    arrival: Arrival
+    document: Any  # the decoded JSON when it decoded, for best-effort ids
+
+    @property
+    def truncated(self) -> bool:
+        """Whether the stored body is shorter than what arrived."""
+        return len(self.raw_body) < self.raw_size
+
+
+@runtime_checkable
+class QuarantineSink(Protocol):
+    """Stores a quarantined delivery durably; raises if it could not (the delivery is then kept)."""
+
+    def quarantine(self, item: Quarantined) -> None:
+        """Store ``item`` or raise."""
+
+
+class QuarantineUnavailable(Exception):
+    """The sink could not store a quarantined delivery: keep it on the broker and try later."""
+
+
+def sink_of(broker: dramatiq.Broker) -> QuarantineSink | None:
+    """The middleware of ``broker`` that stores quarantined deliveries, if it has one."""
+    for middleware in broker.middleware:
+        if isinstance(middleware, QuarantineSink):
+            return middleware
+    return None
+
+
+@dataclass
+class Door:
+    """Admits deliveries of one broker: envelope check, then quarantine of whatever fails it."""
+
+    broker: dramatiq.Broker
+    max_bytes: int
+
+    def admit(self, body: bytes | None, arrival: Arrival) -> dramatiq.Message[Any] | Quarantined:
+        """The message to run, or the quarantine record of a delivery that must not run."""
+        try:
+            verdict = read_message(body, broker=self.broker, queue_name=arrival.queue,
+                                   broker_message_id=arrival.broker_message_id if arrival.broker == "redis" else None,
+                                   max_bytes=self.max_bytes)  # fmt: skip
+        except Exception as exc:  # a check that itself fails must not take the consumer down
+            verdict = Refused(Refusal.NOT_ENVELOPE, f"the envelope check failed: {type(exc).__name__}")
+        if not isinstance(verdict, Refused):
+            return verdict
+        raw = body or b""
+        return Quarantined(verdict.refusal, verdict.detail, raw[:RAW_BODY_LIMIT], len(raw), arrival, verdict.document)
+
+    def store(self, item: Quarantined) -> bool:
+        """Hand ``item`` to the quarantine: True once stored (ack it), False without one (dead-letter it
+        in the broker instead). Raises QuarantineUnavailable when the store failed (keep it queued)."""
+        fields = {"refusal": item.refusal.value, "detail": item.detail, **item.arrival.origin()}
+        sink = sink_of(self.broker)
+        if sink is None:
+            log.error("message refused and no quarantine is configured; rejecting it", extra={"fields": fields})
+            return False
+        try:
+            sink.quarantine(item)
+        except Exception as exc:
+            log.warning("could not quarantine a refused message; it stays queued", exc_info=True,
+                        extra={"fields": fields})  # fmt: skip
+            raise QuarantineUnavailable(str(exc)) from exc
+        log.warning("message quarantined", extra={"fields": fields})
+        return True

@@ -1,0 +1,80 @@
+"""Dramatiq's RabbitmqBroker with a consumer that no message can poison.
+
+Dramatiq's RabbitMQ consumer rejects a body it cannot decode into its XQ only, and hands any decodable
+envelope to the worker threads, whatever its ``queue_name`` (which kills the thread that runs it). This
+consumer puts every delivery through the :class:`~core.messaging.quarantine.Door` first: what is refused
+is stored by the quarantine, then acked (docs/notes/dramatiq.md §poison).
+"""
+
+from __future__ import annotations
+
+import time
+from functools import partial
+from typing import Any
+
+import pika.exceptions
+from dramatiq.broker import MessageProxy
+from dramatiq.brokers.rabbitmq import RabbitmqBroker, _RabbitmqConsumer, _RabbitmqMessage
+from dramatiq.common import q_name
+from dramatiq.errors import ConnectionClosed
+
+from calsync.core.messaging.quarantine import Arrival, Door, Quarantined, QuarantineUnavailable
+
+
+class SafeRabbitmqBroker(RabbitmqBroker):
+    """A RabbitmqBroker whose consumers admit only messages a worker thread can run (the rest is quarantined)."""
+
+    def __init__(self, *, max_message_bytes: int, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.door = Door(self, max_message_bytes)
+
+    @property
+    def consumer_class(self) -> type[_SafeRabbitmqConsumer]:
+        """Dramatiq's extension point for the consumer a queue gets."""
+        return _SafeRabbitmqConsumer
+
+
+class _SafeRabbitmqConsumer(_RabbitmqConsumer):
+    """Dramatiq's RabbitMQ consumer, with the door between the channel and the worker threads."""
+
+    broker: SafeRabbitmqBroker
+
+    def __init__(self, broker: SafeRabbitmqBroker, queue_name: str, prefetch: int, timeout: int) -> None:
+        super().__init__(broker, queue_name, prefetch, timeout)  # type: ignore[no-untyped-call]
+        self.timeout = timeout  # ms; the pause before a delivery the quarantine could not take comes back
+
+    def __next__(self) -> MessageProxy | None:
+        try:
+            method, properties, body = next(self.iterator)
+            if method is None:
+                return None
+        except (AssertionError, pika.exceptions.AMQPConnectionError, pika.exceptions.AMQPChannelError) as e:
+            if getattr(e, "reply_code", None) == 404:  # as Dramatiq: the queue vanished, declare it again
+                self.broker.queues_pending.add(q_name(self.queue_name))
+            raise ConnectionClosed(e) from None  # type: ignore[no-untyped-call]
+        tag = method.delivery_tag
+        arrival = Arrival("rabbitmq", self.queue_name, str(tag), f"basic_deliver {self.queue_name}", unique_id=False,
+                          details={"exchange": method.exchange, "routing_key": method.routing_key,
+                                   "redelivered": bool(method.redelivered),
+                                   "amqp_message_id": getattr(properties, "message_id", None)})  # fmt: skip
+        admitted = self.broker.door.admit(body, arrival)
+        if not isinstance(admitted, Quarantined):
+            self.known_tags.add(tag)
+            return _RabbitmqMessage(method.redelivered, tag, admitted)  # type: ignore[no-untyped-call]
+        try:
+            stored = self.broker.door.store(admitted)
+        except QuarantineUnavailable:
+            self._settle(partial(self.channel.basic_nack, tag, requeue=True))  # redelivered later
+            time.sleep(self.timeout / 1000)
+            return None
+        if stored:
+            self._settle(partial(self.channel.basic_ack, tag))
+        else:
+            self._settle(partial(self.channel.basic_nack, tag, requeue=False))
+        return None
+
+    def _settle(self, call: partial[None]) -> None:
+        try:
+            self.connection.add_callback_threadsafe(call)
+        except (pika.exceptions.AMQPConnectionError, pika.exceptions.AMQPChannelError) as e:
+            raise ConnectionClosed(e) from None  # type: ignore[no-untyped-call]

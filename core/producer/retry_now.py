@@ -1,0 +1,148 @@
+"""Pull delayed retries forward (``calsync retry-now``): after an outage, don't wait out the backoff.
+
+Dramatiq keeps a delayed message's body in ``<q>.DQ.msgs`` and its id in the ``<q>.DQ`` list until a
+worker prefetches it into memory (where it waits for its eta). For each selected message one Lua
+script, atomically: if the id is still in the list, it is removed with its body (the message *moves*);
+if a worker holds it, the original stays and runs at its eta as a harmless duplicate (a *copy*, marked
+so that a second run does not copy it again). Either way a ready copy (same payload, same idempotency
+key, no eta) is pushed to ``<q>``, so the job runs now, and the guards of ``run_sync`` (lock,
+idempotency record, staleness) keep every effect single. Redis broker only: RabbitMQ holds delayed
+messages as unacked deliveries that cannot be moved.
+"""
+
+from __future__ import annotations
+
+import json
+import uuid
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from typing import Any
+
+import redis
+
+from calsync.core.config.settings import MAX_DELAY_SECONDS, broker_kind
+from calsync.core.model.errors import CalsyncError, ConfigurationError, InvalidPayload
+from calsync.core.model.payload import parse_payload
+from calsync.core.redis.keys import RedisKeys
+from calsync.core.runtime import Runtime
+
+_MOVE = """
+if redis.call('HEXISTS', KEYS[2], ARGV[1]) == 0 then return -1 end
+if redis.call('EXISTS', KEYS[5]) == 1 then return -2 end
+local removed = redis.call('LREM', KEYS[1], 0, ARGV[1])
+if removed > 0 then redis.call('HDEL', KEYS[2], ARGV[1]) else redis.call('SET', KEYS[5], '1', 'EX', ARGV[4]) end
+redis.call('HSET', KEYS[4], ARGV[2], ARGV[3])
+redis.call('RPUSH', KEYS[3], ARGV[2])
+return removed
+"""
+
+_DELIVERY_OPTIONS = ("eta", "redis_message_id")
+
+
+def _reasons() -> dict[str, str]:
+    found: dict[str, str] = {}
+    pending = [CalsyncError]
+    while pending:
+        cls = pending.pop()
+        found[cls.__name__] = cls.reason
+        pending.extend(cls.__subclasses__())
+    return found
+
+
+@dataclass(frozen=True)
+class RetrySelection:
+    """Which delayed jobs to pull forward: every given field must match (``everything`` selects all)."""
+
+    tenant_id: str | None = None
+    account_id: str | None = None
+    entity_id: str | None = None
+    reason: str | None = None  # a reason ("rate limited") or an error class ("RateLimited") of the last failure
+    everything: bool = False
+
+    def is_empty(self) -> bool:
+        """Nothing selected: refused, so a bare ``retry-now`` never moves the whole queue by accident."""
+        given = (self.tenant_id, self.account_id, self.entity_id, self.reason)
+        return not self.everything and all(v is None for v in given)
+
+    def selected(self, body: dict[str, Any]) -> str | None:
+        """The job id of a delayed message body when it is selected (only sync jobs are)."""
+        try:
+            payload = parse_payload(body.get("args"))
+        except InvalidPayload:
+            return None
+        wanted = {"tenant_id": self.tenant_id, "account_id": self.account_id, "entity_id": self.entity_id}
+        if any(v is not None and getattr(payload, k) != v for k, v in wanted.items()):
+            return None
+        if self.reason is not None:
+            history = body.get("options", {}).get("errors") or [{}]
+            error_class = str(history[-1].get("error_class", ""))
+            if self.reason not in (error_class, _reasons().get(error_class)):
+                return None
+        return payload.job_id
+
+
+@dataclass
+class RetryNowReport:
+    """What one ``retry-now`` did, by job id."""
+
+    moved: list[str] = field(default_factory=list)
+    copied: list[str] = field(default_factory=list)
+    already_pulled: int = 0
+    delayed_seen: int = 0
+
+    def as_json(self) -> dict[str, Any]:
+        """Printed by ``calsync retry-now``."""
+        return {
+            "moved": len(self.moved),
+            "copied_from_workers": len(self.copied),
+            "already_pulled_forward": self.already_pulled,
+            "delayed_seen": self.delayed_seen,
+            "job_ids": [*self.moved, *self.copied],
+        }
+
+
+def _delayed(client: redis.Redis, keys: RedisKeys, queue: str) -> Iterator[tuple[str, dict[str, Any]]]:
+    for raw_id, raw_body in client.hscan_iter(keys.delayed_messages(queue), count=500):
+        try:
+            body = json.loads(raw_body)
+        except (ValueError, UnicodeDecodeError):
+            continue  # not ours to judge: the worker dead-letters what it cannot decode
+        if isinstance(body, dict):
+            yield raw_id.decode(), body
+
+
+def _ready_copy(body: dict[str, Any], queue: str, new_id: str) -> str:
+    options = {k: v for k, v in body.get("options", {}).items() if k not in _DELIVERY_OPTIONS}
+    options["redis_message_id"] = new_id
+    return json.dumps({**body, "queue_name": queue, "options": options}, separators=(",", ":"))
+
+
+def retry_now(runtime: Runtime, selection: RetrySelection) -> RetryNowReport:
+    """Make the selected delayed jobs ready now; safe to run repeatedly (a job already pulled forward is gone)."""
+    if broker_kind(runtime.broker_url) != "redis":
+        raise ConfigurationError("retry-now needs the Redis broker: RabbitMQ holds delayed messages in the workers")
+    queue, keys = runtime.settings.queue, runtime.keys
+    client = runtime.redis if runtime.broker_url == runtime.redis_url else redis.Redis.from_url(runtime.broker_url)
+    move = client.register_script(_MOVE)
+    report = RetryNowReport()
+    try:
+        for redis_id, body in list(_delayed(client, keys, queue)):
+            report.delayed_seen += 1
+            job_id = selection.selected(body)
+            if job_id is None:
+                continue
+            new_id = str(uuid.uuid4())
+            routing = [keys.delayed_queue(queue), keys.delayed_messages(queue), keys.ready_queue(queue),
+                       keys.queue_messages(queue), keys.pulled_forward(queue, redis_id)]  # fmt: skip
+            args: list[str | int] = [redis_id, new_id, _ready_copy(body, queue, new_id), int(MAX_DELAY_SECONDS)]
+            done = int(move(keys=routing, args=args))
+            if done > 0:
+                report.moved.append(job_id)
+            elif done == 0:
+                report.copied.append(job_id)
+            elif done == -2:
+                report.already_pulled += 1
+    finally:
+        if client is not runtime.redis:
+            client.close()
+    return report

@@ -1,0 +1,113 @@
+"""Local event state as a Graph ``event`` resource: times, attendees, the shared marker, the transactionId.
+
+Times: timed events are written as UTC instants (``timeZone: "UTC"``), a naive time being wall time in
+``event.time_zone``; all-day events as midnights in the event's zone (Graph wants both at midnight, end
+exclusive; ``end == start`` is read as one day).
+
+Invitations (``send_updates``): Graph has no "send to none" mode; Exchange mails attendees whenever an
+organizer's meeting with attendees is created, changed or deleted. So ``all`` and ``external_only`` write the
+attendees (everyone is notified: Graph cannot tell external attendees apart), and ``none`` keeps them off
+the event: a create carries no attendees and an update leaves the attendee list as it is.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import uuid
+import zoneinfo
+from collections.abc import Mapping
+from typing import Any
+
+from calsync.core.model.calendar import EventState, ExternalRef, SendUpdates
+from calsync.core.model.errors import InvalidRequest
+from calsync.core.model.markers import GRAPH_SYNC_KEY_PROPERTY_ID
+
+_TRANSACTION_NAMESPACE = uuid.UUID("0b7c6c1e-5d0c-4c55-9a43-6f6b8d0c2f13")
+_FORMAT = "%Y-%m-%dT%H:%M:%S"
+
+
+def transaction_id_for(sync_key: str, replacing: str | None = None) -> str:
+    """Same target, same transactionId: Graph drops a replayed create (best effort; the marker is the truth).
+
+    A re-create of an event deleted behind our back seeds it with the gone event's id too, so Graph cannot
+    mistake it for a replay of the first create (how long Graph remembers transactionIds is undocumented).
+    """
+    return str(uuid.uuid5(_TRANSACTION_NAMESPACE, sync_key if replacing is None else f"{sync_key}|{replacing}"))
+
+
+def _zone(name: str) -> dt.tzinfo:
+    try:
+        return zoneinfo.ZoneInfo(name or "UTC")
+    except (zoneinfo.ZoneInfoNotFoundError, ValueError):
+        raise InvalidRequest(f"unknown time zone {name!r}") from None
+
+
+def _times(event: EventState) -> tuple[dict[str, str], dict[str, str]]:
+    zone = _zone(event.time_zone)
+    if event.all_day:
+        start = event.start.date() if isinstance(event.start, dt.datetime) else event.start
+        end = event.end.date() if isinstance(event.end, dt.datetime) else event.end
+        if end < start:
+            raise InvalidRequest(f"event {event.id} ends ({end}) before it starts ({start})")
+        end = max(end, start + dt.timedelta(days=1))
+        name = event.time_zone or "UTC"
+        return ({"dateTime": f"{start.isoformat()}T00:00:00", "timeZone": name},
+                {"dateTime": f"{end.isoformat()}T00:00:00", "timeZone": name})  # fmt: skip
+    if not isinstance(event.start, dt.datetime) or not isinstance(event.end, dt.datetime):
+        raise InvalidRequest("a timed event needs datetimes for start and end, got a date")
+
+    def utc(value: dt.datetime) -> dt.datetime:
+        return (value if value.tzinfo else value.replace(tzinfo=zone)).astimezone(dt.UTC)
+
+    start_utc, end_utc = utc(event.start), utc(event.end)
+    if end_utc < start_utc:
+        raise InvalidRequest(f"event {event.id} ends ({end_utc}) before it starts ({start_utc})")
+    return ({"dateTime": start_utc.strftime(_FORMAT), "timeZone": "UTC"},
+            {"dateTime": end_utc.strftime(_FORMAT), "timeZone": "UTC"})  # fmt: skip
+
+
+def marker(sync_key: str) -> list[dict[str, str]]:
+    """The ``singleValueExtendedProperties`` entry carrying the sync key (the EWS adapter's property)."""
+    return [{"id": GRAPH_SYNC_KEY_PROPERTY_ID, "value": sync_key}]
+
+
+def event_body(
+    event: EventState, sync_key: str, send_updates: SendUpdates, *, create: bool, replacing: str | None = None
+) -> dict[str, Any]:
+    """The wanted state as a POST (``create``) or PATCH body; the transactionId only on a create."""
+    start, end = _times(event)
+    body: dict[str, Any] = {
+        "subject": event.title,
+        "body": {"contentType": "text", "content": event.description or ""},
+        "location": {"displayName": event.location or ""},
+        "start": start,
+        "end": end,
+        "isAllDay": event.all_day,
+        "singleValueExtendedProperties": marker(sync_key),
+    }
+    if send_updates != "none":
+        body["attendees"] = [{"emailAddress": {"address": a}, "type": "required"} for a in event.attendees]
+    elif create:
+        body["attendees"] = []
+    if create:
+        body["transactionId"] = transaction_id_for(sync_key, replacing)
+    return body
+
+
+def marker_of(resource: Mapping[str, Any]) -> str | None:
+    """The sync key an event read with ``$expand`` of our property carries, if any."""
+    for prop in resource.get("singleValueExtendedProperties") or ():
+        if isinstance(prop, Mapping) and str(prop.get("id", "")).lower() == GRAPH_SYNC_KEY_PROPERTY_ID.lower():
+            value = prop.get("value")
+            return str(value) if value is not None else None
+    return None
+
+
+def ref_of(resource: Mapping[str, Any]) -> ExternalRef:
+    """The id and ``@odata.etag`` Graph answered with, as the pipeline records them."""
+    return ExternalRef(external_id=str(resource["id"]), etag=resource.get("@odata.etag"))
+
+
+def is_graph_ref(external_id: str | None, etag: str | None) -> bool:
+    """Whether a stored ref was written by this adapter (a weak ``W/"…"`` etag), not by EWS (a bare ChangeKey)."""
+    return external_id is not None and etag is not None and etag.startswith('W/"')

@@ -1,0 +1,128 @@
+"""Access tokens per account from Entra through msal: one msal app and token cache per account, thread-safe.
+
+- App-only (``client_credentials``): ``ConfidentialClientApplication.acquire_token_for_client``, which serves
+  from the app's own ``TokenCache`` until the token nears expiry (msal ≥ 1.23).
+- Delegated (``refresh_token``): ``acquire_token_by_refresh_token``; the access token is kept until a minute
+  before ``expires_in``; a rotated refresh token replaces ours at once and is handed to the
+  :class:`~calsync.core.model.limits.CredentialWriter` (the account row, encrypted).
+- msal talks through the adapter's ``httpx.Client`` (same timeout, no retries, proxies read once), with
+  ``instance_discovery=False`` so nothing but the configured ``authority`` is contacted.
+- ``invalidate`` drops the cached access token after a 401, so the one retry gets a fresh one.
+"""
+
+from __future__ import annotations
+
+import collections
+import logging
+import threading
+import time
+from collections.abc import Mapping
+from typing import Any
+
+import httpx
+import msal
+
+from calsync.core.model.calendar import Account
+from calsync.core.model.limits import CredentialWriter
+from calsync.providers.graph.classification import TokenError
+from calsync.providers.graph.credentials import AppLogin, GraphAccount, fingerprint_of
+
+logger = logging.getLogger(__name__)
+
+_EARLY_REFRESH = 60.0
+_CACHE_SIZE = 1024
+
+
+class TokenSource:
+    """One account's tokens; every method may be called from any worker thread."""
+
+    def __init__(self, account: Account, config: GraphAccount, scope: str, http: httpx.Client) -> None:
+        self._account_id = account.id
+        self._address = account.address
+        self._credentials = dict(account.credentials)
+        self._options = dict(account.options)
+        self._login = config.login
+        self._scopes = [scope]
+        self.fingerprints = {config.fingerprint}
+        self._lock = threading.Lock()
+        self._token: tuple[str, float] | None = None
+        authority = f"{config.login.authority}/{config.login.tenant_id}"
+        credential = config.credential()
+        self._cache = msal.TokenCache()
+        kwargs: dict[str, Any] = {"authority": authority, "token_cache": self._cache, "http_client": http,
+                                  "instance_discovery": False}  # fmt: skip
+        if credential is None:
+            self._app: msal.ClientApplication = msal.PublicClientApplication(config.login.client_id, **kwargs)
+        else:
+            self._app = msal.ConfidentialClientApplication(
+                config.login.client_id, client_credential=credential, **kwargs
+            )
+        self._refresh_token = self._credentials.get("refresh_token")
+
+    def access_token(self, writer: CredentialWriter) -> str:
+        """A valid access token; raises TokenError when Entra refuses."""
+        with self._lock:
+            if isinstance(self._login, AppLogin):
+                return self._take(self._app.acquire_token_for_client(scopes=self._scopes))
+            if self._token is not None and self._token[1] > time.monotonic():
+                return self._token[0]
+            result = self._app.acquire_token_by_refresh_token(self._refresh_token, scopes=self._scopes)
+            token = self._take(result)
+            self._token = (token, time.monotonic() + float(result.get("expires_in") or 0) - _EARLY_REFRESH)
+            rotated = result.get("refresh_token")
+            if isinstance(rotated, str) and rotated and rotated != self._refresh_token:
+                self._rotate(rotated, writer)
+            return token
+
+    def invalidate(self) -> None:
+        """Forget the access token (after a 401): the next call fetches a new one."""
+        with self._lock:
+            self._token = None
+            for entry in list(self._cache.search(msal.TokenCache.CredentialType.ACCESS_TOKEN)):
+                self._cache.remove_at(entry)
+
+    def secrets(self) -> tuple[str, ...]:
+        """The live tokens, masked in messages."""
+        with self._lock:
+            live = [self._refresh_token, self._token[0] if self._token else None]
+        return tuple(s for s in live if isinstance(s, str))
+
+    def _rotate(self, rotated: str, writer: CredentialWriter) -> None:
+        self._refresh_token = rotated
+        self._credentials["refresh_token"] = rotated
+        self.fingerprints.add(fingerprint_of(self._address, self._credentials, self._options))
+        try:
+            writer.save(self._account_id, self._credentials)
+        except Exception:  # the token still works in this process; the next rotation writes again
+            logger.exception("Graph account %s: storing the rotated refresh token failed", self._account_id)
+
+    @staticmethod
+    def _take(result: Mapping[str, Any] | None) -> str:
+        if not result or "access_token" not in result:
+            raise TokenError(result or {"error": "no_token", "error_description": "msal returned no token"})
+        return str(result["access_token"])
+
+
+class TokenSources:
+    """Token sources by account id, rebuilt when an account's credentials or options change."""
+
+    def __init__(self, scope: str, http: httpx.Client, size: int = _CACHE_SIZE) -> None:
+        self._scope = scope
+        self._http = http
+        self._size = size
+        self._sources: collections.OrderedDict[str, TokenSource] = collections.OrderedDict()
+        self._lock = threading.Lock()
+
+    def get(self, account: Account, config: GraphAccount) -> TokenSource:
+        """The account's source; building one contacts the authority's OIDC discovery document once."""
+        with self._lock:
+            source = self._sources.get(account.id)
+            if source is not None and config.fingerprint in source.fingerprints:
+                self._sources.move_to_end(account.id)
+                return source
+        built = TokenSource(account, config, self._scope, self._http)
+        with self._lock:
+            self._sources[account.id] = built
+            while len(self._sources) > self._size:
+                self._sources.popitem(last=False)
+        return built

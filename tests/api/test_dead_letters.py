@@ -1,0 +1,94 @@
+"""The DLQ over HTTP: only the key's tenant, admin scope, filters, cursor pages, replay and discard."""
+
+from __future__ import annotations
+
+import datetime as dt
+
+import pytest
+
+from calsync.core.model.payload import SYNC_JOB, new_payload
+from calsync.core.store import dead_letters
+from calsync.core.store.dead_letters import DeadLetterRecord
+from tests.api.live import LiveApi
+from tests.support import Pipeline
+
+
+def _dead_letter(pipeline: Pipeline, tenant: str, account: str, entity: str, *, reason: str = "forbidden") -> int:
+    receipt = pipeline.submit([account], tenant=tenant, entity_id=entity)
+    key = f"calendar:{tenant}:{entity}:{account}:create"
+    payload = new_payload(tenant_id=tenant, entity_id=receipt.entity_id, account_id=account, operation="create",
+                          version=1, trace_id="trace-dlq", key=key)  # fmt: skip
+    now = dt.datetime.now(dt.UTC)
+    record = DeadLetterRecord(
+        job_id=payload.job_id, job_type=SYNC_JOB, message_id=None, queue="calendar", tenant_id=tenant,
+        entity_id=entity, account_id=account, idempotency_key=payload.idempotency_key, trace_id="trace-dlq",
+        payload=payload.model_dump(mode="json"), attempts=1, reason=reason, error_class="Forbidden",
+        last_error="refused", error_history=[], first_failed_at=now, failed_at=now,
+    )  # fmt: skip
+    with pipeline.runtime.db.write() as conn:
+        dead_letters.insert(pipeline.runtime.db, conn, record)
+        stored = dead_letters.get_by_job(conn, payload.job_id)
+    assert stored is not None
+    return stored.id
+
+
+@pytest.fixture
+def records(pipeline: Pipeline) -> dict[str, list[int]]:
+    mine = pipeline.account(tenant="tenant-1", account_id="acc-mine")
+    theirs = pipeline.account(tenant="tenant-2", account_id="acc-theirs")
+    reasons = ["entity not found", "forbidden"]
+    return {
+        "mine": [_dead_letter(pipeline, "tenant-1", mine, f"evt-{i}", reason=reasons[i % 2]) for i in range(5)],
+        "theirs": [_dead_letter(pipeline, "tenant-2", theirs, "evt-t")],
+    }  # fmt: skip
+
+
+def test_pages_list_only_the_tenants_records(api: LiveApi, records: dict[str, list[int]]) -> None:
+    seen: list[int] = []
+    with api.client(api.key(scope="admin")) as http:
+        cursor = None
+        while True:
+            params: dict[str, str | int] = {"limit": 2, **({"cursor": cursor} if cursor else {})}
+            page = http.get("/v1/dead-letters", params=params).json()
+            seen += [item["id"] for item in page["items"]]
+            cursor = page["next_cursor"]
+            if cursor is None:
+                break
+        filtered = http.get("/v1/dead-letters", params={"reason": "forbidden"}).json()["items"]
+        bad_cursor = http.get("/v1/dead-letters", params={"cursor": "not-a-cursor"})
+        unknown = http.get("/v1/dead-letters", params={"colour": "red"})
+    assert seen == records["mine"]
+    assert [item["id"] for item in filtered] == records["mine"][1::2]
+    assert bad_cursor.status_code == 422 and bad_cursor.json()["errors"][0]["field"] == "query.cursor"
+    assert unknown.status_code == 422 and unknown.json()["errors"][0]["field"] == "query.colour"
+
+
+def test_replay_by_ids_skips_other_tenants_records_as_not_found(
+    api: LiveApi, pipeline: Pipeline, records: dict[str, list[int]]
+) -> None:
+    first, theirs = records["mine"][0], records["theirs"][0]
+    with api.client(api.key(scope="admin")) as http:
+        report = http.post("/v1/dead-letters/replay", json={"ids": [first, theirs]}).json()
+        both = http.post("/v1/dead-letters/replay", json={"ids": [first], "filter": {}})
+    assert [r["id"] for r in report["replayed"]] == [first]
+    assert report["skipped"] == [{"id": theirs, "job_id": None, "why": "not found"}]
+    assert both.status_code == 422
+    assert [r.id for r in pipeline.dead_letters(tenant_id="tenant-2")] == [theirs]  # untouched
+
+
+def test_replay_by_filter_and_discard(api: LiveApi, pipeline: Pipeline, records: dict[str, list[int]]) -> None:
+    with api.client(api.key(scope="admin")) as http:
+        report = http.post("/v1/dead-letters/replay", json={"filter": {"reason": "entity not found"}}).json()
+        target = records["mine"][1]
+        discarded = http.post(f"/v1/dead-letters/{target}/discard", json={"note": "obsolete"})
+        twice = http.post(f"/v1/dead-letters/{target}/discard")
+        foreign = http.post(f"/v1/dead-letters/{records['theirs'][0]}/discard")
+        missing = http.post("/v1/dead-letters/999999/discard")
+    assert sorted(r["id"] for r in report["replayed"]) == records["mine"][0::2]
+    assert discarded.json() == {"id": target, "status": "discarded"}
+    assert twice.status_code == 409
+    assert foreign.status_code == missing.status_code == 404
+    assert foreign.json()["detail"].replace(str(records["theirs"][0]), "N") == missing.json()["detail"].replace(
+        "999999", "N"
+    )
+    assert [r.id for r in pipeline.dead_letters(tenant_id="tenant-1")] == [records["mine"][3]]
