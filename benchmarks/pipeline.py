@@ -8,7 +8,8 @@ runs every middleware, the database (SQLite file by default), the per-target loc
 provider. The sides alternate for ``--rounds`` rounds, so a machine that slows down or speeds up
 during the run affects both alike; it prints each round, then the median jobs/s of each side, the
 median of the rounds' ratios (the target is >= 0.5) and Redis commands per job (from INFO's
-total_commands_processed, so keep other Redis clients quiet while it runs).
+total_commands_processed: its own embedded Redis, unless ``--redis-url`` names one; every key it
+writes is under a ``bench-…`` namespace, deleted after each side).
 It is a benchmark, not a test: numbers depend on the machine.
 """
 
@@ -25,7 +26,6 @@ import statistics
 import tempfile
 import threading
 import time
-import uuid
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -34,17 +34,13 @@ import dramatiq
 import redis
 from dramatiq.brokers.redis import RedisBroker
 
+from benchmarks.support import add_redis_option, bench_redis, namespace, remove_keys, seed
 from calsync.actors.worker import build_worker
 from calsync.core.config.settings import Settings
 from calsync.core.messaging.messages import sync_message
 from calsync.core.model.calendar import Account, EventState, Target
-from calsync.core.model.change import EventFields
-from calsync.core.model.payload import JobPayload, new_payload
-from calsync.core.redis.embedded import EmbeddedRedis
 from calsync.core.runtime import Runtime
-from calsync.core.store import accounts, events, migrate, targets
-from calsync.core.store.database import Database
-from calsync.core.store.targets import TargetKey
+from calsync.core.store import migrate
 from calsync.core.worker.middleware.lifecycle import JobLifecycle
 from calsync.providers.memory import MemoryProvider
 
@@ -63,15 +59,6 @@ class Measurement:
     def rate(self) -> float:
         """Jobs per second."""
         return self.jobs / self.seconds
-
-
-def _redis_url(scratch: Path) -> str:
-    url = "redis://127.0.0.1:6379/0"
-    try:
-        redis.Redis.from_url(url, socket_connect_timeout=1).ping()
-        return url
-    except redis.RedisError:
-        return EmbeddedRedis(scratch).ensure()
 
 
 def _commands(client: redis.Redis) -> int:
@@ -93,7 +80,8 @@ def _timed(name: str, broker: dramatiq.Broker, client: redis.Redis, jobs: int, t
 
 def bare(url: str, jobs: int, threads: int) -> Measurement:
     """Dramatiq with its default middleware and an actor that does nothing."""
-    broker = RedisBroker(url=url, namespace=f"bench-bare-{uuid.uuid4().hex[:8]}")
+    ns = namespace("bare")
+    broker = RedisBroker(url=url, namespace=ns)
     done = 0
     lock = threading.Lock()
 
@@ -110,28 +98,9 @@ def bare(url: str, jobs: int, threads: int) -> Measurement:
     try:
         return _timed("bare Dramatiq no-op", broker, client, jobs, threads, lambda: done)
     finally:
-        broker.flush_all()
         broker.close()
-
-
-def _seed(db: Database, jobs: int) -> list[JobPayload]:
-    """One account and ``jobs`` new events, each with a pending target: the payloads to sync them."""
-    start = dt.datetime(2026, 12, 1, 9, tzinfo=dt.UTC)
-    fields = EventFields(title="Benchmark", start=start, end=start + dt.timedelta(hours=1))
-    tenant = f"bench-{uuid.uuid4().hex[:8]}"  # rounds may share one database (--database-url)
-    with db.write() as conn:
-        account = accounts.add_account(conn, tenant_id=tenant, provider="memory", address="bench@example.com",
-                                       credentials=None, options={}).id  # fmt: skip
-    payloads = []
-    with db.write() as conn:
-        for n in range(jobs):
-            entity = f"evt{n}"
-            events.insert_event(conn, tenant, entity, fields, "none")
-            targets.plan_target(conn, TargetKey(tenant, entity, account), wanted="present", version=1,
-                                due_at=dt.datetime.now(dt.UTC))  # fmt: skip
-            payloads.append(new_payload(tenant_id=tenant, entity_id=entity, account_id=account, operation="create",
-                                        version=1, trace_id="bench"))  # fmt: skip
-    return payloads
+        client.close()
+        remove_keys(url, ns)
 
 
 def calsync(url: str, jobs: int, threads: int, scratch: Path, database_url: str | None) -> Measurement:
@@ -140,7 +109,7 @@ def calsync(url: str, jobs: int, threads: int, scratch: Path, database_url: str 
         data_dir=scratch,
         broker_url=url,
         database_url=database_url or f"sqlite:///{scratch / 'bench.sqlite3'}",
-        redis_namespace=f"bench-calsync-{uuid.uuid4().hex[:8]}",
+        redis_namespace=namespace("calsync"),
         worker_threads=threads,
         log_level="WARNING",
     )
@@ -150,7 +119,7 @@ def calsync(url: str, jobs: int, threads: int, scratch: Path, database_url: str 
     runtime = build_worker(settings, providers={"memory": MemoryProvider()}).runtime
     broker = runtime.broker
     broker.emit_after("process_boot")
-    payloads = _seed(runtime.db, jobs)
+    payloads = seed(runtime.db, jobs)
     for payload in payloads:
         broker.enqueue(sync_message(settings.queue, payload))
     done = 0
@@ -170,11 +139,8 @@ def calsync(url: str, jobs: int, threads: int, scratch: Path, database_url: str 
     try:
         return _timed("calsync pipeline", broker, runtime.redis, jobs, threads, finished)
     finally:
-        broker.flush_all()
-        keys = list(runtime.redis.scan_iter(match=f"{settings.redis_namespace}:*"))
-        if keys:
-            runtime.redis.delete(*keys)
         runtime.close()
+        remove_keys(url, settings.redis_namespace)
 
 
 # The I/O of one sync job, written by hand against the drivers (SQLite only): what any implementation of
@@ -205,10 +171,10 @@ def same_io(url: str, jobs: int, threads: int, scratch: Path) -> Measurement:
     settings = Settings(data_dir=scratch, broker_url=url, database_url=f"sqlite:///{path}", log_level="WARNING")
     setup = Runtime(settings, check_schema=False)
     migrate.upgrade(setup.db)
-    payloads = _seed(setup.db, jobs)
+    payloads = seed(setup.db, jobs)
     setup.close()
-    namespace = f"bench-same-io-{uuid.uuid4().hex[:8]}"
-    broker = RedisBroker(url=url, namespace=namespace)
+    ns = namespace("same-io")
+    broker = RedisBroker(url=url, namespace=ns)
     client = redis.Redis.from_url(url)
     unlock = client.register_script(_UNLOCK)
     nonce, serial = secrets.token_hex(12), itertools.count(1)
@@ -225,7 +191,7 @@ def same_io(url: str, jobs: int, threads: int, scratch: Path) -> Measurement:
 
     def sync(tenant: str, entity: str, account_id: str, key: str, job_id: str) -> None:
         nonlocal done
-        lock_key, token = f"{namespace}:lock:{tenant}:{entity}:{account_id}", f"{nonce}:{next(serial)}"
+        lock_key, token = f"{ns}:lock:{tenant}:{entity}:{account_id}", f"{nonce}:{next(serial)}"
         if not client.set(lock_key, token, nx=True, px=60_000):
             raise RuntimeError("lock busy")
         now = dt.datetime.now(dt.UTC).replace(tzinfo=None).isoformat(" ")
@@ -256,10 +222,10 @@ def same_io(url: str, jobs: int, threads: int, scratch: Path) -> Measurement:
     try:
         return _timed("same I/O by hand", broker, client, jobs, threads, lambda: done)
     finally:
-        broker.flush_all()
         broker.close()
         client.close()
         conn.close()
+        remove_keys(url, ns)
 
 
 def main() -> None:
@@ -269,12 +235,12 @@ def main() -> None:
     parser.add_argument("--threads", type=int, default=8)
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--database-url", help="default: a fresh SQLite file per round")
+    add_redis_option(parser)
     args = parser.parse_args()
     logging.basicConfig(level=logging.WARNING)
     rounds: list[dict[str, Measurement]] = []
-    with tempfile.TemporaryDirectory(prefix="calsync-bench-") as tmp:
+    with tempfile.TemporaryDirectory(prefix="calsync-bench-") as tmp, bench_redis(args.redis_url, Path(tmp)) as url:
         scratch = Path(tmp)
-        url = _redis_url(scratch)
         print(f"{args.jobs} jobs each, 1 process x {args.threads} threads, Redis at {url}", flush=True)
         for n in range(1, args.rounds + 1):
             round_dir = scratch / f"round-{n}"
@@ -286,7 +252,6 @@ def main() -> None:
             rounds.append(measured)
             print(f"round {n}:", flush=True)
             _print(measured)
-        EmbeddedRedis(scratch).stop()
     print(f"median of {len(rounds)} rounds:")
     for side, first in rounds[0].items():
         rate = statistics.median(r[side].rate for r in rounds)

@@ -18,6 +18,7 @@ import hashlib
 import json
 import re
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any, Literal
 
@@ -78,7 +79,8 @@ class MemoryProvider:
 
     name: ProviderName = "memory"
 
-    def __init__(self, path: str | Path | None = None) -> None:
+    def __init__(self, path: str | Path | None = None, *, sleep: Callable[[float], None] = time.sleep) -> None:
+        self._sleep = sleep  # how a fault's delay waits (a test records it instead)
         self._store: CalendarStore
         if path is None or str(path) == ":memory:":
             self._store = DictStore()
@@ -110,7 +112,7 @@ class MemoryProvider:
                 etag = _etag(external_id, body, writes)
                 tx.save(dataclasses.replace(stored, etag=etag, body=body, status="confirmed", writes=writes))
             _log(tx, "upsert", account.id, target.event_id, external_id, effect, version=event.version)
-        if fault is not None:
+        if fault is not None and fault.after:
             self._fail(fault, "upsert", account.id, target.event_id)
         return ExternalRef(external_id, etag)
 
@@ -127,11 +129,12 @@ class MemoryProvider:
                 effect = "deleted"
                 tx.save(dataclasses.replace(stored, status="cancelled", writes=stored.writes + 1))
             _log(tx, "delete", account.id, target.event_id, external_id, effect)
-        if fault is not None:
+        if fault is not None and fault.after:
             self._fail(fault, "delete", account.id, target.event_id)
 
     def close(self) -> None:
-        """Nothing to release: the store opens a connection per transaction and keeps none between calls."""
+        """Close the store's connections (the registry calls this when the worker shuts down)."""
+        self._store.close()
 
     # --- faults --------------------------------------------------------------------------------
 
@@ -178,7 +181,7 @@ class MemoryProvider:
 
     def _fail(self, fault: MemoryFaultRule, op: str, account_id: str, entity_id: str) -> None:
         if fault.delay_ms:
-            time.sleep(fault.delay_ms / 1000)
+            self._sleep(fault.delay_ms / 1000)
         if fault.error is None:
             return
         cls = FAULT_ERRORS[fault.error]

@@ -28,7 +28,7 @@ from calsync.core.model.errors import EntityNotFound, IdempotencyKeyReused, Inva
 from calsync.core.model.ids import Identifier, new_id, new_trace_id
 from calsync.core.model.payload import JobPayload, Operation, new_payload
 from calsync.core.model.planner import Plan, plan
-from calsync.core.producer.dedup import EnqueueMarkers, Mark, RedisMarkers
+from calsync.core.producer.dedup import Claim, EnqueueMarkers, Mark, RedisMarkers
 from calsync.core.runtime import Runtime, default_runtime
 from calsync.core.store import accounts, events, intake_requests, targets
 from calsync.core.store.database import Database
@@ -161,8 +161,9 @@ class Intake:
         return Receipt.from_json(first.receipt)
 
     def _check_accounts(self, conn: Connection, tenant_id: str, account_ids: tuple[str, ...]) -> None:
+        found = accounts.get_summaries(conn, account_ids)  # one query, however many accounts
         for account_id in account_ids:
-            account = accounts.get_summary(conn, account_id)
+            account = found.get(account_id)
             if account is None or account.tenant_id != tenant_id:
                 raise InvalidChange(f"accounts: account {account_id} does not exist for tenant {tenant_id}")
             if account.status == "disabled":
@@ -181,13 +182,13 @@ class Intake:
             if existing.status == "cancelled":
                 return existing.id, existing.version, []
             version = events.bump_event(conn, tenant_id, existing.id, status="cancelled", send_updates=send_updates)
-            jobs = []
-            for row in targets.list_targets(conn, tenant_id, existing.id):
-                if row.status == "deleted" and row.wanted == "absent":
-                    continue
-                targets.plan_target(conn, row.key, wanted=row.wanted, version=version, due_at=now)
-                jobs.append(_job(row.key, row, version, present=row.wanted == "present", cancelled=True))
-            return existing.id, version, jobs
+            live = [r for r in targets.list_targets(conn, tenant_id, existing.id)
+                    if not (r.status == "deleted" and r.wanted == "absent")]  # fmt: skip
+            targets.plan_targets(conn, [(row.key, row.wanted) for row in live], version=version, due_at=now,
+                                 existing={row.key for row in live})  # fmt: skip
+            return existing.id, version, [
+                _job(row.key, row, version, present=row.wanted == "present", cancelled=True) for row in live
+            ]  # fmt: skip
 
         assert change.event is not None
         if existing is None:
@@ -195,12 +196,9 @@ class Intake:
                 raise InvalidChange("accounts: required when creating an event")
             entity_id = change.entity_id or new_id("evt")
             events.insert_event(conn, tenant_id, entity_id, change.event, send_updates)
-            jobs = []
-            for account_id in change.accounts:
-                key = TargetKey(tenant_id, entity_id, account_id)
-                targets.plan_target(conn, key, wanted="present", version=1, due_at=now)
-                jobs.append(_job(key, None, 1, present=True))
-            return entity_id, 1, jobs
+            keys = [TargetKey(tenant_id, entity_id, account_id) for account_id in change.accounts]
+            targets.plan_targets(conn, [(key, "present") for key in keys], version=1, due_at=now, existing=())
+            return entity_id, 1, [_job(key, None, 1, present=True) for key in keys]
 
         rows = {row.account_id: row for row in targets.list_targets(conn, tenant_id, existing.id)}
         present_now = {a for a, row in rows.items() if row.wanted == "present"}
@@ -223,33 +221,36 @@ class Intake:
         version = events.bump_event(
             conn, tenant_id, existing.id, status="confirmed", send_updates=send_updates, fields=change.event
         )
+        planned: list[tuple[TargetKey, targets.Wanted]] = []
         jobs = []
         for account_id in wanted:
             key = TargetKey(tenant_id, existing.id, account_id)
-            targets.plan_target(conn, key, wanted="present", version=version, due_at=now)
+            planned.append((key, "present"))
             jobs.append(_job(key, rows.get(account_id), version, present=True))
         for account_id, row in rows.items():
             if account_id in wanted or (row.wanted == "absent" and row.status == "deleted"):
                 continue
-            targets.plan_target(conn, row.key, wanted="absent", version=version, due_at=now)
+            planned.append((row.key, "absent"))
             jobs.append(_job(row.key, row, version, present=False))
+        targets.plan_targets(conn, planned, version=version, due_at=now, existing={row.key for row in rows.values()})
         return existing.id, version, jobs
 
     def _enqueue(self, tenant_id: str, entity_id: str, version: int, jobs: list[_PlannedJob], trace: str) -> Receipt:
+        # Called after the intent is committed: the markers are claimed together (one pipeline), then
+        # each job is enqueued.
         job_ids: list[str] = []
         deferred: list[str] = []
-        for job in jobs:
-            payload = new_payload(
-                tenant_id=tenant_id,
-                entity_id=entity_id,
-                account_id=job.key.account_id,
-                operation=job.plan.operation,
-                version=version,
-                trace_id=trace,
-                key=job.plan.idempotency_key,
-            )
-            mark = Mark(*job.key, job.plan.operation, version)
-            earlier = self._markers.claim(mark, payload.job_id, covered_by=job.covered_by)
+        payloads = [
+            new_payload(tenant_id=tenant_id, entity_id=entity_id, account_id=job.key.account_id,
+                        operation=job.plan.operation, version=version, trace_id=trace, key=job.plan.idempotency_key)
+            for job in jobs
+        ]  # fmt: skip
+        claims = [
+            Claim(Mark(*job.key, job.plan.operation, version), payload.job_id, job.covered_by)
+            for job, payload in zip(jobs, payloads, strict=True)
+        ]
+        for job, payload, claim, earlier in zip(jobs, payloads, claims, self._markers.claim_all(claims), strict=True):
+            mark = claim.mark
             if earlier is not None:
                 job_ids.append(earlier)
                 continue

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import datetime as dt
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -91,6 +91,14 @@ def get_summary(conn: Connection, account_id: str) -> AccountSummary | None:
     """One account without its secret."""
     row = conn.execute(select(provider_accounts).where(provider_accounts.c.id == account_id)).mappings().first()
     return _summary(row) if row else None
+
+
+def get_summaries(conn: Connection, account_ids: Collection[str]) -> dict[str, AccountSummary]:
+    """The accounts among ``account_ids`` that exist, by id, in one query (a fan-out checks them all at once)."""
+    if not account_ids:
+        return {}
+    query = select(provider_accounts).where(provider_accounts.c.id.in_(list(account_ids)))
+    return {row["id"]: _summary(row) for row in conn.execute(query).mappings()}
 
 
 def list_accounts(conn: Connection, tenant_id: str | None = None) -> list[AccountSummary]:

@@ -23,7 +23,7 @@ from sqlalchemy.exc import DBAPIError, OperationalError
 from sqlalchemy.sql.dml import Insert
 
 from calsync.core.model.errors import StoreUnavailable
-from calsync.core.store.direct import DirectConnections, DirectTransaction
+from calsync.core.store.direct import DirectConnections, DirectTransaction, direct_transaction
 
 _SQLITE_BUSY_TIMEOUT_S = 30
 _RECYCLE_S = 1800  # servers and proxies drop idle connections; replace ours before they do
@@ -112,11 +112,8 @@ class Database:
         cursor = None
         try:
             cursor = raw.cursor()
-            # sqlite3 runs in autocommit mode here (see _prepare_sqlite), so a transaction is begun
-            # explicitly; psycopg begins one implicitly with the first statement.
-            if begin is not None and self.dialect == "sqlite":
-                cursor.execute(begin)
-            yield DirectTransaction(cursor, dialect)
+            with direct_transaction(raw, cursor, dialect, begin=begin) as tx:
+                yield tx
             raw.commit()
         except dialect.loaded_dbapi.Error as exc:
             if dialect.is_disconnect(exc, raw, cursor) or not _rolled_back(raw):

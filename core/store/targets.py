@@ -9,7 +9,7 @@ wants has been synced.
 from __future__ import annotations
 
 import datetime as dt
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal, NamedTuple
 
@@ -17,7 +17,7 @@ from sqlalchemy import Connection, and_, bindparam, case, func, or_, select, upd
 
 from calsync.core.model.calendar import Target
 from calsync.core.model.vocabulary import SyncStatus
-from calsync.core.store.direct import DirectStatement, DirectTransaction
+from calsync.core.store.direct import DirectResult, DirectStatement, DirectTransaction
 from calsync.core.store.schema import event_targets as t
 
 Wanted = Literal["present", "absent"]
@@ -136,6 +136,60 @@ def plan_target(conn: Connection, key: TargetKey, *, wanted: Wanted, version: in
         conn.execute(t.insert().values(**key._asdict(), synced_version=0, **values))
 
 
+_PLAN = update(t).where(_BY_KEY).values(
+    wanted=bindparam("v_wanted"),
+    wanted_version=bindparam("v_version"),
+    status="pending",
+    due_at=bindparam("v_due", type_=t.c.due_at.type),
+    updated_at=bindparam("v_now", type_=t.c.updated_at.type),
+)
+_PLAN_NEW = t.insert().values(
+    tenant_id=bindparam("k_tenant"),
+    event_id=bindparam("k_event"),
+    account_id=bindparam("k_account"),
+    synced_version=0,
+    wanted=bindparam("v_wanted"),
+    wanted_version=bindparam("v_version"),
+    status="pending",
+    due_at=bindparam("v_due", type_=t.c.due_at.type),
+    updated_at=bindparam("v_now", type_=t.c.updated_at.type),
+)
+
+
+def plan_targets(
+    conn: Connection,
+    planned: Sequence[tuple[TargetKey, Wanted]],
+    *,
+    version: int,
+    due_at: dt.datetime,
+    existing: Collection[TargetKey],
+) -> None:
+    """:func:`plan_target` for many targets at once: one statement for the ``existing`` rows, one for the new.
+
+    A fan-out to 100 accounts ran 100-200 statements, each built anew (benchmarks/fanout.py).
+    """
+    now = dt.datetime.now(dt.UTC)
+    updates: list[dict[str, Any]] = []
+    inserts: list[dict[str, Any]] = []
+    for key, wanted in planned:
+        values = {**_key_params(key), "v_wanted": wanted, "v_version": version, "v_due": due_at, "v_now": now}
+        (updates if key in existing else inserts).append(values)
+    if updates:
+        conn.execute(_PLAN, updates)
+    if inserts:
+        conn.execute(_PLAN_NEW, inserts)
+
+
+class CasOutcome:
+    """Whether a compare-and-set won: truthy or falsy. Asked after the commit, it costs no round trip of its own."""
+
+    def __init__(self, result: DirectResult) -> None:
+        self._result = result
+
+    def __bool__(self) -> bool:
+        return self._result.rowcount > 0
+
+
 def record_synced(
     tx: DirectTransaction,
     key: TargetKey,
@@ -144,8 +198,8 @@ def record_synced(
     external_id: str | None,
     etag: str | None,
     final_status: Literal["synced", "deleted"],
-) -> bool:
-    """Compare-and-set the sync result; False when a newer version was already recorded (the write lost)."""
+) -> CasOutcome:
+    """Compare-and-set the sync result; falsy when a newer version was already recorded (the write lost)."""
     params = {
         **_key_params(key),
         "v_version": version,
@@ -154,7 +208,7 @@ def record_synced(
         "v_final": final_status,
         "v_now": dt.datetime.now(dt.UTC),
     }
-    return bool(tx.execute(_RECORD_SYNCED, params).rowcount)
+    return CasOutcome(tx.execute(_RECORD_SYNCED, params))
 
 
 def record_retry(

@@ -166,7 +166,7 @@ def _record_result(
         idempotency.record_success(
             tx, payload.idempotency_key, job_id=payload.job_id, result=result, ttl_seconds=parts.idempotency_ttl
         )
-    return won
+    return bool(won)  # after the commit: on PostgreSQL the whole transaction is one round trip
 
 
 def _repair_if_overtaken(parts: JobParts, payload: JobPayload, target: TargetRow, version: int) -> None:

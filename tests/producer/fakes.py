@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 from calsync.core.model.payload import JobPayload, Operation
-from calsync.core.producer.dedup import Mark
+from calsync.core.producer.dedup import Claim, Mark
 
 
 class MemoryMarkers:
@@ -12,8 +14,11 @@ class MemoryMarkers:
     def __init__(self) -> None:
         self.marks: dict[Mark, str] = {}
 
-    def claim(self, mark: Mark, job_id: str, *, covered_by: tuple[Operation, ...] = ()) -> str | None:
-        """None when this enqueue is new (now marked); else the job id of the identical one that came first."""
+    def claim_all(self, claims: Sequence[Claim]) -> list[str | None]:
+        """Per claim, None when new (now marked); else the job id of the identical enqueue that came first."""
+        return [self._claim(*claim) for claim in claims]
+
+    def _claim(self, mark: Mark, job_id: str, covered_by: tuple[Operation, ...]) -> str | None:
         for operation in covered_by:
             earlier = self.marks.get(mark._replace(operation=operation))
             if earlier is not None:

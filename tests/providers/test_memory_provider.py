@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import datetime as dt
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
@@ -143,3 +144,51 @@ def test_a_failed_step_leaves_nothing_behind(store: CalendarStore) -> None:
         assert tx.calls() == []
         assert [(f.id, f.remaining) for f in tx.faults()] == [(fault_id, 2)]
     assert store.has_faults()
+
+
+@pytest.mark.parametrize("after", [False, True])
+def test_a_delay_only_fault_waits_once_and_the_call_succeeds(tmp_path: Path, after: bool) -> None:
+    waits: list[float] = []
+    provider = MemoryProvider(tmp_path / "memory.sqlite3", sleep=waits.append)
+    provider.add_fault(error=None, delay_ms=50, after=after)
+    provider.upsert(ACCOUNT, _event(1), TARGET)
+    provider.delete(ACCOUNT, TARGET)
+    assert waits == [0.05, 0.05]  # one wait per call, not one before and one after the write
+    assert [c.error or c.effect for c in provider.calls()] == ["created", "deleted"]
+
+
+def test_a_file_calendar_serves_many_threads_on_their_own_connections(tmp_path: Path) -> None:
+    provider = MemoryProvider(tmp_path / "memory.sqlite3")
+
+    def sync(n: int) -> None:
+        target = Target(event_id=f"e{n}", account_id="acc", tenant_id="t")
+        for version in (1, 2):
+            provider.upsert(ACCOUNT, _event(version, title=f"Event {n}"), target)
+
+    with ThreadPoolExecutor(8) as pool:
+        list(pool.map(sync, range(40)))
+    assert len(provider.events("acc")) == 40
+    assert sorted(c.effect or "" for c in provider.calls()) == ["adopted"] * 40 + ["created"] * 40
+    provider.close()
+    provider.upsert(ACCOUNT, _event(1), Target(event_id="late", account_id="acc", tenant_id="t"))
+    # ^ a closed store opens a new connection on the next call
+    assert len(provider.events("acc")) == 41
+
+
+def test_the_call_log_keeps_only_the_newest_calls(store_kind: str, tmp_path: Path) -> None:
+    limit = 20
+    store = (
+        DictStore(call_limit=limit) if store_kind == "dict" else SqliteStore(tmp_path / "s.sqlite3", call_limit=limit)
+    )
+    for n in range(100):
+        with store.transaction() as tx:
+            tx.log(Call("upsert", "acc", f"e{n}", None, 1, "created", None, float(n)))
+    with store.transaction() as tx:
+        kept = [call.entity_id for call in tx.calls()]
+    assert limit <= len(kept) <= limit + limit // 10 and kept[-1] == "e99"
+    assert kept == [f"e{n}" for n in range(100 - len(kept), 100)]  # the newest, in order
+
+
+@pytest.fixture(params=["dict", "sqlite"])
+def store_kind(request: pytest.FixtureRequest) -> str:
+    return str(request.param)

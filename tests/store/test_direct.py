@@ -188,3 +188,32 @@ def test_the_job_snapshot_reads_state_and_idempotency_in_one_statement(db: Datab
     # An unknown account: the parts are read one by one, so the job can say what is missing.
     missing = load_snapshot(db, cipher, payload.model_copy(update={"account_id": "acc_missing"}))
     assert missing.account is None and missing.event is not None and missing.target is None
+
+
+def test_a_write_tells_whether_its_compare_and_set_won_after_the_commit(db: Database) -> None:
+    key = _planned(db)
+    with db.direct_write() as tx:  # on PostgreSQL the statements are only queued here (one pipeline)
+        won = targets.record_synced(tx, key, version=2, external_id="x", etag="e", final_status="synced")
+        idempotency.record_success(tx, "k2", job_id="j", result={}, ttl_seconds=60)
+        lost = targets.record_synced(tx, key, version=1, external_id="y", etag="f", final_status="synced")
+    assert won and not lost
+    with db.read() as conn:
+        row = targets.get_target(conn, key)
+        assert row is not None and (row.synced_version, row.external_id) == (2, "x")
+        assert idempotency.succeeded(conn, "k2")
+
+
+def test_a_statement_the_database_refuses_undoes_the_whole_write(db: Database) -> None:
+    key = _planned(db)
+    duplicate = DirectStatement(event_targets.insert().values(tenant_id=bindparam("t"), event_id=bindparam("e"),
+                                                              account_id=bindparam("a"), wanted="present",
+                                                              wanted_version=1, synced_version=0, status="pending",
+                                                              updated_at=func.now()))  # fmt: skip
+    with pytest.raises(Exception, match=r"(?i)unique|duplicate"), db.direct_write() as tx:
+        targets.record_synced(tx, key, version=1, external_id="x", etag="e", final_status="synced")
+        tx.execute(duplicate, {"t": key.tenant_id, "e": key.event_id, "a": key.account_id})  # the same key again
+    with db.read() as conn:
+        row = targets.get_target(conn, key)
+        assert row is not None and row.synced_version == 0
+    with db.direct_write() as tx:  # the kept connection is usable again
+        assert targets.record_synced(tx, key, version=1, external_id="x", etag="e", final_status="synced")

@@ -1,0 +1,106 @@
+"""What every benchmark shares: its own Redis (never a shared server by accident), its own keys, removed after.
+
+A benchmark talks to the embedded ``redis-server`` it starts in its scratch directory, unless it is
+given ``--redis-url`` explicitly; either way everything it writes lives under a ``bench-…``
+namespace that :func:`remove_keys` deletes when the side is done.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import datetime as dt
+import socket
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+
+import redis
+
+from calsync.core.model.change import EventFields
+from calsync.core.model.payload import JobPayload, new_payload
+from calsync.core.redis.embedded import EmbeddedRedis
+from calsync.core.store import accounts, events, targets
+from calsync.core.store.database import Database
+from calsync.core.store.targets import TargetKey
+
+
+def add_redis_option(parser: argparse.ArgumentParser) -> None:
+    """The ``--redis-url`` option: a server to use explicitly (default: an embedded one in the scratch dir)."""
+    parser.add_argument("--redis-url", help="use this Redis (default: an embedded redis-server of its own)")
+
+
+@contextlib.contextmanager
+def bench_redis(explicit: str | None, scratch: Path) -> Iterator[str]:
+    """The URL of the Redis this run uses: the explicit one, or an embedded server stopped at the end."""
+    if explicit is not None:
+        yield explicit
+        return
+    embedded = EmbeddedRedis(scratch)
+    try:
+        yield embedded.ensure()
+    finally:
+        embedded.stop()
+
+
+def namespace(side: str) -> str:
+    """A fresh key namespace for one side of one round."""
+    return f"bench-{side}-{uuid.uuid4().hex[:8]}"
+
+
+def remove_keys(url: str, prefix: str) -> int:
+    """Delete every key under ``prefix:`` (the side's namespace) and return how many there were."""
+    client = redis.Redis.from_url(url)
+    try:
+        keys = list(client.scan_iter(match=f"{prefix}:*", count=1000))
+        for start in range(0, len(keys), 1000):
+            client.delete(*keys[start : start + 1000])
+        return len(keys)
+    finally:
+        client.close()
+
+
+@contextlib.contextmanager
+def private_database(kind: str, dsn: str, scratch: Path) -> Iterator[str]:
+    """A database URL private to one side: a SQLite file, or a fresh PostgreSQL schema dropped afterwards."""
+    if kind == "sqlite":
+        yield f"sqlite:///{scratch / 'calsync.sqlite3'}"
+        return
+    import psycopg
+
+    schema = f"bench_{uuid.uuid4().hex[:10]}"
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        conn.execute(f"CREATE SCHEMA {schema}")
+    host = dsn.split("://", 1)[1]
+    try:
+        yield f"postgresql+psycopg://{host}?options=-csearch_path%3D{schema}"
+    finally:
+        with psycopg.connect(dsn, autocommit=True) as conn:
+            conn.execute(f"DROP SCHEMA {schema} CASCADE")
+
+
+def free_port() -> int:
+    """A TCP port nobody listens on right now (for a worker's metrics server)."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def seed(db: Database, jobs: int) -> list[JobPayload]:
+    """One account and ``jobs`` new events, each with a pending target: the payloads to sync them."""
+    start = dt.datetime(2026, 12, 1, 9, tzinfo=dt.UTC)
+    fields = EventFields(title="Benchmark", start=start, end=start + dt.timedelta(hours=1))
+    tenant = f"bench-{uuid.uuid4().hex[:8]}"  # rounds may share one database (--database-url)
+    with db.write() as conn:
+        account = accounts.add_account(conn, tenant_id=tenant, provider="memory", address="bench@example.com",
+                                       credentials=None, options={}).id  # fmt: skip
+    payloads = []
+    with db.write() as conn:
+        for n in range(jobs):
+            entity = f"evt{n}"
+            events.insert_event(conn, tenant, entity, fields, "none")
+            targets.plan_target(conn, TargetKey(tenant, entity, account), wanted="present", version=1,
+                                due_at=dt.datetime.now(dt.UTC))  # fmt: skip
+            payloads.append(new_payload(tenant_id=tenant, entity_id=entity, account_id=account, operation="create",
+                                        version=1, trace_id="bench"))  # fmt: skip
+    return payloads

@@ -1,0 +1,342 @@
+"""Drain rate of deployed ``calsync worker`` processes against bare ``dramatiq`` worker processes, in one run.
+
+    PYTHONPATH=. .venv/bin/python benchmarks/worker.py [--jobs 5000] [--rounds 3] [--shapes 1x8,2x8]
+        [--database sqlite|postgresql] [--redis-url URL]
+
+What users run: ``calsync worker`` (Dramatiq's CLI under it, metrics in Prometheus multiprocess
+files, heartbeats, JSON logs at INFO written to a file, the memory provider in its data dir's SQLite
+file as a deployed worker has it), against ``dramatiq benchmarks.noop_app:broker``: a no-op actor
+with Dramatiq's default middleware. Both sides use the same Redis (an embedded server of the
+benchmark's own unless ``--redis-url`` is given) in a namespace of their own, deleted afterwards.
+The jobs are queued before the workers start, and the drain rate is measured while the queue goes
+from 90 % to 10 % of them, so start-up and the tail do not count. The sides alternate, for every
+shape (processes x threads) and round; it prints each side, then the medians and the ratio (the
+target is >= 0.5). CPU ms/job is the worker processes' CPU over the measured window.
+With ``--database postgresql`` the calsync side runs on a fresh schema of ``--postgres-dsn``
+(dropped afterwards), and it also prints the database round trips per job, counted in libpq's
+protocol trace of an in-process worker's connections.
+It is a benchmark, not a test: numbers depend on the machine.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import platform
+import signal
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import dramatiq
+import psutil
+import redis
+from dramatiq.brokers.redis import RedisBroker
+
+from benchmarks.support import (
+    add_redis_option,
+    bench_redis,
+    free_port,
+    namespace,
+    private_database,
+    remove_keys,
+    seed,
+)
+from calsync.actors.worker import build_worker
+from calsync.core.config.settings import Settings, child_environment
+from calsync.core.messaging.messages import sync_message
+from calsync.core.runtime import Runtime
+from calsync.core.store import migrate
+from calsync.providers.memory import MemoryProvider
+
+ROOT = Path(__file__).resolve().parent.parent
+QUEUE = "calendar"
+POLL_SECONDS = 0.005
+DRAIN_TIMEOUT = 600.0
+
+
+@dataclass(frozen=True)
+class Shape:
+    """Worker processes x threads per process."""
+
+    processes: int
+    threads: int
+
+    def __str__(self) -> str:
+        return f"{self.processes}x{self.threads}"
+
+
+@dataclass(frozen=True)
+class Drain:
+    """One side's measured window (from 90 % of the jobs left to 10 %)."""
+
+    name: str
+    jobs: int  # jobs processed inside the window
+    seconds: float
+    cpu_seconds: float  # of every worker process, over the window
+
+    @property
+    def rate(self) -> float:
+        """Jobs per second."""
+        return self.jobs / self.seconds
+
+    @property
+    def cpu_ms_per_job(self) -> float:
+        """Worker CPU per job, in milliseconds."""
+        return self.cpu_seconds / self.jobs * 1000
+
+
+def _tree_cpu(root: psutil.Process) -> float:
+    total = 0.0
+    for proc in [root, *root.children(recursive=True)]:
+        try:
+            times = proc.cpu_times()
+        except psutil.NoSuchProcess:
+            continue
+        total += times.user + times.system
+    return total
+
+
+@contextmanager
+def _running(command: list[str], env: dict[str, str], log: Path,
+             cwd: Path = ROOT) -> Iterator[subprocess.Popen[bytes]]:  # fmt: skip
+    """A worker started in its own process group, stopped with SIGTERM (then SIGKILL) at the end."""
+    with open(log, "ab") as out:
+        proc = subprocess.Popen(command, env=env, cwd=cwd, stdout=out, stderr=out, start_new_session=True)
+    try:
+        yield proc
+    finally:
+        with_group = os.getpgid(proc.pid)
+        os.killpg(with_group, signal.SIGTERM)
+        try:
+            proc.wait(timeout=60)
+        except subprocess.TimeoutExpired:
+            os.killpg(with_group, signal.SIGKILL)
+            proc.wait()
+
+
+def _drain(name: str, client: redis.Redis, ns: str, jobs: int, proc: subprocess.Popen[bytes]) -> Drain:
+    """Watch the queue's message hash (queued + unacked) fall from 90 % to 10 % of ``jobs``."""
+    worker = psutil.Process(proc.pid)
+    key = f"{ns}:{QUEUE}.msgs"
+    high, low = jobs * 0.9, jobs * 0.1
+    deadline = time.monotonic() + DRAIN_TIMEOUT
+    started = cpu = 0.0
+    left_at_start = jobs
+    while True:
+        left = int(client.hlen(key))
+        now = time.perf_counter()
+        if not started and left <= high:
+            started, cpu, left_at_start = now, _tree_cpu(worker), left
+        if started and left <= low:
+            return Drain(name, left_at_start - left, now - started, _tree_cpu(worker) - cpu)
+        if proc.poll() is not None:
+            raise RuntimeError(f"{name}: the worker exited before the queue drained (see its log)")
+        if time.monotonic() > deadline:
+            raise RuntimeError(f"{name}: {left} of {jobs} jobs still queued after {DRAIN_TIMEOUT:.0f} s")
+        time.sleep(POLL_SECONDS)
+
+
+def bare(url: str, jobs: int, shape: Shape, scratch: Path) -> Drain:
+    """``dramatiq`` worker processes running a no-op actor with Dramatiq's default middleware."""
+    ns = namespace("bare")
+    broker = RedisBroker(url=url, namespace=ns)
+    actor = dramatiq.actor(broker=broker, actor_name="noop", queue_name=QUEUE, max_retries=0)(lambda: None)
+    for _ in range(jobs):
+        actor.send()
+    env = {**os.environ, "BENCH_REDIS_URL": url, "BENCH_NAMESPACE": ns}
+    command = [sys.executable, "-m", "dramatiq", "benchmarks.noop_app:broker", "--processes", str(shape.processes),
+               "--threads", str(shape.threads), "--queues", QUEUE]  # fmt: skip
+    client = redis.Redis.from_url(url)
+    try:
+        with _running(command, env, scratch / f"bare-{ns}.log") as worker:
+            return _drain("bare dramatiq no-op", client, ns, jobs, worker)
+    finally:
+        broker.close()
+        client.close()
+        remove_keys(url, ns)
+
+
+def calsync(url: str, jobs: int, shape: Shape, scratch: Path, database: str, dsn: str,
+            tree: Path | None = None) -> Drain:  # fmt: skip
+    """``calsync worker`` as deployed: metrics, heartbeats, JSON logs, the memory provider's SQLite file.
+
+    ``tree``: run the worker from another checkout of calsync (``--compare``, e.g. the previous release).
+    """
+    ns = namespace("calsync")
+    data_dir = scratch / ns
+    with private_database(database, dsn, data_dir) as database_url:
+        data_dir.mkdir(parents=True, exist_ok=True)
+        settings = Settings(
+            data_dir=data_dir,
+            broker_url=url,
+            database_url=database_url,
+            redis_namespace=ns,
+            queue=QUEUE,
+            worker_processes=shape.processes,
+            worker_threads=shape.threads,
+            log_level="INFO",
+            metrics_host="127.0.0.1",
+            metrics_port=free_port(),
+        )
+        setup = Runtime(settings, check_schema=False)
+        try:
+            migrate.upgrade(setup.db)
+            for payload in seed(setup.db, jobs):
+                setup.broker.enqueue(sync_message(settings.queue, payload))
+        finally:
+            setup.close()
+        command = [str(Path(sys.executable).with_name("calsync")), "worker"]
+        client = redis.Redis.from_url(url)
+        try:
+            env = child_environment(settings)
+            if tree is not None:
+                env["PYTHONPATH"] = str(tree)
+            name = f"calsync worker ({database})" if tree is None else f"calsync {tree.name} ({database})"
+            # dramatiq puts its working directory first on sys.path: the compared tree's calsync must be there
+            with _running(command, env, data_dir / "worker.log", cwd=tree or ROOT) as worker:
+                return _drain(name, client, ns, jobs, worker)
+        finally:
+            client.close()
+            remove_keys(url, ns)
+
+
+def round_trips(url: str, jobs: int, scratch: Path, dsn: str) -> float:
+    """PostgreSQL round trips per sync job: libpq's protocol trace of every connection of an in-process worker.
+
+    Each round trip ends with the server's ReadyForQuery message (after a Sync or a simple Query).
+    """
+    from psycopg import pq
+    from sqlalchemy import event
+
+    ns = namespace("round-trips")
+    data_dir = scratch / ns
+    with private_database("postgresql", dsn, data_dir) as database_url:
+        data_dir.mkdir(parents=True, exist_ok=True)
+        settings = Settings(data_dir=data_dir, broker_url=url, database_url=database_url, redis_namespace=ns,
+                            queue=QUEUE, log_level="WARNING")  # fmt: skip
+        setup = Runtime(settings, check_schema=False)
+        migrate.upgrade(setup.db)
+        setup.close()
+        worker = build_worker(settings, providers={"memory": MemoryProvider()})
+        traces: list[Path] = []
+        handles: list[Any] = []  # kept open: libpq writes to the descriptor for as long as the connection lives
+        try:
+            payloads = seed(worker.runtime.db, jobs)
+            worker.runtime.db.engine.dispose()  # only connections opened from here on are traced
+
+            @event.listens_for(worker.runtime.db.engine, "connect")
+            def _trace(dbapi_connection: Any, _record: Any) -> None:
+                path = data_dir / f"trace-{len(traces)}.txt"
+                traces.append(path)
+                handles.append(open(path, "w"))  # noqa: SIM115 (closed at the end)
+                dbapi_connection.pgconn.trace(handles[-1].fileno())
+                dbapi_connection.pgconn.set_trace_flags(pq.Trace.SUPPRESS_TIMESTAMPS)
+
+            broker = worker.broker
+            broker.emit_after("process_boot")
+            for payload in payloads:
+                broker.enqueue(sync_message(settings.queue, payload))
+            client = redis.Redis.from_url(url)
+            runner = dramatiq.Worker(broker, worker_threads=8, worker_timeout=100)
+            runner.start()
+            while int(client.hlen(f"{ns}:{QUEUE}.msgs")):
+                time.sleep(POLL_SECONDS)
+            runner.stop()
+            client.close()
+        finally:
+            worker.close()
+            for handle in handles:
+                handle.close()
+            remove_keys(url, ns)
+        trips = sum(path.read_text().count("\tReadyForQuery\t") for path in traces)
+    return trips / jobs
+
+
+def _configuration(args: argparse.Namespace, url: str) -> str:
+    return "\n".join([
+        f"calsync worker vs bare dramatiq: {args.jobs} jobs queued first per side, drain timed from 90 % to 10 % left",
+        f"  shapes {', '.join(map(str, args.shapes))} (processes x threads), {args.rounds} rounds, sides alternating",
+        f"  Redis {url} ({'explicit' if args.redis_url else 'embedded, own'}), database {args.database}, "
+        "memory provider (SQLite file), metrics + heartbeats + JSON logs (INFO) on",
+        f"  {platform.python_implementation()} {platform.python_version()}, {os.cpu_count()} CPUs, "
+        f"load average {' '.join(f'{x:.1f}' for x in os.getloadavg())}",
+    ])  # fmt: skip
+
+
+def _shapes(text: str) -> list[Shape]:
+    shapes = []
+    for part in text.split(","):
+        processes, _, threads = part.strip().partition("x")
+        shapes.append(Shape(int(processes), int(threads)))
+    return shapes
+
+
+def main() -> None:
+    """Run every shape's sides, alternating, and print the comparison."""
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--jobs", type=int, default=5000)
+    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--shapes", type=_shapes, default=_shapes("1x8,2x8"), help="e.g. 1x8,2x8")
+    parser.add_argument("--database", choices=("sqlite", "postgresql"), default="sqlite")
+    parser.add_argument("--postgres-dsn", default="postgresql://postgres@127.0.0.1:5432/test")
+    parser.add_argument("--compare", type=Path, help="also run the worker of this calsync checkout (before/after)")
+    add_redis_option(parser)
+    args = parser.parse_args()
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))  # clean up (Redis, schemas, keys) when stopped
+    results: dict[tuple[str, str], list[Drain]] = {}
+    with tempfile.TemporaryDirectory(prefix="calsync-bench-worker-") as tmp, bench_redis(args.redis_url,
+                                                                                         Path(tmp)) as url:  # fmt: skip
+        scratch = Path(tmp)
+        print(_configuration(args, url), flush=True)
+        for n in range(1, args.rounds + 1):
+            for shape in args.shapes:
+                sides = [("bare", lambda s=shape: bare(url, args.jobs, s, scratch)),
+                         ("calsync", lambda s=shape: calsync(url, args.jobs, s, scratch, args.database,
+                                                             args.postgres_dsn))]  # fmt: skip
+                if args.compare is not None:
+                    sides.append(("compared", lambda s=shape: calsync(url, args.jobs, s, scratch, args.database,
+                                                                      args.postgres_dsn, args.compare)))  # fmt: skip
+                if n % 2 == 0:
+                    sides.reverse()
+                measured = {side: run() for side, run in sides}
+                print(f"round {n}, {shape}:", flush=True)
+                for side, drain in measured.items():
+                    results.setdefault((str(shape), side), []).append(drain)
+                    _print(drain)
+                print(f"  calsync/bare: {measured['calsync'].rate / measured['bare'].rate:.2f}", flush=True)
+                if "compared" in measured:
+                    print(f"  compared/bare: {measured['compared'].rate / measured['bare'].rate:.2f}", flush=True)
+        if args.database == "postgresql":
+            trips = round_trips(url, 500, scratch, args.postgres_dsn)
+            print(f"PostgreSQL round trips per sync job (500 jobs, libpq trace): {trips:.2f}", flush=True)
+    print(f"median of {args.rounds} rounds:")
+    for shape in args.shapes:
+        bare_runs = results[(str(shape), "bare")]
+        for side in ("bare", "calsync", "compared"):
+            runs = results.get((str(shape), side), [])
+            if not runs:
+                continue
+            rate = statistics.median(d.rate for d in runs)
+            cpu = statistics.median(d.cpu_ms_per_job for d in runs)
+            print(f"  {shape} {runs[0].name:<28} {rate:7.0f} jobs/s  {cpu:5.2f} ms CPU/job")
+            if side != "bare":
+                ratios = [c.rate / b.rate for c, b in zip(runs, bare_runs, strict=True)]
+                print(f"  {shape} {side}/bare: {statistics.median(ratios):.2f} -- the target is >= 0.5"
+                      f" (rounds: {', '.join(f'{x:.2f}' for x in ratios)})")  # fmt: skip
+
+
+def _print(drain: Drain) -> None:
+    print(f"  {drain.name:<28} {drain.rate:7.0f} jobs/s  ({drain.jobs} jobs in {drain.seconds:5.2f} s, "
+          f"{drain.cpu_ms_per_job:5.2f} ms CPU/job)", flush=True)  # fmt: skip
+
+
+if __name__ == "__main__":
+    main()
