@@ -1,4 +1,8 @@
-"""The sync job, top to bottom in :func:`run_sync`: parse, lock, read, decide, call the provider, record.
+"""The sync job, top to bottom in :func:`run_sync`: parse, drop if stale, lock, read, decide, call, record.
+
+A job whose version is already superseded or synced is acked as ``stale`` before the lock, after one
+primary-key read of the versions: stale jobs never queue for a lock they do not need. Versions only
+grow, so this is safe; the same checks run again under the lock, where they are exact.
 
 The operation is decided from state, not from the payload: no external id yet → create; event
 cancelled or target removed → delete; else update. So an update whose create was skipped as stale
@@ -35,7 +39,7 @@ from calsync.core.store.database import Database
 from calsync.core.store.targets import TargetRow
 from calsync.core.worker.context import REPAIR_OPTION, JobContext, current_job, detached_delivery
 from calsync.core.worker.metrics import lock_attempt, provider_request
-from calsync.core.worker.snapshot import Snapshot, load_snapshot
+from calsync.core.worker.snapshot import Snapshot, Versions, load_snapshot, load_versions
 
 log = logging.getLogger(__name__)
 
@@ -57,6 +61,11 @@ def run_sync(parts: JobParts, delivery: JobContext, args: Sequence[Any], kwargs:
     """Make one target match its event's latest state, exactly once per logical effect."""
     payload = _parse(delivery, args, kwargs)
     delivery.begin(payload)
+    versions = load_versions(parts.db, payload)  # before the lock: a finished or stale job never waits for it
+    if versions is not None and versions.done:
+        return Outcome.ALREADY_DONE
+    if _superseded(versions, payload, repair=delivery.repair):
+        return Outcome.STALE
     held = parts.locks.acquire(parts.keys.lock(payload.tenant_id, payload.entity_id, payload.account_id))
     lock_attempt(acquired=held is not None)
     if held is None:
@@ -67,8 +76,8 @@ def run_sync(parts: JobParts, delivery: JobContext, args: Sequence[Any], kwargs:
             delivery.provider = snapshot.account.provider
         if snapshot.already_done:
             return Outcome.ALREADY_DONE
-        if _superseded(snapshot, payload, repair=delivery.repair):
-            return Outcome.STALE
+        if _superseded(snapshot.versions, payload, repair=delivery.repair):
+            return Outcome.STALE  # the same check, exact under the lock
         account, event, target = _checked(snapshot, payload)
         effect = effective_operation(event, target)
         ref = _call_provider(parts.providers.get(account.provider), account, event, target, effect)
@@ -109,13 +118,13 @@ def _parse(delivery: JobContext, args: Sequence[Any], kwargs: Mapping[str, Any])
         raise
 
 
-def _superseded(snapshot: Snapshot, payload: JobPayload, *, repair: bool) -> bool:
+def _superseded(versions: Versions | None, payload: JobPayload, *, repair: bool) -> bool:
     # A newer version exists (its own job will sync it), or this version is synced already. When the
-    # event or target is missing, _checked says what exactly.
-    if snapshot.event is None or snapshot.target is None:
+    # event or target is missing (None), _checked says what exactly.
+    if versions is None:
         return False
     wanted = payload.target_version
-    return snapshot.event.version > wanted or (snapshot.target.synced_version >= wanted and not repair)
+    return versions.event > wanted or (versions.synced >= wanted and not repair)
 
 
 def _checked(snapshot: Snapshot, payload: JobPayload) -> tuple[Account, EventState, TargetRow]:

@@ -1,6 +1,10 @@
 """The state one sync job is about (account, event, target, is its effect done?), read in one query.
 
-This runs once per delivery, under the target's lock, on the hot path's direct driver access
+Before the lock, :func:`load_versions` reads only the versions (the event's, and the target's wanted
+and synced ones) and the idempotency record by primary key, so a stale or finished job is dropped
+without touching the lock; versions only grow, so a job that is stale by this read stays stale.
+
+The full snapshot runs once per delivery, under the target's lock, on the hot path's direct driver access
 (core/store/direct.py): the account joined to the event, the target and the job's idempotency
 record. The job decides from this one read whether its effect is done, whether it is stale, and
 what to do. When the account does not exist the join yields nothing and the parts are read one by
@@ -57,6 +61,35 @@ _JOINED = (
     .where(provider_accounts.c.id == bindparam("k_account"))
 )
 _SNAPSHOT = DirectStatement(_JOINED)
+_VERSIONS = DirectStatement(
+    select(
+        events_table.c.version,
+        event_targets.c.wanted_version,
+        event_targets.c.synced_version,
+        idempotency_records.c.key.label("done_key"),
+    )
+    .select_from(event_targets)
+    .join(
+        events_table,
+        and_(events_table.c.tenant_id == event_targets.c.tenant_id, events_table.c.id == event_targets.c.event_id),
+    )
+    .outerjoin(idempotency_records, _DONE)
+    .where(
+        event_targets.c.tenant_id == bindparam("k_tenant"),
+        event_targets.c.event_id == bindparam("k_event"),
+        event_targets.c.account_id == bindparam("k_account"),
+    )
+)
+
+
+@dataclass(frozen=True)
+class Versions:
+    """How far one target is: its event's latest version, the version it must reach and the one it reached."""
+
+    event: int
+    wanted: int
+    synced: int
+    done: bool  # the job's idempotency key is recorded as succeeded
 
 
 @dataclass(frozen=True)
@@ -68,6 +101,33 @@ class Snapshot:
     target: TargetRow | None
     already_done: bool = False  # the job's idempotency key is recorded as succeeded
 
+    @property
+    def versions(self) -> Versions | None:
+        """The target's versions as :func:`load_versions` reads them (None if the event or target is missing)."""
+        if self.event is None or self.target is None:
+            return None
+        target = self.target
+        return Versions(self.event.version, target.wanted_version, target.synced_version, done=self.already_done)
+
+
+def load_versions(db: Database, payload: JobPayload) -> Versions | None:
+    """Read the target's versions by primary key (None if the event or target does not exist), without a lock."""
+    with db.direct_read() as tx:
+        row = tx.first(_VERSIONS, _params(payload))
+    if row is None:
+        return None
+    return Versions(row["version"], row["wanted_version"], row["synced_version"], done=row["done_key"] is not None)
+
+
+def _params(payload: JobPayload) -> dict[str, Any]:
+    return {
+        "k_tenant": payload.tenant_id,
+        "k_event": payload.entity_id,
+        "k_account": payload.account_id,
+        "k_idempotency": payload.idempotency_key,
+        "k_now": dt.datetime.now(dt.UTC),
+    }
+
 
 def _part(row: Mapping[str, Any], prefix: str) -> dict[str, Any] | None:
     if row[_PRESENT[prefix]] is None:
@@ -77,15 +137,8 @@ def _part(row: Mapping[str, Any], prefix: str) -> dict[str, Any] | None:
 
 def load_snapshot(db: Database, cipher: CredentialCipher, payload: JobPayload) -> Snapshot:
     """Read the latest state a job needs, in one statement."""
-    params = {
-        "k_tenant": payload.tenant_id,
-        "k_event": payload.entity_id,
-        "k_account": payload.account_id,
-        "k_idempotency": payload.idempotency_key,
-        "k_now": dt.datetime.now(dt.UTC),
-    }
     with db.direct_read() as tx:
-        row = tx.first(_SNAPSHOT, params)
+        row = tx.first(_SNAPSHOT, _params(payload))
     if row is None:
         return _without_account(db, payload)
     account, event, target = _part(row, "a"), _part(row, "e"), _part(row, "t")

@@ -149,7 +149,7 @@ def test_the_job_holds_the_target_lock_while_it_runs_and_always_frees_it(
     assert held_during_call == [True, True] and _lock_attempts("acquired") == acquired + 2
 
 
-def test_a_busy_lock_defers_the_job_without_any_read_or_call(pipeline: Pipeline, stub: StubBroker) -> None:
+def test_a_busy_lock_defers_the_job_without_any_call(pipeline: Pipeline, stub: StubBroker) -> None:
     rt = pipeline.runtime
     entity, account, payload = _submitted(pipeline)
     held = rt.locks.acquire(rt.keys.lock("tenant-1", entity, account))
