@@ -30,6 +30,7 @@ TEST_SCALE: dict[str, Any] = {
     "job_time_limit": 6,
     "lock_ttl": 8,
     "lock_retry_delay": 0.05,
+    "lock_max_waits": 100,  # the wait budget outlasts LOCK_TTL after the broker heartbeat (the settings check)
     "reconcile_after": 30,
     "broker_heartbeat_timeout": 5,
     "broker_maintenance_chance": 0.5,

@@ -216,6 +216,17 @@ class Settings(BaseSettings):
                 "CALSYNC_LOCK_TTL must be greater than CALSYNC_JOB_TIME_LIMIT "
                 f"({self.lock_ttl} <= {self.job_time_limit})"
             )
+        # A crashed worker's job comes back after the broker heartbeat timeout and then waits for the dead
+        # owner's lock at most LOCK_MAX_WAITS deferrals; the lock must be free by then (docs/notes/locks.md).
+        wait_budget = self.lock_max_waits * self.lock_retry_delay * (1 - self.retry_jitter)
+        if not self.lock_ttl <= self.broker_heartbeat_timeout + wait_budget:
+            raise ValueError(
+                "CALSYNC_LOCK_TTL must not exceed CALSYNC_BROKER_HEARTBEAT_TIMEOUT + CALSYNC_LOCK_MAX_WAITS x "
+                "CALSYNC_LOCK_RETRY_DELAY x (1 - CALSYNC_RETRY_JITTER), or a crashed worker's job gives up "
+                f"before its lock expires ({self.lock_ttl} > {self.broker_heartbeat_timeout} + "
+                f"{self.lock_max_waits} x {self.lock_retry_delay} x (1 - {self.retry_jitter}) = "
+                f"{self.broker_heartbeat_timeout + wait_budget:g})"
+            )
         # One late beat (a GC pause, a slow Redis) must not make a live worker look dead.
         if not 2 * self.heartbeat_interval <= self.heartbeat_ttl:
             raise ValueError(

@@ -16,9 +16,10 @@ class RedisKeys:
     namespace: str
 
     def lock(self, tenant_id: str, entity_id: str, account_id: str) -> str:
-        """String holding the owner token of a per-target lock.
+        """String holding the owner token of a per-target lock: ``<owner's heartbeat key>|<unique part>``.
 
-        Written (SET NX PX, renewed, deleted by token) by the lock middleware in workers; read by no one else.
+        Written (SET NX PX or taken over from a dead owner, renewed, deleted by token) by
+        :class:`core.redis.locks.LockManager` in workers; read by the same lock scripts only.
         """
         return f"{self.namespace}:lock:{tenant_id}:{entity_id}:{account_id}"
 
@@ -78,7 +79,8 @@ class RedisKeys:
         """String marking one live worker process (``host:pid``), set with a TTL of ``HEARTBEAT_TTL``.
 
         Written (SET PX, every ``HEARTBEAT_INTERVAL``; deleted at graceful shutdown) by that process's
-        heartbeat thread; read (SCAN-counted) by the exporter and ``calsync status``. Dramatiq's own
+        heartbeat thread; read (SCAN-counted) by the exporter and ``calsync status``, and (EXISTS) by the lock
+        scripts, which take over a lock whose owner's key is gone. Dramatiq's own
         ``__heartbeats__`` set cannot count workers: producers write it too.
         """
         return f"{self.namespace}:heartbeat:{worker}"

@@ -3,8 +3,13 @@
 ``SET key token NX PX ttl`` takes a lock; small Lua scripts extend and release it only if the token
 still matches, so a worker whose lock expired can never free (or extend) someone else's. One renewer
 thread per process extends every held lock every TTL/3; a lock it fails to extend is marked lost.
-The TTL bounds how long a dead worker blocks a target; operations stay idempotent regardless, since a
-paused holder can lose its lock while still running.
+
+In a worker process the token also names its owner: the process' heartbeat key (core/worker/heartbeat.py),
+recorded only if that key exists when the lock is taken. A lock found busy is taken over, in the same
+script, when its recorded owner's heartbeat key is gone: that process has not beaten for ``HEARTBEAT_TTL``,
+so it is dead (or stuck, and about to be restarted). A lock with no recorded owner waits for its TTL.
+Operations stay idempotent regardless (the job checks its idempotency record under the lock), since a
+paused holder can lose its lock while still running (docs/notes/locks.md).
 """
 
 from __future__ import annotations
@@ -14,6 +19,7 @@ import itertools
 import logging
 import secrets
 import threading
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -28,6 +34,18 @@ _RELEASE = """
 if redis.call('get', KEYS[1]) == ARGV[1] then return redis.call('del', KEYS[1]) end
 return 0
 """
+# KEYS: the lock, this process' heartbeat key; ARGV: the token's unique part, TTL in ms. Returns the
+# token set and 0 (taken) or 1 (taken over from a dead owner), or nil (busy).
+_ACQUIRE = """
+local owner = ''
+if redis.call('exists', KEYS[2]) == 1 then owner = KEYS[2] end
+local token = owner .. '|' .. ARGV[1]
+if redis.call('set', KEYS[1], token, 'NX', 'PX', ARGV[2]) then return {token, 0} end
+local holder = string.match(redis.call('get', KEYS[1]) or '', '^(.*)|')
+if holder == nil or holder == '' or redis.call('exists', holder) == 1 then return nil end
+redis.call('set', KEYS[1], token, 'PX', ARGV[2])
+return {token, 1}
+"""
 _EXTEND = """
 if redis.call('get', KEYS[1]) == ARGV[1] then return redis.call('pexpire', KEYS[1], ARGV[2]) end
 return 0
@@ -41,6 +59,11 @@ class HeldLock:
     key: str
     token: str
     lost: bool = field(default=False)
+    taken_over: bool = field(default=False)  # from an owner whose heartbeat was gone
+
+
+def _sha(script: str) -> str:
+    return hashlib.sha1(script.encode(), usedforsecurity=False).hexdigest()
 
 
 class LockManager:
@@ -52,7 +75,9 @@ class LockManager:
         # Each worker thread sends its per-job commands on a connection of its own (see _call).
         self._local = threading.local()
         self._connections: list[Any] = []
-        self._release_sha = hashlib.sha1(_RELEASE.encode(), usedforsecurity=False).hexdigest()
+        self._owner: Callable[[], str] | None = None
+        self._release_sha = _sha(_RELEASE)
+        self._acquire_sha = _sha(_ACQUIRE)
         self._extend = client.register_script(_EXTEND)
         # Tokens only need to be unique: a random per-process part and a counter make them so without a
         # getrandom() call per job. next() on itertools.count is atomic under the GIL.
@@ -63,19 +88,28 @@ class LockManager:
         self._stop = threading.Event()
         self._renewer: threading.Thread | None = None
 
+    def owned_by(self, heartbeat_key: Callable[[], str]) -> None:
+        """Record this process' heartbeat key in the locks it takes, so they can be taken over once it is gone."""
+        self._owner = heartbeat_key
+
     def acquire(self, key: str) -> HeldLock | None:
-        """Take the lock, or return None if someone else holds it."""
-        token = f"{self._nonce}:{next(self._serial)}"
-        take = ("SET", key, token, "NX", "PX", self._ttl_ms)
+        """Take the lock (or take it over from a dead owner), or return None if a live one holds it."""
+        unique = f"{self._nonce}:{next(self._serial)}"
         try:
-            taken = self._call(*take)
+            taken = self._take(key, unique)
         except (redis.ConnectionError, redis.TimeoutError):
             # The connection was dropped (a restart, an idle timeout): try once more on a new one. The first
-            # SET may have landed before its answer was lost; then the lock is already ours.
-            taken = self._call(*take) or self._call("GET", key) == token.encode()
-        if not taken:
+            # attempt may have landed before its answer was lost; then the lock is already ours.
+            taken = self._take(key, unique)
+            if taken is None:
+                current = self._call("GET", key)
+                taken = (current.decode(), 0) if current and current.endswith(f"|{unique}".encode()) else None
+        if taken is None:
             return None
-        held = HeldLock(key, token)
+        token, taken_over = taken
+        held = HeldLock(key, token, taken_over=bool(taken_over))
+        if held.taken_over:
+            log.warning("lock taken over from a dead owner", extra={"fields": {"lock_key": key}})
         with self._held_lock:
             self._held[token] = held
         self._ensure_renewer()
@@ -107,11 +141,21 @@ class LockManager:
                 lock.lost = True
                 log.warning("lock lost before release", extra={"fields": {"lock_key": lock.key}})
 
+    def _take(self, key: str, unique: str) -> tuple[str, int] | None:
+        if self._owner is None:  # no heartbeat in this process: a plain lock, never taken over
+            token = f"|{unique}"
+            return (token, 0) if self._call("SET", key, token, "NX", "PX", self._ttl_ms) else None
+        taken = self._script(self._acquire_sha, _ACQUIRE, [key, self._owner()], [unique, self._ttl_ms])
+        return (taken[0].decode(), int(taken[1])) if taken else None
+
     def _free(self, held: HeldLock) -> bool:
+        return bool(self._script(self._release_sha, _RELEASE, [held.key], [held.token]))
+
+    def _script(self, sha: str, text: str, keys: list[str], args: list[str | int]) -> Any:
         try:
-            return bool(self._call("EVALSHA", self._release_sha, 1, held.key, held.token))
+            return self._call("EVALSHA", sha, len(keys), *keys, *args)
         except NoScriptError:  # a restarted or flushed Redis forgot the script; EVAL caches it again
-            return bool(self._call("EVAL", _RELEASE, 1, held.key, held.token))
+            return self._call("EVAL", text, len(keys), *keys, *args)
 
     def _call(self, *args: str | int) -> Any:
         # One command on this thread's own connection, without the client's per-command machinery

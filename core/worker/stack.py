@@ -68,4 +68,5 @@ def observed_worker_middleware(runtime: Runtime) -> list[dramatiq.Middleware]:
         job_time_limit=settings.job_time_limit,
     )
     heartbeat = Heartbeat(runtime.redis, runtime.keys, timing)
+    runtime.locks.owned_by(lambda: heartbeat.key)  # a dead worker's locks can be taken over (docs/notes/locks.md)
     return worker_middleware(runtime, first=[Prometheus(), metrics, heartbeat], job_observers=[metrics.observe_job])

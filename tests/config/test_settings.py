@@ -52,7 +52,7 @@ def test_invalid_values_name_the_variable(
 def test_a_child_process_gets_exactly_the_same_settings(tmp_path: object, monkeypatch: pytest.MonkeyPatch) -> None:
     first, second = generate_key(), generate_key()
     original = Settings(
-        retry_schedule=(0.5, 2), secret_key=second, secret_keys=(first, second), lock_ttl=70,
+        retry_schedule=(0.5, 2), secret_key=second, secret_keys=(first, second), lock_ttl=65,
         broker_url="redis://h:1/0", embedded_redis=True,
     )  # fmt: skip
     for name, value in original.as_environment().items():

@@ -142,7 +142,8 @@ def test_a_busy_lock_is_retried_later_without_burning_attempts(settings_factory:
 
 
 def test_lock_waits_are_bounded(settings_factory: Any) -> None:
-    pipeline = Pipeline(settings_factory(retry_schedule=(0.1,), lock_retry_delay=0.02, lock_max_waits=2))
+    pipeline = Pipeline(settings_factory(retry_schedule=(0.1,), lock_retry_delay=0.02, lock_max_waits=2,
+                                         broker_heartbeat_timeout=8))  # fmt: skip
     try:
         account = pipeline.account()
         receipt = pipeline.submit([account])
