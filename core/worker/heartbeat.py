@@ -194,6 +194,12 @@ class Heartbeat(dramatiq.Middleware):
 
     # --- the heartbeat thread -------------------------------------------------------------------
 
+    def before_worker_boot(self, broker: dramatiq.Broker, worker: dramatiq.Worker) -> None:
+        # Beat once before the worker threads start: the locks their first jobs take then name a live
+        # owner and can be taken over if this process dies (core/redis/locks.py).
+        self.worker = worker_id()
+        self.beat()
+
     def after_worker_boot(self, broker: dramatiq.Broker, worker: dramatiq.Worker) -> None:
         self.worker = worker_id()  # the pid of the worker process, not of a parent that built the broker
         self._started_at = time.time()

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Iterator
+from typing import Any
 
 import pytest
 from dramatiq.brokers.stub import StubBroker
@@ -13,6 +14,7 @@ from calsync.core.redis.locks import HeldLock, LockManager
 from calsync.core.store import idempotency, targets
 from calsync.core.store.targets import TargetKey
 from calsync.core.worker.context import JobContext
+from calsync.core.worker.heartbeat import Heartbeat
 from calsync.core.worker.job import run_sync
 from tests.support import Pipeline
 
@@ -77,3 +79,26 @@ def test_an_effect_the_dead_worker_committed_is_not_repeated_after_a_takeover(
     monkeypatch.setattr(rt.locks, "acquire", committed_meanwhile)
     assert _run(pipeline, stub, payload) is Outcome.ALREADY_DONE
     assert taken[0] is not None and taken[0].taken_over and pipeline.provider.calls() == []
+
+
+def test_a_worker_beats_before_its_threads_start_so_its_first_locks_name_a_live_owner(
+    pipeline: Pipeline, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    rt = pipeline.runtime
+    [heartbeat] = [m for m in pipeline.broker.middleware if isinstance(m, Heartbeat)]
+    account = pipeline.account()
+    receipt = pipeline.submit([account])  # queued before the worker boots: its first job runs at once
+    heartbeat.before_worker_boot(pipeline.broker, None)  # type: ignore[arg-type]  # the hook needs no worker
+    assert rt.redis.exists(heartbeat.key)  # beaten before any worker thread exists
+    key = rt.keys.lock("tenant-1", receipt.entity_id, account)
+    seen: list[bytes | None] = []
+    real_upsert = pipeline.provider.upsert
+
+    def watched(*args: Any) -> Any:
+        seen.append(rt.redis.get(key))
+        return real_upsert(*args)
+
+    monkeypatch.setattr(pipeline.provider, "upsert", watched)
+    with pipeline.worker():
+        pipeline.wait_target(receipt.entity_id, account, "synced")
+    assert seen and (seen[0] or b"").startswith(f"{heartbeat.key}|".encode())
