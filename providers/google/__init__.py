@@ -27,7 +27,8 @@ configured with). The library facts behind these choices are in docs/notes/googl
   ``error.status``).
 """
 
-from calsync.providers.google.classification import CLASSIFICATION, QUOTA_RETRY_AFTER, Failure, Row, classify, describe
+from calsync.core.model.classification import Failure, Row
+from calsync.providers.google.classification import CLASSIFICATION, QUOTA_RETRY_AFTER, classify, describe
 from calsync.providers.google.config import GoogleConfig
 from calsync.providers.google.credentials import SCOPES, build_credentials
 from calsync.providers.google.event_body import SYNC_KEY_PROPERTY, VERSION_PROPERTY, event_body, event_id_for

@@ -5,12 +5,12 @@ from __future__ import annotations
 import http.client
 import json
 from collections.abc import Collection
-from dataclasses import dataclass
 
 import httplib2
 from google.auth.exceptions import RefreshError, TransportError
 from googleapiclient.errors import HttpError
 
+from calsync.core.model.classification import Failure, Row, first_row, scrubbed_message
 from calsync.core.model.errors import (
     AuthRevoked,
     CalsyncError,
@@ -23,47 +23,9 @@ from calsync.core.model.errors import (
     RateLimited,
     TemporaryError,
 )
-from calsync.core.model.redaction import redact
 from calsync.core.model.retry_after import parse_retry_after
 
 QUOTA_RETRY_AFTER = 3600.0
-_MESSAGE_LIMIT = 300
-
-
-@dataclass(frozen=True)
-class Failure:
-    """What the classifier knows about one failed call, reduced to primitives (never the request or its headers).
-
-    ``codes`` are Google's machine reasons: ``errors[].reason`` when the body has any, else the ErrorInfo
-    ``details[].reason`` (a body may carry only those), else the OAuth ``error`` of a token-endpoint refusal.
-    ``error.status`` (``PERMISSION_DENIED``, ...) is never read: Google's documented bodies do not carry it.
-    """
-
-    exc: BaseException
-    status: int | None
-    codes: frozenset[str]
-    message: str
-    retry_after: float | None
-
-
-@dataclass(frozen=True)
-class Row:
-    """One line of :data:`CLASSIFICATION`: which failures it covers and the error they become."""
-
-    name: str
-    error: type[CalsyncError]
-    kinds: tuple[type[BaseException], ...]
-    statuses: Collection[int] | None = None
-    codes: tuple[str, ...] = ()
-    retry_after: float | None = None
-
-    def matches(self, failure: Failure) -> bool:
-        """True when the failure's type, HTTP status and any of its codes fit this row."""
-        if not isinstance(failure.exc, self.kinds):
-            return False
-        if self.statuses is not None and failure.status not in self.statuses:
-            return False
-        return not self.codes or not failure.codes.isdisjoint(self.codes)
 
 
 def _reason(name: str, error: type[CalsyncError], *codes: str, retry_after: float | None = None) -> Row:
@@ -124,7 +86,12 @@ def _reasons(items: object) -> set[str]:
 
 
 def describe(exc: BaseException) -> Failure:
-    """Read status, reasons and message from the body ourselves: ``HttpError.reason`` is prose."""
+    """Read status, reasons and message from the body ourselves: ``HttpError.reason`` is prose.
+
+    ``codes`` are ``errors[].reason`` when the body has any, else the ErrorInfo ``details[].reason`` (a body
+    may carry only those), else the OAuth ``error`` of a token-endpoint refusal. ``error.status``
+    (``PERMISSION_DENIED``, ...) is never read: Google's documented bodies do not carry it.
+    """
     if isinstance(exc, HttpError):
         status = int(exc.resp.status)
         codes: set[str] = set()
@@ -148,13 +115,8 @@ def describe(exc: BaseException) -> Failure:
 def classify(exc: BaseException, operation: str, secrets: Collection[str] = ()) -> CalsyncError:
     """Turn a library failure into the calsync error the pipeline retries or dead-letters, with a scrubbed message."""
     failure = describe(exc)
-    row = next(row for row in CLASSIFICATION if row.matches(failure))
-    status = f"HTTP {failure.status} " if failure.status is not None else ""
-    codes = ",".join(sorted(failure.codes))
-    detail = f"{status}{codes + ': ' if codes else ''}{failure.message}"
-    message = redact(f"Google {operation} failed ({row.name}): {detail}", secrets)
-    if len(message) > _MESSAGE_LIMIT:
-        message = message[: _MESSAGE_LIMIT - 1] + "…"
+    row = first_row(CLASSIFICATION, failure)
+    message = scrubbed_message(f"Google {operation} failed ({row.name}): {failure.detail()}", secrets)
     if issubclass(row.error, TemporaryError):
         hints = [h for h in (failure.retry_after, row.retry_after) if h is not None]
         return row.error(message, retry_after=max(hints) if hints else None)

@@ -10,7 +10,8 @@ Deployments served: Exchange Online (EWS is being switched off there from 1 Oct 
 sources: docs/notes/exchange.md ("Microsoft Graph").
 """
 
-from calsync.providers.graph.classification import CLASSIFICATION, Failure, GraphHttpError, Row, TokenError, classify
+from calsync.core.model.classification import Failure, Row
+from calsync.providers.graph.classification import CLASSIFICATION, GraphHttpError, TokenError, classify
 from calsync.providers.graph.config import GraphConfig
 from calsync.providers.graph.credentials import GraphAccount, read_graph_account
 from calsync.providers.graph.event_body import event_body, transaction_id_for

@@ -5,12 +5,12 @@ Sources per row: docs/notes/exchange.md ("Graph"). Rows are tried in order; the 
 
 from __future__ import annotations
 
-from collections.abc import Collection, Iterable, Mapping
-from dataclasses import dataclass
+from collections.abc import Iterable, Mapping
 from typing import Any
 
 import httpx
 
+from calsync.core.model.classification import Failure, Row, first_row, scrubbed_message
 from calsync.core.model.errors import (
     AppCredentialsRejected,
     AuthRevoked,
@@ -25,10 +25,7 @@ from calsync.core.model.errors import (
     RateLimited,
     TemporaryError,
 )
-from calsync.core.model.redaction import redact
 from calsync.core.model.retry_after import parse_retry_after
-
-_MESSAGE_LIMIT = 300
 
 
 class GraphHttpError(Exception):
@@ -80,45 +77,12 @@ class MailboxNotEnabled(EntityNotFound):
     reason = "mailbox not enabled for REST"
 
 
-@dataclass(frozen=True)
-class Failure:
-    """What the table matches on: HTTP status, Graph/Entra codes and the message, plus the exception kind."""
-
-    exc: BaseException
-    status: int | None
-    codes: frozenset[str]
-    message: str
-    retry_after: float | None
-
-
-@dataclass(frozen=True)
-class Row:
-    """One line of :data:`CLASSIFICATION`."""
-
-    name: str
-    error: type[CalsyncError]
-    kinds: tuple[type[BaseException], ...]
-    statuses: Collection[int] | None = None
-    codes: tuple[str, ...] = ()
-    text: str | None = None
-
-    def matches(self, failure: Failure) -> bool:
-        """Kind, status, any code and the message fragment (case-insensitive) all fit."""
-        if not isinstance(failure.exc, self.kinds):
-            return False
-        if self.statuses is not None and failure.status not in self.statuses:
-            return False
-        if self.codes and not failure.codes.intersection(self.codes):
-            return False
-        return self.text is None or self.text.lower() in failure.message.lower()
-
-
 _API = (GraphHttpError,)
 _TOKEN = (TokenError,)
 
 CLASSIFICATION: tuple[Row, ...] = (
     Row("mailbox concurrency (4 in flight)", ConcurrencyLimited, _API, {429, 503}, ("ApplicationThrottled",),
-        "MailboxConcurrency"),
+        text="MailboxConcurrency"),
     Row("429 throttled", RateLimited, _API, {429}),
     Row("503/504 unavailable", ProviderUnavailable, _API, {503, 504}),
     Row("refresh token expired, revoked or blocked by sign-in frequency", AuthRevoked, _TOKEN,
@@ -156,13 +120,8 @@ def describe(exc: BaseException) -> Failure:
 def classify(exc: BaseException, operation: str, mailbox: str, secrets: Iterable[str] = ()) -> CalsyncError:
     """Turn a Graph/Entra/httpx failure into the calsync error the pipeline defers, retries or dead-letters."""
     failure = describe(exc)
-    row = next(row for row in CLASSIFICATION if row.matches(failure))
-    status = f"HTTP {failure.status} " if failure.status is not None else ""
-    codes = ",".join(sorted(failure.codes))
-    detail = f"{status}{codes + ': ' if codes else ''}{failure.message}"
-    message = redact(f"Graph {operation} for {mailbox} failed ({row.name}): {detail}", tuple(secrets))
-    if len(message) > _MESSAGE_LIMIT:
-        message = message[: _MESSAGE_LIMIT - 1] + "…"
+    row = first_row(CLASSIFICATION, failure)
+    message = scrubbed_message(f"Graph {operation} for {mailbox} failed ({row.name}): {failure.detail()}", secrets)
     if issubclass(row.error, TemporaryError | ConcurrencyLimited):
         return row.error(message, retry_after=failure.retry_after)
     return row.error(message)

@@ -17,6 +17,7 @@ from prometheus_client.multiprocess import MultiProcessCollector
 
 from calsync.core.config.settings import Settings
 from calsync.core.messaging.messages import sync_message
+from calsync.core.model.intake import INTAKE_JOB
 from calsync.core.model.payload import SYNC_JOB, new_payload
 from calsync.core.worker.heartbeat import probe_command
 from calsync.core.worker.metrics import calsync_version
@@ -111,10 +112,12 @@ def _assert_worker_metrics(worker: Exposition) -> None:
 
 def _assert_exporter_metrics(exporter: Exposition) -> None:
     for name in ("ready", "delayed", "inflight"):
-        assert exporter.value(f"calsync_queue_{name}_messages", queue="calendar") == 0
+        for queue in ("calendar", "intake"):
+            assert exporter.value(f"calsync_queue_{name}_messages", queue=queue) == 0
     assert exporter.value("calsync_queue_oldest_message_age_seconds", queue="calendar") == 0
     assert exporter.series("calsync_dead_letters_open") == {
         frozenset({"job_type": SYNC_JOB}.items()): 1,
+        frozenset({"job_type": INTAKE_JOB}.items()): 0,
         frozenset({"job_type": "reconcile"}.items()): 0,
     }
     oldest_dead_letter = exporter.value("calsync_dead_letter_oldest_age_seconds")
