@@ -145,7 +145,7 @@ def test_dlq_list_show_replay_discard(settings: Settings, tmp_path: Path) -> Non
             assert len(replay["replayed"]) == 1
             pipeline.wait_target(first["entity_id"], account, "synced")
             discard = _json(_run(settings, "dlq", "discard", str(second["id"]), "--note", "room gone"))
-            assert discard == {"discarded": [second["id"]], "not_open": []}
+            assert discard == {"discarded": [{"id": second["id"], "job_id": second["job_id"]}], "skipped": []}
             assert _json(_run(settings, "dlq", "list", "--json")) == []
             everything = _json(_run(settings, "dlq", "list", "--status", "all", "--json"))
             assert sorted(r["status"] for r in everything) == ["discarded", "replayed"]
