@@ -50,7 +50,9 @@ def declare(
         queue_name=settings.queue,
         actor_name=SYNC_JOB,
         time_limit=int(settings.job_time_limit * 1000),
-        throws=(Deferred,),  # a busy lock defers the job: Dramatiq logs it as expected, not as an error
+        # A busy lock defers the job, a permanent error dead-letters it: both are expected outcomes, so
+        # Dramatiq logs them at info without a traceback and calsync's one warning line tells the rest.
+        throws=(Deferred, PermanentError),
     )
     declare_reconcile = dramatiq.actor(
         broker=broker,
