@@ -64,6 +64,18 @@ def test_a_dead_lettered_permanent_error_is_one_warning_line_without_traceback(
     assert (warning["reason"], warning["error_class"]) == (record.reason, "Forbidden") == ("forbidden", "Forbidden")
 
 
+def test_a_retried_provider_error_is_one_warning_line_without_traceback(pipeline: Pipeline, lines: _Lines) -> None:
+    account = pipeline.account()
+    pipeline.provider.add_fault(op="upsert", error="unavailable", times=1)
+    receipt = pipeline.submit([account])
+    with pipeline.worker():
+        pipeline.wait_target(receipt.entity_id, account, "synced")
+    assert lines.at("error", "critical") == [] and [line for line in lines.lines if "exc" in line] == []
+    [warning] = lines.at("warning")
+    assert (warning["outcome"], warning["error_class"]) == ("retry_scheduled", "ProviderUnavailable")
+    assert (warning["entity_id"], warning["account_id"]) == (receipt.entity_id, account) and warning["job_id"]
+
+
 class _BuggyOnce(MemoryProvider):
     """A provider whose first write fails with an exception nobody expected (a bug, not a provider error)."""
 
