@@ -14,7 +14,7 @@ import dramatiq
 from calsync.core.config.logging import bind_job
 from calsync.core.messaging.messages import RECONCILE_JOB
 from calsync.core.model.calendar import ProviderLookup
-from calsync.core.model.errors import Deferred, PermanentError
+from calsync.core.model.errors import CalsyncError
 from calsync.core.model.intake import INTAKE_JOB, IntakeMessage
 from calsync.core.model.payload import SYNC_JOB
 from calsync.core.producer.intake_job import intake_actor
@@ -50,7 +50,9 @@ def declare(
         queue_name=settings.queue,
         actor_name=SYNC_JOB,
         time_limit=int(settings.job_time_limit * 1000),
-        throws=(Deferred,),  # a busy lock defers the job: Dramatiq logs it as expected, not as an error
+        # Our own errors (a busy lock, a provider outage, a permanent refusal) are expected outcomes:
+        # Dramatiq logs them at info without a traceback and calsync's one warning line tells the rest.
+        throws=(CalsyncError,),
     )
     declare_reconcile = dramatiq.actor(
         broker=broker,
@@ -63,7 +65,7 @@ def declare(
         queue_name=settings.intake_queue,
         actor_name=INTAKE_JOB,
         time_limit=int(settings.job_time_limit * 1000),
-        throws=(PermanentError,),  # a bad change: dead-lettered with its reason, logged without a traceback
+        throws=(CalsyncError,),  # a bad change or the database down: logged with its reason, no traceback
     )
     return {
         SYNC_JOB: declare_sync(sync_actor(parts)),

@@ -71,12 +71,15 @@ def list_(state: CliState, /, status: str, limit: int, as_json: bool, **given: A
     )  # fmt: skip
 
 
-def _get(state: CliState, record_id: int) -> DeadLetter:
+def _get(state: CliState, record_ids: tuple[int, ...]) -> list[DeadLetter]:
+    # Every named record, or bad input naming all the missing ones (nothing is done then).
     with state.runtime.db.read() as conn:
-        record = repo.get(conn, record_id)
-    if record is None:
-        raise EntityNotFound(f"dead letter {record_id} does not exist")
-    return record
+        found = {rid: repo.get(conn, rid) for rid in dict.fromkeys(record_ids)}
+    missing = [str(rid) for rid, record in found.items() if record is None]
+    if missing:
+        raise EntityNotFound(f"dead letter{'s' if len(missing) > 1 else ''} {', '.join(missing)} "
+                             f"do{'' if len(missing) > 1 else 'es'} not exist")  # fmt: skip
+    return [record for record in found.values() if record is not None]
 
 
 @dlq.command("show")
@@ -85,24 +88,29 @@ def _get(state: CliState, record_id: int) -> DeadLetter:
 @pass_state
 def show(state: CliState, record_id: int, as_json: bool) -> None:
     """Show one record with its payload and error history (a quarantined body as base64 and as escaped text)."""
-    print_json(_get(state, record_id).as_json())
+    print_json(_get(state, (record_id,))[0].as_json())
 
 
 @dlq.command("replay")
 @click.argument("record_ids", type=int, nargs=-1)
 @_filter_options
 @click.option("--all", "replay_all", is_flag=True, help="Replay every open record (no other filter needed).")
-@click.option("--json", "as_json", is_flag=True, help="Print the report as JSON.")
+@click.option("--json", "as_json", is_flag=True, help="Print JSON (the default output is JSON too).")
 @pass_state
 def replay(state: CliState, /, record_ids: tuple[int, ...], replay_all: bool, as_json: bool, **given: Any) -> None:
-    """Re-enqueue records (by id or by filter) after fixing the cause; idempotency stays enforced."""
+    """Re-enqueue records (by id or by filter) after fixing the cause; idempotency stays enforced.
+
+    Prints {"replayed": [{"id", "job_id"}], "skipped": [{"id", "job_id", "why"}]}. Exit 0 even when
+    nothing matched or every record was skipped (the reasons are in "skipped"); exit 2 when a named
+    id does not exist (nothing is replayed then).
+    """
     filtered = any(v is not None for v in given.values())
     if record_ids and (filtered or replay_all):
         raise InvalidChange("give record ids or filters, not both")
     if not record_ids and not filtered and not replay_all:
         raise InvalidChange("nothing selected: give record ids, a filter such as --account, or --all")
     if record_ids:
-        records = [_get(state, rid) for rid in record_ids]
+        records = _get(state, record_ids)
     else:
         with state.runtime.db.read() as conn:
             records = repo.find(conn, _flt("open", **given))
@@ -112,14 +120,7 @@ def replay(state: CliState, /, record_ids: tuple[int, ...], replay_all: bool, as
             report = ops.replay(state.runtime, records, on_progress=lambda _r: progress.advance(task))
     else:
         report = ops.replay(state.runtime, records)
-    if as_json:
-        print_json(report.as_json())
-    else:
-        click.echo(f"replayed {len(report.replayed)}, skipped {len(report.skipped)}")
-        for skipped in report.skipped:
-            click.echo(f"  skipped {skipped['id']}: {skipped['why']}")
-    if report.skipped and not report.replayed:
-        raise SystemExit(1)
+    print_json(report.as_json())
 
 
 @dlq.command("purge-quarantined")
@@ -127,8 +128,11 @@ def replay(state: CliState, /, record_ids: tuple[int, ...], replay_all: bool, as
 @click.option("--note", help="Why the records are dropped (kept on the records).")
 @pass_state
 def purge_quarantined(state: CliState, reason: str | None, note: str | None) -> None:
-    """Discard every open quarantined message (of one reason, if given)."""
-    print_json({"discarded": ops.purge_quarantined(state.runtime, reason=reason, note=note)})
+    """Discard every open quarantined message (of one reason, if given).
+
+    Prints {"discarded": [{"id", "job_id"}], "skipped": [{"id", "job_id", "why"}]}; exit 0 even when none matched.
+    """
+    print_json(ops.purge_quarantined(state.runtime, reason=reason, note=note).as_json())
 
 
 @dlq.command("discard")
@@ -136,6 +140,9 @@ def purge_quarantined(state: CliState, reason: str | None, note: str | None) -> 
 @click.option("--note", help="Why the records are dropped (kept on the record).")
 @pass_state
 def discard(state: CliState, record_ids: tuple[int, ...], note: str | None) -> None:
-    """Close records without replaying them."""
-    done = ops.discard(state.runtime, record_ids, note=note)
-    print_json({"discarded": done, "not_open": [r for r in record_ids if r not in done]})
+    """Close records without replaying them.
+
+    Prints {"discarded": [{"id", "job_id"}], "skipped": [{"id", "job_id", "why"}]} (a record no longer open
+    is skipped, exit 0); exit 2 when a named id does not exist (nothing is discarded then).
+    """
+    print_json(ops.discard_records(state.runtime, _get(state, record_ids), note=note).as_json())

@@ -27,6 +27,7 @@ from calsync.core.model.errors import (
     PermanentError,
     TemporaryError,
 )
+from calsync.core.model.validation_wording import field_message
 
 log = logging.getLogger(__name__)
 
@@ -112,8 +113,7 @@ def validation_problem(exc: RequestValidationError) -> ProblemError:
         detail = "; ".join(str(err.get("msg", "")) for err in errors if err.get("type") == "json_invalid")
         return ProblemError(400, "malformed", "Malformed Request Body", f"the body is not valid JSON: {detail}")
     fields = [
-        FieldError(field=_location(err.get("loc", ())), message=str(err.get("msg", "")).removeprefix("Value error, "))
-        for err in errors
+        FieldError(field=_location(err.get("loc", ())), message=field_message(err)) for err in errors
     ]
     return ProblemError(422, "validation", "Unprocessable Content", "the request breaks the contract", errors=fields)
 

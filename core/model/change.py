@@ -39,6 +39,7 @@ from pydantic import (
 from calsync.core.model.calendar import SendUpdates
 from calsync.core.model.errors import InvalidChange
 from calsync.core.model.ids import Identifier
+from calsync.core.model.validation_wording import describe_validation_error
 
 Email = Annotated[str, StringConstraints(pattern=r"^[^@\s]+@[^@\s]+\.[^@\s]+$", max_length=320)]
 
@@ -190,12 +191,3 @@ def parse_change(data: Any) -> Change:
     except ValidationError as exc:
         raise InvalidChange(describe_validation_error(exc)) from None
 
-
-def describe_validation_error(exc: ValidationError) -> str:
-    """``field.path: message; ...`` — short enough for a one-line CLI error, precise enough to fix the input."""
-    parts = []
-    for err in exc.errors():
-        location = ".".join(str(p) for p in err["loc"]) or "(root)"
-        message = err["msg"].removeprefix("Value error, ")
-        parts.append(f"{location}: {message}")
-    return "; ".join(parts)

@@ -13,9 +13,10 @@ from typing import Annotated, Any, Final
 
 from pydantic import BaseModel, ConfigDict, Field, StringConstraints, ValidationError
 
-from calsync.core.model.change import Change, describe_validation_error
+from calsync.core.model.change import Change
 from calsync.core.model.errors import InvalidChange, InvalidPayload
 from calsync.core.model.ids import Identifier
+from calsync.core.model.validation_wording import describe_validation_error
 
 INTAKE_JOB: Final = "submit_change"
 

@@ -12,9 +12,9 @@ from typing import Any, Final, Literal
 
 from pydantic import AwareDatetime, BaseModel, ConfigDict, Field, ValidationError, model_validator
 
-from calsync.core.model.change import describe_validation_error
 from calsync.core.model.errors import InvalidPayload
 from calsync.core.model.ids import Identifier, new_id
+from calsync.core.model.validation_wording import describe_validation_error
 
 SYNC_JOB: Final = "sync_calendar_event"
 Operation = Literal["create", "update", "delete"]

@@ -34,16 +34,33 @@ from calsync.core.store.targets import TargetKey
 log = logging.getLogger(__name__)
 
 
+def skipped_entry(record: DeadLetter, why: str) -> dict[str, object]:
+    """One record a replay or discard left alone, and why (the same keys in every report)."""
+    return {"id": record.id, "job_id": record.job_id, "why": why}
+
+
 @dataclass
 class ReplayReport:
-    """Per-record outcome of a replay."""
+    """Per-record outcome of a replay: ``replayed`` and ``skipped`` entries carry ``id`` and ``job_id``."""
 
     replayed: list[dict[str, object]] = field(default_factory=list)
     skipped: list[dict[str, object]] = field(default_factory=list)
 
     def as_json(self) -> dict[str, object]:
-        """Printed by ``calsync dlq replay --json``."""
+        """Printed by ``calsync dlq replay``; the same shape as :class:`DiscardReport`."""
         return {"replayed": self.replayed, "skipped": self.skipped}
+
+
+@dataclass
+class DiscardReport:
+    """Per-record outcome of a discard or purge: the shape of :class:`ReplayReport`, ``discarded`` for ``replayed``."""
+
+    discarded: list[dict[str, object]] = field(default_factory=list)
+    skipped: list[dict[str, object]] = field(default_factory=list)
+
+    def as_json(self) -> dict[str, object]:
+        """Printed by ``calsync dlq discard`` and ``calsync dlq purge-quarantined``."""
+        return {"discarded": self.discarded, "skipped": self.skipped}
 
 
 def replay(
@@ -54,7 +71,7 @@ def replay(
     for record in records:
         why = _replay_one(runtime, record, report)
         if why is not None:
-            report.skipped.append({"id": record.id, "job_id": record.job_id, "why": why})
+            report.skipped.append(skipped_entry(record, why))
         if on_progress is not None:
             on_progress(record)
     return report
@@ -138,11 +155,25 @@ def _replay_intake(runtime: Runtime, record: DeadLetter, report: ReplayReport) -
     return None
 
 
-def purge_quarantined(runtime: Runtime, *, reason: str | None = None, note: str | None = None) -> int:
-    """Discard every open quarantined record (of one reason, if given); how many were discarded."""
+def purge_quarantined(runtime: Runtime, *, reason: str | None = None, note: str | None = None) -> DiscardReport:
+    """Discard every open quarantined record (of one reason, if given), reporting each."""
+    with runtime.db.read() as conn:
+        found = dead_letters.find(conn, dead_letters.DeadLetterFilter(kind="quarantined", reason=reason, status="open"))
+    return discard_records(runtime, found, note=note or "purged quarantined messages")
+
+
+def discard_records(runtime: Runtime, records: Iterable[DeadLetter], *, note: str | None = None) -> DiscardReport:
+    """Close the open records without replaying them; reports what was skipped and why."""
+    report = DiscardReport()
     with runtime.db.write() as conn:
-        flt = dead_letters.DeadLetterFilter(kind="quarantined", reason=reason)
-        return dead_letters.discard_matching(conn, flt, note=note or "purged quarantined messages")
+        for record in records:
+            if record.status != "open":
+                report.skipped.append(skipped_entry(record, f"record is {record.status}"))
+            elif dead_letters.mark_discarded(conn, record.id, note=note):
+                report.discarded.append({"id": record.id, "job_id": record.job_id})
+            else:
+                report.skipped.append(skipped_entry(record, "record is no longer open"))
+    return report
 
 
 def discard(runtime: Runtime, record_ids: Iterable[int], *, note: str | None = None) -> list[int]:

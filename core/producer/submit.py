@@ -162,12 +162,16 @@ class Intake:
 
     def _check_accounts(self, conn: Connection, tenant_id: str, account_ids: tuple[str, ...]) -> None:
         found = accounts.get_summaries(conn, account_ids)  # one query, however many accounts
-        for account_id in account_ids:
-            account = found.get(account_id)
-            if account is None or account.tenant_id != tenant_id:
-                raise InvalidChange(f"accounts: account {account_id} does not exist for tenant {tenant_id}")
-            if account.status == "disabled":
-                raise InvalidChange(f"accounts: account {account_id} is disabled")
+        known = {a: s for a, s in found.items() if s.tenant_id == tenant_id}
+        missing = [a for a in account_ids if a not in known]
+        if missing:
+            listed = ", ".join(missing)
+            raise InvalidChange(f"accounts: account {listed} does not exist for tenant {tenant_id}" if len(missing) == 1
+                                else f"accounts: accounts {listed} do not exist for tenant {tenant_id}")  # fmt: skip
+        disabled = [a for a in account_ids if known[a].status == "disabled"]
+        if disabled:
+            raise InvalidChange(f"accounts: account{'s' if len(disabled) > 1 else ''} {', '.join(disabled)} "
+                                f"{'are' if len(disabled) > 1 else 'is'} disabled")  # fmt: skip
 
     def _save_intent(self, conn: Connection, tenant_id: str, change: Change) -> tuple[str, int, list[_PlannedJob]]:
         send_updates = change.send_updates or self._default_send_updates

@@ -108,6 +108,8 @@ def describe(exc: BaseException) -> Failure:
         payload = exc.args[1] if len(exc.args) > 1 and isinstance(exc.args[1], dict) else {}
         code = payload.get("error")
         text = str(exc.args[0]) if exc.args else ""
+        if isinstance(code, str):  # google-auth writes "code: description"; the code is already in codes
+            text = text.removeprefix(f"{code}: ")
         return Failure(exc, None, frozenset({code} if isinstance(code, str) else ()), text, None)
     return Failure(exc, None, frozenset(), f"{type(exc).__name__}: {exc}", None)
 

@@ -113,7 +113,10 @@ def describe(exc: BaseException) -> Failure:
         codes = frozenset(c for c in (exc.code, exc.inner) if c)
         return Failure(exc, exc.status, codes, exc.message, exc.retry_after)
     if isinstance(exc, TokenError):
-        return Failure(exc, None, exc.codes | ({exc.error} if exc.error else set()), exc.description, None)
+        # Entra starts its description with the AADSTS code, which codes already carries
+        description = next((exc.description.removeprefix(f"{c}: ") for c in exc.codes
+                            if exc.description.startswith(f"{c}: ")), exc.description)  # fmt: skip
+        return Failure(exc, None, exc.codes | ({exc.error} if exc.error else set()), description, None)
     return Failure(exc, None, frozenset(), f"{type(exc).__name__}: {exc}", None)
 
 

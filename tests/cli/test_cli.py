@@ -72,7 +72,7 @@ def test_accounts_submit_show_round_trip(settings: Settings, tmp_path: Path) -> 
           "event": {"title": "x", "start": "2026-12-03T15:00", "end": "2026-12-03T16:00"}},
          "account acc_unknown does not exist for tenant t1"),
         ({"operation": "delete", "entity_id": "evt_missing"}, "event evt_missing does not exist"),
-        ("not an object", "Input should be a valid dictionary"),
+        ("not an object", "(root): must be a JSON object"),
     ],
 )  # fmt: skip
 def test_invalid_change_files_are_rejected_and_nothing_is_saved(
@@ -145,7 +145,7 @@ def test_dlq_list_show_replay_discard(settings: Settings, tmp_path: Path) -> Non
             assert len(replay["replayed"]) == 1
             pipeline.wait_target(first["entity_id"], account, "synced")
             discard = _json(_run(settings, "dlq", "discard", str(second["id"]), "--note", "room gone"))
-            assert discard == {"discarded": [second["id"]], "not_open": []}
+            assert discard == {"discarded": [{"id": second["id"], "job_id": second["job_id"]}], "skipped": []}
             assert _json(_run(settings, "dlq", "list", "--json")) == []
             everything = _json(_run(settings, "dlq", "list", "--status", "all", "--json"))
             assert sorted(r["status"] for r in everything) == ["discarded", "replayed"]

@@ -91,7 +91,7 @@ def test_a_resent_request_id_changes_nothing_and_another_change_under_it_is_dead
         ({"tenant_id": "tenant-1", "change": change(["acc-missing"])}, "invalid change", "InvalidChange",
          "acc-missing"),
         ({"tenant_id": "bad tenant", "change": change(["acc"])}, "invalid payload", "InvalidPayload", "tenant_id"),
-        ({"change": change(["acc"])}, "invalid payload", "InvalidPayload", "tenant_id: Field required"),
+        ({"change": change(["acc"])}, "invalid payload", "InvalidPayload", "tenant_id: is required"),
         ("not an object", "invalid payload", "InvalidPayload", "exactly one positional argument"),
     ],
 )  # fmt: skip

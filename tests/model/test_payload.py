@@ -40,9 +40,9 @@ def test_the_next_attempt_keeps_identity_and_moves_schedule() -> None:
     [
         ([], "exactly one positional argument"),
         (["text"], "exactly one positional argument"),
-        ([{"job_id": "j"}], "tenant_id: Field required"),
+        ([{"job_id": "j"}], "tenant_id: is required"),
         ([{**new_payload(tenant_id="t", entity_id="e", account_id="a", operation="create", version=1,
-                         trace_id="r").to_message_arg(), "schema": 2}], "schema: Extra inputs"),
+                         trace_id="r").to_message_arg(), "schema": 2}], "schema: is not a known field"),
         ([{**new_payload(tenant_id="t", entity_id="e", account_id="a", operation="create", version=1,
                          trace_id="r").to_message_arg(), "idempotency_key": "calendar:x:y:z:create"}],
          "idempotency_key must start with 'calendar:t:e:a:'"),

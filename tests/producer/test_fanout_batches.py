@@ -57,3 +57,6 @@ def test_accounts_are_looked_up_in_one_query_and_every_bad_one_is_named(pipeline
         assert accounts.get_summaries(conn, []) == {}
     with pytest.raises(InvalidChange, match="account acc-missing does not exist for tenant tenant-1"):
         pipeline.submit([own, "acc-missing"])
+    named = f"accounts acc-missing, {other}, acc-gone do not exist for tenant tenant-1"
+    with pytest.raises(InvalidChange, match=named):
+        pipeline.submit(["acc-missing", own, other, "acc-gone"])

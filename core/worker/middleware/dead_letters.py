@@ -91,7 +91,7 @@ class DeadLetterRecorder(dramatiq.Middleware):
         except _UNAVAILABLE as exc:
             log.exception("could not record the dead letter; the nack will be retried")
             raise DeadLetterStoreUnavailable(str(exc)) from exc  # type: ignore[no-untyped-call]
-        log.warning("job dead-lettered", extra={"fields": {"reason": record.reason, "error_class": record.error_class}})
+        log.debug("job dead-lettered", extra={"fields": {"reason": record.reason, "error_class": record.error_class}})
 
     def quarantine(self, item: Quarantined) -> None:
         """Record a delivery the consumer refused (raises while the database is down: it stays queued)."""

@@ -1,4 +1,9 @@
-"""Opens each delivery's context and, when the delivery ends (ack or nack), logs and counts its outcome."""
+"""Opens each delivery's context and, when the delivery ends (ack or nack), logs and counts its outcome.
+
+Its line is the one warning a dead letter or a scheduled retry writes (job ids bound by the context,
+outcome, reason, error class and the redacted message): expected failures carry no traceback (the actors
+declare them in ``throws``); only an unexpected exception gets Dramatiq's error line with its traceback.
+"""
 
 from __future__ import annotations
 
@@ -14,6 +19,7 @@ from calsync.core.model.redaction import redact
 from calsync.core.model.vocabulary import Outcome
 from calsync.core.redis.stats import JobStats
 from calsync.core.worker.context import REPAIR_OPTION, JobContext, delivery_of, start_job
+from calsync.core.worker.failures import rejection_cause
 
 log = logging.getLogger("calsync.jobs")
 
@@ -58,6 +64,8 @@ class JobLifecycle(dramatiq.Middleware):
         outcome = (ctx.outcome or Outcome.SUCCESS) if acked else Outcome.DEAD_LETTERED
         duration = time.monotonic() - ctx.started
         fields: dict[str, object] = {"outcome": outcome, "duration_seconds": round(duration, 4)}
+        if outcome is Outcome.DEAD_LETTERED:
+            fields["reason"] = (ctx.dead_letter_cause or rejection_cause(ctx.error)).reason(ctx.error)
         if ctx.error is not None:
             fields.update(error_class=error_class_of(ctx.error), error=redact(str(ctx.error))[:500])
         if ctx.payload is None and isinstance(ctx.error, InvalidPayload):

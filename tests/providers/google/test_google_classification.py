@@ -9,10 +9,12 @@ from dataclasses import dataclass
 from typing import Any
 
 import pytest
+from google.auth.exceptions import RefreshError
 
 from calsync.core.model.calendar import Account
 from calsync.core.model.errors import CalsyncError
 from calsync.providers.google import CLASSIFICATION, QUOTA_RETRY_AFTER, GoogleProvider
+from calsync.providers.google.classification import classify
 from calsync.providers.registry import google_config
 from tests.providers.google.gcal_support import Emulator, make_event, target_for
 
@@ -187,3 +189,10 @@ def test_classification_row(
     assert f"({row.name})" in str(caught.value)
     if case.retry_after is not object:
         assert getattr(caught.value, "retry_after", None) == case.retry_after
+
+
+def test_a_refused_grant_names_its_code_once() -> None:
+    body = {"error": "invalid_grant", "error_description": "Token has been expired or revoked."}
+    message = str(classify(RefreshError("invalid_grant: Token has been expired or revoked.", body), "upsert"))
+    assert message.endswith("(token grant refused): invalid_grant: Token has been expired or revoked.")
+    assert message.count("invalid_grant") == 1

@@ -102,3 +102,8 @@ def test_permanence_follows_the_issue() -> None:
 def test_an_error_body_without_graph_shape_classifies_on_status_alone() -> None:
     response = httpx.Response(502, text="<html>Bad gateway</html>", request=httpx.Request("GET", "https://x"))
     assert isinstance(classify(GraphHttpError.of(response), "op", "m"), ProviderUnavailable)
+
+
+def test_a_token_refusal_names_its_codes_once() -> None:
+    message = str(classify(token("invalid_grant", 50173), "upsert", "a@b.c"))
+    assert message.endswith("AADSTS50173,invalid_grant: no") and message.count("AADSTS50173") == 1
