@@ -83,7 +83,7 @@ class Demo:
             retry_jitter=0.2,
             provider_timeout=5,
             job_time_limit=20,
-            lock_ttl=30,
+            lock_ttl=25,  # within the lock-wait budget: 20 s heartbeat timeout + 30 waits x 0.3 s x (1 - jitter)
             lock_retry_delay=0.3,
             google_api_endpoint=self.google_control.api_endpoint,
             graph_api_endpoint=self.ews_control.api_endpoint,
