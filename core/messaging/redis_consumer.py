@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import logging
 import time
+from collections.abc import Mapping
 from typing import Any, Final
 
 import redis
@@ -54,9 +55,9 @@ return result
 class SafeRedisBroker(RedisBroker):
     """A RedisBroker whose consumers admit only messages a worker thread can run (the rest is quarantined)."""
 
-    def __init__(self, *, max_message_bytes: int, **kwargs: Any) -> None:
+    def __init__(self, *, max_message_bytes: int, overflow: Mapping[str, str] | None = None, **kwargs: Any) -> None:
         super().__init__(**kwargs)  # type: ignore[no-untyped-call]
-        self.door = Door(self, max_message_bytes)
+        self.door = Door(self, max_message_bytes, dict(overflow or {}))
         self._fetch_pairs = self.client.register_script(_FETCH_PAIRS)
 
     @property
