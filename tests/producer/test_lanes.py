@@ -6,11 +6,14 @@ The counters are real Redis keys; the clock is given, so window edges are exact 
 from __future__ import annotations
 
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
 import redis
 
+from calsync.core.config.settings import load_settings
+from calsync.core.model.errors import ConfigurationError
 from calsync.core.producer.fairness import OneLane, TenantLanes, lane_choice
 from calsync.core.producer.reconcile import reconcile
 from calsync.core.redis.keys import RedisKeys
@@ -105,3 +108,10 @@ def test_the_producer_enqueues_past_the_threshold_on_the_bulk_queue(settings_fac
         assert len(report.requeued) == 11 and _ready(pipeline) == (5, 17)
     finally:
         pipeline.close()
+
+
+@pytest.mark.parametrize(("values", "clash"), [({"intake_queue": "calendar-bulk"}, "CALSYNC_INTAKE_QUEUE"),
+                                               ({"bulk_queue": "calendar"}, "CALSYNC_QUEUE")])  # fmt: skip
+def test_the_bulk_queue_must_be_a_queue_of_its_own(tmp_path: Path, values: dict[str, str], clash: str) -> None:
+    with pytest.raises(ConfigurationError, match=f"CALSYNC_BULK_QUEUE must differ from {clash}"):
+        load_settings(data_dir=tmp_path, **values)
