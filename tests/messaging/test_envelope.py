@@ -109,7 +109,9 @@ def _read_lane(broker: StubBroker, doc: dict[str, Any], queue: str) -> Any:
 
 
 @pytest.mark.parametrize("queue", ["calendar", "calendar-bulk", "calendar-bulk.DQ"])
-def test_the_sync_actor_is_admitted_from_both_lanes_and_their_delay_queues(lanes_broker: StubBroker, queue: str) -> None:
+def test_the_sync_actor_is_admitted_from_both_lanes_and_their_delay_queues(
+    lanes_broker: StubBroker, queue: str
+) -> None:
     message = _read_lane(lanes_broker, _doc(actor_name=SYNC_JOB, queue_name=queue), queue)
     assert isinstance(message, dramatiq.Message) and message.queue_name == queue
 
