@@ -97,6 +97,8 @@ class Settings(FairnessSettings, BaseSettings):
     # --- broker crash recovery: a SIGKILLed worker's messages return within ~heartbeat + a few s
     broker_heartbeat_timeout: float = Field(default=20, gt=0)
     broker_maintenance_chance: float = Field(default=0.1, gt=0, le=1)
+    # ... and at least this often per queue and process, so a dead worker's messages never wait on the draw.
+    broker_maintenance_interval: float = Field(default=2, gt=0)
 
     # --- worker process shape ----------------------------------------------------------------
     worker_processes: int = Field(default=1, ge=1)
@@ -114,8 +116,8 @@ class Settings(FairnessSettings, BaseSettings):
     metrics_host: str = "0.0.0.0"
     metrics_port: int = Field(default=9191, ge=1, le=65535)
     heartbeat_dir: Path | None = None
-    heartbeat_interval: float = Field(default=5, gt=0)
-    heartbeat_ttl: float = Field(default=30, gt=0)
+    heartbeat_interval: float = Field(default=3, gt=0)
+    heartbeat_ttl: float = Field(default=15, gt=0)
     stuck_grace: float = Field(default=60, gt=0)
     exporter_host: str = "0.0.0.0"
     exporter_port: int = Field(default=9192, ge=1, le=65535)
