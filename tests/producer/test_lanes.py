@@ -14,10 +14,11 @@ import redis
 
 from calsync.core.config.settings import load_settings
 from calsync.core.model.errors import ConfigurationError
+from calsync.core.producer.dead_letters import replay
 from calsync.core.producer.fairness import OneLane, TenantLanes, lane_choice
 from calsync.core.producer.reconcile import reconcile
 from calsync.core.redis.keys import RedisKeys
-from tests.support import Pipeline
+from tests.support import Pipeline, wait_until
 
 WINDOW = 60.0
 
@@ -115,3 +116,18 @@ def test_the_producer_enqueues_past_the_threshold_on_the_bulk_queue(settings_fac
 def test_the_bulk_queue_must_be_a_queue_of_its_own(tmp_path: Path, values: dict[str, str], clash: str) -> None:
     with pytest.raises(ConfigurationError, match=f"CALSYNC_BULK_QUEUE must differ from {clash}"):
         load_settings(data_dir=tmp_path, **values)
+
+
+def test_a_replay_of_a_tenants_dead_letters_past_its_rate_takes_the_bulk_lane(settings_factory: Any) -> None:
+    pipeline = Pipeline(settings_factory(bulk_threshold=2))
+    try:
+        big = [pipeline.account("big", f"big-{n}") for n in range(2)]
+        pipeline.provider.add_fault(error="invalid", times=2)  # permanent: both jobs are dead-lettered
+        pipeline.submit(big, tenant="big")
+        with pipeline.worker(threads=2):
+            wait_until(lambda: len(pipeline.dead_letters(status="open")) == 2, what="two dead letters")
+        assert _ready(pipeline) == (0, 0)
+        report = replay(pipeline.runtime, pipeline.dead_letters(status="open"))
+        assert len(report.replayed) == 2 and _ready(pipeline) == (0, 2)  # the tenant's two jobs filled its window
+    finally:
+        pipeline.close()
