@@ -18,6 +18,7 @@ from urllib.parse import urlsplit
 from pydantic import Field, SecretStr, ValidationError, field_validator, model_validator
 from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 
+from calsync.core.config.traffic import TrafficSettings
 from calsync.core.model.calendar import SendUpdates
 from calsync.core.model.errors import ConfigurationError
 
@@ -59,7 +60,7 @@ def _positive_list(value: Any) -> Any:
     return value
 
 
-class Settings(BaseSettings):
+class Settings(TrafficSettings, BaseSettings):
     """Every knob of calsync, read from ``CALSYNC_*`` variables (and nothing else)."""
 
     model_config = SettingsConfigDict(env_prefix=ENV_PREFIX, extra="ignore", frozen=True)
@@ -294,6 +295,8 @@ class Settings(BaseSettings):
                 if not value:
                     continue
                 value = ",".join(v.get_secret_value() if isinstance(v, SecretStr) else f"{v:g}" for v in value)
+            elif isinstance(value, dict):  # per-provider values (core/config/traffic.py)
+                value = ",".join(f"{k}={v:g}" for k, v in value.items())
             env[ENV_PREFIX + name.upper()] = str(value)
         return env
 
