@@ -29,6 +29,8 @@ from calsync.core.redis.keys import RedisKeys
 Ending = Literal["success", "failure", "account_failure", "neutral"]
 Scope = Literal["account", "provider"]
 CircuitState = Literal["closed", "half_open", "open"]
+#: ``calsync_circuit_state``'s value for each state.
+CIRCUIT_STATE_VALUES: dict[CircuitState, int] = {"closed": 0, "half_open": 1, "open": 2}
 #: What held a call back (the ``limit`` label of calsync_traffic_deferrals_total).
 HoldReason = Literal[
     "provider_blocked", "provider_circuit", "account_blocked", "account_circuit", "concurrency",
@@ -227,6 +229,12 @@ class CircuitReading:
     def accounts_state(self) -> CircuitState:
         """The worst state of the provider's account breakers."""
         return "open" if self.accounts_open else "half_open" if self.accounts_half_open else "closed"
+
+    def as_json(self) -> dict[str, object]:
+        """JSON-ready form for ``calsync status --json``."""
+        return {"provider": self.provider, "state": self.state, "blocked_for_seconds": round(self.blocked_for, 3),
+                "accounts_open": self.accounts_open, "accounts_half_open": self.accounts_half_open,
+                "some_accounts": list(self.some_accounts)}  # fmt: skip
 
 
 class TrafficStore:

@@ -80,7 +80,8 @@ def test_two_workers_never_exceed_the_account_concurrency_limit(settings_factory
         shared = first.account(account_id="shared")
         with first.runtime.db.write() as conn:
             solo = accounts.add_account(conn, tenant_id="tenant-1", provider="memory", address="solo@example.com",
-                                        credentials=None, options={"max_concurrency": 1}, account_id="solo").id  # fmt: skip
+                                        credentials=None, options={"max_concurrency": 1},
+                                        account_id="solo").id  # fmt: skip
         receipts = [first.submit([shared, solo]) for _ in range(12)]
         with first.worker(threads=4), second.worker(threads=4):
             for receipt in receipts:
