@@ -5,7 +5,9 @@
   ``LOCK_MAX_WAITS`` waits it becomes a failure (LockBusy) and goes through the schedule below. A job
   traffic control holds (:class:`~core.model.errors.Held`: a limit, a back-off, an open breaker) waits
   the delay it carries ± jitter, as often as it takes, counted apart (``traffic_waits``) and never
-  toward ``LOCK_MAX_WAITS``: it is never dead-lettered for it;
+  toward ``LOCK_MAX_WAITS``: it is never dead-lettered for it. Every ``held_note_every`` seconds
+  (RECONCILE_AFTER / 2) a held job pushes its target's due time, so the reconciler does not take a
+  long-held job for a lost one and enqueue it again;
 - a PermanentError is dead-lettered at once; anything else (unknown exceptions included) is temporary;
 - ``max_retries`` = the schedule's length; a provider's retry-after hint is a floor for the delay;
 - the retried message carries the payload with ``attempt + 1`` and the new ``scheduled_at``, plus an
@@ -18,6 +20,7 @@ from __future__ import annotations
 
 import datetime as dt
 import logging
+import time
 from dataclasses import dataclass
 
 import dramatiq
@@ -46,6 +49,7 @@ log = logging.getLogger(__name__)
 
 DEFERRALS_OPTION = "lock_waits"  # the message option counting a job's lock waits (its name predates Deferred)
 HELD_OPTION = "traffic_waits"  # the message option counting how often traffic control held a job (logs, DLQ)
+HELD_NOTED_OPTION = "traffic_noted_at"  # unix time a held job last pushed its target's due time
 
 
 @dataclass(frozen=True)
@@ -56,6 +60,7 @@ class RetryPolicy:
     jitter: float
     defer_delay: float  # LOCK_RETRY_DELAY
     max_deferrals: int  # LOCK_MAX_WAITS
+    held_note_every: float = 300.0  # RECONCILE_AFTER / 2
 
 
 class ScheduledRetries(Retries):
@@ -80,9 +85,7 @@ class ScheduledRetries(Retries):
         error = exception
         if isinstance(error, Held):
             try:
-                held = count_option(message.options, HELD_OPTION)
-                delay = error.retry_after or self.policy.defer_delay
-                self._defer(broker, message, ctx, delay, {HELD_OPTION: held + 1}, Outcome.DEFERRED)
+                self._hold(broker, message, ctx, error)
                 return
             except Exception as exc:
                 log.exception("could not re-enqueue the held job; it is retried as a failure instead")
@@ -101,6 +104,19 @@ class ScheduledRetries(Retries):
                     log.exception("could not re-enqueue the deferred job; it is retried as a failure instead")
                     error = exc
         self._failed(broker, message, ctx, error)
+
+    def _hold(
+        self, broker: dramatiq.Broker, message: dramatiq.MessageProxy, ctx: JobContext | None, error: Held
+    ) -> None:
+        now = time.time()
+        noted = message.options.get(HELD_NOTED_OPTION)
+        note = isinstance(noted, int | float) and now - noted >= self.policy.held_note_every
+        counts = {HELD_OPTION: count_option(message.options, HELD_OPTION) + 1}
+        if note or not isinstance(noted, int | float):
+            counts[HELD_NOTED_OPTION] = int(now)
+        self._defer(broker, message, ctx, error.retry_after or self.policy.defer_delay, counts, Outcome.DEFERRED)
+        if note and ctx is not None and ctx.payload is not None and ctx.retry_in is not None:
+            self._note_retry(ctx, error, ctx.retry_in)
 
     def _defer(
         self,
