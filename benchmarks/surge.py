@@ -172,9 +172,13 @@ def run(args: argparse.Namespace, url: str, scratch: Path, hook: Hook | None) ->
         emulator.clear_faults()
         emulator.add_fault(path=API, delay_ms=args.latency_ms)
         recovered = time.monotonic()
-        while _pending(runtime):
+        before = len(_api_requests(emulator))
+        first_call = None
+        while pending := _pending(runtime):
+            if first_call is None and len(_api_requests(emulator)) > before:
+                first_call = time.monotonic() - recovered
             if time.monotonic() - recovered > TIMEOUT:
-                raise TimeoutError(f"{_pending(runtime)} targets still pending {TIMEOUT:g} s after recovery")
+                raise TimeoutError(f"{pending} targets still pending {TIMEOUT:g} s after recovery")
             time.sleep(0.2)
         drained = time.monotonic() - recovered
         if hook_thread is not None:
@@ -194,6 +198,7 @@ def run(args: argparse.Namespace, url: str, scratch: Path, hook: Hook | None) ->
             "dead_letters": dead,
             "synced": by_status.get("synced", 0),
             "drain_seconds": drained,
+            "first_call_seconds": first_call if first_call is not None else drained,
             "drain_rate": args.jobs / drained if drained else float("inf"),
             "highest_per_account": max(highest.values(), default=0),
             "accounts_over_limit": sorted(k for k, v in highest.items() if v > limit),
@@ -249,7 +254,8 @@ def main() -> None:
           f"{during.get('dead_lettered', 0)}")  # fmt: skip
     print(f"whole run: synced {figures['synced']}/{args.jobs}; attempts burned {outcomes.get('retry_scheduled', 0)}, "
           f"deferred {outcomes.get('deferred', 0)}, dead letters {figures['dead_letters']}; drain after recovery "
-          f"{figures['drain_seconds']:.1f} s ({figures['drain_rate']:.0f} jobs/s); highest in flight per account "
+          f"{figures['drain_seconds']:.1f} s ({figures['drain_rate']:.0f} jobs/s; first call to the recovered provider "
+          f"after {figures['first_call_seconds']:.1f} s); highest in flight per account "
           f"{figures['highest_per_account']} (over the limit: {figures['accounts_over_limit'] or 'none'})")  # fmt: skip
     if figures["hook"]:
         print(f"hook: {figures['hook']}")
