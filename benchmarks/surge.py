@@ -142,7 +142,7 @@ def run(args: argparse.Namespace, url: str, scratch: Path, hook: Hook | None) ->
     settings = Settings(data_dir=scratch, broker_url=url, database_url=f"sqlite:///{scratch / 'calsync.sqlite3'}",
                         redis_namespace=ns, log_level="ERROR", secret_key=Fernet.generate_key().decode(),
                         google_api_endpoint=emulator.api_endpoint, worker_threads=args.threads,
-                        **overrides)  # type: ignore[arg-type]  # fmt: skip
+                        **overrides)  # fmt: skip
     bootstrap = Runtime(settings, check_schema=False)
     migrate.upgrade(bootstrap.db)
     bootstrap.close()
@@ -233,7 +233,7 @@ def main() -> None:
     parser.add_argument("--hook", help="MODULE:FUNCTION called with a Surge while the flood runs")
     add_redis_option(parser)
     args = parser.parse_args()
-    shown = Settings(**dict(item.split("=", 1) for item in args.set))  # type: ignore[arg-type]
+    shown = Settings(**dict(item.split("=", 1) for item in args.set))
     print(f"surge: {args.jobs} jobs over {args.accounts} Google accounts (emulator, {args.latency_ms} ms per call), "
           f"503 for {args.outage:g} s; 1 process x {args.threads} threads; google limits: concurrency "
           f"{shown.account_concurrency['google']}, {shown.account_rate['google']:g}/s per account, "
