@@ -19,6 +19,7 @@ from pydantic import Field, SecretStr, ValidationError, field_validator, model_v
 from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 
 from calsync.core.config.fairness import FairnessSettings
+from calsync.core.config.traffic import TrafficSettings
 from calsync.core.model.calendar import SendUpdates
 from calsync.core.model.errors import ConfigurationError
 
@@ -60,7 +61,7 @@ def _positive_list(value: Any) -> Any:
     return value
 
 
-class Settings(FairnessSettings, BaseSettings):
+class Settings(FairnessSettings, TrafficSettings, BaseSettings):
     """Every knob of calsync, read from ``CALSYNC_*`` variables (and nothing else)."""
 
     model_config = SettingsConfigDict(env_prefix=ENV_PREFIX, extra="ignore", frozen=True)
@@ -297,6 +298,8 @@ class Settings(FairnessSettings, BaseSettings):
                 if not value:
                     continue
                 value = ",".join(v.get_secret_value() if isinstance(v, SecretStr) else f"{v:g}" for v in value)
+            elif isinstance(value, dict):  # per-provider values (core/config/traffic.py)
+                value = ",".join(f"{k}={v:g}" for k, v in value.items())
             env[ENV_PREFIX + name.upper()] = str(value)
         return env
 

@@ -17,7 +17,8 @@ class Outcome(StrEnum):
     ALREADY_DONE = "already_done"
     STALE = "stale"
     RETRY_SCHEDULED = "retry_scheduled"
-    LOCK_BUSY = "lock_busy"
+    LOCK_BUSY = "lock_busy"  # the target's lock is held: waits again (bounded by LOCK_MAX_WAITS)
+    DEFERRED = "deferred"  # held by traffic control (limits, back-off, circuit breaker): no attempt used
     DEAD_LETTERED = "dead_lettered"
 
 
