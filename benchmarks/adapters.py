@@ -107,8 +107,10 @@ def main() -> None:
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))  # clean up (Redis, keys, the emulators) when stopped
     results: dict[str, list[Drain]] = {}
     spawn = multiprocessing.get_context("spawn")
-    with tempfile.TemporaryDirectory(prefix="calsync-bench-adapters-") as tmp, bench_redis(args.redis_url,
-                                                                                           Path(tmp)) as url:  # fmt: skip
+    with (
+        tempfile.TemporaryDirectory(prefix="calsync-bench-adapt-") as tmp,
+        bench_redis(args.redis_url, Path(tmp)) as url,
+    ):
         scratch = Path(tmp)
         queue: Any = spawn.Queue()
         child = spawn.Process(target=_serve, args=(queue, tmp), daemon=True)
