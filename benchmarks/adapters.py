@@ -83,7 +83,7 @@ def _configuration(args: argparse.Namespace, url: str) -> str:
 
 def _line(drain: Drain, bare_rate: float) -> str:
     emulator = f", emulator {drain.emulator_cpu_ms_per_job:5.2f}" if drain.emulator_cpu_seconds else ""
-    return (f"  {drain.name:<26} {drain.rate:7.0f} jobs/s  {drain.cpu_ms_per_job:5.2f} ms CPU/job{emulator:<18}"
+    return (f"  {drain.name:<30} {drain.rate:7.0f} jobs/s  {drain.cpu_ms_per_job:5.2f} ms CPU/job{emulator:<18}"
             f"  /bare {drain.rate / bare_rate:.2f}")  # fmt: skip
 
 
@@ -100,6 +100,7 @@ def main() -> None:
     parser.add_argument("--shape", type=_shape, default=Shape(1, 8), help="processes x threads, e.g. 1x8")
     parser.add_argument("--adapters", type=lambda text: text.split(","), default=list(ADAPTERS),
                         help=f"a comma-separated selection of {','.join(ADAPTERS)}")  # fmt: skip
+    parser.add_argument("--compare", type=Path, help="also run each adapter from this calsync checkout (before/after)")
     add_redis_option(parser)
     args = parser.parse_args()
     if unknown := set(args.adapters) - set(ADAPTERS):
@@ -122,8 +123,11 @@ def main() -> None:
             for n in range(1, args.rounds + 1):
                 sides: list[tuple[str, Callable[[], Drain]]] = [("bare", lambda: bare(url, args.jobs, args.shape,
                                                                                       scratch))]  # fmt: skip
-                sides += [(name, lambda a=adapter: calsync(url, args.jobs, args.shape, scratch, "sqlite", "", None, a))
-                          for name, adapter in adapters.items()]  # fmt: skip
+                for tree in (None, args.compare) if args.compare else (None,):
+                    sides += [(name if tree is None else f"{name} ({tree.name})",
+                               lambda a=adapter, t=tree: calsync(url, args.jobs, args.shape, scratch, "sqlite", "",
+                                                                 t, a))
+                              for name, adapter in adapters.items()]  # fmt: skip
                 if n % 2 == 0:
                     sides.reverse()
                 measured = {side: run() for side, run in sides}
@@ -140,14 +144,13 @@ def main() -> None:
 def _summary(args: argparse.Namespace, results: dict[str, list[Drain]]) -> None:
     print(f"median of {args.rounds} rounds ({args.shape}, CPU ms/job of the worker processes; emulator apart):")
     bare_runs = results["bare"]
-    for side in ("bare", *args.adapters):
-        runs = results[side]
+    for side, runs in results.items():
         rate = statistics.median(d.rate for d in runs)
         cpu = statistics.median(d.cpu_ms_per_job for d in runs)
         emulator = statistics.median(d.emulator_cpu_ms_per_job for d in runs)
         ratios = [d.rate / b.rate for d, b in zip(runs, bare_runs, strict=True)]
         target = f" -- the target is >= {TARGETS[side]}" if side in TARGETS else ""
-        print(f"  {runs[0].name:<26} {rate:7.0f} jobs/s  {cpu:5.2f} ms CPU/job  emulator {emulator:5.2f} ms/job"
+        print(f"  {runs[0].name:<30} {rate:7.0f} jobs/s  {cpu:5.2f} ms CPU/job  emulator {emulator:5.2f} ms/job"
               f"  /bare {statistics.median(ratios):.2f}{target}"
               f" (rounds: {', '.join(f'{x:.2f}' for x in ratios)})")  # fmt: skip
 

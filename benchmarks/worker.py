@@ -228,7 +228,9 @@ def calsync(url: str, jobs: int, shape: Shape, scratch: Path, database: str, dsn
             if tree is not None:
                 env["PYTHONPATH"] = str(tree)
             label = "worker" if adapter.provider == "memory" else adapter.provider
-            name = f"calsync {label} ({database})" if tree is None else f"calsync {tree.name} ({database})"
+            if tree is not None:
+                label = tree.name if adapter.provider == "memory" else f"{label} {tree.name}"
+            name = f"calsync {label} ({database})"
             # dramatiq puts its working directory first on sys.path: the compared tree's calsync must be there
             with _running(command, env, data_dir / "worker.log", cwd=tree or ROOT) as worker:
                 return _drain(name, client, ns, jobs, worker, adapter.emulator)
