@@ -1,19 +1,20 @@
 """Each adapter through its emulator in deployed ``calsync worker`` processes, against a bare ``dramatiq`` worker.
 
     PYTHONPATH=. .venv/bin/python benchmarks/adapters.py [--jobs 2000] [--rounds 3] [--shape 1x8]
-        [--adapters memory,google,exchange,graph] [--redis-url URL]
+        [--adapters memory,google,exchange,graph] [--compare PATH] [--redis-url URL]
 
 The sides of benchmarks/worker.py (a ``calsync worker`` as deployed: metrics, heartbeats, JSON logs;
 the bare side a no-op actor with Dramatiq's default middleware), once per adapter: memory (the data
 dir's SQLite file), google (google-api-python-client + httplib2 against the Google emulator), exchange
 (exchangelib against the EWS emulator, Basic auth, impersonation) and graph (httpx + msal over https
-against the Exchange emulator's Graph front, app credentials). Each calsync side syncs ``--jobs`` new
-events (a create each) of one account, queued before the worker starts; the drain rate is measured
-from 90 % to 10 % of them left. The emulators run in one child process: its CPU over the same window
-is reported apart (per job), so "CPU ms/job" is calsync and its client libraries only. They keep
-their items across rounds, as a real mailbox does. The sides alternate per round; it prints each
-round, then the medians, each adapter's ratio to bare and the targets (google >= 0.35, exchange
->= 0.15). It is a benchmark, not a test: numbers depend on the machine.
+against the Exchange emulator's Graph front, app credentials, as many mailbox slots as threads). Each
+calsync side syncs ``--jobs`` new events (a create each) of one account, queued before the worker
+starts; the drain rate is measured from 90 % to 10 % of them left. The emulators run in one child
+process: its CPU over the same window is reported apart (per job), so "CPU ms/job" is calsync and its
+client libraries only. They keep their items across rounds, as a real mailbox does. The sides
+alternate per round; it prints each round, then the medians, each adapter's ratio to bare and the
+targets (google >= 0.35, exchange >= 0.15). ``--compare PATH`` also runs each adapter from another
+checkout (before/after in one run). It is a benchmark, not a test: numbers depend on the machine.
 """
 
 from __future__ import annotations
@@ -53,7 +54,8 @@ def _serve(queue: Any, scratch: str) -> None:
     threading.Event().wait()
 
 
-def _adapters(names: list[str], urls: list[str], ca_file: str, emulator: psutil.Process) -> dict[str, Adapter]:
+def _adapters(names: list[str], urls: list[str], ca_file: str, emulator: psutil.Process,
+              threads: int) -> dict[str, Adapter]:  # fmt: skip
     google_control, ews_control, graph_control = GoogleControl(urls[0]), EwsControl(urls[1]), GraphControl(urls[2])
     every = {
         "memory": Adapter(),
@@ -62,7 +64,9 @@ def _adapters(names: list[str], urls: list[str], ca_file: str, emulator: psutil.
         "exchange": Adapter("exchange", {}, "cfo@example.com", _SERVICE_ACCOUNT,
                             {"server_url": ews_control.server_url, "auth_type": "basic",
                              "access_type": "impersonation"}, emulator),
-        "graph": Adapter("graph", {"graph_api_endpoint": graph_control.api_endpoint, "graph_ca_file": Path(ca_file)},
+        # As many Graph slots as threads: the one mailbox's 4 (Graph's limit) would measure the limiter's waits.
+        "graph": Adapter("graph", {"graph_api_endpoint": graph_control.api_endpoint, "graph_ca_file": Path(ca_file),
+                                   "graph_mailbox_concurrency": threads},
                          "coo@example.com", graph_control.app_credentials(), emulator=emulator),
     }  # fmt: skip
     return {name: every[name] for name in names}
@@ -118,7 +122,7 @@ def main() -> None:
         child.start()
         try:
             urls, ca_file = queue.get(timeout=60)
-            adapters = _adapters(args.adapters, urls, ca_file, psutil.Process(child.pid))
+            adapters = _adapters(args.adapters, urls, ca_file, psutil.Process(child.pid), args.shape.threads)
             print(_configuration(args, url), flush=True)
             for n in range(1, args.rounds + 1):
                 sides: list[tuple[str, Callable[[], Drain]]] = [("bare", lambda: bare(url, args.jobs, args.shape,
