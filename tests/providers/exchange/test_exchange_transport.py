@@ -9,10 +9,11 @@ import pytest
 from exchangelib.protocol import CachingProtocol
 
 from calsync.core.model.errors import ProviderUnavailable
+from calsync.providers.exchange import ExchangeProvider
 from calsync.providers.exchange.transport import forget_environment
 from calsync_emulators.control import EwsControl
 from calsync_emulators.server import RunningEmulator
-from tests.providers.exchange.ews_support import MakeAccount, MakeEvent, MakeProvider, MakeTarget
+from tests.providers.exchange.ews_support import MakeAccount, MakeEvent, MakeTarget
 
 
 @pytest.fixture
@@ -38,7 +39,7 @@ def test_requests_go_through_the_environments_proxy_unless_no_proxy_names_the_ho
     environment: pytest.MonkeyPatch,
     emulator: RunningEmulator,
     ews: EwsControl,
-    make_provider: MakeProvider,
+    provider: ExchangeProvider,
     make_account: MakeAccount,
     make_event: MakeEvent,
     make_target: MakeTarget,
@@ -49,7 +50,6 @@ def test_requests_go_through_the_environments_proxy_unless_no_proxy_names_the_ho
         environment.setenv("NO_PROXY", "localhost")
     account = make_account(server_url=emulator.url.replace("127.0.0.1", "localhost") + "/EWS/Exchange.asmx")
     event = make_event()
-    provider = make_provider()
     if bypassed:
         provider.upsert(account, event, make_target(account, event))
         assert [r["operation"] for r in ews.requests()][-2:] == ["FindItem", "CreateItem"]

@@ -1,4 +1,4 @@
-"""FindItem by extended property answers from an index, and answers exactly what a scan of the mailbox would."""
+"""The Exchange emulator answers FindItem by extended property from an index: exactly what a scan would."""
 
 from __future__ import annotations
 
@@ -16,24 +16,15 @@ import calsync.providers.exchange  # noqa: F401  (registers the calsync_sync_key
 from calsync.core.model.markers import GRAPH_SYNC_KEY_PROPERTY_ID
 from calsync_emulators.control import EwsControl, GraphControl
 from calsync_emulators.graph.tls import TlsIdentity
-from calsync_emulators.server import RunningEmulator
 
 MAILBOX = "index@example.com"
 
 
 @pytest.fixture
-def exchange(exchange_server: RunningEmulator) -> GraphControl:
-    """One Exchange emulator (EWS and Graph over one mailbox store), reset for this test."""
-    control = GraphControl(exchange_server.url)
-    control.reset()
-    return control
-
-
-@pytest.fixture
-def calendar(exchange: GraphControl) -> Iterator[Any]:
+def calendar(graph: GraphControl) -> Iterator[Any]:
     """The mailbox's calendar through plain exchangelib."""
     login = Credentials("svc@example.com", "svc-password")
-    config = Configuration(service_endpoint=exchange.server_url, credentials=login, auth_type=BASIC,
+    config = Configuration(service_endpoint=graph.server_url, credentials=login, auth_type=BASIC,
                            version=EwsVersion(build=EXCHANGE_2016))  # fmt: skip
     account = Account(MAILBOX, config=config, autodiscover=False, access_type=IMPERSONATION, default_timezone=UTC)
     yield account.calendar
@@ -41,12 +32,12 @@ def calendar(exchange: GraphControl) -> Iterator[Any]:
 
 
 @pytest.fixture
-def graph_http(exchange: GraphControl, emulator_tls: TlsIdentity) -> Iterator[httpx.Client]:
+def graph_http(graph: GraphControl, emulator_tls: TlsIdentity) -> Iterator[httpx.Client]:
     """An httpx client with an app token for the emulator's Graph front."""
     with httpx.Client(verify=ssl.create_default_context(cafile=str(emulator_tls.ca_file)), timeout=10) as client:
         form = {"grant_type": "client_credentials", "client_id": "calsync-client", "client_secret": "client-secret",
                 "scope": "https://graph.microsoft.com/.default"}  # fmt: skip
-        answer = client.post(f"{exchange.https_url}/example-tenant/oauth2/v2.0/token", data=form).json()
+        answer = client.post(f"{graph.https_url}/example-tenant/oauth2/v2.0/token", data=form).json()
         client.headers["Authorization"] = f"Bearer {answer['access_token']}"
         yield client
 
@@ -67,7 +58,7 @@ def _found(calendar: Any, key: str) -> list[str]:
 
 
 def test_finditem_by_sync_key_follows_every_change_of_ews_graph_and_outlook(
-    calendar: Any, exchange: GraphControl, graph_http: httpx.Client
+    calendar: Any, graph: GraphControl, graph_http: httpx.Client
 ) -> None:
     first = _create(calendar, "first", "k1")
     _create(calendar, "second", "k2")
@@ -78,7 +69,7 @@ def test_finditem_by_sync_key_follows_every_change_of_ews_graph_and_outlook(
     first.save(update_fields=["calsync_sync_key"])  # UpdateItem
     assert (_found(calendar, "k1"), _found(calendar, "k3")) == (["third"], ["first"])
 
-    events = f"{exchange.api_endpoint}users/{MAILBOX}/calendar/events"
+    events = f"{graph.api_endpoint}users/{MAILBOX}/calendar/events"
     body = {"subject": "graph", "start": {"dateTime": "2030-01-02T10:00:00", "timeZone": "UTC"},
             "end": {"dateTime": "2030-01-02T11:00:00", "timeZone": "UTC"},
             "singleValueExtendedProperties": [{"id": GRAPH_SYNC_KEY_PROPERTY_ID, "value": "k2"}]}  # fmt: skip
@@ -89,11 +80,11 @@ def test_finditem_by_sync_key_follows_every_change_of_ews_graph_and_outlook(
     assert graph_http.patch(f"{events}/{created.json()['id']}", json=moved).status_code == 200
     assert (_found(calendar, "k2"), _found(calendar, "k4")) == (["second"], ["graph"])
 
-    outlook = EwsControl(exchange.base_url)  # the control routes by EWS ItemId
+    outlook = EwsControl(graph.base_url)  # the control routes by EWS ItemId
     outlook.edit_item(third.id, subject="edited in Outlook")
     assert _found(calendar, "k1") == ["edited in Outlook"]
     outlook.delete_item(third.id)
     first.delete()
     assert (_found(calendar, "k1"), _found(calendar, "k3")) == ([], [])
-    exchange.reset()
+    graph.reset()
     assert (_found(calendar, "k2"), _found(calendar, "k4")) == ([], [])
