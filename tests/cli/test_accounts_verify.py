@@ -97,7 +97,7 @@ def test_credentials_of_another_provider_are_refused_at_add(settings: Settings, 
     line = one_line_error(_add(settings, tmp_path, "google", EWS_LOGIN), 2)
     assert line.endswith("credentials must be Google's authorized_user or service_account JSON")
     line = one_line_error(_add(settings, tmp_path, "exchange", EWS_LOGIN, "--option", "server_url=https://mail.example.com/EWS/Exchange.asmx"), 2)  # fmt: skip
-    assert "options.auth_type: Field required" in line
+    assert "options.auth_type: is required" in line
     assert _stored(settings) == []
 
 
@@ -112,7 +112,7 @@ def test_credentials_of_another_provider_are_refused_at_add(settings: Settings, 
         ("exchange", {"username": "u", "password": "p"}, {"auth_type": "basic"},
          "server_url is required unless autodiscover is true"),
         ("exchange", {"username": "u", "password": "p"}, {"auth_type": "oauth2", "server_url": "https://m.example/EWS"},
-         "credentials.client_id: Field required"),
+         "credentials.client_id: is required"),
     ],
 )  # fmt: skip
 def test_the_provider_s_required_shape_is_named(
