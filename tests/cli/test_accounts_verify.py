@@ -88,7 +88,8 @@ def test_graph_verify_gets_a_client_credentials_token_and_refuses_a_wrong_secret
 ) -> None:
     graph = GraphControl(exchange_server.url)
     assert json_out(_add(settings, tmp_path, "graph", graph.app_credentials(), "--verify"))["account_id"]
-    line = one_line_error(_add(settings, tmp_path, "graph", graph.app_credentials(secret="wrong-secret"), "--verify"), 2)
+    wrong = graph.app_credentials(secret="wrong-secret")
+    line = one_line_error(_add(settings, tmp_path, "graph", wrong, "--verify"), 2)
     assert "graph refused the credentials, nothing saved" in line and "wrong-secret" not in line
     assert _stored(settings) == ["graph"]
 
@@ -96,7 +97,8 @@ def test_graph_verify_gets_a_client_credentials_token_and_refuses_a_wrong_secret
 def test_credentials_of_another_provider_are_refused_at_add(settings: Settings, tmp_path: Path) -> None:
     line = one_line_error(_add(settings, tmp_path, "google", EWS_LOGIN), 2)
     assert line.endswith("credentials must be Google's authorized_user or service_account JSON")
-    line = one_line_error(_add(settings, tmp_path, "exchange", EWS_LOGIN, "--option", "server_url=https://mail.example.com/EWS/Exchange.asmx"), 2)  # fmt: skip
+    server = "server_url=https://mail.example.com/EWS/Exchange.asmx"
+    line = one_line_error(_add(settings, tmp_path, "exchange", EWS_LOGIN, "--option", server), 2)
     assert "options.auth_type: is required" in line
     assert _stored(settings) == []
 
