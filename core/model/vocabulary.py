@@ -34,6 +34,10 @@ DEAD_LETTER_KINDS: Final[tuple[DeadLetterKind, ...]] = get_args(DeadLetterKind)
 ApiScope = Literal["submit", "read", "admin"]
 API_SCOPES: Final[tuple[ApiScope, ...]] = get_args(ApiScope)
 
+# Which queue a sync job takes: the normal one, or the bulk lane of a tenant over its enqueue rate.
+Lane = Literal["normal", "bulk"]
+LANES: Final[tuple[Lane, ...]] = get_args(Lane)
+
 
 class DeadLetterCause(StrEnum):
     """Why a message went to the dead-letter queue."""

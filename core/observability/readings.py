@@ -36,6 +36,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 import redis
 
 from calsync.core.config.settings import broker_kind
+from calsync.core.messaging.lanes import lanes_of
 from calsync.core.messaging.messages import RECONCILE_JOB
 from calsync.core.model.intake import INTAKE_JOB
 from calsync.core.model.payload import SYNC_JOB
@@ -234,7 +235,7 @@ class StatusReader:
 
     def queues(self, now: float) -> list[QueueReading]:
         """The depth of every queue calsync consumes."""
-        consumed = (self.settings.queue, self.settings.intake_queue)
+        consumed = (*lanes_of(self.settings).queues, self.settings.intake_queue)
         if broker_kind(self.runtime.broker_url) == "rabbitmq":
             url = self.runtime.broker_url
             return [QueueReading(queue, _rabbitmq_ready(url, queue), None, None, None) for queue in consumed]

@@ -30,6 +30,13 @@ class RedisKeys:
         """
         return f"{self.namespace}:dedup:{tenant_id}:{entity_id}:{account_id}:{operation}:v{version}"
 
+    def tenant_enqueues(self, tenant_id: str, window: int) -> str:
+        """Count of sync jobs a tenant enqueued in one fixed window (number ``window``; TTL two windows).
+
+        Written (INCRBY, never decremented) and read by the producer's lane choice (core.producer.lanes).
+        """
+        return f"{self.namespace}:fair:{tenant_id}:{window}"
+
     def stats(self, minute: int) -> str:
         """Hash of job outcome counts for one minute (field ``outcome``), expiring after a day.
 
