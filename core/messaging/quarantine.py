@@ -16,7 +16,9 @@ from typing import Any, Final, Protocol, runtime_checkable
 import dramatiq
 
 from calsync.core.messaging.envelope import Refused, read_message
-from calsync.core.model.vocabulary import Refusal
+from calsync.core.model.errors import MalformedMessage
+from calsync.core.model.payload import raw_ids
+from calsync.core.model.vocabulary import DeadLetterCause, Refusal
 
 log = logging.getLogger(__name__)
 
@@ -55,6 +57,16 @@ class Quarantined:
     def truncated(self) -> bool:
         """Whether the stored body is shorter than what arrived."""
         return len(self.raw_body) < self.raw_size
+
+    def log_fields(self) -> dict[str, Any]:
+        """The fields of its one warning line: the DLQ reason, the actor, and whatever ids its payload carried."""
+        doc = self.document if isinstance(self.document, dict) else {}
+        args = doc.get("args")
+        reason = DeadLetterCause.QUARANTINED.reason(MalformedMessage(self.detail, refusal=self.refusal.value))
+        actor = doc.get("actor_name") if isinstance(doc.get("actor_name"), str) else None
+        fields = {"reason": reason, "detail": self.detail, "job_type": actor,
+                  **(raw_ids(args) if isinstance(args, list) else {}), **self.arrival.origin()}  # fmt: skip
+        return {name: value for name, value in fields.items() if value is not None}
 
 
 @runtime_checkable
@@ -101,7 +113,7 @@ class Door:
     def store(self, item: Quarantined) -> bool:
         """Hand ``item`` to the quarantine: True once stored (ack it), False without one (dead-letter it
         in the broker instead). Raises QuarantineUnavailable when the store failed (keep it queued)."""
-        fields = {"refusal": item.refusal.value, "detail": item.detail, **item.arrival.origin()}
+        fields = item.log_fields()
         sink = sink_of(self.broker)
         if sink is None:
             log.error("message refused and no quarantine is configured; rejecting it", extra={"fields": fields})

@@ -25,6 +25,7 @@ from dramatiq.brokers.redis import RedisBroker, _RedisConsumer
 from dramatiq.common import compute_backoff, current_millis
 from dramatiq.errors import ConnectionClosed
 
+from calsync.core.messaging.hold import ConsumerHold, hold_of
 from calsync.core.messaging.quarantine import Arrival, Door, Quarantined, QuarantineUnavailable
 
 log = logging.getLogger(__name__)
@@ -100,8 +101,14 @@ class _SafeRedisConsumer(_RedisConsumer):
 
     broker: SafeRedisBroker
 
+    def __init__(self, broker: SafeRedisBroker, queue_name: str, prefetch: int, timeout: int) -> None:
+        super().__init__(broker, queue_name, prefetch, timeout)  # type: ignore[no-untyped-call]
+        self.hold: ConsumerHold | None = hold_of(broker)  # consumers are built after the middleware
+
     def __next__(self) -> MessageProxy | None:
         try:
+            if self._held():
+                return None
             while True:
                 if self.message_cache:
                     self.misses = 0
@@ -120,6 +127,21 @@ class _SafeRedisConsumer(_RedisConsumer):
                     return None
         except redis.ConnectionError as e:
             raise ConnectionClosed(e) from None  # type: ignore[no-untyped-call]
+
+    def _held(self) -> bool:
+        """While the hold is on: prefetched ids go back to the queue, nothing is fetched, Dramatiq's beat goes on."""
+        if self.hold is None or not self.hold.holding(self.queue_name):
+            return False
+        self._give_back_prefetched()
+        self.broker.fetch_pairs(self.queue_name, 0)  # beats (our ack set stays ours) and runs maintenance
+        time.sleep(self.timeout / 1000)
+        return True
+
+    def _give_back_prefetched(self) -> None:
+        pending = [message_id for message_id, _ in self.message_cache]
+        self.message_cache = []
+        if pending:
+            self.broker.do_requeue(self.queue_name, *pending)
 
     def _admit(self, message_id: str, body: bytes | None) -> MessageProxy | None:
         arrival = Arrival("redis", self.queue_name, message_id, f"LPOP {self.broker.namespace}:{self.queue_name}",
@@ -142,10 +164,7 @@ class _SafeRedisConsumer(_RedisConsumer):
 
     def close(self) -> None:
         """Give fetched but never handed out ids back to the queue (Dramatiq leaves them to maintenance)."""
-        pending = [message_id for message_id, _ in self.message_cache]
-        self.message_cache = []
-        if pending:
-            try:
-                self.broker.do_requeue(self.queue_name, *pending)
-            except redis.ConnectionError:
-                log.warning("could not requeue prefetched messages; maintenance will", exc_info=True)
+        try:
+            self._give_back_prefetched()
+        except redis.ConnectionError:
+            log.warning("could not requeue prefetched messages; maintenance will", exc_info=True)

@@ -133,6 +133,7 @@ class WorkerReading:
     worker: str
     threads: int | None
     threads_alive: int | None
+    paused: bool | None = None  # every consumer holding for `calsync pause` (None: an older worker's key)
 
     @property
     def healthy(self) -> bool:
@@ -142,7 +143,7 @@ class WorkerReading:
     def as_json(self) -> dict[str, Any]:
         """JSON-ready form for ``calsync status --json``."""
         return {"worker": self.worker, "threads": self.threads, "threads_alive": self.threads_alive,
-                "healthy": self.healthy}  # fmt: skip
+                "healthy": self.healthy, "paused": self.paused}  # fmt: skip
 
 
 def _count_field(doc: dict[str, Any], name: str) -> int | None:
@@ -158,7 +159,8 @@ def worker_reading(key: str, raw: bytes | str | None) -> WorkerReading:
         doc = {}
     doc = doc if isinstance(doc, dict) else {}
     name = doc.get("worker") if isinstance(doc.get("worker"), str) else key.rsplit(":heartbeat:", 1)[-1]
-    return WorkerReading(str(name), _count_field(doc, "threads"), _count_field(doc, "threads_alive"))
+    paused = doc.get("paused") if isinstance(doc.get("paused"), bool) else None
+    return WorkerReading(str(name), _count_field(doc, "threads"), _count_field(doc, "threads_alive"), paused)
 
 
 @dataclass(frozen=True)

@@ -5,7 +5,8 @@ transaction, and only then enqueues one ``sync_calendar_event`` job per target. 
 after the commit nothing is lost: the targets stay pending and ``calsync reconcile`` re-enqueues them.
 A dedup marker per (target, operation, version) suppresses identical enqueues within ``DEDUP_TTL``;
 it is an optimisation, never the source of truth. Submitting a change identical to the current state
-creates no new version, so a client retrying its request gets the same receipt.
+creates no new version: a client retrying its request gets the same entity and version, with the first
+job ids of the targets still pending (none once all synced).
 """
 
 from __future__ import annotations

@@ -96,6 +96,14 @@ class RedisKeys:
         """Glob matching every worker heartbeat key (counted by the exporter and ``calsync status``)."""
         return f"{self.namespace}:heartbeat:*"
 
+    def paused(self) -> str:
+        """String holding the pause switch (JSON: since, by, reason); absent means processing runs.
+
+        Written (SET NX) by ``calsync pause`` and deleted by ``calsync resume`` (core.redis.pause); read by every
+        worker process' pause gate (about once a second) and by ``calsync status``.
+        """
+        return f"{self.namespace}:paused"
+
     def slots(self, key: str) -> str:
         """Sorted set of the concurrency leases of one key (member: holder token, score: lease expiry in ms).
 

@@ -31,6 +31,7 @@ from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError, f
 
 from calsync.core.model.calendar import Account
 from calsync.core.model.errors import ConfigurationError
+from calsync.core.model.validation_wording import field_message
 
 _AUTH_TYPES: dict[str, str] = {"basic": BASIC, "ntlm": NTLM, "oauth2": OAUTH2}
 
@@ -139,7 +140,8 @@ class AccountConfig:
 
 def _invalid(account: Account, section: str, exc: ValidationError) -> ConfigurationError:
     # Built from locations and messages only: pydantic's own text would echo the (secret) input.
-    problems = "; ".join(f"{'.'.join([section, *(str(p) for p in err['loc'])])}: {err['msg']}" for err in exc.errors())
+    problems = "; ".join(f"{'.'.join([section, *(str(p) for p in err['loc'])])}: {field_message(err)}"
+                         for err in exc.errors())  # fmt: skip
     return ConfigurationError(f"Exchange account {account.id}: {problems}")
 
 
