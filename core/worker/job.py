@@ -37,6 +37,7 @@ from calsync.core.store import idempotency, targets
 from calsync.core.store.crypto import CredentialCipher
 from calsync.core.store.database import Database
 from calsync.core.store.targets import TargetRow
+from calsync.core.worker import cancellation
 from calsync.core.worker.context import REPAIR_OPTION, JobContext, current_job, detached_delivery
 from calsync.core.worker.metrics import lock_attempt, provider_request
 from calsync.core.worker.snapshot import Snapshot, Versions, load_snapshot, load_versions
@@ -83,6 +84,8 @@ def run_sync(parts: JobParts, delivery: JobContext, args: Sequence[Any], kwargs:
         ref = _call_provider(parts.providers.get(account.provider), account, event, target, effect)
         if not _record_result(parts, payload, event, target, effect, ref):
             _repair_if_overtaken(parts, payload, target, event.version)
+        if effect == "delete" and event.status == "cancelled":
+            cancellation.target_deleted(parts.db, event)  # the last one? (event.cancelled is sent from there)
         log.info("provider synced", extra={"fields": {"effect": effect, "synced_version": event.version}})
         return Outcome.SUCCESS
     finally:
