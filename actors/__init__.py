@@ -39,6 +39,7 @@ def declare(
         broker=broker,
         queue=settings.queue,
         idempotency_ttl=settings.idempotency_ttl,
+        delete_verify_delay=settings.delete_verify_delay,
     )
 
     def reconcile() -> None:

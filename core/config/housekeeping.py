@@ -1,4 +1,5 @@
-"""Settings of housekeeping: how often workers prune, how much one pass may delete, how long rows are kept.
+"""Settings of housekeeping: how often workers prune, how much one pass may delete, how long rows are kept,
+and when a delete that found nothing at the provider is repeated (a create racing it may land later).
 
 A mixin of :class:`core.config.settings.Settings` (fields become ``CALSYNC_*`` variables as usual).
 Sizing and what is pruned when: docs/RUNBOOK.md §Housekeeping.
@@ -27,17 +28,27 @@ class HousekeepingSettings(BaseModel):
     # A cancelled event whose every target is deleted is pruned with its targets and idempotency records
     # this many seconds after its last change.
     cancelled_event_retention: float = Field(default=7 * 86400, ge=0)
+    # A delete that knew no provider id (the target's create never reported back: it may still be in flight,
+    # its client gave up) runs once more this many seconds later (0: never).
+    delete_verify_delay: float = Field(default=120, ge=0, le=86400)
 
     @model_validator(mode="after")
     def _check_retention(self) -> HousekeepingSettings:
         # A duplicate delivery of a cancelled event's job must still find its event and records (and be
         # acked as stale or already done) for as long as idempotency is promised.
-        ttl = getattr(self, "idempotency_ttl", None)
+        ttl = getattr(self, "idempotency_ttl", None)  # Settings' own field (this is its mixin)
         retention = self.cancelled_event_retention
         if ttl is not None and retention != KEEP_FOREVER and retention < ttl:
             raise ValueError(
                 "CALSYNC_CANCELLED_EVENT_RETENTION must be 0 (keep) or at least CALSYNC_IDEMPOTENCY_TTL "
                 f"({retention:g} < {ttl})"
+            )
+        # The re-run must come after the create's client gave up, or it may find nothing again.
+        timeout = getattr(self, "provider_timeout", None)
+        if timeout is not None and self.delete_verify_delay and self.delete_verify_delay < timeout:
+            raise ValueError(
+                "CALSYNC_DELETE_VERIFY_DELAY must be 0 (never) or at least CALSYNC_PROVIDER_TIMEOUT "
+                f"({self.delete_verify_delay:g} < {timeout:g})"
             )
         return self
 

@@ -14,7 +14,7 @@ from collections.abc import Iterable, Sequence
 
 from sqlalchemy import ColumnElement, Connection, and_, delete, exists, not_, or_, select, tuple_
 
-from calsync.core.model.payload import idempotency_key
+from calsync.core.model.payload import idempotency_key, verification_key
 from calsync.core.store.schema import event_targets as t
 from calsync.core.store.schema import events as e
 from calsync.core.store.schema import idempotency_records as r
@@ -48,13 +48,15 @@ def _prunable(before: dt.datetime) -> ColumnElement[bool]:
 
 
 def _record_keys(tenant_id: str, event_id: str, version: int, accounts: Iterable[str]) -> list[str]:
-    # Every key a job of this event can have recorded: one create, one update and one delete per version.
+    # Every key a job of this event can have recorded: one create, one update and one delete (and its re-run)
+    # per version. A repair's key names its job: it expires by its TTL.
     keys = []
     for account in accounts:
         keys.append(idempotency_key(tenant_id, event_id, account, "create", 1))
         for n in range(1, version + 1):
             keys.append(idempotency_key(tenant_id, event_id, account, "update", n))
-            keys.append(idempotency_key(tenant_id, event_id, account, "delete", n))
+            delete = idempotency_key(tenant_id, event_id, account, "delete", n)
+            keys += (delete, verification_key(delete))
     return keys
 
 

@@ -56,6 +56,7 @@ class JobParts:
     broker: dramatiq.Broker  # where a repair sync is enqueued
     queue: str
     idempotency_ttl: int
+    delete_verify_delay: float = 0  # DELETE_VERIFY_DELAY (core/worker/cancellation.py)
 
 
 def run_sync(parts: JobParts, delivery: JobContext, args: Sequence[Any], kwargs: Mapping[str, Any]) -> Outcome:
@@ -84,8 +85,9 @@ def run_sync(parts: JobParts, delivery: JobContext, args: Sequence[Any], kwargs:
         ref = _call_provider(parts.providers.get(account.provider), account, event, target, effect)
         if not _record_result(parts, payload, event, target, effect, ref):
             _repair_if_overtaken(parts, payload, target, event.version)
-        if effect == "delete" and event.status == "cancelled":
-            cancellation.target_deleted(parts.db, event)  # the last one? (event.cancelled is sent from there)
+        if effect == "delete":  # re-run it if a create may land later; the cancellation complete? (event.cancelled)
+            cancellation.after_delete(parts.db, parts.broker, parts.queue, payload, event, target,
+                                      verify_delay=parts.delete_verify_delay)  # fmt: skip
         log.info("provider synced", extra={"fields": {"effect": effect, "synced_version": event.version}})
         return Outcome.SUCCESS
     finally:

@@ -1,4 +1,4 @@
-"""The housekeeping settings: a cancelled event outlives the idempotency promise; interval 0 turns workers' passes off."""
+"""The housekeeping settings: cancelled events outlive the idempotency promise; interval 0 turns passes off."""
 
 from __future__ import annotations
 
@@ -22,3 +22,10 @@ def test_a_cancelled_event_retention_below_the_idempotency_ttl_is_refused() -> N
 def test_an_interval_of_zero_turns_the_workers_passes_off() -> None:
     assert not HousekeepingSettings(maintenance_interval=0).maintenance_enabled
     assert Settings().maintenance_enabled
+
+
+def test_a_delete_re_run_before_the_provider_timeout_is_refused() -> None:
+    wording = "CALSYNC_DELETE_VERIFY_DELAY must be 0 (never) or at least CALSYNC_PROVIDER_TIMEOUT (5 < 10)"
+    with pytest.raises(ConfigurationError, match=re.escape(wording)):
+        load_settings(delete_verify_delay=5, provider_timeout=10)
+    assert Settings(delete_verify_delay=0, provider_timeout=10).delete_verify_delay == 0

@@ -25,7 +25,8 @@ def provider_ops(pipeline: Pipeline) -> list[tuple[str, str | None]]:
     return [(c.op, c.effect or c.error) for c in pipeline.provider.calls()]
 
 
-def test_jobs_queued_for_the_event_before_the_cancellation_are_dropped_as_stale(pipeline: Pipeline) -> None:
+def test_jobs_queued_for_the_event_before_the_cancellation_are_dropped_as_stale(make_pipeline: Any) -> None:
+    pipeline: Pipeline = make_pipeline(delete_verify_delay=3)
     a, b = pipeline.account(account_id="acc-a"), pipeline.account(account_id="acc-b")
     receipt = pipeline.submit([a, b], title="never shown")  # two creates queued, no worker yet
     cancelled = pipeline.submit(None, entity_id=receipt.entity_id, operation="delete")
@@ -34,14 +35,17 @@ def test_jobs_queued_for_the_event_before_the_cancellation_are_dropped_as_stale(
         pipeline.wait_target(receipt.entity_id, a, "deleted")
         pipeline.wait_target(receipt.entity_id, b, "deleted")
         wait_until(lambda: pipeline.outcomes().get("stale") == 2, what="both creates to be dropped")
+        wait_until(lambda: pipeline.outcomes().get("success") == 4, what="both deletes and their one re-run each")
+        delayed = pipeline.runtime.keys.delayed_messages(pipeline.settings.queue)
+        assert pipeline.runtime.redis.hlen(delayed) == 0  # a re-run schedules no other
 
-    # The creates never reached the provider; each delete looked for the event once (nothing was there).
-    assert provider_ops(pipeline) == [("delete", "already_gone")] * 2
-    assert pipeline.outcomes() == {"stale": 2, "success": 2}
+    # The creates never reached the provider; each delete, knowing no id, looked for the event twice.
+    assert provider_ops(pipeline) == [("delete", "already_gone")] * 4
+    assert pipeline.outcomes() == {"stale": 2, "success": 4}
 
 
 def test_a_delayed_retry_of_the_create_is_dropped_as_stale_after_the_cancellation(make_pipeline: Any) -> None:
-    pipeline: Pipeline = make_pipeline(retry_schedule=(3, 3, 3))
+    pipeline: Pipeline = make_pipeline(retry_schedule=(3, 3, 3), delete_verify_delay=0)
     account = pipeline.account()
     pipeline.provider.add_fault(error="unavailable", op="upsert", times=1)
     with pipeline.worker():

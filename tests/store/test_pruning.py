@@ -86,7 +86,7 @@ def test_a_cancelled_event_removed_everywhere_goes_after_retention_with_its_targ
     a, b = account(db, "a"), account(db, "b")
     gone = event(db, "e1", [a, b])
     cancel(db, gone)
-    kept = event(db, "e10", [a])  # an id that the other's key prefix would match
+    event(db, "e10", [a])  # an id that the other's key prefix would match
     with db.read() as conn:
         assert cancelled_events.removed_everywhere(conn, "t", "e1")
         assert not cancelled_events.removed_everywhere(conn, "t", "e10")
