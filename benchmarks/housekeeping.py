@@ -93,7 +93,9 @@ class Load:
     def step(self, started: float, now: float) -> None:
         """Submit what is due by ``now``."""
         due = (now - started) * self.args.rate / 2
-        while self.created + 1 <= due:
+        budget = max(1, round(self.args.rate * TICK * 2))  # a producer behind never starves the reports
+        while self.created + 1 <= due and budget:
+            budget -= 1
             self.created += 1
             every = round(1 / self.args.fail_share) if self.args.fail_share else 0
             doomed = bool(every) and int(self.created) % every == 0
@@ -116,7 +118,7 @@ def run_load(runtime: Runtime, load: Load, args: argparse.Namespace) -> list[tup
     reports: list[tuple[float, dict[str, int]]] = []
     queue_key = runtime.keys.ready_queue(runtime.settings.queue)
     print(f"{'minute':>6} {'idempotency':>11} {'events':>7} {'targets':>7} {'dead_letters':>12} {'queue':>6} "
-          f"{'submitted':>9} {'purged':>8}")  # fmt: skip
+          f"{'submitted':>9} {'jobs/s':>6} {'purged':>8}")  # fmt: skip
     while (now := time.monotonic()) < end:
         load.step(started, now)
         if now >= next_report:
@@ -127,7 +129,7 @@ def run_load(runtime: Runtime, load: Load, args: argparse.Namespace) -> list[tup
             reports.append((now - started, current))
             print(f"{(now - started) / 60:6.1f} {current['idempotency']:11d} {current['events']:7d} "
                   f"{current['targets']:7d} {current['dead_letters']:12d} {runtime.redis.llen(queue_key):6d} "
-                  f"{load.submitted:9d} {purged():8d}", flush=True)  # fmt: skip
+                  f"{load.submitted:9d} {load.submitted / (now - started):6.1f} {purged():8d}", flush=True)  # fmt: skip
         time.sleep(TICK)
     return reports
 
