@@ -52,7 +52,8 @@ def parse() -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--minutes", type=float, default=30)
     parser.add_argument("--rate", type=float, default=200, help="jobs per second (half creates, half cancels)")
-    parser.add_argument("--retention", type=int, default=600, help="seconds: idempotency TTL and both retentions")
+    parser.add_argument("--retention", type=int, default=600,
+                        help="seconds (at least 20): idempotency TTL and both retentions")  # fmt: skip
     parser.add_argument("--interval", type=float, default=10, help="MAINTENANCE_INTERVAL")
     parser.add_argument("--batch", type=int, default=2000, help="MAINTENANCE_BATCH")
     parser.add_argument("--max-batches", type=int, default=50, help="MAINTENANCE_MAX_BATCHES")
@@ -189,7 +190,7 @@ def main() -> None:
                                 cancelled_event_retention=args.retention, dead_letter_retention=args.retention,
                                 maintenance_interval=args.interval, maintenance_batch=args.batch,
                                 maintenance_max_batches=args.max_batches, worker_threads=args.threads,
-                                retry_schedule=(1,))  # fmt: skip
+                                retry_schedule=(1,), delete_verify_delay=min(120, args.retention / 2))  # fmt: skip
             try:
                 run(settings, args)
             finally:

@@ -43,6 +43,12 @@ class HousekeepingSettings(BaseModel):
                 "CALSYNC_CANCELLED_EVENT_RETENTION must be 0 (keep) or at least CALSYNC_IDEMPOTENCY_TTL "
                 f"({retention:g} < {ttl})"
             )
+        # A delete's re-run must find its event: pruned, it would be dead-lettered as not found.
+        if retention != KEEP_FOREVER and retention <= self.delete_verify_delay:
+            raise ValueError(
+                "CALSYNC_CANCELLED_EVENT_RETENTION must be 0 (keep) or greater than CALSYNC_DELETE_VERIFY_DELAY "
+                f"({retention:g} <= {self.delete_verify_delay:g})"
+            )
         # The re-run must come after the create's client gave up, or it may find nothing again.
         timeout = getattr(self, "provider_timeout", None)
         if timeout is not None and self.delete_verify_delay and self.delete_verify_delay < timeout:

@@ -29,3 +29,11 @@ def test_a_delete_re_run_before_the_provider_timeout_is_refused() -> None:
     with pytest.raises(ConfigurationError, match=re.escape(wording)):
         load_settings(delete_verify_delay=5, provider_timeout=10)
     assert Settings(delete_verify_delay=0, provider_timeout=10).delete_verify_delay == 0
+
+
+def test_a_cancelled_event_retention_within_the_delete_re_run_is_refused() -> None:
+    wording = (
+        "CALSYNC_CANCELLED_EVENT_RETENTION must be 0 (keep) or greater than CALSYNC_DELETE_VERIFY_DELAY (120 <= 120)"
+    )
+    with pytest.raises(ConfigurationError, match=re.escape(wording)):
+        load_settings(cancelled_event_retention=120, idempotency_ttl=60, delete_verify_delay=120)
