@@ -69,9 +69,9 @@ def prune_cancelled(conn: Connection, *, before: dt.datetime, limit: int) -> tup
     """Delete up to ``limit`` prunable events with their targets and records: (events, targets, records) deleted.
 
     The events are locked first (``FOR UPDATE`` on PostgreSQL; SQLite's writer lock otherwise), so a
-    change submitted meanwhile either lands before (the event no longer qualifies) or waits and then
-    finds no event (the producer creates it anew at version 1: no record of the old one is left to
-    mistake for its own).
+    change to the event either commits first (the event no longer qualifies) or, on PostgreSQL, when
+    it read the event just before, fails once on the vanished row; retried, it creates the event anew
+    at version 1, and no record of the old one is left to be mistaken for its own.
     """
     picked = conn.execute(
         select(e.c.tenant_id, e.c.id, e.c.version).where(_prunable(before)).order_by(e.c.updated_at).limit(limit)
