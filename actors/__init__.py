@@ -41,6 +41,7 @@ def declare(
         broker=broker,
         queue=settings.queue,
         idempotency_ttl=settings.idempotency_ttl,
+        delete_verify_delay=settings.delete_verify_delay,
         traffic=TrafficGate(TrafficStore(runtime.redis, runtime.keys), provider_limits(settings)),
     )
 

@@ -19,6 +19,7 @@ from pydantic import Field, SecretStr, ValidationError, field_validator, model_v
 from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 
 from calsync.core.config.fairness import FairnessSettings
+from calsync.core.config.housekeeping import HousekeepingSettings
 from calsync.core.config.traffic import TrafficSettings
 from calsync.core.model.calendar import SendUpdates
 from calsync.core.model.errors import ConfigurationError
@@ -61,7 +62,7 @@ def _positive_list(value: Any) -> Any:
     return value
 
 
-class Settings(FairnessSettings, TrafficSettings, BaseSettings):
+class Settings(HousekeepingSettings, FairnessSettings, TrafficSettings, BaseSettings):
     """Every knob of calsync, read from ``CALSYNC_*`` variables (and nothing else)."""
 
     model_config = SettingsConfigDict(env_prefix=ENV_PREFIX, extra="ignore", frozen=True)

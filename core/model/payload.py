@@ -33,6 +33,14 @@ def idempotency_key(tenant_id: str, entity_id: str, account_id: str, operation: 
     return f"{base}:create" if operation == "create" else f"{base}:{operation}:v{version}"
 
 
+VERIFY_SUFFIX: Final = ":verify"
+
+
+def verification_key(key: str) -> str:
+    """The key of the one delayed re-run of a delete that found no provider id (a create may land after it)."""
+    return key + VERIFY_SUFFIX
+
+
 class JobPayload(BaseModel):
     """A ``sync_calendar_event`` job, exactly the seed's fields plus ``account_id`` and ``target_version``."""
 

@@ -31,6 +31,13 @@ Role = Literal["worker", "producer", "cli"]
 DeadLetterKind = Literal["job", "quarantined"]
 DEAD_LETTER_KINDS: Final[tuple[DeadLetterKind, ...]] = get_args(DeadLetterKind)
 
+# The tables housekeeping deletes from (``calsync_housekeeping_rows_purged_total{table}``), and how a pass ended:
+# everything due went, more was due than one pass may delete (``behind``), or it failed.
+PrunedTable = Literal["idempotency_records", "intake_requests", "dead_letters", "events", "event_targets"]
+PRUNED_TABLES: Final[tuple[PrunedTable, ...]] = get_args(PrunedTable)
+MaintenanceResult = Literal["caught_up", "behind", "failed"]
+MAINTENANCE_RESULTS: Final[tuple[MaintenanceResult, ...]] = get_args(MaintenanceResult)
+
 # What an HTTP API key may do: submit changes, read state, or also operate the DLQ.
 ApiScope = Literal["submit", "read", "admin"]
 API_SCOPES: Final[tuple[ApiScope, ...]] = get_args(ApiScope)

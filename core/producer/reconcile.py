@@ -5,7 +5,9 @@ more than ``RECONCILE_AFTER`` seconds has no live message (the broker lost it, a
 or Redis was flushed), so a fresh job for the event's latest version is enqueued. A target whose
 enqueue failed has no due time at all (``targets.mark_unqueued``): it is due at once, and the very
 next pass re-enqueues it.
-Duplicates are harmless: jobs are idempotent. The same pass purges expired idempotency records.
+Duplicates are harmless: jobs are idempotent. The same pass runs one housekeeping pass
+(core/store/pruning.py), as workers do every ``MAINTENANCE_INTERVAL``: a deployment whose workers run
+none (``MAINTENANCE_INTERVAL=0``) still prunes, at the CronJob's pace.
 """
 
 from __future__ import annotations
@@ -23,7 +25,8 @@ from calsync.core.model.payload import new_payload
 from calsync.core.model.planner import Plan, plan
 from calsync.core.producer.fairness import lane_choice
 from calsync.core.runtime import Runtime
-from calsync.core.store import events, idempotency, intake_requests, targets
+from calsync.core.store import events, targets
+from calsync.core.store.pruning import PruneReport, Retention, prune
 from calsync.core.store.targets import TargetRow
 
 log = logging.getLogger(__name__)
@@ -35,8 +38,7 @@ class ReconcileReport:
 
     requeued: list[str] = field(default_factory=list)
     failed: list[str] = field(default_factory=list)
-    purged_idempotency_records: int = 0
-    purged_request_keys: int = 0
+    purged: PruneReport = field(default_factory=PruneReport)
 
     def as_json(self) -> dict[str, object]:
         """Printed by ``calsync reconcile``."""
@@ -44,8 +46,12 @@ class ReconcileReport:
             "requeued": len(self.requeued),
             "job_ids": self.requeued,
             "enqueue_failures": len(self.failed),
-            "purged_idempotency_records": self.purged_idempotency_records,
-            "purged_request_keys": self.purged_request_keys,
+            "purged_idempotency_records": self.purged.purged.get("idempotency_records", 0),
+            "purged_request_keys": self.purged.purged.get("intake_requests", 0),
+            "purged_dead_letters": self.purged.purged.get("dead_letters", 0),
+            "purged_events": self.purged.purged.get("events", 0),
+            "purged_event_targets": self.purged.purged.get("event_targets", 0),
+            "housekeeping_caught_up": self.purged.caught_up,
         }
 
 
@@ -64,7 +70,7 @@ def _plan(event: EventState, row: TargetRow, version: int) -> Plan:
 def reconcile(
     runtime: Runtime, *, older_than: float | None = None, limit: int = 1000, now: dt.datetime | None = None
 ) -> ReconcileReport:
-    """Re-enqueue overdue pending targets and purge expired idempotency records."""
+    """Re-enqueue overdue pending targets, then run one housekeeping pass."""
     now = now or dt.datetime.now(dt.UTC)
     threshold = runtime.settings.reconcile_after if older_than is None else older_than
     report = ReconcileReport()
@@ -101,8 +107,6 @@ def reconcile(
         with runtime.db.write() as conn:
             targets.postpone(conn, row.key, due_at=dt.datetime.now(dt.UTC))
         report.requeued.append(payload.job_id)
-    with runtime.db.write() as conn:
-        report.purged_idempotency_records = idempotency.purge_expired(conn)
-        report.purged_request_keys = intake_requests.purge_expired(conn)
+    report.purged = prune(runtime.db, Retention.of(runtime.settings), now=now)
     log.info("reconciliation done", extra={"fields": report.as_json() | {"job_ids": None, "trace_id": trace}})
     return report

@@ -146,6 +146,15 @@ class RedisKeys:
         """
         return f"{self.namespace}:traffic:open:{provider}"
 
+    def maintenance_lease(self) -> str:
+        """String holding the token of the worker process running the housekeeping pass (TTL: the interval).
+
+        Written (SET NX PX) by :class:`core.worker.maintenance.Maintenance` in every worker process, so one
+        pass runs per ``MAINTENANCE_INTERVAL`` across the deployment; read by the same SET NX only (never
+        deleted: it expires, which spaces the passes).
+        """
+        return f"{self.namespace}:maintenance"
+
     def pattern(self) -> str:
         """Glob matching every key of this namespace (test clean-up, ``calsync stop --purge``)."""
         return f"{self.namespace}:*"

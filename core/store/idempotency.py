@@ -63,8 +63,8 @@ def _upsert_statement(dialect: str) -> DirectStatement:
     return statement
 
 
-def purge_expired(conn: Connection, *, limit: int = 10_000) -> int:
-    """Delete expired records (run by the reconciler) and return how many went."""
-    now = dt.datetime.now(dt.UTC)
+def purge_expired(conn: Connection, *, limit: int = 10_000, now: dt.datetime | None = None) -> int:
+    """Delete up to ``limit`` expired records (the housekeeping pass, core/store/pruning.py); returns how many went."""
+    now = now or dt.datetime.now(dt.UTC)
     expired = select(r.c.key).where(r.c.expires_at <= now).limit(limit).scalar_subquery()
     return int(conn.execute(delete(r).where(r.c.key.in_(expired))).rowcount)

@@ -96,6 +96,7 @@ events = Table(
     Column("updated_at", UTCDateTime, nullable=False),
     _one_of("status", get_args(BusinessStatus), "ck_events_status"),
     CheckConstraint("version >= 1", name="ck_events_version"),
+    Index("ix_events_status_updated", "status", "updated_at"),  # housekeeping finds cancelled events by age
 )
 
 event_targets = Table(

@@ -37,6 +37,7 @@ from calsync.core.store import idempotency, targets
 from calsync.core.store.crypto import CredentialCipher
 from calsync.core.store.database import Database
 from calsync.core.store.targets import TargetRow
+from calsync.core.worker import cancellation
 from calsync.core.worker.context import REPAIR_OPTION, JobContext, current_job, detached_delivery
 from calsync.core.worker.metrics import lock_attempt, provider_request
 from calsync.core.worker.snapshot import Snapshot, Versions, load_snapshot, load_versions
@@ -57,6 +58,7 @@ class JobParts:
     queue: str
     idempotency_ttl: int
     traffic: TrafficGate = field(default_factory=lambda: TrafficGate(None, {}))  # limits, back-off, breakers
+    delete_verify_delay: float = 0  # DELETE_VERIFY_DELAY (core/worker/cancellation.py)
 
 
 def run_sync(parts: JobParts, delivery: JobContext, args: Sequence[Any], kwargs: Mapping[str, Any]) -> Outcome:
@@ -86,6 +88,9 @@ def run_sync(parts: JobParts, delivery: JobContext, args: Sequence[Any], kwargs:
             ref = _call_provider(parts.providers.get(account.provider), account, event, target, effect)
         if not _record_result(parts, payload, event, target, effect, ref):
             _repair_if_overtaken(parts, payload, target, event.version)
+        if effect == "delete":  # re-run it if a create may land later; the cancellation complete? (event.cancelled)
+            cancellation.after_delete(parts.db, parts.broker, parts.queue, payload, event, target,
+                                      verify_delay=parts.delete_verify_delay)  # fmt: skip
         log.info("provider synced", extra={"fields": {"effect": effect, "synced_version": event.version}})
         return Outcome.SUCCESS
     finally:

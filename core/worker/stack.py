@@ -6,7 +6,8 @@ Before-hooks run top to bottom and after-hooks bottom to top (Dramatiq's rule). 
 
 0. in workers, ``first``: Dramatiq's ``Prometheus``, :class:`~core.worker.metrics.WorkerMetrics`,
    :class:`~core.worker.heartbeat.Heartbeat` (docs/METRICS.md), :class:`~core.worker.pause.PauseGate`
-   (holds the consumers while ``calsync pause`` is on; no hook around deliveries);
+   (holds the consumers while ``calsync pause`` is on; no hook around deliveries),
+   :class:`~core.worker.maintenance.Maintenance` (the housekeeping thread);
 1. ``JobLifecycle`` — opens the delivery; its ack/nack hooks run last, logging and counting the outcome;
 2. ``TimeLimit`` — Dramatiq's, set above the provider timeout so a hung call is interrupted;
 3. ``ShutdownNotifications`` — Dramatiq's, lets SIGTERM stop idle threads cleanly;
@@ -23,7 +24,9 @@ import dramatiq
 from dramatiq.middleware import ShutdownNotifications, TimeLimit
 
 from calsync.core.redis.pause import PauseSwitch
+from calsync.core.store.pruning import Retention
 from calsync.core.worker.heartbeat import Heartbeat, HeartbeatTiming
+from calsync.core.worker.maintenance import Maintenance
 from calsync.core.worker.metrics import WorkerMetrics
 from calsync.core.worker.middleware.dead_letters import DeadLetterRecorder
 from calsync.core.worker.middleware.lifecycle import JobLifecycle, JobObserver
@@ -74,5 +77,8 @@ def observed_worker_middleware(runtime: Runtime) -> list[dramatiq.Middleware]:
     pause = PauseGate(PauseSwitch(runtime.redis, runtime.keys))
     heartbeat = Heartbeat(runtime.redis, runtime.keys, timing, pause)
     runtime.locks.owned_by(lambda: heartbeat.key)  # a dead worker's locks can be taken over (docs/notes/locks.md)
-    first = [Prometheus(), metrics, heartbeat, pause]
+    first: list[dramatiq.Middleware] = [Prometheus(), metrics, heartbeat, pause]
+    if settings.maintenance_enabled:  # housekeeping, one pass per interval across workers (docs/RUNBOOK.md)
+        first.append(Maintenance(runtime.db, runtime.redis, runtime.keys, interval=settings.maintenance_interval,
+                                 retention=Retention.of(settings)))  # fmt: skip
     return worker_middleware(runtime, first=first, job_observers=[metrics.observe_job])

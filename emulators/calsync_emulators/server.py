@@ -4,6 +4,7 @@ Every emulator gets the same control API under ``/_emulator/``:
 
 - ``POST /_emulator/reset``: forget all state, rules and the request log;
 - ``GET /_emulator/requests``: the request log, ``[{"method", "path", "status", ...}]`` in arrival order
+  (the newest ``REQUEST_LOG_LIMIT`` requests: an emulator serving a long benchmark must not grow forever)
   (``status`` is null for a dropped connection; apps may add fields);
 - ``POST /_emulator/faults`` (a :class:`FaultRule` as JSON), ``GET`` lists them, ``DELETE`` clears them;
 - anything else under ``/_emulator/`` goes to :meth:`EmulatorApp.control`.
@@ -18,6 +19,7 @@ reuse connections and misbehave when a server closes them on errors.
 from __future__ import annotations
 
 import abc
+import collections
 import contextlib
 import json
 import socket
@@ -35,6 +37,7 @@ from pydantic import ValidationError
 from calsync_emulators.faults import FaultRule, FaultRules
 
 CONTROL_PREFIX = "/_emulator/"
+REQUEST_LOG_LIMIT = 50_000  # requests an emulator remembers (the newest), each a few hundred bytes
 
 
 @dataclass(frozen=True)
@@ -168,7 +171,7 @@ class EmulatorHTTPServer(ThreadingHTTPServer):
         super().__init__(address, _Handler)
         self.app = app
         self.tls = tls
-        self._log: list[dict[str, Any]] = []
+        self._log: collections.deque[dict[str, Any]] = collections.deque(maxlen=REQUEST_LOG_LIMIT)
         self._log_lock = threading.Lock()
         self._in_flight: dict[str, int] = {}
         self._highest: dict[str, int] = {}

@@ -19,6 +19,7 @@ logged and not retried (Google retries with exponential backoff); an existing ch
 
 from __future__ import annotations
 
+import collections
 import email.utils
 import http.client
 import queue
@@ -35,6 +36,7 @@ from calsync_emulators.google.schema import conform, schema
 
 DEFAULT_CHANNEL_TTL = 7 * 86400.0
 _DELIVERY_TIMEOUT = 5.0
+DELIVERY_LOG_LIMIT = 10_000  # push deliveries remembered (the newest)
 _RESOURCE_BASE = "https://www.googleapis.com/calendar/v3/calendars"
 
 
@@ -94,7 +96,7 @@ class Channels:
         self._channels: dict[str, Channel] = {}
         self._lock = threading.Lock()
         self._outbox: queue.Queue[tuple[Channel, str, int]] = queue.Queue()
-        self._deliveries: list[dict[str, Any]] = []
+        self._deliveries: collections.deque[dict[str, Any]] = collections.deque(maxlen=DELIVERY_LOG_LIMIT)
         self._thread: threading.Thread | None = None
 
     def reset(self) -> None:

@@ -1,0 +1,97 @@
+"""Cancelled events once every target is gone: the condition that says so, and pruning them after retention.
+
+An event is *removed everywhere* when it is cancelled and none of its targets is in any status but
+``deleted`` (an event with no target at all counts too). Workers ask :func:`removed_everywhere` after
+each delete of a cancelled event's target; the maintenance pass prunes such events, once nothing about
+them changed for ``CANCELLED_EVENT_RETENTION`` seconds, with their targets and their idempotency records.
+A cancelled event with a failed target (its delete is in the DLQ) is kept: something may still be live.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from collections.abc import Iterable, Sequence
+
+from sqlalchemy import ColumnElement, Connection, and_, delete, exists, not_, or_, select, tuple_
+
+from calsync.core.model.payload import idempotency_key, verification_key
+from calsync.core.store.schema import event_targets as t
+from calsync.core.store.schema import events as e
+from calsync.core.store.schema import idempotency_records as r
+
+_KEYS_PER_STATEMENT = 500  # an IN list of primary keys: each one an index lookup
+
+
+def _target_not_gone(tenant_id: ColumnElement[str], event_id: ColumnElement[str]) -> ColumnElement[bool]:
+    return exists().where(t.c.tenant_id == tenant_id, t.c.event_id == event_id, t.c.status != "deleted")
+
+
+def removed_everywhere(conn: Connection, tenant_id: str, event_id: str) -> bool:
+    """Whether the event is cancelled and every one of its targets is deleted at its provider."""
+    query = select(e.c.id).where(
+        e.c.tenant_id == tenant_id,
+        e.c.id == event_id,
+        e.c.status == "cancelled",
+        not_(_target_not_gone(e.c.tenant_id, e.c.id)),
+    )
+    return conn.execute(query).first() is not None
+
+
+def _prunable(before: dt.datetime) -> ColumnElement[bool]:
+    # Removed everywhere, and nothing about the event or any target changed since ``before``.
+    changed_since = exists().where(
+        t.c.tenant_id == e.c.tenant_id,
+        t.c.event_id == e.c.id,
+        or_(t.c.status != "deleted", t.c.updated_at >= before),
+    )
+    return and_(e.c.status == "cancelled", e.c.updated_at < before, not_(changed_since))
+
+
+def _record_keys(tenant_id: str, event_id: str, version: int, accounts: Iterable[str]) -> list[str]:
+    # Every key a job of this event can have recorded: one create, one update and one delete (and its re-run)
+    # per version. A repair's key names its job: it expires by its TTL.
+    keys = []
+    for account in accounts:
+        keys.append(idempotency_key(tenant_id, event_id, account, "create", 1))
+        for n in range(1, version + 1):
+            keys.append(idempotency_key(tenant_id, event_id, account, "update", n))
+            delete = idempotency_key(tenant_id, event_id, account, "delete", n)
+            keys += (delete, verification_key(delete))
+    return keys
+
+
+def _chunks(items: Sequence[str], size: int) -> Iterable[Sequence[str]]:
+    for start in range(0, len(items), size):
+        yield items[start : start + size]
+
+
+def prune_cancelled(conn: Connection, *, before: dt.datetime, limit: int) -> tuple[int, int, int]:
+    """Delete up to ``limit`` prunable events with their targets and records: (events, targets, records) deleted.
+
+    The events are locked first (``FOR UPDATE`` on PostgreSQL; SQLite's writer lock otherwise), so a
+    change to the event either commits first (the event no longer qualifies) or, on PostgreSQL, when
+    it read the event just before, fails once on the vanished row; retried, it creates the event anew
+    at version 1, and no record of the old one is left to be mistaken for its own.
+    """
+    picked = conn.execute(
+        select(e.c.tenant_id, e.c.id, e.c.version).where(_prunable(before)).order_by(e.c.updated_at).limit(limit)
+        .with_for_update()
+    ).all()  # fmt: skip
+    if not picked:
+        return 0, 0, 0
+    ids = [(tenant, event) for tenant, event, _ in picked]
+    by_event = tuple_(t.c.tenant_id, t.c.event_id).in_(ids)
+    accounts: dict[tuple[str, str], list[str]] = {}
+    for tenant, event, account in conn.execute(select(t.c.tenant_id, t.c.event_id, t.c.account_id).where(by_event)):
+        accounts.setdefault((tenant, event), []).append(account)
+    keys = [
+        key
+        for tenant, event, version in picked
+        for key in _record_keys(tenant, event, version, accounts.get((tenant, event), ()))
+    ]
+    records = 0
+    for chunk in _chunks(keys, _KEYS_PER_STATEMENT):
+        records += int(conn.execute(delete(r).where(r.c.key.in_(chunk))).rowcount)
+    pruned_targets = int(conn.execute(delete(t).where(by_event)).rowcount)
+    pruned_events = int(conn.execute(delete(e).where(tuple_(e.c.tenant_id, e.c.id).in_(ids))).rowcount)
+    return pruned_events, pruned_targets, records

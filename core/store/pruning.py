@@ -1,0 +1,131 @@
+"""One bounded housekeeping pass: delete what has outlived its retention, a batch per transaction.
+
+What goes (docs/RUNBOOK.md §Housekeeping):
+
+- idempotency records past their expiry (``IDEMPOTENCY_TTL`` after they were written);
+- request keys past their expiry (``REQUEST_KEY_TTL``);
+- dead letters replayed or discarded more than ``DEAD_LETTER_RETENTION`` seconds ago (open ones never);
+- cancelled events removed everywhere, unchanged for ``CANCELLED_EVENT_RETENTION`` seconds, with their
+  targets and idempotency records (core/store/cancelled_events.py).
+
+Each table is deleted from in batches of ``MAINTENANCE_BATCH`` rows, each batch its own short
+transaction (no long lock on the tables the jobs write), until a batch comes back short, the pass
+ran ``MAINTENANCE_MAX_BATCHES`` batches of that table, or its time budget is spent. In the last two
+cases the pass is *behind*: more was due than it could delete, and the next pass goes on.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from sqlalchemy import Connection, delete, func, select
+
+from calsync.core.config.housekeeping import KEEP_FOREVER, HousekeepingSettings
+from calsync.core.model.vocabulary import PrunedTable
+from calsync.core.store import cancelled_events, idempotency, intake_requests
+from calsync.core.store.database import Database
+from calsync.core.store.schema import dead_letters as d
+
+
+@dataclass(frozen=True)
+class Retention:
+    """How much one pass may delete, and how long resolved dead letters and cancelled events are kept."""
+
+    batch: int
+    max_batches: int
+    dead_letters: float  # seconds after being resolved; 0 keeps them
+    cancelled_events: float  # seconds after the last change; 0 keeps them
+
+    @classmethod
+    def of(cls, settings: HousekeepingSettings) -> Retention:
+        """The retention the settings ask for."""
+        return cls(
+            batch=settings.maintenance_batch,
+            max_batches=settings.maintenance_max_batches,
+            dead_letters=settings.dead_letter_retention,
+            cancelled_events=settings.cancelled_event_retention,
+        )
+
+
+@dataclass
+class PruneReport:
+    """Rows one pass deleted, by table, and whether it deleted everything that was due."""
+
+    purged: dict[PrunedTable, int] = field(default_factory=dict)
+    caught_up: bool = True
+
+    def add(self, table: PrunedTable, rows: int) -> None:
+        """Count ``rows`` more deleted from ``table``."""
+        self.purged[table] = self.purged.get(table, 0) + rows
+
+    @property
+    def total(self) -> int:
+        """Rows deleted from every table together."""
+        return sum(self.purged.values())
+
+
+def prune_resolved_dead_letters(conn: Connection, *, before: dt.datetime, limit: int) -> int:
+    """Delete up to ``limit`` dead letters replayed or discarded before ``before``; returns how many went."""
+    resolved_at = func.coalesce(d.c.replayed_at, d.c.discarded_at)
+    # failed_at precedes the resolution: it lets the (status, failed_at) index narrow the scan.
+    picked = (
+        select(d.c.id)
+        .where(d.c.status.in_(("replayed", "discarded")), d.c.failed_at < before, resolved_at < before)
+        .limit(limit)
+        .scalar_subquery()
+    )
+    return int(conn.execute(delete(d).where(d.c.id.in_(picked))).rowcount)
+
+
+class _Budget:
+    """The batches and the time one table's deletion may still take in this pass."""
+
+    def __init__(self, retention: Retention, deadline: float | None) -> None:
+        self.retention = retention
+        self.deadline = deadline
+
+    def repeat(self, db: Database, report: PruneReport, step: Callable[[Connection, int], int]) -> int:
+        """Run ``step`` (one batch, one transaction) until a batch is short; returns the rows it deleted."""
+        batch, total = self.retention.batch, 0
+        for _ in range(self.retention.max_batches):
+            with db.write() as conn:
+                deleted = step(conn, batch)
+            total += deleted
+            if deleted < batch:
+                return total
+            if self.deadline is not None and time.monotonic() >= self.deadline:
+                break
+        report.caught_up = False
+        return total
+
+
+def prune(
+    db: Database, retention: Retention, *, now: dt.datetime | None = None, budget_seconds: float | None = None
+) -> PruneReport:
+    """One housekeeping pass over every table (at most ``budget_seconds`` of batches after the first of each)."""
+    now = now or dt.datetime.now(dt.UTC)
+    deadline = time.monotonic() + budget_seconds if budget_seconds is not None else None
+    budget = _Budget(retention, deadline)
+    report = PruneReport()
+    expired = budget.repeat(db, report, lambda conn, limit: idempotency.purge_expired(conn, limit=limit, now=now))
+    report.add("idempotency_records", expired)
+    with db.write() as conn:
+        report.add("intake_requests", intake_requests.purge_expired(conn))
+    if retention.dead_letters != KEEP_FOREVER:
+        resolved_at = now - dt.timedelta(seconds=retention.dead_letters)
+        resolved = budget.repeat(db, report, lambda c, n: prune_resolved_dead_letters(c, before=resolved_at, limit=n))
+        report.add("dead_letters", resolved)
+    if retention.cancelled_events != KEEP_FOREVER:
+        cancelled_before = now - dt.timedelta(seconds=retention.cancelled_events)
+
+        def cancelled(conn: Connection, limit: int) -> int:
+            events, targets, records = cancelled_events.prune_cancelled(conn, before=cancelled_before, limit=limit)
+            report.add("event_targets", targets)
+            report.add("idempotency_records", records)
+            return events
+
+        report.add("events", budget.repeat(db, report, cancelled))
+    return report

@@ -1,0 +1,106 @@
+"""Housekeeping in workers: every worker process offers to run the pass, one runs it per interval.
+
+Each worker process starts a thread that, every ``MAINTENANCE_INTERVAL`` seconds, tries to take the
+deployment's maintenance lease (``SET NX PX``, key in core/redis/keys.py, TTL the interval). The one
+that gets it runs one bounded pass (core/store/pruning.py) with a time budget of most of the interval;
+the others do nothing. The lease is never released: it expires, so passes are spaced by the interval
+however many workers run, and a pass that dies with its worker blocks the next one for one interval at
+most. So the deployment deletes up to ``MAINTENANCE_BATCH`` x ``MAINTENANCE_MAX_BATCHES`` rows of each
+table per interval (docs/RUNBOOK.md §Housekeeping says how to size it against the job rate).
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+import uuid
+
+import dramatiq
+import redis
+from prometheus_client import Counter, Histogram
+
+from calsync.core.model.vocabulary import MAINTENANCE_RESULTS, PRUNED_TABLES, MaintenanceResult
+from calsync.core.redis.keys import RedisKeys
+from calsync.core.redis.periodic import start_repeating
+from calsync.core.store.database import Database
+from calsync.core.store.pruning import PruneReport, Retention, prune
+from calsync.core.worker.metrics import worker_id
+
+log = logging.getLogger(__name__)
+
+#: Share of the interval a pass may spend starting new batches (the rest is slack before the next lease).
+BUDGET_SHARE = 0.8
+
+ROWS_PURGED = Counter(
+    "calsync_housekeeping_rows_purged_total",
+    "Rows deleted by housekeeping passes in workers, by table.",
+    ["table"],
+)
+PASSES = Counter(
+    "calsync_housekeeping_passes_total",
+    "Housekeeping passes run by this worker process: caught_up (everything due went), behind (more was due "
+    "than one pass may delete), failed.",
+    ["result"],
+)
+PASS_DURATION = Histogram(
+    "calsync_housekeeping_pass_duration_seconds",
+    "Duration of the housekeeping passes this worker process ran.",
+    buckets=(0.01, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60),
+)
+
+
+class Maintenance(dramatiq.Middleware):
+    """Runs the maintenance thread of one worker process."""
+
+    def __init__(self, db: Database, client: redis.Redis, keys: RedisKeys, *, interval: float, retention: Retention):
+        self.db = db
+        self.redis = client
+        self.keys = keys
+        self.interval = interval
+        self.retention = retention
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+        for table in PRUNED_TABLES:
+            ROWS_PURGED.labels(table)  # every series exists from the start, at 0
+        for result in MAINTENANCE_RESULTS:
+            PASSES.labels(result)
+
+    def after_worker_boot(self, broker: dramatiq.Broker, worker: dramatiq.Worker) -> None:
+        self._stop.clear()
+        failure = "housekeeping pass failed; trying again next interval"
+        self._thread = start_repeating("calsync-maintenance", self._stop, self.interval, self.run_once,
+                                       log=log, failure=failure)  # fmt: skip
+
+    def after_worker_shutdown(self, broker: dramatiq.Broker, worker: dramatiq.Worker) -> None:
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join(timeout=self.interval + 5)
+            self._thread = None
+
+    def take_lease(self) -> bool:
+        """Whether this process runs the pass of this interval (no other process took it)."""
+        token = f"{worker_id()}|{uuid.uuid4().hex}"
+        return bool(self.redis.set(self.keys.maintenance_lease(), token, nx=True, px=max(1, int(self.interval * 1000))))
+
+    def run_once(self) -> PruneReport | None:
+        """One pass if this process holds the interval's lease; None when another process has it."""
+        if not self.take_lease():
+            return None
+        started = time.monotonic()
+        try:
+            report = prune(self.db, self.retention, budget_seconds=self.interval * BUDGET_SHARE)
+        except Exception:
+            PASSES.labels("failed").inc()
+            raise
+        finally:
+            PASS_DURATION.observe(time.monotonic() - started)
+        result: MaintenanceResult = "caught_up" if report.caught_up else "behind"
+        PASSES.labels(result).inc()
+        for table, rows in report.purged.items():
+            ROWS_PURGED.labels(table).inc(rows)
+        if report.total or not report.caught_up:
+            fields: dict[str, object] = {"result": result, "seconds": round(time.monotonic() - started, 3)}
+            fields.update({str(table): rows for table, rows in report.purged.items()})
+            (log.info if report.caught_up else log.warning)("housekeeping pass done", extra={"fields": fields})
+        return report

@@ -1,0 +1,23 @@
+"""The emulators' request log keeps the newest requests only: an emulator serving a long benchmark stays bounded."""
+
+from __future__ import annotations
+
+import contextlib
+import urllib.error
+import urllib.request
+
+import pytest
+
+from calsync_emulators import server
+from calsync_emulators.google import create_app
+from calsync_emulators.server import RunningEmulator
+
+
+def test_the_request_log_keeps_the_newest_requests(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(server, "REQUEST_LOG_LIMIT", 3)
+    with RunningEmulator(create_app()) as emulator:
+        for n in range(5):
+            with contextlib.suppress(urllib.error.HTTPError):  # unauthenticated: 401, logged all the same
+                urllib.request.urlopen(f"{emulator.url}/calendar/v3/calendars/c{n}/events", timeout=5).close()
+        paths = [entry["path"] for entry in emulator.server.requests()]
+    assert paths == [f"/calendar/v3/calendars/c{n}/events" for n in (2, 3, 4)]
