@@ -30,6 +30,14 @@ class RedisKeys:
         """
         return f"{self.namespace}:dedup:{tenant_id}:{entity_id}:{account_id}:{operation}:v{version}"
 
+    def settle(self, tenant_id: str, entity_id: str, account_id: str) -> str:
+        """Marker that a target was enqueued within the last ``COALESCE_WINDOW`` (SET NX PX, refreshed per edit).
+
+        Written and read by the producer only (core.producer.dedup), in the pipeline of the dedup markers:
+        absent, the job goes out at once; present, it is delayed by the window so only the newest edit writes.
+        """
+        return f"{self.namespace}:settle:{tenant_id}:{entity_id}:{account_id}"
+
     def stats(self, minute: int) -> str:
         """Hash of job outcome counts for one minute (field ``outcome``), expiring after a day.
 

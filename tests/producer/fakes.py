@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from calsync.core.model.payload import JobPayload, Operation
-from calsync.core.producer.dedup import Claim, Mark
+from calsync.core.producer.dedup import Claim, Claimed, Mark
 
 
 class MemoryMarkers:
@@ -14,9 +14,9 @@ class MemoryMarkers:
     def __init__(self) -> None:
         self.marks: dict[Mark, str] = {}
 
-    def claim_all(self, claims: Sequence[Claim]) -> list[str | None]:
-        """Per claim, None when new (now marked); else the job id of the identical enqueue that came first."""
-        return [self._claim(*claim) for claim in claims]
+    def claim_all(self, claims: Sequence[Claim]) -> list[Claimed]:
+        """Per claim, the job id of the identical enqueue that came first, or a new one (now marked, no delay)."""
+        return [Claimed(self._claim(*claim)) for claim in claims]
 
     def _claim(self, mark: Mark, job_id: str, covered_by: tuple[Operation, ...]) -> str | None:
         for operation in covered_by:
@@ -40,7 +40,7 @@ class MemoryQueue:
         self.payloads: list[JobPayload] = []
         self.failing = False
 
-    def __call__(self, payload: JobPayload) -> None:
+    def __call__(self, payload: JobPayload, delay_ms: int | None = None) -> None:
         if self.failing:
             raise ConnectionError("broker unavailable")
         self.payloads.append(payload)
