@@ -1,14 +1,15 @@
 """Bursts of edits to one event through a real ``calsync worker``: provider writes and latency of the newest.
 
     PYTHONPATH=. .venv/bin/python benchmarks/burst.py [--rounds 3] [--edits 20] [--span 1.1]
-        [--accounts 1,10] [--redis-url URL] [--set NAME=VALUE ...]
+        [--accounts 1,10] [--modes running,after] [--provider-delay-ms 0] [--redis-url URL] [--set NAME=VALUE ...]
 
 Each round edits one event ``--edits`` times, evenly over ``--span`` seconds, through the producer
 (``Producer.submit``, the code every door runs), the event fanned out to 1 or 10 memory accounts.
 "running": the worker runs throughout. "after": the burst is queued while no worker runs, then a
 fresh ``calsync worker`` is started. Printed per case: provider writes per account (upserts the
 memory provider logged for the event after the burst began), seconds from the last edit until the
-newest version is at the provider in every account (for "after", also from the worker's start),
+newest version is at the provider in every account (for "after", also from the worker's boot: its
+heartbeat key appears once its consumers run),
 and the deliveries' outcomes from the worker's log (stale and lock-busy ones never wrote).
 The event is created and synced before its round, and the round waits out the settle window first,
 so the create is not part of the burst. Default settings unless ``--set`` overrides one (e.g.
@@ -51,7 +52,7 @@ class Round:
 
     writes: list[int]
     latency: float  # from the last edit until the newest version is at the provider in every account
-    from_start: float | None  # from the worker's start (the "after" case)
+    from_boot: float | None  # from the worker's boot, when its heartbeat key appears (the "after" case)
     outcomes: dict[str, int]
 
 
@@ -98,7 +99,7 @@ def _outcomes(log: Path, entity_id: str) -> collections.Counter[str]:
 class Bench:
     """One namespace, database and memory calendar; worker processes started and stopped as the cases need."""
 
-    def __init__(self, url: str, scratch: Path, overrides: dict[str, str], max_accounts: int) -> None:
+    def __init__(self, url: str, scratch: Path, overrides: dict[str, str], max_accounts: int, delay_ms: int) -> None:
         self.ns = namespace("burst")
         data_dir = scratch / self.ns
         data_dir.mkdir(parents=True)
@@ -107,6 +108,8 @@ class Bench:
                                  database_url=f"sqlite:///{data_dir / 'calsync.sqlite3'}", log_level="INFO",
                                  metrics_port=free_port(), **overrides)  # type: ignore[arg-type]  # fmt: skip
         self.provider = MemoryProvider(self.settings.effective_memory_provider_path)
+        if delay_ms:
+            self.provider.add_fault(op="upsert", error=None, delay_ms=delay_ms)  # every write takes this long
         self.runtime = Runtime(self.settings, check_schema=False)
         migrate.upgrade(self.runtime.db)
         self.producer = Producer(self.runtime)
@@ -116,18 +119,20 @@ class Bench:
                                                   address=f"burst{n}@example.com", options={}).id
                              for n in range(max_accounts)]  # fmt: skip
         self.worker: subprocess.Popen[bytes] | None = None
-        self.started = 0.0
 
     def start_worker(self) -> None:
-        """A fresh ``calsync worker`` process, noting when it was started."""
-        self.started = time.time()
+        """A fresh ``calsync worker`` process."""
         self.worker = _start(self.env, self.log)
 
+    def _booted(self) -> bool:
+        return any(True for _ in self.runtime.redis.scan_iter(match=self.runtime.keys.worker_heartbeats()))
+
     def stop_worker(self) -> None:
-        """SIGTERM the worker and wait for it (it drains what it holds)."""
+        """SIGTERM the worker and wait for it (it drains what it holds) and for its heartbeat key to go."""
         if self.worker is not None:
             _stop(self.worker)
             self.worker = None
+            _wait(lambda: not self._booted(), "the stopped worker's heartbeat key to go")
 
     def create(self, entity_id: str, count: int) -> None:
         """Create the event in ``count`` accounts and wait until every one has it (a worker must run)."""
@@ -151,7 +156,14 @@ class Bench:
 
     def measure(self, entity_id: str, count: int, began: float, last: float, version: int, *, after: bool) -> Round:
         """Wait for the newest version in every account and for every delivery of the burst, then count."""
-        _wait(lambda: self._at_version(entity_id, version, count), f"version {version} of {entity_id}")
+        booted: list[float] = []
+
+        def newest_everywhere() -> bool:
+            if after and not booted and self._booted():
+                booted.append(time.time())
+            return self._at_version(entity_id, version, count)
+
+        _wait(newest_everywhere, f"version {version} of {entity_id}")
         calls = [c for c in self.provider.calls() if c.entity_id == entity_id and c.at >= began and c.op == "upsert"]
         newest = max(c.at for c in calls if c.version == version)
         per_account = collections.Counter(c.account_id for c in calls)
@@ -161,7 +173,7 @@ class Bench:
         outcomes = _outcomes(self.log, entity_id)
         outcomes["success"] -= count  # the create's deliveries
         return Round([per_account[a] for a in self.accounts[:count]], newest - last,
-                     newest - self.started if after else None, dict(outcomes))  # fmt: skip
+                     newest - booted[0] if booted else None, dict(outcomes))  # fmt: skip
 
     def close(self, url: str) -> None:
         """Stop the worker, release the runtime, delete every key of the namespace."""
@@ -205,8 +217,8 @@ def report(mode: str, count: int, results: list[Round]) -> None:
     line = (f"{mode:7} {count:2} account(s): writes per account max {max(writes)} "
             f"(per round {[max(r.writes) for r in results]}); newest visible after the last edit: "
             f"{_spread([r.latency for r in results], ' s')}")  # fmt: skip
-    if results[0].from_start is not None:
-        line += f"; after the worker's start: {_spread([r.from_start or 0.0 for r in results], ' s')}"
+    if results[0].from_boot is not None:
+        line += f"; after the worker's boot: {_spread([r.from_boot or 0.0 for r in results], ' s')}"
     print(line + f"; outcomes {dict(sorted(outcomes.items()))}", flush=True)
 
 
@@ -218,6 +230,7 @@ def main() -> None:
     parser.add_argument("--span", type=float, default=1.1, help="seconds from the first edit to the last")
     parser.add_argument("--accounts", default="1,10", help="fan-out of each case, comma-separated")
     parser.add_argument("--modes", default="running,after", help="running: worker throughout; after: started after")
+    parser.add_argument("--provider-delay-ms", type=int, default=0, help="how long each provider write takes")
     parser.add_argument("--set", action="append", default=[], metavar="NAME=VALUE", help="a setting to override")
     add_redis_option(parser)
     args = parser.parse_args()
@@ -225,11 +238,12 @@ def main() -> None:
     counts = [int(c) for c in args.accounts.split(",")]
     shown = Settings(**overrides)  # type: ignore[arg-type]
     print(f"calsync worker {shown.worker_processes}x{shown.worker_threads}, memory provider, SQLite; "
-          f"{args.edits} edits over {args.span:g} s, {args.rounds} round(s) per case; COALESCE_WINDOW "
+          f"writes taking {args.provider_delay_ms} ms + the call; {args.edits} edits over {args.span:g} s, "
+          f"{args.rounds} round(s) per case; COALESCE_WINDOW "
           f"{shown.coalesce_window:g} s, COALESCE_MAX_WAIT {shown.coalesce_max_wait:g} s, LOCK_RETRY_DELAY "
           f"{shown.lock_retry_delay:g} s; overrides {overrides or 'none'}", flush=True)  # fmt: skip
     with tempfile.TemporaryDirectory(prefix="calsync-burst-") as tmp, bench_redis(args.redis_url, Path(tmp)) as url:
-        bench = Bench(url, Path(tmp), overrides, max(counts))
+        bench = Bench(url, Path(tmp), overrides, max(counts), args.provider_delay_ms)
         try:
             for mode in args.modes.split(","):
                 for count in counts:

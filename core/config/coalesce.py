@@ -1,4 +1,4 @@
-"""Coalescing settings: how long a target settles after an edit before its newest version is written."""
+"""Coalescing settings: how long a target settles after an edit, and how late a worker releases a due delay."""
 
 from __future__ import annotations
 
@@ -13,13 +13,16 @@ def _ms(seconds: float) -> int:
 
 
 class CoalesceSettings(BaseModel):
-    """The producer's per-target settle window (docs/ARCHITECTURE.md, life of a job)."""
+    """The producer's per-target settle window and the worker's poll (docs/notes/coalescing.md)."""
 
     # Seconds. The first edit of a burst is enqueued at once; an edit within the window of the previous
     # one is delayed by the window, so only the newest of them writes. 0 enqueues every edit at once.
-    coalesce_window: float = Field(default=1.0, ge=0, le=MAX_COALESCE_WINDOW)
+    coalesce_window: float = Field(default=0.5, ge=0, le=MAX_COALESCE_WINDOW)
     # Seconds. A target edited without pause is still written this often (the window never holds longer).
     coalesce_max_wait: float = Field(default=10.0, gt=0)
+    # Seconds. The longest an idle worker consumer sleeps between polls (Dramatiq's worker_timeout, 1 s by
+    # default), so also how late a due delayed message (a coalesced edit, a retry, a lock wait) is released.
+    worker_poll_interval: float = Field(default=0.25, gt=0, le=10)
 
     @property
     def coalesce_window_ms(self) -> int:
@@ -39,3 +42,8 @@ class CoalesceSettings(BaseModel):
                 f"({self.coalesce_max_wait} < {self.coalesce_window})"
             )
         return self
+
+
+def poll_environment(settings: CoalesceSettings) -> dict[str, str]:
+    """The variable Dramatiq reads at import for its consumers' poll, for the worker's environment."""
+    return {"dramatiq_worker_timeout": str(_ms(settings.worker_poll_interval))}
