@@ -7,14 +7,15 @@ Each round edits one event ``--edits`` times, evenly over ``--span`` seconds, th
 (``Producer.submit``, the code every door runs), the event fanned out to 1 or 10 memory accounts.
 "running": the worker runs throughout. "after": the burst is queued while no worker runs, then a
 fresh ``calsync worker`` is started. Printed per case: provider writes per account (upserts the
-memory provider logged for the event after the burst began), seconds from the last edit until the
-newest version is at the provider in every account (for "after", also from the worker's boot: its
-heartbeat key appears once its consumers run),
-and the deliveries' outcomes from the worker's log (stale and lock-busy ones never wrote).
-The event is created and synced before its round, and the round waits out the settle window first,
-so the create is not part of the burst. Default settings unless ``--set`` overrides one (e.g.
-``--set coalesce_window=0`` for the uncoalesced figures). Its own embedded Redis unless
-``--redis-url`` is given; every key it wrote is deleted at the end, with the scratch directory.
+memory provider logged for the event after the burst began); seconds from the last edit (its submit
+returning) until the newest version is at the provider in every account (for "after", also from the
+worker's boot: its heartbeat key appears once its consumers run); the deliveries' outcomes from the
+worker's log (stale and lock-busy ones never wrote); the longest pause between two edits' submits
+returning (a pause longer than the window splits a burst in two). The events are created and synced
+before the rounds, which wait out the settle window first, so the create is not part of a burst.
+Default settings unless ``--set`` overrides one (e.g. ``--set coalesce_window=0`` for the uncoalesced
+figures). Its own embedded Redis unless ``--redis-url`` is given; every key it wrote is deleted at
+the end, with the scratch directory.
 It is a benchmark, not a test: numbers depend on the machine.
 """
 
@@ -54,6 +55,20 @@ class Round:
     latency: float  # from the last edit until the newest version is at the provider in every account
     from_boot: float | None  # from the worker's boot, when its heartbeat key appears (the "after" case)
     outcomes: dict[str, int]
+    pause: float  # the longest time between two edits' submits returning (a pause over the window splits the burst)
+
+
+@dataclass(frozen=True)
+class Burst:
+    """The edits as submitted: when the first began, when each submit returned, the newest version."""
+
+    began: float
+    returned: list[float]
+    version: int
+
+    def longest_pause(self) -> float:
+        """The longest time between two consecutive edits being saved and enqueued."""
+        return max((b - a for a, b in zip(self.returned, self.returned[1:], strict=False)), default=0.0)
 
 
 def _start(env: dict[str, str], log: Path) -> subprocess.Popen[bytes]:
@@ -144,19 +159,22 @@ class Bench:
         seen = {c.account_id for c in self.provider.calls() if c.entity_id == entity_id and c.version == version}
         return len(seen) == count
 
-    def burst(self, entity_id: str, count: int, edits: int, span: float) -> tuple[float, float, int]:
-        """Submit the edits evenly over ``span`` seconds: (time of the first, time of the last, last version)."""
+    def burst(self, entity_id: str, count: int, edits: int, span: float) -> Burst:
+        """Submit the edits evenly over ``span`` seconds."""
         change = {"operation": "upsert", "entity_id": entity_id, "accounts": self.accounts[:count]}
         first = time.time()
         version = 0
+        returned = []
         for n in range(edits):
             time.sleep(max(0.0, first + n * span / max(1, edits - 1) - time.time()))
             version = self.producer.submit(TENANT, {**change, "event": _edit(f"edit {n + 1}")}).version
-        return first, time.time(), version
+            returned.append(time.time())
+        return Burst(first, returned, version)
 
-    def measure(self, entity_id: str, count: int, began: float, last: float, version: int, *, after: bool) -> Round:
+    def measure(self, entity_id: str, count: int, burst: Burst, *, after: bool) -> Round:
         """Wait for the newest version in every account and for every delivery of the burst, then count."""
         booted: list[float] = []
+        version = burst.version
 
         def newest_everywhere() -> bool:
             if after and not booted and self._booted():
@@ -164,7 +182,8 @@ class Bench:
             return self._at_version(entity_id, version, count)
 
         _wait(newest_everywhere, f"version {version} of {entity_id}")
-        calls = [c for c in self.provider.calls() if c.entity_id == entity_id and c.at >= began and c.op == "upsert"]
+        calls = [c for c in self.provider.calls()
+                 if c.entity_id == entity_id and c.at >= burst.began and c.op == "upsert"]  # fmt: skip
         newest = max(c.at for c in calls if c.version == version)
         per_account = collections.Counter(c.account_id for c in calls)
         jobs = (version - 1) * count  # one job per edit and account
@@ -172,8 +191,8 @@ class Bench:
         _wait(lambda: sum(_outcomes(self.log, entity_id)[o] for o in final) >= jobs + count, "every delivery")
         outcomes = _outcomes(self.log, entity_id)
         outcomes["success"] -= count  # the create's deliveries
-        return Round([per_account[a] for a in self.accounts[:count]], newest - last,
-                     newest - booted[0] if booted else None, dict(outcomes))  # fmt: skip
+        return Round([per_account[a] for a in self.accounts[:count]], newest - burst.returned[-1],
+                     newest - booted[0] if booted else None, dict(outcomes), burst.longest_pause())  # fmt: skip
 
     def close(self, url: str) -> None:
         """Stop the worker, release the runtime, delete every key of the namespace."""
@@ -182,25 +201,22 @@ class Bench:
         remove_keys(url, self.ns)
 
 
-def _settle(bench: Bench) -> None:
-    time.sleep(bench.settings.coalesce_window + 0.2)  # the create's settle window must not cover the burst
-
-
 def run_case(bench: Bench, mode: str, count: int, rounds: int, edits: int, span: float) -> list[Round]:
     """``rounds`` bursts of one case; the worker runs throughout ("running") or starts after each burst."""
-    results = []
-    for n in range(rounds):
-        entity = f"evt-{mode}-{count}-{n}"
-        if bench.worker is None:
-            bench.start_worker()
+    entities = [f"evt-{mode}-{count}-{n}" for n in range(rounds)]
+    if bench.worker is None:
+        bench.start_worker()
+    for entity in entities:
         bench.create(entity, count)
-        _settle(bench)
+    time.sleep(bench.settings.coalesce_window + 0.2)  # the creates' settle windows must not cover the bursts
+    results = []
+    for entity in entities:
         if mode == "after":
             bench.stop_worker()
-        began, last, version = bench.burst(entity, count, edits, span)
+        burst = bench.burst(entity, count, edits, span)
         if mode == "after":
             bench.start_worker()
-        results.append(bench.measure(entity, count, began, last, version, after=mode == "after"))
+        results.append(bench.measure(entity, count, burst, after=mode == "after"))
     return results
 
 
@@ -219,7 +235,9 @@ def report(mode: str, count: int, results: list[Round]) -> None:
             f"{_spread([r.latency for r in results], ' s')}")  # fmt: skip
     if results[0].from_boot is not None:
         line += f"; after the worker's boot: {_spread([r.from_boot or 0.0 for r in results], ' s')}"
-    print(line + f"; outcomes {dict(sorted(outcomes.items()))}", flush=True)
+    pauses = [r.pause for r in results]
+    print(line + f"; outcomes {dict(sorted(outcomes.items()))}; longest pause between edits {max(pauses):.2f} s",
+          flush=True)  # fmt: skip
 
 
 def main() -> None:
@@ -236,7 +254,7 @@ def main() -> None:
     args = parser.parse_args()
     overrides = dict(item.split("=", 1) for item in args.set)
     counts = [int(c) for c in args.accounts.split(",")]
-    shown = Settings(**overrides)  # type: ignore[arg-type]
+    shown = Settings(**overrides)
     print(f"calsync worker {shown.worker_processes}x{shown.worker_threads}, memory provider, SQLite; "
           f"writes taking {args.provider_delay_ms} ms + the call; {args.edits} edits over {args.span:g} s, "
           f"{args.rounds} round(s) per case; COALESCE_WINDOW "

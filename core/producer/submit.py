@@ -292,8 +292,13 @@ class Producer(Intake):
         def enqueue(payload: JobPayload, delay_ms: int | None) -> None:
             runtime.broker.enqueue(sync_message(settings.queue, payload), delay=delay_ms)  # built on first use
 
-        markers = RedisMarkers(runtime.redis, runtime.keys, ttl_seconds=settings.dedup_ttl,
-                               window_ms=settings.coalesce_window_ms, max_wait_ms=settings.coalesce_max_wait_ms)  # fmt: skip
+        markers = RedisMarkers(
+            runtime.redis,
+            runtime.keys,
+            ttl_seconds=settings.dedup_ttl,
+            window_ms=settings.coalesce_window_ms,
+            max_wait_ms=settings.coalesce_max_wait_ms,
+        )
         super().__init__(
             runtime.db,
             markers,
