@@ -17,7 +17,7 @@ class CoalesceSettings(BaseModel):
 
     # Seconds. The first edit of a burst is enqueued at once; an edit within the window of the previous
     # one is delayed by the window, so only the newest of them writes. 0 enqueues every edit at once.
-    coalesce_window: float = Field(default=0.5, ge=0, le=MAX_COALESCE_WINDOW)
+    coalesce_window: float = Field(default=1.0, ge=0, le=MAX_COALESCE_WINDOW)
     # Seconds. A target edited without pause is still written this often (the window never holds longer).
     coalesce_max_wait: float = Field(default=10.0, gt=0)
     # Seconds. The longest an idle worker consumer sleeps between polls (Dramatiq's worker_timeout, 1 s by
