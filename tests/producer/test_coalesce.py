@@ -8,10 +8,12 @@ from typing import Any
 import pytest
 import redis
 
+from calsync.core.messaging.messages import intake_message
+from calsync.core.model.intake import IntakeMessage
 from calsync.core.producer.dedup import Claim, Claimed, Mark, RedisMarkers
 from calsync.core.redis.keys import RedisKeys
-from tests.spies import EnqueueSpy
-from tests.support import Pipeline, wait_until
+from tests.spies import EnqueueSpy, Sent
+from tests.support import Pipeline, change, wait_until
 
 LONG = 30.0  # a window no test outlives: every edit after the first finds its target settling
 
@@ -133,3 +135,24 @@ def test_without_redis_every_job_goes_out_at_once() -> None:
     markers = RedisMarkers(client, RedisKeys("cst-down"), ttl_seconds=60, window_ms=1000, max_wait_ms=10_000)
     claims = [Claim(Mark("t", "e", "a", "update", 2), "job-1"), Claim(Mark("t", "e", "b", "update", 2), "job-2")]
     assert markers.claim_all(claims) == [Claimed(None), Claimed(None)]
+
+
+def test_changes_sent_to_the_intake_actor_settle_like_any_other(settle: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    pipeline = settle(LONG)
+    account = pipeline.account()
+    spy = EnqueueSpy(pipeline.broker, monkeypatch)
+
+    def sync_jobs() -> list[Sent]:
+        return [s for s in spy.sent if s.message.actor_name == "sync_calendar_event"]
+
+    def send(title: str, jobs: int) -> None:
+        edit = IntakeMessage.model_validate(
+            {"tenant_id": "tenant-1", "change": change([account], entity_id="evt-msg", title=title)}
+        )
+        pipeline.broker.enqueue(intake_message(pipeline.settings.intake_queue, edit))
+        wait_until(lambda: len(sync_jobs()) == jobs, what=f"the sync job of {title}")
+
+    with pipeline.worker(threads=1):
+        send("v1", 1)
+        send("v2", 2)
+    assert [(s.payload.target_version, s.delay) for s in sync_jobs()] == [(1, None), (2, 30_000)]
