@@ -36,13 +36,18 @@ def _settle_key(pipeline: Pipeline, entity: str, account: str) -> str:
     return pipeline.runtime.keys.settle("tenant-1", entity, account)
 
 
+def _created(pipeline: Pipeline, monkeypatch: pytest.MonkeyPatch) -> tuple[EnqueueSpy, str, str]:
+    """A spy on the broker, then an event created in one account: (spy, entity, account)."""
+    account = pipeline.account()
+    spy = EnqueueSpy(pipeline.broker, monkeypatch)
+    return spy, pipeline.submit([account], title="v1").entity_id, account
+
+
 def test_the_first_edit_goes_out_at_once_and_the_next_ones_a_window_later(
     settle: Any, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     pipeline = settle(LONG)
-    account = pipeline.account()
-    spy = EnqueueSpy(pipeline.broker, monkeypatch)
-    entity = pipeline.submit([account], title="v1").entity_id
+    spy, entity, account = _created(pipeline, monkeypatch)
     for n in range(2, 5):
         pipeline.submit(None, entity_id=entity, title=f"v{n}")
     assert [(s.payload.target_version, s.delay) for s in spy.sent] == [(1, None), (2, 30_000), (3, 30_000),
@@ -54,9 +59,7 @@ def test_a_window_of_zero_enqueues_every_edit_at_once_and_writes_no_settle_key(
     settle: Any, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     pipeline = settle(0)
-    account = pipeline.account()
-    spy = EnqueueSpy(pipeline.broker, monkeypatch)
-    entity = pipeline.submit([account], title="v1").entity_id
+    spy, entity, account = _created(pipeline, monkeypatch)
     pipeline.submit(None, entity_id=entity, title="v2")
     assert [s.delay for s in spy.sent] == [None, None]
     assert pipeline.runtime.redis.exists(_settle_key(pipeline, entity, account)) == 0
@@ -66,9 +69,7 @@ def test_once_the_settle_key_expires_the_next_edit_goes_out_at_once(
     settle: Any, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     pipeline = settle(0.2)
-    account = pipeline.account()
-    spy = EnqueueSpy(pipeline.broker, monkeypatch)
-    entity = pipeline.submit([account], title="v1").entity_id
+    spy, entity, account = _created(pipeline, monkeypatch)
     key = _settle_key(pipeline, entity, account)
     wait_until(lambda: pipeline.runtime.redis.exists(key) == 0, what="the settle key to expire")
     pipeline.submit(None, entity_id=entity, title="v2")
@@ -77,8 +78,7 @@ def test_once_the_settle_key_expires_the_next_edit_goes_out_at_once(
 
 def test_every_edit_refreshes_the_window(settle: Any, monkeypatch: pytest.MonkeyPatch) -> None:
     pipeline = settle(LONG)
-    account = pipeline.account()
-    entity = pipeline.submit([account], title="v1").entity_id
+    _spy, entity, account = _created(pipeline, monkeypatch)
     key = _settle_key(pipeline, entity, account)
     opened = pipeline.runtime.redis.get(key)
     pipeline.runtime.redis.pexpire(key, 5_000)  # as if most of the window had passed
@@ -91,9 +91,7 @@ def test_a_target_held_for_the_longest_wait_goes_out_at_once_and_opens_a_new_win
 ) -> None:
     pipeline = settle(LONG, max_wait=LONG)
     rt = pipeline.runtime
-    account = pipeline.account()
-    spy = EnqueueSpy(pipeline.broker, monkeypatch)
-    entity = pipeline.submit([account], title="v1").entity_id
+    spy, entity, account = _created(pipeline, monkeypatch)
     key = _settle_key(pipeline, entity, account)
     seconds, micros = rt.redis.time()
     long_ago = seconds * 1000 + micros // 1000 - 30_001  # the window opened just over COALESCE_MAX_WAIT ago
@@ -123,11 +121,9 @@ def test_an_identical_resubmit_returns_the_first_jobs_and_enqueues_nothing(
     settle: Any, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     pipeline = settle(LONG)
-    account = pipeline.account()
-    spy = EnqueueSpy(pipeline.broker, monkeypatch)
-    first = pipeline.submit([account], title="v1")
-    again = pipeline.submit([account], entity_id=first.entity_id, title="v1")
-    assert again.job_ids == first.job_ids and len(spy.sent) == 1
+    spy, entity, account = _created(pipeline, monkeypatch)
+    again = pipeline.submit([account], entity_id=entity, title="v1")
+    assert again.job_ids == [spy.sent[0].payload.job_id] and len(spy.sent) == 1
 
 
 def test_without_redis_every_job_goes_out_at_once() -> None:
