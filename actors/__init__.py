@@ -20,9 +20,11 @@ from calsync.core.model.payload import SYNC_JOB
 from calsync.core.producer.intake_job import intake_actor
 from calsync.core.producer.reconcile import reconcile as reconcile_overdue
 from calsync.core.producer.submit import Producer
+from calsync.core.redis.traffic import TrafficStore
 from calsync.core.runtime import Runtime
 from calsync.core.worker.context import current_job
 from calsync.core.worker.job import JobParts, sync_actor
+from calsync.core.worker.traffic import TrafficGate, provider_limits
 
 
 def declare(
@@ -39,6 +41,7 @@ def declare(
         broker=broker,
         queue=settings.queue,
         idempotency_ttl=settings.idempotency_ttl,
+        traffic=TrafficGate(TrafficStore(runtime.redis, runtime.keys), provider_limits(settings)),
     )
 
     def reconcile() -> None:

@@ -22,20 +22,18 @@ import statistics
 import tempfile
 import threading
 import time
-import uuid
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from urllib.parse import urlsplit
 
-import redis
 import uvicorn
 
+from benchmarks.support import add_redis_option, bench_redis, namespace, remove_keys
 from calsync.core.api.app import create_app
 from calsync.core.api.server import listening_socket
 from calsync.core.api.wiring import services_from_runtime
 from calsync.core.config.settings import Settings
-from calsync.core.redis.embedded import EmbeddedRedis
 from calsync.core.runtime import Runtime
 from calsync.core.store import accounts, api_keys, migrate
 from calsync.core.store.database import Database
@@ -133,35 +131,30 @@ def _serve(runtime: Runtime) -> tuple[uvicorn.Server, threading.Thread, str]:
     return server, thread, f"http://127.0.0.1:{port}"
 
 
-def _redis_url(scratch: Path, given: str | None) -> tuple[str, EmbeddedRedis | None]:
-    if given:
-        return given, None
-    embedded = EmbeddedRedis(scratch)
-    return embedded.ensure(), embedded
-
-
 def main() -> None:
     """Parse arguments, run both sides once, print the comparison."""
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--requests", type=int, default=2000)
     parser.add_argument("--threads", type=int, default=8)
     parser.add_argument("--database-url", help="default: a fresh SQLite file")
-    parser.add_argument("--redis-url", help="default: an embedded redis-server")
+    add_redis_option(parser)
     args = parser.parse_args()
     logging.disable(logging.INFO)  # one "change accepted" line per request would dominate both sides
 
-    with tempfile.TemporaryDirectory(prefix="calsync-intake-bench-") as scratch_dir:
+    with (
+        tempfile.TemporaryDirectory(prefix="calsync-intake-bench-") as scratch_dir,
+        bench_redis(args.redis_url, Path(scratch_dir)) as redis_url,
+    ):
         scratch = Path(scratch_dir)
-        redis_url, embedded = _redis_url(scratch, args.redis_url)
-        namespace = f"bench{uuid.uuid4().hex[:8]}"
+        ns = namespace("intake")
         database_url = args.database_url or f"sqlite:///{scratch / 'calsync.sqlite3'}"
         settings = Settings(data_dir=scratch, broker_url=redis_url, redis_url=redis_url, database_url=database_url,
-                            redis_namespace=namespace)  # fmt: skip
+                            redis_namespace=ns)  # fmt: skip
         bootstrap = Database(database_url)
         migrate.upgrade(bootstrap)
         bootstrap.dispose()
         runtime = Runtime(settings, role="producer")
-        tenant = f"bench-{namespace}"
+        tenant = f"bench-{ns}"
         try:
             with runtime.db.write() as conn:
                 account = accounts.add_account(conn, tenant_id=tenant, provider="memory", address="b@example.com",
@@ -189,16 +182,10 @@ def main() -> None:
             print(direct.line())
             print(f"ratio http / in-process: {http.rate / direct.rate:.2f} (target >= 0.5)")
         finally:
-            client = redis.Redis.from_url(redis_url)
-            leftovers = list(client.scan_iter(match=f"{namespace}:*", count=1000))
-            if leftovers:
-                client.delete(*leftovers)
-            client.close()
+            remove_keys(redis_url, ns)
             if args.database_url:
                 _delete_tenant(runtime, tenant)
             runtime.close()
-            if embedded is not None:
-                embedded.stop()
 
 
 def _delete_tenant(runtime: Runtime, tenant: str) -> None:

@@ -12,11 +12,13 @@ import contextlib
 import datetime as dt
 import socket
 import uuid
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from pathlib import Path
+from typing import Any
 
 import redis
 
+from calsync.core.model.calendar import ProviderName
 from calsync.core.model.change import EventFields
 from calsync.core.model.payload import JobPayload, new_payload
 from calsync.core.redis.embedded import EmbeddedRedis
@@ -86,14 +88,15 @@ def free_port() -> int:
         return int(sock.getsockname()[1])
 
 
-def seed(db: Database, jobs: int) -> list[JobPayload]:
-    """One account and ``jobs`` new events, each with a pending target: the payloads to sync them."""
+def seed(db: Database, jobs: int, provider: ProviderName = "memory", *, address: str = "bench@example.com",
+         credentials: bytes | None = None, options: Mapping[str, Any] | None = None) -> list[JobPayload]:  # fmt: skip
+    """One account (of ``provider``, credentials already encrypted) and ``jobs`` new events with pending targets."""
     start = dt.datetime(2026, 12, 1, 9, tzinfo=dt.UTC)
     fields = EventFields(title="Benchmark", start=start, end=start + dt.timedelta(hours=1))
     tenant = f"bench-{uuid.uuid4().hex[:8]}"  # rounds may share one database (--database-url)
     with db.write() as conn:
-        account = accounts.add_account(conn, tenant_id=tenant, provider="memory", address="bench@example.com",
-                                       credentials=None, options={}).id  # fmt: skip
+        account = accounts.add_account(conn, tenant_id=tenant, provider=provider, address=address,
+                                       credentials=credentials, options=dict(options or {})).id  # fmt: skip
     payloads = []
     with db.write() as conn:
         for n in range(jobs):

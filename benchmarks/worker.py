@@ -29,9 +29,9 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -52,8 +52,10 @@ from benchmarks.support import (
 from calsync.actors.worker import build_worker
 from calsync.core.config.settings import Settings, child_environment
 from calsync.core.messaging.messages import sync_message
+from calsync.core.model.calendar import ProviderName
 from calsync.core.runtime import Runtime
 from calsync.core.store import migrate
+from calsync.core.store.crypto import generate_key
 from calsync.providers.memory import MemoryProvider
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -81,6 +83,7 @@ class Drain:
     jobs: int  # jobs processed inside the window
     seconds: float
     cpu_seconds: float  # of every worker process, over the window
+    emulator_cpu_seconds: float = 0.0  # of the provider emulator's process, over the window (adapters.py)
 
     @property
     def rate(self) -> float:
@@ -91,6 +94,23 @@ class Drain:
     def cpu_ms_per_job(self) -> float:
         """Worker CPU per job, in milliseconds."""
         return self.cpu_seconds / self.jobs * 1000
+
+    @property
+    def emulator_cpu_ms_per_job(self) -> float:
+        """The emulator's CPU per job, in milliseconds (reported apart: it is not calsync's)."""
+        return self.emulator_cpu_seconds / self.jobs * 1000
+
+
+@dataclass(frozen=True)
+class Adapter:
+    """The adapter a calsync side syncs through (the memory provider by default) and the account it writes to."""
+
+    provider: ProviderName = "memory"
+    settings: Mapping[str, Any] = field(default_factory=dict)  # e.g. the emulator's endpoint
+    address: str = "bench@example.com"
+    credentials: Mapping[str, Any] | None = None  # encrypted with a fresh secret key when given
+    options: Mapping[str, Any] = field(default_factory=dict)
+    emulator: psutil.Process | None = None  # where the provider's CPU goes, measured apart
 
 
 def _tree_cpu(root: psutil.Process) -> float:
@@ -122,21 +142,24 @@ def _running(command: list[str], env: dict[str, str], log: Path,
             proc.wait()
 
 
-def _drain(name: str, client: redis.Redis, ns: str, jobs: int, proc: subprocess.Popen[bytes]) -> Drain:
+def _drain(name: str, client: redis.Redis, ns: str, jobs: int, proc: subprocess.Popen[bytes],
+           emulator: psutil.Process | None = None) -> Drain:  # fmt: skip
     """Watch the queue's message hash (queued + unacked) fall from 90 % to 10 % of ``jobs``."""
     worker = psutil.Process(proc.pid)
     key = f"{ns}:{QUEUE}.msgs"
     high, low = jobs * 0.9, jobs * 0.1
     deadline = time.monotonic() + DRAIN_TIMEOUT
-    started = cpu = 0.0
+    started = cpu = emulator_cpu = 0.0
     left_at_start = jobs
     while True:
         left = int(client.hlen(key))
         now = time.perf_counter()
         if not started and left <= high:
             started, cpu, left_at_start = now, _tree_cpu(worker), left
+            emulator_cpu = _tree_cpu(emulator) if emulator else 0.0
         if started and left <= low:
-            return Drain(name, left_at_start - left, now - started, _tree_cpu(worker) - cpu)
+            emulator_cpu = _tree_cpu(emulator) - emulator_cpu if emulator else 0.0
+            return Drain(name, left_at_start - left, now - started, _tree_cpu(worker) - cpu, emulator_cpu)
         if proc.poll() is not None:
             raise RuntimeError(f"{name}: the worker exited before the queue drained (see its log)")
         if time.monotonic() > deadline:
@@ -165,10 +188,11 @@ def bare(url: str, jobs: int, shape: Shape, scratch: Path) -> Drain:
 
 
 def calsync(url: str, jobs: int, shape: Shape, scratch: Path, database: str, dsn: str,
-            tree: Path | None = None) -> Drain:  # fmt: skip
+            tree: Path | None = None, adapter: Adapter = Adapter()) -> Drain:  # fmt: skip
     """``calsync worker`` as deployed: metrics, heartbeats, JSON logs, the memory provider's SQLite file.
 
     ``tree``: run the worker from another checkout of calsync (``--compare``, e.g. the previous release).
+    ``adapter``: sync through another adapter (benchmarks/adapters.py).
     """
     ns = namespace("calsync")
     data_dir = scratch / ns
@@ -185,11 +209,15 @@ def calsync(url: str, jobs: int, shape: Shape, scratch: Path, database: str, dsn
             log_level="INFO",
             metrics_host="127.0.0.1",
             metrics_port=free_port(),
+            secret_key=generate_key() if adapter.credentials is not None else None,
+            **adapter.settings,
         )
         setup = Runtime(settings, check_schema=False)
         try:
             migrate.upgrade(setup.db)
-            for payload in seed(setup.db, jobs):
+            credentials = None if adapter.credentials is None else setup.cipher.encrypt(adapter.credentials)
+            for payload in seed(setup.db, jobs, adapter.provider, address=adapter.address, credentials=credentials,
+                                options=adapter.options):  # fmt: skip
                 setup.broker.enqueue(sync_message(settings.queue, payload))
         finally:
             setup.close()
@@ -199,10 +227,13 @@ def calsync(url: str, jobs: int, shape: Shape, scratch: Path, database: str, dsn
             env = child_environment(settings)
             if tree is not None:
                 env["PYTHONPATH"] = str(tree)
-            name = f"calsync worker ({database})" if tree is None else f"calsync {tree.name} ({database})"
+            label = "worker" if adapter.provider == "memory" else adapter.provider
+            if tree is not None:
+                label = tree.name if adapter.provider == "memory" else f"{label} {tree.name}"
+            name = f"calsync {label} ({database})"
             # dramatiq puts its working directory first on sys.path: the compared tree's calsync must be there
             with _running(command, env, data_dir / "worker.log", cwd=tree or ROOT) as worker:
-                return _drain(name, client, ns, jobs, worker)
+                return _drain(name, client, ns, jobs, worker, adapter.emulator)
         finally:
             client.close()
             remove_keys(url, ns)

@@ -70,10 +70,34 @@ def _build(
 
 def validate_account(account: Account) -> None:
     """Refuse an account whose credentials or options the adapter cannot use (at ``accounts add``, not at a job)."""
+    own = account.options.get("max_concurrency")  # traffic control's per-account limit, any provider
+    if own is not None and (not isinstance(own, int) or isinstance(own, bool) or own < 1):
+        raise ConfigurationError(f"account {account.id}: option max_concurrency must be a whole number of 1 or more")
     if account.provider == "graph":
         from calsync.providers.graph.credentials import read_graph_account
 
         read_graph_account(account)
+    elif account.provider == "exchange":
+        from calsync.providers.exchange.account_config import read_account_config
+
+        read_account_config(account)
+    elif account.provider == "google":
+        from calsync.providers.google.credentials import check_account
+
+        check_account(account)
+
+
+def verify_account(account: Account, settings: Settings) -> None:
+    """One live call with the account's credentials (a token, or EWS's cheapest request): refused → permanent
+    error, unreachable → temporary error. Nothing is written."""
+    validate_account(account)
+    if account.provider == "memory":
+        return  # nothing to ask
+    provider = _build(account.provider, settings, None, None)
+    try:
+        provider.verify(account)  # type: ignore[attr-defined]  # every remote adapter has one; not a job's protocol
+    finally:
+        provider.close()
 
 
 class ProviderRegistry:

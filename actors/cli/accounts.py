@@ -9,9 +9,9 @@ import click
 
 from calsync.actors.cli.common import CliState, parse_options, pass_state, print_json, print_table, read_json_file
 from calsync.core.model.calendar import Account, ProviderName
-from calsync.core.model.errors import CalsyncError, EntityNotFound, InvalidChange
+from calsync.core.model.errors import CalsyncError, EntityNotFound, InvalidChange, PermanentError, ProviderUnavailable
 from calsync.core.store import accounts as repo
-from calsync.providers.registry import validate_account
+from calsync.providers.registry import validate_account, verify_account
 
 PROVIDERS = click.Choice(list(get_args(ProviderName)))
 
@@ -30,11 +30,24 @@ def _read_credentials(path: Path | None) -> dict[str, Any] | None:
     return data
 
 
-def _validated(account: Account) -> None:
+def _validated(account: Account, state: CliState, verify: bool) -> None:
     try:
         validate_account(account)
     except CalsyncError as exc:
         raise InvalidChange(str(exc)) from None
+    if not verify:
+        return
+    try:
+        verify_account(account, state.settings)
+    except PermanentError as exc:
+        raise InvalidChange(f"--verify: {account.provider} refused the credentials, nothing saved: {exc}") from None
+    except CalsyncError as exc:
+        raise ProviderUnavailable(f"--verify: {account.provider} could not be reached, nothing saved: {exc}") from None
+
+
+_VERIFY = click.option(
+    "--verify", is_flag=True, help="Make one live call with the credentials first (a token; EWS: one GetFolder)."
+)
 
 
 @accounts.command("add")
@@ -46,6 +59,7 @@ def _validated(account: Account) -> None:
 )
 @click.option("--option", "options", multiple=True, metavar="KEY=VALUE", help="Non-secret provider option; repeatable.")
 @click.option("--id", "account_id", help="Choose the account id instead of generating one.")
+@_VERIFY
 @pass_state
 def add(
     state: CliState,
@@ -55,11 +69,13 @@ def add(
     credentials_file: Path | None,
     options: tuple[str, ...],
     account_id: str | None,
+    verify: bool,
 ) -> None:
-    """Register an account; prints {"account_id": ...}."""
+    """Register an account (credentials and options checked; --verify: tried live); prints {"account_id": ...}."""
     parsed = parse_options(options)
     data = _read_credentials(credentials_file)
-    _validated(Account("new", tenant, provider, address, credentials=data or {}, options=parsed))
+    _validated(Account(account_id or "new", tenant, provider, address, credentials=data or {}, options=parsed),
+               state, verify)  # fmt: skip
     blob = None if data is None else state.runtime.cipher.encrypt(data)
     with state.runtime.db.write() as conn:
         summary = repo.add_account(
@@ -97,6 +113,7 @@ def list_(state: CliState, tenant: str | None, as_json: bool) -> None:
     type=PROVIDERS,
     help="Move the account to another adapter (exchange → graph); clears the options unless --option is given.",
 )
+@_VERIFY
 @pass_state
 def update(
     state: CliState,
@@ -105,11 +122,12 @@ def update(
     status: Any,
     options: tuple[str, ...],
     provider: Any,
+    verify: bool,
 ) -> None:
     """Re-authorize (new credentials make the account active again), disable, re-enable or move an account."""
     data = _read_credentials(credentials_file)
     parsed = parse_options(options) if options else None
-    if provider is not None or data is not None or parsed is not None:
+    if provider is not None or data is not None or parsed is not None or verify:
         with state.runtime.db.read() as conn:
             current = repo.load_account(conn, account_id, state.runtime.cipher)
         if current is None:
@@ -120,7 +138,7 @@ def update(
             account_id, current.tenant_id, provider or current.provider, current.address,
             credentials=current.credentials if data is None else data,
             options=current.options if parsed is None else parsed,
-        ))  # fmt: skip
+        ), state, verify)  # fmt: skip
     blob = None if data is None else state.runtime.cipher.encrypt(data)
     if blob is not None and status is None:
         status = "active"

@@ -25,7 +25,9 @@ stderr = Console(stderr=True, soft_wrap=True)
 
 
 #: The commands that need the queue running: only these start the embedded Redis (docs: README "Command line").
-STARTS_EMBEDDED_REDIS = frozenset({"worker", "submit", "reconcile", "dlq replay", "retry-now", "demo"})
+STARTS_EMBEDDED_REDIS = frozenset(
+    {"worker", "submit", "reconcile", "dlq replay", "retry-now", "pause", "resume", "demo"}
+)
 
 
 def _needs_queue() -> bool:

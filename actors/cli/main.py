@@ -24,6 +24,7 @@ from calsync.actors.cli.common import EXIT_BAD_INPUT, CliState, describe_failure
 from calsync.actors.cli.dlq import dlq
 from calsync.actors.cli.exporter import exporter
 from calsync.actors.cli.ops import migrate, reconcile, secret_key, stop, worker
+from calsync.actors.cli.pause import pause, resume
 from calsync.actors.cli.retry_now import retry_now_command
 from calsync.actors.cli.serve import serve
 from calsync.actors.cli.status import status
@@ -116,6 +117,8 @@ for command in (
     status,
     exporter,
     retry_now_command,
+    pause,
+    resume,
     serve,
     api_keys,
 ):

@@ -21,6 +21,7 @@ from rich.text import Text
 from calsync.actors.cli.common import CliState, pass_state, print_json, stdout
 from calsync.core.model.vocabulary import Outcome
 from calsync.core.observability.readings import Reading, StatusReader
+from calsync.core.redis.pause import PauseState, PauseSwitch
 from calsync.core.redis.stats import JobStats
 
 THROUGHPUT_WINDOWS = (5, 60)
@@ -29,10 +30,12 @@ OUTCOMES = tuple(outcome.value for outcome in Outcome)
 
 @dataclass(frozen=True)
 class Status:
-    """One reading plus recent job outcome counts per window (minutes); None when Redis could not be read."""
+    """One reading plus recent job outcome counts per window (minutes) and the pause switch; None when Redis could
+    not be read."""
 
     reading: Reading
     throughput: dict[int, Counter[str]] | None
+    paused: PauseState | None = None
 
     def as_json(self) -> dict[str, Any]:
         """The document ``calsync status --json`` prints."""
@@ -42,8 +45,10 @@ class Status:
             "queues": [q.as_json() for q in reading.queues] if reading.queues is not None else None,
             "dead_letters": None,
             "targets": None,
+            "paused": self.paused.as_json() if self.paused is not None else None,
             "workers_active": reading.workers_active,
             "workers": [w.as_json() for w in reading.workers] if reading.workers is not None else None,
+            "circuits": [c.as_json() for c in reading.circuits] if reading.circuits is not None else None,
             "throughput": None,
             "errors": reading.errors,
         }
@@ -59,10 +64,11 @@ def read_status(reader: StatusReader, stats: JobStats) -> Status:
     reading = reader.read()
     try:
         throughput = {minutes: stats.totals(minutes=minutes, now=reading.at) for minutes in THROUGHPUT_WINDOWS}
+        paused = PauseSwitch(reader.runtime.redis, reader.keys).state()
     except Exception as exc:
         reading.errors.setdefault("redis", f"{type(exc).__name__}: {exc}")
         return Status(reading, None)
-    return Status(reading, throughput)
+    return Status(reading, throughput, paused)
 
 
 def format_age(seconds: float | None) -> str:
@@ -100,6 +106,12 @@ def render(status: Status) -> RenderableType:
     when = dt.datetime.fromtimestamp(reading.at, dt.UTC).isoformat(timespec="seconds")
     workers = _count(reading.workers_active)
     parts.append(Text(f"calsync status at {when} — active workers: {workers}"))
+    if status.paused is not None:
+        holding = sum(1 for w in reading.workers or [] if w.paused)
+        why = f" ({status.paused.reason})" if status.paused.reason else ""
+        since = status.paused.as_json()["since"]
+        parts.append(Text(f"PAUSED since {since} by {status.paused.by}{why}: {holding} of {workers} workers "
+                          "holding; `calsync resume` to go on", style="yellow"))  # fmt: skip
     for unhealthy in reading.workers_unhealthy or []:
         parts.append(Text(f"worker {unhealthy.worker} is unhealthy: {unhealthy.threads_alive} of "
                           f"{unhealthy.threads} worker threads alive (the liveness probe restarts it)",
@@ -125,6 +137,14 @@ def render(status: Status) -> RenderableType:
         for target_status, count in store.targets.items():
             targets.add_row(target_status, str(count))
         parts.append(targets)
+    if reading.circuits:
+        circuits = _table("circuit breakers", "provider", "provider breaker", "blocked for", "accounts open",
+                          "half-open", "e.g.")  # fmt: skip
+        for c in reading.circuits:
+            style = "red" if "open" in (c.state, c.accounts_state) else None
+            circuits.add_row(c.provider, c.state.replace("_", "-"), format_age(c.blocked_for), str(c.accounts_open),
+                             str(c.accounts_half_open), ", ".join(c.some_accounts), style=style)  # fmt: skip
+        parts.append(circuits)
     if status.throughput is not None:
         columns = [f"last {m} min" for m in THROUGHPUT_WINDOWS]
         throughput = _table("job outcomes", "outcome", *columns)

@@ -9,13 +9,16 @@ the delivery back to the queue and try again later: nothing is dropped, no threa
 from __future__ import annotations
 
 import logging
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Final, Protocol, runtime_checkable
 
 import dramatiq
 
 from calsync.core.messaging.envelope import Refused, read_message
-from calsync.core.model.vocabulary import Refusal
+from calsync.core.model.errors import MalformedMessage
+from calsync.core.model.payload import raw_ids
+from calsync.core.model.vocabulary import DeadLetterCause, Refusal
 
 log = logging.getLogger(__name__)
 
@@ -55,6 +58,16 @@ class Quarantined:
         """Whether the stored body is shorter than what arrived."""
         return len(self.raw_body) < self.raw_size
 
+    def log_fields(self) -> dict[str, Any]:
+        """The fields of its one warning line: the DLQ reason, the actor, and whatever ids its payload carried."""
+        doc = self.document if isinstance(self.document, dict) else {}
+        args = doc.get("args")
+        reason = DeadLetterCause.QUARANTINED.reason(MalformedMessage(self.detail, refusal=self.refusal.value))
+        actor = doc.get("actor_name") if isinstance(doc.get("actor_name"), str) else None
+        fields = {"reason": reason, "detail": self.detail, "job_type": actor,
+                  **(raw_ids(args) if isinstance(args, list) else {}), **self.arrival.origin()}  # fmt: skip
+        return {name: value for name, value in fields.items() if value is not None}
+
 
 @runtime_checkable
 class QuarantineSink(Protocol):
@@ -82,13 +95,14 @@ class Door:
 
     broker: dramatiq.Broker
     max_bytes: int
+    overflow: Mapping[str, str] = field(default_factory=dict)  # bulk lane -> the queue whose sync actor it carries
 
     def admit(self, body: bytes | None, arrival: Arrival) -> dramatiq.Message[Any] | Quarantined:
         """The message to run, or the quarantine record of a delivery that must not run."""
         try:
             verdict = read_message(body, broker=self.broker, queue_name=arrival.queue,
                                    broker_message_id=arrival.broker_message_id if arrival.broker == "redis" else None,
-                                   max_bytes=self.max_bytes)  # fmt: skip
+                                   max_bytes=self.max_bytes, overflow=self.overflow)  # fmt: skip
         except Exception as exc:  # a check that itself fails must not take the consumer down
             verdict = Refused(Refusal.NOT_ENVELOPE, f"the envelope check failed: {type(exc).__name__}")
         if not isinstance(verdict, Refused):
@@ -99,7 +113,7 @@ class Door:
     def store(self, item: Quarantined) -> bool:
         """Hand ``item`` to the quarantine: True once stored (ack it), False without one (dead-letter it
         in the broker instead). Raises QuarantineUnavailable when the store failed (keep it queued)."""
-        fields = {"refusal": item.refusal.value, "detail": item.detail, **item.arrival.origin()}
+        fields = item.log_fields()
         sink = sink_of(self.broker)
         if sink is None:
             log.error("message refused and no quarantine is configured; rejecting it", extra={"fields": fields})

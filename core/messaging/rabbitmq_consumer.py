@@ -9,6 +9,7 @@ is stored by the quarantine, then acked (docs/notes/dramatiq.md §poison).
 from __future__ import annotations
 
 import time
+from collections.abc import Mapping
 from functools import partial
 from typing import Any
 
@@ -18,15 +19,16 @@ from dramatiq.brokers.rabbitmq import RabbitmqBroker, _RabbitmqConsumer, _Rabbit
 from dramatiq.common import q_name
 from dramatiq.errors import ConnectionClosed
 
+from calsync.core.messaging.hold import ConsumerHold, hold_of
 from calsync.core.messaging.quarantine import Arrival, Door, Quarantined, QuarantineUnavailable
 
 
 class SafeRabbitmqBroker(RabbitmqBroker):
     """A RabbitmqBroker whose consumers admit only messages a worker thread can run (the rest is quarantined)."""
 
-    def __init__(self, *, max_message_bytes: int, **kwargs: Any) -> None:
+    def __init__(self, *, max_message_bytes: int, overflow: Mapping[str, str] | None = None, **kwargs: Any) -> None:
         super().__init__(**kwargs)
-        self.door = Door(self, max_message_bytes)
+        self.door = Door(self, max_message_bytes, dict(overflow or {}))
 
     @property
     def consumer_class(self) -> type[_SafeRabbitmqConsumer]:
@@ -42,9 +44,13 @@ class _SafeRabbitmqConsumer(_RabbitmqConsumer):
     def __init__(self, broker: SafeRabbitmqBroker, queue_name: str, prefetch: int, timeout: int) -> None:
         super().__init__(broker, queue_name, prefetch, timeout)  # type: ignore[no-untyped-call]
         self.timeout = timeout  # ms; the pause before a delivery the quarantine could not take comes back
+        self.hold: ConsumerHold | None = hold_of(broker)  # consumers are built after the middleware
+        self.consuming = True  # Dramatiq's __init__ started the basic_consume
 
     def __next__(self) -> MessageProxy | None:
         try:
+            if self._held():
+                return None
             method, properties, body = next(self.iterator)
             if method is None:
                 return None
@@ -72,6 +78,22 @@ class _SafeRabbitmqConsumer(_RabbitmqConsumer):
         else:
             self._settle(partial(self.channel.basic_nack, tag, requeue=False))
         return None
+
+    def _held(self) -> bool:
+        """While the hold is on, no consumer: what the channel had buffered goes back to the queue (a requeue,
+        not an attempt); the connection keeps serving heartbeats and the worker threads' acks. Off: consume again."""
+        if self.hold is None:
+            return False
+        if not self.hold.holding(self.queue_name):
+            if not self.consuming:
+                self.iterator = self.channel.consume(self.queue_name, inactivity_timeout=self.timeout / 1000)
+                self.consuming = True
+            return False
+        if self.consuming:
+            self.channel.cancel()  # pika rejects (requeue=True) every delivery buffered or still arriving
+            self.consuming = False
+        self.connection.process_data_events(time_limit=self.timeout / 1000)
+        return True
 
     def _settle(self, call: partial[None]) -> None:
         try:

@@ -11,7 +11,8 @@ Three sources, each read on its own so that one being down does not hide the oth
   management API, so delayed, in-flight and oldest age are reported as unavailable (None).
 - **database**: open dead letters by job type and reason, the oldest open one, targets by sync
   status and the most overdue pending target.
-- **redis**: live worker heartbeat keys (``<ns>:heartbeat:*``, each with a TTL), counted with SCAN; their
+- **redis**: the circuit breakers and provider back-off of every provider with a breaker (core/redis/traffic.py);
+  live worker heartbeat keys (``<ns>:heartbeat:*``, each with a TTL), counted with SCAN; their
   values tell each process' live worker threads against its configured count (a process that lost
   threads is unhealthy, core/worker/heartbeat.py).
 
@@ -36,10 +37,12 @@ from typing import TYPE_CHECKING, Any, TypeVar
 import redis
 
 from calsync.core.config.settings import broker_kind
+from calsync.core.messaging.lanes import lanes_of
 from calsync.core.messaging.messages import RECONCILE_JOB
 from calsync.core.model.intake import INTAKE_JOB
 from calsync.core.model.payload import SYNC_JOB
 from calsync.core.model.vocabulary import SYNC_STATUSES
+from calsync.core.redis.traffic import CircuitReading, TrafficStore
 from calsync.core.store import dead_letters, targets
 
 if TYPE_CHECKING:
@@ -130,6 +133,7 @@ class WorkerReading:
     worker: str
     threads: int | None
     threads_alive: int | None
+    paused: bool | None = None  # every consumer holding for `calsync pause` (None: an older worker's key)
 
     @property
     def healthy(self) -> bool:
@@ -139,7 +143,7 @@ class WorkerReading:
     def as_json(self) -> dict[str, Any]:
         """JSON-ready form for ``calsync status --json``."""
         return {"worker": self.worker, "threads": self.threads, "threads_alive": self.threads_alive,
-                "healthy": self.healthy}  # fmt: skip
+                "healthy": self.healthy, "paused": self.paused}  # fmt: skip
 
 
 def _count_field(doc: dict[str, Any], name: str) -> int | None:
@@ -155,7 +159,8 @@ def worker_reading(key: str, raw: bytes | str | None) -> WorkerReading:
         doc = {}
     doc = doc if isinstance(doc, dict) else {}
     name = doc.get("worker") if isinstance(doc.get("worker"), str) else key.rsplit(":heartbeat:", 1)[-1]
-    return WorkerReading(str(name), _count_field(doc, "threads"), _count_field(doc, "threads_alive"))
+    paused = doc.get("paused") if isinstance(doc.get("paused"), bool) else None
+    return WorkerReading(str(name), _count_field(doc, "threads"), _count_field(doc, "threads_alive"), paused)
 
 
 @dataclass(frozen=True)
@@ -168,6 +173,7 @@ class Reading:
     workers_active: int | None
     errors: dict[str, str] = field(default_factory=dict)
     workers: list[WorkerReading] | None = None
+    circuits: list[CircuitReading] | None = None
 
     @property
     def workers_unhealthy(self) -> list[WorkerReading] | None:
@@ -210,6 +216,7 @@ class StatusReader:
         self.settings = runtime.settings
         self.keys = runtime.keys
         self._broker_redis: redis.Redis | None = None
+        self._traffic: TrafficStore | None = None
 
     def read(self) -> Reading:
         """Read every source, recording failures instead of raising."""
@@ -218,7 +225,8 @@ class StatusReader:
         queues = self._guarded("broker", errors, lambda: self.queues(now))
         store = self._guarded("database", errors, lambda: self.store(now))
         workers = self._guarded("redis", errors, self.workers)
-        return Reading(now, queues, store, None if workers is None else len(workers), errors, workers)
+        circuits = self._guarded("redis", errors, self.circuits)
+        return Reading(now, queues, store, None if workers is None else len(workers), errors, workers, circuits)
 
     @staticmethod
     def _guarded(source: str, errors: dict[str, str], read: Callable[[], T]) -> T | None:
@@ -232,7 +240,7 @@ class StatusReader:
 
     def queues(self, now: float) -> list[QueueReading]:
         """The depth of every queue calsync consumes."""
-        consumed = (self.settings.queue, self.settings.intake_queue)
+        consumed = (*lanes_of(self.settings).queues, self.settings.intake_queue)
         if broker_kind(self.runtime.broker_url) == "rabbitmq":
             url = self.runtime.broker_url
             return [QueueReading(queue, _rabbitmq_ready(url, queue), None, None, None) for queue in consumed]
@@ -268,6 +276,15 @@ class StatusReader:
             targets={status: by_status.get(status, 0) for status in SYNC_STATUSES},
             pending_oldest_age_seconds=_age(oldest_due, now),
         )
+
+    # --- traffic control -----------------------------------------------------------------------
+
+    def circuits(self) -> list[CircuitReading]:
+        """The breakers of every provider that has them (BREAKER_FAILURES above 0)."""
+        if self._traffic is None:
+            self._traffic = TrafficStore(self.runtime.redis, self.keys)
+        traffic = self._traffic
+        return [traffic.circuits(name) for name, failures in sorted(self.settings.breaker_failures.items()) if failures]
 
     # --- heartbeats -----------------------------------------------------------------------------
 

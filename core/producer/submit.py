@@ -6,8 +6,9 @@ after the commit nothing is lost: the targets stay pending and ``calsync reconci
 A dedup marker per (target, operation, version) suppresses identical enqueues within ``DEDUP_TTL``;
 a settle marker per target delays the jobs of a burst's later edits by ``COALESCE_WINDOW``, so a burst
 writes its first and its newest version only; both are optimisations, never the source of truth.
-Submitting a change identical to the current state creates no new version, so a client retrying its
-request gets the same receipt.
+Submitting a change identical to the current state creates no new version: a client retrying its
+request gets the same entity and version, with the first job ids of the targets still pending (none
+once all synced).
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ from pydantic import TypeAdapter, ValidationError
 from sqlalchemy import Connection
 from sqlalchemy.exc import IntegrityError
 
+from calsync.core.messaging.lanes import lanes_of
 from calsync.core.messaging.messages import sync_message
 from calsync.core.model.calendar import SendUpdates
 from calsync.core.model.change import Change, parse_change
@@ -30,7 +32,9 @@ from calsync.core.model.errors import EntityNotFound, IdempotencyKeyReused, Inva
 from calsync.core.model.ids import Identifier, new_id, new_trace_id
 from calsync.core.model.payload import JobPayload, Operation, new_payload
 from calsync.core.model.planner import Plan, plan
+from calsync.core.model.vocabulary import Lane
 from calsync.core.producer.dedup import Claim, EnqueueMarkers, Mark, RedisMarkers
+from calsync.core.producer.fairness import LaneChoice, OneLane, lane_choice
 from calsync.core.runtime import Runtime, default_runtime
 from calsync.core.store import accounts, events, intake_requests, targets
 from calsync.core.store.database import Database
@@ -39,7 +43,7 @@ from calsync.core.store.targets import TargetKey, TargetRow
 log = logging.getLogger(__name__)
 _tenant_id = TypeAdapter(Identifier)
 
-Enqueue = Callable[[JobPayload, int | None], object]  # the payload, a delay in ms (None: at once)
+Enqueue = Callable[[JobPayload, Lane, int | None], object]  # the payload, its lane, a delay in ms (None: at once)
 
 
 @dataclass(frozen=True)
@@ -97,8 +101,10 @@ class Intake:
         *,
         default_send_updates: SendUpdates,
         request_key_ttl: int = 86400,
+        lanes: LaneChoice | None = None,
     ) -> None:
         self._db = db
+        self._lanes = lanes or OneLane()
         self._markers = markers
         self._enqueue_job = enqueue
         self._default_send_updates = default_send_updates
@@ -255,14 +261,17 @@ class Intake:
             Claim(Mark(*job.key, job.plan.operation, version), payload.job_id, job.covered_by)
             for job, payload in zip(jobs, payloads, strict=True)
         ]
+        answers = self._markers.claim_all(claims)
+        fresh = sum(a.earlier is None for a in answers)
+        lanes = iter(self._lanes.lanes(tenant_id, fresh))  # a tenant over its rate: the bulk lane
         settling = 0
-        for job, payload, claim, claimed in zip(jobs, payloads, claims, self._markers.claim_all(claims), strict=True):
+        for job, payload, claim, claimed in zip(jobs, payloads, claims, answers, strict=True):
             mark = claim.mark
             if claimed.earlier is not None:
                 job_ids.append(claimed.earlier)
                 continue
             try:
-                self._enqueue_job(payload, claimed.delay_ms)
+                self._enqueue_job(payload, next(lanes), claimed.delay_ms)
             except Exception:
                 log.exception(
                     "enqueue failed after commit; the reconciler will pick the target up",
@@ -288,9 +297,10 @@ class Producer(Intake):
 
     def __init__(self, runtime: Runtime) -> None:
         settings = runtime.settings
+        queues = lanes_of(settings)
 
-        def enqueue(payload: JobPayload, delay_ms: int | None) -> None:
-            runtime.broker.enqueue(sync_message(settings.queue, payload), delay=delay_ms)  # built on first use
+        def enqueue(payload: JobPayload, lane: Lane, delay_ms: int | None) -> None:
+            runtime.broker.enqueue(sync_message(queues.queue(lane), payload), delay=delay_ms)  # built on first use
 
         markers = RedisMarkers(
             runtime.redis,
@@ -305,6 +315,7 @@ class Producer(Intake):
             enqueue,
             default_send_updates=settings.default_send_updates,
             request_key_ttl=settings.request_key_ttl,
+            lanes=lane_choice(runtime),
         )
 
 

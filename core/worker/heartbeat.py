@@ -21,6 +21,7 @@ would keep consuming with fewer threads, or none, while looking alive. With fewe
 configured, the file is no longer touched (the probe fails: the pod is restarted), logged at CRITICAL
 once; the key goes on being renewed with ``threads_alive`` < ``threads``, so ``calsync status`` names
 the process, and ``calsync_worker_threads_alive`` drops below ``calsync_worker_threads_configured``.
+The key's ``paused`` is true once every consumer of the process holds for ``calsync pause`` (pause.py).
 """
 
 from __future__ import annotations
@@ -48,6 +49,7 @@ from calsync.core.worker.metrics import (
     calsync_version,
     worker_id,
 )
+from calsync.core.worker.pause import PauseGate
 
 log = logging.getLogger(__name__)
 
@@ -145,8 +147,11 @@ class HeartbeatTiming:
 class Heartbeat(dramatiq.Middleware):
     """Runs this worker process' heartbeat thread and tracks its deliveries in flight."""
 
-    def __init__(self, client: redis.Redis, keys: RedisKeys, timing: HeartbeatTiming) -> None:
+    def __init__(
+        self, client: redis.Redis, keys: RedisKeys, timing: HeartbeatTiming, pause: PauseGate | None = None
+    ) -> None:
         self.timing = timing
+        self.pause = pause
         self.redis = client
         self.keys = keys
         self.inflight = InFlight(timing.stuck_grace)
@@ -273,6 +278,8 @@ class Heartbeat(dramatiq.Middleware):
         }
         if threads is not None:
             value.update(threads=threads.configured, threads_alive=threads.alive)
+        if self.pause is not None and self._worker is not None:
+            value["paused"] = self.pause.paused_on(self._worker.consumers)  # every consumer holds
         try:
             self.redis.set(self.key, json.dumps(value), px=int(self.timing.ttl * 1000))
         except redis.RedisError:

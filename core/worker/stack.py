@@ -5,7 +5,8 @@ Before-hooks run top to bottom and after-hooks bottom to top (Dramatiq's rule). 
 :func:`core.worker.job.run_sync`, which the sync actor calls; none of the middlewares below guards it:
 
 0. in workers, ``first``: Dramatiq's ``Prometheus``, :class:`~core.worker.metrics.WorkerMetrics`,
-   :class:`~core.worker.heartbeat.Heartbeat` (docs/METRICS.md);
+   :class:`~core.worker.heartbeat.Heartbeat` (docs/METRICS.md), :class:`~core.worker.pause.PauseGate`
+   (holds the consumers while ``calsync pause`` is on; no hook around deliveries);
 1. ``JobLifecycle`` — opens the delivery; its ack/nack hooks run last, logging and counting the outcome;
 2. ``TimeLimit`` — Dramatiq's, set above the provider timeout so a hung call is interrupted;
 3. ``ShutdownNotifications`` — Dramatiq's, lets SIGTERM stop idle threads cleanly;
@@ -21,11 +22,13 @@ from typing import TYPE_CHECKING
 import dramatiq
 from dramatiq.middleware import ShutdownNotifications, TimeLimit
 
+from calsync.core.redis.pause import PauseSwitch
 from calsync.core.worker.heartbeat import Heartbeat, HeartbeatTiming
 from calsync.core.worker.metrics import WorkerMetrics
 from calsync.core.worker.middleware.dead_letters import DeadLetterRecorder
 from calsync.core.worker.middleware.lifecycle import JobLifecycle, JobObserver
 from calsync.core.worker.middleware.retries import RetryPolicy, ScheduledRetries
+from calsync.core.worker.pause import PauseGate
 
 if TYPE_CHECKING:
     from calsync.core.runtime import Runtime
@@ -41,6 +44,7 @@ def worker_middleware(
         jitter=settings.retry_jitter,
         defer_delay=settings.lock_retry_delay,
         max_deferrals=settings.lock_max_waits,
+        held_note_every=settings.reconcile_after / 2,
     )
     return [
         *first,
@@ -67,6 +71,8 @@ def observed_worker_middleware(runtime: Runtime) -> list[dramatiq.Middleware]:
         stuck_grace=settings.stuck_grace,
         job_time_limit=settings.job_time_limit,
     )
-    heartbeat = Heartbeat(runtime.redis, runtime.keys, timing)
+    pause = PauseGate(PauseSwitch(runtime.redis, runtime.keys))
+    heartbeat = Heartbeat(runtime.redis, runtime.keys, timing, pause)
     runtime.locks.owned_by(lambda: heartbeat.key)  # a dead worker's locks can be taken over (docs/notes/locks.md)
-    return worker_middleware(runtime, first=[Prometheus(), metrics, heartbeat], job_observers=[metrics.observe_job])
+    first = [Prometheus(), metrics, heartbeat, pause]
+    return worker_middleware(runtime, first=first, job_observers=[metrics.observe_job])

@@ -37,7 +37,13 @@ from calsync.core.store.dead_letters import DeadLetterFilter
 from calsync.providers.memory import MemoryProvider
 from calsync_emulators import google, graph
 from calsync_emulators.control import GoogleControl, GraphControl
-from calsync_emulators.demo_report import dead_letters_table, jobs_table, progress_table, provider_calls_table
+from calsync_emulators.demo_report import (
+    dead_letters_table,
+    inspect_commands,
+    jobs_table,
+    progress_table,
+    provider_calls_table,
+)
 from calsync_emulators.server import RunningEmulator
 
 TENANT = "acme"
@@ -244,6 +250,10 @@ class Demo:
             provider_calls_table(self.memory.calls(), self.google_control.requests(), self.ews_control.requests())
         )
         self.console.print(f"data, logs and the worker log are in {self.directory}")
+        first = next(iter(scenario.entities.values()), None)
+        commands = inspect_commands(self.directory, TENANT, first, str(records[0].id) if records else None)
+        self.console.print("inspect this run's data:", *(f"  {line}" for line in commands), sep="\n",
+                           markup=False, highlight=False)  # fmt: skip
 
     # --- tear-down ----------------------------------------------------------------------------
 

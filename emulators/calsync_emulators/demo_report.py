@@ -2,8 +2,12 @@
 
 from __future__ import annotations
 
+import shlex
+import shutil
+import sys
 from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
+from pathlib import Path
 from typing import Any
 
 from rich.table import Table
@@ -71,3 +75,27 @@ def provider_calls_table(
     rest = [r for r in ews_log if r["path"].startswith("/v1.0/")]
     calls.add_row("Exchange Graph emulator", str(len(rest)), str(sum(1 for r in rest if r.get("fault"))))
     return calls
+
+
+def calsync_command() -> str:
+    """How to call the ``calsync`` of this environment: the bare name when it is the one on PATH."""
+    here = Path(sys.executable).parent / "calsync"
+    found = shutil.which("calsync")
+    if found and Path(found).resolve() == here.resolve():
+        return "calsync"
+    return shlex.quote(str(here)) if here.exists() else f"{shlex.quote(sys.executable)} -m calsync_emulators"
+
+
+def inspect_commands(directory: Path, tenant: str, entity: str | None, dead_letter: str | None) -> list[str]:
+    """The exact commands that show this run's data afterwards (its own data dir, not the default one)."""
+    calsync = calsync_command()
+    lines = [
+        f"export CALSYNC_DATA_DIR={shlex.quote(str(directory))}   # this run's SQLite and embedded Redis",
+        f"{calsync} dlq list   # the dead letters above, with reasons (--json: history, payload)",
+    ]
+    if dead_letter is not None:
+        lines.append(f"{calsync} dlq show {shlex.quote(dead_letter)}")
+    if entity is not None:
+        lines.append(f"{calsync} events show {shlex.quote(entity)} --tenant {shlex.quote(tenant)}")
+    lines.append(f"{calsync} accounts list --tenant {shlex.quote(tenant)}")
+    return lines

@@ -31,6 +31,7 @@ from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError, f
 
 from calsync.core.model.calendar import Account
 from calsync.core.model.errors import ConfigurationError
+from calsync.core.model.validation_wording import field_message
 
 _AUTH_TYPES: dict[str, str] = {"basic": BASIC, "ntlm": NTLM, "oauth2": OAUTH2}
 
@@ -63,6 +64,7 @@ class _Options(BaseModel):
     auth_type: Literal["basic", "ntlm", "oauth2"]
     access_type: Literal["delegate", "impersonation"] | None = None
     autodiscover: bool = False
+    max_concurrency: int | None = Field(default=None, ge=1, strict=True)  # traffic control's, per account
 
     _url = field_validator("server_url")(_http_url)
 
@@ -138,7 +140,8 @@ class AccountConfig:
 
 def _invalid(account: Account, section: str, exc: ValidationError) -> ConfigurationError:
     # Built from locations and messages only: pydantic's own text would echo the (secret) input.
-    problems = "; ".join(f"{'.'.join([section, *(str(p) for p in err['loc'])])}: {err['msg']}" for err in exc.errors())
+    problems = "; ".join(f"{'.'.join([section, *(str(p) for p in err['loc'])])}: {field_message(err)}"
+                         for err in exc.errors())  # fmt: skip
     return ConfigurationError(f"Exchange account {account.id}: {problems}")
 
 

@@ -21,6 +21,7 @@ from exchangelib.version import EXCHANGE_2016
 
 from calsync.core.model.calendar import Account
 from calsync.providers.exchange.account_config import AccountConfig
+from calsync.providers.exchange.transport import tune
 
 
 @dataclass(frozen=True)
@@ -55,6 +56,7 @@ def connect(account: Account, config: AccountConfig, *, max_connections: int, ti
     protocol.TIMEOUT = timeout
     if not isinstance(protocol.retry_policy, FailFast):
         protocol.config.retry_policy = FailFast()
+    tune(protocol)
     # Not Account.calendar: its cached_property lock is one per process, so first use would serialize
     # every mailbox's GetFolder calls behind each other (docs/notes/exchange.md, "Folder lookup").
     calendar = Root.get_distinguished(account=ews).get_default_folder(Calendar)

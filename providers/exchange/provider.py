@@ -82,6 +82,10 @@ class ExchangeProvider:
         mode = SEND_MODES[send_updates]
         self._run(account, config, "delete", lambda mbx: self._delete(mbx, target, mode))
 
+    def verify(self, account: Account) -> None:
+        """Connect the mailbox: one GetFolder of its calendar (after the token call for OAuth; ``--verify``)."""
+        self._run(account, read_account_config(account), "verify", lambda mbx: None)
+
     def close(self) -> None:
         """Release pooled connections on worker shutdown (exchangelib keeps them open per credential)."""
         for mailbox in self._mailboxes.drain():

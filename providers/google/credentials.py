@@ -85,6 +85,22 @@ def build_credentials(account: Account) -> Credentials:
     )
 
 
+_OPTIONS: dict[str, type] = {"calendar_id": str, "subject": str, "delegate": bool}
+
+
+def check_account(account: Account) -> None:
+    """Refuse unknown or mistyped options and credentials that are not Google's JSON (at ``accounts add``)."""
+    unknown = sorted(set(account.options) - set(_OPTIONS))
+    if unknown:
+        raise ConfigurationError(
+            f"Google account {account.id}: unknown option {', '.join(map(repr, unknown))} "
+            f"(known: {', '.join(_OPTIONS)})"
+        )
+    for name, kind in _OPTIONS.items():
+        account_option(account, name, kind, kind())
+    build_credentials(account)
+
+
 def secrets_of(account: Account) -> tuple[str, ...]:
     """The account's secret values, to be masked in any message about it."""
     return tuple(str(account.credentials[f]) for f in _SECRET_FIELDS if account.credentials.get(f))

@@ -100,6 +100,17 @@ class GoogleProvider:
             if self._delete(session, event_id_for(target.sync_key, generation), send_updates) != 410:
                 return
 
+    def verify(self, account: Account) -> None:
+        """One token call with the account's credentials (``accounts add --verify``); a refusal is permanent."""
+        session = self._session(account)
+        http = httplib2.Http(timeout=self._timeout)
+        try:
+            session.credentials.refresh(google_auth_httplib2.Request(http))  # type: ignore[no-untyped-call]
+        except Exception as exc:
+            raise classify(exc, "token refresh", self._secrets(session)) from None
+        finally:
+            http.close()
+
     def close(self) -> None:
         """Close every thread's pooled connections (call once the worker threads stopped); a later call reconnects."""
         with self._https_lock:

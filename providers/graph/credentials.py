@@ -34,6 +34,7 @@ from pydantic import (
 
 from calsync.core.model.calendar import Account
 from calsync.core.model.errors import ConfigurationError
+from calsync.core.model.validation_wording import field_message
 
 DEFAULT_AUTHORITY = "https://login.microsoftonline.com"
 _SECRET_FIELDS = ("client_secret", "certificate_pem", "refresh_token")
@@ -89,6 +90,7 @@ class _Options(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
     calendar: str | None = Field(default=None, min_length=1)
+    max_concurrency: int | None = Field(default=None, ge=1, strict=True)  # traffic control's, per account
 
 
 @dataclass(frozen=True)
@@ -118,7 +120,7 @@ def _problems(section: str, exc: ValidationError) -> str:
         loc = [str(p) for p in err["loc"]]
         if len(loc) > 1 and loc[0] in _TAGS:
             loc = loc[1:]
-        found.append(f"{'.'.join([section, *loc])}: {err['msg']}")
+        found.append(f"{'.'.join([section, *loc])}: {field_message(err)}")
     return "; ".join(found)
 
 

@@ -104,6 +104,10 @@ class GraphProvider:
         # Graph always mails a cancellation when an organizer deletes a meeting with attendees.
         self._run(account, "delete", lambda s: self._delete(s, target))
 
+    def verify(self, account: Account) -> None:
+        """One token call to Entra with the account's login (``accounts add --verify``); a refusal is permanent."""
+        self._run(account, "token", lambda s: s.tokens.access_token(self._writer))
+
     def close(self) -> None:
         """Close pooled connections (worker shutdown); a later call reconnects, with new token caches."""
         closing = self._http

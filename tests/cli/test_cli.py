@@ -11,13 +11,12 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from click.testing import CliRunner, Result
 
-from calsync.actors.cli.main import cli
 from calsync.core.config.settings import Settings
 from calsync.core.store import migrate
 from calsync.core.store.crypto import generate_key
 from calsync.core.store.database import Database
+from tests.cli.process import calsync
 from tests.support import Pipeline
 
 
@@ -28,13 +27,12 @@ def settings(settings_factory: Any) -> Settings:
     return built
 
 
-def _run(settings: Settings, *args: str, extra_env: dict[str, str] | None = None) -> Result:
-    env = {**settings.as_environment(), **(extra_env or {})}
-    return CliRunner().invoke(cli, list(args), env=env, catch_exceptions=False)
+def _run(settings: Settings, *args: str, extra_env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+    return calsync(*args, settings=settings, env=extra_env)  # the real console script, in a subprocess
 
 
-def _json(result: Result) -> Any:
-    assert result.exit_code == 0, result.output
+def _json(result: subprocess.CompletedProcess[str]) -> Any:
+    assert result.returncode == 0, result.stdout + result.stderr
     return json.loads(result.stdout)
 
 
@@ -79,7 +77,7 @@ def test_invalid_change_files_are_rejected_and_nothing_is_saved(
     settings: Settings, tmp_path: Path, document: Any, complaint: str
 ) -> None:
     result = _run(settings, "submit", "--tenant", "t1", "--file", _change(tmp_path, document))
-    assert result.exit_code == 2
+    assert result.returncode == 2
     assert result.stderr.startswith("calsync: error: ") and complaint in result.stderr
     assert len(result.stderr.strip().splitlines()) == 1
     listed = _json(_run(settings, "dlq", "list", "--json"))
@@ -90,24 +88,25 @@ def test_invalid_change_files_are_rejected_and_nothing_is_saved(
 
 def test_unreadable_and_malformed_files_name_the_problem(settings: Settings, tmp_path: Path) -> None:
     missing = _run(settings, "submit", "--tenant", "t1", "--file", str(tmp_path / "nope.json"))
-    assert missing.exit_code == 2 and "cannot read change file" in missing.stderr
+    assert missing.returncode == 2 and "cannot read change file" in missing.stderr
     broken = tmp_path / "broken.json"
     broken.write_text('{"operation": ')
     bad = _run(settings, "submit", "--tenant", "t1", "--file", str(broken))
-    assert bad.exit_code == 2 and "is not valid JSON" in bad.stderr and "line 1" in bad.stderr
+    assert bad.returncode == 2 and "is not valid JSON" in bad.stderr and "line 1" in bad.stderr
 
 
 def test_credentials_are_refused_without_a_secret_key(settings: Settings, tmp_path: Path) -> None:
     creds = tmp_path / "creds.json"
-    creds.write_text(json.dumps({"refresh_token": "1//r"}))
+    creds.write_text(json.dumps({"refresh_token": "1//r", "client_id": "c", "client_secret": "s"}))
     result = _run(settings, "accounts", "add", "--tenant", "t", "--provider", "google", "--address", "a@b.c",
                   "--credentials-file", str(creds), extra_env={"CALSYNC_SECRET_KEY": ""})  # fmt: skip
-    assert result.exit_code == 2 and "CALSYNC_SECRET_KEY is not set" in result.stderr
+    assert result.returncode == 2 and "CALSYNC_SECRET_KEY is not set" in result.stderr
 
 
 def test_credentials_are_stored_encrypted_and_never_listed(settings: Settings, tmp_path: Path) -> None:
     creds = tmp_path / "creds.json"
-    creds.write_text(json.dumps({"refresh_token": "1//very-secret-refresh", "client_secret": "shh-secret-123"}))
+    creds.write_text(json.dumps({"refresh_token": "1//very-secret-refresh", "client_secret": "shh-secret-123",
+                                 "client_id": "calsync-client"}))  # fmt: skip
     _json(_run(settings, "accounts", "add", "--tenant", "t", "--provider", "google", "--address", "a@b.c",
                "--credentials-file", str(creds)))  # fmt: skip
     listed = _run(settings, "accounts", "list", "--json")
@@ -119,7 +118,7 @@ def test_credentials_are_stored_encrypted_and_never_listed(settings: Settings, t
 
 def test_a_bad_setting_stops_every_command_naming_the_variable(settings: Settings) -> None:
     result = _run(settings, "accounts", "list", extra_env={"CALSYNC_RETRY_SCHEDULE": "10,soon"})
-    assert result.exit_code == 2 and "CALSYNC_RETRY_SCHEDULE" in result.stderr
+    assert result.returncode == 2 and "CALSYNC_RETRY_SCHEDULE" in result.stderr
 
 
 def test_dlq_list_show_replay_discard(settings: Settings, tmp_path: Path) -> None:
@@ -150,9 +149,9 @@ def test_dlq_list_show_replay_discard(settings: Settings, tmp_path: Path) -> Non
             everything = _json(_run(settings, "dlq", "list", "--status", "all", "--json"))
             assert sorted(r["status"] for r in everything) == ["discarded", "replayed"]
             nothing = _run(settings, "dlq", "replay")
-            assert nothing.exit_code == 2 and "nothing selected" in nothing.stderr
+            assert nothing.returncode == 2 and "nothing selected" in nothing.stderr
             unknown = _run(settings, "dlq", "show", "999")
-            assert unknown.exit_code == 2 and "does not exist" in unknown.stderr
+            assert unknown.returncode == 2 and "does not exist" in unknown.stderr
     finally:
         pipeline.close()
 
@@ -172,7 +171,7 @@ def test_migrate_is_repeatable(settings: Settings) -> None:
 def test_an_unmigrated_database_is_refused_with_the_fix(settings_factory: Any, tmp_path: Path) -> None:
     fresh = settings_factory(database_url=f"sqlite:///{tmp_path / 'empty.sqlite3'}")
     result = _run(fresh, "accounts", "list")
-    assert result.exit_code == 2 and "run `calsync migrate`" in result.stderr
+    assert result.returncode == 2 and "run `calsync migrate`" in result.stderr
 
 
 def test_the_console_script_is_installed_and_answers(settings: Settings) -> None:

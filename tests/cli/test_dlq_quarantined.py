@@ -5,23 +5,22 @@ from __future__ import annotations
 
 import base64
 import json
+import subprocess
 from typing import Any
 
-from click.testing import CliRunner, Result
-
-from calsync.actors.cli.main import cli
 from calsync.core.config.settings import Settings
 from calsync.core.store.crypto import generate_key
+from tests.cli.process import calsync
 from tests.integration.poison_cases import RawProducer, envelope, payload
 from tests.support import Pipeline, wait_until
 
 
-def _run(settings: Settings, *args: str) -> Result:
-    return CliRunner().invoke(cli, list(args), env=settings.as_environment(), catch_exceptions=False)
+def _run(settings: Settings, *args: str) -> subprocess.CompletedProcess[str]:
+    return calsync(*args, settings=settings)  # the real console script, in a subprocess
 
 
-def _json(result: Result) -> Any:
-    assert result.exit_code == 0, result.output
+def _json(result: subprocess.CompletedProcess[str]) -> Any:
+    assert result.returncode == 0, result.stdout + result.stderr
     return json.loads(result.stdout)
 
 
@@ -59,7 +58,7 @@ def test_quarantined_messages_are_listed_shown_replayed_or_refused_and_purged(se
             assert len(replayed["replayed"]) == 1
             assert pipeline.wait_target(real.entity_id, account, "synced").synced_version == update.version
             refused = _run(settings, "dlq", "replay", str(bad["id"]), "--json")
-            assert refused.exit_code == 0  # every record skipped is a report, not a dependency failure
+            assert refused.returncode == 0  # every record skipped is a report, not a dependency failure
             [skipped] = json.loads(refused.stdout)["skipped"]
             assert skipped["why"] == "quarantined message cannot be replayed: its body is not UTF-8 JSON; discard it"
 

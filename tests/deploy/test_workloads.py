@@ -138,6 +138,9 @@ def test_configuration_comes_from_the_configmap_and_secrets_from_secret_refs(ove
     for workload in overlay.workloads():
         for container in pod_spec(workload)["containers"]:
             for variable in container.get("env", []):
+                if variable["name"] == "CALSYNC_BROKER_URL":  # built from calsync-redis-auth: test_redis_secret.py
+                    assert "$(REDIS_PASSWORD)" in variable["value"]
+                    continue
                 assert variable["name"] not in SECRET_SETTINGS, f"{variable['name']} must come from envFrom secretRef"
             refs = [source.get("secretRef", {}).get("name") for source in container.get("envFrom", [])]
             assert "calsync-secrets" in refs, f"{workload['metadata']['name']} does not read calsync-secrets"
@@ -211,7 +214,7 @@ def test_all_images_are_the_same_release(overlay: Manifests) -> None:
 
 def test_keda_scales_on_the_brokers_ready_lists(overlay: Manifests) -> None:
     """listName is <CALSYNC_REDIS_NAMESPACE>:<queue>, the key Dramatiq's Redis broker pushes ready ids to, for
-    each queue workers consume (the calendar queue and the intake queue)."""
+    each queue workers consume (the calendar queue, its bulk lane and the intake queue)."""
     scaled = overlay.of_kind("ScaledObject")
     if not scaled:
         assert overlay.of_kind("HorizontalPodAutoscaler"), "no autoscaler at all"
@@ -219,8 +222,9 @@ def test_keda_scales_on_the_brokers_ready_lists(overlay: Manifests) -> None:
     (obj,) = scaled
     settings = overlay.settings()
     defaults = Settings()
-    sync, intake = obj["spec"]["triggers"]
+    sync, bulk, intake = obj["spec"]["triggers"]
     for trigger, queue, default in ((sync, settings.queue, defaults.queue),
+                                    (bulk, settings.effective_bulk_queue, defaults.effective_bulk_queue),
                                     (intake, settings.intake_queue, defaults.intake_queue)):  # fmt: skip
         assert trigger["type"] == "redis"
         assert trigger["metadata"]["listName"] == RedisKeys(settings.redis_namespace).ready_queue(queue)
@@ -228,7 +232,7 @@ def test_keda_scales_on_the_brokers_ready_lists(overlay: Manifests) -> None:
         assert int(trigger["metadata"]["listLength"]) >= 1
     assert obj["spec"]["minReplicaCount"] >= 1, "at zero workers nothing moves due retries out of the delay queue"
     assert obj["spec"]["maxReplicaCount"] >= obj["spec"]["minReplicaCount"]
-    for trigger in (sync, intake):
+    for trigger in (sync, bulk, intake):
         auth = trigger["authenticationRef"]["name"]
         assert overlay.get("TriggerAuthentication", auth)["spec"]["secretTargetRef"]
 
@@ -239,9 +243,11 @@ def test_hpa_scales_on_the_exporters_queue_metric(overlay: Manifests) -> None:
         return
     (hpa,) = hpas
     assert hpa["spec"]["minReplicas"] >= 1
-    (metric,) = hpa["spec"]["metrics"]
-    assert metric["external"]["metric"]["name"] == "calsync_queue_ready_messages"
-    assert metric["external"]["metric"]["selector"]["matchLabels"] == {"queue": overlay.settings().queue}
+    settings = overlay.settings()
+    normal, bulk = hpa["spec"]["metrics"]
+    for metric, queue in ((normal, settings.queue), (bulk, settings.effective_bulk_queue)):
+        assert metric["external"]["metric"]["name"] == "calsync_queue_ready_messages"
+        assert metric["external"]["metric"]["selector"]["matchLabels"] == {"queue": queue}
     adapter = yaml.safe_load((K8S / "components" / "hpa" / "prometheus-adapter-values.yaml").read_text())
     (rule,) = adapter["rules"]["external"]
     assert rule["seriesQuery"].startswith("calsync_queue_ready_messages{")

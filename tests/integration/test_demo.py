@@ -6,7 +6,10 @@
 
 from __future__ import annotations
 
+import json
 import os
+import re
+import shlex
 import subprocess
 import sys
 import tomllib
@@ -65,3 +68,14 @@ def test_the_demo_runs_end_to_end_on_embedded_defaults(tmp_path: Path) -> None:
     assert "pending" in out and "not everything settled" not in out
     # The demo stopped its embedded Redis and its worker.
     assert not (tmp_path / "demo" / "redis" / "server.json").exists()
+    # It ends with the commands that show its data; they work as printed, with nothing else set.
+    tail = out[out.index("inspect this run's data:") :]
+    exported = re.search(r"export CALSYNC_DATA_DIR=(\S+)", tail)
+    assert exported and Path(shlex.split(exported.group(1))[0]) == tmp_path / "demo"
+    shown = re.search(r"^  (\S+) dlq show (\S+)$", tail, re.M)
+    assert shown and re.search(r"^  \S+ dlq list ", tail, re.M) and " events show " in tail
+    env["CALSYNC_DATA_DIR"] = str(tmp_path / "demo")
+    listed = subprocess.run([*shlex.split(shown.group(1)), "dlq", "list", "--json"], env=env, capture_output=True,
+                            text=True, timeout=60)  # fmt: skip
+    assert listed.returncode == 0, listed.stderr
+    assert shown.group(2) in {str(record["id"]) for record in json.loads(listed.stdout)}

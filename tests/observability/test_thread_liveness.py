@@ -74,7 +74,8 @@ def test_a_worker_thread_that_dies_fails_the_liveness_probe(
             [unhealthy] = status.reading.workers_unhealthy or []
             assert (unhealthy.worker, unhealthy.threads_alive, unhealthy.threads) == (heartbeat.worker, 1, 2)
             doc = status.as_json()
-            assert doc["workers"] == [{"worker": heartbeat.worker, "threads": 2, "threads_alive": 1, "healthy": False}]
+            assert doc["workers"] == [{"worker": heartbeat.worker, "threads": 2, "threads_alive": 1, "healthy": False,
+                                       "paused": False}]  # fmt: skip
             assert f"worker {heartbeat.worker} is unhealthy: 1 of 2" in _text(render(status))
             assert not heartbeat.beat()  # for good
         assert "worker threads died" in caplog.text

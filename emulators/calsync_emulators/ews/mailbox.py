@@ -106,7 +106,13 @@ def is_item_id(item_id: str) -> bool:
 
 
 class MailboxStore:
-    """Every mailbox's items in creation order; shares the app's lock."""
+    """Every mailbox's items in creation order, indexed by extended property value; shares the app's lock.
+
+    The index only narrows lookups (FindItem by our sync-key property would otherwise scan every item of a
+    mailbox, and throughput fell with each round of a benchmark): callers still test each candidate, so what
+    a lookup returns is what a scan would. It is kept current by :meth:`add`, :meth:`changed` (every change
+    to a stored item, which Exchange marks with a new ChangeKey) and :meth:`remove`.
+    """
 
     def __init__(self, lock: threading.RLock) -> None:
         self.lock = lock
@@ -116,10 +122,13 @@ class MailboxStore:
         """Forget every item and restart the ChangeKey counter."""
         with self.lock:
             self._items: dict[str, Item] = {}
+            self._mailboxes: dict[str, dict[str, Item]] = {}
+            self._by_property: dict[tuple[str, str, str | None], dict[str, Item]] = {}
+            self._indexed: dict[str, list[tuple[str, str, str | None]]] = {}
+            self._created: dict[str, int] = {}  # item id -> creation number, for creation order
             self._changes = 0
 
-    def next_change_key(self) -> str:
-        """A ChangeKey never issued before."""
+    def _next_change_key(self) -> str:
         with self.lock:
             self._changes += 1
             return base64.b64encode(f"CK{self._changes:08d}".encode()).decode()
@@ -127,12 +136,22 @@ class MailboxStore:
     def new_item(self, mailbox: str) -> Item:
         """An item with a fresh ItemId and ChangeKey, not stored yet."""
         item_id = base64.urlsafe_b64encode(_ITEM_ID_PREFIX + uuid.uuid4().bytes).decode()
-        return Item(item_id, mailbox, self.next_change_key())
+        return Item(item_id, mailbox, self._next_change_key())
 
     def add(self, item: Item) -> None:
         """Store a new item."""
         with self.lock:
             self._items[item.id] = item
+            self._created[item.id] = len(self._created)
+            self._mailboxes.setdefault(item.mailbox, {})[item.id] = item
+            self._index(item)
+
+    def changed(self, item: Item) -> None:
+        """A stored item's fields or properties changed: a new ChangeKey, and the index follows."""
+        with self.lock:
+            item.change_key = self._next_change_key()
+            self._unindex(item.id)
+            self._index(item)
 
     def get(self, item_id: str) -> Item | None:
         """The item with this id, if any."""
@@ -142,12 +161,33 @@ class MailboxStore:
     def remove(self, item_id: str) -> None:
         """Delete an item."""
         with self.lock:
-            del self._items[item_id]
+            item = self._items.pop(item_id)
+            del self._mailboxes[item.mailbox][item_id]
+            self._unindex(item_id)
 
     def in_mailbox(self, mailbox: str) -> list[Item]:
         """The items of one mailbox."""
         with self.lock:
-            return [i for i in self._items.values() if i.mailbox == mailbox]
+            return list(self._mailboxes.get(mailbox, {}).values())
+
+    def with_property(self, mailbox: str, key: str, value: str | None) -> list[Item]:
+        """The items of a mailbox that may carry property ``key`` = ``value`` (a superset), in creation order."""
+        with self.lock:
+            found = self._by_property.get((mailbox, key, value), {})
+            return sorted(found.values(), key=lambda item: self._created[item.id])
+
+    def _index(self, item: Item) -> None:
+        keys = [(item.mailbox, key, prop.findtext(f"{T}Value")) for key, prop in item.extended.items()]
+        for entry in keys:
+            self._by_property.setdefault(entry, {})[item.id] = item
+        self._indexed[item.id] = keys
+
+    def _unindex(self, item_id: str) -> None:
+        for entry in self._indexed.pop(item_id, []):
+            holders = self._by_property[entry]
+            del holders[item_id]
+            if not holders:
+                del self._by_property[entry]
 
     def to_json(self, mailbox: str | None = None) -> list[dict[str, Any]]:
         """Stored items as JSON objects, optionally for one mailbox."""
@@ -162,4 +202,4 @@ class MailboxStore:
                     elem = ET.Element(f"{T}{tag}")
                     elem.text = str(changes[name])
                     item.fields[tag] = elem
-            item.change_key = self.next_change_key()
+            self.changed(item)

@@ -20,7 +20,7 @@ from xml.sax.saxutils import escape
 from calsync_emulators.ews.directory import Access, Caller
 from calsync_emulators.ews.mailbox import Item, MailboxStore, check_times, is_item_id
 from calsync_emulators.ews.soap import END_ITEMS, EwsError, M, S, T, error, local, prop_key, stored, success
-from calsync_emulators.ews.views import matches, render, shape_of
+from calsync_emulators.ews.views import matches, property_lookup, render, shape_of
 
 Operation = Callable[[ET.Element, Caller], list[str]]
 _CONTAINERS = {
@@ -192,9 +192,16 @@ class Operations:
 
         def serve(elem: ET.Element) -> str:
             mailbox, name = self._folder_of(elem, caller)
-            items = self._store.in_mailbox(mailbox) if name == "calendar" else []
-            if restriction is not None and len(restriction):
-                items = [i for i in items if matches(i, restriction[0])]
+            if name != "calendar":
+                items = []
+            elif restriction is not None and len(restriction):
+                lookup = property_lookup(restriction[0])
+                candidates = (
+                    self._store.in_mailbox(mailbox) if lookup is None else self._store.with_property(mailbox, *lookup)
+                )
+                items = [i for i in candidates if matches(i, restriction[0])]
+            else:
+                items = self._store.in_mailbox(mailbox)
             page = items[offset : offset + limit]
             last = "true" if offset + len(page) >= len(items) else "false"
             return (
@@ -238,7 +245,7 @@ class Operations:
                     _apply_update(update, fields, extended)
                 check_times(fields)
                 item.fields, item.extended = fields, extended
-                item.change_key = self._store.next_change_key()
+                self._store.changed(item)
                 notified.update(item.notified(mode))
                 return (
                     f'<m:Items><t:CalendarItem><t:ItemId Id="{item.id}" ChangeKey="{item.change_key}"/>{END_ITEMS}'

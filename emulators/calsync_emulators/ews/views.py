@@ -54,6 +54,16 @@ def _value_at(item: Item, path: ET.Element) -> str | None:
     raise EwsError("ErrorUnsupportedPathForQuery", "The property path is not supported in a restriction.")
 
 
+def property_lookup(expr: ET.Element) -> tuple[str, str] | None:
+    """(extended property key, value) when only items carrying that value can match ``expr``, else None."""
+    if local(expr.tag) != "IsEqualTo" or not len(expr) or local(expr[0].tag) != "ExtendedFieldURI":
+        return None
+    constant = expr.find(f"{T}FieldURIOrConstant/{T}Constant")
+    value = None if constant is None else constant.get("Value")
+    # Without a value the comparison also matches items lacking the property, which the index does not hold.
+    return None if value is None else (prop_key(expr[0]), value)
+
+
 def matches(item: Item, expr: ET.Element) -> bool:
     """Whether an item satisfies a restriction expression."""
     kind = local(expr.tag)

@@ -253,7 +253,7 @@ class GraphFrontEnd:
             except GraphError:
                 item.fields, item.extended = fields, extended
                 raise
-            item.change_key = self._store.next_change_key()
+            self._store.changed(item)
             log["notified"] = item.attendees("RequiredAttendees")
             return Response.json(200, render(item))
 

@@ -1,0 +1,62 @@
+"""``calsync pause`` / ``calsync resume``: stop and restart job processing in every worker, producers untouched.
+
+Only Redis is needed (not the database), so the switch works during a database incident too.
+"""
+
+from __future__ import annotations
+
+import getpass
+import socket
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+
+import click
+import redis
+
+from calsync.actors.cli.common import CliState, pass_state, print_json
+from calsync.core.redis.keys import RedisKeys
+from calsync.core.redis.pause import PauseSwitch
+from calsync.core.runtime import resolve_broker_url, resolve_redis_url
+
+
+@contextmanager
+def _switch(state: CliState) -> Iterator[PauseSwitch]:
+    settings = state.settings
+    url = resolve_redis_url(settings, resolve_broker_url(settings))
+    client = redis.Redis.from_url(url)
+    try:
+        yield PauseSwitch(client, RedisKeys(settings.redis_namespace))
+    finally:
+        client.close()
+
+
+def _operator() -> str:
+    try:
+        user = getpass.getuser()
+    except (KeyError, OSError):
+        user = "unknown"
+    return f"{user}@{socket.gethostname()}"
+
+
+@click.command("pause")
+@click.option("--reason", help="Why (shown by `calsync status`).")
+@pass_state
+def pause(state: CliState, reason: str | None) -> None:
+    """Stop handing jobs to workers: running jobs finish, queued ones wait (no attempt used) until `calsync resume`."""
+    with _switch(state) as switch:
+        current, created = switch.pause(_operator(), reason)
+    print_json({"paused": True, "already_paused": not created, **current.as_json()})
+
+
+@click.command("resume")
+@pass_state
+def resume(state: CliState) -> None:
+    """Let workers take jobs again (within about a second)."""
+    with _switch(state) as switch:
+        previous = switch.resume()
+    doc: dict[str, object] = {"paused": False, "was_paused": previous is not None}
+    if previous is not None:
+        held = round(max(0.0, time.time() - previous.since))
+        doc.update(paused_since=previous.as_json()["since"], paused_seconds=held)
+    print_json(doc)
