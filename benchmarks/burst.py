@@ -24,25 +24,29 @@ from __future__ import annotations
 import argparse
 import collections
 import json
-import os
-import signal
 import statistics
 import subprocess
-import sys
 import tempfile
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from benchmarks.support import add_redis_option, bench_redis, free_port, namespace, remove_keys
+from benchmarks.support import (
+    add_redis_option,
+    bench_redis,
+    free_port,
+    namespace,
+    remove_keys,
+    start_worker,
+    stop_group,
+)
 from calsync.core.config.settings import Settings, child_environment
 from calsync.core.producer.submit import Producer
 from calsync.core.runtime import Runtime
 from calsync.core.store import accounts, migrate
 from calsync.providers.memory import MemoryProvider
 
-ROOT = Path(__file__).resolve().parent.parent
 TENANT = "bench-burst"
 TIMEOUT = 120.0
 
@@ -69,22 +73,6 @@ class Burst:
     def longest_pause(self) -> float:
         """The longest time between two consecutive edits being saved and enqueued."""
         return max((b - a for a, b in zip(self.returned, self.returned[1:], strict=False)), default=0.0)
-
-
-def _start(env: dict[str, str], log: Path) -> subprocess.Popen[bytes]:
-    with open(log, "ab") as out:
-        return subprocess.Popen([str(Path(sys.executable).with_name("calsync")), "worker"], env=env, cwd=ROOT,
-                                stdout=out, stderr=out, start_new_session=True)  # fmt: skip
-
-
-def _stop(proc: subprocess.Popen[bytes]) -> None:
-    if proc.poll() is None:
-        os.killpg(proc.pid, signal.SIGTERM)
-    try:
-        proc.wait(timeout=60)
-    except subprocess.TimeoutExpired:
-        os.killpg(proc.pid, signal.SIGKILL)
-        proc.wait()
 
 
 def _wait(predicate: Callable[[], object], what: str) -> None:
@@ -137,7 +125,7 @@ class Bench:
 
     def start_worker(self) -> None:
         """A fresh ``calsync worker`` process."""
-        self.worker = _start(self.env, self.log)
+        self.worker = start_worker(self.env, self.log)
 
     def _booted(self) -> bool:
         return any(True for _ in self.runtime.redis.scan_iter(match=self.runtime.keys.worker_heartbeats()))
@@ -145,7 +133,7 @@ class Bench:
     def stop_worker(self) -> None:
         """SIGTERM the worker and wait for it (it drains what it holds) and for its heartbeat key to go."""
         if self.worker is not None:
-            _stop(self.worker)
+            stop_group(self.worker)
             self.worker = None
             _wait(lambda: not self._booted(), "the stopped worker's heartbeat key to go")
 
