@@ -10,7 +10,11 @@ from __future__ import annotations
 import argparse
 import contextlib
 import datetime as dt
+import os
+import signal
 import socket
+import subprocess
+import sys
 import uuid
 from collections.abc import Iterator, Mapping
 from pathlib import Path
@@ -107,3 +111,22 @@ def seed(db: Database, jobs: int, provider: ProviderName = "memory", *, address:
             payloads.append(new_payload(tenant_id=tenant, entity_id=entity, account_id=account, operation="create",
                                         version=1, trace_id="bench"))  # fmt: skip
     return payloads
+
+
+def start_worker(env: dict[str, str], log: Path) -> subprocess.Popen[bytes]:
+    """A ``calsync worker`` in a process group of its own, its output appended to ``log``."""
+    with open(log, "ab") as out:
+        return subprocess.Popen([str(Path(sys.executable).with_name("calsync")), "worker"], env=env,
+                                cwd=Path(__file__).resolve().parent.parent, stdout=out, stderr=out,
+                                start_new_session=True)  # fmt: skip
+
+
+def stop_group(proc: subprocess.Popen[bytes], *, timeout: float = 60) -> None:
+    """SIGTERM a process group started by :func:`start_worker` and wait; SIGKILL it after ``timeout``."""
+    if proc.poll() is None:
+        os.killpg(proc.pid, signal.SIGTERM)
+    try:
+        proc.wait(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait()

@@ -34,6 +34,7 @@ TEST_SCALE: dict[str, Any] = {
     "reconcile_after": 30,
     "broker_heartbeat_timeout": 5,
     "broker_maintenance_chance": 0.5,
+    "coalesce_window": 0,  # every edit enqueued at once; the coalescing tests set their window
 }
 
 

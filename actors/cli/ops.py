@@ -11,6 +11,7 @@ from rich.progress import Progress
 
 from calsync.actors.cli.common import CliState, pass_state, print_json, stderr
 from calsync.actors.worker import require_secret_key
+from calsync.core.config.coalesce import poll_environment
 from calsync.core.config.settings import child_environment, metrics_environment
 from calsync.core.messaging.lanes import lanes_of
 from calsync.core.messaging.messages import reconcile_message
@@ -56,6 +57,7 @@ def worker(state: CliState, processes: int | None, threads: int | None) -> None:
     env["CALSYNC_BROKER_URL"] = runtime.broker_url
     env["CALSYNC_REDIS_URL"] = runtime.redis_url
     env.update(metrics_environment(settings))
+    env.update(poll_environment(settings))  # how late a due coalesced edit, retry or lock wait is released
     # Files of a previous run would inflate gauges and carry counters over, and a stale heartbeat
     # file would fail the liveness probe: both directories start empty (docs/notes/dramatiq.md §metrics).
     _empty(settings.effective_metrics_dir, "*.db")

@@ -18,6 +18,7 @@ from urllib.parse import urlsplit
 from pydantic import Field, SecretStr, ValidationError, field_validator, model_validator
 from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 
+from calsync.core.config.coalesce import CoalesceSettings
 from calsync.core.config.fairness import FairnessSettings
 from calsync.core.config.housekeeping import HousekeepingSettings
 from calsync.core.config.traffic import TrafficSettings
@@ -62,7 +63,7 @@ def _positive_list(value: Any) -> Any:
     return value
 
 
-class Settings(HousekeepingSettings, FairnessSettings, TrafficSettings, BaseSettings):
+class Settings(CoalesceSettings, HousekeepingSettings, FairnessSettings, TrafficSettings, BaseSettings):
     """Every knob of calsync, read from ``CALSYNC_*`` variables (and nothing else)."""
 
     model_config = SettingsConfigDict(env_prefix=ENV_PREFIX, extra="ignore", frozen=True)

@@ -1,15 +1,19 @@
-"""Enqueue markers: a recent enqueue of the same job for a target version suppresses an identical one.
+"""Enqueue markers: a recent enqueue of the same job suppresses an identical one; a recent edit delays the next.
 
-A marker per (target, operation, version) holds the job id of the first enqueue for ``DEDUP_TTL``
-seconds. It is an optimisation, never the source of truth: when Redis fails the producer enqueues
-anyway, and a duplicate job is harmless (jobs are idempotent).
+A dedup marker per (target, operation, version) holds the job id of the first enqueue for ``DEDUP_TTL``
+seconds. A settle marker per target (``COALESCE_WINDOW``) coalesces bursts: the first edit's job goes
+out at once, an edit that finds the marker (refreshed by every edit) is delayed by the window, so of a
+burst only the first and the newest write (the older delayed jobs find a newer version and are dropped
+before the lock). An edit that finds the marker older than ``COALESCE_MAX_WAIT`` goes out at once, so
+a target edited without pause is still written that often. Both are optimisations, never the source
+of truth: when Redis fails the producer enqueues at once, and a duplicate job is harmless.
 """
 
 from __future__ import annotations
 
 import logging
 from collections.abc import Sequence
-from typing import NamedTuple, Protocol
+from typing import Final, NamedTuple, Protocol
 
 import redis
 
@@ -37,14 +41,37 @@ class Claim(NamedTuple):
     covered_by: tuple[Operation, ...] = ()
 
 
+class Claimed(NamedTuple):
+    """The markers' answer to one claim: the identical job that came first, else when to enqueue this one."""
+
+    earlier: str | None  # None: the enqueue is new (now marked)
+    delay_ms: int | None = None  # the target is settling: enqueue this much later (None: at once)
+
+
+# KEYS[1]: a target's settle marker (its value: when the window opened, Redis time in ms).
+# ARGV[1]: the window, ARGV[2]: the longest hold, both in ms. Returns 1 when the target is settling.
+_SETTLE: Final = """
+local clock = redis.call("time")
+local now = tonumber(clock[1]) * 1000 + math.floor(tonumber(clock[2]) / 1000)
+local opened = tonumber(redis.call("get", KEYS[1]))
+if opened and now - opened < tonumber(ARGV[2]) then
+    redis.call("pexpire", KEYS[1], ARGV[1])
+    return 1
+end
+redis.call("set", KEYS[1], now, "px", ARGV[1])
+return 0
+"""
+
+
 class EnqueueMarkers(Protocol):
     """Where the producer notes its recent enqueues."""
 
-    def claim_all(self, claims: Sequence[Claim]) -> list[str | None]:
-        """Per claim, None when this enqueue is new (now marked); else the job id of the identical one that came first.
+    def claim_all(self, claims: Sequence[Claim]) -> list[Claimed]:
+        """Per claim, the job id of the identical enqueue that came first, or (new, now marked) its delay.
 
         A claim's ``covered_by`` names operations whose marker for the same version also counts as that
-        first enqueue. All claims are made at once (one Redis round trip, two when any has ``covered_by``).
+        first enqueue. All claims are made at once (one Redis round trip, two when any has ``covered_by``,
+        and redis-py's SCRIPT EXISTS before it when a settle window is set).
         """
         ...
 
@@ -58,33 +85,45 @@ def _text(value: object) -> str | None:
 
 
 class RedisMarkers:
-    """Enqueue markers as Redis strings set with NX and a TTL, claimed in pipelines."""
+    """Enqueue markers as Redis strings set with NX and a TTL, claimed in pipelines; ``window_ms`` 0: no settling."""
 
-    def __init__(self, client: redis.Redis, keys: RedisKeys, *, ttl_seconds: int) -> None:
+    def __init__(
+        self, client: redis.Redis, keys: RedisKeys, *, ttl_seconds: int, window_ms: int = 0, max_wait_ms: int = 0
+    ) -> None:
         self._client = client
         self._keys = keys
         self._ttl = ttl_seconds
+        self._window_ms = window_ms
+        self._max_wait_ms = max_wait_ms
+        self._settle = client.register_script(_SETTLE)
 
     def _key(self, mark: Mark) -> str:
         return self._keys.dedup(mark.tenant_id, mark.entity_id, mark.account_id, mark.operation, mark.version)
 
-    def claim_all(self, claims: Sequence[Claim]) -> list[str | None]:
-        """Per claim, None when new (now marked); else the job id of the identical enqueue that came first."""
+    def claim_all(self, claims: Sequence[Claim]) -> list[Claimed]:
+        """Per claim, the job id of the identical enqueue that came first, or (new, now marked) its delay."""
+        stride = 3 if self._window_ms else 2
         try:
             earlier = self._covered(claims)
             fresh = [n for n, found in enumerate(earlier) if found is None]
             pipe = self._client.pipeline(transaction=False)
             for n in fresh:
-                key = self._key(claims[n].mark)
+                mark = claims[n].mark
+                key = self._key(mark)
                 pipe.set(key, claims[n].job_id, nx=True, ex=self._ttl)
                 pipe.get(key)
+                if self._window_ms:
+                    settle = self._keys.settle(mark.tenant_id, mark.entity_id, mark.account_id)
+                    self._settle(keys=[settle], args=[self._window_ms, self._max_wait_ms], client=pipe)
             replies = pipe.execute()
         except redis.RedisError:
-            return [None] * len(claims)  # the markers are optional; a duplicate job is harmless
+            return [Claimed(None)] * len(claims)  # the markers are optional; a duplicate job is harmless
+        answers = [Claimed(found) for found in earlier]
         for slot, n in enumerate(fresh):
-            marked, holder = replies[2 * slot], replies[2 * slot + 1]
-            earlier[n] = None if marked else _text(holder)
-        return earlier
+            marked, holder = replies[stride * slot], replies[stride * slot + 1]
+            settling = stride == 3 and bool(replies[stride * slot + 2])
+            answers[n] = Claimed(None, self._window_ms if settling else None) if marked else Claimed(_text(holder))
+        return answers
 
     def _covered(self, claims: Sequence[Claim]) -> list[str | None]:
         covering = [(n, op) for n, claim in enumerate(claims) for op in claim.covered_by]

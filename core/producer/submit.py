@@ -4,9 +4,11 @@
 transaction, and only then enqueues one ``sync_calendar_event`` job per target. If the enqueue fails
 after the commit nothing is lost: the targets stay pending and ``calsync reconcile`` re-enqueues them.
 A dedup marker per (target, operation, version) suppresses identical enqueues within ``DEDUP_TTL``;
-it is an optimisation, never the source of truth. Submitting a change identical to the current state
-creates no new version: a client retrying its request gets the same entity and version, with the first
-job ids of the targets still pending (none once all synced).
+a settle marker per target delays the jobs of a burst's later edits by ``COALESCE_WINDOW``, so a burst
+writes its first and its newest version only; both are optimisations, never the source of truth.
+Submitting a change identical to the current state creates no new version: a client retrying its
+request gets the same entity and version, with the first job ids of the targets still pending (none
+once all synced).
 """
 
 from __future__ import annotations
@@ -41,7 +43,7 @@ from calsync.core.store.targets import TargetKey, TargetRow
 log = logging.getLogger(__name__)
 _tenant_id = TypeAdapter(Identifier)
 
-Enqueue = Callable[[JobPayload, Lane], object]
+Enqueue = Callable[[JobPayload, Lane, int | None], object]  # the payload, its lane, a delay in ms (None: at once)
 
 
 @dataclass(frozen=True)
@@ -247,7 +249,7 @@ class Intake:
 
     def _enqueue(self, tenant_id: str, entity_id: str, version: int, jobs: list[_PlannedJob], trace: str) -> Receipt:
         # Called after the intent is committed: the markers are claimed together (one pipeline), then
-        # each job is enqueued.
+        # each job is enqueued, later by the settle window when its target is settling.
         job_ids: list[str] = []
         deferred: list[str] = []
         payloads = [
@@ -259,15 +261,17 @@ class Intake:
             Claim(Mark(*job.key, job.plan.operation, version), payload.job_id, job.covered_by)
             for job, payload in zip(jobs, payloads, strict=True)
         ]
-        earliers = self._markers.claim_all(claims)
-        lanes = iter(self._lanes.lanes(tenant_id, earliers.count(None)))  # a tenant over its rate: the bulk lane
-        for job, payload, claim, earlier in zip(jobs, payloads, claims, earliers, strict=True):
+        answers = self._markers.claim_all(claims)
+        fresh = sum(a.earlier is None for a in answers)
+        lanes = iter(self._lanes.lanes(tenant_id, fresh))  # a tenant over its rate: the bulk lane
+        settling = 0
+        for job, payload, claim, claimed in zip(jobs, payloads, claims, answers, strict=True):
             mark = claim.mark
-            if earlier is not None:
-                job_ids.append(earlier)
+            if claimed.earlier is not None:
+                job_ids.append(claimed.earlier)
                 continue
             try:
-                self._enqueue_job(payload, next(lanes))
+                self._enqueue_job(payload, next(lanes), claimed.delay_ms)
             except Exception:
                 log.exception(
                     "enqueue failed after commit; the reconciler will pick the target up",
@@ -279,10 +283,11 @@ class Intake:
                 self._markers.release(mark)
                 continue
             job_ids.append(payload.job_id)
+            settling += claimed.delay_ms is not None
         log.info(
             "change accepted",
             extra={"fields": {"tenant_id": tenant_id, "entity_id": entity_id, "version": version, "trace_id": trace,
-                              "jobs": len(job_ids), "deferred": len(deferred)}},
+                              "jobs": len(job_ids), "deferred": len(deferred), "settling": settling}},
         )  # fmt: skip
         return Receipt(entity_id, version, job_ids, deferred)
 
@@ -291,17 +296,25 @@ class Producer(Intake):
     """The intake of one runtime: its database, its Redis for the enqueue markers and its broker."""
 
     def __init__(self, runtime: Runtime) -> None:
-        queues = lanes_of(runtime.settings)
+        settings = runtime.settings
+        queues = lanes_of(settings)
 
-        def enqueue(payload: JobPayload, lane: Lane) -> None:
-            runtime.broker.enqueue(sync_message(queues.queue(lane), payload))  # the broker is built on first use
+        def enqueue(payload: JobPayload, lane: Lane, delay_ms: int | None) -> None:
+            runtime.broker.enqueue(sync_message(queues.queue(lane), payload), delay=delay_ms)  # built on first use
 
+        markers = RedisMarkers(
+            runtime.redis,
+            runtime.keys,
+            ttl_seconds=settings.dedup_ttl,
+            window_ms=settings.coalesce_window_ms,
+            max_wait_ms=settings.coalesce_max_wait_ms,
+        )
         super().__init__(
             runtime.db,
-            RedisMarkers(runtime.redis, runtime.keys, ttl_seconds=runtime.settings.dedup_ttl),
+            markers,
             enqueue,
-            default_send_updates=runtime.settings.default_send_updates,
-            request_key_ttl=runtime.settings.request_key_ttl,
+            default_send_updates=settings.default_send_updates,
+            request_key_ttl=settings.request_key_ttl,
             lanes=lane_choice(runtime),
         )
 

@@ -6,7 +6,7 @@ from collections.abc import Sequence
 
 from calsync.core.model.payload import JobPayload, Operation
 from calsync.core.model.vocabulary import Lane
-from calsync.core.producer.dedup import Claim, Mark
+from calsync.core.producer.dedup import Claim, Claimed, Mark
 
 
 class MemoryMarkers:
@@ -15,9 +15,9 @@ class MemoryMarkers:
     def __init__(self) -> None:
         self.marks: dict[Mark, str] = {}
 
-    def claim_all(self, claims: Sequence[Claim]) -> list[str | None]:
-        """Per claim, None when new (now marked); else the job id of the identical enqueue that came first."""
-        return [self._claim(*claim) for claim in claims]
+    def claim_all(self, claims: Sequence[Claim]) -> list[Claimed]:
+        """Per claim, the job id of the identical enqueue that came first, or a new one (now marked, no delay)."""
+        return [Claimed(self._claim(*claim)) for claim in claims]
 
     def _claim(self, mark: Mark, job_id: str, covered_by: tuple[Operation, ...]) -> str | None:
         for operation in covered_by:
@@ -42,7 +42,7 @@ class MemoryQueue:
         self.lanes: list[Lane] = []
         self.failing = False
 
-    def __call__(self, payload: JobPayload, lane: Lane = "normal") -> None:
+    def __call__(self, payload: JobPayload, lane: Lane = "normal", delay_ms: int | None = None) -> None:
         if self.failing:
             raise ConnectionError("broker unavailable")
         self.payloads.append(payload)

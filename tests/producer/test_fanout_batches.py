@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from calsync.core.model.errors import InvalidChange
-from calsync.core.producer.dedup import Claim, Mark, RedisMarkers
+from calsync.core.producer.dedup import Claim, Claimed, Mark, RedisMarkers
 from calsync.core.store import accounts, targets
 from tests.spies import EnqueueSpy
 from tests.support import Pipeline
@@ -15,14 +15,14 @@ def test_markers_are_claimed_together_each_with_its_own_answer(pipeline: Pipelin
     runtime = pipeline.runtime
     markers = RedisMarkers(runtime.redis, runtime.keys, ttl_seconds=60)
     create, update = Mark("t", "e", "a1", "create", 1), Mark("t", "e", "a2", "update", 2)
-    assert markers.claim_all([Claim(create, "job-1"), Claim(update, "job-2")]) == [None, None]
+    assert markers.claim_all([Claim(create, "job-1"), Claim(update, "job-2")]) == [Claimed(None), Claimed(None)]
     again = [
         Claim(create, "job-3"),  # the same enqueue again: the first job
         Claim(update._replace(account_id="a3"), "job-4"),  # new
         Claim(create._replace(operation="update"), "job-5", covered_by=("create",)),  # covered by the create
         Claim(Mark("t", "e", "a4", "update", 1), "job-6", covered_by=("create",)),  # no create marker: new
     ]
-    assert markers.claim_all(again) == ["job-1", None, "job-1", None]
+    assert [c.earlier for c in markers.claim_all(again)] == ["job-1", None, "job-1", None]
     assert markers.claim_all([]) == []
     assert runtime.redis.get(runtime.keys.dedup("t", "e", "a1", "update", 1)) is None  # covered: not marked
 

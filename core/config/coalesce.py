@@ -1,0 +1,49 @@
+"""Coalescing settings: how long a target settles after an edit, and how late a worker releases a due delay."""
+
+from __future__ import annotations
+
+from pydantic import BaseModel, Field, model_validator
+
+#: A settle window longer than this would hold every edit of a busy event back for minutes.
+MAX_COALESCE_WINDOW = 60.0
+
+
+def _ms(seconds: float) -> int:
+    return round(seconds * 1000)
+
+
+class CoalesceSettings(BaseModel):
+    """The producer's per-target settle window and the worker's poll (docs/notes/coalescing.md)."""
+
+    # Seconds. The first edit of a burst is enqueued at once; an edit within the window of the previous
+    # one is delayed by the window, so only the newest of them writes. 0 enqueues every edit at once.
+    coalesce_window: float = Field(default=1.0, ge=0, le=MAX_COALESCE_WINDOW)
+    # Seconds. A target edited without pause is still written this often (the window never holds longer).
+    coalesce_max_wait: float = Field(default=10.0, gt=0)
+    # Seconds. The longest an idle worker consumer sleeps between polls (Dramatiq's worker_timeout, 1 s by
+    # default), so also how late a due delayed message (a coalesced edit, a retry, a lock wait) is released.
+    worker_poll_interval: float = Field(default=0.25, gt=0, le=10)
+
+    @property
+    def coalesce_window_ms(self) -> int:
+        """The window in milliseconds, as Redis PX and Dramatiq delays take it."""
+        return _ms(self.coalesce_window)
+
+    @property
+    def coalesce_max_wait_ms(self) -> int:
+        """The longest hold in milliseconds, as the settle script takes it."""
+        return _ms(self.coalesce_max_wait)
+
+    @model_validator(mode="after")
+    def _check_hold(self) -> CoalesceSettings:
+        if self.coalesce_max_wait < self.coalesce_window:
+            raise ValueError(
+                "CALSYNC_COALESCE_MAX_WAIT must be at least CALSYNC_COALESCE_WINDOW "
+                f"({self.coalesce_max_wait} < {self.coalesce_window})"
+            )
+        return self
+
+
+def poll_environment(settings: CoalesceSettings) -> dict[str, str]:
+    """The variable Dramatiq reads at import for its consumers' poll, for the worker's environment."""
+    return {"dramatiq_worker_timeout": str(_ms(settings.worker_poll_interval))}
