@@ -1,20 +1,24 @@
 """A retry surge: N jobs across M Google accounts while the provider answers 503 for a while, then recovers.
 
     PYTHONPATH=.:emulators .venv/bin/python benchmarks/surge.py [--jobs 5000] [--accounts 50] [--outage 60]
-        [--threads 8] [--latency-ms 20] [--set NAME=VALUE ...] [--hook MODULE:FUNCTION] [--redis-url URL]
+        [--threads 8] [--latency-ms 20] [--second-after 2] [--set NAME=VALUE ...] [--redis-url URL]
 
 Real worker threads (one process, ``--threads``) with the real Google adapter against the Google emulator
 (in this process, a ``--latency-ms`` delay on every API call); default settings unless ``--set``
-overrides one (e.g. ``--set breaker_open_seconds=5``). Every job is enqueued, then the workers start
-into the outage; after ``--outage`` seconds the emulator recovers. Printed: the requests per second the
-emulator received during the outage (≈ the breakers' probe rate once they opened), attempts burned
-(retries scheduled) and dead letters, deferrals, the drain time after recovery, the highest number of
-requests ever in flight per calendar (from the emulator; never above ``ACCOUNT_CONCURRENCY``), and the
-cost traffic control adds per job (admit + settle on this Redis, side by side with an ungoverned call).
+overrides one (e.g. ``--set breaker_open_seconds=5``). Every job is enqueued on the lane the producer
+would choose (``BULK_THRESHOLD`` normal, the rest bulk), then the workers start into the outage; after
+``--outage`` seconds the emulator recovers. Printed: the requests per second the emulator received during
+the outage (≈ the breakers' probe rate once they opened), attempts burned (retries scheduled) and dead
+letters, deferrals, the drain time after recovery, the highest number of requests ever in flight per
+calendar (from the emulator; never above ``ACCOUNT_CONCURRENCY``), and the cost traffic control adds per
+job (admit + settle on this Redis, side by side with an ungoverned call).
 
-``--hook MODULE:FUNCTION``: called on its own thread right after the workers start, with a
-:class:`Surge` (settings, runtime, emulator, the flood's tenant and accounts, the outage's end); the dict
-it returns is printed with the figures (the fairness measurement of a second tenant plugs in here).
+The second tenant's latency during the flood: a second tenant with one Google account (same emulator)
+submits one change through ``Producer.submit`` half-way through the outage, and another one
+``--second-after`` seconds after the recovery, while the flood drains. Measured (polled every 50 ms):
+for the first, seconds from the recovery until its target is synced (the provider cannot take it
+earlier); for the second, seconds from its submit until its target is synced; and the flood's targets
+still pending at each submit.
 Its own embedded Redis and SQLite file unless told otherwise; every key it wrote is deleted at the end.
 It is a benchmark, not a test: numbers depend on the machine.
 """
@@ -23,13 +27,10 @@ from __future__ import annotations
 
 import argparse
 import datetime as dt
-import importlib
 import tempfile
 import threading
 import time
 import uuid
-from collections.abc import Callable
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -39,10 +40,13 @@ from cryptography.fernet import Fernet
 from benchmarks.support import add_redis_option, bench_redis, namespace, remove_keys
 from calsync.actors.worker import build_worker
 from calsync.core.config.settings import Settings
+from calsync.core.messaging.lanes import lanes_of
 from calsync.core.messaging.messages import sync_message
 from calsync.core.model.calendar import Account
 from calsync.core.model.change import EventFields
 from calsync.core.model.payload import new_payload
+from calsync.core.producer.fairness import lane_choice
+from calsync.core.producer.submit import Producer
 from calsync.core.redis.traffic import Limits, TrafficStore
 from calsync.core.runtime import Runtime
 from calsync.core.store import accounts, dead_letters, events, migrate, targets
@@ -55,33 +59,24 @@ from calsync_emulators.server import RunningEmulator
 
 API = "/calendar/v3/calendars/"
 TIMEOUT = 1800.0
+START = dt.datetime(2026, 12, 1, 9, tzinfo=dt.UTC)
 
 
-@dataclass(frozen=True)
-class Surge:
-    """What a ``--hook`` gets: the flood's world while it runs."""
-
-    settings: Settings
-    runtime: Runtime
-    emulator: GoogleControl
-    tenant: str
-    accounts: list[str]
-    recovers_at: float  # time.monotonic() of the recovery
-
-
-Hook = Callable[[Surge], dict[str, Any]]
-
-
-def _seed(runtime: Runtime, emulator: GoogleControl, jobs: int, account_count: int) -> tuple[str, list[str]]:
-    """Accounts with emulator credentials and ``jobs`` events spread round-robin over them; all enqueued."""
-    tenant = f"surge-{uuid.uuid4().hex[:6]}"
-    start = dt.datetime(2026, 12, 1, 9, tzinfo=dt.UTC)
-    fields = EventFields(title="Surge", start=start, end=start + dt.timedelta(hours=1))
+def _google_accounts(runtime: Runtime, emulator: GoogleControl, tenant: str, count: int) -> list[str]:
+    """``count`` Google accounts of ``tenant`` with emulator credentials."""
     with runtime.db.write() as conn:
-        names = [accounts.add_account(conn, tenant_id=tenant, provider="google", address=f"cal{n}@example.com",
-                                      credentials=runtime.cipher.encrypt(emulator.user_credentials(
-                                          f"1//surge-{n}", "client", "secret")), options={}).id
-                 for n in range(account_count)]  # fmt: skip
+        return [accounts.add_account(conn, tenant_id=tenant, provider="google", address=f"{tenant}-{n}@example.com",
+                                     credentials=runtime.cipher.encrypt(emulator.user_credentials(
+                                         f"1//{tenant}-{n}", "client", "secret")), options={}).id
+                for n in range(count)]  # fmt: skip
+
+
+def _seed(runtime: Runtime, emulator: GoogleControl, jobs: int, account_count: int) -> tuple[str, dict[str, int]]:
+    """Accounts and ``jobs`` events spread round-robin over them, enqueued on the producer's lanes."""
+    tenant = f"surge-{uuid.uuid4().hex[:6]}"
+    start = START
+    fields = EventFields(title="Surge", start=start, end=start + dt.timedelta(hours=1))
+    names = _google_accounts(runtime, emulator, tenant, account_count)
     payloads = []
     with runtime.db.write() as conn:
         for n in range(jobs):
@@ -91,10 +86,56 @@ def _seed(runtime: Runtime, emulator: GoogleControl, jobs: int, account_count: i
                                 due_at=dt.datetime.now(dt.UTC))  # fmt: skip
             payloads.append(new_payload(tenant_id=tenant, entity_id=entity, account_id=account, operation="create",
                                         version=1, trace_id="surge"))  # fmt: skip
-    pipe = runtime.broker
-    for payload in payloads:
-        pipe.enqueue(sync_message(runtime.settings.queue, payload))
-    return tenant, names
+    queues = lanes_of(runtime.settings)
+    chosen = lane_choice(runtime).lanes(tenant, len(payloads))
+    for payload, lane in zip(payloads, chosen, strict=True):
+        runtime.broker.enqueue(sync_message(queues.queue(lane), payload))
+    return tenant, {lane: chosen.count(lane) for lane in ("normal", "bulk")}
+
+
+class SecondTenant:
+    """The second tenant's changes during the flood: when each was submitted and when its target was synced."""
+
+    def __init__(self, runtime: Runtime, emulator: GoogleControl) -> None:
+        self.runtime = runtime
+        self.tenant = f"second-{uuid.uuid4().hex[:6]}"
+        self.account = _google_accounts(runtime, emulator, self.tenant, 1)[0]
+        self.producer = Producer(runtime)
+        self.submitted: dict[str, float] = {}
+        self.synced: dict[str, float] = {}
+        self.pending_at: dict[str, int] = {}  # targets still pending at the submit (the flood's, and its own)
+        self._keys: dict[str, TargetKey] = {}
+        self._stop = threading.Event()
+        self._watcher = threading.Thread(target=self._watch, name="second-tenant", daemon=True)
+        self._watcher.start()
+
+    def submit(self, name: str) -> None:
+        """One change of the second tenant to its one account."""
+        self.pending_at[name] = _pending(self.runtime)
+        end = START + dt.timedelta(hours=1)
+        change = {"operation": "upsert", "accounts": [self.account],
+                  "event": {"title": f"Second {name}", "start": START.isoformat(), "end": end.isoformat()}}  # fmt: skip
+        self.submitted[name] = time.monotonic()
+        receipt = self.producer.submit(self.tenant, change)
+        self._keys[name] = TargetKey(self.tenant, receipt.entity_id, self.account)
+
+    def wait(self, timeout: float) -> None:
+        """Until every submitted change is synced (or ``timeout``), then stop watching."""
+        deadline = time.monotonic() + timeout
+        while len(self.synced) < len(self.submitted) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        self._stop.set()
+        self._watcher.join()
+
+    def _watch(self) -> None:
+        while not self._stop.wait(0.05):
+            for name, key in list(self._keys.items()):
+                if name in self.synced:
+                    continue
+                with self.runtime.db.read() as conn:
+                    row = targets.get_target(conn, key)
+                if row is not None and row.status == "synced":
+                    self.synced[name] = time.monotonic()
 
 
 def _pending(runtime: Runtime) -> int:
@@ -133,7 +174,7 @@ def admission_cost(url: str, rounds: int) -> tuple[float, float, float]:
         remove_keys(url, ns)
 
 
-def run(args: argparse.Namespace, url: str, scratch: Path, hook: Hook | None) -> dict[str, Any]:
+def run(args: argparse.Namespace, url: str, scratch: Path) -> dict[str, Any]:
     """One surge; returns its figures."""
     ns = namespace("surge")
     emulator_app = RunningEmulator(google.create_app())
@@ -153,17 +194,14 @@ def run(args: argparse.Namespace, url: str, scratch: Path, hook: Hook | None) ->
         app.broker.emit_after("process_boot")
         emulator.add_fault(path=API, status=503)  # first: the outage wins while it lasts
         emulator.add_fault(path=API, delay_ms=args.latency_ms)  # then: every call's latency
-        tenant, names = _seed(runtime, emulator, args.jobs, args.accounts)
+        _, lanes = _seed(runtime, emulator, args.jobs, args.accounts)
+        second = SecondTenant(runtime, emulator)
         worker = dramatiq.Worker(app.broker, worker_threads=args.threads, worker_timeout=100)
         started = time.monotonic()
         recovers_at = started + args.outage
         worker.start()
-        hooked: dict[str, Any] = {}
-        hook_thread = None
-        if hook is not None:
-            surge = Surge(settings, runtime, emulator, tenant, names, recovers_at)
-            hook_thread = threading.Thread(target=lambda: hooked.update(hook(surge)), name="surge-hook")
-            hook_thread.start()
+        time.sleep(max(0.0, started + args.outage / 2 - time.monotonic()))
+        second.submit("held")
         time.sleep(max(0.0, recovers_at - time.monotonic()))
         outage_requests = len(_api_requests(emulator))
         outage_seconds = time.monotonic() - started
@@ -177,12 +215,15 @@ def run(args: argparse.Namespace, url: str, scratch: Path, hook: Hook | None) ->
         while pending := _pending(runtime):
             if first_call is None and len(_api_requests(emulator)) > before:
                 first_call = time.monotonic() - recovered
+            if "draining" not in second.submitted and time.monotonic() - recovered >= args.second_after:
+                second.submit("draining")
             if time.monotonic() - recovered > TIMEOUT:
                 raise TimeoutError(f"{pending} targets still pending {TIMEOUT:g} s after recovery")
             time.sleep(0.2)
         drained = time.monotonic() - recovered
-        if hook_thread is not None:
-            hook_thread.join(timeout=TIMEOUT)
+        if "draining" not in second.submitted:
+            second.submit("draining")  # the flood drained first: measured on an idle worker
+        second.wait(TIMEOUT)
         runtime.stats.flush()
         outcomes = dict(runtime.stats.totals(minutes=60))
         with runtime.db.read() as conn:
@@ -202,7 +243,12 @@ def run(args: argparse.Namespace, url: str, scratch: Path, hook: Hook | None) ->
             "drain_rate": args.jobs / drained if drained else float("inf"),
             "highest_per_account": max(highest.values(), default=0),
             "accounts_over_limit": sorted(k for k, v in highest.items() if v > limit),
-            "hook": hooked,
+            "lanes": lanes,
+            "second_held": second.synced["held"] - recovered,
+            "second_held_pending": second.pending_at["held"],
+            "second_draining": second.synced["draining"] - second.submitted["draining"],
+            "second_draining_pending": second.pending_at["draining"],
+            "second_draining_after": second.submitted["draining"] - recovered,
         }
     finally:
         if worker is not None:
@@ -210,14 +256,6 @@ def run(args: argparse.Namespace, url: str, scratch: Path, hook: Hook | None) ->
         app.close()
         emulator_app.stop()
         remove_keys(url, ns)
-
-
-def _hook(spec: str | None) -> Hook | None:
-    if spec is None:
-        return None
-    module, _, name = spec.partition(":")
-    found: Hook = getattr(importlib.import_module(module), name)
-    return found
 
 
 def main() -> None:
@@ -230,7 +268,8 @@ def main() -> None:
     parser.add_argument("--latency-ms", type=int, default=20, help="the emulator's delay on every API call")
     parser.add_argument("--cost-rounds", type=int, default=2000, help="admit + settle pairs timed for the cost")
     parser.add_argument("--set", action="append", default=[], metavar="NAME=VALUE", help="a setting to override")
-    parser.add_argument("--hook", help="MODULE:FUNCTION called with a Surge while the flood runs")
+    parser.add_argument("--second-after", type=float, default=2,
+                        help="seconds after the recovery the second tenant submits its second change")  # fmt: skip
     add_redis_option(parser)
     args = parser.parse_args()
     shown = Settings(**dict(item.split("=", 1) for item in args.set))
@@ -239,26 +278,31 @@ def main() -> None:
           f"{shown.account_concurrency['google']}, {shown.account_rate['google']:g}/s per account, "
           f"{shown.provider_rate['google']:g}/s per provider, tenant {shown.tenant_rate:g}/s, burst "
           f"{shown.traffic_burst:g} s; breaker {shown.breaker_failures['google']} failures, open "
-          f"{shown.breaker_open_seconds:g} s; retry schedule {shown.retry_schedule}; overrides {args.set or 'none'}",
+          f"{shown.breaker_open_seconds:g} s; retry schedule {shown.retry_schedule}; bulk lane past "
+          f"{shown.bulk_threshold} jobs per {shown.bulk_window:g} s; overrides {args.set or 'none'}",
           flush=True)  # fmt: skip
     with tempfile.TemporaryDirectory(prefix="calsync-surge-") as tmp, bench_redis(args.redis_url, Path(tmp)) as url:
         governed, free, ping = admission_cost(url, args.cost_rounds)
         print(f"traffic control per job: {governed:.0f} us governed (admit + settle) vs {free:.1f} us ungoverned "
               f"(memory provider); one PING on the same connection {ping:.0f} us ({governed / ping:.1f} PINGs); "
               f"{args.cost_rounds} rounds", flush=True)  # fmt: skip
-        figures = run(args, url, Path(tmp), _hook(args.hook))
+        figures = run(args, url, Path(tmp))
     during, outcomes = figures["outage_outcomes"], figures["outcomes"]
     print(f"outage: {figures['outage_requests']} provider requests in {figures['outage_seconds']:.1f} s = "
           f"{figures['outage_requests'] / figures['outage_seconds']:.2f}/s; attempts burned "
           f"{during.get('retry_scheduled', 0)}, deferred {during.get('deferred', 0)}, dead letters "
           f"{during.get('dead_lettered', 0)}")  # fmt: skip
-    print(f"whole run: synced {figures['synced']}/{args.jobs}; attempts burned {outcomes.get('retry_scheduled', 0)}, "
+    print(f"whole run: synced {figures['synced']}/{args.jobs + 2} (the flood, on lanes {figures['lanes']}, and the "
+          f"second tenant's 2); attempts burned {outcomes.get('retry_scheduled', 0)}, "
           f"deferred {outcomes.get('deferred', 0)}, dead letters {figures['dead_letters']}; drain after recovery "
           f"{figures['drain_seconds']:.1f} s ({figures['drain_rate']:.0f} jobs/s; first call to the recovered provider "
           f"after {figures['first_call_seconds']:.1f} s); highest in flight per account "
           f"{figures['highest_per_account']} (over the limit: {figures['accounts_over_limit'] or 'none'})")  # fmt: skip
-    if figures["hook"]:
-        print(f"hook: {figures['hook']}")
+    print(f"second tenant (one Google account, same emulator): its change submitted half-way through the outage "
+          f"({figures['second_held_pending']} targets pending) synced {figures['second_held']:.2f} s after the "
+          f"recovery; its change submitted {figures['second_draining_after']:.1f} s after the recovery "
+          f"({figures['second_draining_pending']} targets still pending) synced "
+          f"{figures['second_draining']:.2f} s after its submit")  # fmt: skip
 
 
 if __name__ == "__main__":

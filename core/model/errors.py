@@ -31,7 +31,9 @@ The worker decides retry-or-dead-letter by class alone, never by comparing messa
             ├── ConcurrencyLimited     the account's concurrency slots are taken (ours, or Graph's MailboxConcurrency)
             ├── OverRate               a token bucket (account, tenant or provider) is empty
             ├── BackingOff             the provider asked every job of the account (or provider) to wait
-            └── CircuitOpen            the account's or provider's circuit breaker is open (or its probe is out)
+            ├── CircuitOpen            the account's or provider's circuit breaker is open (or its probe is out)
+            └── OutageSuspected        a temporary failure blamed on the provider (another job's failed too, or
+                                       the job's first failure of the attempt): excused, bounded per attempt
 
 ``reason`` is the short, stable text shown in the DLQ and used as a metric label.
 """
@@ -246,6 +248,12 @@ class CircuitOpen(Held):
     """The account's or the provider's circuit breaker is open, or half-open with its one probe out."""
 
     reason = "circuit open"
+
+
+class OutageSuspected(Held):
+    """A temporary failure traffic control blames on the provider, not the job: retried without an attempt."""
+
+    reason = "outage suspected"
 
 
 def is_permanent(exc: BaseException) -> bool:

@@ -164,6 +164,14 @@ class RedisKeys:
         """
         return f"{self.namespace}:maintenance"
 
+    def traffic_excused(self, job_id: str) -> str:
+        """Hash of one job's temporary failures excused as a provider outage (field: attempt, value: count).
+
+        Written and read by ``TrafficStore``'s settle script in workers (at most BREAKER_FAILURES per attempt).
+        TTL a day.
+        """
+        return f"{self.namespace}:traffic:excused:{job_id}"
+
     def pattern(self) -> str:
         """Glob matching every key of this namespace (test clean-up, ``calsync stop --purge``)."""
         return f"{self.namespace}:*"

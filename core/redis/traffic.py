@@ -12,6 +12,12 @@ probe. ``settle`` gives the slot and probe back and tells the breakers how the c
 them; a temporary failure counts (N in a row open a breaker; a failed probe reopens it at once); an
 account-only failure (credentials rejected) counts for the account alone; anything else counts for nothing.
 A provider's back-off hint sets "blocked until" for the account or the whole provider.
+
+``settle`` also decides whether a temporary failure is excused (the job keeps its attempt): the provider
+hash remembers which job started its current failure streak and whether another job has failed since
+(both cleared by a success). A failure is excused, at most BREAKER_FAILURES times per job and attempt
+(hash ``traffic_excused``), when a breaker is not closed after it, when another job shares the streak,
+or, once per attempt, when it is the job's own first failure; otherwise it is the job's.
 """
 
 from __future__ import annotations
@@ -34,8 +40,11 @@ CIRCUIT_STATE_VALUES: dict[CircuitState, int] = {"closed": 0, "half_open": 1, "o
 #: What held a call back (the ``limit`` label of calsync_traffic_deferrals_total).
 HoldReason = Literal[
     "provider_blocked", "provider_circuit", "account_blocked", "account_circuit", "concurrency",
-    "account_rate", "tenant_rate", "provider_rate",
+    "account_rate", "tenant_rate", "provider_rate", "provider_streak", "first_failure",
 ]  # fmt: skip
+#: Why a temporary failure was excused (held, no attempt used) instead of charged to its job.
+Excuse = Literal["circuit", "provider_streak", "first_failure"]
+_EXCUSES: dict[int, Excuse] = {1: "circuit", 2: "provider_streak", 3: "first_failure"}
 
 _DAY_MS = 86_400_000
 
@@ -133,7 +142,7 @@ local function state(key)
   if open_until then return math.max(1, open_until - now) end
   return 0
 end
-if threshold <= 0 then return {0, 0} end
+if threshold <= 0 then return {0, 0, 0} end
 local function close(key, account)
   redis.call('HSET', key, 'fails', 0)
   if redis.call('HDEL', key, 'open_until') == 1 and account then redis.call('ZREM', KEYS[4], ARGV[8]) end
@@ -155,13 +164,37 @@ end
 if kind == 'success' then
   close(KEYS[1], true)
   close(KEYS[3], false)
+  redis.call('HDEL', KEYS[3], 'streak_job', 'shared')
 elseif kind == 'failure' then
   fail(KEYS[1], true, probes >= 2)
   fail(KEYS[3], false, probes % 2 == 1)
 elseif kind == 'account_failure' then
   fail(KEYS[1], true, probes >= 2)
 end
-return {state(KEYS[1]), state(KEYS[3])}
+local acct_open, prov_open = state(KEYS[1]), state(KEYS[3])
+local excuse = 0
+local job = ARGV[9]
+if kind == 'failure' and job ~= '' then
+  local first = redis.call('HGET', KEYS[3], 'streak_job')
+  local shared = redis.call('HGET', KEYS[3], 'shared') == '1'
+  if not first then
+    redis.call('HSET', KEYS[3], 'streak_job', job)
+  elseif first ~= job and not shared then
+    redis.call('HSET', KEYS[3], 'shared', '1')
+    shared = true
+  end
+  local used = tonumber(redis.call('HGET', KEYS[5], ARGV[10])) or 0
+  if used < threshold then
+    if acct_open > 0 or prov_open > 0 then excuse = 1
+    elseif shared then excuse = 2
+    elseif used == 0 then excuse = 3 end
+  end
+  if excuse > 0 then
+    redis.call('HINCRBY', KEYS[5], ARGV[10], 1)
+    redis.call('PEXPIRE', KEYS[5], 86400000)
+  end
+end
+return {acct_open, prov_open, excuse}
 """
 
 _CIRCUITS = """
@@ -208,10 +241,11 @@ class Admission:
 
 @dataclass(frozen=True)
 class Settled:
-    """Seconds until each breaker may probe again after the call (0: closed)."""
+    """Seconds until each breaker may probe again after the call (0: closed), and why a failure was excused."""
 
     account_open: float
     provider_open: float
+    excuse: Excuse | None = None  # None: a success, or a failure charged to the job (its retry schedule)
 
 
 @dataclass(frozen=True)
@@ -280,19 +314,26 @@ class TrafficStore:
         limits: Limits,
         ending: Ending,
         block: tuple[Scope, float] | None = None,
+        job: tuple[str, int] | None = None,
     ) -> Settled:
-        """Give the call's slot and probe back, tell the breakers how it ended, apply a back-off hint."""
+        """Give the call's slot and probe back, tell the breakers how it ended, apply a back-off hint.
+
+        ``job`` (its id and attempt) lets a temporary failure be excused as the provider's (docs/notes/traffic.md).
+        """
         k = self._keys
+        job_id, attempt = job if job is not None else ("", 0)
         keys = [k.traffic_account(provider, account_id), k.traffic_slots(provider, account_id),
-                k.traffic_provider(provider), k.traffic_open_accounts(provider)]  # fmt: skip
+                k.traffic_provider(provider), k.traffic_open_accounts(provider),
+                k.traffic_excused(job_id or "-")]  # fmt: skip
         scope, seconds = block if block is not None else ("account", 0.0)
         args: list[str | int | float] = [admission.token, ending, admission.probes, scope, _ms(seconds),
-                                         limits.breaker_failures, _ms(limits.breaker_open), account_id]  # fmt: skip
+                                         limits.breaker_failures, _ms(limits.breaker_open), account_id,
+                                         job_id, attempt]  # fmt: skip
         try:
-            account_ms, provider_ms = self._settle(keys=keys, args=args)
+            account_ms, provider_ms, excuse = self._settle(keys=keys, args=args)
         except redis.RedisError as exc:
             raise StoreUnavailable(f"Redis unreachable settling a call to {account_id}: {type(exc).__name__}") from exc
-        return Settled(int(account_ms) / 1000, int(provider_ms) / 1000)
+        return Settled(int(account_ms) / 1000, int(provider_ms) / 1000, _EXCUSES.get(int(excuse)))
 
     def circuits(self, provider: str, *, listed: int = 5) -> CircuitReading:
         """The provider's breaker, back-off and how many of its accounts' breakers are open or half-open."""

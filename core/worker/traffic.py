@@ -4,8 +4,10 @@ A call over a limit, to a blocked account or provider, or behind an open circuit
 :class:`~core.model.errors.Held` (a deferral: re-enqueued after the wait the script answered, no attempt
 used, never dead-lettered for it). After the call, its ending feeds the breakers and a back-off hint the
 provider gave ("Retry-After", EWS ``BackOffMilliseconds``) holds every job of the account, or of the whole
-provider for a :class:`~core.model.errors.ProviderThrottled`. A temporary failure after which a breaker is
-open is itself deferred: the outage, not the job, failed, so it keeps its attempts.
+provider for a :class:`~core.model.errors.ProviderThrottled`. A temporary failure the settle script excuses
+(a breaker not closed after it, another job failing in the same streak, or the job's first failure of the
+attempt; at most BREAKER_FAILURES per attempt) is itself held: the outage, not the job, failed, so it keeps
+its attempt (docs/notes/traffic.md, "Which failures use an attempt").
 
 A provider without any limit or breaker (the memory provider, by default) is not governed: no Redis call.
 """
@@ -25,6 +27,7 @@ from calsync.core.model.errors import (
     CircuitOpen,
     ConcurrencyLimited,
     Held,
+    OutageSuspected,
     OverRate,
     PermanentError,
     ProviderThrottled,
@@ -32,6 +35,7 @@ from calsync.core.model.errors import (
     TemporaryError,
 )
 from calsync.core.redis.traffic import Admission, Ending, HoldReason, Limits, Scope, Settled, TrafficStore
+from calsync.core.worker.context import current_job
 from calsync.core.worker.metrics import traffic_deferral
 
 log = logging.getLogger(__name__)
@@ -48,6 +52,8 @@ _HELD: Final[dict[HoldReason, type[Held]]] = {
     "account_rate": OverRate,
     "tenant_rate": OverRate,
     "provider_rate": OverRate,
+    "provider_streak": OutageSuspected,
+    "first_failure": OutageSuspected,
 }
 
 
@@ -127,23 +133,24 @@ class TrafficGate:
 
     def _failed(self, account: Account, limits: Limits, admission: Admission, exc: BaseException) -> None:
         settled = self._settle(account, limits, admission, exc)
-        if settled is None or ending_of(exc) != "failure" or not isinstance(exc, Exception):
+        if settled is None or settled.excuse is None or not isinstance(exc, Exception):
             return
-        if settled.account_open or settled.provider_open:
-            wait = max(settled.account_open, settled.provider_open, limits.retry_delay)
-            scope: HoldReason = "provider_circuit" if settled.provider_open else "account_circuit"
-            traffic_deferral(account.provider, scope)
-            raise CircuitOpen(
-                f"{account.provider} account {account.id}: {scope} after {exc}", retry_after=wait
-            ) from exc
+        wait = max(settled.account_open, settled.provider_open, limits.retry_delay)
+        reason: HoldReason = settled.excuse if settled.excuse != "circuit" else (
+            "provider_circuit" if settled.provider_open else "account_circuit")  # fmt: skip
+        traffic_deferral(account.provider, reason)
+        raise _HELD[reason](f"{account.provider} account {account.id}: {reason} after {exc}", retry_after=wait) from exc
 
     def _settle(
         self, account: Account, limits: Limits, admission: Admission, exc: BaseException | None
     ) -> Settled | None:
         assert self._store is not None
         block = block_of(exc) if exc is not None else None
+        delivery = current_job()
+        payload = delivery.payload if delivery is not None else None
+        job = (payload.job_id, payload.attempt) if payload is not None else None  # no job known: nothing excused
         try:
-            return self._store.settle(account.provider, account.id, admission, limits, ending_of(exc), block)
+            return self._store.settle(account.provider, account.id, admission, limits, ending_of(exc), block, job)
         except Exception:
             log.warning("could not settle a provider call; its slot frees itself after the lease", exc_info=True)
             return None

@@ -1,5 +1,6 @@
 """Traffic control through real worker threads: held jobs keep their attempt, limits hold across workers,
-a Retry-After holds the account's siblings only, breakers defer an outage and never open on credentials."""
+a Retry-After holds the account's siblings only, breakers defer an outage and never open on credentials,
+an outage uses no attempt while a job failing alone still reaches the DLQ."""
 
 from __future__ import annotations
 
@@ -127,8 +128,24 @@ def test_an_outage_opens_the_breaker_defers_without_attempts_and_recovery_closes
             for name in names:
                 governed.wait_target(receipt.entity_id, name, "synced")
     assert _traffic(governed).circuits("memory").state == "closed"
-    assert governed.outcomes().get("retry_scheduled") == 1  # the one failure before the breaker opened
+    assert "retry_scheduled" not in governed.outcomes()  # an outage's failures are excused, the first one too
     assert governed.dead_letters() == []
+
+
+def test_a_job_failing_alone_still_follows_its_schedule_to_the_dead_letter_queue(governed: Pipeline) -> None:
+    broken, healthy = governed.account(account_id="broken"), governed.account(account_id="healthy")
+    governed.provider.add_fault(error="unavailable", account_id=broken)
+    receipt = governed.submit([broken])
+    with governed.worker():
+        wait_until(lambda: governed.dead_letters(), what="the lone failing job dead-lettered")
+        later = governed.submit([healthy])
+        governed.wait_target(later.entity_id, healthy, "synced")
+    schedule = governed.settings.retry_schedule
+    excused = governed.settings.breaker_failures["memory"]  # per attempt, at most
+    calls = [c for c in governed.provider.calls() if c.account_id == broken]
+    assert governed.outcomes().get("retry_scheduled") == len(schedule)
+    assert len(schedule) + 1 <= len(calls) <= (excused + 1) * (len(schedule) + 1)
+    assert governed.target(receipt.entity_id, broken).status == "failed"
 
 
 def test_credential_failures_never_open_the_provider_breaker(governed: Pipeline) -> None:

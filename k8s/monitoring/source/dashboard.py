@@ -154,6 +154,25 @@ def rows(params: Params) -> list[Row]:
                               legend("provider", "operation", text=f"p{round(quantile * 100)}"))
                         for quantile in (0.95, 0.99)), "s", width=8),
         )),
+        Row("Traffic control", (
+            Panel("Circuit breakers", "Per provider: the provider-wide breaker and the worst of its accounts' "
+                  "breakers; 0 closed, 1 half-open (one probe at a time), 2 open. The alert watches scope provider.",
+                  (Query(q.agg("max", q.sel("calsync_circuit_state"), "provider", "scope"),
+                         legend("provider", "scope")),), "short", width=6,
+                  limit=Limit("CalsyncProviderCircuitOpen", 1)),
+            Panel("Accounts with a breaker not closed", "Accounts whose breaker is open or half-open (refused "
+                  "credentials open these, never the provider's).",
+                  (Query(q.agg("max", q.sel("calsync_circuit_accounts_not_closed"), "provider"),
+                         legend("provider")),), "short", width=6),
+            Panel("Provider blocked for", "Seconds every job of the provider is still held by a back-off the "
+                  "provider asked for (a per-project quota); 0 when none.",
+                  (Query(q.agg("max", q.sel("calsync_provider_blocked_seconds"), "provider"),
+                         legend("provider")),), "s", width=6),
+            Panel("Traffic deferrals by limit", "Provider calls held back per second (no attempt used), by what "
+                  "held them: a limit, a back-off, a breaker, or a failure excused as the provider's outage.",
+                  (Query(q.rate("calsync_traffic_deferrals_total", RATE, "provider", "limit"),
+                         legend("provider", "limit")),), "ops", width=6, stacked=True),
+        )),
         Row("Workers and locks", (
             Panel("Active workers", "Worker processes with a live heartbeat key (exporter) and worker processes "
                   "exporting a heartbeat series (scraped).",
