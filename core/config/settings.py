@@ -18,6 +18,7 @@ from urllib.parse import urlsplit
 from pydantic import Field, SecretStr, ValidationError, field_validator, model_validator
 from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 
+from calsync.core.config.webhooks import WebhookSettings
 from calsync.core.model.calendar import SendUpdates
 from calsync.core.model.errors import ConfigurationError
 
@@ -59,7 +60,7 @@ def _positive_list(value: Any) -> Any:
     return value
 
 
-class Settings(BaseSettings):
+class Settings(WebhookSettings, BaseSettings):
     """Every knob of calsync, read from ``CALSYNC_*`` variables (and nothing else)."""
 
     model_config = SettingsConfigDict(env_prefix=ENV_PREFIX, extra="ignore", frozen=True)

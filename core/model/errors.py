@@ -179,6 +179,18 @@ class AppCredentialsRejected(ConfigurationError, AuthRevoked):
     reason = "app credentials rejected"
 
 
+class InvalidWebhookUrl(PermanentError):
+    """A webhook URL that is not https, or that resolves to a refused address (SSRF), is not registered."""
+
+    reason = "invalid webhook URL"
+
+
+class WebhookEndpointNotFound(PermanentError):
+    """No webhook endpoint of that id (for that tenant)."""
+
+    reason = "webhook endpoint not found"
+
+
 class Deferred(CalsyncError):
     """The job cannot run yet: re-enqueued after a short delay without using an attempt, a bounded number of times."""
 
