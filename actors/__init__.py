@@ -23,6 +23,7 @@ from calsync.core.producer.submit import Producer
 from calsync.core.runtime import Runtime
 from calsync.core.worker.context import current_job
 from calsync.core.worker.job import JobParts, sync_actor
+from calsync.core.worker.outbox import outbox_of
 
 
 def declare(
@@ -39,6 +40,7 @@ def declare(
         broker=broker,
         queue=settings.queue,
         idempotency_ttl=settings.idempotency_ttl,
+        outbox=outbox_of(runtime),
     )
 
     def reconcile() -> None:

@@ -39,6 +39,7 @@ from calsync.core.store.database import Database
 from calsync.core.store.targets import TargetRow
 from calsync.core.worker.context import REPAIR_OPTION, JobContext, current_job, detached_delivery
 from calsync.core.worker.metrics import lock_attempt, provider_request
+from calsync.core.worker.outbox import Outbox
 from calsync.core.worker.snapshot import Snapshot, Versions, load_snapshot, load_versions
 
 log = logging.getLogger(__name__)
@@ -55,6 +56,7 @@ class JobParts:
     broker: dramatiq.Broker  # where a repair sync is enqueued
     queue: str
     idempotency_ttl: int
+    outbox: Outbox | None = None  # webhook notifications recorded with the result (None: never)
 
 
 def run_sync(parts: JobParts, delivery: JobContext, args: Sequence[Any], kwargs: Mapping[str, Any]) -> Outcome:
@@ -175,6 +177,9 @@ def _record_result(
         idempotency.record_success(
             tx, payload.idempotency_key, job_id=payload.job_id, result=result, ttl_seconds=parts.idempotency_ttl
         )
+        notified = parts.outbox.on_synced(tx, payload, event, effect, result["external_id"]) if parts.outbox else []
+    if notified and parts.outbox is not None:
+        parts.outbox.send(parts.broker, notified)
     return bool(won)  # after the commit: on PostgreSQL the whole transaction is one round trip
 
 
