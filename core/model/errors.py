@@ -179,7 +179,13 @@ class AppCredentialsRejected(ConfigurationError, AuthRevoked):
     reason = "app credentials rejected"
 
 
-class InvalidWebhookUrl(PermanentError):
+class InvalidWebhookEndpoint(PermanentError):
+    """A webhook endpoint as given cannot be registered (no or unknown event types, a bad URL)."""
+
+    reason = "invalid webhook endpoint"
+
+
+class InvalidWebhookUrl(InvalidWebhookEndpoint):
     """A webhook URL that is not https, or that resolves to a refused address (SSRF), is not registered."""
 
     reason = "invalid webhook URL"

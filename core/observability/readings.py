@@ -232,7 +232,7 @@ class StatusReader:
 
     def queues(self, now: float) -> list[QueueReading]:
         """The depth of every queue calsync consumes."""
-        consumed = (self.settings.queue, self.settings.intake_queue)
+        consumed = tuple(dict.fromkeys((self.settings.queue, self.settings.intake_queue, self.settings.webhook_queue)))
         if broker_kind(self.runtime.broker_url) == "rabbitmq":
             url = self.runtime.broker_url
             return [QueueReading(queue, _rabbitmq_ready(url, queue), None, None, None) for queue in consumed]

@@ -85,9 +85,10 @@ def undispatched(conn: Connection, *, before: dt.datetime, limit: int) -> list[s
     return [row.id for row in conn.execute(query)]
 
 
-def mark_dispatched(conn: Connection, notification_id: str) -> None:
-    """Its delivery rows exist: the reconciler leaves it alone from now on."""
-    conn.execute(update(n).where(n.c.id == notification_id).values(dispatched_at=dt.datetime.now(dt.UTC)))
+def claim_dispatch(conn: Connection, notification_id: str) -> bool:
+    """Mark it dispatched (its delivery rows are created in this transaction); False if another dispatch did."""
+    claimed = update(n).where(n.c.id == notification_id, n.c.dispatched_at.is_(None))
+    return bool(conn.execute(claimed.values(dispatched_at=dt.datetime.now(dt.UTC))).rowcount)
 
 
 def find(conn: Connection, *, tenant_id: str | None = None, event_type: str | None = None) -> list[Notification]:
