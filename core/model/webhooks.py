@@ -101,7 +101,7 @@ def checked_url(url: str, *, allow_http: bool) -> tuple[str, str, int]:
         raise InvalidWebhookUrl(f"not a URL: {exc}") from None
     allowed = ("https", "http") if allow_http else ("https",)
     if parts.scheme not in allowed:
-        hint = "" if allow_http else " (http only with CALSYNC_WEBHOOK_ALLOW_HTTP, for development)"
+        hint = " or http" if allow_http else " (http only with CALSYNC_WEBHOOK_ALLOW_HTTP, for development)"
         raise InvalidWebhookUrl(f"the URL must be https{hint}, not {parts.scheme or 'schemeless'}")
     if not parts.hostname:
         raise InvalidWebhookUrl("the URL has no host")
