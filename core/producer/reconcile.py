@@ -5,7 +5,8 @@ more than ``RECONCILE_AFTER`` seconds has no live message (the broker lost it, a
 or Redis was flushed), so a fresh job for the event's latest version is enqueued. A target whose
 enqueue failed has no due time at all (``targets.mark_unqueued``): it is due at once, and the very
 next pass re-enqueues it.
-Duplicates are harmless: jobs are idempotent. The same pass purges expired idempotency records.
+Duplicates are harmless: jobs are idempotent. The same pass purges expired idempotency records and
+re-enqueues lost webhook dispatches and deliveries (webhook_reconcile.py).
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ from calsync.core.model.calendar import EventState
 from calsync.core.model.ids import new_trace_id
 from calsync.core.model.payload import new_payload
 from calsync.core.model.planner import Plan, plan
+from calsync.core.producer.webhook_reconcile import reconcile_webhooks
 from calsync.core.runtime import Runtime
 from calsync.core.store import events, idempotency, intake_requests, targets
 from calsync.core.store.targets import TargetRow
@@ -34,6 +36,7 @@ class ReconcileReport:
     failed: list[str] = field(default_factory=list)
     purged_idempotency_records: int = 0
     purged_request_keys: int = 0
+    webhooks_requeued: int = 0
 
     def as_json(self) -> dict[str, object]:
         """Printed by ``calsync reconcile``."""
@@ -43,6 +46,7 @@ class ReconcileReport:
             "enqueue_failures": len(self.failed),
             "purged_idempotency_records": self.purged_idempotency_records,
             "purged_request_keys": self.purged_request_keys,
+            "webhooks_requeued": self.webhooks_requeued,
         }
 
 
@@ -95,6 +99,7 @@ def reconcile(
         with runtime.db.write() as conn:
             targets.postpone(conn, row.key, due_at=dt.datetime.now(dt.UTC))
         report.requeued.append(payload.job_id)
+    report.webhooks_requeued = reconcile_webhooks(runtime, before=now - dt.timedelta(seconds=threshold), limit=limit)
     with runtime.db.write() as conn:
         report.purged_idempotency_records = idempotency.purge_expired(conn)
         report.purged_request_keys = intake_requests.purge_expired(conn)
