@@ -84,7 +84,7 @@ def refused_address(address: IpAddress, allowed: Iterable[Network] = ()) -> str 
     checked = mapped or address
     if any(checked in network for network in allowed if network.version == checked.version):
         return None
-    for name in ("loopback", "link_local", "private", "multicast", "unspecified", "reserved"):
+    for name in ("unspecified", "loopback", "link_local", "private", "multicast", "reserved"):
         if getattr(checked, f"is_{name}"):
             return f"{checked} is a {name.replace('_', '-')} address"
     if not checked.is_global:

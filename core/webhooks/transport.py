@@ -98,8 +98,8 @@ class Transport:
         for address in addresses:
             why = refused_address(address, self.allowed)
             if why is not None:
-                hint = "; allow it with CALSYNC_WEBHOOK_ALLOWED_NETWORKS" if address.is_private else ""
-                raise InvalidWebhookUrl(f"{host} resolves to {why}: refused{hint}")
+                hint = " (a receiver of your own network: CALSYNC_WEBHOOK_ALLOWED_NETWORKS)"
+                raise InvalidWebhookUrl(f"{host}: {why}, refused{hint}")
         return Target(scheme, host, port, addresses[0])
 
     def post(self, url: str, target: Target, headers: Mapping[str, str], body: bytes) -> Answer:

@@ -40,7 +40,7 @@ class Receiver:
     url: str = ""
 
     def verified(self) -> list[Received]:
-        """Requests that every known secret... at least one secret verified."""
+        """Requests that at least one known secret verified."""
         return [r for r in self.received if r.verified_by]
 
     def ids(self) -> list[str]:
@@ -67,12 +67,15 @@ def _handler(receiver: Receiver, lock: threading.Lock) -> type[BaseHTTPRequestHa
                 receiver.received.append(Received(headers, body, verified, payload, status))
             if receiver.delay:
                 time.sleep(receiver.delay)
-            self.send_response(status)
-            for name, value in extra.items():
-                self.send_header(name, value)
-            self.send_header("content-length", str(len(text)))
-            self.end_headers()
-            self.wfile.write(text)
+            try:
+                self.send_response(status)
+                for name, value in extra.items():
+                    self.send_header(name, value)
+                self.send_header("content-length", str(len(text)))
+                self.end_headers()
+                self.wfile.write(text)
+            except (BrokenPipeError, ConnectionResetError):
+                pass  # the client gave up waiting (a timeout under test)
 
         def log_message(self, format: str, *args: Any) -> None:
             pass
