@@ -102,10 +102,13 @@ def _webhook_actors(broker: dramatiq.Broker, runtime: Runtime) -> dict[str, dram
         """One signed attempt of one (notification, endpoint) delivery; retries and the DLQ are its own."""
         deliverer.deliver(notification_id, endpoint_id)
 
-    options: dict[str, Any] = {"broker": broker, "queue_name": queue, "time_limit": limit, "throws": (CalsyncError,)}
+    def declare(name: str) -> Any:
+        errors = (CalsyncError,)  # expected outcomes: logged without a traceback
+        return dramatiq.actor(broker=broker, queue_name=queue, actor_name=name, time_limit=limit, throws=errors)
+
     return {
-        DISPATCH_WEBHOOK_JOB: dramatiq.actor(dispatch_webhook, actor_name=DISPATCH_WEBHOOK_JOB, **options),
-        DELIVER_WEBHOOK_JOB: dramatiq.actor(deliver_webhook, actor_name=DELIVER_WEBHOOK_JOB, **options),
+        DISPATCH_WEBHOOK_JOB: declare(DISPATCH_WEBHOOK_JOB)(dispatch_webhook),
+        DELIVER_WEBHOOK_JOB: declare(DELIVER_WEBHOOK_JOB)(deliver_webhook),
     }
 
 

@@ -177,7 +177,8 @@ def _record_result(
         idempotency.record_success(
             tx, payload.idempotency_key, job_id=payload.job_id, result=result, ttl_seconds=parts.idempotency_ttl
         )
-        notified = parts.outbox.on_synced(tx, payload, event, effect, result["external_id"]) if parts.outbox else []
+        external_id = ref.external_id if ref else target.external_id
+        notified = parts.outbox.on_synced(tx, payload, event, effect, external_id) if parts.outbox else []
     if notified and parts.outbox is not None:
         parts.outbox.send(parts.broker, notified)
     return bool(won)  # after the commit: on PostgreSQL the whole transaction is one round trip
