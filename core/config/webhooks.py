@@ -23,7 +23,8 @@ class WebhookSettings(BaseModel):
     # http:// receiver URLs (development only); https is required otherwise.
     webhook_allow_http: bool = False
     # Addresses or CIDRs a receiver may resolve to although they are loopback/private/link-local.
-    webhook_allowed_networks: Annotated[tuple[str, ...], NoDecode] = ()
+    # (comma-separated; a string, so child processes get it back verbatim).
+    webhook_allowed_networks: str = ""
     webhook_connect_timeout: float = Field(default=3, gt=0)
     webhook_timeout: float = Field(default=10, gt=0)  # the whole request, connect included
     # Delays (s) between attempts: one retry per entry, ± RETRY_JITTER; Retry-After (429/503) is a floor.
@@ -39,15 +40,15 @@ class WebhookSettings(BaseModel):
     # How much of a failed response's body the DLQ record keeps.
     webhook_body_limit: int = Field(default=1024, ge=0, le=65536)
 
-    @field_validator("webhook_allowed_networks", "webhook_retry_schedule", mode="before")
+    @field_validator("webhook_retry_schedule", mode="before")
     @classmethod
     def _split_lists(cls, value: Any) -> Any:
         return _split(value)
 
     @field_validator("webhook_allowed_networks")
     @classmethod
-    def _check_networks(cls, value: tuple[str, ...]) -> tuple[str, ...]:
-        for item in value:
+    def _check_networks(cls, value: str) -> str:
+        for item in _split(value):
             try:
                 ipaddress.ip_network(item, strict=False)
             except ValueError:
@@ -60,3 +61,8 @@ class WebhookSettings(BaseModel):
         if not value or any(float(v) < 0 for v in value):
             raise ValueError("must list at least one delay in seconds, none negative, e.g. 5,30,120")
         return tuple(float(v) for v in value)
+
+    @property
+    def webhook_networks(self) -> tuple[str, ...]:
+        """``WEBHOOK_ALLOWED_NETWORKS`` as a list."""
+        return tuple(_split(self.webhook_allowed_networks))

@@ -80,7 +80,7 @@ class Transport:
         """The transport the webhook settings describe."""
         return cls(
             allow_http=settings.webhook_allow_http,
-            allowed_networks=settings.webhook_allowed_networks,
+            allowed_networks=settings.webhook_networks,
             connect_timeout=settings.webhook_connect_timeout,
             timeout=settings.webhook_timeout,
             body_limit=settings.webhook_body_limit,

@@ -17,7 +17,7 @@ from tests.webhooks.receiver import Receiver, serve
 # The receivers listen on loopback over http: both need the development settings (the tests' allow-list).
 WEBHOOK_TEST_SETTINGS: dict[str, Any] = {
     "webhook_allow_http": True,
-    "webhook_allowed_networks": ("127.0.0.0/8",),
+    "webhook_allowed_networks": "127.0.0.0/8",
     "webhook_directory_ttl": 0,
     "webhook_retry_schedule": (0.05, 0.05, 0.05),
     "webhook_timeout": 2,
