@@ -32,6 +32,8 @@ def system_resolver(host: str, port: int) -> list[IpAddress]:
         infos = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)
     except socket.gaierror as exc:
         raise httpx.ConnectError(f"cannot resolve {host}: {exc.strerror}") from None
+    except (UnicodeError, ValueError, OSError) as exc:  # a name no resolver takes (IDNA, length, NUL)
+        raise httpx.ConnectError(f"cannot resolve {host}: {exc}") from None
     return list(dict.fromkeys(ipaddress.ip_address(str(info[4][0]).split("%")[0]) for info in infos))
 
 
@@ -99,7 +101,8 @@ class Transport:
             why = refused_address(address, self.allowed)
             if why is not None:
                 hint = " (a receiver of your own network: CALSYNC_WEBHOOK_ALLOWED_NETWORKS)"
-                raise InvalidWebhookUrl(f"{host}: {why}, refused{hint}")
+                said = why if host.strip("[]") == str(address) else f"{host} resolves to {why}"
+                raise InvalidWebhookUrl(f"{said}: refused{hint}")
         return Target(scheme, host, port, addresses[0])
 
     def post(self, url: str, target: Target, headers: Mapping[str, str], body: bytes) -> Answer:
