@@ -94,9 +94,10 @@ def _webhook_actors(broker: dramatiq.Broker, runtime: Runtime) -> dict[str, dram
     deliverer = Deliverer(runtime.db, runtime.cipher, Transport.from_settings(settings), broker, queue, policy)
     limit = int(max(settings.job_time_limit, 2 * settings.webhook_timeout) * 1000)
 
-    def dispatch_webhook(notification_id: str) -> None:
-        """Create a notification's deliveries, one per subscribed endpoint, and enqueue them."""
-        dispatch(runtime.db, broker, queue, notification_id)
+    def dispatch_webhook(*notification_ids: str) -> None:
+        """Create notifications' deliveries, one per subscribed endpoint, and enqueue them."""
+        for notification_id in notification_ids:
+            dispatch(runtime.db, broker, queue, notification_id)
 
     def deliver_webhook(notification_id: str, endpoint_id: str) -> None:
         """One signed attempt of one (notification, endpoint) delivery; retries and the DLQ are its own."""

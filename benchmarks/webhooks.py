@@ -28,6 +28,7 @@ import tempfile
 import threading
 import time
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 
 import dramatiq
@@ -36,7 +37,7 @@ from benchmarks.support import add_redis_option, bench_redis, namespace, remove_
 from calsync.actors.worker import build_worker
 from calsync.core.config.settings import Settings
 from calsync.core.messaging.messages import sync_message, webhook_delivery_message
-from calsync.core.model.webhooks import WebhookData, notification
+from calsync.core.model.webhooks import notification
 from calsync.core.runtime import Runtime
 from calsync.core.store import migrate, webhook_deliveries, webhook_endpoints, webhook_notifications
 from calsync.core.store.crypto import generate_key
@@ -65,18 +66,26 @@ def _settings(url: str, scratch: Path, database_url: str | None, threads: int) -
     )  # fmt: skip
 
 
-def _timed(broker: dramatiq.Broker, queue: str, threads: int, finished: Callable[[], bool]) -> float:
+@dataclass(frozen=True)
+class Side:
+    """One side's result: items per second, and this process' CPU per item (steadier on a busy machine)."""
+
+    rate: float
+    cpu_ms: float
+
+
+def _timed(broker: dramatiq.Broker, queue: str, threads: int, items: int, finished: Callable[[], bool]) -> Side:
     worker = dramatiq.Worker(broker, queues={queue}, worker_threads=threads, worker_timeout=100)
-    started = time.perf_counter()
+    started, cpu = time.perf_counter(), time.process_time()
     worker.start()
     while not finished():
         time.sleep(0.005)
-    elapsed = time.perf_counter() - started
+    elapsed, cpu = time.perf_counter() - started, time.process_time() - cpu
     worker.stop()
-    return elapsed
+    return Side(items / elapsed, cpu / items * 1000)
 
 
-def sync_path(url: str, scratch: Path, database_url: str | None, jobs: int, threads: int, *, webhooks: bool) -> float:
+def sync_path(url: str, scratch: Path, database_url: str | None, jobs: int, threads: int, *, webhooks: bool) -> Side:
     """Calendar jobs/s, with or without an endpoint for the tenant."""
     settings = _settings(url, scratch, database_url, threads)
     bootstrap = Runtime(settings, check_schema=False)
@@ -103,17 +112,17 @@ def sync_path(url: str, scratch: Path, database_url: str | None, jobs: int, thre
     [lifecycle] = [m for m in broker.middleware if isinstance(m, JobLifecycle)]
     lifecycle.observers.append(count)
     try:
-        seconds = _timed(broker, settings.queue, threads, lambda: done >= jobs)
+        measured = _timed(broker, settings.queue, threads, jobs, lambda: done >= jobs)
         if webhooks:
             with runtime.db.read() as conn:
                 assert len(webhook_notifications.find(conn, tenant_id=payloads[0].tenant_id)) == jobs
-        return jobs / seconds
+        return measured
     finally:
         runtime.close()
         remove_keys(url, settings.redis_namespace)
 
 
-def deliveries(url: str, scratch: Path, database_url: str | None, count: int, threads: int) -> float:
+def deliveries(url: str, scratch: Path, database_url: str | None, count: int, threads: int) -> Side:
     """Notifications/s delivered to a local receiver by the webhook queue's workers."""
     receiver = subprocess.Popen([sys.executable, "-c", RECEIVER], stdout=subprocess.PIPE, text=True)
     assert receiver.stdout is not None
@@ -132,7 +141,7 @@ def deliveries(url: str, scratch: Path, database_url: str | None, count: int, th
                                                    event_types=["sync.succeeded"])  # fmt: skip
             ids = []
             for n in range(count):
-                data = WebhookData(tenant_id="bench", entity_id=f"evt{n}", version=1, status="synced")
+                data = {"tenant_id": "bench", "entity_id": f"evt{n}", "version": 1, "status": "synced"}
                 notification_id, doc = notification("sync.succeeded", data, key=[n])
                 webhook_notifications.record_on(conn, notification_id, "bench", "sync.succeeded", doc)
                 webhook_deliveries.create(conn, notification_id, [endpoint.id])
@@ -144,7 +153,7 @@ def deliveries(url: str, scratch: Path, database_url: str | None, count: int, th
             with runtime.db.read() as conn:
                 return webhook_deliveries.count_by_status(conn).get("delivered", 0) >= count
 
-        return count / _timed(broker, settings.webhook_queue, threads, delivered)
+        return _timed(broker, settings.webhook_queue, threads, count, delivered)
     finally:
         runtime.close()
         remove_keys(url, settings.redis_namespace)
@@ -163,11 +172,13 @@ def main() -> None:
     add_redis_option(parser)
     args = parser.parse_args()
     logging.basicConfig(level=logging.ERROR)
-    off, on, delivered = [], [], []
+    off: list[Side] = []
+    on: list[Side] = []
+    delivered: list[Side] = []
     with tempfile.TemporaryDirectory(prefix="calsync-bench-") as tmp, bench_redis(args.redis_url, Path(tmp)) as url:
         print(f"{args.jobs} sync jobs / {args.notifications} notifications, 1 process x {args.threads} threads")
         for n in range(1, args.rounds + 1):
-            sides = {}
+            sides: dict[str, Side] = {}
             for name in ("off", "on", "deliver"):
                 side = Path(tmp) / f"round-{n}-{name}"
                 side.mkdir()
@@ -179,16 +190,19 @@ def main() -> None:
             off.append(sides["off"])
             on.append(sides["on"])
             delivered.append(sides["deliver"])
-            print(f"round {n}: sync without webhooks {sides['off']:7.0f} jobs/s, with {sides['on']:7.0f} jobs/s"
-                  f" (on/off {sides['on'] / sides['off']:.2f}); delivered {sides['deliver']:6.0f} notifications/s",
-                  flush=True)  # fmt: skip
-    ratios = [a / b for a, b in zip(on, off, strict=True)]
+            a, b, d = sides["off"], sides["on"], sides["deliver"]
+            print(f"round {n}: sync without webhooks {a.rate:6.0f} jobs/s ({a.cpu_ms:.2f} ms CPU/job), with"
+                  f" {b.rate:6.0f} jobs/s ({b.cpu_ms:.2f} ms CPU/job), on/off {b.rate / a.rate:.2f};"
+                  f" delivered {d.rate:5.0f} notifications/s ({d.cpu_ms:.2f} ms CPU each)", flush=True)  # fmt: skip
+    ratios = [b.rate / a.rate for a, b in zip(off, on, strict=True)]
+    cpu = [b.cpu_ms / a.cpu_ms for a, b in zip(off, on, strict=True)]
     print(f"median of {args.rounds} rounds:")
-    print(f"  sync path without webhooks {statistics.median(off):8.0f} jobs/s")
-    print(f"  sync path with webhooks    {statistics.median(on):8.0f} jobs/s")
+    print(f"  sync path without webhooks {statistics.median(s.rate for s in off):8.0f} jobs/s")
+    print(f"  sync path with webhooks    {statistics.median(s.rate for s in on):8.0f} jobs/s")
     print(f"  on/off: {statistics.median(ratios):.2f} -- the target is >= 0.90"
           f" (rounds: {', '.join(f'{x:.2f}' for x in ratios)})")  # fmt: skip
-    print(f"  deliveries                 {statistics.median(delivered):8.0f} notifications/s")
+    print(f"  CPU per job on/off: {statistics.median(cpu):.2f} (rounds: {', '.join(f'{x:.2f}' for x in cpu)})")
+    print(f"  deliveries                 {statistics.median(s.rate for s in delivered):8.0f} notifications/s")
 
 
 if __name__ == "__main__":

@@ -51,10 +51,10 @@ def reconcile_message(queue: str) -> dramatiq.Message[Any]:
     return dramatiq.Message(queue_name=queue, actor_name=RECONCILE_JOB, args=(), kwargs={}, options={})
 
 
-def webhook_dispatch_message(queue: str, notification_id: str) -> dramatiq.Message[Any]:
-    """Ask a worker to create a notification's deliveries (one per subscribed endpoint) and enqueue them."""
+def webhook_dispatch_message(queue: str, *notification_ids: str) -> dramatiq.Message[Any]:
+    """Ask a worker to create notifications' deliveries (one per subscribed endpoint) and enqueue them."""
     return dramatiq.Message(
-        queue_name=queue, actor_name=DISPATCH_WEBHOOK_JOB, args=(notification_id,), kwargs={}, options={}
+        queue_name=queue, actor_name=DISPATCH_WEBHOOK_JOB, args=notification_ids, kwargs={}, options={}
     )
 
 

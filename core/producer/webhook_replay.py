@@ -30,7 +30,7 @@ def _target(record: DeadLetter) -> tuple[str, str | None] | None:
     if isinstance(payload, dict) and "notification_id" in payload:
         return str(payload["notification_id"]), payload.get("endpoint_id")
     if record.job_type == DISPATCH_WEBHOOK_JOB and isinstance(payload, str):
-        return payload, None
+        return payload, None  # a dispatch of one notification (several: the reconciler takes them)
     args = payload.get("args") if isinstance(payload, dict) else None
     if record.job_type == DELIVER_WEBHOOK_JOB and isinstance(args, list) and len(args) == 2:
         return str(args[0]), str(args[1])

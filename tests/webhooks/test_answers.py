@@ -8,7 +8,7 @@ from collections.abc import Iterator
 import pytest
 
 from calsync.core.model.vocabulary import WebhookOutcome
-from calsync.core.model.webhooks import WebhookData, notification
+from calsync.core.model.webhooks import notification
 from calsync.core.store import webhook_notifications
 from calsync.core.store.schema import webhook_endpoints
 from calsync.core.webhooks.delivery import Deliverer, DeliveryPolicy
@@ -30,7 +30,7 @@ def _one(hooks: Hooks, receiver: Receiver, *, max_retry_after: float = 50) -> tu
     pipeline = hooks.pipeline
     db = pipeline.runtime.db
     endpoint_id = hooks.endpoint(receiver)
-    notification_id, doc = notification("sync.succeeded", WebhookData(tenant_id="tenant-1", status="synced"),
+    notification_id, doc = notification("sync.succeeded", {"tenant_id": "tenant-1", "status": "synced"},
                                         key=[receiver.url])  # fmt: skip
     with db.write() as conn:
         webhook_notifications.record_on(conn, notification_id, "tenant-1", "sync.succeeded", doc)

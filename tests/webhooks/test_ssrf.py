@@ -10,7 +10,7 @@ import pytest
 
 from calsync.core.model.errors import InvalidWebhookUrl
 from calsync.core.model.vocabulary import WebhookOutcome
-from calsync.core.model.webhooks import IpAddress, WebhookData, notification
+from calsync.core.model.webhooks import IpAddress, notification
 from calsync.core.store import webhook_notifications
 from calsync.core.webhooks.delivery import Deliverer, DeliveryPolicy
 from calsync.core.webhooks.dispatch import dispatch
@@ -102,7 +102,7 @@ def test_delivery_checks_again_when_dns_changed(hooks: Hooks, receiver: Receiver
     transport = _transport(resolver=lambda host, port: answers["now"])
     registry = Registry(db, pipeline.runtime.cipher, transport, grace_seconds=60)
     _, endpoint = registry.add("tenant-1", "https://hooks.example.com/x", ["sync.succeeded"])
-    notification_id, doc = notification("sync.succeeded", WebhookData(tenant_id="tenant-1", status="synced"), key=[1])
+    notification_id, doc = notification("sync.succeeded", {"tenant_id": "tenant-1", "status": "synced"}, key=[1])
     with db.write() as conn:
         webhook_notifications.record_on(conn, notification_id, "tenant-1", "sync.succeeded", doc)
     assert dispatch(db, pipeline.broker, pipeline.settings.webhook_queue, notification_id) == [endpoint.id]
