@@ -2,10 +2,16 @@
 
 from __future__ import annotations
 
+import json
+import re
 from collections.abc import Iterator
+from pathlib import Path
 
+import jsonschema
 import pytest
 
+from calsync.core.model.schemas import published
+from calsync.core.model.webhooks import WebhookNotification
 from calsync.core.producer.dead_letters import replay
 from calsync.core.store import webhook_deliveries
 from calsync.core.webhooks.dispatch import dispatch
@@ -35,6 +41,18 @@ def test_every_delivery_verifies_across_a_secret_rotation(hooks: Hooks, receiver
     assert [r.payload["data"]["version"] for r in receiver.received] == [1, 2]
     assert after.payload["type"] == "sync.succeeded" and after.payload["data"]["status"] == "synced"
     assert after.payload["data"]["external_id"] == pipeline.target(first.entity_id, account).external_id
+    schema = jsonschema.Draft202012Validator(published()["webhook-notification.schema.json"])
+    for request in receiver.received:
+        schema.validate(request.payload)
+
+
+def test_the_documented_body_is_what_the_schema_and_the_model_accept() -> None:
+    text = (Path(__file__).resolve().parents[2] / "docs" / "PROTOCOL.md").read_text()
+    found = re.search(r"<!-- webhook example[^>]*-->\n```json\n(.*?)\n```", text, re.DOTALL)
+    assert found is not None
+    documented = json.loads(found.group(1))
+    jsonschema.Draft202012Validator(published()["webhook-notification.schema.json"]).validate(documented)
+    assert WebhookNotification.model_validate(documented).data.version == 3
 
 
 def test_after_the_grace_period_only_the_new_secret_signs(hooks_factory: object, receiver: Receiver) -> None:
