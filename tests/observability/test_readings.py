@@ -37,8 +37,10 @@ def _message(queue: str, payload: JobPayload, *, created: float) -> dramatiq.Mes
 
 
 def _queue(pipeline: Pipeline) -> QueueReading:
-    calendar, intake = StatusReader(pipeline.runtime).queues(time.time())
-    assert (calendar.queue, intake.queue) == (pipeline.settings.queue, pipeline.settings.intake_queue)
+    calendar, intake, webhooks = StatusReader(pipeline.runtime).queues(time.time())
+    settings = pipeline.settings
+    assert (calendar.queue, intake.queue, webhooks.queue) == (settings.queue, settings.intake_queue,
+                                                              settings.webhook_queue)  # fmt: skip
     return calendar
 
 
@@ -179,7 +181,7 @@ def test_rabbitmq_reports_only_the_ready_count(pipeline: Pipeline, broker_kind: 
         missing = pipeline.settings.model_copy(update={"queue": f"missing{uuid.uuid4().hex[:8]}"})
         runtime = Runtime(missing, check_schema=False)
         try:
-            undeclared, intake = StatusReader(runtime).queues(time.time())
+            undeclared, intake, _webhooks = StatusReader(runtime).queues(time.time())
             assert undeclared.ready == 0 and undeclared.queue == missing.queue and intake.queue == missing.intake_queue
         finally:
             runtime.close()
