@@ -79,6 +79,8 @@ _METRICS = (
     Metric("calsync_workers_active", "exporter", "gauge"),
     # Beyond issue 5: 0 while the exporter cannot read a source, whose series it then leaves out.
     Metric("calsync_exporter_source_up", "exporter", "gauge", {"source": ("broker", "database", "redis")}),
+    # Issue 18: webhook endpoints the breaker (auto) or an operator disabled.
+    Metric("calsync_webhook_endpoints_disabled", "exporter", "gauge", {"by": ("auto", "operator")}),
     Metric("up", "prometheus", "gauge"),
 )
 
