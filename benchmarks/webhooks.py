@@ -74,6 +74,16 @@ class Side:
     cpu_ms: float
 
 
+def _worker_runtime(settings: Settings) -> Runtime:
+    """A migrated database and a worker's runtime with the memory provider, its broker booted."""
+    bootstrap = Runtime(settings, check_schema=False)
+    migrate.upgrade(bootstrap.db)
+    bootstrap.close()
+    runtime = build_worker(settings, providers={"memory": MemoryProvider()}).runtime
+    runtime.broker.emit_after("process_boot")
+    return runtime
+
+
 def _timed(broker: dramatiq.Broker, queue: str, threads: int, items: int, finished: Callable[[], bool]) -> Side:
     worker = dramatiq.Worker(broker, queues={queue}, worker_threads=threads, worker_timeout=100)
     started, cpu = time.perf_counter(), time.process_time()
@@ -88,12 +98,8 @@ def _timed(broker: dramatiq.Broker, queue: str, threads: int, items: int, finish
 def sync_path(url: str, scratch: Path, database_url: str | None, jobs: int, threads: int, *, webhooks: bool) -> Side:
     """Calendar jobs/s, with or without an endpoint for the tenant."""
     settings = _settings(url, scratch, database_url, threads)
-    bootstrap = Runtime(settings, check_schema=False)
-    migrate.upgrade(bootstrap.db)
-    bootstrap.close()
-    runtime = build_worker(settings, providers={"memory": MemoryProvider()}).runtime
+    runtime = _worker_runtime(settings)
     broker = runtime.broker
-    broker.emit_after("process_boot")
     payloads = seed(runtime.db, jobs)
     if webhooks:
         with runtime.db.write() as conn:
@@ -128,12 +134,8 @@ def deliveries(url: str, scratch: Path, database_url: str | None, count: int, th
     assert receiver.stdout is not None
     port = int(receiver.stdout.readline())
     settings = _settings(url, scratch, database_url, threads)
-    bootstrap = Runtime(settings, check_schema=False)
-    migrate.upgrade(bootstrap.db)
-    bootstrap.close()
-    runtime = build_worker(settings, providers={"memory": MemoryProvider()}).runtime
+    runtime = _worker_runtime(settings)
     broker = runtime.broker
-    broker.emit_after("process_boot")
     try:
         with runtime.db.write() as conn:
             receiver_url = f"http://127.0.0.1:{port}/hooks"

@@ -14,7 +14,8 @@ import logging
 import threading
 import time
 import weakref
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
+from functools import partial
 from typing import TYPE_CHECKING, Any
 
 import dramatiq
@@ -77,14 +78,14 @@ class Outbox:
         """``sync.succeeded`` (and ``event.cancelled`` once every target is deleted), in the result's transaction."""
         recorded = []
         tenant, entity = payload.tenant_id, payload.entity_id
+        write = partial(webhook_notifications.record, tx)
         if self.wants(tenant, "sync.succeeded"):
             data = {"tenant_id": tenant, "entity_id": entity, "account_id": payload.account_id,
                     "version": event.version, "external_id": external_id,
                     "status": "deleted" if effect == "delete" else "synced", "job_id": payload.job_id,
                     "trace_id": payload.trace_id}  # fmt: skip
-            recorded.append(
-                self._record(tx, "sync.succeeded", data, (tenant, entity, payload.account_id, event.version))
-            )
+            key = (tenant, entity, payload.account_id, event.version)
+            recorded.append(self._record(write, "sync.succeeded", data, key))
         if (
             effect == "delete"
             and event.status == "cancelled"
@@ -93,14 +94,16 @@ class Outbox:
         ):
             data = {"tenant_id": tenant, "entity_id": entity, "version": event.version, "status": "cancelled",
                     "trace_id": payload.trace_id}  # fmt: skip
-            recorded.append(self._record(tx, "event.cancelled", data, (tenant, entity, event.version)))
+            recorded.append(self._record(write, "event.cancelled", data, (tenant, entity, event.version)))
         return recorded
 
+    @staticmethod
     def _record(
-        self, tx: DirectTransaction, event_type: WebhookEventType, data: dict[str, Any], key: Iterable[object]
+        write: Callable[..., None], event_type: WebhookEventType, data: dict[str, Any], key: Iterable[object]
     ) -> str:
+        # write: webhook_notifications.record on the hot path's transaction, or record_on on a SQLAlchemy one.
         notification_id, doc = notification(event_type, data, key=key)
-        webhook_notifications.record(tx, notification_id, data["tenant_id"], event_type, doc)
+        write(notification_id, data["tenant_id"], event_type, doc)
         return notification_id
 
     def on_dead_lettered(
@@ -109,23 +112,17 @@ class Outbox:
         """``sync.dead_lettered`` (and ``account.needs_reauth``), inside the DLQ record's transaction."""
         recorded = []
         tenant = payload.tenant_id
+        write = partial(webhook_notifications.record_on, conn)
         common: dict[str, Any] = {"tenant_id": tenant, "account_id": payload.account_id, "reason": record.reason,
                                   "error_class": record.error_class, "job_id": payload.job_id,
                                   "trace_id": payload.trace_id}  # fmt: skip
         if self.wants(tenant, "sync.dead_lettered"):
             data = {"entity_id": payload.entity_id, "version": payload.target_version, "status": "failed", **common}
-            recorded.append(self._record_on(conn, "sync.dead_lettered", data, (payload.job_id,)))
+            recorded.append(self._record(write, "sync.dead_lettered", data, (payload.job_id,)))
         if needs_reauth and self.wants(tenant, "account.needs_reauth"):
             data = {"status": "needs_reauth", **common}
-            recorded.append(self._record_on(conn, "account.needs_reauth", data, (payload.account_id, payload.job_id)))
+            recorded.append(self._record(write, "account.needs_reauth", data, (payload.account_id, payload.job_id)))
         return recorded
-
-    def _record_on(
-        self, conn: Connection, event_type: WebhookEventType, data: dict[str, Any], key: Iterable[object]
-    ) -> str:
-        notification_id, doc = notification(event_type, data, key=key)
-        webhook_notifications.record_on(conn, notification_id, data["tenant_id"], event_type, doc)
-        return notification_id
 
     def send(self, broker: dramatiq.Broker, notification_ids: Iterable[str]) -> None:
         """After the commit: hand the ids to the flusher, which enqueues them in batches (one message per batch).
@@ -162,6 +159,7 @@ class Outbox:
                     self._wake.wait()
             time.sleep(LINGER)  # let the other threads' ids join this batch
             self.flush()
+
 
 _OUTBOXES: weakref.WeakKeyDictionary[Runtime, Outbox] = weakref.WeakKeyDictionary()
 _OUTBOXES_LOCK = threading.Lock()
