@@ -9,6 +9,7 @@ import pytest
 from calsync.core.producer.dead_letters import replay
 from calsync.core.producer.reconcile import reconcile
 from calsync.core.store import webhook_notifications
+from calsync.core.webhooks import dispatch as dispatch_module
 from calsync.core.worker import outbox
 from tests.support import wait_until
 from tests.webhooks.conftest import Hooks
@@ -113,4 +114,26 @@ def test_a_lost_dispatch_is_enqueued_by_the_reconciler(
         monkeypatch.undo()
         assert reconcile(pipeline.runtime, older_than=0).webhooks_requeued == 1
         wait_until(lambda: receiver.received, what="the reconciled delivery")
+    assert receiver.ids() == [notification.id]
+
+
+def test_a_lost_delivery_message_is_enqueued_by_the_reconciler(
+    hooks: Hooks, receiver: Receiver, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    pipeline = hooks.pipeline
+    endpoint_id = hooks.endpoint(receiver)
+
+    def broker_down(*args: Any) -> Any:
+        raise ConnectionError("the broker is unreachable")
+
+    account = pipeline.account()
+    with pipeline.worker():
+        monkeypatch.setattr(dispatch_module, "webhook_delivery_message", broker_down)
+        pipeline.submit([account])
+        (notification,) = wait_until(lambda: hooks.notifications(), what="the notification")
+        wait_until(lambda: hooks.status(notification.id, endpoint_id) == "pending", what="the delivery row")
+        monkeypatch.undo()
+        assert receiver.received == []
+        assert reconcile(pipeline.runtime, older_than=0).webhooks_requeued == 1
+        wait_until(lambda: hooks.status(notification.id, endpoint_id) == "delivered", what="the reconciled delivery")
     assert receiver.ids() == [notification.id]

@@ -97,6 +97,10 @@ class DeadLetterRecorder(dramatiq.Middleware):
         if notified and self.outbox is not None:
             self.outbox.send(broker, notified)
 
+    def after_worker_shutdown(self, broker: dramatiq.Broker, worker: dramatiq.Worker) -> None:
+        if self.outbox is not None:
+            self.outbox.flush()  # webhook dispatches still lingering in this process (else: the reconciler)
+
     def quarantine(self, item: Quarantined) -> None:
         """Record a delivery the consumer refused (raises while the database is down: it stays queued)."""
         record = quarantine_record(item)
