@@ -20,6 +20,7 @@ from calsync.core.model.payload import SYNC_JOB
 from calsync.core.producer.intake_job import intake_actor
 from calsync.core.producer.reconcile import reconcile as reconcile_overdue
 from calsync.core.producer.submit import Producer
+from calsync.core.redis.traffic import TrafficStore
 from calsync.core.runtime import Runtime
 from calsync.core.webhooks.delivery import Deliverer, DeliveryPolicy
 from calsync.core.webhooks.dispatch import dispatch
@@ -27,6 +28,7 @@ from calsync.core.webhooks.transport import Transport
 from calsync.core.worker.context import current_job
 from calsync.core.worker.job import JobParts, sync_actor
 from calsync.core.worker.outbox import outbox_of
+from calsync.core.worker.traffic import TrafficGate, provider_limits
 
 
 def declare(
@@ -44,6 +46,7 @@ def declare(
         queue=settings.queue,
         idempotency_ttl=settings.idempotency_ttl,
         outbox=outbox_of(runtime),
+        traffic=TrafficGate(TrafficStore(runtime.redis, runtime.keys), provider_limits(settings)),
     )
 
     def reconcile() -> None:

@@ -24,6 +24,8 @@ from calsync.core.model.errors import (
     InvalidChange,
     InvalidPayload,
     InvalidRequest,
+    InvalidWebhookEndpoint,
+    InvalidWebhookUrl,
     LockBusy,
     MalformedMessage,
     PermanentError,
@@ -34,6 +36,7 @@ from calsync.core.model.errors import (
     StoreUnavailable,
     TargetLocked,
     TemporaryError,
+    WebhookEndpointNotFound,
 )
 from calsync.core.producer.submit import Receipt, submit_change
 from calsync.core.runtime import Runtime
@@ -55,6 +58,8 @@ __all__ = [
     "InvalidChange",
     "InvalidPayload",
     "InvalidRequest",
+    "InvalidWebhookEndpoint",
+    "InvalidWebhookUrl",
     "LockBusy",
     "MalformedMessage",
     "PermanentError",
@@ -68,5 +73,6 @@ __all__ = [
     "StoreUnavailable",
     "TargetLocked",
     "TemporaryError",
+    "WebhookEndpointNotFound",
     "submit_change",
 ]

@@ -70,6 +70,9 @@ def _build(
 
 def validate_account(account: Account) -> None:
     """Refuse an account whose credentials or options the adapter cannot use (at ``accounts add``, not at a job)."""
+    own = account.options.get("max_concurrency")  # traffic control's per-account limit, any provider
+    if own is not None and (not isinstance(own, int) or isinstance(own, bool) or own < 1):
+        raise ConfigurationError(f"account {account.id}: option max_concurrency must be a whole number of 1 or more")
     if account.provider == "graph":
         from calsync.providers.graph.credentials import read_graph_account
 

@@ -182,7 +182,7 @@ def settings_factory(
 
         connection = pika.BlockingConnection(pika.URLParameters(RABBITMQ_URL))
         channel = connection.channel()
-        for name in (queue, f"{queue}.DQ", f"{queue}.XQ"):
+        for name in (f"{lane}{suffix}" for lane in (queue, f"{queue}-bulk") for suffix in ("", ".DQ", ".XQ")):
             channel.queue_delete(name)
         connection.close()
 

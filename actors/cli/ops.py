@@ -12,6 +12,7 @@ from rich.progress import Progress
 from calsync.actors.cli.common import CliState, pass_state, print_json, stderr
 from calsync.actors.worker import require_secret_key
 from calsync.core.config.settings import child_environment, metrics_environment
+from calsync.core.messaging.lanes import lanes_of
 from calsync.core.messaging.messages import reconcile_message
 from calsync.core.producer.reconcile import reconcile as run_reconcile
 from calsync.core.redis.embedded import EmbeddedRedis
@@ -29,7 +30,7 @@ def worker_command(state: CliState, processes: int, threads: int) -> list[str]:
     return [
         sys.executable, "-m", "dramatiq", "calsync.actors.app:broker",
         "--processes", str(processes), "--threads", str(threads),
-        "--queues", *dict.fromkeys((settings.queue, settings.intake_queue, settings.webhook_queue)),
+        "--queues", *dict.fromkeys((*lanes_of(settings).queues, settings.intake_queue, settings.webhook_queue)),
         "--worker-shutdown-timeout", str(shutdown_ms),
         "--skip-logging",
     ]  # fmt: skip

@@ -44,6 +44,7 @@ class Status:
             "targets": None,
             "workers_active": reading.workers_active,
             "workers": [w.as_json() for w in reading.workers] if reading.workers is not None else None,
+            "circuits": [c.as_json() for c in reading.circuits] if reading.circuits is not None else None,
             "throughput": None,
             "errors": reading.errors,
         }
@@ -125,6 +126,14 @@ def render(status: Status) -> RenderableType:
         for target_status, count in store.targets.items():
             targets.add_row(target_status, str(count))
         parts.append(targets)
+    if reading.circuits:
+        circuits = _table("circuit breakers", "provider", "provider breaker", "blocked for", "accounts open",
+                          "half-open", "e.g.")  # fmt: skip
+        for c in reading.circuits:
+            style = "red" if "open" in (c.state, c.accounts_state) else None
+            circuits.add_row(c.provider, c.state.replace("_", "-"), format_age(c.blocked_for), str(c.accounts_open),
+                             str(c.accounts_half_open), ", ".join(c.some_accounts), style=style)  # fmt: skip
+        parts.append(circuits)
     if status.throughput is not None:
         columns = [f"last {m} min" for m in THROUGHPUT_WINDOWS]
         throughput = _table("job outcomes", "outcome", *columns)

@@ -18,6 +18,8 @@ from urllib.parse import urlsplit
 from pydantic import Field, SecretStr, ValidationError, field_validator, model_validator
 from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 
+from calsync.core.config.fairness import FairnessSettings
+from calsync.core.config.traffic import TrafficSettings
 from calsync.core.config.webhooks import WebhookSettings
 from calsync.core.model.calendar import SendUpdates
 from calsync.core.model.errors import ConfigurationError
@@ -60,7 +62,7 @@ def _positive_list(value: Any) -> Any:
     return value
 
 
-class Settings(WebhookSettings, BaseSettings):
+class Settings(WebhookSettings, FairnessSettings, TrafficSettings, BaseSettings):
     """Every knob of calsync, read from ``CALSYNC_*`` variables (and nothing else)."""
 
     model_config = SettingsConfigDict(env_prefix=ENV_PREFIX, extra="ignore", frozen=True)
@@ -97,6 +99,8 @@ class Settings(WebhookSettings, BaseSettings):
     # --- broker crash recovery: a SIGKILLed worker's messages return within ~heartbeat + a few s
     broker_heartbeat_timeout: float = Field(default=20, gt=0)
     broker_maintenance_chance: float = Field(default=0.1, gt=0, le=1)
+    # ... and at least this often per queue and process, so a dead worker's messages never wait on the draw.
+    broker_maintenance_interval: float = Field(default=2, gt=0)
 
     # --- worker process shape ----------------------------------------------------------------
     worker_processes: int = Field(default=1, ge=1)
@@ -114,8 +118,8 @@ class Settings(WebhookSettings, BaseSettings):
     metrics_host: str = "0.0.0.0"
     metrics_port: int = Field(default=9191, ge=1, le=65535)
     heartbeat_dir: Path | None = None
-    heartbeat_interval: float = Field(default=5, gt=0)
-    heartbeat_ttl: float = Field(default=30, gt=0)
+    heartbeat_interval: float = Field(default=3, gt=0)
+    heartbeat_ttl: float = Field(default=15, gt=0)
     stuck_grace: float = Field(default=60, gt=0)
     exporter_host: str = "0.0.0.0"
     exporter_port: int = Field(default=9192, ge=1, le=65535)
@@ -295,6 +299,8 @@ class Settings(WebhookSettings, BaseSettings):
                 if not value:
                     continue
                 value = ",".join(v.get_secret_value() if isinstance(v, SecretStr) else f"{v:g}" for v in value)
+            elif isinstance(value, dict):  # per-provider values (core/config/traffic.py)
+                value = ",".join(f"{k}={v:g}" for k, v in value.items())
             env[ENV_PREFIX + name.upper()] = str(value)
         return env
 

@@ -6,6 +6,9 @@ Both are Dramatiq's brokers with a consumer that quarantines what a worker canno
 Redis is tuned so a SIGKILLed worker's in-flight messages come back quickly: a short
 ``heartbeat_timeout`` and a high ``maintenance_chance`` (Dramatiq's defaults, 60 s and 0.1 %, make
 recovery take ~10 minutes on average; see docs/ARCHITECTURE.md).
+
+Both lanes of sync jobs are declared (core/messaging/lanes.py): a worker gets a consumer thread for
+each, and the door admits the sync actor from the bulk lane too.
 """
 
 from __future__ import annotations
@@ -15,6 +18,7 @@ from collections.abc import Sequence
 import dramatiq
 
 from calsync.core.config.settings import Settings, broker_kind
+from calsync.core.messaging.lanes import lanes_of
 from calsync.core.messaging.rabbitmq_consumer import SafeRabbitmqBroker
 from calsync.core.messaging.redis_consumer import SafeRedisBroker
 
@@ -22,20 +26,25 @@ _MAINTENANCE_SCALE = 1_000_000  # Dramatiq's unit for maintenance_chance
 
 
 def connect_broker(url: str, settings: Settings, middleware: Sequence[dramatiq.Middleware] = ()) -> dramatiq.Broker:
-    """A broker on ``url`` with ``middleware`` (none for producers) and the calsync queue declared."""
+    """A broker on ``url`` with ``middleware`` (none for producers) and both lanes of the calsync queue declared."""
+    lanes = lanes_of(settings)
     broker: dramatiq.Broker
     if broker_kind(url) == "rabbitmq":
         broker = SafeRabbitmqBroker(
-            url=url, middleware=list(middleware), confirm_delivery=True, max_message_bytes=settings.max_message_bytes
-        )
+            url=url, middleware=list(middleware), confirm_delivery=True, max_message_bytes=settings.max_message_bytes,
+            overflow=lanes.overflow,
+        )  # fmt: skip
     else:
         broker = SafeRedisBroker(
             max_message_bytes=settings.max_message_bytes,
+            overflow=lanes.overflow,
             url=url,
             namespace=settings.redis_namespace,
             heartbeat_timeout=int(settings.broker_heartbeat_timeout * 1000),
             maintenance_chance=int(settings.broker_maintenance_chance * _MAINTENANCE_SCALE),
+            maintenance_interval=settings.broker_maintenance_interval,
             middleware=list(middleware),
         )
-    broker.declare_queue(settings.queue)
+    for queue in lanes.queues:
+        broker.declare_queue(queue)
     return broker

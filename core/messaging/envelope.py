@@ -15,12 +15,14 @@ import inspect
 import json
 import math
 import time
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Final
 
 import dramatiq
 from dramatiq.common import q_name
 
+from calsync.core.model.payload import SYNC_JOB
 from calsync.core.model.vocabulary import Refusal
 
 MAX_DELAY_MS: Final = 7 * 86_400_000  # Dramatiq's own bound on a delay
@@ -115,6 +117,11 @@ def _arguments_problem(actor: dramatiq.Actor[Any, Any], args: list[Any], kwargs:
     return None
 
 
+def _consumes(actor: dramatiq.Actor[Any, Any], queue: str, overflow: Mapping[str, str]) -> bool:
+    # The sync actor runs from its own queue and from that queue's bulk lane; every other actor from its own.
+    return actor.queue_name == queue or (actor.actor_name == SYNC_JOB and overflow.get(queue) == actor.queue_name)
+
+
 def read_message(
     body: bytes | None,
     *,
@@ -122,11 +129,13 @@ def read_message(
     queue_name: str,
     broker_message_id: str | None,
     max_bytes: int,
+    overflow: Mapping[str, str] | None = None,
 ) -> dramatiq.Message[Any] | Refused:
     """The message in ``body`` if a worker may run it from ``queue_name``; else why not.
 
     ``broker_message_id`` is the id the broker queued the body under, when the envelope must repeat it
-    (Redis: ``options.redis_message_id``).
+    (Redis: ``options.redis_message_id``). ``overflow`` maps a bulk lane to the queue whose sync actor
+    it also carries (core/messaging/lanes.py).
     """
     if body is None:
         return Refused(Refusal.NO_BODY, f"queued id {broker_message_id!r} has no body in the messages hash")
@@ -149,7 +158,7 @@ def read_message(
     actor = broker.actors.get(doc["actor_name"])
     if actor is None:
         return Refused(Refusal.UNKNOWN_ACTOR, f"no actor named {doc['actor_name'][:NAME_LIMIT]!r}", doc)
-    if actor.queue_name != q_name(queue_name):
+    if not _consumes(actor, q_name(queue_name), overflow or {}):
         detail = f"actor {actor.actor_name} consumes {actor.queue_name!r}, not {queue_name!r}"
         return Refused(Refusal.WRONG_QUEUE, detail, doc)
     option = _option_problem(doc["options"], broker_message_id)

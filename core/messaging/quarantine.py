@@ -9,6 +9,7 @@ the delivery back to the queue and try again later: nothing is dropped, no threa
 from __future__ import annotations
 
 import logging
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Final, Protocol, runtime_checkable
 
@@ -82,13 +83,14 @@ class Door:
 
     broker: dramatiq.Broker
     max_bytes: int
+    overflow: Mapping[str, str] = field(default_factory=dict)  # bulk lane -> the queue whose sync actor it carries
 
     def admit(self, body: bytes | None, arrival: Arrival) -> dramatiq.Message[Any] | Quarantined:
         """The message to run, or the quarantine record of a delivery that must not run."""
         try:
             verdict = read_message(body, broker=self.broker, queue_name=arrival.queue,
                                    broker_message_id=arrival.broker_message_id if arrival.broker == "redis" else None,
-                                   max_bytes=self.max_bytes)  # fmt: skip
+                                   max_bytes=self.max_bytes, overflow=self.overflow)  # fmt: skip
         except Exception as exc:  # a check that itself fails must not take the consumer down
             verdict = Refused(Refusal.NOT_ENVELOPE, f"the envelope check failed: {type(exc).__name__}")
         if not isinstance(verdict, Refused):

@@ -9,6 +9,7 @@ is stored by the quarantine, then acked (docs/notes/dramatiq.md §poison).
 from __future__ import annotations
 
 import time
+from collections.abc import Mapping
 from functools import partial
 from typing import Any
 
@@ -24,9 +25,9 @@ from calsync.core.messaging.quarantine import Arrival, Door, Quarantined, Quaran
 class SafeRabbitmqBroker(RabbitmqBroker):
     """A RabbitmqBroker whose consumers admit only messages a worker thread can run (the rest is quarantined)."""
 
-    def __init__(self, *, max_message_bytes: int, **kwargs: Any) -> None:
+    def __init__(self, *, max_message_bytes: int, overflow: Mapping[str, str] | None = None, **kwargs: Any) -> None:
         super().__init__(**kwargs)
-        self.door = Door(self, max_message_bytes)
+        self.door = Door(self, max_message_bytes, dict(overflow or {}))
 
     @property
     def consumer_class(self) -> type[_SafeRabbitmqConsumer]:

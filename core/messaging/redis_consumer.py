@@ -5,13 +5,18 @@ whose ``redis_message_id`` is missing or wrong) can be neither acked nor rejecte
 worker's ack set and the ``.msgs`` hash. This consumer fetches ``(id, body)`` pairs with a script of
 its own that keeps Dramatiq's key layout and heartbeat (§3.2 of the facts, docs/notes/dramatiq.md
 §poison), puts every body through the :class:`~core.messaging.quarantine.Door`, acks what it
-quarantined by the queued id, and runs Dramatiq's own maintenance with Dramatiq's probability.
+quarantined by the queued id, and runs Dramatiq's own maintenance with Dramatiq's probability, and
+at least every ``maintenance_interval`` seconds per queue: Dramatiq's maintenance requeues a dead
+worker's messages only for the queue of the call that drew it, so with a draw per fetch (about one a
+second on an idle queue) a crashed worker's job could wait 20 s more than the heartbeat timeout in one
+trial of 14 (docs/notes/locks.md); the interval bounds that wait.
 """
 
 from __future__ import annotations
 
 import logging
 import time
+from collections.abc import Mapping
 from typing import Any, Final
 
 import redis
@@ -54,21 +59,35 @@ return result
 class SafeRedisBroker(RedisBroker):
     """A RedisBroker whose consumers admit only messages a worker thread can run (the rest is quarantined)."""
 
-    def __init__(self, *, max_message_bytes: int, **kwargs: Any) -> None:
+    def __init__(
+        self, *, max_message_bytes: int, maintenance_interval: float, overflow: Mapping[str, str] | None = None,
+        **kwargs: Any,
+    ) -> None:  # fmt: skip
         super().__init__(**kwargs)  # type: ignore[no-untyped-call]
-        self.door = Door(self, max_message_bytes)
+        self.door = Door(self, max_message_bytes, dict(overflow or {}))
         self._fetch_pairs = self.client.register_script(_FETCH_PAIRS)
+        self._maintenance_interval = maintenance_interval
+        self._last_maintenance: dict[str, float] = {}  # queue -> monotonic time; one consumer thread per queue
 
     @property
     def consumer_class(self) -> type[_SafeRedisConsumer]:
         """Dramatiq's extension point for the consumer a queue gets."""
         return _SafeRedisConsumer
 
+    def _maintenance_due(self, queue_name: str) -> bool:
+        now = time.monotonic()
+        if self._should_do_maintenance("fetch") or now - self._last_maintenance.get(queue_name, 0.0) >= (
+            self._maintenance_interval
+        ):
+            self._last_maintenance[queue_name] = now
+            return True
+        return False
+
     def fetch_pairs(self, queue_name: str, count: int) -> list[tuple[str, bytes | None]]:
         """Pop up to ``count`` ids with their bodies (Dramatiq's fetch, keeping the ids)."""
         common = [current_millis(), queue_name, self.broker_id, self.heartbeat_timeout, self.dead_message_ttl]
         unpack = self._max_unpack_size()  # type: ignore[no-untyped-call]
-        if self._should_do_maintenance("fetch"):
+        if self._maintenance_due(queue_name):
             # Dramatiq's maintenance runs inside any dispatch call but ack/nack; "requeue" with no ids does
             # nothing else, so this is exactly the maintenance Dramatiq's own fetch would have run.
             self.scripts["dispatch"](keys=[self.namespace], args=["requeue", *common, 1, unpack])

@@ -5,6 +5,7 @@ The worker decides retry-or-dead-letter by class alone, never by comparing messa
     CalsyncError
     ├── TemporaryError                 retried on the schedule; unknown exceptions count as this
     │   ├── RateLimited(retry_after)   provider asked us to slow down (429, 403 rateLimitExceeded, ServerBusy)
+    │   │   └── ProviderThrottled      ... for the whole app, every account (Google's per-project quota)
     │   ├── ProviderUnavailable        5xx, connection refused/reset, provider-side timeouts
     │   ├── ProviderTimeout            our own deadline (PROVIDER_TIMEOUT) expired
     │   ├── LockBusy                   another worker holds the resource lock
@@ -24,9 +25,13 @@ The worker decides retry-or-dead-letter by class alone, never by comparing messa
     │   └── ConfigurationError         a setting or secret is missing or wrong
     │       └── AppCredentialsRejected an app's secret/certificate is wrong or expired, or the app is unknown
     │                                  (also an AuthRevoked: the account stops until re-authorized)
-    └── Deferred                       not a failure: re-enqueued later without using an attempt (bounded)
-        ├── TargetLocked               another delivery holds the target's lock; gives up as LockBusy
-        └── ConcurrencyLimited         the mailbox's concurrency slots are taken; gives up as RateLimited
+    └── Deferred                       not a failure: re-enqueued later without using an attempt
+        ├── TargetLocked               another delivery holds the target's lock; bounded, gives up as LockBusy
+        └── Held(retry_after)          traffic control holds the job for retry_after s: unbounded, never a failure
+            ├── ConcurrencyLimited     the account's concurrency slots are taken (ours, or Graph's MailboxConcurrency)
+            ├── OverRate               a token bucket (account, tenant or provider) is empty
+            ├── BackingOff             the provider asked every job of the account (or provider) to wait
+            └── CircuitOpen            the account's or provider's circuit breaker is open (or its probe is out)
 
 ``reason`` is the short, stable text shown in the DLQ and used as a metric label.
 """
@@ -61,6 +66,12 @@ class RateLimited(TemporaryError):
     """The provider throttled us; ``retry_after`` (seconds) is its hint, honoured by the retry schedule."""
 
     reason = "rate limited"
+
+
+class ProviderThrottled(RateLimited):
+    """The provider throttles the app as a whole: ``retry_after`` holds every account of the provider, not one."""
+
+    reason = "provider throttled"
 
 
 class ProviderUnavailable(TemporaryError):
@@ -217,18 +228,42 @@ class TargetLocked(Deferred):
         return LockBusy(f"lock still busy after {waits} waits")
 
 
-class ConcurrencyLimited(Deferred):
-    """Every concurrency slot of the mailbox is taken (ours, or the provider's MailboxConcurrency throttle)."""
+class Held(Deferred):
+    """Traffic control holds the job (core/worker/traffic.py): it runs again after ``retry_after`` s, unbounded."""
 
-    reason = "concurrency limited"
+    reason = "held by traffic control"
 
     def __init__(self, message: str = "", *, retry_after: float | None = None) -> None:
         super().__init__(message)
         self.retry_after = retry_after
 
+
+class ConcurrencyLimited(Held):
+    """Every concurrency slot of the mailbox is taken (ours, or the provider's MailboxConcurrency throttle)."""
+
+    reason = "concurrency limited"
+
     def give_up(self, waits: int) -> RateLimited:
         """Still no slot after every wait: a throttle, retried (and dead-lettered) like any other."""
         return RateLimited(f"{self} (no free slot after {waits} waits)", retry_after=self.retry_after)
+
+
+class OverRate(Held):
+    """A token bucket is empty: the account's, the tenant's or the provider's request rate is used up."""
+
+    reason = "over rate"
+
+
+class BackingOff(Held):
+    """A Retry-After or back-off another job received holds every job of the account (or of the provider)."""
+
+    reason = "backing off"
+
+
+class CircuitOpen(Held):
+    """The account's or the provider's circuit breaker is open, or half-open with its one probe out."""
+
+    reason = "circuit open"
 
 
 def is_permanent(exc: BaseException) -> bool:

@@ -17,7 +17,8 @@ class Outcome(StrEnum):
     ALREADY_DONE = "already_done"
     STALE = "stale"
     RETRY_SCHEDULED = "retry_scheduled"
-    LOCK_BUSY = "lock_busy"
+    LOCK_BUSY = "lock_busy"  # the target's lock is held: waits again (bounded by LOCK_MAX_WAITS)
+    DEFERRED = "deferred"  # held by traffic control (limits, back-off, circuit breaker): no attempt used
     DEAD_LETTERED = "dead_lettered"
 
 
@@ -34,6 +35,10 @@ DEAD_LETTER_KINDS: Final[tuple[DeadLetterKind, ...]] = get_args(DeadLetterKind)
 # What an HTTP API key may do: submit changes, read state, or also operate the DLQ.
 ApiScope = Literal["submit", "read", "admin"]
 API_SCOPES: Final[tuple[ApiScope, ...]] = get_args(ApiScope)
+
+# Which queue a sync job takes: the normal one, or the bulk lane of a tenant over its enqueue rate.
+Lane = Literal["normal", "bulk"]
+LANES: Final[tuple[Lane, ...]] = get_args(Lane)
 
 # What a webhook notification tells a tenant's services (docs/PROTOCOL.md, "Webhooks").
 WebhookEventType = Literal["sync.succeeded", "sync.dead_lettered", "event.cancelled", "account.needs_reauth"]

@@ -21,6 +21,7 @@ from prometheus_client.core import GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
 from calsync.core.observability.readings import SOURCES, Reading, StatusReader
+from calsync.core.redis.traffic import CIRCUIT_STATE_VALUES
 
 if TYPE_CHECKING:
     from calsync.core.runtime import Runtime
@@ -41,6 +42,7 @@ class QueueCollector(Collector):
         reading = self.reader.read()
         yield from _queue_metrics(reading)
         yield from _store_metrics(reading)
+        yield from _circuit_metrics(reading)
         if reading.workers_active is not None:
             workers = _gauge("calsync_workers_active", "Worker processes with an unexpired heartbeat key.")
             workers.add_metric([], reading.workers_active)
@@ -118,6 +120,31 @@ def _store_metrics(reading: Reading) -> Iterator[Metric]:
     for status, count in store.webhook_deliveries.items():
         deliveries.add_metric([status], count)
     yield deliveries
+
+
+def _circuit_metrics(reading: Reading) -> Iterator[Metric]:
+    if reading.circuits is None:
+        return
+    state = _gauge(
+        "calsync_circuit_state",
+        "Circuit breaker state: 0 closed, 1 half-open (one probe at a time), 2 open. scope=provider: the provider's "
+        "breaker; scope=account: the worst of its accounts' breakers.",
+        ["provider", "scope"],
+    )
+    accounts = _gauge(
+        "calsync_circuit_accounts_not_closed", "Accounts whose circuit breaker is open or half-open.", ["provider"]
+    )
+    blocked = _gauge(
+        "calsync_provider_blocked_seconds",
+        "Seconds every job of the provider is still held by a back-off the provider asked for (0: none).",
+        ["provider"],
+    )
+    for circuit in reading.circuits:
+        state.add_metric([circuit.provider, "provider"], CIRCUIT_STATE_VALUES[circuit.state])
+        state.add_metric([circuit.provider, "account"], CIRCUIT_STATE_VALUES[circuit.accounts_state])
+        accounts.add_metric([circuit.provider], circuit.accounts_open + circuit.accounts_half_open)
+        blocked.add_metric([circuit.provider], circuit.blocked_for)
+    yield from (state, accounts, blocked)
 
 
 def exporter_registry(reader: StatusReader) -> CollectorRegistry:

@@ -11,7 +11,8 @@ Three sources, each read on its own so that one being down does not hide the oth
   management API, so delayed, in-flight and oldest age are reported as unavailable (None).
 - **database**: open dead letters by job type and reason, the oldest open one, targets by sync
   status and the most overdue pending target.
-- **redis**: live worker heartbeat keys (``<ns>:heartbeat:*``, each with a TTL), counted with SCAN; their
+- **redis**: the circuit breakers and provider back-off of every provider with a breaker (core/redis/traffic.py);
+  live worker heartbeat keys (``<ns>:heartbeat:*``, each with a TTL), counted with SCAN; their
   values tell each process' live worker threads against its configured count (a process that lost
   threads is unhealthy, core/worker/heartbeat.py).
 
@@ -36,10 +37,12 @@ from typing import TYPE_CHECKING, Any, TypeVar
 import redis
 
 from calsync.core.config.settings import broker_kind
+from calsync.core.messaging.lanes import lanes_of
 from calsync.core.messaging.messages import RECONCILE_JOB
 from calsync.core.model.intake import INTAKE_JOB
 from calsync.core.model.payload import SYNC_JOB
 from calsync.core.model.vocabulary import SYNC_STATUSES, WEBHOOK_DELIVERY_STATUSES
+from calsync.core.redis.traffic import CircuitReading, TrafficStore
 from calsync.core.store import dead_letters, targets, webhook_deliveries, webhook_endpoints
 
 if TYPE_CHECKING:
@@ -172,6 +175,7 @@ class Reading:
     workers_active: int | None
     errors: dict[str, str] = field(default_factory=dict)
     workers: list[WorkerReading] | None = None
+    circuits: list[CircuitReading] | None = None
 
     @property
     def workers_unhealthy(self) -> list[WorkerReading] | None:
@@ -214,6 +218,7 @@ class StatusReader:
         self.settings = runtime.settings
         self.keys = runtime.keys
         self._broker_redis: redis.Redis | None = None
+        self._traffic: TrafficStore | None = None
 
     def read(self) -> Reading:
         """Read every source, recording failures instead of raising."""
@@ -222,7 +227,8 @@ class StatusReader:
         queues = self._guarded("broker", errors, lambda: self.queues(now))
         store = self._guarded("database", errors, lambda: self.store(now))
         workers = self._guarded("redis", errors, self.workers)
-        return Reading(now, queues, store, None if workers is None else len(workers), errors, workers)
+        circuits = self._guarded("redis", errors, self.circuits)
+        return Reading(now, queues, store, None if workers is None else len(workers), errors, workers, circuits)
 
     @staticmethod
     def _guarded(source: str, errors: dict[str, str], read: Callable[[], T]) -> T | None:
@@ -236,7 +242,8 @@ class StatusReader:
 
     def queues(self, now: float) -> list[QueueReading]:
         """The depth of every queue calsync consumes."""
-        consumed = tuple(dict.fromkeys((self.settings.queue, self.settings.intake_queue, self.settings.webhook_queue)))
+        consumed = tuple(dict.fromkeys((*lanes_of(self.settings).queues, self.settings.intake_queue,
+                                        self.settings.webhook_queue)))  # fmt: skip
         if broker_kind(self.runtime.broker_url) == "rabbitmq":
             url = self.runtime.broker_url
             return [QueueReading(queue, _rabbitmq_ready(url, queue), None, None, None) for queue in consumed]
@@ -276,6 +283,15 @@ class StatusReader:
             webhook_endpoints_disabled=disabled,
             webhook_deliveries={status: deliveries.get(status, 0) for status in WEBHOOK_DELIVERY_STATUSES},
         )
+
+    # --- traffic control -----------------------------------------------------------------------
+
+    def circuits(self) -> list[CircuitReading]:
+        """The breakers of every provider that has them (BREAKER_FAILURES above 0)."""
+        if self._traffic is None:
+            self._traffic = TrafficStore(self.runtime.redis, self.keys)
+        traffic = self._traffic
+        return [traffic.circuits(name) for name, failures in sorted(self.settings.breaker_failures.items()) if failures]
 
     # --- heartbeats -----------------------------------------------------------------------------
 

@@ -22,11 +22,13 @@ import logging
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field, replace
 
+from calsync.core.messaging.lanes import lanes_of
 from calsync.core.messaging.messages import RECONCILE_JOB, intake_message, reconcile_message, sync_message
 from calsync.core.model.errors import InvalidChange, InvalidPayload
 from calsync.core.model.ids import new_id
 from calsync.core.model.intake import INTAKE_JOB, parse_intake
 from calsync.core.model.payload import SYNC_JOB, parse_payload
+from calsync.core.producer.fairness import lane_choice
 from calsync.core.producer.webhook_replay import WEBHOOK_JOBS, replay_webhook
 from calsync.core.runtime import Runtime
 from calsync.core.store import accounts, dead_letters, targets
@@ -137,7 +139,9 @@ def _replay_one(runtime: Runtime, record: DeadLetter, report: ReplayReport) -> s
             return "record is no longer open"
         targets.reopen(conn, TargetKey(payload.tenant_id, payload.entity_id, payload.account_id), due_at=now)
     try:
-        runtime.broker.enqueue(sync_message(runtime.settings.queue, fresh))
+        # A replay of many dead letters of one tenant takes the bulk lane past the tenant's rate.
+        [lane] = lane_choice(runtime).lanes(payload.tenant_id, 1)
+        runtime.broker.enqueue(sync_message(lanes_of(runtime.settings).queue(lane), fresh))
     except Exception:
         # The target is pending again, so the reconciler will enqueue it once the broker is back.
         log.exception("replay enqueue failed; the reconciler will retry it", extra={"fields": {"record": record.id}})

@@ -13,13 +13,16 @@ from __future__ import annotations
 
 import datetime as dt
 import logging
+from collections import Counter
 from dataclasses import dataclass, field
 
+from calsync.core.messaging.lanes import lanes_of
 from calsync.core.messaging.messages import sync_message
 from calsync.core.model.calendar import EventState
 from calsync.core.model.ids import new_trace_id
 from calsync.core.model.payload import new_payload
 from calsync.core.model.planner import Plan, plan
+from calsync.core.producer.fairness import lane_choice
 from calsync.core.producer.webhook_reconcile import reconcile_webhooks
 from calsync.core.runtime import Runtime
 from calsync.core.store import events, idempotency, intake_requests, targets
@@ -73,6 +76,9 @@ def reconcile(
     with runtime.db.read() as conn:
         overdue = targets.overdue(conn, before=now - dt.timedelta(seconds=threshold), limit=limit)
         states = {(row.tenant_id, row.event_id): events.get_event(conn, row.tenant_id, row.event_id) for row in overdue}
+    # A tenant with many lost jobs re-enters on the bulk lane past its rate, as a flood of new ones would.
+    choice, queues = lane_choice(runtime), lanes_of(runtime.settings)
+    lanes = {tenant: iter(choice.lanes(tenant, n)) for tenant, n in Counter(r.tenant_id for r in overdue).items()}
     for row in overdue:
         event = states[(row.tenant_id, row.event_id)]
         if event is None:
@@ -89,7 +95,7 @@ def reconcile(
             key=planned.idempotency_key,
         )
         try:
-            runtime.broker.enqueue(sync_message(runtime.settings.queue, payload))
+            runtime.broker.enqueue(sync_message(queues.queue(next(lanes[row.tenant_id])), payload))
         except Exception:
             log.exception("reconciler could not enqueue", extra={"fields": {"entity_id": row.event_id}})
             report.failed.append(payload.job_id)

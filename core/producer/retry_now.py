@@ -21,6 +21,7 @@ from typing import Any
 import redis
 
 from calsync.core.config.settings import MAX_DELAY_SECONDS, broker_kind
+from calsync.core.messaging.lanes import lanes_of
 from calsync.core.model.errors import CalsyncError, ConfigurationError, InvalidPayload
 from calsync.core.model.payload import parse_payload
 from calsync.core.redis.keys import RedisKeys
@@ -121,12 +122,13 @@ def retry_now(runtime: Runtime, selection: RetrySelection) -> RetryNowReport:
     """Make the selected delayed jobs ready now; safe to run repeatedly (a job already pulled forward is gone)."""
     if broker_kind(runtime.broker_url) != "redis":
         raise ConfigurationError("retry-now needs the Redis broker: RabbitMQ holds delayed messages in the workers")
-    queue, keys = runtime.settings.queue, runtime.keys
+    keys = runtime.keys
     client = runtime.redis if runtime.broker_url == runtime.redis_url else redis.Redis.from_url(runtime.broker_url)
     move = client.register_script(_MOVE)
     report = RetryNowReport()
     try:
-        for redis_id, body in list(_delayed(client, keys, queue)):
+        for queue, redis_id, body in [(q, *found) for q in lanes_of(runtime.settings).queues
+                                      for found in _delayed(client, keys, q)]:  # fmt: skip
             report.delayed_seen += 1
             job_id = selection.selected(body)
             if job_id is None:

@@ -21,6 +21,7 @@ from pydantic import TypeAdapter, ValidationError
 from sqlalchemy import Connection
 from sqlalchemy.exc import IntegrityError
 
+from calsync.core.messaging.lanes import lanes_of
 from calsync.core.messaging.messages import sync_message
 from calsync.core.model.calendar import SendUpdates
 from calsync.core.model.change import Change, parse_change
@@ -28,7 +29,9 @@ from calsync.core.model.errors import EntityNotFound, IdempotencyKeyReused, Inva
 from calsync.core.model.ids import Identifier, new_id, new_trace_id
 from calsync.core.model.payload import JobPayload, Operation, new_payload
 from calsync.core.model.planner import Plan, plan
+from calsync.core.model.vocabulary import Lane
 from calsync.core.producer.dedup import Claim, EnqueueMarkers, Mark, RedisMarkers
+from calsync.core.producer.fairness import LaneChoice, OneLane, lane_choice
 from calsync.core.runtime import Runtime, default_runtime
 from calsync.core.store import accounts, events, intake_requests, targets
 from calsync.core.store.database import Database
@@ -37,7 +40,7 @@ from calsync.core.store.targets import TargetKey, TargetRow
 log = logging.getLogger(__name__)
 _tenant_id = TypeAdapter(Identifier)
 
-Enqueue = Callable[[JobPayload], object]
+Enqueue = Callable[[JobPayload, Lane], object]
 
 
 @dataclass(frozen=True)
@@ -95,8 +98,10 @@ class Intake:
         *,
         default_send_updates: SendUpdates,
         request_key_ttl: int = 86400,
+        lanes: LaneChoice | None = None,
     ) -> None:
         self._db = db
+        self._lanes = lanes or OneLane()
         self._markers = markers
         self._enqueue_job = enqueue
         self._default_send_updates = default_send_updates
@@ -253,13 +258,15 @@ class Intake:
             Claim(Mark(*job.key, job.plan.operation, version), payload.job_id, job.covered_by)
             for job, payload in zip(jobs, payloads, strict=True)
         ]
-        for job, payload, claim, earlier in zip(jobs, payloads, claims, self._markers.claim_all(claims), strict=True):
+        earliers = self._markers.claim_all(claims)
+        lanes = iter(self._lanes.lanes(tenant_id, earliers.count(None)))  # a tenant over its rate: the bulk lane
+        for job, payload, claim, earlier in zip(jobs, payloads, claims, earliers, strict=True):
             mark = claim.mark
             if earlier is not None:
                 job_ids.append(earlier)
                 continue
             try:
-                self._enqueue_job(payload)
+                self._enqueue_job(payload, next(lanes))
             except Exception:
                 log.exception(
                     "enqueue failed after commit; the reconciler will pick the target up",
@@ -283,10 +290,10 @@ class Producer(Intake):
     """The intake of one runtime: its database, its Redis for the enqueue markers and its broker."""
 
     def __init__(self, runtime: Runtime) -> None:
-        queue = runtime.settings.queue
+        queues = lanes_of(runtime.settings)
 
-        def enqueue(payload: JobPayload) -> None:
-            runtime.broker.enqueue(sync_message(queue, payload))  # the broker is built on first use
+        def enqueue(payload: JobPayload, lane: Lane) -> None:
+            runtime.broker.enqueue(sync_message(queues.queue(lane), payload))  # the broker is built on first use
 
         super().__init__(
             runtime.db,
@@ -294,6 +301,7 @@ class Producer(Intake):
             enqueue,
             default_send_updates=runtime.settings.default_send_updates,
             request_key_ttl=runtime.settings.request_key_ttl,
+            lanes=lane_choice(runtime),
         )
 
 

@@ -30,6 +30,13 @@ class RedisKeys:
         """
         return f"{self.namespace}:dedup:{tenant_id}:{entity_id}:{account_id}:{operation}:v{version}"
 
+    def tenant_enqueues(self, tenant_id: str, window: int) -> str:
+        """Count of sync jobs a tenant enqueued in one fixed window (number ``window``; TTL two windows).
+
+        Written (INCRBY, never decremented) and read by the producer's lane choice (core.producer.lanes).
+        """
+        return f"{self.namespace}:fair:{tenant_id}:{window}"
+
     def stats(self, minute: int) -> str:
         """Hash of job outcome counts for one minute (field ``outcome``), expiring after a day.
 
@@ -96,6 +103,40 @@ class RedisKeys:
         workers; read by the same limiter (ZCARD) and by tests. Graph adapters use ``graph:{app}:{mailbox}``.
         """
         return f"{self.namespace}:slots:{key}"
+
+    def traffic_account(self, provider: str, account_id: str) -> str:
+        """Hash of one account's traffic state: token bucket, "blocked until", circuit breaker (ms, Redis time).
+
+        Written by the admit and settle scripts of :class:`core.redis.traffic.TrafficStore` in workers; read by
+        the same scripts and by ``calsync status`` / the exporter (core.observability.readings). TTL a day.
+        """
+        return f"{self.namespace}:traffic:account:{provider}:{account_id}"
+
+    def traffic_slots(self, provider: str, account_id: str) -> str:
+        """Sorted set of one account's in-flight provider calls (member: admission token, score: lease expiry ms).
+
+        Written (ZADD on admission, ZREM on settle) by :class:`core.redis.traffic.TrafficStore`; read by it.
+        """
+        return f"{self.namespace}:traffic:slots:{provider}:{account_id}"
+
+    def traffic_tenant(self, tenant_id: str) -> str:
+        """Hash of one tenant's token bucket. Written and read by the admit script of ``TrafficStore``."""
+        return f"{self.namespace}:traffic:tenant:{tenant_id}"
+
+    def traffic_provider(self, provider: str) -> str:
+        """Hash of one provider's traffic state (bucket, "blocked until", breaker), shared by all its accounts.
+
+        Written by ``TrafficStore``'s scripts in workers; read by them, ``calsync status`` and the exporter.
+        """
+        return f"{self.namespace}:traffic:provider:{provider}"
+
+    def traffic_open_accounts(self, provider: str) -> str:
+        """Sorted set of a provider's accounts whose breaker is not closed (score: when it may probe, ms).
+
+        Written by ``TrafficStore``'s scripts (ZADD on open, ZREM on close); read by ``calsync status`` and
+        the exporter, which count and list them.
+        """
+        return f"{self.namespace}:traffic:open:{provider}"
 
     def pattern(self) -> str:
         """Glob matching every key of this namespace (test clean-up, ``calsync stop --purge``)."""

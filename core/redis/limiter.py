@@ -4,7 +4,8 @@ Each holder is a member of a sorted set scored by its lease expiry (Redis server
 not matter). Acquiring drops expired leases first, so a worker killed while holding a slot blocks it for
 at most the lease. Releasing removes only the holder's own member. Waiting is a short poll bounded by
 ``wait``; after it the caller gets :class:`~calsync.core.model.errors.ConcurrencyLimited` (a deferral, no
-attempt used). Keys come from :meth:`RedisKeys.slots`; issue 14's traffic control can reuse it per account.
+attempt used). Keys come from :meth:`RedisKeys.slots`. It limits the Graph adapter's HTTP requests; the
+per-account limit on whole provider calls is traffic control's (core/redis/traffic.py).
 """
 
 from __future__ import annotations

@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import dramatiq
@@ -41,6 +41,7 @@ from calsync.core.worker.context import REPAIR_OPTION, JobContext, current_job, 
 from calsync.core.worker.metrics import lock_attempt, provider_request
 from calsync.core.worker.outbox import Outbox
 from calsync.core.worker.snapshot import Snapshot, Versions, load_snapshot, load_versions
+from calsync.core.worker.traffic import TrafficGate
 
 log = logging.getLogger(__name__)
 
@@ -56,6 +57,7 @@ class JobParts:
     broker: dramatiq.Broker  # where a repair sync is enqueued
     queue: str
     idempotency_ttl: int
+    traffic: TrafficGate = field(default_factory=lambda: TrafficGate(None, {}))  # limits, back-off, breakers
     outbox: Outbox | None = None  # webhook notifications recorded with the result (None: never)
 
 
@@ -82,7 +84,8 @@ def run_sync(parts: JobParts, delivery: JobContext, args: Sequence[Any], kwargs:
             return Outcome.STALE  # the same check, exact under the lock
         account, event, target = _checked(snapshot, payload)
         effect = effective_operation(event, target)
-        ref = _call_provider(parts.providers.get(account.provider), account, event, target, effect)
+        with parts.traffic.call(account):  # over a limit or behind an open breaker: Held, a deferral
+            ref = _call_provider(parts.providers.get(account.provider), account, event, target, effect)
         if not _record_result(parts, payload, event, target, effect, ref):
             _repair_if_overtaken(parts, payload, target, event.version)
         log.info("provider synced", extra={"fields": {"effect": effect, "synced_version": event.version}})

@@ -42,6 +42,7 @@ def worker_middleware(
         jitter=settings.retry_jitter,
         defer_delay=settings.lock_retry_delay,
         max_deferrals=settings.lock_max_waits,
+        held_note_every=settings.reconcile_after / 2,
     )
     return [
         *first,

@@ -56,6 +56,10 @@ class EmulatorControl:
             time.sleep(0.01)
         return found
 
+    def highest_concurrency(self) -> dict[str, int]:
+        """The most requests ever in flight at once per key (a calendar, a mailbox) since the last reset."""
+        return dict(self.control("GET", "concurrency")["highest"])
+
     def add_fault(self, **rule: Any) -> dict[str, Any]:
         """Install a fault rule (the emulator's :class:`~calsync_emulators.faults.FaultRule` subclass)."""
         answer: dict[str, Any] = self.control("POST", "faults", rule)

@@ -101,6 +101,10 @@ class EmulatorApp(abc.ABC):
         """App-specific control routes under /_emulator/; None means not found."""
         return None
 
+    def concurrency_key(self, request: Request) -> str | None:
+        """Whose requests are counted together in flight (a calendar, a mailbox); None: not counted."""
+        return None
+
 
 class _Dropped(Exception):
     """Raised inside the handler to close the connection without writing a response."""
@@ -166,6 +170,8 @@ class EmulatorHTTPServer(ThreadingHTTPServer):
         self.tls = tls
         self._log: list[dict[str, Any]] = []
         self._log_lock = threading.Lock()
+        self._in_flight: dict[str, int] = {}
+        self._highest: dict[str, int] = {}
 
     @property
     def url(self) -> str:
@@ -208,7 +214,20 @@ class EmulatorHTTPServer(ThreadingHTTPServer):
             return list(self._log)
 
     def serve(self, request: Request) -> Response:
-        """Apply a matching fault rule around the app's own handling."""
+        """Apply a matching fault rule around the app's own handling, counting requests in flight per key."""
+        key = self.app.concurrency_key(request)
+        if key is None:
+            return self._serve(request)
+        with self._log_lock:
+            now = self._in_flight[key] = self._in_flight.get(key, 0) + 1
+            self._highest[key] = max(self._highest.get(key, 0), now)
+        try:
+            return self._serve(request)
+        finally:
+            with self._log_lock:
+                self._in_flight[key] -= 1
+
+    def _serve(self, request: Request) -> Response:
         rule = self.app.rules.take(request.method, request.path, request)
         if rule is not None and rule.delay_ms:
             time.sleep(rule.delay_ms / 1000)
@@ -234,9 +253,13 @@ class EmulatorHTTPServer(ThreadingHTTPServer):
             self.app.reset()
             with self._log_lock:
                 self._log.clear()
+                self._highest.clear()
             return Response.json(200, {"reset": True})
         if route == ("GET", "requests"):
             return Response.json(200, self.requests())
+        if route == ("GET", "concurrency"):
+            with self._log_lock:
+                return Response.json(200, {"highest": dict(self._highest)})
         if route == ("GET", "faults"):
             return Response.json(200, self.app.rules.snapshot())
         if route == ("DELETE", "faults"):

@@ -63,6 +63,7 @@ class _Options(BaseModel):
     auth_type: Literal["basic", "ntlm", "oauth2"]
     access_type: Literal["delegate", "impersonation"] | None = None
     autodiscover: bool = False
+    max_concurrency: int | None = Field(default=None, ge=1, strict=True)  # traffic control's, per account
 
     _url = field_validator("server_url")(_http_url)
 

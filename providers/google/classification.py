@@ -18,6 +18,7 @@ from calsync.core.model.errors import (
     Forbidden,
     FullSyncRequired,
     InvalidRequest,
+    ProviderThrottled,
     ProviderTimeout,
     ProviderUnavailable,
     RateLimited,
@@ -36,6 +37,9 @@ def _reason(name: str, error: type[CalsyncError], *codes: str, retry_after: floa
 #: First matching row wins. Reason rows come before the status rows that catch what they leave
 #: (docs/notes/google-calendar.md, "Errors").
 CLASSIFICATION: tuple[Row, ...] = (
+    # The project's quota (every user of the app), told apart only by Cloud's message naming the consumer project:
+    # every account waits, not just this one.
+    Row("per-project quota", ProviderThrottled, (HttpError,), {403, 429}, text="for consumer 'project_number:"),
     Row("429 too many requests", RateLimited, (HttpError,), {429}),
     _reason("rateLimitExceeded", RateLimited, "RATE_LIMIT_EXCEEDED"),
     _reason("userRateLimitExceeded", RateLimited, "USER_RATE_LIMIT_EXCEEDED"),

@@ -89,6 +89,7 @@ class _Options(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
     calendar: str | None = Field(default=None, min_length=1)
+    max_concurrency: int | None = Field(default=None, ge=1, strict=True)  # traffic control's, per account
 
 
 @dataclass(frozen=True)

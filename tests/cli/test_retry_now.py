@@ -47,3 +47,23 @@ def test_retry_now_pulls_a_parked_retry_forward_with_idempotency_intact(settings
         assert len(pipeline.provider.events(account)) == 1 and len(pipeline.provider.events(other)) == 1
     finally:
         pipeline.close()
+
+
+def test_retry_now_pulls_forward_a_retry_of_the_bulk_lane_onto_the_bulk_lane(settings_factory: Any) -> None:
+    settings = settings_factory(retry_schedule=(3600,), retry_jitter=0, bulk_threshold=1)
+    pipeline = Pipeline(settings)
+    try:
+        first, second = pipeline.account(account_id="acc_first"), pipeline.account(account_id="acc_second")
+        pipeline.provider.add_fault(error="unavailable", account_id=second, times=1)
+        receipt = pipeline.submit([first, second])  # past BULK_THRESHOLD 1: the second job takes the bulk lane
+        keys, bulk = pipeline.runtime.keys, settings.effective_bulk_queue
+        client = pipeline.runtime.redis
+        with pipeline.worker():
+            wait_until(lambda: client.hlen(keys.delayed_messages(bulk)) == 1, what="the bulk job's retry parked")
+        moved = json_out(calsync("retry-now", "--account", second, settings=settings))
+        assert (moved["moved"], moved["delayed_seen"]) == (1, 1)
+        assert client.llen(keys.ready_queue(bulk)) == 1 and client.llen(keys.ready_queue(settings.queue)) == 0
+        with pipeline.worker():
+            pipeline.wait_target(receipt.entity_id, second, "synced")
+    finally:
+        pipeline.close()

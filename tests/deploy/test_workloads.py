@@ -211,7 +211,7 @@ def test_all_images_are_the_same_release(overlay: Manifests) -> None:
 
 def test_keda_scales_on_the_brokers_ready_lists(overlay: Manifests) -> None:
     """listName is <CALSYNC_REDIS_NAMESPACE>:<queue>, the key Dramatiq's Redis broker pushes ready ids to, for
-    each queue workers consume (the calendar queue, the intake queue and the webhook queue)."""
+    each queue workers consume (the calendar queue, its bulk lane, the intake queue and the webhook queue)."""
     scaled = overlay.of_kind("ScaledObject")
     if not scaled:
         assert overlay.of_kind("HorizontalPodAutoscaler"), "no autoscaler at all"
@@ -219,8 +219,9 @@ def test_keda_scales_on_the_brokers_ready_lists(overlay: Manifests) -> None:
     (obj,) = scaled
     settings = overlay.settings()
     defaults = Settings()
-    sync, intake, webhooks = obj["spec"]["triggers"]
+    sync, bulk, intake, webhooks = obj["spec"]["triggers"]
     for trigger, queue, default in ((sync, settings.queue, defaults.queue),
+                                    (bulk, settings.effective_bulk_queue, defaults.effective_bulk_queue),
                                     (intake, settings.intake_queue, defaults.intake_queue),
                                     (webhooks, settings.webhook_queue, defaults.webhook_queue)):  # fmt: skip
         assert trigger["type"] == "redis"
@@ -229,7 +230,7 @@ def test_keda_scales_on_the_brokers_ready_lists(overlay: Manifests) -> None:
         assert int(trigger["metadata"]["listLength"]) >= 1
     assert obj["spec"]["minReplicaCount"] >= 1, "at zero workers nothing moves due retries out of the delay queue"
     assert obj["spec"]["maxReplicaCount"] >= obj["spec"]["minReplicaCount"]
-    for trigger in (sync, intake):
+    for trigger in (sync, bulk, intake):
         auth = trigger["authenticationRef"]["name"]
         assert overlay.get("TriggerAuthentication", auth)["spec"]["secretTargetRef"]
 
@@ -240,9 +241,11 @@ def test_hpa_scales_on_the_exporters_queue_metric(overlay: Manifests) -> None:
         return
     (hpa,) = hpas
     assert hpa["spec"]["minReplicas"] >= 1
-    (metric,) = hpa["spec"]["metrics"]
-    assert metric["external"]["metric"]["name"] == "calsync_queue_ready_messages"
-    assert metric["external"]["metric"]["selector"]["matchLabels"] == {"queue": overlay.settings().queue}
+    settings = overlay.settings()
+    normal, bulk = hpa["spec"]["metrics"]
+    for metric, queue in ((normal, settings.queue), (bulk, settings.effective_bulk_queue)):
+        assert metric["external"]["metric"]["name"] == "calsync_queue_ready_messages"
+        assert metric["external"]["metric"]["selector"]["matchLabels"] == {"queue": queue}
     adapter = yaml.safe_load((K8S / "components" / "hpa" / "prometheus-adapter-values.yaml").read_text())
     (rule,) = adapter["rules"]["external"]
     assert rule["seriesQuery"].startswith("calsync_queue_ready_messages{")

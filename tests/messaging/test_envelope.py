@@ -12,6 +12,8 @@ import pytest
 from dramatiq.brokers.stub import StubBroker
 
 from calsync.core.messaging.envelope import Refused, read_message
+from calsync.core.messaging.lanes import Lanes
+from calsync.core.model.payload import SYNC_JOB
 from calsync.core.model.vocabulary import Refusal
 
 
@@ -83,3 +85,45 @@ def test_a_good_envelope_is_admitted_as_it_was_sent(broker: StubBroker) -> None:
 def test_each_break_is_refused_with_its_reason(broker: StubBroker, body: bytes | None, refusal: Refusal) -> None:
     verdict = _read(broker, body)
     assert isinstance(verdict, Refused) and verdict.refusal is refusal and verdict.detail
+
+
+# --- the bulk lane (core/messaging/lanes.py): the sync actor only, from its own queue's lane ---------------
+
+
+@pytest.fixture
+def lanes_broker() -> Iterator[StubBroker]:
+    stub = StubBroker(middleware=[])
+
+    def one_arg(payload: dict[str, Any]) -> None:
+        """An actor taking exactly one argument."""
+
+    dramatiq.actor(one_arg, broker=stub, queue_name="calendar", actor_name=SYNC_JOB)
+    dramatiq.actor(one_arg, broker=stub, queue_name="calendar", actor_name="reconcile_like")
+    yield stub
+    stub.close()
+
+
+def _read_lane(broker: StubBroker, doc: dict[str, Any], queue: str) -> Any:
+    return read_message(json.dumps(doc).encode(), broker=broker, queue_name=queue, broker_message_id="rid",
+                        max_bytes=4096, overflow=Lanes("calendar", "calendar-bulk").overflow)  # fmt: skip
+
+
+@pytest.mark.parametrize("queue", ["calendar", "calendar-bulk", "calendar-bulk.DQ"])
+def test_the_sync_actor_is_admitted_from_both_lanes_and_their_delay_queues(
+    lanes_broker: StubBroker, queue: str
+) -> None:
+    message = _read_lane(lanes_broker, _doc(actor_name=SYNC_JOB, queue_name=queue), queue)
+    assert isinstance(message, dramatiq.Message) and message.queue_name == queue
+
+
+@pytest.mark.parametrize(
+    ("actor", "queue"),
+    [("reconcile_like", "calendar-bulk"), (SYNC_JOB, "other-bulk"), (SYNC_JOB, "intake")],
+)
+def test_only_the_sync_actor_rides_the_bulk_lane_and_only_its_own_queues_lane(
+    lanes_broker: StubBroker, actor: str, queue: str
+) -> None:
+    refused = _read_lane(lanes_broker, _doc(actor_name=actor, queue_name=queue), queue)
+    assert isinstance(refused, Refused) and refused.refusal == Refusal.WRONG_QUEUE
+    assert isinstance(_read(lanes_broker, json.dumps(_doc(actor_name=SYNC_JOB, queue_name="calendar-bulk")).encode(),
+                            queue="calendar-bulk"), Refused)  # fmt: skip  # no overflow given: no lane

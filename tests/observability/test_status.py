@@ -38,8 +38,9 @@ def test_json_shows_queues_dead_letters_targets_workers_and_throughput(pipeline:
     result = _run(pipeline, "--json")
     assert result.exit_code == 0, result.output
     doc = json.loads(result.output)
-    queue, intake, webhooks = doc["queues"]
+    queue, bulk, intake, webhooks = doc["queues"]
     assert (queue["queue"], queue["ready"], queue["delayed"], queue["inflight"]) == ("calendar", 2, 0, 0)
+    assert (bulk["queue"], bulk["ready"]) == ("calendar-bulk", 0)
     assert (intake["queue"], intake["ready"]) == ("intake", 0)
     assert (webhooks["queue"], webhooks["ready"]) == ("webhooks", 0)
     assert queue["oldest_age_seconds"] >= 0

@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from calsync.core.model.payload import JobPayload, Operation
+from calsync.core.model.vocabulary import Lane
 from calsync.core.producer.dedup import Claim, Mark
 
 
@@ -38,12 +39,14 @@ class MemoryQueue:
 
     def __init__(self) -> None:
         self.payloads: list[JobPayload] = []
+        self.lanes: list[Lane] = []
         self.failing = False
 
-    def __call__(self, payload: JobPayload) -> None:
+    def __call__(self, payload: JobPayload, lane: Lane = "normal") -> None:
         if self.failing:
             raise ConnectionError("broker unavailable")
         self.payloads.append(payload)
+        self.lanes.append(lane)
 
     def jobs(self) -> dict[str, tuple[Operation, str]]:
         """Enqueued jobs by account: (operation, idempotency key) of the latest one."""

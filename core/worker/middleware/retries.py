@@ -1,8 +1,13 @@
 """Retries on the fixed schedule (``RETRY_SCHEDULE`` ± ``RETRY_JITTER``), replacing Dramatiq's Retries.
 
-- a :class:`~core.model.errors.Deferred` job (a busy target lock) is not a failure: it is re-enqueued
-  after ``LOCK_RETRY_DELAY`` ± jitter with the same attempt and a ``lock_waits`` count; after
-  ``LOCK_MAX_WAITS`` waits it becomes a failure (LockBusy) and goes through the schedule below;
+- a :class:`~core.model.errors.Deferred` job is not a failure: it is re-enqueued with the same attempt.
+  A busy target lock waits ``LOCK_RETRY_DELAY`` ± jitter and counts in ``lock_waits``; after
+  ``LOCK_MAX_WAITS`` waits it becomes a failure (LockBusy) and goes through the schedule below. A job
+  traffic control holds (:class:`~core.model.errors.Held`: a limit, a back-off, an open breaker) waits
+  the delay it carries ± jitter, as often as it takes, counted apart (``traffic_waits``) and never
+  toward ``LOCK_MAX_WAITS``: it is never dead-lettered for it. Every ``held_note_every`` seconds
+  (RECONCILE_AFTER / 2) a held job pushes its target's due time, so the reconciler does not take a
+  long-held job for a lost one and enqueue it again;
 - a PermanentError is dead-lettered at once; anything else (unknown exceptions included) is temporary;
 - ``max_retries`` = the schedule's length; a provider's retry-after hint is a floor for the delay;
 - the retried message carries the payload with ``attempt + 1`` and the new ``scheduled_at``, plus an
@@ -15,6 +20,7 @@ from __future__ import annotations
 
 import datetime as dt
 import logging
+import time
 from dataclasses import dataclass
 
 import dramatiq
@@ -22,7 +28,7 @@ from dramatiq.middleware import Retries
 
 from calsync.core.messaging.messages import redelivery
 from calsync.core.model.backoff import jittered, retry_delay
-from calsync.core.model.errors import Deferred, TemporaryError, error_class_of, is_permanent
+from calsync.core.model.errors import Deferred, Held, TemporaryError, error_class_of, is_permanent
 from calsync.core.model.vocabulary import DeadLetterCause, Outcome
 from calsync.core.store import targets
 from calsync.core.store.database import Database
@@ -41,7 +47,9 @@ from calsync.core.worker.failures import (
 
 log = logging.getLogger(__name__)
 
-DEFERRALS_OPTION = "lock_waits"  # the message option counting a job's deferrals (its name predates Deferred)
+DEFERRALS_OPTION = "lock_waits"  # the message option counting a job's lock waits (its name predates Deferred)
+HELD_OPTION = "traffic_waits"  # the message option counting how often traffic control held a job (logs, DLQ)
+HELD_NOTED_OPTION = "traffic_noted_at"  # unix time a held job last pushed its target's due time
 
 
 @dataclass(frozen=True)
@@ -52,6 +60,7 @@ class RetryPolicy:
     jitter: float
     defer_delay: float  # LOCK_RETRY_DELAY
     max_deferrals: int  # LOCK_MAX_WAITS
+    held_note_every: float = 300.0  # RECONCILE_AFTER / 2
 
 
 class ScheduledRetries(Retries):
@@ -74,31 +83,59 @@ class ScheduledRetries(Retries):
             return
         ctx = delivery_of(message.message_id)
         error = exception
-        if isinstance(error, Deferred):
+        if isinstance(error, Held):
+            try:
+                self._hold(broker, message, ctx, error)
+                return
+            except Exception as exc:
+                log.exception("could not re-enqueue the held job; it is retried as a failure instead")
+                error = exc
+        elif isinstance(error, Deferred):
             waits = count_option(message.options, DEFERRALS_OPTION)
             if waits >= self.policy.max_deferrals:
                 error = error.give_up(waits)
             else:
                 try:
-                    self._defer(broker, message, ctx, waits)
+                    self._defer(
+                        broker, message, ctx, self.policy.defer_delay, {DEFERRALS_OPTION: waits + 1}, Outcome.LOCK_BUSY
+                    )
                     return
                 except Exception as exc:
                     log.exception("could not re-enqueue the deferred job; it is retried as a failure instead")
                     error = exc
         self._failed(broker, message, ctx, error)
 
-    def _defer(
-        self, broker: dramatiq.Broker, message: dramatiq.MessageProxy, ctx: JobContext | None, waits: int
+    def _hold(
+        self, broker: dramatiq.Broker, message: dramatiq.MessageProxy, ctx: JobContext | None, error: Held
     ) -> None:
-        delay = jittered(self.policy.defer_delay, self.policy.jitter)
+        now = time.time()
+        noted = message.options.get(HELD_NOTED_OPTION)
+        note = isinstance(noted, int | float) and now - noted >= self.policy.held_note_every
+        counts = {HELD_OPTION: count_option(message.options, HELD_OPTION) + 1}
+        if note or not isinstance(noted, int | float):
+            counts[HELD_NOTED_OPTION] = int(now)
+        self._defer(broker, message, ctx, error.retry_after or self.policy.defer_delay, counts, Outcome.DEFERRED)
+        if note and ctx is not None and ctx.payload is not None and ctx.retry_in is not None:
+            self._note_retry(ctx, error, ctx.retry_in)
+
+    def _defer(
+        self,
+        broker: dramatiq.Broker,
+        message: dramatiq.MessageProxy,
+        ctx: JobContext | None,
+        wait: float,
+        counts: dict[str, int],
+        outcome: Outcome,
+    ) -> None:
+        delay = jittered(wait, self.policy.jitter)
         args = None
         if ctx is not None and ctx.payload is not None:
             later = dt.datetime.now(dt.UTC) + dt.timedelta(seconds=delay)
             args = [ctx.payload.model_copy(update={"scheduled_at": later}).to_message_arg()]
-        again = redelivery(message, args=args, options={DEFERRALS_OPTION: waits + 1})
+        again = redelivery(message, args=args, options=counts)
         broker.enqueue(again, delay=int(delay * 1000))
         if ctx is not None:
-            ctx.outcome = Outcome.LOCK_BUSY  # the one reason a job defers
+            ctx.outcome = outcome
             ctx.retry_in = delay
 
     def _failed(

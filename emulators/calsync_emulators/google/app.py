@@ -162,6 +162,12 @@ class GoogleCalendarEmulator(EmulatorApp):
             response.headers["Retry-After"] = f"{rule.retry_after:g}"
         return response
 
+    def concurrency_key(self, request: Request) -> str | None:
+        """API requests are counted in flight per calendar (``/calendar/v3/calendars/<id>/...``)."""
+        if not request.raw_path.startswith(API_PREFIX + "calendars/"):
+            return None
+        return unquote(request.raw_path[len(API_PREFIX + "calendars/") :].split("/", 1)[0])
+
     def control(self, request: Request) -> Response | None:
         """Revocation, token expiry, behaviour switches and push deliveries (see the package docstring)."""
         if (request.method, request.raw_path.rstrip("/")) == ("GET", "/_emulator/notifications"):

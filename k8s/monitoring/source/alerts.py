@@ -186,6 +186,23 @@ def worker_alerts(q: PromQL) -> list[Alert]:
     ]
 
 
+def traffic_alerts(q: PromQL) -> list[Alert]:
+    """A provider's circuit breaker stays open: its probes keep failing and its jobs wait (none is lost)."""
+    state = q.agg("max", q.sel("calsync_circuit_state", scope="provider"), "provider")
+    return [
+        Alert(
+            "CalsyncProviderCircuitOpen",
+            _compare(state, ">=", 1),
+            "10m",
+            "warning",
+            "calsync holds every {{ $labels.provider }} call: its circuit breaker stays open",
+            f"The circuit breaker of provider {{{{ $labels.provider }}}}{_where(q.params)} has not closed for 10 "
+            "minutes: its calls failed in a row (CALSYNC_BREAKER_FAILURES) and every probe since failed too. Its "
+            "jobs wait without using attempts; nothing reaches its calendars until a probe succeeds.",
+        ),
+    ]
+
+
 def monitoring_alerts(q: PromQL) -> list[Alert]:
     """The exporter behind the queue alerts is down or silent: those alerts cannot fire."""
     up = q.sel("up", job=q.params.exporter_job)
@@ -234,7 +251,8 @@ def webhook_alerts(q: PromQL) -> list[Alert]:
 def alerts(params: Params) -> list[Alert]:
     """Every calsync alert, in the order of docs/RUNBOOK.md."""
     q = PromQL(params)
-    return [*queue_alerts(q), *job_alerts(q), *worker_alerts(q), *webhook_alerts(q), *monitoring_alerts(q)]
+    return [*queue_alerts(q), *job_alerts(q), *worker_alerts(q), *traffic_alerts(q), *webhook_alerts(q),
+            *monitoring_alerts(q)]  # fmt: skip
 
 
 def rule_groups(params: Params) -> dict[str, Value]:

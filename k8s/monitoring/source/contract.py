@@ -79,6 +79,11 @@ _METRICS = (
     Metric("calsync_workers_active", "exporter", "gauge"),
     # Beyond issue 5: 0 while the exporter cannot read a source, whose series it then leaves out.
     Metric("calsync_exporter_source_up", "exporter", "gauge", {"source": ("broker", "database", "redis")}),
+    # Beyond issue 5: traffic control (issue 14), docs/METRICS.md.
+    Metric("calsync_traffic_deferrals_total", "worker", "counter", {"provider": ANY, "limit": ANY}),
+    Metric("calsync_circuit_state", "exporter", "gauge", {"provider": ANY, "scope": ("provider", "account")}),
+    Metric("calsync_circuit_accounts_not_closed", "exporter", "gauge", {"provider": ANY}),
+    Metric("calsync_provider_blocked_seconds", "exporter", "gauge", {"provider": ANY}),
     # Issue 18: webhook endpoints the breaker (auto) or an operator disabled.
     Metric("calsync_webhook_endpoints_disabled", "exporter", "gauge", {"by": ("auto", "operator")}),
     Metric("up", "prometheus", "gauge"),

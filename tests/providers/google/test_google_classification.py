@@ -110,7 +110,18 @@ def error_style(style: str) -> Arrange:
     return arrange
 
 
+PROJECT_QUOTA = (
+    "Quota exceeded for quota metric 'Queries' and limit 'Queries per minute' of service "
+    "'calendar-json.googleapis.com' for consumer 'project_number:123456'."
+)
+
 CASES = [
+    Case(
+        "429-project-quota",
+        "per-project quota",
+        fault(path=EVENTS, status=429, message=PROJECT_QUOTA, retry_after=20),
+        retry_after=20,
+    ),
     Case("429-retry-after", "429 too many requests", fault(path=EVENTS, status=429, retry_after=7), retry_after=7),
     Case("429-no-hint", "429 too many requests", fault(path=EVENTS, status=429), retry_after=None),
     *by_reason("rateLimitExceeded", 403),

@@ -1,0 +1,265 @@
+"""A retry surge: N jobs across M Google accounts while the provider answers 503 for a while, then recovers.
+
+    PYTHONPATH=.:emulators .venv/bin/python benchmarks/surge.py [--jobs 5000] [--accounts 50] [--outage 60]
+        [--threads 8] [--latency-ms 20] [--set NAME=VALUE ...] [--hook MODULE:FUNCTION] [--redis-url URL]
+
+Real worker threads (one process, ``--threads``) with the real Google adapter against the Google emulator
+(in this process, a ``--latency-ms`` delay on every API call); default settings unless ``--set``
+overrides one (e.g. ``--set breaker_open_seconds=5``). Every job is enqueued, then the workers start
+into the outage; after ``--outage`` seconds the emulator recovers. Printed: the requests per second the
+emulator received during the outage (≈ the breakers' probe rate once they opened), attempts burned
+(retries scheduled) and dead letters, deferrals, the drain time after recovery, the highest number of
+requests ever in flight per calendar (from the emulator; never above ``ACCOUNT_CONCURRENCY``), and the
+cost traffic control adds per job (admit + settle on this Redis, side by side with an ungoverned call).
+
+``--hook MODULE:FUNCTION``: called on its own thread right after the workers start, with a
+:class:`Surge` (settings, runtime, emulator, the flood's tenant and accounts, the outage's end); the dict
+it returns is printed with the figures (the fairness measurement of a second tenant plugs in here).
+Its own embedded Redis and SQLite file unless told otherwise; every key it wrote is deleted at the end.
+It is a benchmark, not a test: numbers depend on the machine.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime as dt
+import importlib
+import tempfile
+import threading
+import time
+import uuid
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import dramatiq
+from cryptography.fernet import Fernet
+
+from benchmarks.support import add_redis_option, bench_redis, namespace, remove_keys
+from calsync.actors.worker import build_worker
+from calsync.core.config.settings import Settings
+from calsync.core.messaging.messages import sync_message
+from calsync.core.model.calendar import Account
+from calsync.core.model.change import EventFields
+from calsync.core.model.payload import new_payload
+from calsync.core.redis.traffic import Limits, TrafficStore
+from calsync.core.runtime import Runtime
+from calsync.core.store import accounts, dead_letters, events, migrate, targets
+from calsync.core.store.dead_letters import DeadLetterFilter
+from calsync.core.store.targets import TargetKey
+from calsync.core.worker.traffic import TrafficGate, provider_limits
+from calsync_emulators import google
+from calsync_emulators.control import GoogleControl
+from calsync_emulators.server import RunningEmulator
+
+API = "/calendar/v3/calendars/"
+TIMEOUT = 1800.0
+
+
+@dataclass(frozen=True)
+class Surge:
+    """What a ``--hook`` gets: the flood's world while it runs."""
+
+    settings: Settings
+    runtime: Runtime
+    emulator: GoogleControl
+    tenant: str
+    accounts: list[str]
+    recovers_at: float  # time.monotonic() of the recovery
+
+
+Hook = Callable[[Surge], dict[str, Any]]
+
+
+def _seed(runtime: Runtime, emulator: GoogleControl, jobs: int, account_count: int) -> tuple[str, list[str]]:
+    """Accounts with emulator credentials and ``jobs`` events spread round-robin over them; all enqueued."""
+    tenant = f"surge-{uuid.uuid4().hex[:6]}"
+    start = dt.datetime(2026, 12, 1, 9, tzinfo=dt.UTC)
+    fields = EventFields(title="Surge", start=start, end=start + dt.timedelta(hours=1))
+    with runtime.db.write() as conn:
+        names = [accounts.add_account(conn, tenant_id=tenant, provider="google", address=f"cal{n}@example.com",
+                                      credentials=runtime.cipher.encrypt(emulator.user_credentials(
+                                          f"1//surge-{n}", "client", "secret")), options={}).id
+                 for n in range(account_count)]  # fmt: skip
+    payloads = []
+    with runtime.db.write() as conn:
+        for n in range(jobs):
+            entity, account = f"evt{n}", names[n % account_count]
+            events.insert_event(conn, tenant, entity, fields, "none")
+            targets.plan_target(conn, TargetKey(tenant, entity, account), wanted="present", version=1,
+                                due_at=dt.datetime.now(dt.UTC))  # fmt: skip
+            payloads.append(new_payload(tenant_id=tenant, entity_id=entity, account_id=account, operation="create",
+                                        version=1, trace_id="surge"))  # fmt: skip
+    pipe = runtime.broker
+    for payload in payloads:
+        pipe.enqueue(sync_message(runtime.settings.queue, payload))
+    return tenant, names
+
+
+def _pending(runtime: Runtime) -> int:
+    with runtime.db.read() as conn:
+        return targets.count_by_status(conn).get("pending", 0)
+
+
+def _api_requests(emulator: GoogleControl) -> list[dict[str, Any]]:
+    return [r for r in emulator.requests() if str(r["path"]).startswith(API)]
+
+
+def admission_cost(url: str, rounds: int) -> tuple[float, float, float]:
+    """Microseconds per job of the gate around a call, governed (admit + settle) and ungoverned, and of one PING."""
+    ns = namespace("surge-cost")
+    settings = Settings(broker_url=url, redis_namespace=ns)
+    runtime = Runtime(settings, check_schema=False)
+    try:
+        limits = provider_limits(settings)
+        governed = Account(id="a", tenant_id="t", provider="google", address="a@example.com")
+        free = Account(id="a", tenant_id="t", provider="memory", address="a@example.com")
+        limits["google"] = Limits(concurrency=4, breaker_failures=5)  # no bucket: every round is admitted
+        gate = TrafficGate(TrafficStore(runtime.redis, runtime.keys), limits)
+        figures = []
+        for account in (governed, free):
+            started = time.perf_counter()
+            for _ in range(rounds):
+                with gate.call(account):
+                    pass
+            figures.append((time.perf_counter() - started) / rounds * 1e6)
+        started = time.perf_counter()
+        for _ in range(rounds):
+            runtime.redis.ping()
+        return figures[0], figures[1], (time.perf_counter() - started) / rounds * 1e6
+    finally:
+        runtime.close()
+        remove_keys(url, ns)
+
+
+def run(args: argparse.Namespace, url: str, scratch: Path, hook: Hook | None) -> dict[str, Any]:
+    """One surge; returns its figures."""
+    ns = namespace("surge")
+    emulator_app = RunningEmulator(google.create_app())
+    emulator = GoogleControl(emulator_app.url)
+    overrides = dict(item.split("=", 1) for item in args.set)
+    settings = Settings(data_dir=scratch, broker_url=url, database_url=f"sqlite:///{scratch / 'calsync.sqlite3'}",
+                        redis_namespace=ns, log_level="ERROR", secret_key=Fernet.generate_key().decode(),
+                        google_api_endpoint=emulator.api_endpoint, worker_threads=args.threads,
+                        **overrides)  # fmt: skip
+    bootstrap = Runtime(settings, check_schema=False)
+    migrate.upgrade(bootstrap.db)
+    bootstrap.close()
+    app = build_worker(settings)
+    runtime = app.runtime
+    worker: dramatiq.Worker | None = None
+    try:
+        app.broker.emit_after("process_boot")
+        emulator.add_fault(path=API, status=503)  # first: the outage wins while it lasts
+        emulator.add_fault(path=API, delay_ms=args.latency_ms)  # then: every call's latency
+        tenant, names = _seed(runtime, emulator, args.jobs, args.accounts)
+        worker = dramatiq.Worker(app.broker, worker_threads=args.threads, worker_timeout=100)
+        started = time.monotonic()
+        recovers_at = started + args.outage
+        worker.start()
+        hooked: dict[str, Any] = {}
+        hook_thread = None
+        if hook is not None:
+            surge = Surge(settings, runtime, emulator, tenant, names, recovers_at)
+            hook_thread = threading.Thread(target=lambda: hooked.update(hook(surge)), name="surge-hook")
+            hook_thread.start()
+        time.sleep(max(0.0, recovers_at - time.monotonic()))
+        outage_requests = len(_api_requests(emulator))
+        outage_seconds = time.monotonic() - started
+        runtime.stats.flush()
+        during = dict(runtime.stats.totals(minutes=60))
+        emulator.clear_faults()
+        emulator.add_fault(path=API, delay_ms=args.latency_ms)
+        recovered = time.monotonic()
+        before = len(_api_requests(emulator))
+        first_call = None
+        while pending := _pending(runtime):
+            if first_call is None and len(_api_requests(emulator)) > before:
+                first_call = time.monotonic() - recovered
+            if time.monotonic() - recovered > TIMEOUT:
+                raise TimeoutError(f"{pending} targets still pending {TIMEOUT:g} s after recovery")
+            time.sleep(0.2)
+        drained = time.monotonic() - recovered
+        if hook_thread is not None:
+            hook_thread.join(timeout=TIMEOUT)
+        runtime.stats.flush()
+        outcomes = dict(runtime.stats.totals(minutes=60))
+        with runtime.db.read() as conn:
+            dead = len(dead_letters.find(conn, DeadLetterFilter()))
+            by_status = targets.count_by_status(conn)
+        highest = emulator.highest_concurrency()
+        limit = settings.account_concurrency["google"]
+        return {
+            "outage_requests": outage_requests,
+            "outage_seconds": outage_seconds,
+            "outage_outcomes": during,
+            "outcomes": outcomes,
+            "dead_letters": dead,
+            "synced": by_status.get("synced", 0),
+            "drain_seconds": drained,
+            "first_call_seconds": first_call if first_call is not None else drained,
+            "drain_rate": args.jobs / drained if drained else float("inf"),
+            "highest_per_account": max(highest.values(), default=0),
+            "accounts_over_limit": sorted(k for k, v in highest.items() if v > limit),
+            "hook": hooked,
+        }
+    finally:
+        if worker is not None:
+            worker.stop(timeout=10_000)
+        app.close()
+        emulator_app.stop()
+        remove_keys(url, ns)
+
+
+def _hook(spec: str | None) -> Hook | None:
+    if spec is None:
+        return None
+    module, _, name = spec.partition(":")
+    found: Hook = getattr(importlib.import_module(module), name)
+    return found
+
+
+def main() -> None:
+    """Print the configuration, then the surge's figures."""
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--jobs", type=int, default=5000)
+    parser.add_argument("--accounts", type=int, default=50)
+    parser.add_argument("--outage", type=float, default=60, help="seconds the emulator answers 503")
+    parser.add_argument("--threads", type=int, default=8)
+    parser.add_argument("--latency-ms", type=int, default=20, help="the emulator's delay on every API call")
+    parser.add_argument("--cost-rounds", type=int, default=2000, help="admit + settle pairs timed for the cost")
+    parser.add_argument("--set", action="append", default=[], metavar="NAME=VALUE", help="a setting to override")
+    parser.add_argument("--hook", help="MODULE:FUNCTION called with a Surge while the flood runs")
+    add_redis_option(parser)
+    args = parser.parse_args()
+    shown = Settings(**dict(item.split("=", 1) for item in args.set))
+    print(f"surge: {args.jobs} jobs over {args.accounts} Google accounts (emulator, {args.latency_ms} ms per call), "
+          f"503 for {args.outage:g} s; 1 process x {args.threads} threads; google limits: concurrency "
+          f"{shown.account_concurrency['google']}, {shown.account_rate['google']:g}/s per account, "
+          f"{shown.provider_rate['google']:g}/s per provider, tenant {shown.tenant_rate:g}/s, burst "
+          f"{shown.traffic_burst:g} s; breaker {shown.breaker_failures['google']} failures, open "
+          f"{shown.breaker_open_seconds:g} s; retry schedule {shown.retry_schedule}; overrides {args.set or 'none'}",
+          flush=True)  # fmt: skip
+    with tempfile.TemporaryDirectory(prefix="calsync-surge-") as tmp, bench_redis(args.redis_url, Path(tmp)) as url:
+        governed, free, ping = admission_cost(url, args.cost_rounds)
+        print(f"traffic control per job: {governed:.0f} us governed (admit + settle) vs {free:.1f} us ungoverned "
+              f"(memory provider); one PING on the same connection {ping:.0f} us ({governed / ping:.1f} PINGs); "
+              f"{args.cost_rounds} rounds", flush=True)  # fmt: skip
+        figures = run(args, url, Path(tmp), _hook(args.hook))
+    during, outcomes = figures["outage_outcomes"], figures["outcomes"]
+    print(f"outage: {figures['outage_requests']} provider requests in {figures['outage_seconds']:.1f} s = "
+          f"{figures['outage_requests'] / figures['outage_seconds']:.2f}/s; attempts burned "
+          f"{during.get('retry_scheduled', 0)}, deferred {during.get('deferred', 0)}, dead letters "
+          f"{during.get('dead_lettered', 0)}")  # fmt: skip
+    print(f"whole run: synced {figures['synced']}/{args.jobs}; attempts burned {outcomes.get('retry_scheduled', 0)}, "
+          f"deferred {outcomes.get('deferred', 0)}, dead letters {figures['dead_letters']}; drain after recovery "
+          f"{figures['drain_seconds']:.1f} s ({figures['drain_rate']:.0f} jobs/s; first call to the recovered provider "
+          f"after {figures['first_call_seconds']:.1f} s); highest in flight per account "
+          f"{figures['highest_per_account']} (over the limit: {figures['accounts_over_limit'] or 'none'})")  # fmt: skip
+    if figures["hook"]:
+        print(f"hook: {figures['hook']}")
+
+
+if __name__ == "__main__":
+    main()

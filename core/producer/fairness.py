@@ -1,0 +1,91 @@
+"""Which lane a tenant's new sync jobs take: normal up to its recent enqueue rate, bulk past it.
+
+Each tenant's enqueues are counted in fixed windows of ``BULK_WINDOW`` seconds (a Redis counter per
+window, INCRBY and a TTL of two windows, never decremented, so a crash cannot leave it wrong). The
+rate over the last window is estimated the usual sliding-window way: the previous window's count
+weighted by the part of it still inside the last ``BULK_WINDOW`` seconds, plus the current one's.
+Jobs within ``BULK_THRESHOLD`` of that estimate take the normal lane; the rest the bulk lane
+(docs/notes/fairness.md). Like the dedup markers it is an optimisation: when Redis fails every job
+takes the normal lane, and the order of a target's jobs does not matter (versions decide).
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import time
+from collections.abc import Callable
+from typing import Protocol
+
+import redis
+
+from calsync.core.model.vocabulary import Lane
+from calsync.core.redis.keys import RedisKeys
+from calsync.core.runtime import Runtime
+
+log = logging.getLogger(__name__)
+
+
+class LaneChoice(Protocol):
+    """Chooses the lane of a tenant's jobs about to be enqueued."""
+
+    def lanes(self, tenant_id: str, jobs: int) -> list[Lane]:
+        """The lane of each of ``jobs`` new jobs of ``tenant_id``, in enqueue order (and counts them)."""
+        ...
+
+
+class OneLane:
+    """Every job on the normal lane (tests, and a deployment with ``BULK_THRESHOLD`` 0)."""
+
+    def lanes(self, tenant_id: str, jobs: int) -> list[Lane]:
+        """All normal."""
+        return ["normal"] * jobs
+
+
+class TenantLanes:
+    """The lane choice from per-tenant enqueue counters in Redis, one pipeline per call."""
+
+    def __init__(
+        self,
+        client: redis.Redis,
+        keys: RedisKeys,
+        *,
+        threshold: int,
+        window: float,
+        clock: Callable[[], float] = time.time,
+    ) -> None:
+        self._client = client
+        self._keys = keys
+        self._threshold = threshold
+        self._window = window
+        self._ttl = math.ceil(2 * window) + 1
+        self._clock = clock
+
+    def lanes(self, tenant_id: str, jobs: int) -> list[Lane]:
+        """Normal for the jobs within the tenant's threshold over the last window, bulk for the rest."""
+        if jobs <= 0 or self._threshold <= 0:
+            return ["normal"] * max(jobs, 0)
+        position = self._clock() / self._window
+        window = math.floor(position)
+        current = self._keys.tenant_enqueues(tenant_id, window)
+        try:
+            pipe = self._client.pipeline(transaction=False)
+            pipe.incrby(current, jobs)
+            pipe.expire(current, self._ttl)
+            pipe.get(self._keys.tenant_enqueues(tenant_id, window - 1))
+            counted, _, previous = pipe.execute()
+        except redis.RedisError:
+            log.warning("could not count the tenant's enqueues; its jobs take the normal lane", exc_info=True)
+            return ["normal"] * jobs
+        before = int(counted) - jobs + int(previous or 0) * (1 - (position - window))
+        normal = min(jobs, max(0, self._threshold - math.floor(before)))
+        lanes: list[Lane] = ["normal"] * normal
+        return lanes + ["bulk"] * (jobs - normal)
+
+
+def lane_choice(runtime: Runtime) -> LaneChoice:
+    """The lane choice of a deployment: per-tenant counters, or none at all when ``BULK_THRESHOLD`` is 0."""
+    settings = runtime.settings
+    if settings.bulk_threshold <= 0:
+        return OneLane()
+    return TenantLanes(runtime.redis, runtime.keys, threshold=settings.bulk_threshold, window=settings.bulk_window)

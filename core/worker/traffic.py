@@ -1,0 +1,149 @@
+"""Traffic control around each provider call: one admission script before it, one settle script after it.
+
+A call over a limit, to a blocked account or provider, or behind an open circuit breaker raises a
+:class:`~core.model.errors.Held` (a deferral: re-enqueued after the wait the script answered, no attempt
+used, never dead-lettered for it). After the call, its ending feeds the breakers and a back-off hint the
+provider gave ("Retry-After", EWS ``BackOffMilliseconds``) holds every job of the account, or of the whole
+provider for a :class:`~core.model.errors.ProviderThrottled`. A temporary failure after which a breaker is
+open is itself deferred: the outage, not the job, failed, so it keeps its attempts.
+
+A provider without any limit or breaker (the memory provider, by default) is not governed: no Redis call.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+from collections.abc import Iterator, Mapping
+from typing import Final
+
+from calsync.core.config.settings import Settings
+from calsync.core.model.calendar import Account
+from calsync.core.model.errors import (
+    AuthRevoked,
+    BackingOff,
+    CircuitOpen,
+    ConcurrencyLimited,
+    Held,
+    OverRate,
+    PermanentError,
+    ProviderThrottled,
+    RateLimited,
+    TemporaryError,
+)
+from calsync.core.redis.traffic import Admission, Ending, HoldReason, Limits, Scope, Settled, TrafficStore
+from calsync.core.worker.metrics import traffic_deferral
+
+log = logging.getLogger(__name__)
+
+#: The account option that overrides its provider's concurrency limit.
+CONCURRENCY_OPTION: Final = "max_concurrency"
+
+_HELD: Final[dict[HoldReason, type[Held]]] = {
+    "provider_blocked": BackingOff,
+    "account_blocked": BackingOff,
+    "provider_circuit": CircuitOpen,
+    "account_circuit": CircuitOpen,
+    "concurrency": ConcurrencyLimited,
+    "account_rate": OverRate,
+    "tenant_rate": OverRate,
+    "provider_rate": OverRate,
+}
+
+
+def provider_limits(settings: Settings) -> dict[str, Limits]:
+    """Every provider's limits from the settings (a provider with none is left out: not governed)."""
+    limits = {}
+    for name in settings.account_concurrency:
+        provider = Limits(
+            concurrency=settings.account_concurrency.get(name, 0),
+            account_rate=settings.account_rate.get(name, 0),
+            tenant_rate=settings.tenant_rate,
+            provider_rate=settings.provider_rate.get(name, 0),
+            burst=settings.traffic_burst,
+            breaker_failures=settings.breaker_failures.get(name, 0),
+            breaker_open=settings.breaker_open_seconds,
+            retry_delay=settings.traffic_retry_delay,
+            lease=settings.job_time_limit + 5,
+        )
+        if provider.governed:
+            limits[name] = provider
+    return limits
+
+
+def account_concurrency(account: Account, limits: Limits) -> int:
+    """The account's own ``max_concurrency`` option when it has a valid one, else its provider's limit."""
+    own = account.options.get(CONCURRENCY_OPTION)
+    return own if isinstance(own, int) and not isinstance(own, bool) and own >= 1 else limits.concurrency
+
+
+def ending_of(exc: BaseException | None) -> Ending:
+    """What a call's ending tells the breakers: throttles and refusals say nothing about the provider's health."""
+    if exc is None:
+        return "success"
+    if isinstance(exc, AuthRevoked):
+        return "account_failure"  # one account's credentials: never the provider-wide breaker
+    if isinstance(exc, Held | RateLimited | PermanentError):
+        return "neutral"
+    return "failure"
+
+
+def block_of(exc: BaseException) -> tuple[Scope, float] | None:
+    """The back-off a failure asks of every job: the whole provider for ProviderThrottled, else the account."""
+    hint = exc.retry_after if isinstance(exc, TemporaryError | Held) else None
+    if not hint:
+        return None
+    return ("provider" if isinstance(exc, ProviderThrottled) else "account"), hint
+
+
+class TrafficGate:
+    """Admits provider calls against the shared limits; shared by every worker thread of a process."""
+
+    def __init__(self, store: TrafficStore | None, limits: Mapping[str, Limits]) -> None:
+        self._store = store
+        self._limits = dict(limits) if store is not None else {}
+
+    @contextlib.contextmanager
+    def call(self, account: Account) -> Iterator[None]:
+        """Run the block as one admitted call to ``account``'s provider, or raise Held without running it."""
+        limits = self._limits.get(account.provider)
+        if limits is None:
+            yield
+            return
+        assert self._store is not None
+        admission = self._store.admit(
+            account.provider, account.id, account.tenant_id, limits, account_concurrency(account, limits)
+        )
+        if admission.reason is not None:
+            traffic_deferral(account.provider, admission.reason)
+            held = _HELD[admission.reason]
+            raise held(f"{account.provider} account {account.id}: {admission.reason}", retry_after=admission.wait)
+        try:
+            yield
+        except BaseException as exc:
+            self._failed(account, limits, admission, exc)
+            raise
+        self._settle(account, limits, admission, None)
+
+    def _failed(self, account: Account, limits: Limits, admission: Admission, exc: BaseException) -> None:
+        settled = self._settle(account, limits, admission, exc)
+        if settled is None or ending_of(exc) != "failure" or not isinstance(exc, Exception):
+            return
+        if settled.account_open or settled.provider_open:
+            wait = max(settled.account_open, settled.provider_open, limits.retry_delay)
+            scope: HoldReason = "provider_circuit" if settled.provider_open else "account_circuit"
+            traffic_deferral(account.provider, scope)
+            raise CircuitOpen(
+                f"{account.provider} account {account.id}: {scope} after {exc}", retry_after=wait
+            ) from exc
+
+    def _settle(
+        self, account: Account, limits: Limits, admission: Admission, exc: BaseException | None
+    ) -> Settled | None:
+        assert self._store is not None
+        block = block_of(exc) if exc is not None else None
+        try:
+            return self._store.settle(account.provider, account.id, admission, limits, ending_of(exc), block)
+        except Exception:
+            log.warning("could not settle a provider call; its slot frees itself after the lease", exc_info=True)
+            return None

@@ -1,0 +1,50 @@
+"""Circuit breakers and provider back-off in ``calsync status`` and on the exporter (calsync_circuit_state)."""
+
+from __future__ import annotations
+
+import json
+
+from click.testing import CliRunner
+from prometheus_client import generate_latest
+
+from calsync.actors.cli.main import cli
+from calsync.core.observability.exporter import exporter_registry
+from calsync.core.observability.readings import StatusReader
+from calsync.core.redis.traffic import Limits, TrafficStore
+from tests.observability.conftest import parse
+from tests.support import Pipeline
+
+BREAKER = Limits(concurrency=4, breaker_failures=5, breaker_open=600)
+
+
+def _fail(traffic: TrafficStore, provider: str, account: str, times: int, ending: str = "failure") -> None:
+    for _ in range(times):
+        call = traffic.admit(provider, account, "tenant-1", BREAKER, 4)
+        assert call.admitted
+        traffic.settle(provider, account, call, BREAKER, ending)  # type: ignore[arg-type]
+
+
+def test_an_open_provider_breaker_and_open_account_breakers_show_in_status_and_metrics(pipeline: Pipeline) -> None:
+    traffic = TrafficStore(pipeline.runtime.redis, pipeline.runtime.keys)
+    _fail(traffic, "graph", "mailbox-1", 5)  # five in a row: the provider's and this account's breakers open
+    _fail(traffic, "google", "calendar-1", 5, "account_failure")  # credentials: only the account's
+    call = traffic.admit("exchange", "mailbox-2", "tenant-1", Limits(concurrency=4), 4)
+    traffic.settle("exchange", "mailbox-2", call, Limits(concurrency=4), "neutral", ("provider", 300))
+
+    result = CliRunner().invoke(cli, ["status", "--json"], env=pipeline.settings.as_environment())
+    assert result.exit_code == 0, result.output
+    circuits = {c["provider"]: c for c in json.loads(result.output)["circuits"]}
+    assert set(circuits) == {"google", "exchange", "graph"}  # the providers with a breaker (memory has none)
+    assert circuits["graph"]["state"] == "open" and circuits["graph"]["accounts_open"] == 1
+    assert circuits["google"]["state"] == "closed" and circuits["google"]["some_accounts"] == ["calendar-1"]
+    assert 299 < circuits["exchange"]["blocked_for_seconds"] <= 300
+
+    table = CliRunner().invoke(cli, ["status"], env=pipeline.settings.as_environment()).output
+    assert "circuit breakers" in table and "calendar-1" in table
+
+    page = parse(generate_latest(exporter_registry(StatusReader(pipeline.runtime))).decode())
+    assert page.value("calsync_circuit_state", provider="graph", scope="provider") == 2
+    assert page.value("calsync_circuit_state", provider="google", scope="provider") == 0
+    assert page.value("calsync_circuit_state", provider="google", scope="account") == 2
+    assert page.value("calsync_circuit_accounts_not_closed", provider="google") == 1
+    assert page.value("calsync_provider_blocked_seconds", provider="exchange") > 299

@@ -1,0 +1,169 @@
+"""Traffic control through real worker threads: held jobs keep their attempt, limits hold across workers,
+a Retry-After holds the account's siblings only, breakers defer an outage and never open on credentials."""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+from dramatiq.broker import MessageProxy
+from dramatiq.brokers.stub import StubBroker
+
+from calsync.core.messaging.messages import sync_message
+from calsync.core.model.calendar import Account, EventState, ExternalRef, Target
+from calsync.core.model.errors import CircuitOpen
+from calsync.core.model.payload import new_payload
+from calsync.core.redis.traffic import Limits, TrafficStore
+from calsync.core.store import accounts
+from calsync.core.worker.context import JobContext, start_job
+from calsync.core.worker.middleware.retries import RetryPolicy, ScheduledRetries
+from calsync.providers.memory import MemoryProvider
+from tests.spies import EnqueueSpy
+from tests.support import Pipeline, wait_until
+
+
+class CountingProvider(MemoryProvider):
+    """The memory provider counting calls in flight per account; each call stays in until one too many is in."""
+
+    def __init__(self, limit: int) -> None:
+        super().__init__()
+        self.limit = limit
+        self.in_flight: dict[str, int] = {}
+        self.highest: dict[str, int] = {}
+        self._guard = threading.Condition()
+
+    def upsert(self, account: Account, event: EventState, target: Target) -> ExternalRef:
+        with self._guard:
+            now = self.in_flight[account.id] = self.in_flight.get(account.id, 0) + 1
+            self.highest[account.id] = max(self.highest.get(account.id, 0), now)
+            self._guard.notify_all()
+            self._guard.wait_for(lambda: self.in_flight[account.id] > self.limit, timeout=0.05)
+        try:
+            return super().upsert(account, event, target)
+        finally:
+            with self._guard:
+                self.in_flight[account.id] -= 1
+
+
+@pytest.fixture
+def governed(settings_factory: Any) -> Iterator[Pipeline]:
+    """A pipeline whose memory provider is governed: 2 calls per account, a breaker after 2 failures."""
+    built = Pipeline(settings_factory(account_concurrency="memory=2", breaker_failures="memory=2",
+                                      breaker_open_seconds=0.5, traffic_retry_delay=0.05))  # fmt: skip
+    yield built
+    built.close()
+
+
+def _traffic(pipeline: Pipeline) -> TrafficStore:
+    return TrafficStore(pipeline.runtime.redis, pipeline.runtime.keys)
+
+
+def test_a_held_job_keeps_its_attempt_and_is_not_counted_as_a_lock_wait(
+    governed: Pipeline, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    account = governed.account()
+    traffic, limits = _traffic(governed), Limits(concurrency=2)
+    call = traffic.admit("memory", account, "tenant-1", limits, 2)
+    traffic.settle("memory", account, call, limits, "neutral", ("account", 1.0))  # a back-off another job saw
+    spy = EnqueueSpy(governed.broker, monkeypatch)
+    receipt = governed.submit([account])
+    with governed.worker():
+        governed.wait_target(receipt.entity_id, account, "synced")
+    held = [sent for sent in spy.delayed() if "traffic_waits" in sent.message.options]
+    assert held, "the job was never held"
+    assert all(sent.payload.attempt == 1 and "lock_waits" not in sent.message.options
+               and "retries" not in sent.message.options for sent in held)  # fmt: skip
+    outcomes = governed.outcomes()
+    assert outcomes.get("deferred", 0) >= 1 and "retry_scheduled" not in outcomes and "lock_busy" not in outcomes
+
+
+def test_two_workers_never_exceed_the_account_concurrency_limit(settings_factory: Any) -> None:
+    provider = CountingProvider(limit=2)
+    settings = settings_factory(account_concurrency="memory=2", traffic_retry_delay=0.02)
+    first, second = Pipeline(settings, provider), Pipeline(settings, provider)  # two worker processes' parts
+    try:
+        shared = first.account(account_id="shared")
+        with first.runtime.db.write() as conn:
+            solo = accounts.add_account(conn, tenant_id="tenant-1", provider="memory", address="solo@example.com",
+                                        credentials=None, options={"max_concurrency": 1},
+                                        account_id="solo").id  # fmt: skip
+        receipts = [first.submit([shared, solo]) for _ in range(12)]
+        with first.worker(threads=4), second.worker(threads=4):
+            for receipt in receipts:
+                first.wait_target(receipt.entity_id, shared, "synced")
+                first.wait_target(receipt.entity_id, solo, "synced")
+        assert 1 < provider.highest[shared] <= 2 and provider.highest[solo] == 1
+        assert first.outcomes().get("deferred", 0) >= 1
+    finally:
+        first.close()
+        second.close()
+
+
+def test_a_retry_after_holds_the_siblings_of_its_account_and_no_other_account(governed: Pipeline) -> None:
+    throttled, other = governed.account(account_id="throttled"), governed.account(account_id="other")
+    governed.provider.add_fault(error="rate_limited", account_id=throttled, retry_after=120, times=1)
+    first = governed.submit([throttled])
+    with governed.worker():
+        wait_until(lambda: governed.outcomes().get("retry_scheduled"), what="the throttled call")
+        sibling, elsewhere = governed.submit([throttled]), governed.submit([other])
+        governed.wait_target(elsewhere.entity_id, other, "synced")
+        wait_until(lambda: governed.outcomes().get("deferred"), what="the sibling held")
+    calls = [(c.account_id, c.entity_id) for c in governed.provider.calls()]
+    assert (throttled, first.entity_id) in calls and (throttled, sibling.entity_id) not in calls
+    assert governed.target(sibling.entity_id, throttled).status == "pending"
+
+
+def test_an_outage_opens_the_breaker_defers_without_attempts_and_recovery_closes_it(governed: Pipeline) -> None:
+    names = [governed.account(account_id=f"acc{n}") for n in range(3)]
+    governed.provider.add_fault(error="unavailable")
+    receipts = [governed.submit(names) for _ in range(2)]
+    with governed.worker():
+        wait_until(lambda: _traffic(governed).circuits("memory").state != "closed", what="the breaker to open")
+        wait_until(lambda: governed.outcomes().get("deferred", 0) >= 3, what="jobs held by the open breaker")
+        governed.provider.clear_faults()
+        for receipt in receipts:
+            for name in names:
+                governed.wait_target(receipt.entity_id, name, "synced")
+    assert _traffic(governed).circuits("memory").state == "closed"
+    assert governed.outcomes().get("retry_scheduled") == 1  # the one failure before the breaker opened
+    assert governed.dead_letters() == []
+
+
+def test_credential_failures_never_open_the_provider_breaker(governed: Pipeline) -> None:
+    revoked = [governed.account(account_id=f"revoked{n}") for n in range(4)]
+    for name in revoked:
+        governed.provider.add_fault(error="auth", account_id=name)
+    receipt = governed.submit(revoked)
+    with governed.worker():
+        wait_until(lambda: len(governed.dead_letters()) == len(revoked), what="every revoked account dead-lettered")
+        healthy = governed.account(account_id="healthy")
+        later = governed.submit([healthy])
+        governed.wait_target(later.entity_id, healthy, "synced")
+    assert _traffic(governed).circuits("memory").state == "closed"
+    assert all(governed.target(receipt.entity_id, name).status == "failed" for name in revoked)
+
+
+def test_a_long_held_job_pushes_its_targets_due_time_so_the_reconciler_leaves_it(
+    pipeline: Pipeline, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    account = pipeline.account()
+    receipt = pipeline.submit([account])
+    due = pipeline.target(receipt.entity_id, account).due_at
+    policy = RetryPolicy(schedule=(1.0,), jitter=0.1, defer_delay=1.0, max_deferrals=3, held_note_every=0.0)
+    retries, stub = ScheduledRetries(pipeline.runtime.db, policy), StubBroker(middleware=[])
+    stub.declare_queue(pipeline.settings.queue)
+    spy = EnqueueSpy(stub, monkeypatch)
+    payload = new_payload(tenant_id="tenant-1", entity_id=receipt.entity_id, account_id=account, operation="create",
+                          version=1, trace_id="held")  # fmt: skip
+    message = sync_message(pipeline.settings.queue, payload)
+    for _ in range(2):  # the first hold only starts the clock; the second (its option carried over) writes
+        proxy = MessageProxy(message)
+        start_job(JobContext(proxy.message_id, proxy.actor_name, proxy.queue_name, payload=payload))
+        retries.after_process_message(stub, proxy, exception=CircuitOpen("provider_circuit", retry_after=600))
+        message = spy.sent[-1].message
+    row = pipeline.target(receipt.entity_id, account)
+    assert row.error_class == "CircuitOpen" and row.due_at is not None and due is not None and row.due_at > due
+    assert row.status == "pending" and message.options["traffic_waits"] == 2
+    stub.close()
