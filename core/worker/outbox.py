@@ -36,8 +36,8 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
-LINGER = 0.02  # seconds a notification id waits for others to share its dispatch message
-BATCH = 200  # ids per dispatch message
+LINGER = 0.05  # seconds a notification id waits for others to share its dispatch message
+BATCH = 500  # ids per dispatch message
 
 
 class Outbox:
