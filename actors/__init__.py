@@ -12,7 +12,7 @@ from typing import Any
 import dramatiq
 
 from calsync.core.config.logging import bind_job
-from calsync.core.messaging.messages import RECONCILE_JOB
+from calsync.core.messaging.messages import DELIVER_WEBHOOK_JOB, DISPATCH_WEBHOOK_JOB, RECONCILE_JOB
 from calsync.core.model.calendar import ProviderLookup
 from calsync.core.model.errors import CalsyncError
 from calsync.core.model.intake import INTAKE_JOB, IntakeMessage
@@ -22,8 +22,12 @@ from calsync.core.producer.reconcile import reconcile as reconcile_overdue
 from calsync.core.producer.submit import Producer
 from calsync.core.redis.traffic import TrafficStore
 from calsync.core.runtime import Runtime
+from calsync.core.webhooks.delivery import Deliverer, DeliveryPolicy
+from calsync.core.webhooks.dispatch import dispatch
+from calsync.core.webhooks.transport import Transport
 from calsync.core.worker.context import current_job
 from calsync.core.worker.job import JobParts, sync_actor
+from calsync.core.worker.outbox import outbox_of
 from calsync.core.worker.traffic import TrafficGate, provider_limits
 
 
@@ -42,6 +46,7 @@ def declare(
         queue=settings.queue,
         idempotency_ttl=settings.idempotency_ttl,
         delete_verify_delay=settings.delete_verify_delay,
+        outbox=outbox_of(runtime),
         traffic=TrafficGate(TrafficStore(runtime.redis, runtime.keys), provider_limits(settings)),
     )
 
@@ -75,6 +80,40 @@ def declare(
         SYNC_JOB: declare_sync(sync_actor(parts)),
         RECONCILE_JOB: declare_reconcile(reconcile),
         INTAKE_JOB: declare_intake(intake_actor(Producer(runtime), _message_id, _bind_intake)),
+        **_webhook_actors(broker, runtime),
+    }
+
+
+def _webhook_actors(broker: dramatiq.Broker, runtime: Runtime) -> dict[str, dramatiq.Actor[Any, Any]]:
+    # Their own queue: a slow or dead receiver never delays a calendar sync.
+    settings = runtime.settings
+    queue = settings.webhook_queue
+    policy = DeliveryPolicy(
+        schedule=settings.webhook_retry_schedule,
+        jitter=settings.retry_jitter,
+        max_retry_after=settings.webhook_max_retry_after,
+        disable_after=settings.webhook_disable_after,
+        disable_min_failures=settings.webhook_disable_min_failures,
+    )
+    deliverer = Deliverer(runtime.db, runtime.cipher, Transport.from_settings(settings), broker, queue, policy)
+    limit = int(max(settings.job_time_limit, 2 * settings.webhook_timeout) * 1000)
+
+    def dispatch_webhook(*notification_ids: str) -> None:
+        """Create notifications' deliveries, one per subscribed endpoint, and enqueue them."""
+        for notification_id in notification_ids:
+            dispatch(runtime.db, broker, queue, notification_id)
+
+    def deliver_webhook(notification_id: str, endpoint_id: str) -> None:
+        """One signed attempt of one (notification, endpoint) delivery; retries and the DLQ are its own."""
+        deliverer.deliver(notification_id, endpoint_id)
+
+    def declare(name: str) -> Any:
+        errors = (CalsyncError,)  # expected outcomes: logged without a traceback
+        return dramatiq.actor(broker=broker, queue_name=queue, actor_name=name, time_limit=limit, throws=errors)
+
+    return {
+        DISPATCH_WEBHOOK_JOB: declare(DISPATCH_WEBHOOK_JOB)(dispatch_webhook),
+        DELIVER_WEBHOOK_JOB: declare(DELIVER_WEBHOOK_JOB)(deliver_webhook),
     }
 
 

@@ -27,6 +27,8 @@ from calsync.core.model.errors import (
     InvalidChange,
     InvalidPayload,
     InvalidRequest,
+    InvalidWebhookEndpoint,
+    InvalidWebhookUrl,
     LockBusy,
     MalformedMessage,
     OverRate,
@@ -39,6 +41,7 @@ from calsync.core.model.errors import (
     StoreUnavailable,
     TargetLocked,
     TemporaryError,
+    WebhookEndpointNotFound,
 )
 from calsync.core.producer.submit import Receipt, submit_change
 from calsync.core.runtime import Runtime
@@ -63,6 +66,8 @@ __all__ = [
     "InvalidChange",
     "InvalidPayload",
     "InvalidRequest",
+    "InvalidWebhookEndpoint",
+    "InvalidWebhookUrl",
     "LockBusy",
     "MalformedMessage",
     "OverRate",
@@ -78,5 +83,6 @@ __all__ = [
     "StoreUnavailable",
     "TargetLocked",
     "TemporaryError",
+    "WebhookEndpointNotFound",
     "submit_change",
 ]

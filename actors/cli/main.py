@@ -28,6 +28,7 @@ from calsync.actors.cli.pause import pause, resume
 from calsync.actors.cli.retry_now import retry_now_command
 from calsync.actors.cli.serve import serve
 from calsync.actors.cli.status import status
+from calsync.actors.cli.webhooks import webhooks
 from calsync.core.config.logging import configure_logging
 from calsync.core.config.settings import check_unknown_variables
 from calsync.core.model.errors import CalsyncError, PermanentError
@@ -121,6 +122,7 @@ for command in (
     resume,
     serve,
     api_keys,
+    webhooks,
 ):
     cli.add_command(command)
 

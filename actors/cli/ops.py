@@ -31,7 +31,7 @@ def worker_command(state: CliState, processes: int, threads: int) -> list[str]:
     return [
         sys.executable, "-m", "dramatiq", "calsync.actors.app:broker",
         "--processes", str(processes), "--threads", str(threads),
-        "--queues", *dict.fromkeys((*lanes_of(settings).queues, settings.intake_queue)),
+        "--queues", *dict.fromkeys((*lanes_of(settings).queues, settings.intake_queue, settings.webhook_queue)),
         "--worker-shutdown-timeout", str(shutdown_ms),
         "--skip-logging",
     ]  # fmt: skip

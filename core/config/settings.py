@@ -22,6 +22,7 @@ from calsync.core.config.coalesce import CoalesceSettings
 from calsync.core.config.fairness import FairnessSettings
 from calsync.core.config.housekeeping import HousekeepingSettings
 from calsync.core.config.traffic import TrafficSettings
+from calsync.core.config.webhooks import WebhookSettings
 from calsync.core.model.calendar import SendUpdates
 from calsync.core.model.errors import ConfigurationError
 
@@ -63,7 +64,7 @@ def _positive_list(value: Any) -> Any:
     return value
 
 
-class Settings(CoalesceSettings, HousekeepingSettings, FairnessSettings, TrafficSettings, BaseSettings):
+class Settings(CoalesceSettings, HousekeepingSettings, WebhookSettings, FairnessSettings, TrafficSettings, BaseSettings):
     """Every knob of calsync, read from ``CALSYNC_*`` variables (and nothing else)."""
 
     model_config = SettingsConfigDict(env_prefix=ENV_PREFIX, extra="ignore", frozen=True)

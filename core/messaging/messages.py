@@ -16,6 +16,9 @@ from calsync.core.model.intake import INTAKE_JOB, IntakeMessage
 from calsync.core.model.payload import SYNC_JOB, JobPayload
 
 RECONCILE_JOB = "reconcile"
+# The webhook actors (queue CALSYNC_WEBHOOK_QUEUE): a notification's fan-out to its endpoints, one delivery.
+DISPATCH_WEBHOOK_JOB = "dispatch_webhook"
+DELIVER_WEBHOOK_JOB = "deliver_webhook"
 
 # Options that describe one delivery and must not leak into the next one.
 _DELIVERY_OPTIONS = ("eta", "redis_message_id", "traceback", "requeue_timestamp")
@@ -46,6 +49,20 @@ def intake_message(queue: str, intake: IntakeMessage, *, message_id: str | None 
 def reconcile_message(queue: str) -> dramatiq.Message[Any]:
     """A message asking a worker to run the reconciler (what the Kubernetes CronJob sends)."""
     return dramatiq.Message(queue_name=queue, actor_name=RECONCILE_JOB, args=(), kwargs={}, options={})
+
+
+def webhook_dispatch_message(queue: str, *notification_ids: str) -> dramatiq.Message[Any]:
+    """Ask a worker to create notifications' deliveries (one per subscribed endpoint) and enqueue them."""
+    return dramatiq.Message(
+        queue_name=queue, actor_name=DISPATCH_WEBHOOK_JOB, args=notification_ids, kwargs={}, options={}
+    )
+
+
+def webhook_delivery_message(queue: str, notification_id: str, endpoint_id: str) -> dramatiq.Message[Any]:
+    """One (notification, endpoint) delivery; its attempts are counted in its database row, not here."""
+    return dramatiq.Message(
+        queue_name=queue, actor_name=DELIVER_WEBHOOK_JOB, args=(notification_id, endpoint_id), kwargs={}, options={}
+    )
 
 
 def redelivery(

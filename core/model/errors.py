@@ -192,6 +192,24 @@ class AppCredentialsRejected(ConfigurationError, AuthRevoked):
     reason = "app credentials rejected"
 
 
+class InvalidWebhookEndpoint(PermanentError):
+    """A webhook endpoint as given cannot be registered (no or unknown event types, a bad URL)."""
+
+    reason = "invalid webhook endpoint"
+
+
+class InvalidWebhookUrl(InvalidWebhookEndpoint):
+    """A webhook URL that is not https, or that resolves to a refused address (SSRF), is not registered."""
+
+    reason = "invalid webhook URL"
+
+
+class WebhookEndpointNotFound(PermanentError):
+    """No webhook endpoint of that id (for that tenant)."""
+
+    reason = "webhook endpoint not found"
+
+
 class Deferred(CalsyncError):
     """The job cannot run yet: re-enqueued after a short delay without using an attempt, a bounded number of times."""
 

@@ -17,6 +17,7 @@ from pydantic import BaseModel
 from calsync.core.model.change import Change
 from calsync.core.model.intake import IntakeMessage
 from calsync.core.model.payload import payload_json_schema
+from calsync.core.model.webhooks import WebhookNotification
 
 DIALECT = "https://json-schema.org/draft/2020-12/schema"
 BASE_ID = "https://calsync.dev/schemas/"
@@ -40,12 +41,18 @@ def intake_json_schema() -> dict[str, Any]:
     return _published(IntakeMessage, "intake-message.schema.json", "calsync submit_change message argument")
 
 
+def webhook_json_schema() -> dict[str, Any]:
+    """The JSON Schema of every webhook request's body (docs/PROTOCOL.md, "Webhooks")."""
+    return _published(WebhookNotification, "webhook-notification.schema.json", "calsync webhook notification")
+
+
 def published() -> dict[str, dict[str, Any]]:
     """File name → schema, for everything under docs/schemas/."""
     return {
         "job-payload.schema.json": payload_json_schema(),
         "change.schema.json": change_json_schema(),
         "intake-message.schema.json": intake_json_schema(),
+        "webhook-notification.schema.json": webhook_json_schema(),
     }
 
 

@@ -27,8 +27,9 @@ SYNC_STATUSES: Final[tuple[SyncStatus, ...]] = get_args(SyncStatus)
 
 Role = Literal["worker", "producer", "cli"]
 
-# A dead letter is a job that failed for good, or a message quarantined because it is not a job at all.
-DeadLetterKind = Literal["job", "quarantined"]
+# A dead letter is a job that failed for good, a message quarantined because it is not a job at all, or a
+# webhook delivery that failed for good (kind 'webhook': the receiver's status and a truncated body).
+DeadLetterKind = Literal["job", "quarantined", "webhook"]
 DEAD_LETTER_KINDS: Final[tuple[DeadLetterKind, ...]] = get_args(DeadLetterKind)
 
 # The tables housekeeping deletes from (``calsync_housekeeping_rows_purged_total{table}``), and how a pass ended:
@@ -45,6 +46,28 @@ API_SCOPES: Final[tuple[ApiScope, ...]] = get_args(ApiScope)
 # Which queue a sync job takes: the normal one, or the bulk lane of a tenant over its enqueue rate.
 Lane = Literal["normal", "bulk"]
 LANES: Final[tuple[Lane, ...]] = get_args(Lane)
+
+# What a webhook notification tells a tenant's services (docs/PROTOCOL.md, "Webhooks").
+WebhookEventType = Literal["sync.succeeded", "sync.dead_lettered", "event.cancelled", "account.needs_reauth"]
+WEBHOOK_EVENT_TYPES: Final[tuple[WebhookEventType, ...]] = get_args(WebhookEventType)
+# An endpoint is enabled, or disabled by its breaker (``auto``) or by an operator.
+WebhookEndpointStatus = Literal["enabled", "disabled"]
+WEBHOOK_ENDPOINT_STATUSES: Final[tuple[WebhookEndpointStatus, ...]] = get_args(WebhookEndpointStatus)
+WebhookDisabledBy = Literal["auto", "operator"]
+# One (notification, endpoint) delivery: still trying, done (2xx), or failed for good (in the DLQ).
+WebhookDeliveryStatus = Literal["pending", "delivered", "failed"]
+WEBHOOK_DELIVERY_STATUSES: Final[tuple[WebhookDeliveryStatus, ...]] = get_args(WebhookDeliveryStatus)
+
+
+class WebhookOutcome(StrEnum):
+    """How one delivery attempt ended (``calsync_webhook_deliveries_total{outcome}``)."""
+
+    DELIVERED = "delivered"  # 2xx
+    RETRY_SCHEDULED = "retry_scheduled"  # 5xx, 408, 429, timeout, connection error: tried again later
+    PERMANENT = "permanent"  # another 4xx: dead-lettered at once
+    EXHAUSTED = "exhausted"  # retries ran out: dead-lettered
+    REFUSED = "refused"  # the URL now resolves to a refused address (SSRF): dead-lettered
+    SKIPPED = "skipped"  # the endpoint is disabled or gone, or the delivery is already done
 
 
 class DeadLetterCause(StrEnum):

@@ -110,6 +110,16 @@ def _store_metrics(reading: Reading) -> Iterator[Metric]:
     )
     pending.add_metric([], store.pending_oldest_age_seconds)
     yield pending
+    disabled = _gauge("calsync_webhook_endpoints_disabled", "Webhook endpoints disabled, by who: auto (the breaker) "
+                      "or operator.", ["by"])  # fmt: skip
+    for by, count in sorted(store.webhook_endpoints_disabled.items()):
+        disabled.add_metric([by], count)
+    yield disabled
+    deliveries = _gauge("calsync_webhook_deliveries", "Webhook deliveries (notification x endpoint) by status.",
+                        ["status"])  # fmt: skip
+    for status, count in store.webhook_deliveries.items():
+        deliveries.add_metric([status], count)
+    yield deliveries
 
 
 def _circuit_metrics(reading: Reading) -> Iterator[Metric]:

@@ -41,9 +41,9 @@ from calsync.core.messaging.lanes import lanes_of
 from calsync.core.messaging.messages import RECONCILE_JOB
 from calsync.core.model.intake import INTAKE_JOB
 from calsync.core.model.payload import SYNC_JOB
-from calsync.core.model.vocabulary import SYNC_STATUSES
+from calsync.core.model.vocabulary import SYNC_STATUSES, WEBHOOK_DELIVERY_STATUSES
 from calsync.core.redis.traffic import CircuitReading, TrafficStore
-from calsync.core.store import dead_letters, targets
+from calsync.core.store import dead_letters, targets, webhook_deliveries, webhook_endpoints
 
 if TYPE_CHECKING:
     from calsync.core.runtime import Runtime
@@ -95,6 +95,9 @@ class StoreReading:
     dead_letter_oldest_age_seconds: float
     targets: dict[str, int]
     pending_oldest_age_seconds: float
+    # Webhook endpoints disabled, by who (auto: the breaker; operator), and deliveries by status.
+    webhook_endpoints_disabled: dict[str, int] = field(default_factory=lambda: {"auto": 0, "operator": 0})
+    webhook_deliveries: dict[str, int] = field(default_factory=dict)
 
     def open_by_job_type(self) -> dict[str, int]:
         """Open dead letters per job type, every known job type included (a zero is a series too)."""
@@ -123,6 +126,7 @@ class StoreReading:
                 "by_status": self.targets,
                 "pending_oldest_age_seconds": _rounded(self.pending_oldest_age_seconds),
             },
+            "webhooks": {"endpoints_disabled": self.webhook_endpoints_disabled, "deliveries": self.webhook_deliveries},
         }
 
 
@@ -240,7 +244,8 @@ class StatusReader:
 
     def queues(self, now: float) -> list[QueueReading]:
         """The depth of every queue calsync consumes."""
-        consumed = (*lanes_of(self.settings).queues, self.settings.intake_queue)
+        consumed = tuple(dict.fromkeys((*lanes_of(self.settings).queues, self.settings.intake_queue,
+                                        self.settings.webhook_queue)))  # fmt: skip
         if broker_kind(self.runtime.broker_url) == "rabbitmq":
             url = self.runtime.broker_url
             return [QueueReading(queue, _rabbitmq_ready(url, queue), None, None, None) for queue in consumed]
@@ -270,11 +275,15 @@ class StatusReader:
             oldest_failure = dead_letters.oldest_open_failed_at(conn)
             by_status = targets.count_by_status(conn)
             oldest_due = targets.oldest_pending_due(conn)
+            disabled = webhook_endpoints.count_disabled(conn)
+            deliveries = webhook_deliveries.count_by_status(conn)
         return StoreReading(
             dead_letters_open=open_counts,
             dead_letter_oldest_age_seconds=_age(oldest_failure, now),
             targets={status: by_status.get(status, 0) for status in SYNC_STATUSES},
             pending_oldest_age_seconds=_age(oldest_due, now),
+            webhook_endpoints_disabled=disabled,
+            webhook_deliveries={status: deliveries.get(status, 0) for status in WEBHOOK_DELIVERY_STATUSES},
         )
 
     # --- traffic control -----------------------------------------------------------------------

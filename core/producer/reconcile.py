@@ -5,9 +5,10 @@ more than ``RECONCILE_AFTER`` seconds has no live message (the broker lost it, a
 or Redis was flushed), so a fresh job for the event's latest version is enqueued. A target whose
 enqueue failed has no due time at all (``targets.mark_unqueued``): it is due at once, and the very
 next pass re-enqueues it.
-Duplicates are harmless: jobs are idempotent. The same pass runs one housekeeping pass
-(core/store/pruning.py), as workers do every ``MAINTENANCE_INTERVAL``: a deployment whose workers run
-none (``MAINTENANCE_INTERVAL=0``) still prunes, at the CronJob's pace.
+Duplicates are harmless: jobs are idempotent. The same pass re-enqueues lost webhook dispatches and
+deliveries (webhook_reconcile.py) and runs one housekeeping pass (core/store/pruning.py), as workers do
+every ``MAINTENANCE_INTERVAL``: a deployment whose workers run none (``MAINTENANCE_INTERVAL=0``) still
+prunes, at the CronJob's pace.
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ from calsync.core.model.ids import new_trace_id
 from calsync.core.model.payload import new_payload
 from calsync.core.model.planner import Plan, plan
 from calsync.core.producer.fairness import lane_choice
+from calsync.core.producer.webhook_reconcile import reconcile_webhooks
 from calsync.core.runtime import Runtime
 from calsync.core.store import events, targets
 from calsync.core.store.pruning import PruneReport, Retention, prune
@@ -39,6 +41,7 @@ class ReconcileReport:
     requeued: list[str] = field(default_factory=list)
     failed: list[str] = field(default_factory=list)
     purged: PruneReport = field(default_factory=PruneReport)
+    webhooks_requeued: int = 0
 
     def as_json(self) -> dict[str, object]:
         """Printed by ``calsync reconcile``."""
@@ -52,6 +55,7 @@ class ReconcileReport:
             "purged_events": self.purged.purged.get("events", 0),
             "purged_event_targets": self.purged.purged.get("event_targets", 0),
             "housekeeping_caught_up": self.purged.caught_up,
+            "webhooks_requeued": self.webhooks_requeued,
         }
 
 
@@ -107,6 +111,7 @@ def reconcile(
         with runtime.db.write() as conn:
             targets.postpone(conn, row.key, due_at=dt.datetime.now(dt.UTC))
         report.requeued.append(payload.job_id)
+    report.webhooks_requeued = reconcile_webhooks(runtime, before=now - dt.timedelta(seconds=threshold), limit=limit)
     report.purged = prune(runtime.db, Retention.of(runtime.settings), now=now)
     log.info("reconciliation done", extra={"fields": report.as_json() | {"job_ids": None, "trace_id": trace}})
     return report

@@ -21,6 +21,7 @@ from sqlalchemy import (
     Integer,
     LargeBinary,
     MetaData,
+    PrimaryKeyConstraint,
     String,
     Table,
     Text,
@@ -28,7 +29,13 @@ from sqlalchemy import (
 from sqlalchemy.types import DateTime, TypeDecorator
 
 from calsync.core.model.calendar import AccountStatus, BusinessStatus, ProviderName
-from calsync.core.model.vocabulary import API_SCOPES, DEAD_LETTER_KINDS, SYNC_STATUSES
+from calsync.core.model.vocabulary import (
+    API_SCOPES,
+    DEAD_LETTER_KINDS,
+    SYNC_STATUSES,
+    WEBHOOK_DELIVERY_STATUSES,
+    WEBHOOK_ENDPOINT_STATUSES,
+)
 
 metadata = MetaData()
 
@@ -217,4 +224,62 @@ schema_window = Table(
     Column("id", Integer, primary_key=True),
     Column("revision", String(32), nullable=False),
     Column("oldest_code_revision", String(32), nullable=False),
+)
+
+# A tenant's webhook receiver (core/store/webhook_endpoints.py). ``secrets`` is Fernet-encrypted JSON like
+# credentials: the current signing secret and, during a rotation, the previous one until
+# ``previous_expires_at``. The breaker counts failed attempts in a row since ``failing_since``.
+webhook_endpoints = Table(
+    "webhook_endpoints",
+    metadata,
+    Column("id", String(64), primary_key=True),
+    Column("tenant_id", String(128), nullable=False),
+    Column("url", String(2048), nullable=False),
+    Column("event_types", JSON, nullable=False),
+    Column("secrets", LargeBinary, nullable=False),
+    Column("previous_expires_at", UTCDateTime, nullable=True),
+    Column("status", String(16), nullable=False),
+    Column("disabled_by", String(16), nullable=True),
+    Column("disabled_reason", Text, nullable=True),
+    Column("consecutive_failures", Integer, nullable=False, server_default="0"),
+    Column("failing_since", UTCDateTime, nullable=True),
+    Column("created_at", UTCDateTime, nullable=False),
+    Column("updated_at", UTCDateTime, nullable=False),
+    _one_of("status", WEBHOOK_ENDPOINT_STATUSES, "ck_webhook_endpoints_status"),
+    CheckConstraint("disabled_by IS NULL OR disabled_by IN ('auto', 'operator')", name="ck_webhook_endpoints_by"),
+    Index("ix_webhook_endpoints_tenant", "tenant_id"),
+)
+
+# The outbox: one row per logical notification, written in the transaction of what it reports. ``id`` is the
+# stable ``webhook-id``; ``dispatched_at`` is set once its deliveries exist (the reconciler takes the rest).
+webhook_notifications = Table(
+    "webhook_notifications",
+    metadata,
+    Column("id", String(64), primary_key=True),
+    Column("tenant_id", String(128), nullable=False),
+    Column("event_type", String(32), nullable=False),
+    Column("payload", JSON, nullable=False),
+    Column("created_at", UTCDateTime, nullable=False),
+    Column("dispatched_at", UTCDateTime, nullable=True),
+    Index("ix_webhook_notifications_undispatched", "dispatched_at", "created_at"),
+)
+
+# One delivery per (notification, endpoint): its attempts, the last answer, when the next attempt is due.
+webhook_deliveries = Table(
+    "webhook_deliveries",
+    metadata,
+    Column("notification_id", String(64), nullable=False),
+    Column("endpoint_id", String(64), nullable=False),
+    Column("status", String(16), nullable=False),
+    Column("attempts", Integer, nullable=False, server_default="0"),
+    Column("last_status_code", Integer, nullable=True),
+    Column("last_error", Text, nullable=True),
+    Column("next_attempt_at", UTCDateTime, nullable=True),
+    Column("created_at", UTCDateTime, nullable=False),
+    Column("updated_at", UTCDateTime, nullable=False),
+    PrimaryKeyConstraint("notification_id", "endpoint_id", name="pk_webhook_deliveries"),
+    ForeignKeyConstraint(["notification_id"], ["webhook_notifications.id"], name="fk_deliveries_notification"),
+    _one_of("status", WEBHOOK_DELIVERY_STATUSES, "ck_webhook_deliveries_status"),
+    Index("ix_webhook_deliveries_status_next", "status", "next_attempt_at"),
+    Index("ix_webhook_deliveries_endpoint", "endpoint_id"),
 )

@@ -19,6 +19,7 @@ from calsync.core.model.calendar import Target
 from calsync.core.model.vocabulary import SyncStatus
 from calsync.core.store.direct import DirectResult, DirectStatement, DirectTransaction
 from calsync.core.store.schema import event_targets as t
+from calsync.core.store.schema import events as ev
 
 Wanted = Literal["present", "absent"]
 
@@ -209,6 +210,28 @@ def record_synced(
         "v_now": dt.datetime.now(dt.UTC),
     }
     return CasOutcome(tx.execute(_RECORD_SYNCED, params))
+
+
+# The event row locked (PostgreSQL; SQLite writers are serialized anyway), then its targets not yet deleted: two
+# last deletions committing side by side cannot both miss each other (the event.cancelled notification).
+_LOCK_EVENT = DirectStatement(
+    select(ev.c.version)
+    .where(ev.c.tenant_id == bindparam("k_tenant"), ev.c.id == bindparam("k_event"))
+    .with_for_update()
+)
+_LIVE_OF_EVENT = DirectStatement(
+    select(func.count())
+    .select_from(t)
+    .where(t.c.tenant_id == bindparam("k_tenant"), t.c.event_id == bindparam("k_event"), t.c.status != "deleted")
+)
+
+
+def all_deleted(tx: DirectTransaction, tenant_id: str, event_id: str) -> bool:
+    """Whether every target of the event is deleted, this transaction's writes included (locks the event row)."""
+    params = {"k_tenant": tenant_id, "k_event": event_id}
+    tx.execute(_LOCK_EVENT, params)
+    rows = tx.execute(_LIVE_OF_EVENT, params).rows
+    return bool(rows) and next(iter(rows[0].values())) == 0
 
 
 def record_retry(

@@ -8,11 +8,11 @@ may still apply it. So the delete runs once more ``DELETE_VERIFY_DELAY`` seconds
 message whose key ends in ``:verify``; it never schedules another).
 
 :func:`target_deleted` tells whether every target of a cancelled event is now gone
-(core/store/cancelled_events.py). It is asked after the commit, so when the last two deletes commit at the
-same time both may answer True: whatever is emitted there (the ``event.cancelled`` notification) must be
-keyed by (tenant, event, cancelled version) so the duplicate collapses. Asked inside the result transaction
-instead, two concurrent last deletes would each see the other's target still pending and neither would
-answer True. Verification re-runs do not ask: the first delete already did.
+(core/store/cancelled_events.py), for the log line that says so. It is asked after the commit, so when the
+last two deletes commit at the same time both may log it. The ``event.cancelled`` webhook is not emitted
+here: core/worker/outbox.py records it inside the last delete's result transaction, with the event row
+locked, so concurrent last deletes serialise and exactly one records it (its id is keyed by tenant, event
+and cancelled version besides). Verification re-runs do not ask: the first delete already did.
 """
 
 from __future__ import annotations

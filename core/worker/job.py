@@ -40,6 +40,7 @@ from calsync.core.store.targets import TargetRow
 from calsync.core.worker import cancellation
 from calsync.core.worker.context import REPAIR_OPTION, JobContext, current_job, detached_delivery
 from calsync.core.worker.metrics import lock_attempt, provider_request
+from calsync.core.worker.outbox import Outbox
 from calsync.core.worker.snapshot import Snapshot, Versions, load_snapshot, load_versions
 from calsync.core.worker.traffic import TrafficGate
 
@@ -59,6 +60,7 @@ class JobParts:
     idempotency_ttl: int
     traffic: TrafficGate = field(default_factory=lambda: TrafficGate(None, {}))  # limits, back-off, breakers
     delete_verify_delay: float = 0  # DELETE_VERIFY_DELAY (core/worker/cancellation.py)
+    outbox: Outbox | None = None  # webhook notifications recorded with the result (None: never)
 
 
 def run_sync(parts: JobParts, delivery: JobContext, args: Sequence[Any], kwargs: Mapping[str, Any]) -> Outcome:
@@ -88,7 +90,7 @@ def run_sync(parts: JobParts, delivery: JobContext, args: Sequence[Any], kwargs:
             ref = _call_provider(parts.providers.get(account.provider), account, event, target, effect)
         if not _record_result(parts, payload, event, target, effect, ref):
             _repair_if_overtaken(parts, payload, target, event.version)
-        if effect == "delete":  # re-run it if a create may land later; the cancellation complete? (event.cancelled)
+        if effect == "delete":  # re-run it if a create may land later; log a completed cancellation
             cancellation.after_delete(parts.db, parts.broker, parts.queue, payload, event, target,
                                       verify_delay=parts.delete_verify_delay)  # fmt: skip
         log.info("provider synced", extra={"fields": {"effect": effect, "synced_version": event.version}})
@@ -183,6 +185,10 @@ def _record_result(
         idempotency.record_success(
             tx, payload.idempotency_key, job_id=payload.job_id, result=result, ttl_seconds=parts.idempotency_ttl
         )
+        external_id = ref.external_id if ref else target.external_id
+        notified = parts.outbox.on_synced(tx, payload, event, effect, external_id) if parts.outbox else []
+    if notified and parts.outbox is not None:
+        parts.outbox.send(parts.broker, notified)
     return bool(won)  # after the commit: on PostgreSQL the whole transaction is one round trip
 
 

@@ -32,6 +32,7 @@ from calsync.core.worker.middleware.dead_letters import DeadLetterRecorder
 from calsync.core.worker.middleware.lifecycle import JobLifecycle, JobObserver
 from calsync.core.worker.middleware.retries import RetryPolicy, ScheduledRetries
 from calsync.core.worker.pause import PauseGate
+from calsync.core.worker.outbox import outbox_of
 
 if TYPE_CHECKING:
     from calsync.core.runtime import Runtime
@@ -54,7 +55,7 @@ def worker_middleware(
         JobLifecycle(runtime.stats, job_observers),
         TimeLimit(time_limit=int(settings.job_time_limit * 1000)),
         ShutdownNotifications(),
-        DeadLetterRecorder(runtime.db),
+        DeadLetterRecorder(runtime.db, outbox_of(runtime)),
         ScheduledRetries(runtime.db, policy),
     ]
 

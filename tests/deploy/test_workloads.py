@@ -214,7 +214,7 @@ def test_all_images_are_the_same_release(overlay: Manifests) -> None:
 
 def test_keda_scales_on_the_brokers_ready_lists(overlay: Manifests) -> None:
     """listName is <CALSYNC_REDIS_NAMESPACE>:<queue>, the key Dramatiq's Redis broker pushes ready ids to, for
-    each queue workers consume (the calendar queue, its bulk lane and the intake queue)."""
+    each queue workers consume (the calendar queue, its bulk lane, the intake queue and the webhook queue)."""
     scaled = overlay.of_kind("ScaledObject")
     if not scaled:
         assert overlay.of_kind("HorizontalPodAutoscaler"), "no autoscaler at all"
@@ -222,10 +222,11 @@ def test_keda_scales_on_the_brokers_ready_lists(overlay: Manifests) -> None:
     (obj,) = scaled
     settings = overlay.settings()
     defaults = Settings()
-    sync, bulk, intake = obj["spec"]["triggers"]
+    sync, bulk, intake, webhooks = obj["spec"]["triggers"]
     for trigger, queue, default in ((sync, settings.queue, defaults.queue),
                                     (bulk, settings.effective_bulk_queue, defaults.effective_bulk_queue),
-                                    (intake, settings.intake_queue, defaults.intake_queue)):  # fmt: skip
+                                    (intake, settings.intake_queue, defaults.intake_queue),
+                                    (webhooks, settings.webhook_queue, defaults.webhook_queue)):  # fmt: skip
         assert trigger["type"] == "redis"
         assert trigger["metadata"]["listName"] == RedisKeys(settings.redis_namespace).ready_queue(queue)
         assert trigger["metadata"]["listName"] == f"{defaults.redis_namespace}:{default}"

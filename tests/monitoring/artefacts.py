@@ -30,7 +30,7 @@ ISSUE_5_METRICS = {
 # Metrics added beyond issue 5's list (documented in docs/METRICS.md).
 EXTRA_METRICS = {
     "calsync_exporter_source_up", "calsync_traffic_deferrals_total", "calsync_circuit_state",
-    "calsync_circuit_accounts_not_closed", "calsync_provider_blocked_seconds",
+    "calsync_circuit_accounts_not_closed", "calsync_provider_blocked_seconds", "calsync_webhook_endpoints_disabled",
 }  # fmt: skip
 ISSUE_5_HISTOGRAMS = {"calsync_job_duration_seconds", "calsync_provider_request_duration_seconds"}
 

@@ -37,10 +37,10 @@ def _message(queue: str, payload: JobPayload, *, created: float) -> dramatiq.Mes
 
 
 def _queue(pipeline: Pipeline) -> QueueReading:
-    calendar, bulk, intake = StatusReader(pipeline.runtime).queues(time.time())
+    calendar, bulk, intake, webhooks = StatusReader(pipeline.runtime).queues(time.time())
     settings = pipeline.settings
-    assert (calendar.queue, bulk.queue, intake.queue) == (settings.queue, settings.effective_bulk_queue,
-                                                          settings.intake_queue)  # fmt: skip
+    assert (calendar.queue, bulk.queue, intake.queue, webhooks.queue) == (
+        settings.queue, settings.effective_bulk_queue, settings.intake_queue, settings.webhook_queue)  # fmt: skip
     return calendar
 
 
@@ -181,7 +181,7 @@ def test_rabbitmq_reports_only_the_ready_count(pipeline: Pipeline, broker_kind: 
         missing = pipeline.settings.model_copy(update={"queue": f"missing{uuid.uuid4().hex[:8]}"})
         runtime = Runtime(missing, check_schema=False)
         try:
-            undeclared, _bulk, intake = StatusReader(runtime).queues(time.time())
+            undeclared, _bulk, intake, _webhooks = StatusReader(runtime).queues(time.time())
             assert undeclared.ready == 0 and undeclared.queue == missing.queue and intake.queue == missing.intake_queue
         finally:
             runtime.close()

@@ -87,4 +87,4 @@ def test_calsync_worker_consumes_both_lanes_and_the_intake_queue(settings_factor
     state._settings = settings_factory(bulk_queue="overflow")
     command = worker_command(state, 1, 2)
     queues = command[command.index("--queues") + 1 : command.index("--worker-shutdown-timeout")]
-    assert queues == [state.settings.queue, "overflow", state.settings.intake_queue]
+    assert queues == [state.settings.queue, "overflow", state.settings.intake_queue, state.settings.webhook_queue]

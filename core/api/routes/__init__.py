@@ -1,1 +1,1 @@
-"""One router per resource: changes, events, dead letters, health."""
+"""One router per resource: changes, events, dead letters, webhooks, health."""

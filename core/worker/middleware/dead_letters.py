@@ -43,6 +43,7 @@ from calsync.core.worker.failures import (
 )
 from calsync.core.worker.metrics import DEAD_LETTERS
 from calsync.core.worker.middleware.quarantine import quarantine_record
+from calsync.core.worker.outbox import Outbox
 
 log = logging.getLogger(__name__)
 
@@ -73,8 +74,9 @@ def _raw_payload(message: dramatiq.MessageProxy) -> Any:
 class DeadLetterRecorder(dramatiq.Middleware):
     """Writes the dead-letter record, marks the target failed and, when needed, the account."""
 
-    def __init__(self, db: Database) -> None:
+    def __init__(self, db: Database, outbox: Outbox | None = None) -> None:
         self.db = db
+        self.outbox = outbox  # webhook notifications recorded with the dead letter
 
     def before_nack(self, broker: dramatiq.Broker, message: dramatiq.MessageProxy) -> None:
         ctx = delivery_of(message.message_id)
@@ -87,11 +89,17 @@ class DeadLetterRecorder(dramatiq.Middleware):
         cause = (ctx.dead_letter_cause if ctx is not None else None) or rejection_cause(error)
         record = dead_letter_record(message, payload, error, cause)
         try:
-            self._store_or_degrade(record, payload, error)
+            notified = self._store_or_degrade(record, payload, error)
         except _UNAVAILABLE as exc:
             log.exception("could not record the dead letter; the nack will be retried")
             raise DeadLetterStoreUnavailable(str(exc)) from exc  # type: ignore[no-untyped-call]
         log.debug("job dead-lettered", extra={"fields": {"reason": record.reason, "error_class": record.error_class}})
+        if notified and self.outbox is not None:
+            self.outbox.send(broker, notified)
+
+    def after_worker_shutdown(self, broker: dramatiq.Broker, worker: dramatiq.Worker) -> None:
+        if self.outbox is not None:
+            self.outbox.flush()  # webhook dispatches still lingering in this process (else: the reconciler)
 
     def quarantine(self, item: Quarantined) -> None:
         """Record a delivery the consumer refused (raises while the database is down: it stays queued)."""
@@ -104,10 +112,9 @@ class DeadLetterRecorder(dramatiq.Middleware):
 
     def _store_or_degrade(
         self, record: DeadLetterRecord, payload: JobPayload | None, error: BaseException | None
-    ) -> None:
+    ) -> list[str]:
         try:
-            self._store(record, payload, error)
-            return
+            return self._store(record, payload, error)
         except _UNAVAILABLE:
             raise
         except Exception as exc:
@@ -121,20 +128,24 @@ class DeadLetterRecorder(dramatiq.Middleware):
         except Exception:
             # fitted() cuts every column to the table, so this is a bug; retrying would loop forever.
             log.exception("could not store even the degraded dead letter", extra={"fields": {"job_id": record.job_id}})
+        return []
 
-    def _store(self, record: DeadLetterRecord, payload: JobPayload | None, error: BaseException | None) -> None:
+    def _store(self, record: DeadLetterRecord, payload: JobPayload | None, error: BaseException | None) -> list[str]:
         db = self.db
         with db.write() as conn:
             dead_letters.insert(db, conn, record)
             if payload is None:
-                return
+                return []
             key = TargetKey(payload.tenant_id, payload.entity_id, payload.account_id)
             targets.record_failed(conn, key, version=payload.target_version, error_class=record.error_class,
                                   message=record.last_error)  # fmt: skip
+            reauth = False
             if isinstance(error, AuthRevoked):
                 account = accounts.get_summary(conn, payload.account_id)
-                if account is not None and account.status == "active":
+                reauth = account is not None and account.status == "active"
+                if reauth:
                     accounts.update_account(conn, payload.account_id, status="needs_reauth")
+            return self.outbox.on_dead_lettered(conn, record, payload, needs_reauth=reauth) if self.outbox else []
 
 
 def dead_letter_record(

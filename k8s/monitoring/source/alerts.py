@@ -231,10 +231,28 @@ def monitoring_alerts(q: PromQL) -> list[Alert]:
     ]
 
 
+def webhook_alerts(q: PromQL) -> list[Alert]:
+    """A webhook receiver failed long enough that its breaker disabled it: its tenant hears nothing more."""
+    where = _where(q.params)
+    return [
+        Alert(
+            "CalsyncWebhookEndpointDisabled",
+            _compare(q.agg("max", q.sel("calsync_webhook_endpoints_disabled", by="auto")), ">", 0),
+            "5m",
+            "warning",
+            "calsync disabled {{ $value }} failing webhook endpoints",
+            f"{{{{ $value }}}} webhook endpoints{where} failed for CALSYNC_WEBHOOK_DISABLE_AFTER and were disabled "
+            "by their breaker: their tenants' services get no notifications until an operator fixes the receiver, "
+            "enables the endpoint and replays its dead letters.",
+        ),
+    ]
+
+
 def alerts(params: Params) -> list[Alert]:
     """Every calsync alert, in the order of docs/RUNBOOK.md."""
     q = PromQL(params)
-    return [*queue_alerts(q), *job_alerts(q), *worker_alerts(q), *traffic_alerts(q), *monitoring_alerts(q)]
+    return [*queue_alerts(q), *job_alerts(q), *worker_alerts(q), *traffic_alerts(q), *webhook_alerts(q),
+            *monitoring_alerts(q)]  # fmt: skip
 
 
 def rule_groups(params: Params) -> dict[str, Value]:

@@ -84,6 +84,8 @@ _METRICS = (
     Metric("calsync_circuit_state", "exporter", "gauge", {"provider": ANY, "scope": ("provider", "account")}),
     Metric("calsync_circuit_accounts_not_closed", "exporter", "gauge", {"provider": ANY}),
     Metric("calsync_provider_blocked_seconds", "exporter", "gauge", {"provider": ANY}),
+    # Issue 18: webhook endpoints the breaker (auto) or an operator disabled.
+    Metric("calsync_webhook_endpoints_disabled", "exporter", "gauge", {"by": ("auto", "operator")}),
     Metric("up", "prometheus", "gauge"),
 )
 

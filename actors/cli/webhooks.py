@@ -1,0 +1,97 @@
+"""``calsync webhooks``: register (the signing secret is printed once), list, disable, enable, remove, rotate-secret."""
+
+from __future__ import annotations
+
+import click
+from pydantic import TypeAdapter, ValidationError
+
+from calsync.actors.cli.common import CliState, pass_state, print_json, print_table
+from calsync.core.model.errors import InvalidWebhookEndpoint
+from calsync.core.model.ids import Identifier
+from calsync.core.model.vocabulary import WEBHOOK_EVENT_TYPES
+from calsync.core.webhooks.registration import Registry
+from calsync.core.webhooks.transport import Transport
+
+_tenant = TypeAdapter(Identifier)
+
+
+def registry(state: CliState) -> Registry:
+    """The endpoints' registry, with the URL rules the settings give (the same as at delivery)."""
+    runtime = state.runtime
+    settings = runtime.settings
+    transport = Transport.from_settings(settings)
+    return Registry(runtime.db, runtime.cipher, transport, grace_seconds=settings.webhook_secret_grace)
+
+
+@click.group("webhooks")
+def webhooks() -> None:
+    """Signed notifications to a tenant's services (docs/PROTOCOL.md, "Webhooks")."""
+
+
+@webhooks.command("add")
+@click.option("--tenant", required=True, help="The tenant whose events are notified.")
+@click.option("--url", required=True, help="The receiver: https (http only with CALSYNC_WEBHOOK_ALLOW_HTTP).")
+@click.option("--events", required=True, help=f"Comma-separated event types: {', '.join(WEBHOOK_EVENT_TYPES)}.")
+@pass_state
+def add(state: CliState, tenant: str, url: str, events: str) -> None:
+    """Register an endpoint and print its signing secret once (stored encrypted only)."""
+    try:
+        _tenant.validate_python(tenant)
+    except ValidationError:
+        raise InvalidWebhookEndpoint(f"--tenant: {tenant!r} is not a valid identifier") from None
+    secret, endpoint = registry(state).add(tenant, url, events.split(","))
+    print_json({"secret": secret, **endpoint.as_json()})
+
+
+@webhooks.command("list")
+@click.option("--tenant", help="Only this tenant's endpoints.")
+@click.option("--json", "as_json", is_flag=True, help="Print JSON.")
+@pass_state
+def list_(state: CliState, tenant: str | None, as_json: bool) -> None:
+    """List endpoints, their status and failure streak (never the secrets)."""
+    found = registry(state).list(tenant)
+    if as_json:
+        print_json([e.as_json() for e in found])
+        return
+    print_table(
+        "webhook endpoints",
+        ["id", "tenant", "url", "events", "status", "failures", "since"],
+        [(e.id, e.tenant_id, e.url, ",".join(e.event_types),
+          e.status if e.status == "enabled" else f"disabled ({e.disabled_by})", str(e.consecutive_failures),
+          e.failing_since.isoformat(timespec="seconds") if e.failing_since else None) for e in found],
+    )  # fmt: skip
+
+
+@webhooks.command("disable")
+@click.argument("endpoint_id")
+@click.option("--reason", help="Why (shown by list).")
+@pass_state
+def disable(state: CliState, endpoint_id: str, reason: str | None) -> None:
+    """Stop delivering; pending deliveries go to the DLQ (replay them after enable)."""
+    print_json(registry(state).disable(endpoint_id, reason=reason).as_json())
+
+
+@webhooks.command("enable")
+@click.argument("endpoint_id")
+@pass_state
+def enable(state: CliState, endpoint_id: str) -> None:
+    """Deliver again, also after the breaker disabled the endpoint; replay its dead letters next."""
+    print_json(registry(state).enable(endpoint_id).as_json())
+
+
+@webhooks.command("remove")
+@click.argument("endpoint_id")
+@pass_state
+def remove(state: CliState, endpoint_id: str) -> None:
+    """Delete an endpoint and its deliveries."""
+    registry(state).remove(endpoint_id)
+    print_json({"removed": endpoint_id})
+
+
+@webhooks.command("rotate-secret")
+@click.argument("endpoint_id")
+@pass_state
+def rotate_secret(state: CliState, endpoint_id: str) -> None:
+    """Print a new secret once; the old one signs too for CALSYNC_WEBHOOK_SECRET_GRACE seconds."""
+    secret, endpoint = registry(state).rotate_secret(endpoint_id)
+    print_json({"secret": secret, **endpoint.as_json()})

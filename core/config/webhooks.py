@@ -1,0 +1,68 @@
+"""Webhook settings (a mixin of :class:`~core.config.settings.Settings`): queue, SSRF rules, timeouts, retries."""
+
+from __future__ import annotations
+
+import ipaddress
+from typing import Annotated, Any
+
+from pydantic import BaseModel, Field, field_validator
+from pydantic_settings import NoDecode
+
+
+def _split(value: Any) -> Any:
+    if isinstance(value, str):
+        return tuple(p.strip() for p in value.split(",") if p.strip())
+    return value
+
+
+class WebhookSettings(BaseModel):
+    """``CALSYNC_WEBHOOK_*``: how notifications are delivered (docs/PROTOCOL.md, "Webhooks")."""
+
+    # The deliver_webhook actor's queue: a slow receiver never delays a calendar sync.
+    webhook_queue: str = Field(default="webhooks", pattern=r"^[A-Za-z0-9_-]+$")
+    # http:// receiver URLs (development only); https is required otherwise.
+    webhook_allow_http: bool = False
+    # Addresses or CIDRs a receiver may resolve to although they are loopback/private/link-local.
+    # (comma-separated; a string, so child processes get it back verbatim).
+    webhook_allowed_networks: str = ""
+    webhook_connect_timeout: float = Field(default=3, gt=0)
+    webhook_timeout: float = Field(default=10, gt=0)  # the whole request, connect included
+    # Delays (s) between attempts: one retry per entry, ± RETRY_JITTER; Retry-After (429/503) is a floor.
+    webhook_retry_schedule: Annotated[tuple[float, ...], NoDecode] = (5, 30, 120, 600, 1800, 3600, 10800)
+    webhook_max_retry_after: float = Field(default=3600, gt=0)  # a longer Retry-After is cut to this
+    # The breaker: an endpoint failing for this long (and this many attempts in a row) is disabled.
+    webhook_disable_after: float = Field(default=3 * 86400, gt=0)
+    webhook_disable_min_failures: int = Field(default=10, ge=1)
+    # How long the previous secret keeps signing after `calsync webhooks rotate-secret`.
+    webhook_secret_grace: float = Field(default=86400, ge=0)
+    # How long a worker caches which tenants have endpoints for which event types.
+    webhook_directory_ttl: float = Field(default=5, ge=0)
+    # How much of a failed response's body the DLQ record keeps.
+    webhook_body_limit: int = Field(default=1024, ge=0, le=65536)
+
+    @field_validator("webhook_retry_schedule", mode="before")
+    @classmethod
+    def _split_lists(cls, value: Any) -> Any:
+        return _split(value)
+
+    @field_validator("webhook_allowed_networks")
+    @classmethod
+    def _check_networks(cls, value: str) -> str:
+        for item in _split(value):
+            try:
+                ipaddress.ip_network(item, strict=False)
+            except ValueError:
+                raise ValueError(f"{item!r} is not an IP address or CIDR network") from None
+        return value
+
+    @field_validator("webhook_retry_schedule")
+    @classmethod
+    def _check_schedule(cls, value: tuple[float, ...]) -> tuple[float, ...]:
+        if not value or any(float(v) < 0 for v in value):
+            raise ValueError("must list at least one delay in seconds, none negative, e.g. 5,30,120")
+        return tuple(float(v) for v in value)
+
+    @property
+    def webhook_networks(self) -> tuple[str, ...]:
+        """``WEBHOOK_ALLOWED_NETWORKS`` as a list."""
+        return tuple(_split(self.webhook_allowed_networks))

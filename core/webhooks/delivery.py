@@ -1,0 +1,246 @@
+"""One (notification, endpoint) delivery: sign, post, then done, retry later, or dead-letter; and the breaker.
+
+2xx is done. 5xx, 408, 429, timeouts and connection errors are retried on ``WEBHOOK_RETRY_SCHEDULE``
+± ``RETRY_JITTER``, a ``Retry-After`` (429, 503) as a floor (capped at ``WEBHOOK_MAX_RETRY_AFTER``); any
+other answer is permanent. A permanent answer, exhausted retries, a URL that now resolves to a refused
+address or a disabled endpoint end in the DLQ (kind ``webhook``: status, a truncated body); ``calsync dlq
+replay`` sends it again under the same ``webhook-id``. The row counts attempts and holds the next due time
+before the retry is enqueued, so a lost message is found by the reconciler, never restarted.
+
+Every failed attempt extends the endpoint's failure streak; an endpoint failing for
+``WEBHOOK_DISABLE_AFTER`` seconds and at least ``WEBHOOK_DISABLE_MIN_FAILURES`` attempts in a row is
+disabled (``disabled_by = auto``) until an operator enables it again.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import logging
+import time
+from dataclasses import dataclass
+
+import dramatiq
+import httpx
+from sqlalchemy import Connection
+
+from calsync.core.messaging.messages import DELIVER_WEBHOOK_JOB, webhook_delivery_message
+from calsync.core.model.backoff import retry_delay
+from calsync.core.model.errors import InvalidWebhookUrl
+from calsync.core.model.ids import new_id
+from calsync.core.model.redaction import redact
+from calsync.core.model.vocabulary import WebhookOutcome
+from calsync.core.model.webhook_signing import request_headers
+from calsync.core.model.webhooks import WebhookNotification
+from calsync.core.store import dead_letters, webhook_deliveries, webhook_endpoints, webhook_notifications
+from calsync.core.store.crypto import CredentialCipher
+from calsync.core.store.database import Database
+from calsync.core.store.dead_letters import DeadLetterRecord
+from calsync.core.store.webhook_endpoints import Endpoint
+from calsync.core.store.webhook_notifications import Notification
+from calsync.core.webhooks import metrics
+from calsync.core.webhooks.transport import Answer, Transport
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class DeliveryPolicy:
+    """When attempts repeat and when an endpoint's breaker opens."""
+
+    schedule: tuple[float, ...]
+    jitter: float
+    max_retry_after: float
+    disable_after: float
+    disable_min_failures: int
+
+
+@dataclass(frozen=True)
+class _Failure:
+    outcome: WebhookOutcome
+    reason: str  # the DLQ reason (low-cardinality)
+    status: int | None
+    detail: str
+    error_class: str
+
+
+def retryable(status: int) -> bool:
+    """Answers worth another attempt: server errors, request timeout, too many requests."""
+    return status >= 500 or status in (408, 429)
+
+
+class Deliverer:
+    """Runs deliveries for the ``deliver_webhook`` actor."""
+
+    def __init__(
+        self,
+        db: Database,
+        cipher: CredentialCipher,
+        transport: Transport,
+        broker: dramatiq.Broker,
+        queue: str,
+        policy: DeliveryPolicy,
+    ) -> None:
+        self.db, self.cipher, self.transport, self.broker = db, cipher, transport, broker
+        self.queue, self.policy = queue, policy
+
+    def deliver(self, notification_id: str, endpoint_id: str) -> WebhookOutcome:
+        """One attempt of a pending delivery (anything else is skipped)."""
+        now = dt.datetime.now(dt.UTC)
+        with self.db.read() as conn:
+            delivery = webhook_deliveries.get(conn, notification_id, endpoint_id)
+            endpoint = webhook_endpoints.get(conn, endpoint_id)
+            found = webhook_notifications.get(conn, notification_id)
+            keys = webhook_endpoints.signing_secrets(conn, self.cipher, endpoint_id, now) if endpoint else []
+        if delivery is None or delivery.status != "pending" or found is None:
+            metrics.count(WebhookOutcome.SKIPPED)
+            return WebhookOutcome.SKIPPED
+        if endpoint is None:
+            with self.db.write() as conn:
+                webhook_deliveries.close(conn, notification_id, endpoint_id, why="the endpoint was removed")
+            metrics.count(WebhookOutcome.SKIPPED)
+            return WebhookOutcome.SKIPPED
+        attempt = delivery.attempts + 1
+        if endpoint.status != "enabled":
+            why = f"endpoint {endpoint.id} is disabled ({endpoint.disabled_by})"
+            failure = _Failure(WebhookOutcome.SKIPPED, "webhook endpoint disabled", None, why, "EndpointDisabled")
+            self._dead_letter(found, endpoint, attempt - 1, failure, count_failure=False)
+            return failure.outcome
+        return self._attempt(found, endpoint, attempt, keys)
+
+    def _attempt(self, notification: Notification, endpoint: Endpoint, attempt: int, keys: list[str]) -> WebhookOutcome:
+        body = _body(notification)
+        started = time.monotonic()
+        answer: Answer | None = None
+        error: Exception | None = None
+        try:
+            target = self.transport.check(endpoint.url)
+            headers = request_headers(keys, notification.id, int(time.time()), body)
+            answer = self.transport.post(endpoint.url, target, headers, body)
+        except InvalidWebhookUrl as exc:
+            failure = _Failure(WebhookOutcome.REFUSED, "webhook address refused", None, str(exc), "InvalidWebhookUrl")
+            self._dead_letter(notification, endpoint, attempt, failure)
+            return failure.outcome
+        except httpx.HTTPError as exc:  # timeouts, connection errors, protocol errors
+            error = exc
+        status = answer.status if answer is not None else None
+        metrics.DELIVERY_SECONDS.labels(metrics.status_class(status, error)).observe(time.monotonic() - started)
+        if answer is not None and 200 <= answer.status < 300:
+            self._delivered(notification, endpoint, answer.status)
+            return WebhookOutcome.DELIVERED
+        if answer is not None and not retryable(answer.status):
+            failure = _Failure(WebhookOutcome.PERMANENT, "webhook answer refused", answer.status,
+                               _answer_text(answer), "WebhookRejected")  # fmt: skip
+            self._dead_letter(notification, endpoint, attempt, failure)
+            return failure.outcome
+        detail = _answer_text(answer) if answer is not None else f"{type(error).__name__}: {error}"
+        error_class = "WebhookUnavailable" if answer is not None else type(error).__name__
+        if attempt > len(self.policy.schedule):
+            failure = _Failure(WebhookOutcome.EXHAUSTED, "webhook retries exhausted", status,
+                               f"{detail} (retries exhausted after {attempt} attempts)", error_class)  # fmt: skip
+            self._dead_letter(notification, endpoint, attempt, failure, error=error)
+            return failure.outcome
+        self._retry(notification, endpoint, attempt, answer, detail, error)
+        return WebhookOutcome.RETRY_SCHEDULED
+
+    def _delivered(self, notification: Notification, endpoint: Endpoint, status: int) -> None:
+        with self.db.write() as conn:
+            webhook_deliveries.record_attempt(conn, notification.id, endpoint.id, status="delivered",
+                                              status_code=status, error=None, next_attempt_at=None)  # fmt: skip
+            webhook_endpoints.record_success(conn, endpoint.id)
+        metrics.count(WebhookOutcome.DELIVERED, status)
+
+    def _retry(
+        self,
+        notification: Notification,
+        endpoint: Endpoint,
+        attempt: int,
+        answer: Answer | None,
+        detail: str,
+        error: Exception | None,
+    ) -> None:
+        hint = answer.retry_after if answer is not None and answer.status in (429, 503) else None
+        hint = min(hint, self.policy.max_retry_after) if hint is not None else None
+        delay = retry_delay(self.policy.schedule, attempt - 1, jitter=self.policy.jitter, retry_after=hint)
+        due = dt.datetime.now(dt.UTC) + dt.timedelta(seconds=delay)
+        status = answer.status if answer is not None else None
+        with self.db.write() as conn:  # the due time first: a lost enqueue is found by the reconciler
+            webhook_deliveries.record_attempt(conn, notification.id, endpoint.id, status="pending",
+                                              status_code=status, error=detail[:1000], next_attempt_at=due)  # fmt: skip
+            self._failed_attempt(conn, endpoint)
+        metrics.count(WebhookOutcome.RETRY_SCHEDULED, status, error)
+        try:
+            self.broker.enqueue(webhook_delivery_message(self.queue, notification.id, endpoint.id),
+                                delay=int(delay * 1000))  # fmt: skip
+        except Exception:
+            log.warning("could not enqueue the webhook retry; the reconciler will", exc_info=True)
+        log.info("webhook delivery retry scheduled", extra={"fields": {
+            "notification_id": notification.id, "endpoint_id": endpoint.id, "attempt": attempt,
+            "status": status, "retry_in_seconds": round(delay, 3)}})  # fmt: skip
+
+    def _dead_letter(
+        self,
+        notification: Notification,
+        endpoint: Endpoint,
+        attempts: int,
+        failure: _Failure,
+        *,
+        error: Exception | None = None,
+        count_failure: bool = True,
+    ) -> None:
+        record = _record(notification, endpoint, attempts, failure, self.queue)
+        with self.db.write() as conn:
+            if attempts > 0:
+                webhook_deliveries.record_attempt(conn, notification.id, endpoint.id, status="failed",
+                                                  status_code=failure.status, error=failure.detail[:1000],
+                                                  next_attempt_at=None)  # fmt: skip
+            else:
+                webhook_deliveries.close(conn, notification.id, endpoint.id, why=failure.detail[:1000])
+            dead_letters.insert(self.db, conn, record)
+            if count_failure:
+                self._failed_attempt(conn, endpoint)
+        metrics.count(failure.outcome, failure.status, error)
+        log.warning("webhook delivery dead-lettered", extra={"fields": {
+            "notification_id": notification.id, "endpoint_id": endpoint.id, "reason": failure.reason,
+            "status": failure.status, "attempts": attempts}})  # fmt: skip
+
+    def _failed_attempt(self, conn: Connection, endpoint: Endpoint) -> None:
+        # The breaker: a long enough failure streak disables the endpoint (in the attempt's transaction).
+        now = dt.datetime.now(dt.UTC)
+        updated = webhook_endpoints.record_failure(conn, endpoint.id, now)
+        if updated is None or updated.status != "enabled" or updated.failing_since is None:
+            return
+        failing = (now - updated.failing_since).total_seconds()
+        if updated.consecutive_failures < self.policy.disable_min_failures or failing < self.policy.disable_after:
+            return
+        reason = f"failing since {updated.failing_since.isoformat()} ({updated.consecutive_failures} attempts in a row)"
+        webhook_endpoints.set_status(conn, endpoint.id, "disabled", by="auto", reason=reason)
+        metrics.ENDPOINTS_DISABLED.inc()
+        log.warning("webhook endpoint disabled by its breaker", extra={"fields": {
+            "endpoint_id": endpoint.id, "tenant_id": endpoint.tenant_id, "why": reason}})  # fmt: skip
+
+
+def _body(notification: Notification) -> bytes:
+    return WebhookNotification.model_validate(notification.payload).body()
+
+
+def _answer_text(answer: Answer) -> str:
+    text = answer.body.decode("utf-8", errors="replace")
+    return f"HTTP {answer.status}" + (f": {redact(text)}" if text else "")
+
+
+def _record(
+    notification: Notification, endpoint: Endpoint, attempts: int, failure: _Failure, queue: str
+) -> DeadLetterRecord:
+    """The DLQ record of a failed delivery: enough to replay it under the same webhook-id."""
+    data = notification.payload.get("data", {})
+    now = dt.datetime.now(dt.UTC)
+    entry = {"attempt": attempts, "at": now.isoformat(), "error_class": failure.error_class, "message": failure.detail}
+    return DeadLetterRecord(
+        job_id=new_id("whd"), job_type=DELIVER_WEBHOOK_JOB, message_id=None, queue=queue,
+        tenant_id=notification.tenant_id, entity_id=data.get("entity_id"), account_id=data.get("account_id"),
+        idempotency_key=None, trace_id=data.get("trace_id"),
+        payload={"notification_id": notification.id, "endpoint_id": endpoint.id, "event_type": notification.event_type,
+                 "status": failure.status},
+        attempts=max(attempts, 1), reason=failure.reason, error_class=failure.error_class, last_error=failure.detail,
+        error_history=[entry], first_failed_at=now, failed_at=now, kind="webhook",
+    )  # fmt: skip
