@@ -64,7 +64,9 @@ def _positive_list(value: Any) -> Any:
     return value
 
 
-class Settings(CoalesceSettings, HousekeepingSettings, WebhookSettings, FairnessSettings, TrafficSettings, BaseSettings):
+class Settings(  # the mixins: one module of fields per area (core/config/)
+    CoalesceSettings, HousekeepingSettings, WebhookSettings, FairnessSettings, TrafficSettings, BaseSettings
+):
     """Every knob of calsync, read from ``CALSYNC_*`` variables (and nothing else)."""
 
     model_config = SettingsConfigDict(env_prefix=ENV_PREFIX, extra="ignore", frozen=True)

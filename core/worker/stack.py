@@ -31,8 +31,8 @@ from calsync.core.worker.metrics import WorkerMetrics
 from calsync.core.worker.middleware.dead_letters import DeadLetterRecorder
 from calsync.core.worker.middleware.lifecycle import JobLifecycle, JobObserver
 from calsync.core.worker.middleware.retries import RetryPolicy, ScheduledRetries
-from calsync.core.worker.pause import PauseGate
 from calsync.core.worker.outbox import outbox_of
+from calsync.core.worker.pause import PauseGate
 
 if TYPE_CHECKING:
     from calsync.core.runtime import Runtime
