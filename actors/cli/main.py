@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import logging
 import sys
+from importlib import import_module
 from importlib.metadata import entry_points
 from typing import Any
 
@@ -17,18 +18,7 @@ import dramatiq.errors
 import redis
 import sqlalchemy.exc
 
-from calsync.actors.cli.accounts import accounts
-from calsync.actors.cli.api_keys import api_keys
-from calsync.actors.cli.changes import events, submit
 from calsync.actors.cli.common import EXIT_BAD_INPUT, CliState, describe_failure
-from calsync.actors.cli.dlq import dlq
-from calsync.actors.cli.exporter import exporter
-from calsync.actors.cli.ops import migrate, reconcile, secret_key, stop, worker
-from calsync.actors.cli.pause import pause, resume
-from calsync.actors.cli.retry_now import retry_now_command
-from calsync.actors.cli.serve import serve
-from calsync.actors.cli.status import status
-from calsync.actors.cli.webhooks import webhooks
 from calsync.core.config.logging import configure_logging
 from calsync.core.config.settings import check_unknown_variables
 from calsync.core.model.errors import CalsyncError, PermanentError
@@ -51,22 +41,51 @@ class BadInput(CliError):
 
 COMMAND_GROUP = "calsync.commands"
 
+# Each built-in command's module, imported when the command runs: importing them all (the HTTP server, every
+# provider's client library) made every invocation, `calsync --version` included, pay about 1 s more.
+BUILT_IN: dict[str, str] = {
+    "accounts": "accounts:accounts",
+    "api-keys": "api_keys:api_keys",
+    "dlq": "dlq:dlq",
+    "events": "changes:events",
+    "exporter": "exporter:exporter",
+    "migrate": "ops:migrate",
+    "pause": "pause:pause",
+    "reconcile": "ops:reconcile",
+    "resume": "pause:resume",
+    "retry-now": "retry_now:retry_now_command",
+    "secret-key": "ops:secret_key",
+    "serve": "serve:serve",
+    "status": "status:status",
+    "stop": "ops:stop",
+    "submit": "changes:submit",
+    "webhooks": "webhooks:webhooks",
+    "worker": "ops:worker",
+}
+
 
 class CalsyncGroup(click.Group):
     """Turns calsync's error values into one-line messages with meaningful exit codes.
 
-    Commands that other installed distributions register in the ``calsync.commands`` entry-point group
-    (calsync-emulators' ``demo`` and ``emulator`` in a dev install) are loaded only when invoked, so a
-    missing or broken plugin never stops the built-in commands.
+    Built-in commands are imported when invoked (:data:`BUILT_IN`). Commands that other installed
+    distributions register in the ``calsync.commands`` entry-point group (calsync-emulators' ``demo`` and
+    ``emulator`` in a dev install) are loaded only when invoked, so a missing or broken plugin never stops
+    the built-in commands.
     """
 
     def list_commands(self, ctx: click.Context) -> list[str]:
-        return sorted({*super().list_commands(ctx), *(entry.name for entry in entry_points(group=COMMAND_GROUP))})
+        plugins = (entry.name for entry in entry_points(group=COMMAND_GROUP))
+        return sorted({*super().list_commands(ctx), *BUILT_IN, *plugins})
 
     def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
         command = super().get_command(ctx, cmd_name)
         if command is not None:
             return command
+        if cmd_name in BUILT_IN:
+            module, _, attribute = BUILT_IN[cmd_name].partition(":")
+            loaded: click.Command = getattr(import_module(f"calsync.actors.cli.{module}"), attribute)
+            self.add_command(loaded, cmd_name)
+            return loaded
         for entry in entry_points(group=COMMAND_GROUP, name=cmd_name):
             try:
                 loaded = entry.load()
@@ -103,28 +122,6 @@ def cli() -> None:
     """calsync: retry-safe calendar sync jobs (Dramatiq workers for Google Calendar and Exchange)."""
     configure_logging(logging.getLevelName(logging.WARNING), stream=sys.stderr)  # stdout is for the result
     check_unknown_variables()  # a misspelt CALSYNC_* variable stops every command, not only those reading settings
-
-
-for command in (
-    accounts,
-    submit,
-    events,
-    dlq,
-    worker,
-    reconcile,
-    migrate,
-    stop,
-    secret_key,
-    status,
-    exporter,
-    retry_now_command,
-    pause,
-    resume,
-    serve,
-    api_keys,
-    webhooks,
-):
-    cli.add_command(command)
 
 
 def main() -> None:
