@@ -83,7 +83,7 @@ def run_sync(parts: JobParts, delivery: JobContext, args: Sequence[Any], kwargs:
         ref = _call_provider(parts.providers.get(account.provider), account, event, target, effect)
         if not _record_result(parts, payload, event, target, effect, ref):
             _repair_if_overtaken(parts, payload, target, event.version)
-        log.info("provider synced", extra={"fields": {"effect": effect, "synced_version": event.version}})
+        delivery.result.update(effect=effect, synced_version=event.version)  # logged on the job's one line
         return Outcome.SUCCESS
     finally:
         try:
