@@ -87,7 +87,7 @@ def run_sync(parts: JobParts, delivery: JobContext, args: Sequence[Any], kwargs:
         return Outcome.SUCCESS
     finally:
         try:
-            parts.locks.release(held)
+            parts.locks.release_later(held)  # the answer is read with this thread's next lock command
         except Exception:
             log.warning("could not release the target lock; it expires by its TTL", exc_info=True)
 
