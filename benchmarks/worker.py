@@ -1,7 +1,7 @@
 """Drain rate of deployed ``calsync worker`` processes against bare ``dramatiq`` worker processes, in one run.
 
     PYTHONPATH=. .venv/bin/python benchmarks/worker.py [--jobs 5000] [--rounds 3] [--shapes 1x8,2x8]
-        [--database sqlite|postgresql] [--redis-url URL]
+        [--database sqlite|postgresql|sqlite,postgresql] [--redis-url URL]
 
 What users run: ``calsync worker`` (Dramatiq's CLI under it, metrics in Prometheus multiprocess
 files, heartbeats, JSON logs at INFO written to a file, the memory provider in its data dir's SQLite
@@ -14,13 +14,15 @@ shape (processes x threads) and round; it prints each side, then the medians and
 target is >= 0.5). CPU ms/job is the worker processes' CPU over the measured window.
 With ``--database postgresql`` the calsync side runs on a fresh schema of ``--postgres-dsn``
 (dropped afterwards), and it also prints the database round trips per job, counted in libpq's
-protocol trace of an in-process worker's connections.
+protocol trace of an in-process worker's connections. ``--database sqlite,postgresql`` runs a calsync
+side on each, in the same rounds, against the same bare side.
 It is a benchmark, not a test: numbers depend on the machine.
 """
 
 from __future__ import annotations
 
 import argparse
+import functools
 import os
 import platform
 import signal
@@ -295,7 +297,7 @@ def _configuration(args: argparse.Namespace, url: str) -> str:
     return "\n".join([
         f"calsync worker vs bare dramatiq: {args.jobs} jobs queued first per side, drain timed from 90 % to 10 % left",
         f"  shapes {', '.join(map(str, args.shapes))} (processes x threads), {args.rounds} rounds, sides alternating",
-        f"  Redis {url} ({'explicit' if args.redis_url else 'embedded, own'}), database {args.database}, "
+        f"  Redis {url} ({'explicit' if args.redis_url else 'embedded, own'}), database {' and '.join(args.database)}, "
         "memory provider (SQLite file), metrics + heartbeats + JSON logs (INFO) on",
         f"  {platform.python_implementation()} {platform.python_version()}, {os.cpu_count()} CPUs, "
         f"load average {' '.join(f'{x:.1f}' for x in os.getloadavg())}",
@@ -310,13 +312,35 @@ def _shapes(text: str) -> list[Shape]:
     return shapes
 
 
+def _databases(text: str) -> list[str]:
+    names = [part.strip() for part in text.split(",")]
+    unknown = sorted(set(names) - {"sqlite", "postgresql"})
+    if unknown or not names:
+        raise argparse.ArgumentTypeError(f"databases are sqlite and postgresql, not {unknown}")
+    return list(dict.fromkeys(names))
+
+
+def _sides(args: argparse.Namespace, url: str, shape: Shape, scratch: Path) -> list[tuple[str, Any]]:
+    """Every side of one shape and round: bare, then calsync (and the compared tree) on each database."""
+    sides: list[tuple[str, Any]] = [("bare", lambda: bare(url, args.jobs, shape, scratch))]
+    trees: list[tuple[str, Path | None]] = [("calsync", None)]
+    if args.compare is not None:
+        trees.append(("compared", args.compare))
+    for database in args.database:
+        for name, tree in trees:
+            run = functools.partial(calsync, url, args.jobs, shape, scratch, database, args.postgres_dsn, tree)
+            sides.append((f"{name} {database}", run))
+    return sides
+
+
 def main() -> None:
     """Run every shape's sides, alternating, and print the comparison."""
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--jobs", type=int, default=5000)
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--shapes", type=_shapes, default=_shapes("1x8,2x8"), help="e.g. 1x8,2x8")
-    parser.add_argument("--database", choices=("sqlite", "postgresql"), default="sqlite")
+    parser.add_argument("--database", type=_databases, default=["sqlite"],
+                        help="sqlite, postgresql, or both side by side: sqlite,postgresql")  # fmt: skip
     parser.add_argument("--postgres-dsn", default="postgresql://postgres@127.0.0.1:5432/test")
     parser.add_argument("--compare", type=Path, help="also run the worker of this calsync checkout (before/after)")
     add_redis_option(parser)
@@ -329,12 +353,7 @@ def main() -> None:
         print(_configuration(args, url), flush=True)
         for n in range(1, args.rounds + 1):
             for shape in args.shapes:
-                sides = [("bare", lambda s=shape: bare(url, args.jobs, s, scratch)),
-                         ("calsync", lambda s=shape: calsync(url, args.jobs, s, scratch, args.database,
-                                                             args.postgres_dsn))]  # fmt: skip
-                if args.compare is not None:
-                    sides.append(("compared", lambda s=shape: calsync(url, args.jobs, s, scratch, args.database,
-                                                                      args.postgres_dsn, args.compare)))  # fmt: skip
+                sides = _sides(args, url, shape, scratch)
                 if n % 2 == 0:
                     sides.reverse()
                 measured = {side: run() for side, run in sides}
@@ -342,19 +361,17 @@ def main() -> None:
                 for side, drain in measured.items():
                     results.setdefault((str(shape), side), []).append(drain)
                     _print(drain)
-                print(f"  calsync/bare: {measured['calsync'].rate / measured['bare'].rate:.2f}", flush=True)
-                if "compared" in measured:
-                    print(f"  compared/bare: {measured['compared'].rate / measured['bare'].rate:.2f}", flush=True)
-        if args.database == "postgresql":
+                for side, drain in measured.items():
+                    if side != "bare":
+                        print(f"  {side}/bare: {drain.rate / measured['bare'].rate:.2f}", flush=True)
+        if "postgresql" in args.database:
             trips = round_trips(url, 500, scratch, args.postgres_dsn)
             print(f"PostgreSQL round trips per sync job (500 jobs, libpq trace): {trips:.2f}", flush=True)
     print(f"median of {args.rounds} rounds:")
     for shape in args.shapes:
         bare_runs = results[(str(shape), "bare")]
-        for side in ("bare", "calsync", "compared"):
-            runs = results.get((str(shape), side), [])
-            if not runs:
-                continue
+        for side in [side for kind, side in results if kind == str(shape)]:
+            runs = results[(str(shape), side)]
             rate = statistics.median(d.rate for d in runs)
             cpu = statistics.median(d.cpu_ms_per_job for d in runs)
             print(f"  {shape} {runs[0].name:<28} {rate:7.0f} jobs/s  {cpu:5.2f} ms CPU/job")

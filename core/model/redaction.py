@@ -40,6 +40,13 @@ _PATTERNS = (
     re.compile(r"(?i)(authorization:\s*basic\s+)[A-Za-z0-9+/=]+"),
 )
 
+# Each pattern needs one of these words in the text: without any, no pattern can match, and the seven
+# substitutions are skipped (most log messages: redact() of a short message took 3x as long without this check).
+_PATTERN_HINT = re.compile(
+    r"(?i)bearer|ya29\.|1//|eyj|access_token|refresh_token|id_token|client_secret|password|private_key|assertion"
+    r"|private key|authorization"
+)
+
 
 #: Credential fields whose values are secrets (compared lower-case); see also :data:`_SECRET_SUFFIXES`.
 SECRET_FIELDS = frozenset(
@@ -103,6 +110,8 @@ def redact(text: str, secrets: Iterable[str] = ()) -> str:
     for secret in (*given, *_secrets_snapshot):
         if secret in text:
             text = text.replace(secret, MASK)
+    if _PATTERN_HINT.search(text) is None:
+        return text
     for pattern in _PATTERNS:
         text = pattern.sub(lambda m: (m.group(1) if m.groups() else "") + MASK, text)
     return text

@@ -75,6 +75,7 @@ class LockManager:
         # Each worker thread sends its per-job commands on a connection of its own (see _call).
         self._local = threading.local()
         self._connections: list[Any] = []
+        self._unread: dict[int, list[HeldLock]] = {}  # per connection: releases sent, answers not yet read
         self._owner: Callable[[], str] | None = None
         self._release_sha = _sha(_RELEASE)
         self._acquire_sha = _sha(_ACQUIRE)
@@ -127,6 +128,25 @@ class LockManager:
             held.lost = True
         return released
 
+    def release_later(self, held: HeldLock) -> None:
+        """Free the lock without waiting for Redis' answer, which this thread reads before its next lock command.
+
+        A job's release then costs no round trip of its own (benchmarks/worker.py, docs/notes/performance.md).
+        Commands on one connection run in order, so the release lands before anything this thread sends
+        next; ``held.lost`` is set once the answer is read. If it cannot be sent, :meth:`release` runs.
+        """
+        with self._held_lock:
+            self._held.pop(held.token, None)
+        connection = self._connection()
+        try:
+            self._read_unread(connection)
+            connection.send_command("EVAL", _RELEASE, 1, held.key, held.token)  # EVAL: no NOSCRIPT answer to redo
+        except (redis.ConnectionError, redis.TimeoutError, OSError):
+            connection.disconnect()
+            self.release(held)
+            return
+        self._unread.setdefault(id(connection), []).append(held)
+
     def renew_all(self) -> None:
         """Extend every held lock once (the renewer thread calls this every TTL/3)."""
         with self._held_lock:
@@ -162,17 +182,40 @@ class LockManager:
         # (pool checkout and check-in, argument inspection, retries, telemetry hooks): that machinery
         # cost a job more CPU than the round trip itself (benchmarks/pipeline.py). A connection error
         # drops the connection (the next call opens a new one) and reaches the caller.
-        connection = getattr(self._local, "connection", None)
-        if connection is None:
-            connection = self._local.connection = self._client.connection_pool.get_connection()
-            with self._held_lock:
-                self._connections.append(connection)
+        connection = self._connection()
         try:
+            self._read_unread(connection)
             connection.send_command(*args)
             return connection.read_response()
         except (redis.ConnectionError, redis.TimeoutError, OSError):
             connection.disconnect()
             raise
+
+    def _connection(self) -> Any:
+        connection = getattr(self._local, "connection", None)
+        if connection is None:
+            connection = self._local.connection = self._client.connection_pool.get_connection()
+            with self._held_lock:
+                self._connections.append(connection)
+        return connection
+
+    def _read_unread(self, connection: Any) -> None:
+        # The answers to this connection's earlier release_later() calls, oldest first.
+        unread = self._unread.pop(id(connection), None)
+        if not unread:
+            return
+        try:
+            for held in unread:
+                try:
+                    released = connection.read_response()
+                except redis.ResponseError:
+                    released = False  # a complete answer (an error): the next one follows it
+                if not released:
+                    held.lost = True
+        except (redis.ConnectionError, redis.TimeoutError, OSError):
+            # Released or not, those locks expire by their TTL; the caller's command goes on a new connection.
+            connection.disconnect()
+            log.warning("lost the answers to lock releases", extra={"fields": {"locks": len(unread)}})
 
     def _ensure_renewer(self) -> None:
         if self._renewer is not None:
@@ -191,4 +234,6 @@ class LockManager:
         with self._held_lock:
             connections, self._connections = self._connections, []
         for connection in connections:
+            if self._unread.pop(id(connection), None):
+                connection.disconnect()  # never hand the pool a connection with answers still to read
             self._client.connection_pool.release(connection)

@@ -39,6 +39,7 @@ class JobContext:
     error: BaseException | None = None
     dead_letter_cause: DeadLetterCause | None = None  # set when the retry policy dead-letters the delivery
     retry_in: float | None = None
+    result: dict[str, Any] = field(default_factory=dict)  # what the job did, for the delivery's one log line
 
     def begin(self, payload: JobPayload) -> None:
         """The job's payload is known: every log line from now on carries its fields."""

@@ -93,11 +93,11 @@ def run_sync(parts: JobParts, delivery: JobContext, args: Sequence[Any], kwargs:
         if effect == "delete":  # re-run it if a create may land later; log a completed cancellation
             cancellation.after_delete(parts.db, parts.broker, parts.queue, payload, event, target,
                                       verify_delay=parts.delete_verify_delay)  # fmt: skip
-        log.info("provider synced", extra={"fields": {"effect": effect, "synced_version": event.version}})
+        delivery.result.update(effect=effect, synced_version=event.version)  # logged on the job's one line
         return Outcome.SUCCESS
     finally:
         try:
-            parts.locks.release(held)
+            parts.locks.release_later(held)  # the answer is read with this thread's next lock command
         except Exception:
             log.warning("could not release the target lock; it expires by its TTL", exc_info=True)
 

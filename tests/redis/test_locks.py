@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import redis
 
-from calsync.core.redis.locks import LockManager
+from calsync.core.redis.locks import HeldLock, LockManager
+from tests.support import wait_until
 
 
 def test_one_owner_at_a_time(managers: tuple[LockManager, LockManager], namespace: str) -> None:
@@ -30,16 +31,25 @@ def test_tokens_differ_across_processes_and_acquisitions(
     assert len(tokens) == 6
 
 
+def _lost_to_them(
+    managers: tuple[LockManager, LockManager], client: redis.Redis, key: str
+) -> tuple[HeldLock, HeldLock]:
+    """Our lock on ``key`` and theirs: our TTL ran out while we were paused, and another worker took the target."""
+    ours, theirs = managers
+    stale = ours.acquire(key)
+    assert stale is not None
+    client.delete(key)
+    current = theirs.acquire(key)
+    assert current is not None
+    return stale, current
+
+
 def test_an_expired_lock_taken_over_is_neither_released_nor_renewed_by_its_old_owner(
     managers: tuple[LockManager, LockManager], namespace: str, client: redis.Redis
 ) -> None:
     ours, theirs = managers
     key = f"{namespace}:lock:t:e:a"
-    stale = ours.acquire(key)
-    assert stale is not None
-    client.delete(key)  # our TTL ran out while we were paused...
-    current = theirs.acquire(key)  # ...and another worker took the target
-    assert current is not None
+    stale, current = _lost_to_them(managers, client, key)
     ours.renew_all()
     assert stale.lost
     assert not ours.release(stale)
@@ -75,3 +85,38 @@ def test_a_dropped_connection_is_replaced_without_losing_the_lock_state(
     client.client_kill("{}:{}".format(*connection._sock.getsockname()))
     assert ours.release(held) and client.exists(key) == 0
     assert ours.release(warm)
+
+
+def test_a_release_not_awaited_frees_the_lock_and_its_answer_is_read_before_the_next_command(
+    managers: tuple[LockManager, LockManager], namespace: str, client: redis.Redis
+) -> None:
+    ours, theirs = managers
+    first, second = f"{namespace}:lock:t:e1:a", f"{namespace}:lock:t:e2:a"
+    held = ours.acquire(first)
+    assert held is not None
+    ours.release_later(held)
+    wait_until(lambda: client.get(first) is None, what="the lock freed")
+    again = ours.acquire(second)  # reads the release's answer first, then its own
+    assert again is not None and client.get(second) == again.token.encode() and not held.lost
+    assert theirs.acquire(first) is not None
+
+
+def test_a_release_not_awaited_of_a_lock_no_longer_ours_frees_nothing_and_marks_it_lost(
+    managers: tuple[LockManager, LockManager], namespace: str, client: redis.Redis
+) -> None:
+    ours, _ = managers
+    key = f"{namespace}:lock:t:e:a"
+    held, taken = _lost_to_them(managers, client, key)
+    ours.release_later(held)
+    assert ours.acquire(f"{namespace}:lock:t:e2:a") is not None  # the next command reads the answer
+    assert held.lost and client.get(key) == taken.token.encode()
+
+
+def test_closing_with_an_unread_answer_leaves_no_answer_in_the_pool(client: redis.Redis, namespace: str) -> None:
+    manager = LockManager(client, ttl_seconds=30)
+    held = manager.acquire(f"{namespace}:lock:t:e:a")
+    assert held is not None
+    manager.release_later(held)
+    manager.close()
+    for n in range(3):  # pooled connections answer their own commands, not the release
+        assert client.set(f"{namespace}:probe{n}", "x") is True and client.get(f"{namespace}:probe{n}") == b"x"

@@ -63,7 +63,7 @@ class JobLifecycle(dramatiq.Middleware):
             return
         outcome = (ctx.outcome or Outcome.SUCCESS) if acked else Outcome.DEAD_LETTERED
         duration = time.monotonic() - ctx.started
-        fields: dict[str, object] = {"outcome": outcome, "duration_seconds": round(duration, 4)}
+        fields: dict[str, object] = {"outcome": outcome, "duration_seconds": round(duration, 4), **ctx.result}
         if outcome is Outcome.DEAD_LETTERED:
             fields["reason"] = (ctx.dead_letter_cause or rejection_cause(ctx.error)).reason(ctx.error)
         if ctx.error is not None:
