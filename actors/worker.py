@@ -8,7 +8,7 @@ from typing import Any
 
 import dramatiq
 
-from calsync import actors
+from calsync.actors.declare import declare
 from calsync.actors.shutdown import CloseOnShutdown
 from calsync.core.config.settings import Settings
 from calsync.core.model.calendar import Provider
@@ -82,4 +82,4 @@ def build_worker(settings: Settings, *, providers: Mapping[str, Provider] | None
         credentials=StoredCredentials(runtime.db, runtime.cipher),
     )
     broker = runtime.broker
-    return Worker(runtime, registry, broker, actors.declare(broker, runtime, registry))
+    return Worker(runtime, registry, broker, declare(broker, runtime, registry))

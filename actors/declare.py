@@ -1,0 +1,130 @@
+"""Dramatiq actors, declared on a given broker with a given runtime (no import-time global broker).
+
+Declaring them from a function keeps one process able to host several brokers (tests run the same
+actors on Redis and RabbitMQ) and makes their dependencies explicit. This package is the composition
+root: the only place that joins the core to the provider adapters (docs/ARCHITECTURE.md).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import dramatiq
+
+from calsync.core.config.logging import bind_job
+from calsync.core.messaging.messages import DELIVER_WEBHOOK_JOB, DISPATCH_WEBHOOK_JOB, RECONCILE_JOB
+from calsync.core.model.calendar import ProviderLookup
+from calsync.core.model.errors import CalsyncError
+from calsync.core.model.intake import INTAKE_JOB, IntakeMessage
+from calsync.core.model.payload import SYNC_JOB
+from calsync.core.producer.intake_job import intake_actor
+from calsync.core.producer.reconcile import reconcile as reconcile_overdue
+from calsync.core.producer.submit import Producer
+from calsync.core.redis.traffic import TrafficStore
+from calsync.core.runtime import Runtime
+from calsync.core.webhooks.delivery import Deliverer, DeliveryPolicy
+from calsync.core.webhooks.dispatch import dispatch
+from calsync.core.webhooks.transport import Transport
+from calsync.core.worker.context import current_job
+from calsync.core.worker.job import JobParts, sync_actor
+from calsync.core.worker.outbox import outbox_of
+from calsync.core.worker.traffic import TrafficGate, provider_limits
+
+
+def declare(
+    broker: dramatiq.Broker, runtime: Runtime, providers: ProviderLookup
+) -> dict[str, dramatiq.Actor[Any, Any]]:
+    """Register every calsync actor on ``broker``; returns them by name."""
+    settings = runtime.settings
+    parts = JobParts(
+        db=runtime.db,
+        cipher=runtime.cipher,
+        locks=runtime.locks,
+        keys=runtime.keys,
+        providers=providers,
+        broker=broker,
+        queue=settings.queue,
+        idempotency_ttl=settings.idempotency_ttl,
+        delete_verify_delay=settings.delete_verify_delay,
+        outbox=outbox_of(runtime),
+        traffic=TrafficGate(TrafficStore(runtime.redis, runtime.keys), provider_limits(settings)),
+    )
+
+    def reconcile() -> None:
+        """Re-enqueue what the broker lost: pending targets overdue by RECONCILE_AFTER."""
+        reconcile_overdue(runtime)
+
+    declare_sync = dramatiq.actor(
+        broker=broker,
+        queue_name=settings.queue,
+        actor_name=SYNC_JOB,
+        time_limit=int(settings.job_time_limit * 1000),
+        # Our own errors (a busy lock, a provider outage, a permanent refusal) are expected outcomes:
+        # Dramatiq logs them at info without a traceback and calsync's one warning line tells the rest.
+        throws=(CalsyncError,),
+    )
+    declare_reconcile = dramatiq.actor(
+        broker=broker,
+        queue_name=settings.queue,
+        actor_name=RECONCILE_JOB,
+        time_limit=int(max(settings.job_time_limit, 300) * 1000),
+    )
+    declare_intake = dramatiq.actor(
+        broker=broker,
+        queue_name=settings.intake_queue,
+        actor_name=INTAKE_JOB,
+        time_limit=int(settings.job_time_limit * 1000),
+        throws=(CalsyncError,),  # a bad change or the database down: logged with its reason, no traceback
+    )
+    return {
+        SYNC_JOB: declare_sync(sync_actor(parts)),
+        RECONCILE_JOB: declare_reconcile(reconcile),
+        INTAKE_JOB: declare_intake(intake_actor(Producer(runtime), _message_id, _bind_intake)),
+        **_webhook_actors(broker, runtime),
+    }
+
+
+def _webhook_actors(broker: dramatiq.Broker, runtime: Runtime) -> dict[str, dramatiq.Actor[Any, Any]]:
+    # Their own queue: a slow or dead receiver never delays a calendar sync.
+    settings = runtime.settings
+    queue = settings.webhook_queue
+    policy = DeliveryPolicy(
+        schedule=settings.webhook_retry_schedule,
+        jitter=settings.retry_jitter,
+        max_retry_after=settings.webhook_max_retry_after,
+        disable_after=settings.webhook_disable_after,
+        disable_min_failures=settings.webhook_disable_min_failures,
+    )
+    deliverer = Deliverer(runtime.db, runtime.cipher, Transport.from_settings(settings), broker, queue, policy)
+    limit = int(max(settings.job_time_limit, 2 * settings.webhook_timeout) * 1000)
+
+    def dispatch_webhook(*notification_ids: str) -> None:
+        """Create notifications' deliveries, one per subscribed endpoint, and enqueue them."""
+        for notification_id in notification_ids:
+            dispatch(runtime.db, broker, queue, notification_id)
+
+    def deliver_webhook(notification_id: str, endpoint_id: str) -> None:
+        """One signed attempt of one (notification, endpoint) delivery; retries and the DLQ are its own."""
+        deliverer.deliver(notification_id, endpoint_id)
+
+    def declare(name: str) -> Any:
+        errors = (CalsyncError,)  # expected outcomes: logged without a traceback
+        return dramatiq.actor(broker=broker, queue_name=queue, actor_name=name, time_limit=limit, throws=errors)
+
+    return {
+        DISPATCH_WEBHOOK_JOB: declare(DISPATCH_WEBHOOK_JOB)(dispatch_webhook),
+        DELIVER_WEBHOOK_JOB: declare(DELIVER_WEBHOOK_JOB)(deliver_webhook),
+    }
+
+
+def _message_id() -> str | None:
+    delivery = current_job()
+    return delivery.message_id if delivery is not None else None
+
+
+def _bind_intake(message: IntakeMessage) -> None:
+    # Every log line of the delivery carries the ids the message had.
+    delivery = current_job()
+    if delivery is not None:
+        ids = {"tenant_id": message.tenant_id, "request_id": message.request_id, "trace_id": message.trace_id}
+        bind_job(delivery.log_fields() | {k: v for k, v in ids.items() if v is not None})
