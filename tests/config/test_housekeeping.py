@@ -1,4 +1,4 @@
-"""The housekeeping settings: cancelled events outlive the idempotency promise; interval 0 turns passes off."""
+"""The housekeeping settings: retentions outlive the idempotency promise; interval 0 turns passes off."""
 
 from __future__ import annotations
 
@@ -37,3 +37,11 @@ def test_a_cancelled_event_retention_within_the_delete_re_run_is_refused() -> No
     )
     with pytest.raises(ConfigurationError, match=re.escape(wording)):
         load_settings(cancelled_event_retention=120, idempotency_ttl=60, delete_verify_delay=120)
+
+
+def test_a_webhook_retention_below_the_idempotency_ttl_is_refused() -> None:
+    wording = "CALSYNC_WEBHOOK_RETENTION must be 0 (keep) or at least CALSYNC_IDEMPOTENCY_TTL (3600 < 86400)"
+    with pytest.raises(ConfigurationError, match=re.escape(wording)):
+        load_settings(webhook_retention=3600, idempotency_ttl=86400)
+    assert Settings(webhook_retention=0, idempotency_ttl=86400).webhook_retention == 0
+    assert Settings(webhook_retention=86400, idempotency_ttl=86400).webhook_retention == 86400
