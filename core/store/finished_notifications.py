@@ -30,7 +30,14 @@ def _open_dead_letter_ids() -> ColumnElement[bool]:
 def _prunable(before: dt.datetime) -> ColumnElement[bool]:
     # dispatched_at < before: never true of an undispatched row (NULL); it leads the (dispatched_at,
     # created_at) index, and implies created_at < before.
-    unfinished = exists().where(d.c.notification_id == n.c.id, or_(d.c.status == "pending", d.c.updated_at >= before))
+    # OFFSET 0 keeps PostgreSQL from flattening this into an anti-join, which it would plan as one scan of
+    # every recent delivery per batch (their count is the whole retention's); checked row by row instead,
+    # each candidate costs one primary-key range read, as SQLite does anyway.
+    unfinished = exists(
+        select(d.c.notification_id)
+        .where(d.c.notification_id == n.c.id, or_(d.c.status == "pending", d.c.updated_at >= before))
+        .offset(0)
+    )
     return and_(n.c.dispatched_at < before, not_(unfinished), _open_dead_letter_ids())
 
 
