@@ -28,6 +28,9 @@ class HousekeepingSettings(BaseModel):
     # A cancelled event whose every target is deleted is pruned with its targets and idempotency records
     # this many seconds after its last change.
     cancelled_event_retention: float = Field(default=7 * 86400, ge=0)
+    # A webhook notification whose every delivery is finished (delivered, or failed with no open dead letter)
+    # is pruned with its deliveries this many seconds after its last change.
+    webhook_retention: float = Field(default=7 * 86400, ge=0)
     # A delete that knew no provider id (the target's create never reported back: it may still be in flight,
     # its client gave up) runs once more this many seconds later (0: never).
     delete_verify_delay: float = Field(default=120, ge=0, le=86400)
@@ -48,6 +51,13 @@ class HousekeepingSettings(BaseModel):
             raise ValueError(
                 "CALSYNC_CANCELLED_EVENT_RETENTION must be 0 (keep) or greater than CALSYNC_DELETE_VERIFY_DELAY "
                 f"({retention:g} <= {self.delete_verify_delay:g})"
+            )
+        # The outbox deduplicates a notification recorded again by its stable id for as long as its job is.
+        webhooks = self.webhook_retention
+        if ttl is not None and webhooks != KEEP_FOREVER and webhooks < ttl:
+            raise ValueError(
+                "CALSYNC_WEBHOOK_RETENTION must be 0 (keep) or at least CALSYNC_IDEMPOTENCY_TTL "
+                f"({webhooks:g} < {ttl})"
             )
         # The re-run must come after the create's client gave up, or it may find nothing again.
         timeout = getattr(self, "provider_timeout", None)

@@ -34,7 +34,10 @@ DEAD_LETTER_KINDS: Final[tuple[DeadLetterKind, ...]] = get_args(DeadLetterKind)
 
 # The tables housekeeping deletes from (``calsync_housekeeping_rows_purged_total{table}``), and how a pass ended:
 # everything due went, more was due than one pass may delete (``behind``), or it failed.
-PrunedTable = Literal["idempotency_records", "intake_requests", "dead_letters", "events", "event_targets"]
+PrunedTable = Literal[
+    "idempotency_records", "intake_requests", "dead_letters", "events", "event_targets",
+    "webhook_notifications", "webhook_deliveries",
+]
 PRUNED_TABLES: Final[tuple[PrunedTable, ...]] = get_args(PrunedTable)
 MaintenanceResult = Literal["caught_up", "behind", "failed"]
 MAINTENANCE_RESULTS: Final[tuple[MaintenanceResult, ...]] = get_args(MaintenanceResult)

@@ -54,6 +54,8 @@ class ReconcileReport:
             "purged_dead_letters": self.purged.purged.get("dead_letters", 0),
             "purged_events": self.purged.purged.get("events", 0),
             "purged_event_targets": self.purged.purged.get("event_targets", 0),
+            "purged_webhook_notifications": self.purged.purged.get("webhook_notifications", 0),
+            "purged_webhook_deliveries": self.purged.purged.get("webhook_deliveries", 0),
             "housekeeping_caught_up": self.purged.caught_up,
             "webhooks_requeued": self.webhooks_requeued,
         }

@@ -6,7 +6,9 @@ What goes (docs/RUNBOOK.md §Housekeeping):
 - request keys past their expiry (``REQUEST_KEY_TTL``);
 - dead letters replayed or discarded more than ``DEAD_LETTER_RETENTION`` seconds ago (open ones never);
 - cancelled events removed everywhere, unchanged for ``CANCELLED_EVENT_RETENTION`` seconds, with their
-  targets and idempotency records (core/store/cancelled_events.py).
+  targets and idempotency records (core/store/cancelled_events.py);
+- webhook notifications whose every delivery is finished and no open dead letter names, unchanged for
+  ``WEBHOOK_RETENTION`` seconds, with their deliveries (core/store/finished_notifications.py).
 
 Each table is deleted from in batches of ``MAINTENANCE_BATCH`` rows, each batch its own short
 transaction (no long lock on the tables the jobs write), until a batch comes back short, the pass
@@ -25,19 +27,20 @@ from sqlalchemy import Connection, delete, func, select
 
 from calsync.core.config.housekeeping import KEEP_FOREVER, HousekeepingSettings
 from calsync.core.model.vocabulary import PrunedTable
-from calsync.core.store import cancelled_events, idempotency, intake_requests
+from calsync.core.store import cancelled_events, finished_notifications, idempotency, intake_requests
 from calsync.core.store.database import Database
 from calsync.core.store.schema import dead_letters as d
 
 
 @dataclass(frozen=True)
 class Retention:
-    """How much one pass may delete, and how long resolved dead letters and cancelled events are kept."""
+    """How much one pass may delete, and how long resolved dead letters, cancelled events and webhooks are kept."""
 
     batch: int
     max_batches: int
     dead_letters: float  # seconds after being resolved; 0 keeps them
     cancelled_events: float  # seconds after the last change; 0 keeps them
+    webhooks: float = KEEP_FOREVER  # finished notifications, seconds after the last change; 0 keeps them
 
     @classmethod
     def of(cls, settings: HousekeepingSettings) -> Retention:
@@ -47,6 +50,7 @@ class Retention:
             max_batches=settings.maintenance_max_batches,
             dead_letters=settings.dead_letter_retention,
             cancelled_events=settings.cancelled_event_retention,
+            webhooks=settings.webhook_retention,
         )
 
 
@@ -128,4 +132,13 @@ def prune(
             return events
 
         report.add("events", budget.repeat(db, report, cancelled))
+    if retention.webhooks != KEEP_FOREVER:
+        finished_before = now - dt.timedelta(seconds=retention.webhooks)
+
+        def finished(conn: Connection, limit: int) -> int:
+            notifications, deliveries = finished_notifications.prune_finished(conn, before=finished_before, limit=limit)
+            report.add("webhook_deliveries", deliveries)
+            return notifications
+
+        report.add("webhook_notifications", budget.repeat(db, report, finished))
     return report

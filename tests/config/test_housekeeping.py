@@ -1,8 +1,9 @@
-"""The housekeeping settings: cancelled events outlive the idempotency promise; interval 0 turns passes off."""
+"""The housekeeping settings: retentions outlive the idempotency promise; interval 0 turns passes off."""
 
 from __future__ import annotations
 
 import re
+from typing import Any
 
 import pytest
 
@@ -11,12 +12,14 @@ from calsync.core.config.settings import Settings, load_settings
 from calsync.core.model.errors import ConfigurationError
 
 
-def test_a_cancelled_event_retention_below_the_idempotency_ttl_is_refused() -> None:
-    wording = "CALSYNC_CANCELLED_EVENT_RETENTION must be 0 (keep) or at least CALSYNC_IDEMPOTENCY_TTL (3600 < 86400)"
+@pytest.mark.parametrize("field", ["cancelled_event_retention", "webhook_retention"])
+def test_a_retention_below_the_idempotency_ttl_is_refused(field: str) -> None:
+    wording = f"CALSYNC_{field.upper()} must be 0 (keep) or at least CALSYNC_IDEMPOTENCY_TTL (3600 < 86400)"
     with pytest.raises(ConfigurationError, match=re.escape(wording)):
-        load_settings(cancelled_event_retention=3600, idempotency_ttl=86400)
-    assert Settings(cancelled_event_retention=0, idempotency_ttl=86400).cancelled_event_retention == 0
-    assert Settings(cancelled_event_retention=86400, idempotency_ttl=86400).cancelled_event_retention == 86400
+        load_settings(**{field: 3600}, idempotency_ttl=86400)
+    for kept in (0, 86400):
+        values: dict[str, Any] = {field: kept, "idempotency_ttl": 86400}
+        assert getattr(Settings(**values), field) == kept
 
 
 def test_an_interval_of_zero_turns_the_workers_passes_off() -> None:
@@ -37,3 +40,4 @@ def test_a_cancelled_event_retention_within_the_delete_re_run_is_refused() -> No
     )
     with pytest.raises(ConfigurationError, match=re.escape(wording)):
         load_settings(cancelled_event_retention=120, idempotency_ttl=60, delete_verify_delay=120)
+

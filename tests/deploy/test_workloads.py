@@ -233,7 +233,7 @@ def test_keda_scales_on_the_brokers_ready_lists(overlay: Manifests) -> None:
         assert int(trigger["metadata"]["listLength"]) >= 1
     assert obj["spec"]["minReplicaCount"] >= 1, "at zero workers nothing moves due retries out of the delay queue"
     assert obj["spec"]["maxReplicaCount"] >= obj["spec"]["minReplicaCount"]
-    for trigger in (sync, bulk, intake):
+    for trigger in (sync, bulk, intake, webhooks):
         auth = trigger["authenticationRef"]["name"]
         assert overlay.get("TriggerAuthentication", auth)["spec"]["secretTargetRef"]
 
@@ -245,10 +245,14 @@ def test_hpa_scales_on_the_exporters_queue_metric(overlay: Manifests) -> None:
     (hpa,) = hpas
     assert hpa["spec"]["minReplicas"] >= 1
     settings = overlay.settings()
-    normal, bulk = hpa["spec"]["metrics"]
-    for metric, queue in ((normal, settings.queue), (bulk, settings.effective_bulk_queue)):
+    normal, bulk, intake, webhooks = hpa["spec"]["metrics"]
+    for metric, queue in ((normal, settings.queue), (bulk, settings.effective_bulk_queue),
+                          (intake, settings.intake_queue), (webhooks, settings.webhook_queue)):  # fmt: skip
         assert metric["external"]["metric"]["name"] == "calsync_queue_ready_messages"
         assert metric["external"]["metric"]["selector"]["matchLabels"] == {"queue": queue}
+    keda = yaml.safe_load((K8S / "components" / "keda" / "scaledobject.yaml").read_text())
+    lengths = [trigger["metadata"]["listLength"] for trigger in keda["spec"]["triggers"]]
+    assert [m["external"]["target"]["averageValue"] for m in hpa["spec"]["metrics"]] == lengths, "as KEDA scales"
     adapter = yaml.safe_load((K8S / "components" / "hpa" / "prometheus-adapter-values.yaml").read_text())
     (rule,) = adapter["rules"]["external"]
     assert rule["seriesQuery"].startswith("calsync_queue_ready_messages{")

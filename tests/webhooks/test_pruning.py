@@ -1,0 +1,50 @@
+"""The outbox under housekeeping, end to end: a dead-lettered delivery survives the passes and replays."""
+
+from __future__ import annotations
+
+import datetime as dt
+from collections.abc import Iterator
+
+import pytest
+
+from calsync.core.producer.dead_letters import replay
+from calsync.core.producer.reconcile import reconcile
+from calsync.core.store import webhook_deliveries
+from tests.support import wait_until
+from tests.webhooks.conftest import Hooks
+from tests.webhooks.receiver import Receiver, serve
+
+pytestmark = pytest.mark.integration
+
+
+@pytest.fixture
+def refusing() -> Iterator[Receiver]:
+    """Answers 410 until the test fixes it."""
+    yield from serve(Receiver(answer=lambda n: 410))
+
+
+def test_a_notification_is_pruned_once_its_dead_letter_was_replayed_and_delivered(
+    hooks: Hooks, receiver: Receiver, refusing: Receiver
+) -> None:
+    pipeline = hooks.pipeline
+    hooks.endpoint(receiver)
+    refused = hooks.endpoint(refusing)
+    later = dt.datetime.now(dt.UTC) + dt.timedelta(seconds=pipeline.settings.webhook_retention + 1)
+    with pipeline.worker():
+        pipeline.submit([pipeline.account()])
+        (record,) = wait_until(lambda: pipeline.dead_letters(kind="webhook"), what="the webhook dead letter")
+        wait_until(lambda: receiver.received, what="the other delivery")
+        notification_id = record.payload["notification_id"]
+
+        kept = reconcile(pipeline.runtime, now=later).as_json()  # its dead letter is open: the row must stay
+        assert (kept["purged_webhook_notifications"], kept["purged_webhook_deliveries"]) == (0, 0)
+        refusing.answer = lambda n: 200
+        report = replay(pipeline.runtime, [record])
+        assert len(report.replayed) == 1, report.skipped
+        wait_until(lambda: hooks.status(notification_id, refused) == "delivered", what="redelivered")
+
+    pruned = reconcile(pipeline.runtime, now=later).as_json()
+    assert (pruned["purged_webhook_notifications"], pruned["purged_webhook_deliveries"]) == (1, 2)
+    assert hooks.notifications() == [] and refusing.ids() == [notification_id, notification_id]
+    with pipeline.runtime.db.read() as conn:
+        assert webhook_deliveries.count_by_status(conn) == {}
