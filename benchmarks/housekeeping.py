@@ -188,6 +188,7 @@ def main() -> None:
             settings = Settings(data_dir=scratch, broker_url=redis_url, redis_url=redis_url, database_url=database_url,
                                 redis_namespace=ns, idempotency_ttl=args.retention,
                                 cancelled_event_retention=args.retention, dead_letter_retention=args.retention,
+                                webhook_retention=args.retention,
                                 maintenance_interval=args.interval, maintenance_batch=args.batch,
                                 maintenance_max_batches=args.max_batches, worker_threads=args.threads,
                                 retry_schedule=(1,), delete_verify_delay=min(120, args.retention / 2))  # fmt: skip

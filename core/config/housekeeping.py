@@ -59,6 +59,13 @@ class HousekeepingSettings(BaseModel):
                 "CALSYNC_WEBHOOK_RETENTION must be 0 (keep) or at least CALSYNC_IDEMPOTENCY_TTL "
                 f"({webhooks:g} < {ttl})"
             )
+        # Notification ids are derived from (tenant, event, version): once a cancelled event is pruned its id may
+        # be used again, and a notification of the old event still in the outbox would swallow the new one's.
+        if retention != KEEP_FOREVER and (webhooks == KEEP_FOREVER or webhooks > retention):
+            raise ValueError(
+                "CALSYNC_WEBHOOK_RETENTION must be at most CALSYNC_CANCELLED_EVENT_RETENTION (and not 0 while "
+                f"cancelled events are pruned): {webhooks:g} > {retention:g}"
+            )
         # The re-run must come after the create's client gave up, or it may find nothing again.
         timeout = getattr(self, "provider_timeout", None)
         if timeout is not None and self.delete_verify_delay and self.delete_verify_delay < timeout:

@@ -18,8 +18,15 @@ def test_a_retention_below_the_idempotency_ttl_is_refused(field: str) -> None:
     with pytest.raises(ConfigurationError, match=re.escape(wording)):
         load_settings(**{field: 3600}, idempotency_ttl=86400)
     for kept in (0, 86400):
-        values: dict[str, Any] = {field: kept, "idempotency_ttl": 86400}
+        values: dict[str, Any] = {"cancelled_event_retention": kept, "webhook_retention": kept, "idempotency_ttl": 86400}
         assert getattr(Settings(**values), field) == kept
+
+
+@pytest.mark.parametrize("webhooks", [0, 8 * 86400])
+def test_notifications_never_outlive_the_cancelled_events_whose_ids_they_carry(webhooks: float) -> None:
+    with pytest.raises(ConfigurationError, match="CALSYNC_WEBHOOK_RETENTION must be at most"):
+        load_settings(webhook_retention=webhooks, cancelled_event_retention=7 * 86400)
+    assert Settings(webhook_retention=webhooks, cancelled_event_retention=0).webhook_retention == webhooks
 
 
 def test_an_interval_of_zero_turns_the_workers_passes_off() -> None:

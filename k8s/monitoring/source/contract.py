@@ -86,6 +86,8 @@ _METRICS = (
     Metric("calsync_provider_blocked_seconds", "exporter", "gauge", {"provider": ANY}),
     # Issue 18: webhook endpoints the breaker (auto) or an operator disabled.
     Metric("calsync_webhook_endpoints_disabled", "exporter", "gauge", {"by": ("auto", "operator")}),
+    Metric("calsync_webhook_deliveries_total", "worker", "counter", {"outcome": ANY, "status_class": ANY}),
+    Metric("calsync_webhook_delivery_seconds", "worker", "histogram", {"status_class": ANY, "le": ANY}),
     Metric("up", "prometheus", "gauge"),
 )
 

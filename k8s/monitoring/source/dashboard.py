@@ -173,6 +173,19 @@ def rows(params: Params) -> list[Row]:
                   (Query(q.rate("calsync_traffic_deferrals_total", RATE, "provider", "limit"),
                          legend("provider", "limit")),), "ops", width=6, stacked=True),
         )),
+        Row("Webhooks", (
+            Panel("Webhook deliveries by outcome", "Delivery attempts per second: delivered (2xx), retry_scheduled "
+                  "(5xx, 408, 429, timeouts), permanent (another 4xx), by the answer's status class.",
+                  (Query(q.rate("calsync_webhook_deliveries_total", RATE, "outcome", "status_class"),
+                         legend("outcome", "status_class")),), "ops", width=8, stacked=True),
+            Panel("Webhook request duration", "p95 of one webhook request, connection to answer (or timeout).",
+                  (Query(q.quantile(0.95, "calsync_webhook_delivery_seconds", RATE, "status_class"),
+                         legend("status_class", text="p95")),), "s", width=8),
+            Panel("Disabled webhook endpoints", "Endpoints disabled by their breaker (auto) or an operator; their "
+                  "tenants get no notifications until one is enabled again.",
+                  (Query(q.agg("max", q.sel("calsync_webhook_endpoints_disabled"), "by"), legend("by")),), "short",
+                  width=8, limit=Limit("CalsyncWebhookEndpointDisabled", 1)),
+        )),
         Row("Workers and locks", (
             Panel("Active workers", "Worker processes with a live heartbeat key (exporter) and worker processes "
                   "exporting a heartbeat series (scraped).",
