@@ -131,8 +131,10 @@ def test_a_burst_of_503s_and_a_429_with_retry_after_end_synced_with_one_event(
     gaps = [later["at"] - earlier["at"] for earlier, later in itertools.pairwise(inserts)]
     # Lower bounds only: the schedule's 0.1 s (± 10 %) after a 503, at least Retry-After (1 s) after the 429.
     assert min(gaps[:3]) >= 0.1 * 0.9 and gaps[3] >= 1.0
-    assert retry_errors(caplog) == ["ProviderUnavailable"] * 3 + ["RateLimited"]
-    assert pipeline.outcomes() == {"retry_scheduled": 4, "success": 1}
+    # Each attempt's first 503 is the traffic gate's grace (held, no attempt used: docs/notes/traffic.md); the
+    # second is charged, and so is the 429 (a throttle is never excused).
+    assert retry_errors(caplog) == ["ProviderUnavailable", "RateLimited"]
+    assert pipeline.outcomes() == {"deferred": 2, "retry_scheduled": 2, "success": 1}
     assert row.last_error is None and row.error_class is None
     [event] = Api(emulator).list_all("alice@example.com")
     assert (event["id"], event["summary"]) == (row.external_id, "Throttled")
