@@ -34,14 +34,13 @@ import dramatiq
 import redis
 from dramatiq.brokers.redis import RedisBroker
 
-from benchmarks.support import add_redis_option, bench_redis, namespace, remove_keys, seed
+from benchmarks.support import add_redis_option, bench_redis, finished_jobs, namespace, remove_keys, seed
 from calsync.actors.worker import build_worker
 from calsync.core.config.settings import Settings
 from calsync.core.messaging.messages import sync_message
 from calsync.core.model.calendar import Account, EventState, Target
 from calsync.core.runtime import Runtime
 from calsync.core.store import migrate
-from calsync.core.worker.middleware.lifecycle import JobLifecycle
 from calsync.providers.memory import MemoryProvider
 
 
@@ -122,20 +121,7 @@ def calsync(url: str, jobs: int, threads: int, scratch: Path, database_url: str 
     payloads = seed(runtime.db, jobs)
     for payload in payloads:
         broker.enqueue(sync_message(settings.queue, payload))
-    done = 0
-    lock = threading.Lock()
-
-    def count(_ctx: object, _outcome: str, _duration: float) -> None:
-        nonlocal done
-        with lock:
-            done += 1
-
-    [lifecycle] = [m for m in broker.middleware if isinstance(m, JobLifecycle)]
-    lifecycle.observers.append(count)
-
-    def finished() -> int:
-        return done
-
+    finished = finished_jobs(broker)
     try:
         return _timed("calsync pipeline", broker, runtime.redis, jobs, threads, finished)
     finally:

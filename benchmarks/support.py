@@ -15,11 +15,13 @@ import signal
 import socket
 import subprocess
 import sys
+import threading
 import uuid
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
+import dramatiq
 import redis
 
 from calsync.core.model.calendar import ProviderName
@@ -29,6 +31,7 @@ from calsync.core.redis.embedded import EmbeddedRedis
 from calsync.core.store import accounts, events, targets
 from calsync.core.store.database import Database
 from calsync.core.store.targets import TargetKey
+from calsync.core.worker.middleware.lifecycle import JobLifecycle
 
 
 def add_redis_option(parser: argparse.ArgumentParser) -> None:
@@ -130,3 +133,18 @@ def stop_group(proc: subprocess.Popen[bytes], *, timeout: float = 60) -> None:
     except subprocess.TimeoutExpired:
         os.killpg(proc.pid, signal.SIGKILL)
         proc.wait()
+
+
+def finished_jobs(broker: dramatiq.Broker) -> Callable[[], int]:
+    """A counter of the deliveries ``broker``'s JobLifecycle has closed: an in-process drain's progress."""
+    done = 0
+    lock = threading.Lock()
+
+    def observe(_ctx: object, _outcome: str, _duration: float) -> None:
+        nonlocal done
+        with lock:
+            done += 1
+
+    [lifecycle] = [m for m in broker.middleware if isinstance(m, JobLifecycle)]
+    lifecycle.observers.append(observe)
+    return lambda: done

@@ -25,7 +25,6 @@ import statistics
 import subprocess
 import sys
 import tempfile
-import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -33,7 +32,7 @@ from pathlib import Path
 
 import dramatiq
 
-from benchmarks.support import add_redis_option, bench_redis, namespace, remove_keys, seed
+from benchmarks.support import add_redis_option, bench_redis, finished_jobs, namespace, remove_keys, seed
 from calsync.actors.worker import build_worker
 from calsync.core.config.settings import Settings
 from calsync.core.messaging.messages import sync_message, webhook_delivery_message
@@ -41,7 +40,6 @@ from calsync.core.model.webhooks import notification
 from calsync.core.runtime import Runtime
 from calsync.core.store import migrate, webhook_deliveries, webhook_endpoints, webhook_notifications
 from calsync.core.store.crypto import generate_key
-from calsync.core.worker.middleware.lifecycle import JobLifecycle
 from calsync.providers.memory import MemoryProvider
 
 RECEIVER = """
@@ -107,18 +105,9 @@ def sync_path(url: str, scratch: Path, database_url: str | None, jobs: int, thre
                                      url="http://127.0.0.1:9/unused", event_types=["sync.succeeded"])  # fmt: skip
     for payload in payloads:
         broker.enqueue(sync_message(settings.queue, payload))
-    done = 0
-    lock = threading.Lock()
-
-    def count(_ctx: object, _outcome: str, _duration: float) -> None:
-        nonlocal done
-        with lock:
-            done += 1
-
-    [lifecycle] = [m for m in broker.middleware if isinstance(m, JobLifecycle)]
-    lifecycle.observers.append(count)
+    finished = finished_jobs(broker)
     try:
-        measured = _timed(broker, settings.queue, threads, jobs, lambda: done >= jobs)
+        measured = _timed(broker, settings.queue, threads, jobs, lambda: finished() >= jobs)
         if webhooks:
             with runtime.db.read() as conn:
                 assert len(webhook_notifications.find(conn, tenant_id=payloads[0].tenant_id)) == jobs
