@@ -18,7 +18,8 @@ def test_a_retention_below_the_idempotency_ttl_is_refused(field: str) -> None:
     with pytest.raises(ConfigurationError, match=re.escape(wording)):
         load_settings(**{field: 3600}, idempotency_ttl=86400)
     for kept in (0, 86400):
-        values: dict[str, Any] = {"cancelled_event_retention": kept, "webhook_retention": kept, "idempotency_ttl": 86400}
+        values: dict[str, Any] = {"cancelled_event_retention": kept, "webhook_retention": kept}
+        values["idempotency_ttl"] = 86400
         assert getattr(Settings(**values), field) == kept
 
 
