@@ -12,7 +12,11 @@ a write that loses the CAS enqueues a repair sync of the latest version.
 
 A busy target lock is not a failure: the job raises :class:`~core.model.errors.TargetLocked`, which
 ``ScheduledRetries`` turns into a later delivery that uses no attempt (``LOCK_RETRY_DELAY``, at most
-``LOCK_MAX_WAITS`` times). Failures are raised as they are; the retry middleware decides what follows.
+``LOCK_MAX_WAITS`` times). The provider call goes through the traffic gate (core/worker/traffic.py):
+over a limit, blocked by a provider's back-off or behind an open breaker it raises a ``Held`` deferral,
+which uses no attempt either. The webhook outbox row, when the tenant wants one, is written in the
+result's transaction (core/worker/outbox.py). Failures are raised as they are; the retry middleware
+decides what follows.
 """
 
 from __future__ import annotations
