@@ -6,6 +6,7 @@ Labels are low-cardinality: the outcome vocabulary and the status class (``2xx``
 
 from __future__ import annotations
 
+import httpx
 from prometheus_client import Counter, Histogram
 
 from calsync.core.model.vocabulary import WebhookOutcome
@@ -34,7 +35,7 @@ def status_class(status: int | None, error: BaseException | None = None) -> str:
         return f"{status // 100}xx"
     if error is None:
         return "none"
-    return "timeout" if "Timeout" in type(error).__name__ else "connection"
+    return "timeout" if isinstance(error, httpx.TimeoutException) else "connection"
 
 
 def count(outcome: WebhookOutcome, status: int | None = None, error: BaseException | None = None) -> None:

@@ -176,7 +176,8 @@ def _record_result(
 ) -> bool:
     # The sync result (a compare-and-set) and the idempotency record, in one transaction; False if a
     # newer version had been recorded meanwhile.
-    result = {"effect": effect, "external_id": ref.external_id if ref else target.external_id, "version": event.version}
+    external_id = ref.external_id if ref else target.external_id
+    result = {"effect": effect, "external_id": external_id, "version": event.version}
     with parts.db.direct_write() as tx:
         won = targets.record_synced(
             tx,
@@ -189,7 +190,6 @@ def _record_result(
         idempotency.record_success(
             tx, payload.idempotency_key, job_id=payload.job_id, result=result, ttl_seconds=parts.idempotency_ttl
         )
-        external_id = ref.external_id if ref else target.external_id
         notified = parts.outbox.on_synced(tx, payload, event, effect, external_id) if parts.outbox else []
     if notified and parts.outbox is not None:
         parts.outbox.send(parts.broker, notified)
