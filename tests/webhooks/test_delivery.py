@@ -124,6 +124,9 @@ def test_one_delivery_per_notification_and_endpoint(
         pipeline.submit([pipeline.account()])
         (notification,) = wait_until(lambda: hooks.notifications(), what="the notification")
         wait_until(lambda: receiver.received and second_receiver.received, what="both deliveries")
+        # A receiver has the request before the worker records its answer: wait for both records.
+        wait_until(lambda: {hooks.delivery(notification.id, e).status for e in (first, second)} == {"delivered"},
+                   what="both deliveries recorded")  # fmt: skip
         assert dispatch(pipeline.runtime.db, pipeline.broker, pipeline.settings.webhook_queue, notification.id) == []
         with pipeline.runtime.db.read() as conn:
             assert webhook_deliveries.count_by_status(conn) == {"delivered": 2}
