@@ -34,8 +34,9 @@ from typing import Any
 
 import psutil
 
+from benchmarks.drain import Drain, Shape
 from benchmarks.support import add_redis_option, bench_redis
-from benchmarks.worker import Adapter, Drain, Shape, bare, calsync
+from benchmarks.worker import Adapter, bare, calsync
 from calsync_emulators import ews, google, graph
 from calsync_emulators.control import EwsControl, GoogleControl, GraphControl
 from calsync_emulators.server import RunningEmulator

@@ -16,12 +16,7 @@ It is a benchmark, not a test: numbers depend on the machine.
 from __future__ import annotations
 
 import argparse
-import datetime as dt
-import itertools
-import json
 import logging
-import secrets
-import sqlite3
 import statistics
 import tempfile
 import threading
@@ -34,11 +29,11 @@ import dramatiq
 import redis
 from dramatiq.brokers.redis import RedisBroker
 
+from benchmarks.same_io import SameIo
 from benchmarks.support import add_redis_option, bench_redis, finished_jobs, namespace, remove_keys, seed
 from calsync.actors.worker import build_worker
 from calsync.core.config.settings import Settings
 from calsync.core.messaging.messages import sync_message
-from calsync.core.model.calendar import Account, EventState, Target
 from calsync.core.runtime import Runtime
 from calsync.core.store import migrate
 from calsync.providers.memory import MemoryProvider
@@ -129,30 +124,8 @@ def calsync(url: str, jobs: int, threads: int, scratch: Path, database_url: str 
         remove_keys(url, settings.redis_namespace)
 
 
-# The I/O of one sync job, written by hand against the drivers (SQLite only): what any implementation of
-# the design must do, without calsync's middlewares, validation, logging, metrics or DLQ machinery.
-_READ = """
-SELECT e.version, e.title, e.start_at, e.end_at, e.time_zone, e.all_day, e.location, e.description, e.attendees,
-       e.status, e.send_updates, t.synced_version, t.external_id, t.external_etag, a.provider, a.status, i.key
-FROM provider_accounts a
-JOIN events e ON e.tenant_id = ? AND e.id = ?
-JOIN event_targets t ON t.tenant_id = e.tenant_id AND t.event_id = e.id AND t.account_id = a.id
-LEFT JOIN idempotency_records i ON i.key = ? AND i.outcome = 'success' AND i.expires_at > ?
-WHERE a.id = ?
-"""
-_RECORD = """
-UPDATE event_targets SET synced_version = ?, external_id = ?, external_etag = ?, status = 'synced', updated_at = ?
-WHERE tenant_id = ? AND event_id = ? AND account_id = ? AND synced_version < ?
-"""
-_REMEMBER = """
-INSERT INTO idempotency_records (key, job_id, outcome, result, created_at, expires_at)
-VALUES (?, ?, 'success', ?, ?, ?) ON CONFLICT (key) DO NOTHING
-"""
-_UNLOCK = "if redis.call('get', KEYS[1]) == ARGV[1] then return redis.call('del', KEYS[1]) end return 0"
-
-
 def same_io(url: str, jobs: int, threads: int, scratch: Path) -> Measurement:
-    """Bare Dramatiq doing a sync job's I/O by hand: lock, one read, the memory provider, one write txn, unlock."""
+    """Bare Dramatiq doing a sync job's I/O by hand (benchmarks/same_io.py), the memory provider in memory."""
     path = scratch / "same-io.sqlite3"
     settings = Settings(data_dir=scratch, broker_url=url, database_url=f"sqlite:///{path}", log_level="WARNING")
     setup = Runtime(settings, check_schema=False)
@@ -162,42 +135,13 @@ def same_io(url: str, jobs: int, threads: int, scratch: Path) -> Measurement:
     ns = namespace("same-io")
     broker = RedisBroker(url=url, namespace=ns)
     client = redis.Redis.from_url(url)
-    unlock = client.register_script(_UNLOCK)
-    nonce, serial = secrets.token_hex(12), itertools.count(1)
-    provider = MemoryProvider()
-    # As calsync does on SQLite: one connection per process, used in turn (its page cache stays warm),
-    # which also queues this process' writers, since SQLite has one writer at a time.
-    conn = sqlite3.connect(path, isolation_level=None, check_same_thread=False, timeout=30)
-    conn.execute("PRAGMA journal_mode=WAL")
-    conn.execute("PRAGMA synchronous=NORMAL")
-    conn.execute("PRAGMA mmap_size=268435456")
-    turn = threading.Lock()
+    job = SameIo(path, client, ns, MemoryProvider())
     done = 0
     counted = threading.Lock()
 
     def sync(tenant: str, entity: str, account_id: str, key: str, job_id: str) -> None:
         nonlocal done
-        lock_key, token = f"{ns}:lock:{tenant}:{entity}:{account_id}", f"{nonce}:{next(serial)}"
-        if not client.set(lock_key, token, nx=True, px=60_000):
-            raise RuntimeError("lock busy")
-        now = dt.datetime.now(dt.UTC).replace(tzinfo=None).isoformat(" ")
-        with turn:
-            (version, title, start, end, time_zone, all_day, location, description, attendees, status, send_updates,
-             synced, external_id, etag, provider_name, account_status, already_done) = conn.execute(
-                _READ, (tenant, entity, key, now, account_id)).fetchone()  # fmt: skip
-        if not already_done and synced < version:
-            event = EventState(entity, tenant, version, title, dt.datetime.fromisoformat(start),
-                               dt.datetime.fromisoformat(end), time_zone, bool(all_day), location, description,
-                               tuple(json.loads(attendees)), status, send_updates)  # fmt: skip
-            account = Account(account_id, tenant, provider_name, "bench@example.com", account_status)
-            ref = provider.upsert(account, event, Target(entity, account_id, tenant, external_id, etag, synced))
-            result = json.dumps({"effect": "create", "external_id": ref.external_id, "version": version})
-            with turn:
-                conn.execute("BEGIN IMMEDIATE")
-                conn.execute(_RECORD, (version, ref.external_id, ref.etag, now, tenant, entity, account_id, version))
-                conn.execute(_REMEMBER, (key, job_id, result, now, now))
-                conn.execute("COMMIT")
-        unlock(keys=[lock_key], args=[token])
+        job.sync(tenant, entity, account_id, key, job_id)
         with counted:
             done += 1
 
@@ -210,7 +154,7 @@ def same_io(url: str, jobs: int, threads: int, scratch: Path) -> Measurement:
     finally:
         broker.close()
         client.close()
-        conn.close()
+        job.close()
         remove_keys(url, ns)
 
 

@@ -6,12 +6,17 @@
 What users run: ``calsync worker`` (Dramatiq's CLI under it, metrics in Prometheus multiprocess
 files, heartbeats, JSON logs at INFO written to a file, the memory provider in its data dir's SQLite
 file as a deployed worker has it), against ``dramatiq benchmarks.noop_app:broker``: a no-op actor
-with Dramatiq's default middleware. Both sides use the same Redis (an embedded server of the
-benchmark's own unless ``--redis-url`` is given) in a namespace of their own, deleted afterwards.
+with Dramatiq's default middleware. With SQLite it also runs the design's floor: ``dramatiq
+benchmarks.same_io_app:broker``, the job's I/O written by hand against the drivers (lock, one read,
+the memory provider's file, one write transaction; benchmarks/same_io.py), and prints calsync/same_io,
+calsync's own cost over the I/O any implementation of the design needs. All sides use the same
+Redis (an embedded server of the benchmark's own unless ``--redis-url`` is given) in a namespace of
+their own, deleted afterwards.
 The jobs are queued before the workers start, and the drain rate is measured while the queue goes
 from 90 % to 10 % of them, so start-up and the tail do not count. The sides alternate, for every
 shape (processes x threads) and round; it prints each side, then the medians and the ratio (the
-target is >= 0.5). CPU ms/job is the worker processes' CPU over the measured window.
+target is >= 0.5). CPU ms/job is the worker processes' CPU over the measured window; Redis
+commands/job are the workers' commands over it (the server's INFO, the benchmark's own polls left out).
 With ``--database postgresql`` the calsync side runs on a fresh schema of ``--postgres-dsn``
 (dropped afterwards), and it also prints the database round trips per job, counted in libpq's
 protocol trace of an in-process worker's connections. ``--database sqlite,postgresql`` runs a calsync
@@ -27,12 +32,10 @@ import os
 import platform
 import signal
 import statistics
-import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Iterator, Mapping
-from contextlib import contextmanager
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -42,6 +45,7 @@ import psutil
 import redis
 from dramatiq.brokers.redis import RedisBroker
 
+from benchmarks.drain import POLL_SECONDS, QUEUE, ROOT, Drain, Shape, drain, running
 from benchmarks.support import (
     add_redis_option,
     bench_redis,
@@ -60,48 +64,6 @@ from calsync.core.store import migrate
 from calsync.core.store.crypto import generate_key
 from calsync.providers.memory import MemoryProvider
 
-ROOT = Path(__file__).resolve().parent.parent
-QUEUE = "calendar"
-POLL_SECONDS = 0.005
-DRAIN_TIMEOUT = 600.0
-
-
-@dataclass(frozen=True)
-class Shape:
-    """Worker processes x threads per process."""
-
-    processes: int
-    threads: int
-
-    def __str__(self) -> str:
-        return f"{self.processes}x{self.threads}"
-
-
-@dataclass(frozen=True)
-class Drain:
-    """One side's measured window (from 90 % of the jobs left to 10 %)."""
-
-    name: str
-    jobs: int  # jobs processed inside the window
-    seconds: float
-    cpu_seconds: float  # of every worker process, over the window
-    emulator_cpu_seconds: float = 0.0  # of the provider emulator's process, over the window (adapters.py)
-
-    @property
-    def rate(self) -> float:
-        """Jobs per second."""
-        return self.jobs / self.seconds
-
-    @property
-    def cpu_ms_per_job(self) -> float:
-        """Worker CPU per job, in milliseconds."""
-        return self.cpu_seconds / self.jobs * 1000
-
-    @property
-    def emulator_cpu_ms_per_job(self) -> float:
-        """The emulator's CPU per job, in milliseconds (reported apart: it is not calsync's)."""
-        return self.emulator_cpu_seconds / self.jobs * 1000
-
 
 @dataclass(frozen=True)
 class Adapter:
@@ -113,60 +75,6 @@ class Adapter:
     credentials: Mapping[str, Any] | None = None  # encrypted with a fresh secret key when given
     options: Mapping[str, Any] = field(default_factory=dict)
     emulator: psutil.Process | None = None  # where the provider's CPU goes, measured apart
-
-
-def _tree_cpu(root: psutil.Process) -> float:
-    total = 0.0
-    for proc in [root, *root.children(recursive=True)]:
-        try:
-            times = proc.cpu_times()
-        except psutil.NoSuchProcess:
-            continue
-        total += times.user + times.system
-    return total
-
-
-@contextmanager
-def _running(command: list[str], env: dict[str, str], log: Path,
-             cwd: Path = ROOT) -> Iterator[subprocess.Popen[bytes]]:  # fmt: skip
-    """A worker started in its own process group, stopped with SIGTERM (then SIGKILL) at the end."""
-    with open(log, "ab") as out:
-        proc = subprocess.Popen(command, env=env, cwd=cwd, stdout=out, stderr=out, start_new_session=True)
-    try:
-        yield proc
-    finally:
-        with_group = os.getpgid(proc.pid)
-        os.killpg(with_group, signal.SIGTERM)
-        try:
-            proc.wait(timeout=60)
-        except subprocess.TimeoutExpired:
-            os.killpg(with_group, signal.SIGKILL)
-            proc.wait()
-
-
-def _drain(name: str, client: redis.Redis, ns: str, jobs: int, proc: subprocess.Popen[bytes],
-           emulator: psutil.Process | None = None) -> Drain:  # fmt: skip
-    """Watch the queue's message hash (queued + unacked) fall from 90 % to 10 % of ``jobs``."""
-    worker = psutil.Process(proc.pid)
-    key = f"{ns}:{QUEUE}.msgs"
-    high, low = jobs * 0.9, jobs * 0.1
-    deadline = time.monotonic() + DRAIN_TIMEOUT
-    started = cpu = emulator_cpu = 0.0
-    left_at_start = jobs
-    while True:
-        left = int(client.hlen(key))
-        now = time.perf_counter()
-        if not started and left <= high:
-            started, cpu, left_at_start = now, _tree_cpu(worker), left
-            emulator_cpu = _tree_cpu(emulator) if emulator else 0.0
-        if started and left <= low:
-            emulator_cpu = _tree_cpu(emulator) - emulator_cpu if emulator else 0.0
-            return Drain(name, left_at_start - left, now - started, _tree_cpu(worker) - cpu, emulator_cpu)
-        if proc.poll() is not None:
-            raise RuntimeError(f"{name}: the worker exited before the queue drained (see its log)")
-        if time.monotonic() > deadline:
-            raise RuntimeError(f"{name}: {left} of {jobs} jobs still queued after {DRAIN_TIMEOUT:.0f} s")
-        time.sleep(POLL_SECONDS)
 
 
 def bare(url: str, jobs: int, shape: Shape, scratch: Path) -> Drain:
@@ -181,8 +89,42 @@ def bare(url: str, jobs: int, shape: Shape, scratch: Path) -> Drain:
                "--threads", str(shape.threads), "--queues", QUEUE]  # fmt: skip
     client = redis.Redis.from_url(url)
     try:
-        with _running(command, env, scratch / f"bare-{ns}.log") as worker:
-            return _drain("bare dramatiq no-op", client, ns, jobs, worker)
+        with running(command, env, scratch / f"bare-{ns}.log") as worker:
+            return drain("bare dramatiq no-op", client, ns, jobs, worker)
+    finally:
+        broker.close()
+        client.close()
+        remove_keys(url, ns)
+
+
+def hand(url: str, jobs: int, shape: Shape, scratch: Path) -> Drain:
+    """``dramatiq`` worker processes doing the job's I/O by hand (benchmarks/same_io.py): the design's floor.
+
+    SQLite, and the memory provider in its own SQLite file, as the calsync side has them.
+    """
+    ns = namespace("hand")
+    data_dir = scratch / ns
+    data_dir.mkdir(parents=True)
+    database = data_dir / "calsync.sqlite3"
+    settings = Settings(data_dir=data_dir, broker_url=url, database_url=f"sqlite:///{database}", log_level="WARNING")
+    setup = Runtime(settings, check_schema=False)
+    try:
+        migrate.upgrade(setup.db)
+        payloads = seed(setup.db, jobs)
+    finally:
+        setup.close()
+    broker = RedisBroker(url=url, namespace=ns)
+    actor = dramatiq.actor(broker=broker, actor_name="sync", queue_name=QUEUE, max_retries=0)(lambda *_: None)
+    for p in payloads:
+        actor.send(p.tenant_id, p.entity_id, p.account_id, p.idempotency_key, p.job_id)
+    env = {**os.environ, "BENCH_REDIS_URL": url, "BENCH_NAMESPACE": ns, "BENCH_DATABASE": str(database),
+           "BENCH_MEMORY_FILE": str(data_dir / "memory-provider.sqlite3")}  # fmt: skip
+    command = [sys.executable, "-m", "dramatiq", "benchmarks.same_io_app:broker", "--processes", str(shape.processes),
+               "--threads", str(shape.threads), "--queues", QUEUE]  # fmt: skip
+    client = redis.Redis.from_url(url)
+    try:
+        with running(command, env, data_dir / "worker.log") as worker:
+            return drain("same I/O by hand (sqlite)", client, ns, jobs, worker)
     finally:
         broker.close()
         client.close()
@@ -234,8 +176,8 @@ def calsync(url: str, jobs: int, shape: Shape, scratch: Path, database: str, dsn
                 label = tree.name if adapter.provider == "memory" else f"{label} {tree.name}"
             name = f"calsync {label} ({database})"
             # dramatiq puts its working directory first on sys.path: the compared tree's calsync must be there
-            with _running(command, env, data_dir / "worker.log", cwd=tree or ROOT) as worker:
-                return _drain(name, client, ns, jobs, worker, adapter.emulator)
+            with running(command, env, data_dir / "worker.log", cwd=tree or ROOT) as worker:
+                return drain(name, client, ns, jobs, worker, adapter.emulator)
         finally:
             client.close()
             remove_keys(url, ns)
@@ -323,6 +265,8 @@ def _databases(text: str) -> list[str]:
 def _sides(args: argparse.Namespace, url: str, shape: Shape, scratch: Path) -> list[tuple[str, Any]]:
     """Every side of one shape and round: bare, then calsync (and the compared tree) on each database."""
     sides: list[tuple[str, Any]] = [("bare", lambda: bare(url, args.jobs, shape, scratch))]
+    if "sqlite" in args.database:
+        sides.append(("same_io", lambda: hand(url, args.jobs, shape, scratch)))
     trees: list[tuple[str, Path | None]] = [("calsync", None)]
     if args.compare is not None:
         trees.append(("compared", args.compare))
@@ -358,12 +302,15 @@ def main() -> None:
                     sides.reverse()
                 measured = {side: run() for side, run in sides}
                 print(f"round {n}, {shape}:", flush=True)
-                for side, drain in measured.items():
-                    results.setdefault((str(shape), side), []).append(drain)
-                    _print(drain)
-                for side, drain in measured.items():
+                for side, drained in measured.items():
+                    results.setdefault((str(shape), side), []).append(drained)
+                    _print(drained)
+                for side, drained in measured.items():
                     if side != "bare":
-                        print(f"  {side}/bare: {drain.rate / measured['bare'].rate:.2f}", flush=True)
+                        print(f"  {side}/bare: {drained.rate / measured['bare'].rate:.2f}", flush=True)
+                if "same_io" in measured and "calsync sqlite" in measured:
+                    floor = measured["calsync sqlite"].rate / measured["same_io"].rate
+                    print(f"  calsync sqlite/same_io: {floor:.2f}", flush=True)
         if "postgresql" in args.database:
             trips = round_trips(url, 500, scratch, args.postgres_dsn)
             print(f"PostgreSQL round trips per sync job (500 jobs, libpq trace): {trips:.2f}", flush=True)
@@ -374,16 +321,25 @@ def main() -> None:
             runs = results[(str(shape), side)]
             rate = statistics.median(d.rate for d in runs)
             cpu = statistics.median(d.cpu_ms_per_job for d in runs)
-            print(f"  {shape} {runs[0].name:<28} {rate:7.0f} jobs/s  {cpu:5.2f} ms CPU/job")
+            commands = statistics.median(d.redis_commands_per_job for d in runs)
+            print(f"  {shape} {runs[0].name:<28} {rate:7.0f} jobs/s  {cpu:5.2f} ms CPU/job  "
+                  f"{commands:4.1f} Redis commands/job")  # fmt: skip
             if side != "bare":
                 ratios = [c.rate / b.rate for c, b in zip(runs, bare_runs, strict=True)]
-                print(f"  {shape} {side}/bare: {statistics.median(ratios):.2f} -- the target is >= 0.5"
+                meaning = "the design's floor, written by hand" if side == "same_io" else "the target is >= 0.5"
+                print(f"  {shape} {side}/bare: {statistics.median(ratios):.2f} -- {meaning}"
                       f" (rounds: {', '.join(f'{x:.2f}' for x in ratios)})")  # fmt: skip
+        if (str(shape), "same_io") in results and (str(shape), "calsync sqlite") in results:
+            floors = [c.rate / h.rate for c, h in zip(results[(str(shape), "calsync sqlite")],
+                                                      results[(str(shape), "same_io")], strict=True)]  # fmt: skip
+            print(f"  {shape} calsync sqlite/same_io: {statistics.median(floors):.2f} -- calsync's own cost over the "
+                  f"I/O the design needs (rounds: {', '.join(f'{x:.2f}' for x in floors)})")  # fmt: skip
 
 
 def _print(drain: Drain) -> None:
     print(f"  {drain.name:<28} {drain.rate:7.0f} jobs/s  ({drain.jobs} jobs in {drain.seconds:5.2f} s, "
-          f"{drain.cpu_ms_per_job:5.2f} ms CPU/job)", flush=True)  # fmt: skip
+          f"{drain.cpu_ms_per_job:5.2f} ms CPU/job, {drain.redis_commands_per_job:4.1f} Redis commands/job)",
+          flush=True)  # fmt: skip
 
 
 if __name__ == "__main__":
