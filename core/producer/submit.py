@@ -171,7 +171,7 @@ class Intake:
         return Receipt.from_json(first.receipt)
 
     def _check_accounts(self, conn: Connection, tenant_id: str, account_ids: tuple[str, ...]) -> None:
-        found = accounts.get_summaries(conn, account_ids)  # one query, however many accounts
+        found = accounts.get_standings(conn, account_ids)  # one query, however many accounts
         known = {a: s for a, s in found.items() if s.tenant_id == tenant_id}
         missing = [a for a in account_ids if a not in known]
         if missing:

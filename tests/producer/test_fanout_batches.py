@@ -52,9 +52,9 @@ def test_accounts_are_looked_up_in_one_query_and_every_bad_one_is_named(pipeline
     own = pipeline.account(account_id="acc-own")
     other = pipeline.account(tenant="tenant-2", account_id="acc-other")
     with pipeline.runtime.db.read() as conn:
-        found = accounts.get_summaries(conn, [own, other, "acc-missing"])
+        found = accounts.get_standings(conn, [own, other, "acc-missing"])
         assert sorted(found) == sorted([own, other]) and found[other].tenant_id == "tenant-2"
-        assert accounts.get_summaries(conn, []) == {}
+        assert accounts.get_standings(conn, []) == {}
     with pytest.raises(InvalidChange, match="account acc-missing does not exist for tenant tenant-1"):
         pipeline.submit([own, "acc-missing"])
     named = f"accounts acc-missing, {other}, acc-gone do not exist for tenant tenant-1"
