@@ -22,6 +22,8 @@ from calsync.core.redis.keys import RedisKeys
 
 log = logging.getLogger(__name__)
 
+_CHUNK: Final = 500  # claims per script call, so a huge fan-out does not hold Redis in one long script
+
 
 class Mark(NamedTuple):
     """Which enqueue a marker stands for: one operation of one target version."""
@@ -97,8 +99,8 @@ class EnqueueMarkers(Protocol):
         """Per claim, the job id of the identical enqueue that came first, or (new, now marked) its delay.
 
         A claim's ``covered_by`` names operations whose marker for the same version also counts as that
-        first enqueue. All claims are made at once: one script call (one round trip), two round trips when
-        any has ``covered_by``.
+        first enqueue. All claims are made at once: one script call per 500 claims, after one more round trip
+        when any has ``covered_by``.
         """
         ...
 
@@ -132,7 +134,8 @@ class RedisMarkers:
         try:
             earlier = self._covered(claims)
             fresh = [n for n, found in enumerate(earlier) if found is None]
-            replies = self._claim_fresh([claims[n] for n in fresh]) if fresh else []
+            replies = [reply for start in range(0, len(fresh), _CHUNK)
+                       for reply in self._claim_fresh([claims[n] for n in fresh[start : start + _CHUNK]])]  # fmt: skip
         except redis.RedisError:
             return [Claimed(None)] * len(claims)  # the markers are optional; a duplicate job is harmless
         answers = [Claimed(found) for found in earlier]
