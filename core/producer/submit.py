@@ -44,8 +44,8 @@ from calsync.core.store.targets import TargetKey, TargetRow
 log = logging.getLogger(__name__)
 _tenant_id = TypeAdapter(Identifier)
 
-# Enqueues a batch of jobs, each (payload, lane, delay in ms or None: at once); per job, whether it was enqueued.
-Enqueue = Callable[[list[tuple[JobPayload, Lane, int | None]]], list[bool]]
+Batch = list[tuple[JobPayload, Lane, int | None]]  # jobs, each with its lane and a delay in ms (None: at once)
+Enqueue = Callable[[Batch], list[bool]]  # enqueues a batch; per job, whether it was enqueued
 
 
 @dataclass(frozen=True)
@@ -278,7 +278,7 @@ class Intake:
         )  # fmt: skip
         return Receipt(entity_id, version, job_ids, [jobs[n].key.account_id for n in failed])
 
-    def _send(self, batch: list[tuple[JobPayload, Lane, int | None]]) -> list[bool]:
+    def _send(self, batch: Batch) -> list[bool]:
         if not batch:
             return []
         try:
@@ -307,7 +307,7 @@ class Producer(Intake):
         settings = runtime.settings
         queues = lanes_of(settings)
 
-        def enqueue(batch: list[tuple[JobPayload, Lane, int | None]]) -> list[bool]:
+        def enqueue(batch: Batch) -> list[bool]:
             outgoing = [Outgoing(sync_message(queues.queue(lane), payload), delay) for payload, lane, delay in batch]
             return enqueue_many(runtime.broker, outgoing)  # the broker is built on first use
 

@@ -7,6 +7,7 @@ from collections.abc import Sequence
 from calsync.core.model.payload import JobPayload, Operation
 from calsync.core.model.vocabulary import Lane
 from calsync.core.producer.dedup import Claim, Claimed, Mark
+from calsync.core.producer.submit import Batch
 
 
 class MemoryMarkers:
@@ -42,7 +43,7 @@ class MemoryQueue:
         self.lanes: list[Lane] = []
         self.failing = False
 
-    def __call__(self, batch: list[tuple[JobPayload, Lane, int | None]]) -> list[bool]:
+    def __call__(self, batch: Batch) -> list[bool]:
         if self.failing:
             raise ConnectionError("broker unavailable")
         for payload, lane, _delay_ms in batch:
