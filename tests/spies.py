@@ -1,13 +1,15 @@
-"""A spy on ``broker.enqueue``: what was sent, with which delay, without changing what the broker does."""
+"""A spy on ``broker.enqueue`` and ``enqueue_many``: what was sent, with which delay, without changing what happens."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
 import dramatiq
 import pytest
 
+from calsync.core.messaging.batch import BatchBroker, Outgoing
 from calsync.core.model.payload import JobPayload, parse_payload
 
 
@@ -25,7 +27,7 @@ class Sent:
 
 
 class EnqueueSpy:
-    """Records every ``broker.enqueue`` call, then lets the real broker enqueue the message."""
+    """Records every message sent by ``broker.enqueue`` or its batch enqueue, then lets the real broker enqueue it."""
 
     def __init__(self, broker: dramatiq.Broker, monkeypatch: pytest.MonkeyPatch) -> None:
         self.sent: list[Sent] = []
@@ -36,6 +38,14 @@ class EnqueueSpy:
             return real(message, delay=delay)
 
         monkeypatch.setattr(broker, "enqueue", spy)
+        if isinstance(broker, BatchBroker):
+            real_many = broker.enqueue_many
+
+            def spy_many(outgoing: Sequence[Outgoing]) -> list[bool]:
+                self.sent.extend(Sent(message, delay) for message, delay in outgoing)
+                return real_many(outgoing)
+
+            monkeypatch.setattr(broker, "enqueue_many", spy_many)
 
     def delayed(self) -> list[Sent]:
         """Calls asking for a later delivery (the worker moving a due message back to its queue passes none)."""

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any, Final
 
 import redis
@@ -25,8 +25,10 @@ from dramatiq.brokers.redis import RedisBroker, _RedisConsumer
 from dramatiq.common import compute_backoff, current_millis
 from dramatiq.errors import ConnectionClosed
 
+from calsync.core.messaging.batch import Outgoing
 from calsync.core.messaging.hold import ConsumerHold, hold_of
 from calsync.core.messaging.quarantine import Arrival, Door, Quarantined, QuarantineUnavailable
+from calsync.core.messaging.redis_batch import RedisBatch
 
 log = logging.getLogger(__name__)
 
@@ -69,6 +71,11 @@ class SafeRedisBroker(RedisBroker):
         self._fetch_pairs = self.client.register_script(_FETCH_PAIRS)
         self._maintenance_interval = maintenance_interval
         self._last_maintenance: dict[str, float] = {}  # queue -> monotonic time; one consumer thread per queue
+        self._batch = RedisBatch(self)
+
+    def enqueue_many(self, outgoing: Sequence[Outgoing]) -> list[bool]:
+        """Enqueue a batch in one script call per chunk (core/messaging/redis_batch.py); per message, whether sent."""
+        return self._batch.enqueue_many(outgoing)
 
     @property
     def consumer_class(self) -> type[_SafeRedisConsumer]:

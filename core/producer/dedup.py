@@ -22,6 +22,8 @@ from calsync.core.redis.keys import RedisKeys
 
 log = logging.getLogger(__name__)
 
+_CHUNK: Final = 500  # claims per script call, so a huge fan-out does not hold Redis in one long script
+
 
 class Mark(NamedTuple):
     """Which enqueue a marker stands for: one operation of one target version."""
@@ -48,18 +50,45 @@ class Claimed(NamedTuple):
     delay_ms: int | None = None  # the target is settling: enqueue this much later (None: at once)
 
 
-# KEYS[1]: a target's settle marker (its value: when the window opened, Redis time in ms).
-# ARGV[1]: the window, ARGV[2]: the longest hold, both in ms. Returns 1 when the target is settling.
-_SETTLE: Final = """
-local clock = redis.call("time")
-local now = tonumber(clock[1]) * 1000 + math.floor(tonumber(clock[2]) / 1000)
-local opened = tonumber(redis.call("get", KEYS[1]))
-if opened and now - opened < tonumber(ARGV[2]) then
-    redis.call("pexpire", KEYS[1], ARGV[1])
-    return 1
+# Every claim at once. KEYS: per claim its dedup marker, then (when ARGV[2], the window in ms, is above 0) its
+# target's settle marker (its value: when the window opened, Redis time in ms). ARGV[1]: the dedup TTL in s,
+# ARGV[3]: the longest hold in ms, then the claims' job ids. Returns per claim the earlier job id (false:
+# newly marked) and 1 when its target is settling. The settle marker is set when absent or older than the
+# longest hold, else its PX refreshed.
+_CLAIM: Final = """
+local window = tonumber(ARGV[2])
+local longest = tonumber(ARGV[3])
+local stride = 1
+local now = 0
+if window > 0 then
+    stride = 2
+    local clock = redis.call("time")
+    now = tonumber(clock[1]) * 1000 + math.floor(tonumber(clock[2]) / 1000)
 end
-redis.call("set", KEYS[1], now, "px", ARGV[1])
-return 0
+local result = {}
+for n = 1, #ARGV - 3 do
+    local dedup = KEYS[stride * (n - 1) + 1]
+    local earlier = false
+    if not redis.call("set", dedup, ARGV[n + 3], "NX", "EX", ARGV[1]) then
+        earlier = redis.call("get", dedup)
+    end
+    local settling = 0
+    if window > 0 then
+        local settle = KEYS[stride * n]
+        if not redis.call("set", settle, now, "NX", "PX", window) then
+            local opened = tonumber(redis.call("get", settle))
+            if opened and now - opened < longest then
+                redis.call("pexpire", settle, window)
+                settling = 1
+            else
+                redis.call("set", settle, now, "PX", window)
+            end
+        end
+    end
+    result[2 * n - 1] = earlier
+    result[2 * n] = settling
+end
+return result
 """
 
 
@@ -70,8 +99,8 @@ class EnqueueMarkers(Protocol):
         """Per claim, the job id of the identical enqueue that came first, or (new, now marked) its delay.
 
         A claim's ``covered_by`` names operations whose marker for the same version also counts as that
-        first enqueue. All claims are made at once (one Redis round trip, two when any has ``covered_by``,
-        and redis-py's SCRIPT EXISTS before it when a settle window is set).
+        first enqueue. All claims are made at once: one script call per 500 claims, after one more round trip
+        when any has ``covered_by``.
         """
         ...
 
@@ -85,7 +114,7 @@ def _text(value: object) -> str | None:
 
 
 class RedisMarkers:
-    """Enqueue markers as Redis strings set with NX and a TTL, claimed in pipelines; ``window_ms`` 0: no settling."""
+    """Enqueue markers: Redis strings set with NX and a TTL, claimed by one script call; ``window_ms`` 0: no settle."""
 
     def __init__(
         self, client: redis.Redis, keys: RedisKeys, *, ttl_seconds: int, window_ms: int = 0, max_wait_ms: int = 0
@@ -95,35 +124,35 @@ class RedisMarkers:
         self._ttl = ttl_seconds
         self._window_ms = window_ms
         self._max_wait_ms = max_wait_ms
-        self._settle = client.register_script(_SETTLE)
+        self._claim = client.register_script(_CLAIM)
 
     def _key(self, mark: Mark) -> str:
         return self._keys.dedup(mark.tenant_id, mark.entity_id, mark.account_id, mark.operation, mark.version)
 
     def claim_all(self, claims: Sequence[Claim]) -> list[Claimed]:
         """Per claim, the job id of the identical enqueue that came first, or (new, now marked) its delay."""
-        stride = 3 if self._window_ms else 2
         try:
             earlier = self._covered(claims)
             fresh = [n for n, found in enumerate(earlier) if found is None]
-            pipe = self._client.pipeline(transaction=False)
-            for n in fresh:
-                mark = claims[n].mark
-                key = self._key(mark)
-                pipe.set(key, claims[n].job_id, nx=True, ex=self._ttl)
-                pipe.get(key)
-                if self._window_ms:
-                    settle = self._keys.settle(mark.tenant_id, mark.entity_id, mark.account_id)
-                    self._settle(keys=[settle], args=[self._window_ms, self._max_wait_ms], client=pipe)
-            replies = pipe.execute()
+            replies = [reply for start in range(0, len(fresh), _CHUNK)
+                       for reply in self._claim_fresh([claims[n] for n in fresh[start : start + _CHUNK]])]  # fmt: skip
         except redis.RedisError:
             return [Claimed(None)] * len(claims)  # the markers are optional; a duplicate job is harmless
         answers = [Claimed(found) for found in earlier]
         for slot, n in enumerate(fresh):
-            marked, holder = replies[stride * slot], replies[stride * slot + 1]
-            settling = stride == 3 and bool(replies[stride * slot + 2])
-            answers[n] = Claimed(None, self._window_ms if settling else None) if marked else Claimed(_text(holder))
+            holder, settling = replies[2 * slot], replies[2 * slot + 1]
+            answers[n] = Claimed(_text(holder)) if holder else Claimed(None, self._window_ms if settling else None)
         return answers
+
+    def _claim_fresh(self, claims: Sequence[Claim]) -> list[object]:
+        keys: list[str] = []
+        for claim in claims:
+            keys.append(self._key(claim.mark))
+            if self._window_ms:
+                mark = claim.mark
+                keys.append(self._keys.settle(mark.tenant_id, mark.entity_id, mark.account_id))
+        args: list[str | int] = [self._ttl, self._window_ms, self._max_wait_ms, *(c.job_id for c in claims)]
+        return list(self._claim(keys=keys, args=args))
 
     def _covered(self, claims: Sequence[Claim]) -> list[str | None]:
         covering = [(n, op) for n, claim in enumerate(claims) for op in claim.covered_by]

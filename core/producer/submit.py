@@ -24,6 +24,7 @@ from pydantic import TypeAdapter, ValidationError
 from sqlalchemy import Connection
 from sqlalchemy.exc import IntegrityError
 
+from calsync.core.messaging.batch import Outgoing, enqueue_many
 from calsync.core.messaging.lanes import lanes_of
 from calsync.core.messaging.messages import sync_message
 from calsync.core.model.calendar import SendUpdates
@@ -43,7 +44,8 @@ from calsync.core.store.targets import TargetKey, TargetRow
 log = logging.getLogger(__name__)
 _tenant_id = TypeAdapter(Identifier)
 
-Enqueue = Callable[[JobPayload, Lane, int | None], object]  # the payload, its lane, a delay in ms (None: at once)
+Batch = list[tuple[JobPayload, Lane, int | None]]  # jobs, each with its lane and a delay in ms (None: at once)
+Enqueue = Callable[[Batch], list[bool]]  # enqueues a batch; per job, whether it was enqueued
 
 
 @dataclass(frozen=True)
@@ -106,7 +108,7 @@ class Intake:
         self._db = db
         self._lanes = lanes or OneLane()
         self._markers = markers
-        self._enqueue_job = enqueue
+        self._enqueue_jobs = enqueue
         self._default_send_updates = default_send_updates
         self._request_key_ttl = request_key_ttl
 
@@ -169,7 +171,7 @@ class Intake:
         return Receipt.from_json(first.receipt)
 
     def _check_accounts(self, conn: Connection, tenant_id: str, account_ids: tuple[str, ...]) -> None:
-        found = accounts.get_summaries(conn, account_ids)  # one query, however many accounts
+        found = accounts.get_standings(conn, account_ids)  # one query, however many accounts
         known = {a: s for a, s in found.items() if s.tenant_id == tenant_id}
         missing = [a for a in account_ids if a not in known]
         if missing:
@@ -248,10 +250,8 @@ class Intake:
         return existing.id, version, jobs
 
     def _enqueue(self, tenant_id: str, entity_id: str, version: int, jobs: list[_PlannedJob], trace: str) -> Receipt:
-        # Called after the intent is committed: the markers are claimed together (one pipeline), then
-        # each job is enqueued, later by the settle window when its target is settling.
-        job_ids: list[str] = []
-        deferred: list[str] = []
+        # Called after the intent is committed: the markers are claimed together (one script call), then the
+        # new jobs are enqueued as one batch, later by the settle window when their target is settling.
         payloads = [
             new_payload(tenant_id=tenant_id, entity_id=entity_id, account_id=job.key.account_id,
                         operation=job.plan.operation, version=version, trace_id=trace, key=job.plan.idempotency_key)
@@ -262,34 +262,42 @@ class Intake:
             for job, payload in zip(jobs, payloads, strict=True)
         ]
         answers = self._markers.claim_all(claims)
-        fresh = sum(a.earlier is None for a in answers)
-        lanes = iter(self._lanes.lanes(tenant_id, fresh))  # a tenant over its rate: the bulk lane
-        settling = 0
-        for job, payload, claim, claimed in zip(jobs, payloads, claims, answers, strict=True):
-            mark = claim.mark
-            if claimed.earlier is not None:
-                job_ids.append(claimed.earlier)
-                continue
-            try:
-                self._enqueue_job(payload, next(lanes), claimed.delay_ms)
-            except Exception:
-                log.exception(
-                    "enqueue failed after commit; the reconciler will pick the target up",
-                    extra={"fields": {"entity_id": entity_id, "account_id": job.key.account_id, "trace_id": trace}},
-                )
-                deferred.append(job.key.account_id)
-                with self._db.write() as conn:
-                    targets.mark_unqueued(conn, job.key)  # due now: the next reconcile pass re-enqueues it
-                self._markers.release(mark)
-                continue
-            job_ids.append(payload.job_id)
-            settling += claimed.delay_ms is not None
+        new = [n for n, claimed in enumerate(answers) if claimed.earlier is None]
+        lanes = self._lanes.lanes(tenant_id, len(new))  # a tenant over its rate: the bulk lane
+        batch = [(payloads[n], lane, answers[n].delay_ms) for n, lane in zip(new, lanes, strict=True)]
+        sent = dict(zip(new, self._send(batch), strict=True))
+        failed = [n for n in new if not sent[n]]
+        if failed:
+            self._defer([jobs[n].key for n in failed], [claims[n].mark for n in failed], entity_id, trace)
+        job_ids = [claimed.earlier or payloads[n].job_id for n, claimed in enumerate(answers) if sent.get(n, True)]
+        settling = sum(answers[n].delay_ms is not None for n in new if sent[n])
         log.info(
             "change accepted",
             extra={"fields": {"tenant_id": tenant_id, "entity_id": entity_id, "version": version, "trace_id": trace,
-                              "jobs": len(job_ids), "deferred": len(deferred), "settling": settling}},
+                              "jobs": len(job_ids), "deferred": len(failed), "settling": settling}},
         )  # fmt: skip
-        return Receipt(entity_id, version, job_ids, deferred)
+        return Receipt(entity_id, version, job_ids, [jobs[n].key.account_id for n in failed])
+
+    def _send(self, batch: Batch) -> list[bool]:
+        if not batch:
+            return []
+        try:
+            return self._enqueue_jobs(batch)
+        except Exception:
+            log.exception("enqueue failed after commit", extra={"fields": {"jobs": len(batch)}})
+            return [False] * len(batch)
+
+    def _defer(self, keys: list[TargetKey], marks: list[Mark], entity_id: str, trace: str) -> None:
+        """Targets whose enqueue failed: due now, so the next reconcile pass re-enqueues them; markers forgotten."""
+        log.warning(
+            "enqueue failed after commit; the reconciler will pick the targets up",
+            extra={"fields": {"entity_id": entity_id, "account_ids": [k.account_id for k in keys], "trace_id": trace}},
+        )
+        with self._db.write() as conn:
+            for key in keys:
+                targets.mark_unqueued(conn, key)
+        for mark in marks:
+            self._markers.release(mark)
 
 
 class Producer(Intake):
@@ -299,8 +307,9 @@ class Producer(Intake):
         settings = runtime.settings
         queues = lanes_of(settings)
 
-        def enqueue(payload: JobPayload, lane: Lane, delay_ms: int | None) -> None:
-            runtime.broker.enqueue(sync_message(queues.queue(lane), payload), delay=delay_ms)  # built on first use
+        def enqueue(batch: Batch) -> list[bool]:
+            outgoing = [Outgoing(sync_message(queues.queue(lane), payload), delay) for payload, lane, delay in batch]
+            return enqueue_many(runtime.broker, outgoing)  # the broker is built on first use
 
         markers = RedisMarkers(
             runtime.redis,

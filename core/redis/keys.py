@@ -34,7 +34,7 @@ class RedisKeys:
         """String holding when a target's settle window opened (Redis time, ms); PX ``COALESCE_WINDOW``.
 
         Written (set when absent or older than ``COALESCE_MAX_WAIT``, else its PX refreshed) and read by the
-        producer only, in one script per target within the pipeline of the dedup markers (core.producer.dedup):
+        producer only, in the one script call that claims the dedup markers too (core.producer.dedup):
         absent, the job goes out at once; present, it is delayed by the window so only the newest edit writes.
         """
         return f"{self.namespace}:settle:{tenant_id}:{entity_id}:{account_id}"
@@ -57,25 +57,31 @@ class RedisKeys:
     def ready_queue(self, queue: str) -> str:
         """Dramatiq's list of ready message ids (what KEDA scales on).
 
-        Written by Dramatiq (producers and workers); read by the queue exporter and KEDA.
+        Written by Dramatiq (producers and workers) and, in Dramatiq's layout, by the producer's batch enqueue
+        (core.messaging.redis_batch); read by the queue exporter and KEDA.
         """
         return f"{self.namespace}:{queue}"
 
     def queue_messages(self, queue: str) -> str:
-        """Dramatiq's hash of ready and in-flight message bodies. Written by Dramatiq; read by the exporter."""
+        """Dramatiq's hash of ready and in-flight message bodies.
+
+        Written by Dramatiq and the producer's batch enqueue (core.messaging.redis_batch); read by the exporter.
+        """
         return f"{self.namespace}:{queue}.msgs"
 
     def delayed_messages(self, queue: str) -> str:
         """Dramatiq's hash of delayed (retry) message bodies, including those held in worker memory.
 
-        Written by Dramatiq; read by the exporter (its LLEN twin reads 0 while workers hold the messages).
+        Written by Dramatiq and the producer's batch enqueue (core.messaging.redis_batch); read by the exporter
+        (its LLEN twin reads 0 while workers hold the messages).
         """
         return f"{self.namespace}:{queue}.DQ.msgs"
 
     def delayed_queue(self, queue: str) -> str:
         """Dramatiq's list of delayed message ids no worker has prefetched yet.
 
-        Written by Dramatiq (delayed enqueues) and by ``calsync retry-now`` (which removes the ids it moves);
+        Written by Dramatiq and the producer's batch enqueue (delayed enqueues: settling targets) and by
+        ``calsync retry-now`` (which removes the ids it moves);
         read by Dramatiq's delay-queue consumer.
         """
         return f"{self.namespace}:{queue}.DQ"

@@ -5,7 +5,7 @@ from __future__ import annotations
 import datetime as dt
 from collections.abc import Collection, Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
 
 from sqlalchemy import Connection, RowMapping, bindparam, select, update
 
@@ -93,12 +93,23 @@ def get_summary(conn: Connection, account_id: str) -> AccountSummary | None:
     return _summary(row) if row else None
 
 
-def get_summaries(conn: Connection, account_ids: Collection[str]) -> dict[str, AccountSummary]:
-    """The accounts among ``account_ids`` that exist, by id, in one query (a fan-out checks them all at once)."""
+class AccountStanding(NamedTuple):
+    """What a change's account check needs of an account: whose it is and whether it is disabled."""
+
+    tenant_id: str
+    status: AccountStatus
+
+
+_STANDING = select(provider_accounts.c.id, provider_accounts.c.tenant_id, provider_accounts.c.status)
+
+
+def get_standings(conn: Connection, account_ids: Collection[str]) -> dict[str, AccountStanding]:
+    """The accounts among ``account_ids`` that exist, by id, in one query of three columns (a fan-out checks them
+    all at once; the whole rows with their credentials cost a 100-account change a few ms more)."""
     if not account_ids:
         return {}
-    query = select(provider_accounts).where(provider_accounts.c.id.in_(list(account_ids)))
-    return {row["id"]: _summary(row) for row in conn.execute(query).mappings()}
+    query = _STANDING.where(provider_accounts.c.id.in_(list(account_ids)))
+    return {account_id: AccountStanding(tenant_id, status) for account_id, tenant_id, status in conn.execute(query)}
 
 
 def list_accounts(conn: Connection, tenant_id: str | None = None) -> list[AccountSummary]:

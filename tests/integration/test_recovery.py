@@ -48,6 +48,7 @@ def test_a_failed_enqueue_after_commit_is_deferred_then_reconciled(
         raise ConnectionError("broker unreachable")
 
     monkeypatch.setattr(pipeline.broker, "enqueue", broker_down)
+    monkeypatch.setattr(pipeline.broker, "enqueue_many", broker_down, raising=False)  # the producer's batch path
     receipt = pipeline.submit([account])
     assert receipt.job_ids == [] and receipt.deferred_accounts == [account]
     assert pipeline.target(receipt.entity_id, account).status == "pending"  # the intent was saved

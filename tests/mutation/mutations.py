@@ -62,7 +62,7 @@ _RESULT_BODY = (
 )
 _DEFER_OPTIONS = "options={DEFERRALS_OPTION: waits + 1}"
 _SAME_ATTEMPT = 'ctx.payload.model_copy(update={"scheduled_at": later})'
-_DEDUP_SET = "nx=True, ex=self._ttl"
+_DEDUP_SET = '"NX", "EX", ARGV[1])'
 
 # fmt: off
 MUTATIONS: tuple[Mutation, ...] = (
@@ -223,12 +223,12 @@ MUTATIONS: tuple[Mutation, ...] = (
              "if account is None:", "a change names only its tenant's accounts"),
     Mutation("submit-disabled-accepted", SUBMIT, 'if account.status == "disabled":', "if False:",
              "a disabled account is refused"),
-    Mutation("submit-marker-kept-after-failed-enqueue", SUBMIT, "                self._markers.release(mark)\n", "",
-             "a failed enqueue does not suppress the next attempt"),
-    Mutation("submit-marker-without-version", SUBMIT, "mark = Mark(*job.key, job.plan.operation, version)",
-             "mark = Mark(*job.key, job.plan.operation, 1)", "an older version's marker never suppresses a new job"),
-    Mutation("dedup-forever", DEDUP, _DEDUP_SET, "nx=True", "the dedup marker expires after DEDUP_TTL"),
-    Mutation("dedup-overwritten", DEDUP, _DEDUP_SET, "ex=self._ttl", "an identical enqueue returns the first job"),
+    Mutation("submit-marker-kept-after-failed-enqueue", SUBMIT, "            self._markers.release(mark)\n",
+             "            pass\n", "a failed enqueue does not suppress the next attempt"),
+    Mutation("submit-marker-without-version", SUBMIT, "Claim(Mark(*job.key, job.plan.operation, version)",
+             "Claim(Mark(*job.key, job.plan.operation, 1)", "an older version's marker never suppresses a new job"),
+    Mutation("dedup-forever", DEDUP, _DEDUP_SET, '"NX")', "the dedup marker expires after DEDUP_TTL"),
+    Mutation("dedup-overwritten", DEDUP, _DEDUP_SET, '"EX", ARGV[1])', "an identical enqueue returns the first job"),
     Mutation("dedup-covered-ignored", DEDUP, "for operation in covered_by:", "for operation in ():",
              "an identical resubmit finds the first submission's create job"),
     # redaction

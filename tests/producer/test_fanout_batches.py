@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 
 from calsync.core.model.errors import InvalidChange
+from calsync.core.producer import dedup
 from calsync.core.producer.dedup import Claim, Claimed, Mark, RedisMarkers
 from calsync.core.store import accounts, targets
 from tests.spies import EnqueueSpy
@@ -25,6 +26,16 @@ def test_markers_are_claimed_together_each_with_its_own_answer(pipeline: Pipelin
     assert [c.earlier for c in markers.claim_all(again)] == ["job-1", None, "job-1", None]
     assert markers.claim_all([]) == []
     assert runtime.redis.get(runtime.keys.dedup("t", "e", "a1", "update", 1)) is None  # covered: not marked
+
+
+def test_claims_past_one_script_call_are_answered_in_order(pipeline: Pipeline, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(dedup, "_CHUNK", 2)
+    runtime = pipeline.runtime
+    markers = RedisMarkers(runtime.redis, runtime.keys, ttl_seconds=60, window_ms=1000, max_wait_ms=10_000)
+    marks = [Mark("t", "e", f"a{n}", "create", 1) for n in range(5)]
+    assert markers.claim_all([Claim(m, f"job-{n}") for n, m in enumerate(marks)]) == [Claimed(None)] * 5
+    again = markers.claim_all([Claim(m, f"new-{n}") for n, m in enumerate(marks)])
+    assert again == [Claimed(f"job-{n}") for n in range(5)]
 
 
 def test_a_hundred_account_change_plans_every_target_and_enqueues_each_once(
@@ -52,9 +63,9 @@ def test_accounts_are_looked_up_in_one_query_and_every_bad_one_is_named(pipeline
     own = pipeline.account(account_id="acc-own")
     other = pipeline.account(tenant="tenant-2", account_id="acc-other")
     with pipeline.runtime.db.read() as conn:
-        found = accounts.get_summaries(conn, [own, other, "acc-missing"])
+        found = accounts.get_standings(conn, [own, other, "acc-missing"])
         assert sorted(found) == sorted([own, other]) and found[other].tenant_id == "tenant-2"
-        assert accounts.get_summaries(conn, []) == {}
+        assert accounts.get_standings(conn, []) == {}
     with pytest.raises(InvalidChange, match="account acc-missing does not exist for tenant tenant-1"):
         pipeline.submit([own, "acc-missing"])
     named = f"accounts acc-missing, {other}, acc-gone do not exist for tenant tenant-1"
