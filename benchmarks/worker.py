@@ -50,6 +50,7 @@ from benchmarks.support import (
     private_database,
     remove_keys,
     seed,
+    tree_cpu,
 )
 from calsync.actors.worker import build_worker
 from calsync.core.config.settings import Settings, child_environment
@@ -115,17 +116,6 @@ class Adapter:
     emulator: psutil.Process | None = None  # where the provider's CPU goes, measured apart
 
 
-def _tree_cpu(root: psutil.Process) -> float:
-    total = 0.0
-    for proc in [root, *root.children(recursive=True)]:
-        try:
-            times = proc.cpu_times()
-        except psutil.NoSuchProcess:
-            continue
-        total += times.user + times.system
-    return total
-
-
 @contextmanager
 def _running(command: list[str], env: dict[str, str], log: Path,
              cwd: Path = ROOT) -> Iterator[subprocess.Popen[bytes]]:  # fmt: skip
@@ -157,11 +147,11 @@ def _drain(name: str, client: redis.Redis, ns: str, jobs: int, proc: subprocess.
         left = int(client.hlen(key))
         now = time.perf_counter()
         if not started and left <= high:
-            started, cpu, left_at_start = now, _tree_cpu(worker), left
-            emulator_cpu = _tree_cpu(emulator) if emulator else 0.0
+            started, cpu, left_at_start = now, tree_cpu(worker), left
+            emulator_cpu = tree_cpu(emulator) if emulator else 0.0
         if started and left <= low:
-            emulator_cpu = _tree_cpu(emulator) - emulator_cpu if emulator else 0.0
-            return Drain(name, left_at_start - left, now - started, _tree_cpu(worker) - cpu, emulator_cpu)
+            emulator_cpu = tree_cpu(emulator) - emulator_cpu if emulator else 0.0
+            return Drain(name, left_at_start - left, now - started, tree_cpu(worker) - cpu, emulator_cpu)
         if proc.poll() is not None:
             raise RuntimeError(f"{name}: the worker exited before the queue drained (see its log)")
         if time.monotonic() > deadline:
