@@ -1,24 +1,26 @@
 """Housekeeping keeps up: table sizes under a steady job rate go flat once the retention windows have passed.
 
     PYTHONPATH=. .venv/bin/python benchmarks/housekeeping.py [--minutes 30] [--rate 200] [--retention 600]
-        [--interval 10] [--report-every 60] [--processes 1] [--threads 8] [--database sqlite|postgresql]
-        [--redis-url URL]
+        [--interval 10] [--report-every 60] [--processes 1] [--threads 8] [--producers 0]
+        [--database sqlite|postgresql] [--redis-url URL]
 
 As deployed: a ``calsync worker`` process (``--processes`` x ``--threads``, the deployed middleware
 stack with its maintenance thread, metrics in Prometheus multiprocess files, JSON logs at INFO to a
-file, the memory provider in its data dir's SQLite file) and, in the benchmark's process, a producer
-(``Producer.submit``, the code every door runs). The producer submits ``--rate`` jobs per second:
-every event is created, then cancelled ``--cancel-after`` seconds later (two jobs, two idempotency
-records, one event and one target row); ``--fail-share`` of the creates fail for good (dead letters,
-discarded at each report as an operator would). ``IDEMPOTENCY_TTL``, ``CANCELLED_EVENT_RETENTION``,
-``DEAD_LETTER_RETENTION`` and ``WEBHOOK_RETENTION`` are all ``--retention``. Every ``--report-every``
-seconds it prints the size of each table, the queue depth (ready and in flight, both lanes; delayed
-apart), the jobs submitted and completed (final outcomes, from the worker's metrics) in that interval
-and per second, and the rows the worker's passes purged so far; after the run, the sizes' spread over
-the reports past the retention window (flat: close to 1.0), then, with the worker stopped, the purge
-capacity: a backlog of expired records is deleted by maintenance passes and their rate printed next to
-the job rate (the target is >= 10x). Measured figures: docs/notes/housekeeping.md.
-Its own embedded Redis unless ``--redis-url`` is given; every key it wrote is deleted at the end.
+file, the memory provider in its data dir's SQLite file); the producer (``Producer.submit``, the code
+every door runs) in the benchmark's process, or ``--producers`` processes sharing the rate. It
+submits ``--rate`` jobs per second: every event is created, then cancelled ``--cancel-after`` seconds
+later (two jobs, two idempotency records, one event and one target row); ``--fail-share`` of the
+creates fail for good (dead letters, discarded at each report as an operator would).
+``IDEMPOTENCY_TTL`` and the dead-letter, cancelled-event and webhook retentions are all ``--retention``.
+Every ``--report-every`` seconds it prints the size of each table, the queue depth (ready and in
+flight on both lanes; delayed apart), the jobs submitted and completed (a final outcome, read from the
+worker's metrics files) in the interval and per second, the rows the worker's passes purged so far,
+the CPU (cores) of the worker and of everything else it started (producers, Redis; PostgreSQL's
+server is not counted) and the load average. After the run: each table's spread over the reports past
+the retention window (flat: close to 1.0); then, the worker stopped, the purge capacity: a backlog of
+expired records deleted by maintenance passes, their rate printed next to the job rate (target >= 10x).
+Figures and what limits the rate on a small machine: docs/notes/housekeeping.md. Its own embedded
+Redis unless ``--redis-url`` is given; every key it wrote is deleted at the end.
 It is a benchmark, not a test: numbers depend on the machine.
 """
 
@@ -211,22 +213,16 @@ class Producers:
             process.join(timeout=30)
 
 
-class Queues:
-    """The sync queues' depth: ready and in flight on both lanes, and delayed (retries, re-runs) apart."""
-
-    def __init__(self, runtime: Runtime) -> None:
-        self.runtime = runtime
-        queues = lanes_of(runtime.settings).queues
-        self.messages = [runtime.keys.queue_messages(q) for q in queues]
-        self.delayed = [runtime.keys.delayed_messages(q) for q in queues]
-
-    def depth(self) -> tuple[int, int]:
-        """(ready + in flight, delayed)."""
-        with self.runtime.redis.pipeline(transaction=False) as pipe:
-            for key in [*self.messages, *self.delayed]:
-                pipe.hlen(key)
-            counts = [int(n) for n in pipe.execute()]
-        return sum(counts[: len(self.messages)]), sum(counts[len(self.messages) :])
+def queue_depth(runtime: Runtime) -> tuple[int, int]:
+    """Sync messages ready or in flight on both lanes, and delayed (retries, re-runs)."""
+    queues = lanes_of(runtime.settings).queues
+    with runtime.redis.pipeline(transaction=False) as pipe:
+        for queue in queues:
+            pipe.hlen(runtime.keys.queue_messages(queue))
+        for queue in queues:
+            pipe.hlen(runtime.keys.delayed_messages(queue))
+        counts = [int(n) for n in pipe.execute()]
+    return sum(counts[: len(queues)]), sum(counts[len(queues) :])
 
 
 HEADER = (f"{'minute':>6} {'idempotency':>11} {'events':>7} {'targets':>7} {'dead_letters':>12} {'queue':>6} "
@@ -273,7 +269,7 @@ def _report_loop(runtime: Runtime, load: Producers, worker: subprocess.Popen[byt
     end = started + args.minutes * 60
     next_report = started + args.report_every
     reports: list[tuple[float, dict[str, int]]] = []
-    queues, meter = Queues(runtime), Meter(worker, started)
+    meter = Meter(worker, started)
     print(HEADER, flush=True)
     while (now := time.monotonic()) < end:
         load.step(started, now)
@@ -284,7 +280,7 @@ def _report_loop(runtime: Runtime, load: Producers, worker: subprocess.Popen[byt
             with runtime.db.write() as conn:  # the operator's part: dead letters are looked at and discarded
                 dead_letters.discard_matching(conn, dead_letters.DeadLetterFilter(), note="benchmark")
             current = sizes(runtime)
-            ready, delayed = queues.depth()
+            ready, delayed = queue_depth(runtime)
             counts = worker_counts(runtime.settings)
             reports.append((now - started, current))
             print(f"{(now - started) / 60:6.1f} {current['idempotency']:11d} {current['events']:7d} "
