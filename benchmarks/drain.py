@@ -19,6 +19,8 @@ from pathlib import Path
 import psutil
 import redis
 
+from benchmarks.support import tree_cpu
+
 ROOT = Path(__file__).resolve().parent.parent
 QUEUE = "calendar"
 POLL_SECONDS = 0.005
@@ -66,17 +68,6 @@ class Drain:
     def emulator_cpu_ms_per_job(self) -> float:
         """The emulator's CPU per job, in milliseconds (reported apart: it is not calsync's)."""
         return self.emulator_cpu_seconds / self.jobs * 1000
-
-
-def tree_cpu(root: psutil.Process) -> float:
-    total = 0.0
-    for proc in [root, *root.children(recursive=True)]:
-        try:
-            times = proc.cpu_times()
-        except psutil.NoSuchProcess:
-            continue
-        total += times.user + times.system
-    return total
 
 
 @contextmanager

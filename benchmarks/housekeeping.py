@@ -1,18 +1,27 @@
 """Housekeeping keeps up: table sizes under a steady job rate go flat once the retention windows have passed.
 
     PYTHONPATH=. .venv/bin/python benchmarks/housekeeping.py [--minutes 30] [--rate 200] [--retention 600]
-        [--interval 10] [--report-every 60] [--database sqlite|postgresql] [--redis-url URL]
+        [--interval 10] [--report-every 60] [--processes 1] [--threads 8] [--producers 0]
+        [--database sqlite|postgresql] [--redis-url URL]
 
-A worker (real Dramatiq threads, the deployed middleware stack with its maintenance thread, the memory
-provider) and a producer in one process. The producer submits ``--rate`` jobs per second: every
-event is created, then cancelled ``--cancel-after`` seconds later (two jobs, two idempotency
-records, one event and one target row); ``--fail-share`` of the creates fail for good (dead letters,
-discarded at each report as an operator would). ``IDEMPOTENCY_TTL``, ``CANCELLED_EVENT_RETENTION``
-and ``DEAD_LETTER_RETENTION`` are all ``--retention``. Every ``--report-every`` seconds it prints the
-size of each table, the queue depth and the rows purged so far; after the run, the sizes' spread
-over the reports past the retention window (flat: close to 1.0), then the purge capacity: a backlog of
-expired records is deleted by maintenance passes and their rate printed next to the job rate (the
-target is >= 10x). It is a benchmark, not a test: numbers depend on the machine.
+As deployed: a ``calsync worker`` process (``--processes`` x ``--threads``, the deployed middleware
+stack with its maintenance thread, metrics in Prometheus multiprocess files, JSON logs at INFO to a
+file, the memory provider in its data dir's SQLite file); the producer (``Producer.submit``, the code
+every door runs) in the benchmark's process, or ``--producers`` processes sharing the rate. It
+submits ``--rate`` jobs per second: every event is created, then cancelled ``--cancel-after`` seconds
+later (two jobs, two idempotency records, one event and one target row); ``--fail-share`` of the
+creates fail for good (dead letters, discarded at each report as an operator would).
+``IDEMPOTENCY_TTL`` and the dead-letter, cancelled-event and webhook retentions are all ``--retention``.
+Every ``--report-every`` seconds it prints the size of each table, the queue depth (ready and in
+flight on both lanes; delayed apart), the jobs submitted and completed (a final outcome, read from the
+worker's metrics files) in the interval and per second, the rows the worker's passes purged so far,
+the CPU (cores) of the worker and of everything else it started (producers, Redis; PostgreSQL's
+server is not counted) and the load average. After the run: each table's spread over the reports past
+the retention window (flat: close to 1.0); then, the worker stopped, the purge capacity: a backlog of
+expired records deleted by maintenance passes, their rate printed next to the job rate (target >= 10x).
+Figures and what limits the rate on a small machine: docs/notes/housekeeping.md. Its own embedded
+Redis unless ``--redis-url`` is given; every key it wrote is deleted at the end.
+It is a benchmark, not a test: numbers depend on the machine.
 """
 
 from __future__ import annotations
@@ -21,18 +30,38 @@ import argparse
 import collections
 import datetime as dt
 import logging
+import multiprocessing
+import os
 import platform
+import signal
+import subprocess
+import sys
 import tempfile
 import time
+from dataclasses import dataclass
+from multiprocessing.sharedctypes import Synchronized
 from pathlib import Path
+from threading import Event as EventType
 
-import dramatiq
-from prometheus_client import REGISTRY
+import psutil
+from prometheus_client import CollectorRegistry
+from prometheus_client.multiprocess import MultiProcessCollector
 from sqlalchemy import func, insert, select
 
-from benchmarks.support import add_redis_option, bench_redis, namespace, private_database, remove_keys
-from calsync.actors.worker import build_worker
-from calsync.core.config.settings import Settings
+from benchmarks.support import (
+    add_redis_option,
+    bench_redis,
+    free_port,
+    namespace,
+    private_database,
+    remove_keys,
+    start_worker,
+    stop_group,
+    tree_cpu,
+)
+from calsync.core.config.settings import Settings, child_environment
+from calsync.core.messaging.lanes import lanes_of
+from calsync.core.model.vocabulary import Outcome
 from calsync.core.producer.submit import Producer
 from calsync.core.runtime import Runtime
 from calsync.core.store import accounts, dead_letters, migrate
@@ -45,6 +74,9 @@ TABLES = {"idempotency": idempotency_records, "events": events, "targets": event
           "dead_letters": dead_letters_table}  # fmt: skip
 TENANT = "bench"
 TICK = 0.05
+BOOT_TIMEOUT = 60.0
+PRODUCER_BOOT = 5.0  # seconds given to spawned producer processes to import and connect
+FINAL = frozenset({Outcome.SUCCESS, Outcome.ALREADY_DONE, Outcome.STALE, Outcome.DEAD_LETTERED})
 
 
 def parse() -> argparse.Namespace:
@@ -60,7 +92,10 @@ def parse() -> argparse.Namespace:
     parser.add_argument("--cancel-after", type=float, default=5, help="seconds from an event's create to its cancel")
     parser.add_argument("--fail-share", type=float, default=0.01, help="share of creates failing for good")
     parser.add_argument("--report-every", type=float, default=60)
-    parser.add_argument("--threads", type=int, default=8)
+    parser.add_argument("--processes", type=int, default=1, help="worker processes of the calsync worker")
+    parser.add_argument("--threads", type=int, default=8, help="threads per worker process")
+    parser.add_argument("--producers", type=int, default=0,
+                        help="producer processes sharing the rate (0: the benchmark's own process)")  # fmt: skip
     parser.add_argument("--backlog", type=int, default=100_000, help="expired records for the capacity round")
     parser.add_argument("--database", choices=("sqlite", "postgresql"), default="sqlite")
     parser.add_argument("--postgres-dsn", default="postgresql://postgres@127.0.0.1:5432/test")
@@ -74,27 +109,44 @@ def sizes(runtime: Runtime) -> dict[str, int]:
         return {name: int(conn.execute(select(func.count()).select_from(t)).scalar_one()) for name, t in TABLES.items()}
 
 
-def purged() -> int:
-    """Rows the maintenance passes of this process deleted so far."""
-    return int(sum(sample.value for metric in REGISTRY.collect() if metric.name == "calsync_housekeeping_rows_purged"
-                   for sample in metric.samples if sample.name.endswith("_total")))  # fmt: skip
+@dataclass(frozen=True)
+class WorkerCounts:
+    """What the worker processes' metrics say so far: jobs completed (a final outcome) and rows purged."""
+
+    completed: int
+    purged: int
+
+
+def worker_counts(settings: Settings) -> WorkerCounts:
+    """Read the worker's Prometheus multiprocess files (what its ``/metrics`` serves)."""
+    registry = CollectorRegistry()
+    MultiProcessCollector(registry, path=str(settings.effective_metrics_dir))
+    completed = purged = 0.0
+    for metric in registry.collect():
+        for sample in metric.samples:
+            if sample.name == "calsync_jobs_total" and sample.labels.get("outcome") in FINAL:
+                completed += sample.value
+            elif sample.name == "calsync_housekeeping_rows_purged_total":
+                purged += sample.value
+    return WorkerCounts(int(completed), int(purged))
 
 
 class Load:
     """The producer side: creates at half the job rate, each event cancelled ``cancel_after`` seconds later."""
 
-    def __init__(self, producer: Producer, account: str, args: argparse.Namespace) -> None:
+    def __init__(self, producer: Producer, account: str, args: argparse.Namespace, rate: float) -> None:
         self.producer = producer
         self.account = account
         self.args = args
+        self.rate = rate  # jobs per second of this producer
         self.created = 0.0  # creates owed so far (fractional)
         self.live: collections.deque[tuple[float, str]] = collections.deque()
-        self.submitted = 0
+        self.submitted = 0  # jobs the receipts named
 
     def step(self, started: float, now: float) -> None:
         """Submit what is due by ``now``."""
-        due = (now - started) * self.args.rate / 2
-        budget = max(1, round(self.args.rate * TICK * 2))  # a producer behind never starves the reports
+        due = (now - started) * self.rate / 2
+        budget = max(1, round(self.rate * TICK * 2))  # a producer behind never starves the reports
         while self.created + 1 <= due and budget:
             budget -= 1
             self.created += 1
@@ -103,35 +155,138 @@ class Load:
             change = {"operation": "upsert", "accounts": [self.account], "event": {
                 "title": "doomed" if doomed else "bench", "start": "2026-12-01T09:00:00",
                 "end": "2026-12-01T10:00:00", "time_zone": "Europe/Berlin"}}  # fmt: skip
-            self.live.append((now, self.producer.submit(TENANT, change).entity_id))
-            self.submitted += 1
+            receipt = self.producer.submit(TENANT, change)
+            self.live.append((now, receipt.entity_id))
+            self.submitted += len(receipt.job_ids)
         while self.live and now - self.live[0][0] >= self.args.cancel_after:
             _, entity = self.live.popleft()
-            self.producer.submit(TENANT, {"operation": "delete", "entity_id": entity})
-            self.submitted += 1
+            self.submitted += len(self.producer.submit(TENANT, {"operation": "delete", "entity_id": entity}).job_ids)
 
 
-def run_load(runtime: Runtime, load: Load, args: argparse.Namespace) -> list[tuple[float, dict[str, int]]]:
+def produce(settings: Settings, account: str, args: argparse.Namespace, started: float,
+            submitted: Synchronized[int], stop: EventType) -> None:  # fmt: skip
+    """One producer process: its share of the rate from ``started`` (a monotonic time) until ``stop``."""
+    logging.getLogger("calsync").setLevel(logging.ERROR)
+    runtime = Runtime(settings, check_schema=False)
+    load = Load(Producer(runtime), account, args, args.rate / args.producers)
+    try:
+        while not stop.is_set():
+            now = time.monotonic()
+            load.step(started, now)
+            submitted.value = load.submitted
+            time.sleep(max(0.0, TICK - (time.monotonic() - now)))
+    finally:
+        runtime.close()
+
+
+class Producers:
+    """``--producers`` processes submitting the load, or (0) a :class:`Load` stepped by the report loop."""
+
+    def __init__(self, runtime: Runtime, account: str, args: argparse.Namespace, started: float) -> None:
+        context = multiprocessing.get_context("spawn")
+        self.stop = context.Event()
+        self.local = None if args.producers else Load(Producer(runtime), account, args, args.rate)
+        self.counters = [context.Value("q", 0) for _ in range(args.producers)]
+        self.processes = [context.Process(target=produce, args=(runtime.settings, account, args, started, counter,
+                                                                self.stop), daemon=True)
+                          for counter in self.counters]  # fmt: skip
+        for process in self.processes:
+            process.start()
+
+    def step(self, started: float, now: float) -> None:
+        """Submit what is due (only when this process produces), and check the producer processes."""
+        if self.local is not None:
+            self.local.step(started, now)
+        for process in self.processes:
+            if process.exitcode is not None:
+                raise RuntimeError(f"a producer process exited with {process.exitcode}")
+
+    @property
+    def submitted(self) -> int:
+        """Jobs submitted so far, by every producer."""
+        return self.local.submitted if self.local is not None else sum(int(c.value) for c in self.counters)
+
+    def close(self) -> None:
+        """Stop the producer processes."""
+        self.stop.set()
+        for process in self.processes:
+            process.join(timeout=30)
+
+
+def queue_depth(runtime: Runtime) -> tuple[int, int]:
+    """Sync messages ready or in flight on both lanes, and delayed (retries, re-runs)."""
+    queues = lanes_of(runtime.settings).queues
+    with runtime.redis.pipeline(transaction=False) as pipe:
+        for queue in queues:
+            pipe.hlen(runtime.keys.queue_messages(queue))
+        for queue in queues:
+            pipe.hlen(runtime.keys.delayed_messages(queue))
+        counts = [int(n) for n in pipe.execute()]
+    return sum(counts[: len(queues)]), sum(counts[len(queues) :])
+
+
+HEADER = (f"{'minute':>6} {'idempotency':>11} {'events':>7} {'targets':>7} {'dead_letters':>12} {'queue':>6} "
+          f"{'delayed':>7} {'submitted':>9} {'sub/s':>6} {'completed':>9} {'done/s':>6} {'purged':>8} "
+          f"{'cpu_worker':>10} {'cpu_other':>9} {'load':>5}")  # fmt: skip
+
+
+class Meter:
+    """Per report interval: jobs submitted and completed, and the CPU (in cores) of the worker and of the rest."""
+
+    def __init__(self, worker: subprocess.Popen[bytes], started: float) -> None:
+        self.worker = psutil.Process(worker.pid)
+        self.everything = psutil.Process()  # this process and its children: producers, Redis, the worker
+        self.last = (started, 0, 0, tree_cpu(self.worker), tree_cpu(self.everything))
+
+    def interval(self, now: float, submitted: int, completed: int, purged: int) -> str:
+        """The interval's report columns from ``submitted`` on."""
+        worker_cpu, everything_cpu = tree_cpu(self.worker), tree_cpu(self.everything)
+        then, last_submitted, last_completed, last_worker, last_everything = self.last
+        span = now - then
+        self.last = (now, submitted, completed, worker_cpu, everything_cpu)
+        new, done = submitted - last_submitted, completed - last_completed
+        cores = (worker_cpu - last_worker) / span
+        other = (everything_cpu - last_everything) / span - cores
+        return (f"{new:9d} {new / span:6.1f} {done:9d} {done / span:6.1f} {purged:8d} {cores:10.2f} {other:9.2f} "
+                f"{os.getloadavg()[0]:5.1f}")  # fmt: skip
+
+
+def run_load(runtime: Runtime, account: str, worker: subprocess.Popen[bytes],
+             args: argparse.Namespace) -> list[tuple[float, dict[str, int]]]:  # fmt: skip
     """Drive the load for ``--minutes``, printing a report every ``--report-every`` seconds; returns the reports."""
-    started = time.monotonic()
+    started = time.monotonic() + (PRODUCER_BOOT if args.producers else 0)  # spawned producers import first
+    load = Producers(runtime, account, args, started)
+    try:
+        while time.monotonic() < started:
+            time.sleep(TICK)
+        return _report_loop(runtime, load, worker, args, started)
+    finally:
+        load.close()
+
+
+def _report_loop(runtime: Runtime, load: Producers, worker: subprocess.Popen[bytes], args: argparse.Namespace,
+                 started: float) -> list[tuple[float, dict[str, int]]]:  # fmt: skip
     end = started + args.minutes * 60
     next_report = started + args.report_every
     reports: list[tuple[float, dict[str, int]]] = []
-    queue_key = runtime.keys.ready_queue(runtime.settings.queue)
-    print(f"{'minute':>6} {'idempotency':>11} {'events':>7} {'targets':>7} {'dead_letters':>12} {'queue':>6} "
-          f"{'submitted':>9} {'jobs/s':>6} {'purged':>8}")  # fmt: skip
+    meter = Meter(worker, started)
+    print(HEADER, flush=True)
     while (now := time.monotonic()) < end:
         load.step(started, now)
         if now >= next_report:
+            if worker.poll() is not None:
+                raise RuntimeError(f"the worker exited with {worker.returncode} (see its log)")
             next_report += args.report_every
             with runtime.db.write() as conn:  # the operator's part: dead letters are looked at and discarded
                 dead_letters.discard_matching(conn, dead_letters.DeadLetterFilter(), note="benchmark")
             current = sizes(runtime)
+            ready, delayed = queue_depth(runtime)
+            counts = worker_counts(runtime.settings)
             reports.append((now - started, current))
             print(f"{(now - started) / 60:6.1f} {current['idempotency']:11d} {current['events']:7d} "
-                  f"{current['targets']:7d} {current['dead_letters']:12d} {runtime.redis.llen(queue_key):6d} "
-                  f"{load.submitted:9d} {load.submitted / (now - started):6.1f} {purged():8d}", flush=True)  # fmt: skip
-        time.sleep(TICK)
+                  f"{current['targets']:7d} {current['dead_letters']:12d} {ready:6d} {delayed:7d} "
+                  f"{meter.interval(now, load.submitted, counts.completed, counts.purged)}", flush=True)  # fmt: skip
+        time.sleep(max(0.0, TICK - (time.monotonic() - now)))
     return reports
 
 
@@ -176,10 +331,13 @@ def capacity(runtime: Runtime, args: argparse.Namespace) -> None:
 def main() -> None:
     """Run the load, report, measure the purge capacity, clean up."""
     args = parse()
-    logging.getLogger("calsync").setLevel(logging.ERROR)  # the doomed creates' dead letters are expected
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))  # clean up (worker, Redis, schema, keys) when stopped
+    logging.getLogger("calsync").setLevel(logging.ERROR)
     print(f"housekeeping benchmark: {args.minutes:g} min at {args.rate:g} jobs/s, retention {args.retention} s, "
           f"interval {args.interval:g} s, batch {args.batch} x {args.max_batches}, {args.database}, "
-          f"{platform.node()} ({platform.processor() or platform.machine()})")  # fmt: skip
+          f"calsync worker {args.processes}x{args.threads}, producer: "
+          f"{f'{args.producers} process(es)' if args.producers else 'this process'}, "
+          f"{platform.node()} ({platform.processor() or platform.machine()}, {os.cpu_count()} CPUs)")  # fmt: skip
     with tempfile.TemporaryDirectory(prefix="calsync-housekeeping-") as scratch_dir:
         scratch = Path(scratch_dir)
         with bench_redis(args.redis_url, scratch) as redis_url, \
@@ -190,38 +348,47 @@ def main() -> None:
                                 cancelled_event_retention=args.retention, dead_letter_retention=args.retention,
                                 webhook_retention=args.retention,
                                 maintenance_interval=args.interval, maintenance_batch=args.batch,
-                                maintenance_max_batches=args.max_batches, worker_threads=args.threads,
-                                retry_schedule=(1,), delete_verify_delay=min(120, args.retention / 2))  # fmt: skip
+                                maintenance_max_batches=args.max_batches, worker_processes=args.processes,
+                                worker_threads=args.threads, log_level="INFO", metrics_host="127.0.0.1",
+                                metrics_port=free_port(), retry_schedule=(1,),
+                                delete_verify_delay=min(120, args.retention / 2))  # fmt: skip
             try:
-                run(settings, args)
+                run(settings, args, scratch / "worker.log")
             finally:
                 print(f"removed {remove_keys(redis_url, ns)} Redis keys of {ns}")
 
 
-def run(settings: Settings, args: argparse.Namespace) -> None:
+def _booted(runtime: Runtime, worker: subprocess.Popen[bytes]) -> None:
+    """Wait for the worker's heartbeat key: its consumers run."""
+    deadline = time.monotonic() + BOOT_TIMEOUT
+    while not any(True for _ in runtime.redis.scan_iter(match=runtime.keys.worker_heartbeats())):
+        if worker.poll() is not None or time.monotonic() > deadline:
+            raise RuntimeError("the worker did not start (see its log)")
+        time.sleep(0.1)
+
+
+def run(settings: Settings, args: argparse.Namespace, log: Path) -> None:
     """One benchmark run on prepared resources."""
-    bootstrap = Runtime(settings, check_schema=False)
-    migrate.upgrade(bootstrap.db)
-    bootstrap.close()
-    provider = MemoryProvider()
-    if args.fail_share:
-        provider.add_fault(error="invalid", op="upsert", title="^doomed$")
-    app = build_worker(settings, providers={"memory": provider})
-    runtime = app.runtime
-    app.broker.emit_after("process_boot")  # as a worker process does: the middlewares set themselves up
-    with runtime.db.write() as conn:
-        account = accounts.add_account(conn, tenant_id=TENANT, provider="memory", address="bench@example.com",
-                                       credentials=None, options={}).id  # fmt: skip
-    worker = dramatiq.Worker(app.broker, worker_threads=args.threads, worker_timeout=100)
-    worker.start()
+    runtime = Runtime(settings, check_schema=False)
     try:
-        reports = run_load(runtime, Load(Producer(runtime), account, args), args)
+        migrate.upgrade(runtime.db)
+        if args.fail_share:
+            MemoryProvider(settings.effective_memory_provider_path).add_fault(error="invalid", op="upsert",
+                                                                               title="^doomed$")  # fmt: skip
+        with runtime.db.write() as conn:
+            account = accounts.add_account(conn, tenant_id=TENANT, provider="memory", address="bench@example.com",
+                                           credentials=None, options={}).id  # fmt: skip
+        worker = start_worker(child_environment(settings), log)
+        try:
+            _booted(runtime, worker)
+            reports = run_load(runtime, account, worker, args)
+        finally:
+            stop_group(worker)
+        settled_after = args.cancel_after + args.retention + 2 * args.interval + args.report_every
+        flatness(reports, settled_after)
+        capacity(runtime, args)
     finally:
-        worker.stop(timeout=30_000)
-    settled_after = args.cancel_after + args.retention + 2 * args.interval + args.report_every
-    flatness(reports, settled_after)
-    capacity(runtime, args)
-    app.close()
+        runtime.close()
 
 
 if __name__ == "__main__":

@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Any
 
 import dramatiq
+import psutil
 import redis
 
 from calsync.core.model.calendar import ProviderName
@@ -133,6 +134,18 @@ def stop_group(proc: subprocess.Popen[bytes], *, timeout: float = 60) -> None:
     except subprocess.TimeoutExpired:
         os.killpg(proc.pid, signal.SIGKILL)
         proc.wait()
+
+
+def tree_cpu(root: psutil.Process) -> float:
+    """CPU seconds (user + system) of ``root`` and its live descendants so far."""
+    total = 0.0
+    for proc in [root, *root.children(recursive=True)]:
+        try:
+            times = proc.cpu_times()
+        except psutil.NoSuchProcess:
+            continue
+        total += times.user + times.system
+    return total
 
 
 def finished_jobs(broker: dramatiq.Broker) -> Callable[[], int]:
