@@ -5,16 +5,18 @@
 
 The sides of benchmarks/worker.py (a ``calsync worker`` as deployed: metrics, heartbeats, JSON logs;
 the bare side a no-op actor with Dramatiq's default middleware), once per adapter: memory (the data
-dir's SQLite file), google (google-api-python-client + httplib2 against the Google emulator), exchange
-(exchangelib against the EWS emulator, Basic auth, impersonation) and graph (httpx + msal over https
-against the Exchange emulator's Graph front, app credentials, as many mailbox slots as threads). Each
-calsync side syncs ``--jobs`` new events (a create each) of one account, queued before the worker
-starts; the drain rate is measured from 90 % to 10 % of them left. The emulators run in one child
-process: its CPU over the same window is reported apart (per job), so "CPU ms/job" is calsync and its
-client libraries only. They keep their items across rounds, as a real mailbox does. The sides
-alternate per round; it prints each round, then the medians, each adapter's ratio to bare and the
-targets (google >= 0.35, exchange >= 0.15). ``--compare PATH`` also runs each adapter from another
-checkout (before/after in one run). It is a benchmark, not a test: numbers depend on the machine.
+dir's SQLite file), google (google-api-python-client + httplib2 against the Google emulator),
+exchange (exchangelib against the EWS emulator, Basic auth, impersonation) and graph (httpx + msal
+over https against the Exchange emulator's Graph front, app credentials, as many mailbox slots as
+threads). Each calsync side syncs ``--jobs`` new events (a create each) of one account, queued
+before the worker starts; the drain rate is measured from 90 % to 10 % of them left. Traffic
+control's per-account limits are lifted for that one account (concurrency = threads, no rate): the
+gate runs, never holds. The emulators run in one child process: its CPU over the same window is
+reported apart (per job), so "CPU ms/job" is calsync and its client libraries only. They keep their
+items across rounds, as a real mailbox does. The sides alternate per round; it prints each round,
+then the medians, each adapter's ratio to bare and the targets (google >= 0.35, exchange >= 0.15).
+``--compare PATH`` also runs each adapter from another checkout (before/after in one run). It is a
+benchmark, not a test: numbers depend on the machine.
 """
 
 from __future__ import annotations
@@ -37,6 +39,7 @@ import psutil
 from benchmarks.drain import Drain, Shape
 from benchmarks.support import add_redis_option, bench_redis
 from benchmarks.worker import Adapter, bare, calsync
+from calsync.core.config.traffic import ACCOUNT_CONCURRENCY, ACCOUNT_RATE, PROVIDER_RATE
 from calsync_emulators import ews, google, graph
 from calsync_emulators.control import EwsControl, GoogleControl, GraphControl
 from calsync_emulators.server import RunningEmulator
@@ -58,16 +61,21 @@ def _serve(queue: Any, scratch: str) -> None:
 def _adapters(names: list[str], urls: list[str], ca_file: str, emulator: psutil.Process,
               threads: int) -> dict[str, Adapter]:  # fmt: skip
     google_control, ews_control, graph_control = GoogleControl(urls[0]), EwsControl(urls[1]), GraphControl(urls[2])
+    # One account per side: traffic control's per-account politeness (4 calls at a time, 5-8 per second by
+    # default) would measure the deferrals, not the adapter. Its gate still runs (admit and settle per call).
+    unbound = {"account_concurrency": {**ACCOUNT_CONCURRENCY, **dict.fromkeys(ADAPTERS[1:], threads)},
+               "account_rate": dict.fromkeys(ACCOUNT_RATE, 0.0), "provider_rate": dict.fromkeys(PROVIDER_RATE, 0.0)}
     every = {
         "memory": Adapter(),
-        "google": Adapter("google", {"google_api_endpoint": google_control.api_endpoint}, "ceo@example.com",
-                          google_control.user_credentials("1//bench", "client", "secret"), emulator=emulator),
-        "exchange": Adapter("exchange", {}, "cfo@example.com", _SERVICE_ACCOUNT,
+        "google": Adapter("google", {"google_api_endpoint": google_control.api_endpoint, **unbound},
+                          "ceo@example.com", google_control.user_credentials("1//bench", "client", "secret"),
+                          emulator=emulator),
+        "exchange": Adapter("exchange", unbound, "cfo@example.com", _SERVICE_ACCOUNT,
                             {"server_url": ews_control.server_url, "auth_type": "basic",
                              "access_type": "impersonation"}, emulator),
         # As many Graph slots as threads: the one mailbox's 4 (Graph's limit) would measure the limiter's waits.
         "graph": Adapter("graph", {"graph_api_endpoint": graph_control.api_endpoint, "graph_ca_file": Path(ca_file),
-                                   "graph_mailbox_concurrency": threads},
+                                   "graph_mailbox_concurrency": threads, **unbound},
                          "coo@example.com", graph_control.app_credentials(), emulator=emulator),
     }  # fmt: skip
     return {name: every[name] for name in names}
