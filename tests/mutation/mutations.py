@@ -219,9 +219,9 @@ MUTATIONS: tuple[Mutation, ...] = (
     Mutation("dlq-history-dropped", DEAD_LETTERS, "history = list(message.options.get(ERRORS_OPTION, []))",
              "history = []", "the DLQ record keeps every attempt's error"),
     # producer
-    Mutation("submit-tenant-unchecked", SUBMIT, "if account is None or account.tenant_id != tenant_id:",
-             "if account is None:", "a change names only its tenant's accounts"),
-    Mutation("submit-disabled-accepted", SUBMIT, 'if account.status == "disabled":', "if False:",
+    Mutation("submit-tenant-unchecked", SUBMIT, "known = {a: s for a, s in found.items() if s.tenant_id == tenant_id}",
+             "known = dict(found)", "a change names only its tenant's accounts"),
+    Mutation("submit-disabled-accepted", SUBMIT, "        if disabled:\n", "        if False:\n",
              "a disabled account is refused"),
     Mutation("submit-marker-kept-after-failed-enqueue", SUBMIT, "            self._markers.release(mark)\n",
              "            pass\n", "a failed enqueue does not suppress the next attempt"),
@@ -229,7 +229,7 @@ MUTATIONS: tuple[Mutation, ...] = (
              "Claim(Mark(*job.key, job.plan.operation, 1)", "an older version's marker never suppresses a new job"),
     Mutation("dedup-forever", DEDUP, _DEDUP_SET, '"NX")', "the dedup marker expires after DEDUP_TTL"),
     Mutation("dedup-overwritten", DEDUP, _DEDUP_SET, '"EX", ARGV[1])', "an identical enqueue returns the first job"),
-    Mutation("dedup-covered-ignored", DEDUP, "for operation in covered_by:", "for operation in ():",
+    Mutation("dedup-covered-ignored", DEDUP, "for op in claim.covered_by]", "for op in ()]",
              "an identical resubmit finds the first submission's create job"),
     # redaction
     Mutation("redact-registered-ignored", REDACTION, "for secret in (*given, *_secrets_snapshot):",
