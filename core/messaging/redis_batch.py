@@ -99,9 +99,14 @@ class RedisBatch:
             broker.emit_after("enqueue", message, delay_ms)
 
     def _maybe_maintain(self, queue: str, now: int) -> None:
-        # What one dispatch call of Dramatiq's would have drawn; "requeue" with no ids does nothing else.
-        broker = self._broker
-        if broker._should_do_maintenance("enqueue"):
-            unpack = broker._max_unpack_size()  # type: ignore[no-untyped-call]
-            common = [now, queue, broker.broker_id, broker.heartbeat_timeout, broker.dead_message_ttl]
-            broker.scripts["dispatch"](keys=[broker.namespace], args=["requeue", *common, 1, unpack])
+        # What one dispatch call of Dramatiq's would have drawn.
+        if self._broker._should_do_maintenance("enqueue"):
+            run_maintenance(self._broker, queue, now)
+
+
+def run_maintenance(broker: RedisBroker, queue: str, now: int) -> None:
+    """Dramatiq's own maintenance for ``queue`` (it runs inside any dispatch call; "requeue" with no ids does
+    nothing else)."""
+    unpack = broker._max_unpack_size()  # type: ignore[no-untyped-call]
+    common = [now, queue, broker.broker_id, broker.heartbeat_timeout, broker.dead_message_ttl]
+    broker.scripts["dispatch"](keys=[broker.namespace], args=["requeue", *common, 1, unpack])

@@ -28,7 +28,7 @@ from dramatiq.errors import ConnectionClosed
 from calsync.core.messaging.batch import Outgoing
 from calsync.core.messaging.hold import ConsumerHold, hold_of
 from calsync.core.messaging.quarantine import Arrival, Door, Quarantined, QuarantineUnavailable
-from calsync.core.messaging.redis_batch import RedisBatch
+from calsync.core.messaging.redis_batch import RedisBatch, run_maintenance
 
 log = logging.getLogger(__name__)
 
@@ -93,12 +93,11 @@ class SafeRedisBroker(RedisBroker):
 
     def fetch_pairs(self, queue_name: str, count: int) -> list[tuple[str, bytes | None]]:
         """Pop up to ``count`` ids with their bodies (Dramatiq's fetch, keeping the ids)."""
-        common = [current_millis(), queue_name, self.broker_id, self.heartbeat_timeout, self.dead_message_ttl]
+        now = current_millis()
+        common = [now, queue_name, self.broker_id, self.heartbeat_timeout, self.dead_message_ttl]
         unpack = self._max_unpack_size()  # type: ignore[no-untyped-call]
         if self._maintenance_due(queue_name):
-            # Dramatiq's maintenance runs inside any dispatch call but ack/nack; "requeue" with no ids does
-            # nothing else, so this is exactly the maintenance Dramatiq's own fetch would have run.
-            self.scripts["dispatch"](keys=[self.namespace], args=["requeue", *common, 1, unpack])
+            run_maintenance(self, queue_name, now)  # exactly what Dramatiq's own fetch would have run
         flat = self._fetch_pairs(keys=[self.namespace], args=["fetch", *common, 0, unpack, count])
         return [(flat[i].decode("utf-8", "replace"), flat[i + 1]) for i in range(0, len(flat), 2)]
 
