@@ -123,10 +123,17 @@ def get_target(conn: Connection, key: TargetKey) -> TargetRow | None:
     return target_from_row(row) if row else None
 
 
+_LIST = (
+    select(t)
+    .where(t.c.tenant_id == bindparam("k_tenant"), t.c.event_id == bindparam("k_event"))
+    .order_by(t.c.account_id)
+)
+
+
 def list_targets(conn: Connection, tenant_id: str, event_id: str) -> list[TargetRow]:
     """Every target of an event, by account id."""
-    query = select(t).where(t.c.tenant_id == tenant_id, t.c.event_id == event_id).order_by(t.c.account_id)
-    return [target_from_row(row) for row in conn.execute(query).mappings()]
+    rows = conn.execute(_LIST, {"k_tenant": tenant_id, "k_event": event_id}).mappings()
+    return [target_from_row(row) for row in rows]
 
 
 def plan_target(conn: Connection, key: TargetKey, *, wanted: Wanted, version: int, due_at: dt.datetime) -> None:
