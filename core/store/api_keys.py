@@ -15,7 +15,7 @@ import secrets
 from dataclasses import dataclass
 from typing import Any
 
-from sqlalchemy import Connection, insert, select, update
+from sqlalchemy import Connection, bindparam, insert, select, update
 
 from calsync.core.model.ids import new_id
 from calsync.core.model.vocabulary import ApiScope
@@ -74,10 +74,13 @@ def create(conn: Connection, *, tenant_id: str, scope: ApiScope, name: str | Non
     return secret, record
 
 
+_FIND_LIVE = select(*_COLUMNS, k.c.key_hash).where(k.c.key_hash == bindparam("k_hash"))  # every API request
+
+
 def find_live(conn: Connection, presented: str) -> ApiKey | None:
     """The live key matching a presented secret, or None when it is unknown or revoked."""
     digest = key_hash(presented)
-    row = conn.execute(select(*_COLUMNS, k.c.key_hash).where(k.c.key_hash == digest)).first()
+    row = conn.execute(_FIND_LIVE, {"k_hash": digest}).first()
     if row is None or not hmac.compare_digest(row.key_hash, digest) or row.revoked_at is not None:
         return None
     return _key(row)

@@ -3,13 +3,16 @@ changes nothing; a different change under the same key is refused; concurrent tw
 
 from __future__ import annotations
 
+import datetime as dt
 import threading
 
 import pytest
+from sqlalchemy import update
 
 from calsync.core.model.errors import IdempotencyKeyReused
 from calsync.core.producer.submit import Receipt
 from calsync.core.store import events
+from calsync.core.store.schema import intake_requests as intake_requests_table
 from tests.support import Pipeline, change
 
 pytestmark = pytest.mark.both_databases
@@ -44,6 +47,19 @@ def test_another_change_under_a_used_key_is_refused_and_saves_nothing(pipeline: 
         pipeline.producer.submit("tenant-1", change([account], entity_id="evt-1", title="B"), request_key="k")
 
     assert _version(pipeline, first.entity_id) == 1
+
+
+def test_an_expired_key_is_free_again(pipeline: Pipeline) -> None:
+    account = pipeline.account()
+    first = pipeline.producer.submit("tenant-1", change([account], entity_id="evt-x", title="A"), request_key="k")
+    with pipeline.runtime.db.write() as conn:  # the key's lifetime (request_key_ttl) has passed
+        conn.execute(update(intake_requests_table).values(expires_at=dt.datetime.now(dt.UTC) - dt.timedelta(seconds=1)))
+
+    second = pipeline.producer.submit("tenant-1", change([account], entity_id="evt-x", title="B"), request_key="k")
+
+    assert (first.version, second.version) == (1, 2)
+    again = pipeline.producer.submit("tenant-1", change([account], entity_id="evt-x", title="B"), request_key="k")
+    assert again == second  # the key now answers for the second request
 
 
 def test_keys_are_per_tenant(pipeline: Pipeline) -> None:
