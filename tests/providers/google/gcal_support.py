@@ -3,13 +3,18 @@
 from __future__ import annotations
 
 import datetime as dt
+import json
+import urllib.error
+import urllib.request
 import uuid
 from typing import Any
 
 import google_auth_httplib2
 import httplib2
+import pytest
 from google.oauth2 import credentials as user_credentials
 from googleapiclient.discovery import build
+from googleapiclient.errors import HttpError
 
 from calsync.core.config.settings import Settings
 from calsync.core.model.calendar import Account, EventState, Target
@@ -17,6 +22,7 @@ from calsync.providers.google import SCOPES
 from calsync_emulators.control import GoogleControl
 from calsync_emulators.server import RunningEmulator
 
+CAL = "alice@example.com"
 TEST_CLIENT_ID = "calsync-test.apps.googleusercontent.com"
 TEST_SECRET = "GOCSPX-test-secret"
 
@@ -103,3 +109,51 @@ class Api:
             page_token = page.get("nextPageToken")
             if not page_token:
                 return items
+
+
+
+def only_event(api: Api, calendar_id: str = CAL) -> dict[str, Any]:
+    """The single event stored in a calendar (cancelled ones count)."""
+    events = api.list_all(calendar_id)
+    assert len(events) == 1, events
+    return events[0]
+
+
+def body(event_id: str | None = None, **fields: Any) -> dict[str, Any]:
+    """A minimal valid all-day event body."""
+    resource: dict[str, Any] = {
+        "summary": "x",
+        "start": {"date": "2026-12-01"},
+        "end": {"date": "2026-12-02"},
+        **fields,
+    }
+    if event_id is not None:
+        resource["id"] = event_id
+    return resource
+
+
+def http_error(call: Any) -> HttpError:
+    """Run a request that must fail and return the HttpError."""
+    with pytest.raises(HttpError) as caught:
+        call.execute(num_retries=0)
+    return caught.value
+
+
+def error_json(exc: HttpError) -> dict[str, Any]:
+    """The error object of a Google error body."""
+    payload: dict[str, Any] = json.loads(exc.content)["error"]
+    return payload
+
+
+def raw(emulator: Emulator, method: str, path: str, token: str | None = None, form: str | None = None) -> Any:
+    """A bare HTTP call (no client library) returning (status, parsed body)."""
+    request = urllib.request.Request(f"{emulator.url}{path}", data=form.encode() if form else None, method=method)
+    if token:
+        request.add_header("Authorization", f"Bearer {token}")
+    if form:
+        request.add_header("Content-Type", "application/x-www-form-urlencoded")
+    try:
+        with urllib.request.urlopen(request, timeout=10) as answer:
+            return answer.status, json.loads(answer.read() or b"null")
+    except urllib.error.HTTPError as exc:
+        return exc.code, json.loads(exc.read() or b"null")
