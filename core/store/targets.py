@@ -138,10 +138,10 @@ def list_targets(conn: Connection, tenant_id: str, event_id: str) -> list[Target
 
 def plan_target(conn: Connection, key: TargetKey, *, wanted: Wanted, version: int, due_at: dt.datetime) -> None:
     """Ask for ``version`` of the event to be synced (present) or removed (absent): the target turns pending."""
-    now = dt.datetime.now(dt.UTC)
-    values = {"wanted": wanted, "wanted_version": version, "status": "pending", "due_at": due_at, "updated_at": now}
-    if conn.execute(update(t).where(_BY_KEY).values(**values), _key_params(key)).rowcount == 0:
-        conn.execute(t.insert().values(**key._asdict(), synced_version=0, **values))
+    values = {**_key_params(key), "v_wanted": wanted, "v_version": version, "v_due": due_at,
+              "v_now": dt.datetime.now(dt.UTC)}  # fmt: skip
+    if conn.execute(_PLAN, values).rowcount == 0:
+        conn.execute(_PLAN_NEW, values)
 
 
 _PLAN = update(t).where(_BY_KEY).values(
