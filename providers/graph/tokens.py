@@ -1,13 +1,14 @@
 """Access tokens per account from Entra through msal: one msal app and token cache per account, thread-safe.
 
-- App-only (``client_credentials``): ``ConfidentialClientApplication.acquire_token_for_client``, which serves
-  from the app's own ``TokenCache`` until the token nears expiry (msal ≥ 1.23).
-- Delegated (``refresh_token``): ``acquire_token_by_refresh_token``; the access token is kept until a minute
-  before ``expires_in``; a rotated refresh token replaces ours at once and is handed to the
-  :class:`~calsync.core.model.limits.CredentialWriter` (the account row, encrypted).
+- App-only (``client_credentials``): ``ConfidentialClientApplication.acquire_token_for_client`` (which would
+  also serve from the app's own ``TokenCache``; its lookup was ≈ 4 % of a create's CPU, so it is only asked
+  when our copy nears expiry).
+- Delegated (``refresh_token``): ``acquire_token_by_refresh_token``; a rotated refresh token replaces ours at
+  once and is handed to the :class:`~calsync.core.model.limits.CredentialWriter` (the account row, encrypted).
 - msal talks through the adapter's ``httpx.Client`` (same timeout, no retries, proxies read once), with
   ``instance_discovery=False`` so nothing but the configured ``authority`` is contacted.
-- ``invalidate`` drops the cached access token after a 401, so the one retry gets a fresh one.
+- Either access token is kept until a minute before its ``expires_in``; ``invalidate`` drops it (and msal's
+  copy) after a 401, so the one retry gets a fresh one.
 """
 
 from __future__ import annotations
@@ -62,13 +63,16 @@ class TokenSource:
     def access_token(self, writer: CredentialWriter) -> str:
         """A valid access token; raises TokenError when Entra refuses."""
         with self._lock:
-            if isinstance(self._login, AppLogin):
-                return self._take(self._app.acquire_token_for_client(scopes=self._scopes))
             if self._token is not None and self._token[1] > time.monotonic():
                 return self._token[0]
-            result = self._app.acquire_token_by_refresh_token(self._refresh_token, scopes=self._scopes)
+            if isinstance(self._login, AppLogin):
+                result = self._app.acquire_token_for_client(scopes=self._scopes)
+            else:
+                result = self._app.acquire_token_by_refresh_token(self._refresh_token, scopes=self._scopes)
             token = self._take(result)
             self._token = (token, time.monotonic() + float(result.get("expires_in") or 0) - _EARLY_REFRESH)
+            if isinstance(self._login, AppLogin):
+                return token
             rotated = result.get("refresh_token")
             if isinstance(rotated, str) and rotated and rotated != self._refresh_token:
                 self._rotate(rotated, writer)
