@@ -108,25 +108,42 @@ class TokenSource:
 
 
 class TokenSources:
-    """Token sources by account id, rebuilt when an account's credentials or options change."""
+    """Token sources by account id, rebuilt when an account's credentials or options change.
+
+    One thread builds an account's source while the others wait for it (other accounts are not held up):
+    8 threads starting at once built 8, each with its own discovery call and token, and kept one.
+    """
 
     def __init__(self, scope: str, http: httpx.Client, size: int = _CACHE_SIZE) -> None:
         self._scope = scope
         self._http = http
         self._size = size
         self._sources: collections.OrderedDict[str, TokenSource] = collections.OrderedDict()
+        self._building: dict[str, threading.Lock] = {}
         self._lock = threading.Lock()
 
     def get(self, account: Account, config: GraphAccount) -> TokenSource:
         """The account's source; building one contacts the authority's OIDC discovery document once."""
         with self._lock:
-            source = self._sources.get(account.id)
-            if source is not None and config.fingerprint in source.fingerprints:
-                self._sources.move_to_end(account.id)
+            if (source := self._current(account.id, config.fingerprint)) is not None:
                 return source
-        built = TokenSource(account, config, self._scope, self._http)
-        with self._lock:
-            self._sources[account.id] = built
-            while len(self._sources) > self._size:
-                self._sources.popitem(last=False)
+            building = self._building.setdefault(account.id, threading.Lock())
+        with building:
+            with self._lock:
+                if (source := self._current(account.id, config.fingerprint)) is not None:
+                    return source  # built by the thread this one waited for
+            built = TokenSource(account, config, self._scope, self._http)
+            with self._lock:
+                self._sources[account.id] = built
+                self._building.pop(account.id, None)
+                while len(self._sources) > self._size:
+                    self._sources.popitem(last=False)
         return built
+
+    def _current(self, account_id: str, fingerprint: str) -> TokenSource | None:
+        # Under self._lock.
+        source = self._sources.get(account_id)
+        if source is None or fingerprint not in source.fingerprints:
+            return None
+        self._sources.move_to_end(account_id)
+        return source
