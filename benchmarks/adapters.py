@@ -11,10 +11,14 @@ over https against the Exchange emulator's Graph front, app credentials, as many
 threads). Each calsync side syncs ``--jobs`` new events (a create each) of one account, queued
 before the worker starts; the drain rate is measured from 90 % to 10 % of them left. Traffic
 control's per-account limits are lifted for that one account (concurrency = threads, no rate): the
-gate runs, never holds. The emulators run in one child process: its CPU over the same window is
-reported apart (per job), so "CPU ms/job" is calsync and its client libraries only. They keep their
-items across rounds, as a real mailbox does. The sides alternate per round; it prints each round,
-then the medians, each adapter's ratio to bare and the targets (google >= 0.35, exchange >= 0.15).
+gate runs, never holds. The emulators run in one child process: its CPU over the same window is reported
+apart (per job), so "CPU ms/job" is calsync and its client libraries only. Each line also counts, over
+the window, the workers' Redis commands per job and the requests the emulator got per job (all, and
+those not answered 2xx). The Graph emulator's per-mailbox limit is raised to the threads too: at its
+default (Graph's 4) the fifth request in flight gets a 429 with Retry-After, which blocks the account
+for a second. They keep their items across rounds, as a real mailbox does. The sides alternate per
+round; it prints each round, then the medians, each adapter's ratio to bare and the targets (google >=
+0.35, exchange >= 0.15).
 ``--compare PATH`` also runs each adapter from another checkout (before/after in one run). It is a
 benchmark, not a test: numbers depend on the machine.
 """
@@ -41,7 +45,7 @@ from benchmarks.support import add_redis_option, bench_redis
 from benchmarks.worker import Adapter, bare, calsync
 from calsync.core.config.traffic import ACCOUNT_CONCURRENCY, ACCOUNT_RATE, PROVIDER_RATE
 from calsync_emulators import ews, google, graph
-from calsync_emulators.control import EwsControl, GoogleControl, GraphControl
+from calsync_emulators.control import EmulatorControl, EwsControl, GoogleControl, GraphControl
 from calsync_emulators.server import RunningEmulator
 
 ADAPTERS = ("memory", "google", "exchange", "graph")
@@ -58,9 +62,18 @@ def _serve(queue: Any, scratch: str) -> None:
     threading.Event().wait()
 
 
+def _served(control: EmulatorControl) -> Callable[[], tuple[int, int]]:
+    def counts() -> tuple[int, int]:
+        answer = control.request_count()
+        return answer["total"], answer["failed"]
+
+    return counts
+
+
 def _adapters(names: list[str], urls: list[str], ca_file: str, emulator: psutil.Process,
               threads: int) -> dict[str, Adapter]:  # fmt: skip
     google_control, ews_control, graph_control = GoogleControl(urls[0]), EwsControl(urls[1]), GraphControl(urls[2])
+    graph_control.configure(mailbox_concurrency=threads)  # as many as the limiter's slots: no 429 holds
     # One account per side: traffic control's per-account politeness (4 calls at a time, 5-8 per second by
     # default) would measure the deferrals, not the adapter. Its gate still runs (admit and settle per call).
     unbound = {"account_concurrency": {**ACCOUNT_CONCURRENCY, **dict.fromkeys(ADAPTERS[1:], threads)},
@@ -69,14 +82,15 @@ def _adapters(names: list[str], urls: list[str], ca_file: str, emulator: psutil.
         "memory": Adapter(),
         "google": Adapter("google", {"google_api_endpoint": google_control.api_endpoint, **unbound},
                           "ceo@example.com", google_control.user_credentials("1//bench", "client", "secret"),
-                          emulator=emulator),
+                          emulator=emulator, served=_served(google_control)),
         "exchange": Adapter("exchange", unbound, "cfo@example.com", _SERVICE_ACCOUNT,
                             {"server_url": ews_control.server_url, "auth_type": "basic",
-                             "access_type": "impersonation"}, emulator),
+                             "access_type": "impersonation"}, emulator, _served(ews_control)),
         # As many Graph slots as threads: the one mailbox's 4 (Graph's limit) would measure the limiter's waits.
         "graph": Adapter("graph", {"graph_api_endpoint": graph_control.api_endpoint, "graph_ca_file": Path(ca_file),
                                    "graph_mailbox_concurrency": threads, **unbound},
-                         "coo@example.com", graph_control.app_credentials(), emulator=emulator),
+                         "coo@example.com", graph_control.app_credentials(), emulator=emulator,
+                         served=_served(graph_control)),
     }  # fmt: skip
     return {name: every[name] for name in names}
 
@@ -96,8 +110,11 @@ def _configuration(args: argparse.Namespace, url: str) -> str:
 
 def _line(drain: Drain, bare_rate: float) -> str:
     emulator = f", emulator {drain.emulator_cpu_ms_per_job:5.2f}" if drain.emulator_cpu_seconds else ""
+    requests, failed = drain.requests_per_job
+    counts = f"  {requests:.2f} requests/job ({failed:.2f} not 2xx)" if drain.requests[0] else ""
     return (f"  {drain.name:<30} {drain.rate:7.0f} jobs/s  {drain.cpu_ms_per_job:5.2f} ms CPU/job{emulator:<18}"
-            f"  /bare {drain.rate / bare_rate:.2f}")  # fmt: skip
+            f"  /bare {drain.rate / bare_rate:.2f}  {drain.redis_commands_per_job:.1f} Redis commands/job"
+            f"{counts}")  # fmt: skip
 
 
 def _shape(text: str) -> Shape:
@@ -161,10 +178,12 @@ def _summary(args: argparse.Namespace, results: dict[str, list[Drain]]) -> None:
         rate = statistics.median(d.rate for d in runs)
         cpu = statistics.median(d.cpu_ms_per_job for d in runs)
         emulator = statistics.median(d.emulator_cpu_ms_per_job for d in runs)
+        requests = statistics.median(d.requests_per_job[0] for d in runs)
+        counts = f", {requests:.2f} requests/job" if requests else ""
         ratios = [d.rate / b.rate for d, b in zip(runs, bare_runs, strict=True)]
         target = f" -- the target is >= {TARGETS[side]}" if side in TARGETS else ""
         print(f"  {runs[0].name:<30} {rate:7.0f} jobs/s  {cpu:5.2f} ms CPU/job  emulator {emulator:5.2f} ms/job"
-              f"  /bare {statistics.median(ratios):.2f}{target}"
+              f"  /bare {statistics.median(ratios):.2f}{counts}{target}"
               f" (rounds: {', '.join(f'{x:.2f}' for x in ratios)})")  # fmt: skip
 
 

@@ -11,7 +11,7 @@ import os
 import signal
 import subprocess
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -48,6 +48,7 @@ class Drain:
     cpu_seconds: float  # of every worker process, over the window
     emulator_cpu_seconds: float = 0.0  # of the provider emulator's process, over the window (adapters.py)
     redis_commands: int = 0  # the workers' commands over the window (the benchmark's own polls left out)
+    requests: tuple[int, int] = (0, 0)  # provider requests (all, not answered 2xx) the emulator got over the window
 
     @property
     def rate(self) -> float:
@@ -63,6 +64,11 @@ class Drain:
     def redis_commands_per_job(self) -> float:
         """Redis commands the workers sent per job."""
         return self.redis_commands / self.jobs
+
+    @property
+    def requests_per_job(self) -> tuple[float, float]:
+        """Provider requests per job, all and those not answered 2xx (adapters.py)."""
+        return self.requests[0] / self.jobs, self.requests[1] / self.jobs
 
     @property
     def emulator_cpu_ms_per_job(self) -> float:
@@ -93,8 +99,12 @@ def redis_commands(client: redis.Redis) -> int:
 
 
 def drain(name: str, client: redis.Redis, ns: str, jobs: int, proc: subprocess.Popen[bytes],
-           emulator: psutil.Process | None = None) -> Drain:  # fmt: skip
-    """Watch the queue's message hash (queued + unacked) fall from 90 % to 10 % of ``jobs``."""
+           emulator: psutil.Process | None = None,
+           served: Callable[[], tuple[int, int]] | None = None) -> Drain:  # fmt: skip
+    """Watch the queue's message hash (queued + unacked) fall from 90 % to 10 % of ``jobs``.
+
+    ``served``: the emulator's request counts (all, not 2xx), read at both ends of the window after the CPU.
+    """
     worker = psutil.Process(proc.pid)
     key = f"{ns}:{QUEUE}.msgs"
     high, low = jobs * 0.9, jobs * 0.1
@@ -102,6 +112,7 @@ def drain(name: str, client: redis.Redis, ns: str, jobs: int, proc: subprocess.P
     started = cpu = emulator_cpu = 0.0
     left_at_start = jobs
     commands = polls = 0
+    requests = (0, 0)
     while True:
         left = int(client.hlen(key))
         polls += 1
@@ -110,10 +121,15 @@ def drain(name: str, client: redis.Redis, ns: str, jobs: int, proc: subprocess.P
             started, cpu, left_at_start = now, tree_cpu(worker), left
             emulator_cpu = tree_cpu(emulator) if emulator else 0.0
             commands, polls = redis_commands(client), 0
+            requests = served() if served else (0, 0)
         if started and left <= low:
             emulator_cpu = tree_cpu(emulator) - emulator_cpu if emulator else 0.0
             sent = redis_commands(client) - commands - polls - 1  # less our HLENs and the first INFO
-            return Drain(name, left_at_start - left, now - started, tree_cpu(worker) - cpu, emulator_cpu, sent)
+            cpu = tree_cpu(worker) - cpu
+            if served:
+                total, failed = served()
+                requests = (total - requests[0], failed - requests[1])
+            return Drain(name, left_at_start - left, now - started, cpu, emulator_cpu, sent, requests)
         if proc.poll() is not None:
             raise RuntimeError(f"{name}: the worker exited before the queue drained (see its log)")
         if time.monotonic() > deadline:

@@ -35,7 +35,7 @@ import statistics
 import sys
 import tempfile
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -75,6 +75,7 @@ class Adapter:
     credentials: Mapping[str, Any] | None = None  # encrypted with a fresh secret key when given
     options: Mapping[str, Any] = field(default_factory=dict)
     emulator: psutil.Process | None = None  # where the provider's CPU goes, measured apart
+    served: Callable[[], tuple[int, int]] | None = None  # the emulator's request counts (all, not 2xx)
 
 
 def bare(url: str, jobs: int, shape: Shape, scratch: Path) -> Drain:
@@ -177,7 +178,7 @@ def calsync(url: str, jobs: int, shape: Shape, scratch: Path, database: str, dsn
             name = f"calsync {label} ({database})"
             # dramatiq puts its working directory first on sys.path: the compared tree's calsync must be there
             with running(command, env, data_dir / "worker.log", cwd=tree or ROOT) as worker:
-                return drain(name, client, ns, jobs, worker, adapter.emulator)
+                return drain(name, client, ns, jobs, worker, adapter.emulator, adapter.served)
         finally:
             client.close()
             remove_keys(url, ns)

@@ -94,5 +94,7 @@ def configure_logging(level: str = "INFO", stream: Any = None) -> None:
     logging.logThreads = False
     logging.logProcesses = False
     logging.logMultiprocessing = False
-    for noisy in ("pika", "urllib3", "googleapiclient.discovery_cache", "exchangelib", "alembic"):
+    # httpx writes an INFO line per request (the Graph adapter's and msal's): a second line per job, relayed
+    # again by Dramatiq's parent process (docs/notes/performance.md, "The adapters' client libraries").
+    for noisy in ("pika", "urllib3", "googleapiclient.discovery_cache", "exchangelib", "alembic", "httpx"):
         logging.getLogger(noisy).setLevel(max(logging.WARNING, root.level))

@@ -47,6 +47,11 @@ class EmulatorControl:
         log: list[dict[str, Any]] = self.control("GET", "requests")
         return [r for r in log if operation is None or r.get("operation") == operation]
 
+    def request_count(self) -> dict[str, int]:
+        """Requests logged since the reset (``total``) and those not answered 2xx (``failed``), log limit aside."""
+        counts: dict[str, int] = self.control("GET", "requests/count")
+        return counts
+
     def wait_for_requests(self, operation: str, count: int, timeout: float = 10) -> list[dict[str, Any]]:
         """Block until the log holds ``count`` entries for ``operation`` (e.g. a delayed request that finished)."""
         deadline = time.monotonic() + timeout

@@ -6,6 +6,8 @@ Every emulator gets the same control API under ``/_emulator/``:
 - ``GET /_emulator/requests``: the request log, ``[{"method", "path", "status", ...}]`` in arrival order
   (the newest ``REQUEST_LOG_LIMIT`` requests: an emulator serving a long benchmark must not grow forever)
   (``status`` is null for a dropped connection; apps may add fields);
+- ``GET /_emulator/requests/count``: ``{"total", "failed"}``, every request logged since the reset, however
+  many the log still holds (``failed``: not answered 2xx), for benchmarks counting requests per job;
 - ``POST /_emulator/faults`` (a :class:`FaultRule` as JSON), ``GET`` lists them, ``DELETE`` clears them;
 - anything else under ``/_emulator/`` goes to :meth:`EmulatorApp.control`.
 
@@ -173,6 +175,7 @@ class EmulatorHTTPServer(ThreadingHTTPServer):
         self.tls = tls
         self._log: collections.deque[dict[str, Any]] = collections.deque(maxlen=REQUEST_LOG_LIMIT)
         self._log_lock = threading.Lock()
+        self._counts = {"total": 0, "failed": 0}
         self._in_flight: dict[str, int] = {}
         self._highest: dict[str, int] = {}
 
@@ -210,6 +213,8 @@ class EmulatorHTTPServer(ThreadingHTTPServer):
         entry = {"method": request.method, "path": request.path, "status": status, **(extra or {})}
         with self._log_lock:
             self._log.append(entry)
+            self._counts["total"] += 1
+            self._counts["failed"] += status is None or not 200 <= status < 300
 
     def requests(self) -> list[dict[str, Any]]:
         """A copy of the request log."""
@@ -257,9 +262,13 @@ class EmulatorHTTPServer(ThreadingHTTPServer):
             with self._log_lock:
                 self._log.clear()
                 self._highest.clear()
+                self._counts = dict.fromkeys(self._counts, 0)
             return Response.json(200, {"reset": True})
         if route == ("GET", "requests"):
             return Response.json(200, self.requests())
+        if route == ("GET", "requests/count"):
+            with self._log_lock:
+                return Response.json(200, dict(self._counts))
         if route == ("GET", "concurrency"):
             with self._log_lock:
                 return Response.json(200, {"highest": dict(self._highest)})

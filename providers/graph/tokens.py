@@ -1,13 +1,14 @@
 """Access tokens per account from Entra through msal: one msal app and token cache per account, thread-safe.
 
-- App-only (``client_credentials``): ``ConfidentialClientApplication.acquire_token_for_client``, which serves
-  from the app's own ``TokenCache`` until the token nears expiry (msal ≥ 1.23).
-- Delegated (``refresh_token``): ``acquire_token_by_refresh_token``; the access token is kept until a minute
-  before ``expires_in``; a rotated refresh token replaces ours at once and is handed to the
-  :class:`~calsync.core.model.limits.CredentialWriter` (the account row, encrypted).
+- App-only (``client_credentials``): ``ConfidentialClientApplication.acquire_token_for_client`` (which would
+  also serve from the app's own ``TokenCache``; its lookup was ≈ 4 % of a create's CPU, so it is only asked
+  when our copy nears expiry).
+- Delegated (``refresh_token``): ``acquire_token_by_refresh_token``; a rotated refresh token replaces ours at
+  once and is handed to the :class:`~calsync.core.model.limits.CredentialWriter` (the account row, encrypted).
 - msal talks through the adapter's ``httpx.Client`` (same timeout, no retries, proxies read once), with
   ``instance_discovery=False`` so nothing but the configured ``authority`` is contacted.
-- ``invalidate`` drops the cached access token after a 401, so the one retry gets a fresh one.
+- Either access token is kept until a minute before its ``expires_in``; ``invalidate`` drops it (and msal's
+  copy) after a 401, so the one retry gets a fresh one.
 """
 
 from __future__ import annotations
@@ -62,13 +63,16 @@ class TokenSource:
     def access_token(self, writer: CredentialWriter) -> str:
         """A valid access token; raises TokenError when Entra refuses."""
         with self._lock:
-            if isinstance(self._login, AppLogin):
-                return self._take(self._app.acquire_token_for_client(scopes=self._scopes))
             if self._token is not None and self._token[1] > time.monotonic():
                 return self._token[0]
-            result = self._app.acquire_token_by_refresh_token(self._refresh_token, scopes=self._scopes)
+            if isinstance(self._login, AppLogin):
+                result = self._app.acquire_token_for_client(scopes=self._scopes)
+            else:
+                result = self._app.acquire_token_by_refresh_token(self._refresh_token, scopes=self._scopes)
             token = self._take(result)
             self._token = (token, time.monotonic() + float(result.get("expires_in") or 0) - _EARLY_REFRESH)
+            if isinstance(self._login, AppLogin):
+                return token
             rotated = result.get("refresh_token")
             if isinstance(rotated, str) and rotated and rotated != self._refresh_token:
                 self._rotate(rotated, writer)
@@ -104,25 +108,42 @@ class TokenSource:
 
 
 class TokenSources:
-    """Token sources by account id, rebuilt when an account's credentials or options change."""
+    """Token sources by account id, rebuilt when an account's credentials or options change.
+
+    One thread builds an account's source while the others wait for it (other accounts are not held up):
+    8 threads starting at once built 8, each with its own discovery call and token, and kept one.
+    """
 
     def __init__(self, scope: str, http: httpx.Client, size: int = _CACHE_SIZE) -> None:
         self._scope = scope
         self._http = http
         self._size = size
         self._sources: collections.OrderedDict[str, TokenSource] = collections.OrderedDict()
+        self._building: dict[str, threading.Lock] = {}
         self._lock = threading.Lock()
 
     def get(self, account: Account, config: GraphAccount) -> TokenSource:
         """The account's source; building one contacts the authority's OIDC discovery document once."""
         with self._lock:
-            source = self._sources.get(account.id)
-            if source is not None and config.fingerprint in source.fingerprints:
-                self._sources.move_to_end(account.id)
+            if (source := self._current(account.id, config.fingerprint)) is not None:
                 return source
-        built = TokenSource(account, config, self._scope, self._http)
-        with self._lock:
-            self._sources[account.id] = built
-            while len(self._sources) > self._size:
-                self._sources.popitem(last=False)
+            building = self._building.setdefault(account.id, threading.Lock())
+        with building:
+            with self._lock:
+                if (source := self._current(account.id, config.fingerprint)) is not None:
+                    return source  # built by the thread this one waited for
+            built = TokenSource(account, config, self._scope, self._http)
+            with self._lock:
+                self._sources[account.id] = built
+                self._building.pop(account.id, None)
+                while len(self._sources) > self._size:
+                    self._sources.popitem(last=False)
         return built
+
+    def _current(self, account_id: str, fingerprint: str) -> TokenSource | None:
+        # Under self._lock.
+        source = self._sources.get(account_id)
+        if source is None or fingerprint not in source.fingerprints:
+            return None
+        self._sources.move_to_end(account_id)
+        return source

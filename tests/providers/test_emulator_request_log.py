@@ -9,6 +9,7 @@ import urllib.request
 import pytest
 
 from calsync_emulators import server
+from calsync_emulators.control import EmulatorControl
 from calsync_emulators.google import create_app
 from calsync_emulators.server import RunningEmulator
 
@@ -21,3 +22,15 @@ def test_the_request_log_keeps_the_newest_requests(monkeypatch: pytest.MonkeyPat
                 urllib.request.urlopen(f"{emulator.url}/calendar/v3/calendars/c{n}/events", timeout=5).close()
         paths = [entry["path"] for entry in emulator.server.requests()]
     assert paths == [f"/calendar/v3/calendars/c{n}/events" for n in (2, 3, 4)]
+
+
+def test_the_request_count_outlives_the_log_limit(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(server, "REQUEST_LOG_LIMIT", 3)
+    with RunningEmulator(create_app()) as emulator:
+        control = EmulatorControl(emulator.url)
+        for n in range(5):
+            with contextlib.suppress(urllib.error.HTTPError):  # unauthenticated: 401, not 2xx
+                urllib.request.urlopen(f"{emulator.url}/calendar/v3/calendars/c{n}/events", timeout=5).close()
+        assert control.request_count() == {"total": 5, "failed": 5}
+        control.reset()
+        assert control.request_count() == {"total": 0, "failed": 0}

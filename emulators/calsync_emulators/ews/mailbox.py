@@ -111,7 +111,8 @@ class MailboxStore:
     The index only narrows lookups (FindItem by our sync-key property would otherwise scan every item of a
     mailbox, and throughput fell with each round of a benchmark): callers still test each candidate, so what
     a lookup returns is what a scan would. It is kept current by :meth:`add`, :meth:`changed` (every change
-    to a stored item, which Exchange marks with a new ChangeKey) and :meth:`remove`.
+    to a stored item, which Exchange marks with a new ChangeKey) and :meth:`remove`. Graph's create looks its
+    ``transactionId`` up in a second index (set at creation, never changed, dropped with the item).
     """
 
     def __init__(self, lock: threading.RLock) -> None:
@@ -126,6 +127,7 @@ class MailboxStore:
             self._by_property: dict[tuple[str, str, str | None], dict[str, Item]] = {}
             self._indexed: dict[str, list[tuple[str, str, str | None]]] = {}
             self._created: dict[str, int] = {}  # item id -> creation number, for creation order
+            self._by_transaction: dict[tuple[str, str], Item] = {}
             self._changes = 0
 
     def _next_change_key(self) -> str:
@@ -145,6 +147,8 @@ class MailboxStore:
             self._created[item.id] = len(self._created)
             self._mailboxes.setdefault(item.mailbox, {})[item.id] = item
             self._index(item)
+            if item.transaction_id is not None:
+                self._by_transaction.setdefault((item.mailbox, item.transaction_id), item)
 
     def changed(self, item: Item) -> None:
         """A stored item's fields or properties changed: a new ChangeKey, and the index follows."""
@@ -164,11 +168,19 @@ class MailboxStore:
             item = self._items.pop(item_id)
             del self._mailboxes[item.mailbox][item_id]
             self._unindex(item_id)
+            made = (item.mailbox, item.transaction_id or "")
+            if self._by_transaction.get(made) is item:
+                del self._by_transaction[made]
 
     def in_mailbox(self, mailbox: str) -> list[Item]:
         """The items of one mailbox."""
         with self.lock:
             return list(self._mailboxes.get(mailbox, {}).values())
+
+    def with_transaction(self, mailbox: str, transaction: str) -> Item | None:
+        """The mailbox's item a Graph create with this ``transactionId`` made, if it is still there."""
+        with self.lock:
+            return self._by_transaction.get((mailbox, transaction))
 
     def with_property(self, mailbox: str, key: str, value: str | None) -> list[Item]:
         """The items of a mailbox that may carry property ``key`` = ``value`` (a superset), in creation order."""

@@ -197,7 +197,7 @@ class GraphFrontEnd:
         with self._store.lock:
             if transaction is not None:
                 log["transaction_id"] = transaction
-                earlier = next((i for i in self._store.in_mailbox(mailbox) if i.transaction_id == transaction), None)
+                earlier = self._store.with_transaction(mailbox, transaction)
                 if earlier is not None:
                     if earlier.created_from != digest:
                         raise GraphError(400, "ErrorDuplicateTransactionId", "Your request can't be completed. The "

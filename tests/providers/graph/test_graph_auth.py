@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import dataclasses
+from typing import Any
 
+import msal
 import pytest
 
 from calsync.core.model.errors import AppCredentialsRejected, AuthRevoked, ConfigurationError, EntityNotFound, Forbidden
@@ -31,6 +33,26 @@ def test_an_app_token_is_reused_until_it_expires_then_refreshed(
     provider.upsert(account, event, target_for(account, event))
     assert tokens(graph) == [("client_credentials", "issued")] * 2
     assert graph_ops(graph)[-2:] == [("events.create", 401), ("events.create", 201)]
+
+
+def test_a_live_app_token_is_served_without_asking_msal(
+    provider: GraphProvider, make_account: MakeAccount, make_event: MakeEvent, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    account = make_account()
+    first = make_event(id="first")
+    provider.upsert(account, first, target_for(account, first))
+    asked: list[object] = []
+    original = msal.ConfidentialClientApplication.acquire_token_for_client
+
+    def counted(app: msal.ConfidentialClientApplication, *args: Any, **kwargs: Any) -> Any:
+        asked.append(app)
+        return original(app, *args, **kwargs)
+
+    monkeypatch.setattr(msal.ConfidentialClientApplication, "acquire_token_for_client", counted)
+    for n in range(3):
+        event = make_event(id=f"e{n}")
+        provider.upsert(account, event, target_for(account, event))
+    assert asked == []  # msal's cache lookup per request cost ≈ 4 % of a create
 
 
 def test_a_delegated_refresh_token_is_rotated_and_written_back(

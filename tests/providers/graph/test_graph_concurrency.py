@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import threading
 from concurrent.futures import ThreadPoolExecutor
 
 import redis
@@ -57,3 +58,22 @@ def test_eight_threads_three_mailboxes_at_most_four_in_flight_per_mailbox(
             f"t1:evt-{n}:{accounts[index].id}" for n in mine}  # fmt: skip
         assert {i["subject"] for i in items} == {f"Event {n}" for n in mine}
     assert len(set(ids)) == 48
+
+
+def test_eight_threads_starting_at_once_build_one_token_source(
+    make_provider: MakeProvider, graph: GraphControl, make_account: MakeAccount, make_event: MakeEvent
+) -> None:
+    provider = make_provider()
+    account = make_account()
+    start = threading.Barrier(8)
+
+    def sync(n: int) -> str:
+        event = make_event(id=f"evt-{n}")
+        start.wait(timeout=10)
+        return provider.upsert(account, event, target_for(account, event)).external_id
+
+    with ThreadPoolExecutor(max_workers=8) as pool:
+        ids = list(pool.map(sync, range(8)))
+    assert len(set(ids)) == 8
+    discovery = [r for r in graph.requests() if r["path"].endswith("/.well-known/openid-configuration")]
+    assert (len(discovery), len(graph.requests("token"))) == (1, 1)  # not one msal app and token per thread

@@ -124,6 +124,21 @@ def test_transaction_id_replay_and_reuse(http: httpx.Client, graph: GraphControl
     assert len(graph.items()) == 1
 
 
+def test_a_transaction_id_is_per_mailbox_and_freed_with_its_event(
+    http: httpx.Client, graph: GraphControl, bearer: dict[str, str]
+) -> None:
+    body = {**EVENT, "transactionId": "tx-1"}
+    first = http.post(events_url(graph), json=body, headers=bearer).json()
+    elsewhere = http.post(events_url(graph, "beta@example.com"), json=body, headers=bearer).json()
+    assert first["id"] != elsewhere["id"]
+    graph.delete_item(first["id"])
+    again = http.post(events_url(graph), json={**body, "subject": "Other"}, headers=bearer)
+    assert again.status_code == 201 and again.json()["id"] != first["id"]  # the gone event's id is free
+    replay = http.post(events_url(graph), json={**body, "subject": "Other"}, headers=bearer)
+    assert replay.json()["id"] == again.json()["id"]
+    assert len(graph.items("alpha@example.com")) == 1 and len(graph.items("beta@example.com")) == 1
+
+
 def test_requests_over_the_mailbox_concurrency_limit_are_throttled_and_counted(
     http: httpx.Client, graph: GraphControl, bearer: dict[str, str]
 ) -> None:
