@@ -27,7 +27,7 @@ STAMP = VENV / ".calsync-installed"
 EMULATORS = ROOT / "emulators"  # the calsync-emulators distribution: emulators, demo, test fixtures
 LINTED = ["calsync", "core", "actors", "providers", "emulators", "tests", "benchmarks", "k8s", "dev.py"]
 TYPED = ["calsync", "emulators/calsync_emulators"]
-# Four workers on two cores (measured against 6 and against --dist worksteal); one test at a time to each,
+# Four workers on two cores (measured against 2, 6 and --dist worksteal: docs/TESTING.md); one test at a time,
 # the `slow` ones first (tests/conftest.py), so no worker is left alone with a queue of long tests at the end.
 PYTEST_WORKERS = ["-n", "4", "--dist", "load", "--maxschedchunk", "1"]
 
