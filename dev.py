@@ -7,7 +7,7 @@
 The test command also checks the import contracts (lint-imports). Both install from the hash-pinned
 lock files (the same ones the Docker image uses) into ./.venv, and only reinstall when a lock file or
 pyproject.toml changed. Extra arguments go to the demo or to pytest. pytest spreads the tests over
-worker processes (pytest-xdist, PYTEST_WORKERS below): most of them wait on subprocesses, servers and
+worker processes (pytest-xdist, PYTEST_WORKERS below): many of them wait on subprocesses, servers and
 emulators, not on the CPU. `-n 0` (or `-p no:xdist`) runs them in this process, one after another.
 """
 
