@@ -6,7 +6,9 @@
 
 The test command also checks the import contracts (lint-imports). Both install from the hash-pinned
 lock files (the same ones the Docker image uses) into ./.venv, and only reinstall when a lock file or
-pyproject.toml changed. Extra arguments go to the demo or to pytest.
+pyproject.toml changed. Extra arguments go to the demo or to pytest. pytest spreads the tests over
+worker processes (pytest-xdist, PYTEST_WORKERS below): many of them wait on subprocesses, servers and
+emulators, not on the CPU. `-n 0` (or `-p no:xdist`) runs them in this process, one after another.
 """
 
 from __future__ import annotations
@@ -25,6 +27,9 @@ STAMP = VENV / ".calsync-installed"
 EMULATORS = ROOT / "emulators"  # the calsync-emulators distribution: emulators, demo, test fixtures
 LINTED = ["calsync", "core", "actors", "providers", "emulators", "tests", "benchmarks", "k8s", "dev.py"]
 TYPED = ["calsync", "emulators/calsync_emulators"]
+# Four workers on two cores (measured against 2, 6 and --dist worksteal: docs/TESTING.md); one test at a time,
+# the `slow` ones first (tests/conftest.py), so no worker is left alone with a queue of long tests at the end.
+PYTEST_WORKERS = ["-n", "4", "--dist", "load", "--maxschedchunk", "1"]
 
 
 def _say(text: str) -> None:
@@ -83,7 +88,8 @@ def test(args: list[str]) -> None:
     _say("import contracts (lint-imports)")
     _run(BIN / "lint-imports", "--no-cache")
     _say("pytest")
-    _run(BIN / "python", "-m", "pytest", "-q", "-ra", *args)
+    parallel = [] if any("no:xdist" in arg for arg in args) else PYTEST_WORKERS  # a later `-n 0` wins over ours
+    _run(BIN / "python", "-m", "pytest", "-q", "-ra", *parallel, *args)
 
 
 COMMANDS = {"demo": demo, "test": test}

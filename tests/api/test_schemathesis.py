@@ -10,6 +10,7 @@ from __future__ import annotations
 import itertools
 from collections import Counter
 
+import pytest
 import schemathesis
 from hypothesis import HealthCheck, given, settings
 from schemathesis import GenerationMode
@@ -23,6 +24,7 @@ EXAMPLES_PER_OPERATION = 25
 WITHOUT_INPUT = {"/healthz", "/readyz"}
 
 
+@pytest.mark.slow
 def test_the_api_keeps_its_contract(api: LiveApi, pipeline: Pipeline) -> None:
     pipeline.account(account_id="acc-1")
     headers = {"Authorization": f"Bearer {api.key(scope='admin')}"}

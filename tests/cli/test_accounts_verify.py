@@ -51,6 +51,7 @@ def _closed_port() -> int:
         return int(probe.getsockname()[1])
 
 
+@pytest.mark.slow
 def test_google_verify_refreshes_a_token_and_refuses_a_revoked_grant(
     settings: Settings, tmp_path: Path, google_server: RunningEmulator
 ) -> None:
@@ -71,6 +72,7 @@ def test_google_verify_refreshes_a_token_and_refuses_a_revoked_grant(
     assert _stored(settings) == ["google"]
 
 
+@pytest.mark.slow
 def test_ews_verify_makes_one_getfolder_and_refuses_a_wrong_password(
     settings: Settings, tmp_path: Path, ews_server: RunningEmulator
 ) -> None:
@@ -83,6 +85,7 @@ def test_ews_verify_makes_one_getfolder_and_refuses_a_wrong_password(
     assert _stored(settings) == ["exchange"]
 
 
+@pytest.mark.slow
 def test_graph_verify_gets_a_client_credentials_token_and_refuses_a_wrong_secret(
     settings: Settings, tmp_path: Path, exchange_server: RunningEmulator
 ) -> None:
@@ -94,6 +97,7 @@ def test_graph_verify_gets_a_client_credentials_token_and_refuses_a_wrong_secret
     assert _stored(settings) == ["graph"]
 
 
+@pytest.mark.slow
 def test_credentials_of_another_provider_are_refused_at_add(settings: Settings, tmp_path: Path) -> None:
     line = one_line_error(_add(settings, tmp_path, "google", EWS_LOGIN), 2)
     assert line.endswith("credentials must be Google's authorized_user or service_account JSON")

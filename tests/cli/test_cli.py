@@ -42,6 +42,7 @@ def _change(tmp_path: Path, document: Any, name: str = "change.json") -> str:
     return str(path)
 
 
+@pytest.mark.slow
 def test_accounts_submit_show_round_trip(settings: Settings, tmp_path: Path) -> None:
     account = _json(_run(settings, "accounts", "add", "--tenant", "t1", "--provider", "memory",
                          "--address", "team@example.com"))["account_id"]  # fmt: skip
@@ -121,6 +122,7 @@ def test_a_bad_setting_stops_every_command_naming_the_variable(settings: Setting
     assert result.returncode == 2 and "CALSYNC_RETRY_SCHEDULE" in result.stderr
 
 
+@pytest.mark.slow
 def test_dlq_list_show_replay_discard(settings: Settings, tmp_path: Path) -> None:
     pipeline = Pipeline(settings)
     try:

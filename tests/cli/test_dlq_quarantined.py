@@ -8,6 +8,8 @@ import json
 import subprocess
 from typing import Any
 
+import pytest
+
 from calsync.core.config.settings import Settings
 from calsync.core.store.crypto import generate_key
 from tests.cli.process import calsync
@@ -24,6 +26,7 @@ def _json(result: subprocess.CompletedProcess[str]) -> Any:
     return json.loads(result.stdout)
 
 
+@pytest.mark.slow
 def test_quarantined_messages_are_listed_shown_replayed_or_refused_and_purged(settings_factory: Any) -> None:
     settings: Settings = settings_factory(secret_key=generate_key())
     pipeline = Pipeline(settings)

@@ -5,12 +5,15 @@ from __future__ import annotations
 
 from typing import Any
 
+import pytest
+
 from calsync.core.config.settings import Settings
 from calsync.core.store.crypto import generate_key
 from tests.cli.process import calsync, json_out, one_line_error
 from tests.support import Pipeline
 
 
+@pytest.mark.slow
 def test_replay_and_discard_report_the_same_shape_and_exit_codes(settings_factory: Any) -> None:
     settings: Settings = settings_factory(secret_key=generate_key())
     pipeline = Pipeline(settings)

@@ -41,6 +41,7 @@ def _handout(kind: str, directory: Path) -> tuple[subprocess.Popen[str], list[st
     return child, [line.rstrip("\n") for line in lines]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(("kind", "commands"), [("google", 1), ("ews", 2), ("exchange", 3)])
 def test_every_printed_command_registers_a_verified_account(
     kind: str, commands: int, settings_factory: Any, tmp_path: Path

@@ -77,6 +77,7 @@ def test_a_worker_refuses_to_start_without_a_key_when_credentials_are_stored(
     assert "CALSYNC_SECRET_KEY is not set but 1 account(s) have stored credentials" in line
 
 
+@pytest.mark.slow
 def test_read_only_commands_leave_no_daemon_and_queue_commands_start_the_embedded_redis(tmp_path: Path) -> None:
     env = _embedded_env(tmp_path)
     try:

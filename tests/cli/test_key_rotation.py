@@ -32,6 +32,7 @@ def _accounts_with_credentials(settings: Settings, tmp_path: Path, count: int) -
                          "--credentials-file", str(creds), settings=settings))  # fmt: skip
 
 
+@pytest.mark.slow
 def test_rotate_re_encrypts_with_the_newest_key_and_is_idempotent(settings_factory: Any, tmp_path: Path) -> None:
     old, new = generate_key(), generate_key()
     settings: Settings = settings_factory(secret_key=old)
@@ -54,6 +55,7 @@ def test_rotate_re_encrypts_with_the_newest_key_and_is_idempotent(settings_facto
     assert len(json_out(calsync("accounts", "list", "--json", settings=settings, env=only_new))) == 3
 
 
+@pytest.mark.slow
 def test_a_rotation_stopped_half_way_resumes(settings_factory: Any, tmp_path: Path) -> None:
     old, new = generate_key(), generate_key()
     settings: Settings = settings_factory(secret_key=old)

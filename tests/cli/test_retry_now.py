@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
+import pytest
 import redis
 
 from calsync.core.redis.keys import RedisKeys
@@ -19,6 +20,7 @@ def _delayed(pipeline: Pipeline) -> int:
         client.close()
 
 
+@pytest.mark.slow
 def test_retry_now_pulls_a_parked_retry_forward_with_idempotency_intact(settings_factory: Any) -> None:
     settings = settings_factory(retry_schedule=(3600,), retry_jitter=0)
     pipeline = Pipeline(settings)

@@ -41,6 +41,7 @@ def test_an_unreachable_database_is_one_line_without_library_help(settings: Sett
     assert "Background" not in line and "(psycopg" not in line
 
 
+@pytest.mark.slow
 def test_a_submit_whose_enqueue_failed_exits_3_and_the_next_reconcile_picks_it_up(
     settings: Settings, tmp_path: Path
 ) -> None:
@@ -58,6 +59,7 @@ def test_a_submit_whose_enqueue_failed_exits_3_and_the_next_reconcile_picks_it_u
     assert report["requeued"] == 1 and report["enqueue_failures"] == 0
 
 
+@pytest.mark.slow
 def test_migrate_to_a_revision_downgrades_and_an_unknown_one_is_one_line(settings: Settings) -> None:
     head, previous = migrate.head_revision(), migrate.known_revisions()[-2]
     down = json_out(calsync("migrate", "--to", previous, settings=settings))

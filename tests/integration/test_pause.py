@@ -28,6 +28,7 @@ def _every_worker_paused(pipeline: Pipeline) -> bool:
     return bool(workers) and all(w.paused for w in workers)
 
 
+@pytest.mark.slow
 def test_a_paused_worker_holds_every_job_until_resumed(paused_pipeline: Pipeline) -> None:
     pipeline = paused_pipeline
     settings, queue = pipeline.settings, pipeline.settings.queue

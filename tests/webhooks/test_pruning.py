@@ -23,27 +23,32 @@ def refusing() -> Iterator[Receiver]:
     yield from serve(Receiver(answer=lambda n: 410))
 
 
+def _past_retention(hooks: Hooks) -> dt.datetime:
+    """A moment when every row written so far has been unchanged for longer than ``WEBHOOK_RETENTION``."""
+    return dt.datetime.now(dt.UTC) + dt.timedelta(seconds=hooks.pipeline.settings.webhook_retention + 1)
+
+
 def test_a_notification_is_pruned_once_its_dead_letter_was_replayed_and_delivered(
     hooks: Hooks, receiver: Receiver, refusing: Receiver
 ) -> None:
     pipeline = hooks.pipeline
-    hooks.endpoint(receiver)
+    delivered = hooks.endpoint(receiver)
     refused = hooks.endpoint(refusing)
-    later = dt.datetime.now(dt.UTC) + dt.timedelta(seconds=pipeline.settings.webhook_retention + 1)
     with pipeline.worker():
         pipeline.submit([pipeline.account()])
         (record,) = wait_until(lambda: pipeline.dead_letters(kind="webhook"), what="the webhook dead letter")
-        wait_until(lambda: receiver.received, what="the other delivery")
         notification_id = record.payload["notification_id"]
+        wait_until(lambda: hooks.status(notification_id, delivered) == "delivered", what="the other delivery")
 
-        kept = reconcile(pipeline.runtime, now=later).as_json()  # its dead letter is open: the row must stay
+        # Past the retention of every row as it is now: only the open dead letter may keep it.
+        kept = reconcile(pipeline.runtime, now=_past_retention(hooks)).as_json()
         assert (kept["purged_webhook_notifications"], kept["purged_webhook_deliveries"]) == (0, 0)
         refusing.answer = lambda n: 200
         report = replay(pipeline.runtime, [record])
         assert len(report.replayed) == 1, report.skipped
         wait_until(lambda: hooks.status(notification_id, refused) == "delivered", what="redelivered")
 
-    pruned = reconcile(pipeline.runtime, now=later).as_json()
+    pruned = reconcile(pipeline.runtime, now=_past_retention(hooks)).as_json()
     assert (pruned["purged_webhook_notifications"], pruned["purged_webhook_deliveries"]) == (1, 2)
     assert hooks.notifications() == [] and refusing.ids() == [notification_id, notification_id]
     with pipeline.runtime.db.read() as conn:
