@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import datetime as dt
+import logging
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -41,6 +42,25 @@ TEST_SCALE: dict[str, Any] = {
 def make_settings(data_dir: Path, **values: Any) -> Settings:
     """Settings with test-scale timings; explicit values win."""
     return Settings(data_dir=data_dir, **{**TEST_SCALE, **values})
+
+
+@contextlib.contextmanager
+def logging_kept(*names: str) -> Iterator[None]:
+    """Put the root logger's handlers and level, and the named loggers' levels, back afterwards
+    (``configure_logging`` replaces them; the test session's own logging must survive it)."""
+    root = logging.getLogger()
+    handlers, root_level = list(root.handlers), root.level
+    levels = {name: logging.getLogger(name).level for name in names}
+    try:
+        yield
+    finally:
+        for handler in list(root.handlers):
+            root.removeHandler(handler)
+        for handler in handlers:
+            root.addHandler(handler)
+        root.setLevel(root_level)
+        for name, level in levels.items():
+            logging.getLogger(name).setLevel(level)
 
 
 def wait_until(predicate: Callable[[], T], *, timeout: float = 30, what: str = "condition") -> T:

@@ -3,9 +3,7 @@
 from __future__ import annotations
 
 import json
-import logging
-from collections.abc import Iterable, Iterator, Mapping
-from contextlib import contextmanager
+from collections.abc import Iterable, Mapping
 from typing import Any
 
 from click.testing import CliRunner, Result
@@ -15,7 +13,7 @@ from calsync.core.config.settings import Settings
 from calsync.core.model.calendar import ProviderName
 from calsync.core.store import accounts
 from calsync.core.store.targets import TargetRow
-from tests.support import Pipeline, wait_until
+from tests.support import Pipeline, logging_kept, wait_until
 
 TENANT = "tenant-1"
 _CLI_TUNED_LOGGERS = ("pika", "urllib3", "googleapiclient.discovery_cache", "exchangelib", "alembic")
@@ -43,28 +41,11 @@ def add_account(
         ).id
 
 
-@contextmanager
-def _logging_kept() -> Iterator[None]:
-    # The CLI calls configure_logging(), which replaces the root handlers with one bound to CliRunner's
-    # captured stdout (closed once the command returns): put the test process's logging back afterwards.
-    root = logging.getLogger()
-    handlers, root_level = list(root.handlers), root.level
-    levels = {name: logging.getLogger(name).level for name in _CLI_TUNED_LOGGERS}
-    try:
-        yield
-    finally:
-        for handler in list(root.handlers):
-            root.removeHandler(handler)
-        for handler in handlers:
-            root.addHandler(handler)
-        root.setLevel(root_level)
-        for name, level in levels.items():
-            logging.getLogger(name).setLevel(level)
-
-
 def run_cli(settings: Settings, *args: str) -> Result:
     """Run ``calsync ARGS`` in-process with exactly these settings (run it while no worker is logging)."""
-    with _logging_kept():
+    # The CLI calls configure_logging(), which replaces the root handlers with one bound to CliRunner's
+    # captured stdout (closed once the command returns): the test process's logging is put back afterwards.
+    with logging_kept(*_CLI_TUNED_LOGGERS):
         return CliRunner().invoke(cli, list(args), env=settings.as_environment(), catch_exceptions=False)
 
 

@@ -12,25 +12,16 @@ import pytest
 from calsync.core.config.logging import configure_logging
 from calsync.providers.graph import GraphProvider
 from tests.providers.graph.conftest import MakeAccount, MakeEvent, target_for
+from tests.support import logging_kept
 
 
 @pytest.fixture
 def json_logs() -> Iterator[io.StringIO]:
     """The worker's JSON logging at INFO into a buffer; the test session's root handlers and levels restored after."""
-    root = logging.getLogger()
-    handlers, level = list(root.handlers), root.level
-    quieted = logging.getLogger("httpx").level
     stream = io.StringIO()
-    configure_logging("INFO", stream=stream)
-    try:
+    with logging_kept("httpx"):
+        configure_logging("INFO", stream=stream)
         yield stream
-    finally:
-        for handler in list(root.handlers):
-            root.removeHandler(handler)
-        for handler in handlers:
-            root.addHandler(handler)
-        root.setLevel(level)
-        logging.getLogger("httpx").setLevel(quieted)
 
 
 def test_a_create_and_its_token_call_log_nothing_at_info(
