@@ -32,6 +32,13 @@ def service_account_info(emulator: Emulator) -> dict[str, str]:
     }
 
 
+def service_account(emulator: Emulator, **fields: Any) -> Account:
+    """A Google account signing in with a service-account key (domain-wide delegation to ``CAL``)."""
+    values: dict[str, Any] = {"id": "acct-sa", "tenant_id": "tenant-1", "provider": "google", "address": CAL,
+                              "credentials": service_account_info(emulator), **fields}  # fmt: skip
+    return Account(**values)
+
+
 def test_token_refresh_after_server_side_expiry(
     provider: GoogleProvider, account: Account, emulator: Emulator, api: Api
 ) -> None:
@@ -71,13 +78,7 @@ def test_short_token_lifetime_refreshes_before_each_call(
 
 
 def test_service_account_with_domain_wide_delegation(provider: GoogleProvider, emulator: Emulator, api: Api) -> None:
-    robot = Account(
-        id="acct-sa",
-        tenant_id="tenant-1",
-        provider="google",
-        address=CAL,
-        credentials=service_account_info(emulator),
-    )
+    robot = service_account(emulator)
     event = make_event()
     ref = provider.upsert(robot, event, target_for(event, robot))
     assert only_event(api)["id"] == ref.external_id
@@ -123,14 +124,7 @@ def test_bad_credentials_are_configuration_errors(
 
 
 def test_service_account_with_bad_delegate_option(provider: GoogleProvider, emulator: Emulator) -> None:
-    robot = Account(
-        id="acct-sa",
-        tenant_id="t",
-        provider="google",
-        address=CAL,
-        credentials=service_account_info(emulator),
-        options={"delegate": "yes"},
-    )
+    robot = service_account(emulator, options={"delegate": "yes"})
     event = make_event()
     with pytest.raises(ConfigurationError, match="delegate"):
         provider.upsert(robot, event, target_for(event, robot))
