@@ -2,10 +2,17 @@
 
 Several keys make rotation possible (docs/RUNBOOK.md): the first encrypts, every one decrypts, and
 :meth:`CredentialCipher.rotate` re-encrypts a blob under the first key.
+
+A worker decrypts its account's blob on every job, and the blob rarely changes, so the plaintext of
+the last :data:`KEPT_PLAINTEXTS` blobs is kept (functools.lru_cache, keyed by the blob): Fernet's
+HMAC check and AES decryption were 5.5 % of a Google job's CPU in the deployed worker (py-spy, issue
+15, docs/notes/performance.md). A changed credential is a new blob (a fresh IV), so it is decrypted
+anew; each call still parses its own dict, so no caller sees another's changes.
 """
 
 from __future__ import annotations
 
+import functools
 import json
 from collections.abc import Mapping, Sequence
 from typing import Any
@@ -13,6 +20,9 @@ from typing import Any
 from cryptography.fernet import Fernet, InvalidToken, MultiFernet
 
 from calsync.core.model.errors import ConfigurationError
+
+#: How many blobs' plaintexts a cipher keeps (one per account a worker syncs; a blob is about 2.5 KB).
+KEPT_PLAINTEXTS = 1024
 
 
 def generate_key() -> str:
@@ -38,6 +48,7 @@ class CredentialCipher:
         given = [k for k in given if k]
         self._fernet = MultiFernet([_fernet(k, i) for i, k in enumerate(given)]) if given else None
         self._current = _fernet(given[0], 0) if given else None
+        self._plaintext = functools.lru_cache(maxsize=KEPT_PLAINTEXTS)(self._open)
 
     @property
     def configured(self) -> bool:
@@ -55,13 +66,16 @@ class CredentialCipher:
 
     def decrypt(self, blob: bytes) -> dict[str, Any]:
         """Decrypt a stored blob with any configured key; a wrong key is a configuration error, not corruption."""
-        try:
-            value = json.loads(self._require("read").decrypt(bytes(blob)))
-        except InvalidToken:
-            raise ConfigurationError("stored credentials cannot be decrypted with any configured secret key") from None
+        value = json.loads(self._plaintext(bytes(blob)))
         if not isinstance(value, dict):
             raise ConfigurationError("stored credentials are not a JSON object")
         return value
+
+    def _open(self, blob: bytes) -> bytes:
+        try:
+            return self._require("read").decrypt(blob)
+        except InvalidToken:
+            raise ConfigurationError("stored credentials cannot be decrypted with any configured secret key") from None
 
     def is_current(self, blob: bytes) -> bool:
         """Whether the blob is already encrypted with the newest key (rotation skips it)."""
