@@ -5,7 +5,9 @@ the provider match it. Adapters must be idempotent on their own, because a job c
 
 - ``upsert`` creates when ``target.external_id`` is None, else updates; a create must find and adopt
   an event it created earlier whose response was lost (deterministic id or a marker property keyed
-  by ``target.sync_key``), so a retry never makes a second event;
+  by ``target.sync_key``), so a retry never makes a second event. An adapter that can only find it by
+  a lookup sets ``needs_create_marker``: the worker then commits ``target.create_attempted`` before
+  each create, and the adapter may skip the lookup while the target says no create was ever sent;
 - ``delete`` treats "already gone" as success and resolves by ``sync_key`` when no id is known;
 - every failure is raised as a :mod:`core.model.errors` class, never a library exception.
 """
@@ -65,6 +67,9 @@ class Target:
     external_id: str | None = None
     etag: str | None = None
     synced_version: int = 0
+    # False only when the store proves that no create was ever sent for this target (by any adapter):
+    # a create then needs no lookup for one a lost response made. Unknown counts as sent.
+    create_attempted: bool = True
 
     @property
     def sync_key(self) -> str:
@@ -81,7 +86,13 @@ class ExternalRef:
 
 
 class Provider(Protocol):
-    """A calendar backend the worker can push local state into."""
+    """A calendar backend the worker can push local state into.
+
+    An adapter whose provider cannot deduplicate a create by itself (EWS: no client-chosen id, no
+    transaction id) declares the class attribute ``needs_create_marker = True``; see
+    :func:`needs_create_marker`. Google (client-chosen event id), Graph (``transactionId``) and memory
+    (deterministic ids) leave it out and never pay the marker's write.
+    """
 
     name: ProviderName
 
@@ -96,6 +107,11 @@ class Provider(Protocol):
     def close(self) -> None:
         """Release connections and threads (worker shutdown); idempotent, and a later call may reconnect."""
         ...
+
+
+def needs_create_marker(provider: Provider) -> bool:
+    """Whether the worker must commit ``create_attempted`` before this adapter's creates (absent: no)."""
+    return getattr(provider, "needs_create_marker", False) is True
 
 
 class ProviderLookup(Protocol):

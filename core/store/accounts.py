@@ -13,6 +13,7 @@ from calsync.core.model.calendar import Account, AccountStatus, ProviderName
 from calsync.core.model.errors import EntityNotFound
 from calsync.core.model.ids import new_id
 from calsync.core.model.redaction import register_secrets
+from calsync.core.store import targets
 from calsync.core.store.crypto import CredentialCipher
 from calsync.core.store.schema import provider_accounts
 
@@ -155,10 +156,18 @@ def update_account(
     options: Mapping[str, Any] | None = None,
     provider: ProviderName | None = None,
 ) -> AccountSummary:
-    """Change status, credentials, options or provider (EWS → Graph); raises EntityNotFound for an unknown id."""
+    """Change status, credentials, options or provider (EWS → Graph); raises EntityNotFound for an unknown id.
+
+    A move to another provider marks every target of the account as maybe created: the adapter it leaves
+    may have sent creates without the marker (Graph, memory), and one it joins (EWS) must look for them.
+    """
     values: dict[str, Any] = {"updated_at": dt.datetime.now(dt.UTC)}
     if provider is not None:
         values["provider"] = provider
+        # The account row locked first (PostgreSQL): a target inserted for it meanwhile waits for this commit
+        # (its foreign key check), so no target of the old adapter's escapes the marking.
+        conn.execute(select(provider_accounts.c.id).where(provider_accounts.c.id == account_id).with_for_update())
+        targets.mark_account_create_attempted(conn, account_id)
     if status is not None:
         values["status"] = status
     if credentials is not None:

@@ -25,6 +25,7 @@ from sqlalchemy import (
     String,
     Table,
     Text,
+    true,
 )
 from sqlalchemy.types import DateTime, TypeDecorator
 
@@ -119,6 +120,10 @@ event_targets = Table(
     Column("synced_version", Integer, nullable=False),
     Column("external_id", String(1024), nullable=True),
     Column("external_etag", String(1024), nullable=True),
+    # "A create may have been sent for this target": committed before a create for an adapter that needs it
+    # (EWS), never cleared. Rows written by code that does not know the column default to true (unknown =
+    # sent); the producer inserts new targets with false (migration 0007_create_marker).
+    Column("create_attempted", Boolean, nullable=False, server_default=true()),
     Column("status", String(16), nullable=False),
     Column("last_error", Text, nullable=True),
     Column("error_class", String(128), nullable=True),

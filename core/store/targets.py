@@ -44,6 +44,7 @@ class TargetRow:
     synced_version: int
     external_id: str | None
     external_etag: str | None
+    create_attempted: bool  # a create may have been sent (core/store/schema.py)
     status: SyncStatus
     last_error: str | None
     error_class: str | None
@@ -64,6 +65,9 @@ class TargetRow:
             external_id=self.external_id,
             etag=self.external_etag,
             synced_version=self.synced_version,
+            # A recorded failure is an earlier attempt too: it covers a create the previous release sent
+            # without the marker and failed (its retry middleware recorded the error; migration 0007).
+            create_attempted=self.create_attempted or self.error_class is not None,
         )
 
     def as_json(self) -> dict[str, Any]:
@@ -156,6 +160,7 @@ _PLAN_NEW = t.insert().values(
     event_id=bindparam("k_event"),
     account_id=bindparam("k_account"),
     synced_version=0,
+    create_attempted=False,  # a target that did not exist had no create sent for it
     wanted=bindparam("v_wanted"),
     wanted_version=bindparam("v_version"),
     status="pending",
@@ -217,6 +222,20 @@ def record_synced(
         "v_now": dt.datetime.now(dt.UTC),
     }
     return CasOutcome(tx.execute(_RECORD_SYNCED, params))
+
+
+_MARK_CREATE_ATTEMPTED = DirectStatement(update(t).where(_BY_KEY).values(create_attempted=True))
+
+
+def mark_create_attempted(tx: DirectTransaction, key: TargetKey) -> None:
+    """Record, before a create is sent, that one may have been: a retry then looks for what it made."""
+    tx.execute(_MARK_CREATE_ATTEMPTED, _key_params(key))
+
+
+def mark_account_create_attempted(conn: Connection, account_id: str) -> None:
+    """Every target of the account may have had a create sent (by the adapter it is moving away from)."""
+    conn.execute(update(t).where(t.c.account_id == account_id, t.c.create_attempted.is_(False))
+                 .values(create_attempted=True))  # fmt: skip
 
 
 # The event row locked (PostgreSQL; SQLite writers are serialized anyway), then its targets not yet deleted: two

@@ -14,7 +14,9 @@ A busy target lock is not a failure: the job raises :class:`~core.model.errors.T
 ``ScheduledRetries`` turns into a later delivery that uses no attempt (``LOCK_RETRY_DELAY``, at most
 ``LOCK_MAX_WAITS`` times). The provider call goes through the traffic gate (core/worker/traffic.py):
 over a limit, blocked by a provider's back-off or behind an open breaker it raises a ``Held`` deferral,
-which uses no attempt either. The webhook outbox row, when the tenant wants one, is written in the
+which uses no attempt either. Before a create through an adapter without an idempotent create (EWS), the target's
+``create_attempted`` marker is committed (once per target), so a later attempt knows it must look
+for what this one may have made. The webhook outbox row, when the tenant wants one, is written in the
 result's transaction (core/worker/outbox.py). Failures are raised as they are; the retry middleware
 decides what follows.
 """
@@ -30,7 +32,14 @@ import dramatiq
 
 from calsync.core.config.logging import bind_job
 from calsync.core.messaging.messages import sync_message
-from calsync.core.model.calendar import Account, EventState, ExternalRef, Provider, ProviderLookup
+from calsync.core.model.calendar import (
+    Account,
+    EventState,
+    ExternalRef,
+    Provider,
+    ProviderLookup,
+    needs_create_marker,
+)
 from calsync.core.model.errors import AccountInactive, AuthRevoked, EntityNotFound, InvalidPayload, TargetLocked
 from calsync.core.model.payload import JobPayload, Operation, new_payload, parse_payload, raw_ids
 from calsync.core.model.planner import effect as planned_effect
@@ -90,8 +99,10 @@ def run_sync(parts: JobParts, delivery: JobContext, args: Sequence[Any], kwargs:
             return Outcome.STALE  # the same check, exact under the lock
         account, event, target = _checked(snapshot, payload)
         effect = effective_operation(event, target)
+        provider = parts.providers.get(account.provider)
         with parts.traffic.call(account):  # over a limit or behind an open breaker: Held, a deferral
-            ref = _call_provider(parts.providers.get(account.provider), account, event, target, effect)
+            _mark_create_attempted(parts, provider, target, effect)  # committed before anything is sent
+            ref = _call_provider(provider, account, event, target, effect)
         if not _record_result(parts, payload, event, target, effect, ref):
             _repair_if_overtaken(parts, payload, target, event.version)
         if effect == "delete":  # re-run it if a create may land later; log a completed cancellation
@@ -154,6 +165,15 @@ def _checked(snapshot: Snapshot, payload: JobPayload) -> tuple[Account, EventSta
     if account.status == "disabled":
         raise AccountInactive(f"account {account.id} is disabled")
     return account, event, target
+
+
+def _mark_create_attempted(parts: JobParts, provider: Provider, target: TargetRow, effect: Operation) -> None:
+    # An adapter without an idempotent create (EWS) looks up what a lost create made unless the target says no
+    # create was ever sent: say that one may have been, durably, before this one goes out. This attempt's view
+    # still says none was (the snapshot's), so its create skips the lookup; every later attempt makes it.
+    if effect == "create" and not target.create_attempted and needs_create_marker(provider):
+        with parts.db.direct_write() as tx:
+            targets.mark_create_attempted(tx, target.key)
 
 
 def _call_provider(

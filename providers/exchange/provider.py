@@ -4,7 +4,9 @@ Idempotency and repair rules:
 
 - Every item carries the extended property ``CalsyncSyncKey`` = ``target.sync_key``. A create first looks
   the key up and adopts a match (applying the latest state to it), so a create whose response was lost
-  never yields a second item.
+  never yields a second item. The adapter declares ``needs_create_marker``: the worker commits
+  ``target.create_attempted`` before each create, so a target that says no create was ever sent (its first
+  create) skips the lookup: one request instead of two (docs/notes/exchange.md, "Create lookups").
 - An update sends ``target.etag`` as the ChangeKey. On a conflict (stale ChangeKey) or an unknown or
   malformed ItemId it re-resolves the item by sync key and re-applies the latest local state once.
   If no item carries the key, the item was deleted in Exchange behind our back and is **recreated**:
@@ -61,6 +63,7 @@ class ExchangeProvider:
     """Pushes local events into Exchange calendars over EWS; one instance serves every worker thread."""
 
     name: ProviderName = "exchange"
+    needs_create_marker = True  # EWS cannot deduplicate a create: the worker records each attempt first
 
     def __init__(self, config: ExchangeConfig) -> None:
         self._timeout = config.provider_timeout
@@ -73,7 +76,7 @@ class ExchangeProvider:
         fields = item_fields(event)
         mode = SEND_MODES[event.send_updates]
         if target.external_id is None:
-            return self._run(account, config, "create", lambda mbx: self._create(mbx, fields, target.sync_key, mode))
+            return self._run(account, config, "create", lambda mbx: self._create(mbx, fields, target, mode))
         return self._run(account, config, "update", lambda mbx: self._update(mbx, fields, target, mode))
 
     def delete(self, account: Account, target: Target, *, send_updates: SendUpdates = "none") -> None:
@@ -147,8 +150,9 @@ class ExchangeProvider:
         item.save(update_fields=list(UPDATE_FIELDS), send_meeting_invitations=mode)
         return ExternalRef(item.id, item.changekey)
 
-    def _create(self, mbx: ConnectedMailbox, fields: Mapping[str, Any], sync_key: str, mode: str) -> ExternalRef:
-        existing = self._find(mbx, sync_key)
+    def _create(self, mbx: ConnectedMailbox, fields: Mapping[str, Any], target: Target, mode: str) -> ExternalRef:
+        sync_key = target.sync_key
+        existing = self._find(mbx, sync_key) if target.create_attempted else []  # none sent: nothing to find
         if existing:
             logger.info(
                 "Adopting Exchange item %s for sync key %s (a previous create succeeded)", existing[0].id, sync_key
