@@ -14,11 +14,11 @@ A busy target lock is not a failure: the job raises :class:`~core.model.errors.T
 ``ScheduledRetries`` turns into a later delivery that uses no attempt (``LOCK_RETRY_DELAY``, at most
 ``LOCK_MAX_WAITS`` times). The provider call goes through the traffic gate (core/worker/traffic.py):
 over a limit, blocked by a provider's back-off or behind an open breaker it raises a ``Held`` deferral,
-which uses no attempt either. Before a create through an adapter without an idempotent create (EWS), the target's
-``create_attempted`` marker is committed (once per target), so a later attempt knows it must look
-for what this one may have made. The webhook outbox row, when the tenant wants one, is written in the
-result's transaction (core/worker/outbox.py). Failures are raised as they are; the retry middleware
-decides what follows.
+which uses no attempt either. Before a create through an adapter without an idempotent create (EWS),
+once admitted, the target's ``create_attempted`` marker is committed (once per target), so a later
+attempt knows it must look for what this one may have made. The webhook outbox row, when the tenant
+wants one, is written in the result's transaction (core/worker/outbox.py). Failures are raised as
+they are; the retry middleware decides what follows.
 """
 
 from __future__ import annotations
