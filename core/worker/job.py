@@ -25,7 +25,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import dramatiq
@@ -102,7 +102,7 @@ def run_sync(parts: JobParts, delivery: JobContext, args: Sequence[Any], kwargs:
         provider = parts.providers.get(account.provider)
         with parts.traffic.call(account):  # over a limit or behind an open breaker: Held, a deferral
             _mark_create_attempted(parts, provider, target, effect)  # committed before anything is sent
-            ref = _call_provider(provider, account, event, target, effect)
+            ref = _call_provider(provider, account, event, target, effect, taken_over=held.taken_over)
         if not _record_result(parts, payload, event, target, effect, ref):
             _repair_if_overtaken(parts, payload, target, event.version)
         if effect == "delete":  # re-run it if a create may land later; log a completed cancellation
@@ -177,13 +177,16 @@ def _mark_create_attempted(parts: JobParts, provider: Provider, target: TargetRo
 
 
 def _call_provider(
-    provider: Provider, account: Account, event: EventState, target: TargetRow, effect: Operation
+    provider: Provider, account: Account, event: EventState, target: TargetRow, effect: Operation, *, taken_over: bool
 ) -> ExternalRef | None:
+    view = target.view()
+    if taken_over:  # the lock's last owner died mid-job: it may have sent a create and left no trace (any release)
+        view = replace(view, create_attempted=True)
     with provider_request(account.provider, effect):
         if effect == "delete":
-            provider.delete(account, target.view(), send_updates=event.send_updates)
+            provider.delete(account, view, send_updates=event.send_updates)
             return None
-        return provider.upsert(account, event, target.view())
+        return provider.upsert(account, event, view)
 
 
 def _record_result(

@@ -103,6 +103,23 @@ def test_a_retry_after_a_lost_response_is_told_a_create_may_have_been_sent(
     assert len(marks) == 1  # once per target: the retry and the update write nothing
 
 
+def test_a_create_after_a_dead_owner_s_lock_is_told_one_may_have_been_sent(
+    needing: tuple[Pipeline, LookupNeedingProvider], marks: list[TargetKey]
+) -> None:
+    # A worker that died mid-job (say a previous release's, which writes no marker) may have sent a create and left
+    # no trace in the database; taking its lock over is the trace.
+    pipeline, provider = needing
+    account = pipeline.account()
+    receipt = pipeline.submit([account], entity_id="evt-taken-over")
+    rt = pipeline.runtime
+    dead_owner = rt.keys.worker_heartbeat("dead-worker")
+    rt.redis.set(rt.keys.lock("tenant-1", receipt.entity_id, account), f"{dead_owner}|lost", px=60_000)
+    with pipeline.worker():
+        pipeline.wait_target(receipt.entity_id, account, "synced")
+    assert provider.seen == [(True, True)]
+    assert len(marks) == 1  # the stored marker is still written before the call
+
+
 def test_a_held_create_writes_no_marker_before_it_is_admitted(
     settings_factory: Any, marks: list[TargetKey]
 ) -> None:
