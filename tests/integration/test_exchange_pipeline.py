@@ -9,8 +9,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import redis
 
 from calsync.core.config.settings import Settings
+from calsync.core.producer.reconcile import reconcile
 from calsync.core.store.crypto import generate_key
 from calsync.providers.exchange import SYNC_KEY_PROPERTY_NAME
 from calsync_emulators.control import EwsControl
@@ -238,3 +240,33 @@ def test_a_wrong_password_dead_letters_without_a_retry_storm_and_replay_after_th
     assert cli_json(settings, "dlq", "list", "--account", account, "--json") == []
     again = run_cli(settings, "dlq", "replay", "--account", account)
     assert again.exit_code == 0 and json.loads(again.stdout) == {"replayed": [], "skipped": []}
+
+
+@pytest.mark.both_databases
+def test_a_first_create_is_one_ews_request(pipeline: Pipeline, ews: EwsControl) -> None:
+    # No create was ever sent for a target the producer just inserted (its create marker), so no lookup.
+    account = mailbox_account(pipeline, ews, "alpha")
+    receipts = [pipeline.submit([account], title=f"Event {n}") for n in range(3)]
+    with pipeline.worker():
+        wait_synced(pipeline, {(r.entity_id, account): 1 for r in receipts})
+    assert [op for op, _ in operations(ews) if op != "GetFolder"] == ["CreateItem"] * 3
+    assert len(ews.items("alpha@example.com")) == 3
+    assert all(pipeline.target(r.entity_id, account).create_attempted for r in receipts)
+
+
+@pytest.mark.both_databases
+def test_the_create_marker_survives_a_redis_flush(make_pipeline: MakePipeline, ews: EwsControl, redis_url: str) -> None:
+    pipeline = make_pipeline(retry_schedule=(60,), traffic_retry_delay=60)  # the next try waits in Redis
+    account = mailbox_account(pipeline, ews, "alpha")
+    ews.add_fault(operation="CreateItem", after=True, drop=True, times=1)
+    receipt = pipeline.submit([account], title="Budget review")
+    with pipeline.worker():  # the create lands, its answer is lost, its next try is scheduled in Redis...
+        wait_until(lambda: pipeline.outcomes(), what="the first attempt to end")
+    client = redis.Redis.from_url(redis_url)
+    client.delete(*client.scan_iter(match=f"{pipeline.settings.redis_namespace}:*"))  # ...which then loses it all
+    client.close()
+    assert len(reconcile(pipeline.runtime, older_than=0).requeued) == 1  # the target is pending in the database
+    with pipeline.worker():
+        wait_synced(pipeline, {(receipt.entity_id, account): 1})
+    assert len(ews.items("alpha@example.com")) == 1  # the marker in the database made the retry look up
+    assert [op for op, _ in operations(ews) if op != "GetFolder"] == ["CreateItem", "FindItem", "UpdateItem"]

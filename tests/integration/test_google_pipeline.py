@@ -268,3 +268,13 @@ def test_a_revoked_refresh_token_dead_letters_marks_the_account_and_replay_after
     assert cli_json(settings, "dlq", "list", "--account", account, "--json") == []
     again = run_cli(settings, "dlq", "replay", "--account", account)
     assert again.exit_code == 0 and json.loads(again.stdout) == {"replayed": [], "skipped": []}
+
+
+@pytest.mark.both_databases
+def test_a_google_create_writes_no_create_marker(pipeline: Pipeline, emulator: Emulator) -> None:
+    # Google deduplicates creates by the event id we choose: the worker never pays the marker's write.
+    account = google_account(pipeline, emulator, "alpha")
+    receipt = pipeline.submit([account], title="Standup")
+    with pipeline.worker():
+        wait_synced(pipeline, {(receipt.entity_id, account): 1})
+    assert pipeline.target(receipt.entity_id, account).create_attempted is False
