@@ -36,6 +36,9 @@ def declare(
 ) -> dict[str, dramatiq.Actor[Any, Any]]:
     """Register every calsync actor on ``broker``; returns them by name."""
     settings = runtime.settings
+    # A job's traffic scripts share its thread's lock connection: one connection per worker thread, and a
+    # success's settle is read with the next job's lock command (closed with the lock manager).
+    traffic = TrafficStore(runtime.redis, runtime.keys, runtime.locks.connections)
     parts = JobParts(
         db=runtime.db,
         cipher=runtime.cipher,
@@ -47,7 +50,7 @@ def declare(
         idempotency_ttl=settings.idempotency_ttl,
         delete_verify_delay=settings.delete_verify_delay,
         outbox=outbox_of(runtime),
-        traffic=TrafficGate(TrafficStore(runtime.redis, runtime.keys), provider_limits(settings)),
+        traffic=TrafficGate(traffic, provider_limits(settings)),
     )
 
     def reconcile() -> None:

@@ -14,7 +14,7 @@ paused holder can lose its lock while still running (docs/notes/locks.md).
 
 from __future__ import annotations
 
-import hashlib
+import functools
 import itertools
 import logging
 import secrets
@@ -24,9 +24,9 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import redis
-from redis.exceptions import NoScriptError
 
 from calsync.core.redis.periodic import start_repeating
+from calsync.core.redis.thread_connections import DROPPED, ThreadConnections, script_sha
 
 log = logging.getLogger(__name__)
 
@@ -62,23 +62,17 @@ class HeldLock:
     taken_over: bool = field(default=False)  # from an owner whose heartbeat was gone
 
 
-def _sha(script: str) -> str:
-    return hashlib.sha1(script.encode(), usedforsecurity=False).hexdigest()
-
-
 class LockManager:
     """Takes, renews and releases locks for one process."""
 
     def __init__(self, client: redis.Redis, *, ttl_seconds: float) -> None:
         self._client = client
         self._ttl_ms = int(ttl_seconds * 1000)
-        # Each worker thread sends its per-job commands on a connection of its own (see _call).
-        self._local = threading.local()
-        self._connections: list[Any] = []
-        self._unread: dict[int, list[HeldLock]] = {}  # per connection: releases sent, answers not yet read
+        # Each worker thread sends its per-job commands on a connection of its own (core/redis/thread_connections.py).
+        self._lines = ThreadConnections(client)
         self._owner: Callable[[], str] | None = None
-        self._release_sha = _sha(_RELEASE)
-        self._acquire_sha = _sha(_ACQUIRE)
+        self._release_sha = script_sha(_RELEASE)
+        self._acquire_sha = script_sha(_ACQUIRE)
         self._extend = client.register_script(_EXTEND)
         # Tokens only need to be unique: a random per-process part and a counter make them so without a
         # getrandom() call per job. next() on itertools.count is atomic under the GIL.
@@ -89,6 +83,11 @@ class LockManager:
         self._stop = threading.Event()
         self._renewer: threading.Thread | None = None
 
+    @property
+    def connections(self) -> ThreadConnections:
+        """The worker threads' own connections, which other per-job commands (traffic control) share."""
+        return self._lines
+
     def owned_by(self, heartbeat_key: Callable[[], str]) -> None:
         """Record this process' heartbeat key in the locks it takes, so they can be taken over once it is gone."""
         self._owner = heartbeat_key
@@ -98,12 +97,12 @@ class LockManager:
         unique = f"{self._nonce}:{next(self._serial)}"
         try:
             taken = self._take(key, unique)
-        except (redis.ConnectionError, redis.TimeoutError):
+        except DROPPED:
             # The connection was dropped (a restart, an idle timeout): try once more on a new one. The first
             # attempt may have landed before its answer was lost; then the lock is already ours.
             taken = self._take(key, unique)
             if taken is None:
-                current = self._call("GET", key)
+                current = self._lines.call("GET", key)
                 taken = (current.decode(), 0) if current and current.endswith(f"|{unique}".encode()) else None
         if taken is None:
             return None
@@ -122,30 +121,27 @@ class LockManager:
             self._held.pop(held.token, None)
         try:
             released = self._free(held)
-        except (redis.ConnectionError, redis.TimeoutError):
+        except DROPPED:
             released = self._free(held)  # once more on a new connection (a lost answer just reads as not ours)
         if not released:
             held.lost = True
         return released
 
     def release_later(self, held: HeldLock) -> None:
-        """Free the lock without waiting for Redis' answer, which this thread reads before its next lock command.
+        """Free the lock without waiting for Redis' answer, which this thread reads before its next command.
 
         A job's release then costs no round trip of its own (benchmarks/worker.py, docs/notes/performance.md).
         Commands on one connection run in order, so the release lands before anything this thread sends
-        next; ``held.lost`` is set once the answer is read. If it cannot be sent, :meth:`release` runs.
+        next; ``held.lost`` is set once the answer is read (a lost answer leaves it unset: the lock, freed
+        or not, expires by its TTL). If it cannot be sent, :meth:`release` runs.
         """
         with self._held_lock:
             self._held.pop(held.token, None)
-        connection = self._connection()
         try:
-            self._read_unread(connection)
-            connection.send_command("EVAL", _RELEASE, 1, held.key, held.token)  # EVAL: no NOSCRIPT answer to redo
-        except (redis.ConnectionError, redis.TimeoutError, OSError):
-            connection.disconnect()
+            # EVAL, not EVALSHA: a NOSCRIPT answer read later could not be redone before the next command.
+            self._lines.send_later(("EVAL", _RELEASE, 1, held.key, held.token), functools.partial(_released, held))
+        except DROPPED:
             self.release(held)
-            return
-        self._unread.setdefault(id(connection), []).append(held)
 
     def renew_all(self) -> None:
         """Extend every held lock once (the renewer thread calls this every TTL/3)."""
@@ -164,58 +160,12 @@ class LockManager:
     def _take(self, key: str, unique: str) -> tuple[str, int] | None:
         if self._owner is None:  # no heartbeat in this process: a plain lock, never taken over
             token = f"|{unique}"
-            return (token, 0) if self._call("SET", key, token, "NX", "PX", self._ttl_ms) else None
-        taken = self._script(self._acquire_sha, _ACQUIRE, [key, self._owner()], [unique, self._ttl_ms])
+            return (token, 0) if self._lines.call("SET", key, token, "NX", "PX", self._ttl_ms) else None
+        taken = self._lines.script(self._acquire_sha, _ACQUIRE, [key, self._owner()], [unique, self._ttl_ms])
         return (taken[0].decode(), int(taken[1])) if taken else None
 
     def _free(self, held: HeldLock) -> bool:
-        return bool(self._script(self._release_sha, _RELEASE, [held.key], [held.token]))
-
-    def _script(self, sha: str, text: str, keys: list[str], args: list[str | int]) -> Any:
-        try:
-            return self._call("EVALSHA", sha, len(keys), *keys, *args)
-        except NoScriptError:  # a restarted or flushed Redis forgot the script; EVAL caches it again
-            return self._call("EVAL", text, len(keys), *keys, *args)
-
-    def _call(self, *args: str | int) -> Any:
-        # One command on this thread's own connection, without the client's per-command machinery
-        # (pool checkout and check-in, argument inspection, retries, telemetry hooks): that machinery
-        # cost a job more CPU than the round trip itself (benchmarks/pipeline.py). A connection error
-        # drops the connection (the next call opens a new one) and reaches the caller.
-        connection = self._connection()
-        try:
-            self._read_unread(connection)
-            connection.send_command(*args)
-            return connection.read_response()
-        except (redis.ConnectionError, redis.TimeoutError, OSError):
-            connection.disconnect()
-            raise
-
-    def _connection(self) -> Any:
-        connection = getattr(self._local, "connection", None)
-        if connection is None:
-            connection = self._local.connection = self._client.connection_pool.get_connection()
-            with self._held_lock:
-                self._connections.append(connection)
-        return connection
-
-    def _read_unread(self, connection: Any) -> None:
-        # The answers to this connection's earlier release_later() calls, oldest first.
-        unread = self._unread.pop(id(connection), None)
-        if not unread:
-            return
-        try:
-            for held in unread:
-                try:
-                    released = connection.read_response()
-                except redis.ResponseError:
-                    released = False  # a complete answer (an error): the next one follows it
-                if not released:
-                    held.lost = True
-        except (redis.ConnectionError, redis.TimeoutError, OSError):
-            # Released or not, those locks expire by their TTL; the caller's command goes on a new connection.
-            connection.disconnect()
-            log.warning("lost the answers to lock releases", extra={"fields": {"locks": len(unread)}})
+        return bool(self._lines.script(self._release_sha, _RELEASE, [held.key], [held.token]))
 
     def _ensure_renewer(self) -> None:
         if self._renewer is not None:
@@ -231,9 +181,10 @@ class LockManager:
         self._stop.set()
         if self._renewer is not None:
             self._renewer.join(timeout=5)
-        with self._held_lock:
-            connections, self._connections = self._connections, []
-        for connection in connections:
-            if self._unread.pop(id(connection), None):
-                connection.disconnect()  # never hand the pool a connection with answers still to read
-            self._client.connection_pool.release(connection)
+        self._lines.close()
+
+
+def _released(held: HeldLock, answer: Any) -> None:
+    # A definite "not ours" (0, or an error Redis answered) marks it lost; a lost answer says nothing.
+    if not answer or isinstance(answer, redis.ResponseError):
+        held.lost = True

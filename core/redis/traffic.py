@@ -22,15 +22,21 @@ or, once per attempt, when it is the job's own first failure; otherwise it is th
 
 from __future__ import annotations
 
+import functools
 import itertools
+import logging
 import secrets
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Literal, cast
+from typing import Any, Literal, cast
 
 import redis
 
 from calsync.core.model.errors import StoreUnavailable
 from calsync.core.redis.keys import RedisKeys
+from calsync.core.redis.thread_connections import DROPPED, Arg, ThreadConnections, script_sha
+
+log = logging.getLogger(__name__)
 
 Ending = Literal["success", "failure", "account_failure", "neutral"]
 Scope = Literal["account", "provider"]
@@ -81,6 +87,7 @@ if wait then return {0, wait, 'account_circuit', 0} end
 local limit = tonumber(ARGV[1])
 if limit > 0 then
   redis.call('ZREMRANGEBYSCORE', KEYS[2], '-inf', now)
+  redis.call('ZREM', KEYS[2], ARGV[3])
   if redis.call('ZCARD', KEYS[2]) >= limit then return {0, retry, 'concurrency', 0} end
 end
 local burst = tonumber(ARGV[7])
@@ -197,6 +204,8 @@ end
 return {acct_open, prov_open, excuse}
 """
 
+_ADMIT_SHA, _SETTLE_SHA = script_sha(_ADMIT), script_sha(_SETTLE)
+
 _CIRCUITS = """
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
@@ -274,11 +283,13 @@ class CircuitReading:
 class TrafficStore:
     """The two scripts and the readings, on one Redis namespace."""
 
-    def __init__(self, client: redis.Redis, keys: RedisKeys) -> None:
+    def __init__(self, client: redis.Redis, keys: RedisKeys, connections: ThreadConnections | None = None) -> None:
         self._client = client
         self._keys = keys
-        self._admit = client.register_script(_ADMIT)
-        self._settle = client.register_script(_SETTLE)
+        # admit and settle go on the worker threads' own connections (core/redis/thread_connections.py): the
+        # lock manager's in a worker (actors/declare.py), so a job's commands share one connection.
+        self._own = connections is None
+        self._lines = connections if connections is not None else ThreadConnections(client)
         self._circuits = client.register_script(_CIRCUITS)
         self._nonce = secrets.token_hex(6)
         self._serial = itertools.count(1)
@@ -291,49 +302,74 @@ class TrafficStore:
                 k.traffic_tenant(tenant_id), k.traffic_provider(provider)]  # fmt: skip
         rates = (limits.account_rate, limits.tenant_rate, limits.provider_rate, limits.burst)
         breakers = 1 if limits.breaker_failures else 0
-        args: list[str | int | float] = [
-            concurrency,
-            _ms(limits.lease),
-            token,
-            *rates,
-            breakers,
-            _ms(limits.retry_delay),
-        ]
-        try:
-            admitted, wait_ms, reason, probes = self._admit(keys=keys, args=args)
-        except redis.RedisError as exc:
-            raise StoreUnavailable(f"Redis unreachable admitting a call to {account_id}: {type(exc).__name__}") from exc
+        args: list[Arg] = [concurrency, _ms(limits.lease), token, *rates, breakers, _ms(limits.retry_delay)]
+        # Sent again once on a dropped connection, with the same token: the script first frees that token's
+        # slot, so an admit whose answer was lost never holds two slots nor is held by its own. What it may
+        # leave: a token taken twice from each bucket, and a breaker's probe, which frees itself after the lease.
+        answer = self._run(_ADMIT_SHA, _ADMIT, keys, args, f"admitting a call to {account_id}")
+        admitted, wait_ms, reason, probes = answer
         held = cast("HoldReason", _text(reason)) if not admitted else None
         return Admission(bool(admitted), int(wait_ms) / 1000, held, token, int(probes))
 
-    def settle(
-        self,
-        provider: str,
-        account_id: str,
-        admission: Admission,
-        limits: Limits,
-        ending: Ending,
-        block: tuple[Scope, float] | None = None,
-        job: tuple[str, int] | None = None,
-    ) -> Settled:
+    def settle(self, provider: str, account_id: str, admission: Admission, limits: Limits, ending: Ending,
+               block: tuple[Scope, float] | None = None, job: tuple[str, int] | None = None) -> Settled:  # fmt: skip
         """Give the call's slot and probe back, tell the breakers how it ended, apply a back-off hint.
 
         ``job`` (its id and attempt) lets a temporary failure be excused as the provider's (docs/notes/traffic.md).
+        Sent again once on a dropped connection: if the first one ran and only its answer was lost, a failure
+        is counted twice (the breaker opens one failure early; the job's excuses run out one early).
         """
+        keys, args = self._settle_call(provider, account_id, admission, limits, ending, block, job)
+        answer = self._run(_SETTLE_SHA, _SETTLE, keys, args, f"settling a call to {account_id}")
+        account_ms, provider_ms, excuse = answer
+        return Settled(int(account_ms) / 1000, int(provider_ms) / 1000, _EXCUSES.get(int(excuse)))
+
+    def settle_later(self, provider: str, account_id: str, admission: Admission, limits: Limits) -> None:
+        """Settle a successful call without waiting for the answer (read before this thread's next command).
+
+        A success's answer is unused, so its settle costs no round trip of its own. Redis runs it before
+        anything this thread sends next; another thread's admit may overtake it, and is then held once for
+        TRAFFIC_RETRY_DELAY. If its answer is lost, it may not have run: the slot then frees itself after
+        the lease, and the breakers close with the next success. A call carrying a breaker's probe is
+        settled waiting (:meth:`settle`): its success is what closes the breaker for everyone.
+        """
+        if admission.probes:
+            self.settle(provider, account_id, admission, limits, "success")
+            return
+        keys, args = self._settle_call(provider, account_id, admission, limits, "success", None, None)
+        try:
+            self._lines.send_later(("EVAL", _SETTLE, len(keys), *keys, *args),  # EVAL: no NOSCRIPT to redo
+                                   functools.partial(_settled_later, account_id))  # fmt: skip
+        except DROPPED:
+            self.settle(provider, account_id, admission, limits, "success")  # it never reached Redis: send it again
+
+    def close(self) -> None:
+        """Give back the threads' connections, if they are this store's own."""
+        if self._own:
+            self._lines.close()
+
+    def _settle_call(self, provider: str, account_id: str, admission: Admission, limits: Limits, ending: Ending,
+                     block: tuple[Scope, float] | None, job: tuple[str, int] | None,
+                     ) -> tuple[list[str], list[Arg]]:  # fmt: skip
         k = self._keys
         job_id, attempt = job if job is not None else ("", 0)
         keys = [k.traffic_account(provider, account_id), k.traffic_slots(provider, account_id),
                 k.traffic_provider(provider), k.traffic_open_accounts(provider),
                 k.traffic_excused(job_id or "-")]  # fmt: skip
         scope, seconds = block if block is not None else ("account", 0.0)
-        args: list[str | int | float] = [admission.token, ending, admission.probes, scope, _ms(seconds),
-                                         limits.breaker_failures, _ms(limits.breaker_open), account_id,
-                                         job_id, attempt]  # fmt: skip
+        args: list[Arg] = [admission.token, ending, admission.probes, scope, _ms(seconds), limits.breaker_failures,
+                           _ms(limits.breaker_open), account_id, job_id, attempt]  # fmt: skip
+        return keys, args
+
+    def _run(self, sha: str, text: str, keys: Sequence[str], args: Sequence[Arg], doing: str) -> Any:
+        # One script on this thread's connection, once more on a new one if it was dropped; StoreUnavailable else.
         try:
-            account_ms, provider_ms, excuse = self._settle(keys=keys, args=args)
-        except redis.RedisError as exc:
-            raise StoreUnavailable(f"Redis unreachable settling a call to {account_id}: {type(exc).__name__}") from exc
-        return Settled(int(account_ms) / 1000, int(provider_ms) / 1000, _EXCUSES.get(int(excuse)))
+            try:
+                return self._lines.script(sha, text, keys, args)
+            except DROPPED:
+                return self._lines.script(sha, text, keys, args)
+        except (redis.RedisError, OSError) as exc:
+            raise StoreUnavailable(f"Redis unreachable {doing}: {type(exc).__name__}") from exc
 
     def circuits(self, provider: str, *, listed: int = 5) -> CircuitReading:
         """The provider's breaker, back-off and how many of its accounts' breakers are open or half-open."""
@@ -345,6 +381,13 @@ class TrafficStore:
         if _text(open_until):
             state = "open" if int(open_until) > now_ms else "half_open"
         return CircuitReading(provider, state, blocked_for, int(open_), int(half), tuple(_text(a) for a in some))
+
+
+def _settled_later(account_id: str, answer: Any) -> None:
+    if isinstance(answer, Exception):
+        fields = {"account_id": account_id, "error": type(answer).__name__}
+        log.warning("a successful call's settle, sent without waiting, got no answer; if it did not run, its "
+                    "slot frees itself after the lease", extra={"fields": fields})  # fmt: skip
 
 
 def _ms(seconds: float) -> int:

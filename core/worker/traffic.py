@@ -1,5 +1,10 @@
 """Traffic control around each provider call: one admission script before it, one settle script after it.
 
+Both run on the worker thread's own Redis connection (core/redis/thread_connections.py). A success's
+settle is sent without waiting: its answer is unused, and Redis runs it before this thread's next
+command; should it be lost, the slot frees itself after the lease. A failure's settle waits: its
+answer decides whether the failure is excused.
+
 A call over a limit, to a blocked account or provider, or behind an open circuit breaker raises a
 :class:`~core.model.errors.Held` (a deferral: re-enqueued after the wait the script answered, no attempt
 used, never dead-lettered for it). After the call, its ending feeds the breakers and a back-off hint the
@@ -145,12 +150,15 @@ class TrafficGate:
         self, account: Account, limits: Limits, admission: Admission, exc: BaseException | None
     ) -> Settled | None:
         assert self._store is not None
-        block = block_of(exc) if exc is not None else None
-        delivery = current_job()
-        payload = delivery.payload if delivery is not None else None
-        job = (payload.job_id, payload.attempt) if payload is not None else None  # no job known: nothing excused
         try:
-            return self._store.settle(account.provider, account.id, admission, limits, ending_of(exc), block, job)
+            if exc is None:  # a success's answer is unused: settled without waiting
+                self._store.settle_later(account.provider, account.id, admission, limits)
+                return None
+            delivery = current_job()
+            payload = delivery.payload if delivery is not None else None
+            job = (payload.job_id, payload.attempt) if payload is not None else None  # no job known: nothing excused
+            return self._store.settle(account.provider, account.id, admission, limits, ending_of(exc), block_of(exc),
+                                      job)  # fmt: skip
         except Exception:
             log.warning("could not settle a provider call; its slot frees itself after the lease", exc_info=True)
             return None

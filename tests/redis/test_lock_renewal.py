@@ -65,7 +65,7 @@ def test_a_take_whose_reply_was_lost_is_recognised_as_ours(
     key = f"{namespace}:lock:t:e:reply-lost"
     warm = ours.acquire(f"{key}:warm")  # opens this thread's lock connection
     assert warm is not None
-    connection = ours._local.connection
+    connection = ours.connections.connection()
     real_read = connection.read_response
     lost: list[object] = []
 

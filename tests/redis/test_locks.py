@@ -78,7 +78,7 @@ def test_a_dropped_connection_is_replaced_without_losing_the_lock_state(
     key = f"{namespace}:lock:t:e:dropped"
     warm = ours.acquire(f"{key}:warm")  # opens this thread's lock connection
     assert warm is not None
-    connection = ours._local.connection
+    connection = ours.connections.connection()
     client.client_kill("{}:{}".format(*connection._sock.getsockname()))  # as a restart or an idle timeout would
     held = ours.acquire(key)
     assert held is not None and theirs.acquire(key) is None  # taken exactly once, on a new connection

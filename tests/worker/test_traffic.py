@@ -16,6 +16,7 @@ from calsync.core.messaging.messages import sync_message
 from calsync.core.model.calendar import Account, EventState, ExternalRef, Target
 from calsync.core.model.errors import CircuitOpen
 from calsync.core.model.payload import new_payload
+from calsync.core.redis.thread_connections import ThreadConnections
 from calsync.core.redis.traffic import Limits, TrafficStore
 from calsync.core.store import accounts
 from calsync.core.worker.context import JobContext, start_job
@@ -78,6 +79,33 @@ def test_a_held_job_keeps_its_attempt_and_is_not_counted_as_a_lock_wait(
                and "retries" not in sent.message.options for sent in held)  # fmt: skip
     outcomes = governed.outcomes()
     assert outcomes.get("deferred", 0) >= 1 and "retry_scheduled" not in outcomes and "lock_busy" not in outcomes
+
+
+def test_a_governed_job_waits_for_two_answers_on_its_thread_s_one_connection(
+    governed: Pipeline, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    account, jobs = governed.account(), 3
+    sent: list[tuple[int, str, str]] = []  # (connections, waited or later, command)
+    real_call, real_later = ThreadConnections.call, ThreadConnections.send_later
+
+    def call(self: ThreadConnections, *args: Any) -> Any:
+        sent.append((id(self), "waited", args[0]))
+        return real_call(self, *args)
+
+    def send_later(self: ThreadConnections, args: Any, on_answer: Any) -> None:
+        sent.append((id(self), "later", args[0]))
+        real_later(self, args, on_answer)
+
+    monkeypatch.setattr(ThreadConnections, "call", call)
+    monkeypatch.setattr(ThreadConnections, "send_later", send_later)
+    receipts = [governed.submit([account]) for _ in range(jobs)]
+    with governed.worker(threads=1):
+        for receipt in receipts:
+            governed.wait_target(receipt.entity_id, account, "synced")
+    assert len({connections for connections, _, _ in sent}) == 1  # the lock manager's, shared by the gate
+    waited = [command for _, how, command in sent if how == "waited"]
+    assert len(waited) == 2 * jobs  # the lock's acquire and the admission; the settle and the release go later
+    assert [command for _, how, command in sent if how == "later"] == ["EVAL"] * (2 * jobs)
 
 
 def test_two_workers_never_exceed_the_account_concurrency_limit(settings_factory: Any) -> None:
