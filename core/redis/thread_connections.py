@@ -74,21 +74,23 @@ class _Line:
         # A connection error here drops the connection (whether those commands ran is unknown; their owners
         # decide what that means) and the caller's own command goes on a new one.
         unread, self.unread = self.unread, []
-        for n, on_answer in enumerate(unread):
-            try:
-                answer = self.connection.read_response()
-            except redis.ResponseError as exc:
-                answer = exc  # a complete answer: the next one follows it
-            except BaseException as exc:  # a dropped connection, or an interrupt (a job's time limit) mid-read
-                self.connection.disconnect()
-                for rest in unread[n:]:
-                    _hand(rest, exc)
-                if not isinstance(exc, DROPPED):
-                    raise
-                log.warning("lost the answers to commands sent without waiting", extra={"fields": {
-                    "commands": len(unread) - n, "error": type(exc).__name__}})  # fmt: skip
-                return
-            _hand(on_answer, answer)
+        handed = 0
+        try:
+            for on_answer in unread:
+                try:
+                    answer = self.connection.read_response()
+                except redis.ResponseError as exc:
+                    answer = exc  # a complete answer: the next one follows it
+                handed += 1
+                _hand(on_answer, answer)
+        except BaseException as exc:  # a dropped connection, or an interrupt (a job's time limit) mid-read
+            self.connection.disconnect()  # the answers still due must not be read as later commands' own
+            for rest in unread[handed:]:
+                _hand(rest, exc)
+            if not isinstance(exc, DROPPED):
+                raise
+            log.warning("lost the answers to commands sent without waiting", extra={"fields": {
+                "commands": len(unread) - handed, "error": type(exc).__name__}})  # fmt: skip
 
 
 class ThreadConnections:

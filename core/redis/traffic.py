@@ -18,6 +18,11 @@ hash remembers which job started its current failure streak and whether another 
 (both cleared by a success). A failure is excused, at most BREAKER_FAILURES times per job and attempt
 (hash ``traffic_excused``), when a breaker is not closed after it, when another job shares the streak,
 or, once per attempt, when it is the job's own first failure; otherwise it is the job's.
+
+Both scripts run on the worker thread's own connection (core/redis/thread_connections.py), sent once
+more on a new one if it was dropped. A success's settle is sent without waiting (``settle_later``): Redis
+runs it before this thread's next command; if its answer is lost it may not have run, and then the slot
+frees itself after the lease and the breakers' count is reset by the next success.
 """
 
 from __future__ import annotations
@@ -34,7 +39,8 @@ import redis
 
 from calsync.core.model.errors import StoreUnavailable
 from calsync.core.redis.keys import RedisKeys
-from calsync.core.redis.thread_connections import DROPPED, Arg, ThreadConnections, script_sha
+from calsync.core.redis.thread_connections import DROPPED, Arg, ThreadConnections
+from calsync.core.redis.traffic_scripts import ADMIT, ADMIT_SHA, CIRCUITS, SETTLE, SETTLE_SHA
 
 log = logging.getLogger(__name__)
 
@@ -51,170 +57,6 @@ HoldReason = Literal[
 #: Why a temporary failure was excused (held, no attempt used) instead of charged to its job.
 Excuse = Literal["circuit", "provider_streak", "first_failure"]
 _EXCUSES: dict[int, Excuse] = {1: "circuit", 2: "provider_streak", 3: "first_failure"}
-
-_DAY_MS = 86_400_000
-
-_ADMIT = """
-local t = redis.call('TIME')
-local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
-local acct = redis.call('HMGET', KEYS[1], 'blocked', 'open_until', 'probe', 'tokens', 'ts')
-local prov = redis.call('HMGET', KEYS[4], 'blocked', 'open_until', 'probe', 'tokens', 'ts')
-local retry = tonumber(ARGV[9])
-local breakers = ARGV[8] == '1'
-local probes = 0
-local function blocked(s)
-  local b = tonumber(s[1])
-  if b and b > now then return b - now end
-  return nil
-end
-local function breaker(s, bit)
-  local open_until = tonumber(s[2])
-  if not breakers or not open_until then return nil end
-  if now < open_until then return open_until - now end
-  local probe = tonumber(s[3])
-  if probe and probe > now then return retry end
-  probes = probes + bit
-  return nil
-end
-local wait = blocked(prov)
-if wait then return {0, wait, 'provider_blocked', 0} end
-wait = breaker(prov, 1)
-if wait then return {0, wait, 'provider_circuit', 0} end
-wait = blocked(acct)
-if wait then return {0, wait, 'account_blocked', 0} end
-wait = breaker(acct, 2)
-if wait then return {0, wait, 'account_circuit', 0} end
-local limit = tonumber(ARGV[1])
-if limit > 0 then
-  redis.call('ZREMRANGEBYSCORE', KEYS[2], '-inf', now)
-  redis.call('ZREM', KEYS[2], ARGV[3])
-  if redis.call('ZCARD', KEYS[2]) >= limit then return {0, retry, 'concurrency', 0} end
-end
-local burst = tonumber(ARGV[7])
-local buckets = {}
-local worst, worst_reason = 0, ''
-local function take(key, tokens, ts, rate, reason)
-  if rate <= 0 then return end
-  local cap = math.max(1, rate * burst)
-  local have = tonumber(tokens) or cap
-  local since = tonumber(ts) or now
-  have = math.min(cap, have + math.max(0, now - since) / 1000 * rate)
-  if have < 1 then
-    local need = math.ceil((1 - have) / rate * 1000)
-    if need > worst then worst, worst_reason = need, reason end
-  end
-  buckets[#buckets + 1] = {key, have - 1}
-end
-take(KEYS[1], acct[4], acct[5], tonumber(ARGV[4]), 'account_rate')
-if tonumber(ARGV[5]) > 0 then
-  local ten = redis.call('HMGET', KEYS[3], 'tokens', 'ts')
-  take(KEYS[3], ten[1], ten[2], tonumber(ARGV[5]), 'tenant_rate')
-end
-take(KEYS[4], prov[4], prov[5], tonumber(ARGV[6]), 'provider_rate')
-if worst > 0 then return {0, worst, worst_reason, 0} end
-for _, b in ipairs(buckets) do
-  redis.call('HSET', b[1], 'tokens', b[2], 'ts', now)
-  redis.call('PEXPIRE', b[1], 86400000)
-end
-local lease = tonumber(ARGV[2])
-if limit > 0 then
-  redis.call('ZADD', KEYS[2], now + lease, ARGV[3])
-  redis.call('PEXPIRE', KEYS[2], lease * 2)
-end
-if probes % 2 == 1 then redis.call('HSET', KEYS[4], 'probe', now + lease) end
-if probes >= 2 then redis.call('HSET', KEYS[1], 'probe', now + lease) end
-return {1, 0, '', probes}
-"""
-
-_SETTLE = """
-local t = redis.call('TIME')
-local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
-redis.call('ZREM', KEYS[2], ARGV[1])
-local probes = tonumber(ARGV[3])
-if probes % 2 == 1 then redis.call('HDEL', KEYS[3], 'probe') end
-if probes >= 2 then redis.call('HDEL', KEYS[1], 'probe') end
-local block_ms = tonumber(ARGV[5])
-if block_ms > 0 then
-  local key = KEYS[1]
-  if ARGV[4] == 'provider' then key = KEYS[3] end
-  local till = now + block_ms
-  local was = tonumber(redis.call('HGET', key, 'blocked'))
-  if not was or was < till then redis.call('HSET', key, 'blocked', till) end
-  redis.call('PEXPIRE', key, math.max(86400000, block_ms * 2))
-end
-local threshold = tonumber(ARGV[6])
-local kind = ARGV[2]
-local function state(key)
-  local open_until = tonumber(redis.call('HGET', key, 'open_until'))
-  if open_until then return math.max(1, open_until - now) end
-  return 0
-end
-if threshold <= 0 then return {0, 0, 0} end
-local function close(key, account)
-  redis.call('HSET', key, 'fails', 0)
-  if redis.call('HDEL', key, 'open_until') == 1 and account then redis.call('ZREM', KEYS[4], ARGV[8]) end
-end
-local function fail(key, account, probe)
-  local fails = redis.call('HINCRBY', key, 'fails', 1)
-  local open_until = tonumber(redis.call('HGET', key, 'open_until'))
-  local is_open = open_until and open_until > now
-  if probe or (fails >= threshold and not is_open) then
-    local reopen = now + tonumber(ARGV[7])
-    redis.call('HSET', key, 'open_until', reopen, 'fails', 0)
-    if account then
-      redis.call('ZADD', KEYS[4], reopen, ARGV[8])
-      redis.call('PEXPIRE', KEYS[4], 86400000)
-    end
-  end
-  redis.call('PEXPIRE', key, 86400000)
-end
-if kind == 'success' then
-  close(KEYS[1], true)
-  close(KEYS[3], false)
-  redis.call('HDEL', KEYS[3], 'streak_job', 'shared')
-elseif kind == 'failure' then
-  fail(KEYS[1], true, probes >= 2)
-  fail(KEYS[3], false, probes % 2 == 1)
-elseif kind == 'account_failure' then
-  fail(KEYS[1], true, probes >= 2)
-end
-local acct_open, prov_open = state(KEYS[1]), state(KEYS[3])
-local excuse = 0
-local job = ARGV[9]
-if kind == 'failure' and job ~= '' then
-  local first = redis.call('HGET', KEYS[3], 'streak_job')
-  local shared = redis.call('HGET', KEYS[3], 'shared') == '1'
-  if not first then
-    redis.call('HSET', KEYS[3], 'streak_job', job)
-  elseif first ~= job and not shared then
-    redis.call('HSET', KEYS[3], 'shared', '1')
-    shared = true
-  end
-  local used = tonumber(redis.call('HGET', KEYS[5], ARGV[10])) or 0
-  if used < threshold then
-    if acct_open > 0 or prov_open > 0 then excuse = 1
-    elseif shared then excuse = 2
-    elseif used == 0 then excuse = 3 end
-  end
-  if excuse > 0 then
-    redis.call('HINCRBY', KEYS[5], ARGV[10], 1)
-    redis.call('PEXPIRE', KEYS[5], 86400000)
-  end
-end
-return {acct_open, prov_open, excuse}
-"""
-
-_ADMIT_SHA, _SETTLE_SHA = script_sha(_ADMIT), script_sha(_SETTLE)
-
-_CIRCUITS = """
-local t = redis.call('TIME')
-local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
-local prov = redis.call('HMGET', KEYS[1], 'blocked', 'open_until')
-local open = redis.call('ZCOUNT', KEYS[2], now + 1, '+inf')
-local half = redis.call('ZCOUNT', KEYS[2], now - 86400000, now)
-local some = redis.call('ZRANGEBYSCORE', KEYS[2], now - 86400000, '+inf', 'LIMIT', 0, tonumber(ARGV[1]))
-return {now, prov[1] or '', prov[2] or '', open, half, some}
-"""
 
 
 @dataclass(frozen=True)
@@ -290,7 +132,7 @@ class TrafficStore:
         # lock manager's in a worker (actors/declare.py), so a job's commands share one connection.
         self._own = connections is None
         self._lines = connections if connections is not None else ThreadConnections(client)
-        self._circuits = client.register_script(_CIRCUITS)
+        self._circuits = client.register_script(CIRCUITS)
         self._nonce = secrets.token_hex(6)
         self._serial = itertools.count(1)
 
@@ -303,10 +145,9 @@ class TrafficStore:
         rates = (limits.account_rate, limits.tenant_rate, limits.provider_rate, limits.burst)
         breakers = 1 if limits.breaker_failures else 0
         args: list[Arg] = [concurrency, _ms(limits.lease), token, *rates, breakers, _ms(limits.retry_delay)]
-        # Sent again once on a dropped connection, with the same token: the script first frees that token's
-        # slot, so an admit whose answer was lost never holds two slots nor is held by its own. What it may
-        # leave: a token taken twice from each bucket, and a breaker's probe, which frees itself after the lease.
-        answer = self._run(_ADMIT_SHA, _ADMIT, keys, args, f"admitting a call to {account_id}")
+        # Re-sent once on a dropped connection, same token, "again" set: the script then frees that token's slot
+        # first, so a lost answer never holds two slots (what else it may leave: docs/notes/traffic.md).
+        answer = self._run(ADMIT_SHA, ADMIT, keys, [*args, 0], f"admitting a call to {account_id}", [*args, 1])
         admitted, wait_ms, reason, probes = answer
         held = cast("HoldReason", _text(reason)) if not admitted else None
         return Admission(bool(admitted), int(wait_ms) / 1000, held, token, int(probes))
@@ -320,7 +161,7 @@ class TrafficStore:
         is counted twice (the breaker opens one failure early; the job's excuses run out one early).
         """
         keys, args = self._settle_call(provider, account_id, admission, limits, ending, block, job)
-        answer = self._run(_SETTLE_SHA, _SETTLE, keys, args, f"settling a call to {account_id}")
+        answer = self._run(SETTLE_SHA, SETTLE, keys, args, f"settling a call to {account_id}")
         account_ms, provider_ms, excuse = answer
         return Settled(int(account_ms) / 1000, int(provider_ms) / 1000, _EXCUSES.get(int(excuse)))
 
@@ -338,7 +179,7 @@ class TrafficStore:
             return
         keys, args = self._settle_call(provider, account_id, admission, limits, "success", None, None)
         try:
-            self._lines.send_later(("EVAL", _SETTLE, len(keys), *keys, *args),  # EVAL: no NOSCRIPT to redo
+            self._lines.send_later(("EVAL", SETTLE, len(keys), *keys, *args),  # EVAL: no NOSCRIPT to redo
                                    functools.partial(_settled_later, account_id))  # fmt: skip
         except DROPPED:
             self.settle(provider, account_id, admission, limits, "success")  # it never reached Redis: send it again
@@ -361,13 +202,14 @@ class TrafficStore:
                            _ms(limits.breaker_open), account_id, job_id, attempt]  # fmt: skip
         return keys, args
 
-    def _run(self, sha: str, text: str, keys: Sequence[str], args: Sequence[Arg], doing: str) -> Any:
-        # One script on this thread's connection, once more on a new one if it was dropped; StoreUnavailable else.
+    def _run(self, sha: str, text: str, keys: Sequence[str], args: Sequence[Arg], doing: str,
+             again: Sequence[Arg] | None = None) -> Any:  # fmt: skip
+        # One script on this thread's connection, once more (with ``again``) on a new one if it was dropped.
         try:
             try:
                 return self._lines.script(sha, text, keys, args)
             except DROPPED:
-                return self._lines.script(sha, text, keys, args)
+                return self._lines.script(sha, text, keys, args if again is None else again)
         except (redis.RedisError, OSError) as exc:
             raise StoreUnavailable(f"Redis unreachable {doing}: {type(exc).__name__}") from exc
 

@@ -117,6 +117,20 @@ def test_an_interrupt_between_send_and_read_drops_the_connection(
     assert lines.call("ECHO", "mine") == b"mine"  # not the abandoned command's answer
 
 
+def test_an_interrupt_while_reading_earlier_answers_drops_the_connection(lines: ThreadConnections) -> None:
+    got, record = _answers()
+
+    def interrupted(answer: Any) -> None:
+        raise Interrupted  # the job's time limit, while the first answer was being handled
+
+    lines.send_later(("ECHO", "first"), interrupted)
+    lines.send_later(("ECHO", "second"), record)
+    with pytest.raises(Interrupted):
+        lines.call("ECHO", "abandoned")
+    assert len(got) == 1 and isinstance(got[0], Interrupted)
+    assert lines.call("ECHO", "mine") == b"mine"  # not "second", still due on the old socket
+
+
 def test_a_failed_send_drops_the_connection_and_hands_earlier_answers_the_error(
     lines: ThreadConnections, monkeypatch: pytest.MonkeyPatch, timed_client: redis.Redis, namespace: str
 ) -> None:
