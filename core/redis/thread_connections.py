@@ -4,7 +4,10 @@ A hand-written fast path (issue 15): redis-py's client checks a connection out o
 inspects the arguments, wraps the command in its retry loop and telemetry hooks for every command; for
 the lock and traffic scripts of a job that machinery cost more CPU than the round trip itself
 (benchmarks/pipeline.py). Here each thread keeps one connection of the client's pool until :meth:`close`,
-and a command is a ``send_command`` and a ``read_response`` on it.
+and a command is a ``send_command`` and a ``read_response`` on it. Measured gain (2026-12-02, 2 shared
+vCPUs, load ≈ 5): a governed job's Redis work in one process (lock acquire, admit, settle, release) took
+506 Python function calls, 96-140 µs CPU and 3 waited round trips with the traffic scripts on the client;
+278 calls, 52-85 µs and 2 round trips with them here and the success's settle sent later.
 
 ``send_later`` sends a command without waiting for its answer: the answer is read, and handed to its
 ``on_answer`` (the reply, or the error Redis or the connection gave), before this thread's next

@@ -147,7 +147,7 @@ class TrafficStore:
         args: list[Arg] = [concurrency, _ms(limits.lease), token, *rates, breakers, _ms(limits.retry_delay)]
         # Re-sent once on a dropped connection, same token, "again" set: the script then frees that token's slot
         # first, so a lost answer never holds two slots (what else it may leave: docs/notes/traffic.md).
-        answer = self._run(ADMIT_SHA, ADMIT, keys, [*args, 0], f"admitting a call to {account_id}", [*args, 1])
+        answer = self._run(ADMIT_SHA, ADMIT, keys, [*args, 0], ("admitting", account_id), [*args, 1])
         admitted, wait_ms, reason, probes = answer
         held = cast("HoldReason", _text(reason)) if not admitted else None
         return Admission(bool(admitted), int(wait_ms) / 1000, held, token, int(probes))
@@ -161,7 +161,7 @@ class TrafficStore:
         is counted twice (the breaker opens one failure early; the job's excuses run out one early).
         """
         keys, args = self._settle_call(provider, account_id, admission, limits, ending, block, job)
-        answer = self._run(SETTLE_SHA, SETTLE, keys, args, f"settling a call to {account_id}")
+        answer = self._run(SETTLE_SHA, SETTLE, keys, args, ("settling", account_id))
         account_ms, provider_ms, excuse = answer
         return Settled(int(account_ms) / 1000, int(provider_ms) / 1000, _EXCUSES.get(int(excuse)))
 
@@ -202,7 +202,7 @@ class TrafficStore:
                            _ms(limits.breaker_open), account_id, job_id, attempt]  # fmt: skip
         return keys, args
 
-    def _run(self, sha: str, text: str, keys: Sequence[str], args: Sequence[Arg], doing: str,
+    def _run(self, sha: str, text: str, keys: Sequence[str], args: Sequence[Arg], doing: tuple[str, str],
              again: Sequence[Arg] | None = None) -> Any:  # fmt: skip
         # One script on this thread's connection, once more (with ``again``) on a new one if it was dropped.
         try:
@@ -211,7 +211,8 @@ class TrafficStore:
             except DROPPED:
                 return self._lines.script(sha, text, keys, args if again is None else again)
         except (redis.RedisError, OSError) as exc:
-            raise StoreUnavailable(f"Redis unreachable {doing}: {type(exc).__name__}") from exc
+            verb, account_id = doing
+            raise StoreUnavailable(f"Redis unreachable {verb} a call to {account_id}: {type(exc).__name__}") from exc
 
     def circuits(self, provider: str, *, listed: int = 5) -> CircuitReading:
         """The provider's breaker, back-off and how many of its accounts' breakers are open or half-open."""
