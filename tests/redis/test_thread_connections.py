@@ -141,7 +141,7 @@ def test_a_failed_send_drops_the_connection_and_hands_earlier_answers_the_error(
     def broken(*args: object, **kwargs: object) -> None:
         raise redis.ConnectionError("broken pipe")
 
-    monkeypatch.setattr(connection, "send_command", broken)
+    monkeypatch.setattr(connection, "send_packed_command", broken)
     with pytest.raises(redis.ConnectionError):
         lines.send_later(("SET", f"{namespace}:k", "v"), record)
     monkeypatch.undo()
