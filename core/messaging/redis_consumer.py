@@ -10,14 +10,24 @@ at least every ``maintenance_interval`` seconds per queue: Dramatiq's maintenanc
 worker's messages only for the queue of the call that drew it, so with a draw per fetch (about one a
 second on an idle queue) a crashed worker's job could wait 20 s more than the heartbeat timeout in one
 trial of 14 (docs/notes/locks.md); the interval bounds that wait.
+
+In a worker, an ack is sent without waiting for Redis' answer when the broker is given a sender
+(:meth:`SafeRedisBroker.send_acks_with`; the runtime gives workers one connection per thread,
+core/redis/thread_connections.py): the worker thread goes on to its next job, and the answer is read
+before that thread's next command on the connection. An ack is Dramatiq's own dispatch script, so its
+effect is Dramatiq's. If the answer is an error (Redis forgot the script) or never comes (the
+connection dropped), the ack is sent again, waiting, before the next one: an ack is idempotent, and
+an ack never made only means the message would be delivered again, which the job's idempotency
+record makes harmless.
 """
 
 from __future__ import annotations
 
+import collections
 import logging
 import time
-from collections.abc import Mapping, Sequence
-from typing import Any, Final
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any, Final, Protocol
 
 import redis
 from dramatiq.broker import MessageProxy
@@ -59,6 +69,13 @@ return result
 """
 
 
+class LaterSender(Protocol):
+    """Sends a command without waiting; ``on_answer`` gets its reply, or the error, later (ThreadConnections)."""
+
+    def send_later(self, args: Sequence[str | int | float | bytes], on_answer: Callable[[Any], None]) -> None:
+        """Send ``args``; raise a connection error if they could not be sent."""
+
+
 class SafeRedisBroker(RedisBroker):
     """A RedisBroker whose consumers admit only messages a worker thread can run (the rest is quarantined)."""
 
@@ -72,6 +89,53 @@ class SafeRedisBroker(RedisBroker):
         self._maintenance_interval = maintenance_interval
         self._last_maintenance: dict[str, float] = {}  # queue -> monotonic time; one consumer thread per queue
         self._batch = RedisBatch(self)
+        self._ack_sender: LaterSender | None = None
+        self._acks_to_redo: collections.deque[tuple[str, str]] = collections.deque()  # (queue, id), any thread
+
+    def send_acks_with(self, sender: LaterSender) -> None:
+        """Send acks without waiting for their answers, through ``sender`` (workers; see the module docstring)."""
+        self._ack_sender = sender
+
+    def ack(self, queue_name: str, message_id: str) -> None:
+        """Dramatiq's ack of ``message_id``, sent without waiting when a sender is set (else as Dramatiq does)."""
+        self._redo_acks()
+        if self._ack_sender is None:
+            self.do_ack(queue_name, message_id)
+            return
+        unpack = self._max_unpack_size()  # type: ignore[no-untyped-call]
+        # Dramatiq's dispatch ARGV for an ack (never with maintenance, as Dramatiq's own do_ack).
+        args = ["ack", current_millis(), queue_name, self.broker_id, self.heartbeat_timeout, self.dead_message_ttl, 0,
+                unpack, message_id]  # fmt: skip
+
+        def answered(answer: Any) -> None:
+            if isinstance(answer, BaseException):
+                self._acks_to_redo.append((queue_name, message_id))
+
+        try:
+            self._ack_sender.send_later(("EVALSHA", self.scripts["dispatch"].sha, 1, self.namespace, *args), answered)
+        except (redis.ConnectionError, redis.TimeoutError, OSError):
+            self.do_ack(queue_name, message_id)  # not sent: once more, waiting, on a new connection
+
+    def close(self) -> None:
+        """Redo the acks still owed (their sender closed first, see Runtime.close), then close as Dramatiq does."""
+        try:
+            self._redo_acks()
+        except redis.RedisError:
+            log.warning("could not redo acks; their messages are delivered again", exc_info=True)
+        super().close()  # type: ignore[no-untyped-call]
+
+    def _redo_acks(self) -> None:
+        # Acks whose answer was an error or never came; Dramatiq's do_ack loads a forgotten script again.
+        while self._acks_to_redo:
+            try:
+                queue_name, message_id = self._acks_to_redo.popleft()
+            except IndexError:  # another thread took the last one
+                return
+            try:
+                self.do_ack(queue_name, message_id)
+            except redis.RedisError:
+                self._acks_to_redo.appendleft((queue_name, message_id))
+                raise
 
     def enqueue_many(self, outgoing: Sequence[Outgoing]) -> list[bool]:
         """Enqueue a batch in one script call per chunk (core/messaging/redis_batch.py); per message, whether sent."""
@@ -96,6 +160,7 @@ class SafeRedisBroker(RedisBroker):
         now = current_millis()
         common = [now, queue_name, self.broker_id, self.heartbeat_timeout, self.dead_message_ttl]
         unpack = self._max_unpack_size()  # type: ignore[no-untyped-call]
+        self._redo_acks()  # an idle worker's consumer thread redoes them too
         if self._maintenance_due(queue_name):
             run_maintenance(self, queue_name, now)  # exactly what Dramatiq's own fetch would have run
         flat = self._fetch_pairs(keys=[self.namespace], args=["fetch", *common, 0, unpack, count])
@@ -167,6 +232,15 @@ class _SafeRedisConsumer(_RedisConsumer):
         else:
             self.broker.do_nack(self.queue_name, message_id)
         return None
+
+    def ack(self, message: MessageProxy) -> None:
+        """Ack by the queued id on this consumer's queue (Dramatiq's rule), through the broker's sender."""
+        try:
+            self.broker.ack(self.queue_name, message.options["redis_message_id"])
+        except redis.ConnectionError as e:
+            raise ConnectionClosed(e) from None  # type: ignore[no-untyped-call]
+        finally:
+            self.queued_message_ids.discard(message.message_id)
 
     def close(self) -> None:
         """Give fetched but never handed out ids back to the queue (Dramatiq leaves them to maintenance)."""
