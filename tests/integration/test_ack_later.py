@@ -88,7 +88,7 @@ def test_an_ack_whose_answer_never_came_is_redone_before_the_next_ack(broker: Sa
     broker.send_acks_with(sender)
     lost, other = fetched(broker, 2)
     broker.ack(QUEUE, lost)
-    (_, on_answer), = sender.sent
+    ((_, on_answer),) = sender.sent
     on_answer(redis.ConnectionError("the connection dropped before the answer was read"))
     assert unacked(broker) == {lost, other}
     broker.ack(QUEUE, other)  # redoes the lost one, waiting, then sends its own
