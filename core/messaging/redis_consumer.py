@@ -122,7 +122,7 @@ class SafeRedisBroker(RedisBroker):
             self._redo_acks()
         except redis.RedisError:
             log.warning("could not redo acks; their messages are delivered again", exc_info=True)
-        super().close()  # type: ignore[no-untyped-call]
+        super().close()
 
     def _redo_acks(self) -> None:
         # Acks whose answer was an error or never came; Dramatiq's do_ack loads a forgotten script again.
