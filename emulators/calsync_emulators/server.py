@@ -26,6 +26,7 @@ import contextlib
 import json
 import socket
 import ssl
+import sys
 import threading
 import time
 from collections.abc import Callable, Mapping
@@ -207,6 +208,12 @@ class EmulatorHTTPServer(ThreadingHTTPServer):
         finally:
             with contextlib.suppress(OSError):
                 wrapped.close()
+
+    def handle_error(self, request: Any, client_address: Any) -> None:
+        """A client that dropped its connection (a worker stopping) is no error of ours: no traceback for it."""
+        if isinstance(sys.exc_info()[1], ConnectionError):
+            return
+        super().handle_error(request, client_address)
 
     def record(self, request: Request, status: int | None, extra: Mapping[str, Any] | None = None) -> None:
         """Append one entry to the request log."""

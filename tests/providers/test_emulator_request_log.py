@@ -34,3 +34,20 @@ def test_the_request_count_outlives_the_log_limit(monkeypatch: pytest.MonkeyPatc
         assert control.request_count() == {"total": 5, "failed": 5}
         control.reset()
         assert control.request_count() == {"total": 0, "failed": 0}
+
+
+
+def test_a_client_dropping_its_connection_is_no_error_of_the_emulator(capsys: pytest.CaptureFixture[str]) -> None:
+    # socketserver calls handle_error inside the except block of a failed connection; a worker stopping resets its own.
+    with RunningEmulator(create_app()) as emulator:
+        for dropped in (ConnectionResetError(104, "Connection reset by peer"), BrokenPipeError(32, "Broken pipe")):
+            try:
+                raise dropped
+            except ConnectionError:
+                emulator.server.handle_error(None, ("127.0.0.1", 50000))
+        assert capsys.readouterr().err == ""
+        try:
+            raise ValueError("a bug in a handler")
+        except ValueError:
+            emulator.server.handle_error(None, ("127.0.0.1", 50000))
+    assert "ValueError: a bug in a handler" in capsys.readouterr().err  # anything else is still reported
