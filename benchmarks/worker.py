@@ -32,6 +32,7 @@ import os
 import platform
 import signal
 import statistics
+import subprocess
 import sys
 import tempfile
 import time
@@ -136,7 +137,8 @@ def calsync(url: str, jobs: int, shape: Shape, scratch: Path, database: str, dsn
             tree: Path | None = None, adapter: Adapter = Adapter()) -> Drain:  # fmt: skip
     """``calsync worker`` as deployed: metrics, heartbeats, JSON logs, the memory provider's SQLite file.
 
-    ``tree``: run the worker from another checkout of calsync (``--compare``, e.g. the previous release).
+    ``tree``: run the worker from another checkout of calsync (``--compare``, e.g. the previous release), its
+    database migrated by that checkout too.
     ``adapter``: sync through another adapter (benchmarks/adapters.py).
     """
     ns = namespace("calsync")
@@ -160,6 +162,10 @@ def calsync(url: str, jobs: int, shape: Shape, scratch: Path, database: str, dsn
         setup = Runtime(settings, check_schema=False)
         try:
             migrate.upgrade(setup.db)
+            if tree is not None:  # a newer compared tree adds its own migrations (an older one says "ahead")
+                env = {**child_environment(settings), "PYTHONPATH": str(tree)}
+                calsync = str(Path(sys.executable).with_name("calsync"))
+                subprocess.run([calsync, "migrate"], check=True, cwd=tree, env=env, capture_output=True)
             credentials = None if adapter.credentials is None else setup.cipher.encrypt(adapter.credentials)
             for payload in seed(setup.db, jobs, adapter.provider, address=adapter.address, credentials=credentials,
                                 options=adapter.options):  # fmt: skip
