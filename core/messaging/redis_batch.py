@@ -104,9 +104,17 @@ class RedisBatch:
             run_maintenance(self._broker, queue, now)
 
 
+def dispatch_argv(broker: RedisBroker, command: str, queue: str, now: int, *, maintenance: bool,
+                  args: Sequence[Any] = ()) -> list[Any]:  # fmt: skip
+    """ARGV of Dramatiq's dispatch script (and of scripts that mirror it): command, timestamp, queue, worker
+    id, heartbeat timeout, dead message TTL, do_maintenance, max unpack size, then the command's own."""
+    unpack = broker._max_unpack_size()  # type: ignore[no-untyped-call]
+    return [command, now, queue, broker.broker_id, broker.heartbeat_timeout, broker.dead_message_ttl,
+            int(maintenance), unpack, *args]  # fmt: skip
+
+
 def run_maintenance(broker: RedisBroker, queue: str, now: int) -> None:
     """Dramatiq's own maintenance for ``queue`` (it runs inside any dispatch call; "requeue" with no ids does
     nothing else)."""
-    unpack = broker._max_unpack_size()  # type: ignore[no-untyped-call]
-    common = [now, queue, broker.broker_id, broker.heartbeat_timeout, broker.dead_message_ttl]
-    broker.scripts["dispatch"](keys=[broker.namespace], args=["requeue", *common, 1, unpack])
+    broker.scripts["dispatch"](keys=[broker.namespace], args=dispatch_argv(broker, "requeue", queue, now,
+                                                                             maintenance=True))  # fmt: skip

@@ -38,7 +38,7 @@ from dramatiq.errors import ConnectionClosed
 from calsync.core.messaging.batch import Outgoing
 from calsync.core.messaging.hold import ConsumerHold, hold_of
 from calsync.core.messaging.quarantine import Arrival, Door, Quarantined, QuarantineUnavailable
-from calsync.core.messaging.redis_batch import RedisBatch, run_maintenance
+from calsync.core.messaging.redis_batch import RedisBatch, dispatch_argv, run_maintenance
 
 log = logging.getLogger(__name__)
 
@@ -102,10 +102,8 @@ class SafeRedisBroker(RedisBroker):
         if self._ack_sender is None:
             self.do_ack(queue_name, message_id)
             return
-        unpack = self._max_unpack_size()  # type: ignore[no-untyped-call]
-        # Dramatiq's dispatch ARGV for an ack (never with maintenance, as Dramatiq's own do_ack).
-        args = ["ack", current_millis(), queue_name, self.broker_id, self.heartbeat_timeout, self.dead_message_ttl, 0,
-                unpack, message_id]  # fmt: skip
+        # Never with maintenance, as Dramatiq's own do_ack.
+        args = dispatch_argv(self, "ack", queue_name, current_millis(), maintenance=False, args=[message_id])
 
         def answered(answer: Any) -> None:
             if isinstance(answer, BaseException):
@@ -158,12 +156,11 @@ class SafeRedisBroker(RedisBroker):
     def fetch_pairs(self, queue_name: str, count: int) -> list[tuple[str, bytes | None]]:
         """Pop up to ``count`` ids with their bodies (Dramatiq's fetch, keeping the ids)."""
         now = current_millis()
-        common = [now, queue_name, self.broker_id, self.heartbeat_timeout, self.dead_message_ttl]
-        unpack = self._max_unpack_size()  # type: ignore[no-untyped-call]
         self._redo_acks()  # an idle worker's consumer thread redoes them too
         if self._maintenance_due(queue_name):
             run_maintenance(self, queue_name, now)  # exactly what Dramatiq's own fetch would have run
-        flat = self._fetch_pairs(keys=[self.namespace], args=["fetch", *common, 0, unpack, count])
+        flat = self._fetch_pairs(keys=[self.namespace], args=dispatch_argv(self, "fetch", queue_name, now,
+                                                                            maintenance=False, args=[count]))
         return [(flat[i].decode("utf-8", "replace"), flat[i + 1]) for i in range(0, len(flat), 2)]
 
 
