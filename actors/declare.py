@@ -49,6 +49,7 @@ def declare(
         queue=settings.queue,
         idempotency_ttl=settings.idempotency_ttl,
         delete_verify_delay=settings.delete_verify_delay,
+        trust_handover=settings.lock_handover,
         outbox=outbox_of(runtime),
         traffic=TrafficGate(traffic, provider_limits(settings)),
     )

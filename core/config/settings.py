@@ -94,6 +94,9 @@ class Settings(  # the mixins: one module of fields per area (core/config/)
     lock_ttl: float = Field(default=60, gt=0)
     lock_retry_delay: float = Field(default=2, gt=0, le=MAX_DELAY_SECONDS)
     lock_max_waits: int = Field(default=30, ge=1)
+    # Trust the target lock's handover, so a job reads its state once (docs/notes/locks.md, "One read per job");
+    # false while workers of a release before it still run: every worker writes handovers, none trusts them.
+    lock_handover: bool = True
     idempotency_ttl: int = Field(default=86400, gt=0)
     dedup_ttl: int = Field(default=300, gt=0)
     # How long a request key (HTTP Idempotency-Key, intake request id) returns the first receipt.

@@ -23,6 +23,16 @@ class RedisKeys:
         """
         return f"{self.namespace}:lock:{tenant_id}:{entity_id}:{account_id}"
 
+    def handover(self, tenant_id: str, entity_id: str, account_id: str) -> str:
+        """String holding what the last holder of a target's lock left it as: ``<synced version>:<create sent>``.
+
+        ``held`` while a holder has the lock (or after a release that did not know); EX ``HANDOVER_TTL``.
+        Written by the lock scripts of :class:`core.redis.locks.LockManager` (acquire: ``held``; release:
+        the state the job says it left); read by the acquire script, whose answer tells the job whether its
+        read before the lock is still current (core.worker.snapshot).
+        """
+        return f"{self.namespace}:handover:{tenant_id}:{entity_id}:{account_id}"
+
     def dedup(self, tenant_id: str, entity_id: str, account_id: str, operation: str, version: int) -> str:
         """Marker that a job for this target version was enqueued recently (TTL ``DEDUP_TTL``).
 

@@ -1,8 +1,11 @@
 """The sync job, top to bottom in :func:`run_sync`: parse, drop if stale, lock, read, decide, call, record.
 
-A job whose version is already superseded or synced is acked as ``stale`` before the lock, after one
-primary-key read of the versions: stale jobs never queue for a lock they do not need. Versions only
-grow, so this is safe; the same checks run again under the lock, where they are exact.
+The job's state is read once, before the lock: a job whose version is already superseded or synced is
+acked as ``stale`` without touching the lock, so stale jobs never queue for a lock they do not need
+(versions only grow, so this is safe). Under the lock the same checks are exact: the lock's handover
+says whether any holder wrote since that read, and only then is the state read again (core/worker/
+snapshot.py). The job hands over, on release, what it leaves the target as, or nothing when a write's
+outcome is unknown.
 
 The operation is decided from state, not from the payload: no external id yet → create; event
 cancelled or target removed → delete; else update. So an update whose create was skipped as stale
@@ -54,10 +57,11 @@ from calsync.core.worker import cancellation
 from calsync.core.worker.context import REPAIR_OPTION, JobContext, current_job, detached_delivery
 from calsync.core.worker.metrics import lock_attempt, provider_request
 from calsync.core.worker.outbox import Outbox
-from calsync.core.worker.snapshot import Snapshot, Versions, load_snapshot, load_versions
+from calsync.core.worker.snapshot import Snapshot, Versions, left_as, load_snapshot, still_current
 from calsync.core.worker.traffic import TrafficGate
 
 log = logging.getLogger(__name__)
+
 
 @dataclass(frozen=True)
 class JobParts:
@@ -73,6 +77,7 @@ class JobParts:
     idempotency_ttl: int
     traffic: TrafficGate = field(default_factory=lambda: TrafficGate(None, {}))  # limits, back-off, breakers
     delete_verify_delay: float = 0  # DELETE_VERIFY_DELAY (core/worker/cancellation.py)
+    trust_handover: bool = True  # LOCK_HANDOVER: the early read stands when the lock's handover says so
     outbox: Outbox | None = None  # webhook notifications recorded with the result (None: never)
 
 
@@ -80,19 +85,23 @@ def run_sync(parts: JobParts, delivery: JobContext, args: Sequence[Any], kwargs:
     """Make one target match its event's latest state, exactly once per logical effect."""
     payload = _parse(delivery, args, kwargs)
     delivery.begin(payload)
-    versions = load_versions(parts.db, payload)  # before the lock: a finished or stale job never waits for it
-    if versions is not None and versions.done:
+    early = load_snapshot(parts.db, parts.cipher, payload)  # before the lock: a finished or stale job never waits
+    if early.already_done:
         return Outcome.ALREADY_DONE
-    if _superseded(versions, payload, repair=delivery.repair):
+    if _superseded(early.versions, payload, repair=delivery.repair):
         return Outcome.STALE
-    held = parts.locks.acquire(parts.keys.lock(payload.tenant_id, payload.entity_id, payload.account_id))
+    key = (payload.tenant_id, payload.entity_id, payload.account_id)
+    held = parts.locks.acquire(parts.keys.lock(*key), handover=parts.keys.handover(*key))
     lock_attempt(acquired=held is not None)
     if held is None:
         raise TargetLocked(f"target {payload.entity_id}/{payload.account_id} is being synced by another delivery")
+    leaves: str | None = None  # what this job leaves the target as, handed over on release (None: unknown)
     try:
-        snapshot = load_snapshot(parts.db, parts.cipher, payload)
+        current = parts.trust_handover and still_current(early, held.handed_over, taken_over=held.taken_over)
+        snapshot = early if current else load_snapshot(parts.db, parts.cipher, payload)  # a holder wrote since
         if snapshot.account is not None:
             delivery.provider = snapshot.account.provider
+        leaves = left_as(snapshot.target) if snapshot.target is not None else None
         if snapshot.already_done:
             return Outcome.ALREADY_DONE
         if _superseded(snapshot.versions, payload, repair=delivery.repair):
@@ -100,10 +109,18 @@ def run_sync(parts: JobParts, delivery: JobContext, args: Sequence[Any], kwargs:
         account, event, target = _checked(snapshot, payload)
         effect = effective_operation(event, target)
         provider = parts.providers.get(account.provider)
+        stored = target  # the row as this job knows it is stored; what it hands over on release
         with parts.traffic.call(account):  # over a limit or behind an open breaker: Held, a deferral
-            _mark_create_attempted(parts, provider, target, effect)  # committed before anything is sent
+            if _needs_marker(provider, target, effect):  # committed before anything is sent
+                leaves = None  # unknown until the commit returns
+                _mark_create_attempted(parts, target)
+                stored = replace(stored, create_attempted=True)  # the call's view (target) still says none was
+                leaves = left_as(stored)
             ref = _call_provider(provider, account, event, target, effect, taken_over=held.taken_over)
-        if not _record_result(parts, payload, event, target, effect, ref):
+        leaves = None
+        if _record_result(parts, payload, event, target, effect, ref):
+            leaves = left_as(replace(stored, synced_version=event.version))
+        else:
             _repair_if_overtaken(parts, payload, target, event.version)
         if effect == "delete":  # re-run it if a create may land later; log a completed cancellation
             cancellation.after_delete(parts.db, parts.broker, parts.queue, payload, event, target,
@@ -112,7 +129,7 @@ def run_sync(parts: JobParts, delivery: JobContext, args: Sequence[Any], kwargs:
         return Outcome.SUCCESS
     finally:
         try:
-            parts.locks.release_later(held)  # the answer is read with this thread's next lock command
+            parts.locks.release_later(held, leaves=leaves)  # the answer is read with this thread's next lock command
         except Exception:
             log.warning("could not release the target lock; it expires by its TTL", exc_info=True)
 
@@ -167,13 +184,16 @@ def _checked(snapshot: Snapshot, payload: JobPayload) -> tuple[Account, EventSta
     return account, event, target
 
 
-def _mark_create_attempted(parts: JobParts, provider: Provider, target: TargetRow, effect: Operation) -> None:
+def _needs_marker(provider: Provider, target: TargetRow, effect: Operation) -> bool:
     # An adapter without an idempotent create (EWS) looks up what a lost create made unless the target says no
     # create was ever sent: say that one may have been, durably, before this one goes out. This attempt's view
     # still says none was (the snapshot's), so its create skips the lookup; every later attempt makes it.
-    if effect == "create" and not target.create_attempted and needs_create_marker(provider):
-        with parts.db.direct_write() as tx:
-            targets.mark_create_attempted(tx, target.key)
+    return effect == "create" and not target.create_attempted and needs_create_marker(provider)
+
+
+def _mark_create_attempted(parts: JobParts, target: TargetRow) -> None:
+    with parts.db.direct_write() as tx:
+        targets.mark_create_attempted(tx, target.key)
 
 
 def _call_provider(

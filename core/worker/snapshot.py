@@ -1,14 +1,18 @@
 """The state one sync job is about (account, event, target, is its effect done?), read in one query.
 
-Before the lock, :func:`load_versions` reads only the versions (the event's, and the target's wanted
-and synced ones) and the idempotency record by primary key, so a stale or finished job is dropped
-without touching the lock; versions only grow, so a job that is stale by this read stays stale.
+The snapshot is read before the target's lock, on the hot path's direct driver access
+(core/store/direct.py): the account joined to the event, the target and the job's idempotency record.
+A stale or finished job is dropped by this read without touching the lock; versions only grow, so a job
+that is stale by it stays stale. When the account does not exist the join yields nothing and the parts
+are read one by one, so the job can say precisely what is missing.
 
-The full snapshot runs once per delivery, under the target's lock, on the hot path's direct driver access
-(core/store/direct.py): the account joined to the event, the target and the job's idempotency
-record. The job decides from this one read whether its effect is done, whether it is stale, and
-what to do. When the account does not exist the join yields nothing and the parts are read one by
-one, so the job can say precisely what is missing.
+Whether that read is still good once the lock is taken, :func:`still_current` tells from the lock's
+handover (core/redis/locks.py): what the lock's last holder left the target as. Only two columns ever
+change under the lock, and each only one way: ``synced_version`` grows with every recorded sync and
+``create_attempted`` turns true once (:func:`left_as`). A handover equal to the early read's, or none kept
+(no holder in the last ``HANDOVER_TTL``: it expired, or Redis lost it with the locks themselves), means
+no holder wrote since the read; otherwise, or after a takeover, the job reads the snapshot again under
+the lock (docs/notes/locks.md, "One read per job").
 """
 
 from __future__ import annotations
@@ -61,25 +65,6 @@ _JOINED = (
     .where(provider_accounts.c.id == bindparam("k_account"))
 )
 _SNAPSHOT = DirectStatement(_JOINED)
-_VERSIONS = DirectStatement(
-    select(
-        events_table.c.version,
-        event_targets.c.wanted_version,
-        event_targets.c.synced_version,
-        idempotency_records.c.key.label("done_key"),
-    )
-    .select_from(event_targets)
-    .join(
-        events_table,
-        and_(events_table.c.tenant_id == event_targets.c.tenant_id, events_table.c.id == event_targets.c.event_id),
-    )
-    .outerjoin(idempotency_records, _DONE)
-    .where(
-        event_targets.c.tenant_id == bindparam("k_tenant"),
-        event_targets.c.event_id == bindparam("k_event"),
-        event_targets.c.account_id == bindparam("k_account"),
-    )
-)
 
 
 @dataclass(frozen=True)
@@ -103,20 +88,23 @@ class Snapshot:
 
     @property
     def versions(self) -> Versions | None:
-        """The target's versions as :func:`load_versions` reads them (None if the event or target is missing)."""
+        """The target's versions, for the stale check (None if the event or target is missing)."""
         if self.event is None or self.target is None:
             return None
         target = self.target
         return Versions(self.event.version, target.wanted_version, target.synced_version, done=self.already_done)
 
 
-def load_versions(db: Database, payload: JobPayload) -> Versions | None:
-    """Read the target's versions by primary key (None if the event or target does not exist), without a lock."""
-    with db.direct_read() as tx:
-        row = tx.first(_VERSIONS, _params(payload))
-    if row is None:
-        return None
-    return Versions(row["version"], row["wanted_version"], row["synced_version"], done=row["done_key"] is not None)
+def left_as(target: TargetRow) -> str:
+    """What a lock holder leaves the target as, kept in the lock's handover for the next job to compare."""
+    return f"{target.synced_version}:{int(target.create_attempted)}"
+
+
+def still_current(early: Snapshot, handed_over: str | None, *, taken_over: bool) -> bool:
+    """Whether a snapshot read before the lock is as good as one read under it: no holder wrote since."""
+    if taken_over or handed_over is None or early.account is None or early.event is None or early.target is None:
+        return False
+    return handed_over in ("", left_as(early.target))
 
 
 def _params(payload: JobPayload) -> dict[str, Any]:

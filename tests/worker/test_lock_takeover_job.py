@@ -67,13 +67,13 @@ def test_an_effect_the_dead_worker_committed_is_not_repeated_after_a_takeover(
     real_acquire = rt.locks.acquire
     taken: list[HeldLock | None] = []
 
-    def committed_meanwhile(key: str) -> HeldLock | None:
+    def committed_meanwhile(key: str, **options: Any) -> HeldLock | None:
         # The dead worker's commit landed after this job's read before the lock, as a paused one's can.
         with rt.db.direct_write() as tx:
             targets.record_synced(tx, TargetKey("tenant-1", payload.entity_id, payload.account_id), version=1,
                                   external_id="x", etag=None, final_status="synced")  # fmt: skip
             idempotency.record_success(tx, payload.idempotency_key, job_id="dead", result={}, ttl_seconds=60)
-        taken.append(real_acquire(key))
+        taken.append(real_acquire(key, **options))
         return taken[-1]
 
     monkeypatch.setattr(rt.locks, "acquire", committed_meanwhile)

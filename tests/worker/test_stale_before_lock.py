@@ -53,7 +53,7 @@ def test_an_already_synced_version_never_writes_the_lock_key(
                               final_status="synced")  # fmt: skip
     taken: list[str] = []
     real_acquire = rt.locks.acquire
-    monkeypatch.setattr(rt.locks, "acquire", lambda key: taken.append(key) or real_acquire(key))
+    monkeypatch.setattr(rt.locks, "acquire", lambda key, **kw: taken.append(key) or real_acquire(key, **kw))
     assert _run(pipeline, stub, _payload(entity, account, version=2)) is Outcome.STALE
     assert taken == [] and rt.redis.get(rt.keys.lock("tenant-1", entity, account)) is None
 

@@ -1,0 +1,91 @@
+"""A lock's handover on a real Redis: what its last holder left, ``held`` while one holds it or when it did not say."""
+
+from __future__ import annotations
+
+import redis
+
+from calsync.core.redis.keys import RedisKeys
+from calsync.core.redis.locks import HANDOVER_TTL, HELD, LockManager
+from tests.redis.test_lock_takeover import _owned
+from tests.support import wait_until
+
+
+def _keys(namespace: str, name: str) -> tuple[str, str]:
+    keys = RedisKeys(namespace)
+    return keys.lock("t", name, "a"), keys.handover("t", name, "a")
+
+
+def test_the_next_holder_learns_what_the_last_one_left(
+    managers: tuple[LockManager, LockManager], namespace: str, client: redis.Redis
+) -> None:
+    ours, theirs = managers
+    _owned(managers, namespace, client)
+    lock, handover = _keys(namespace, "e-left")
+    first = ours.acquire(lock, handover=handover)
+    assert first is not None and first.handed_over == ""  # none kept yet
+    assert client.get(handover) == HELD.encode() and 0 < int(client.ttl(handover)) <= HANDOVER_TTL
+    assert ours.release(first, leaves="3:1")
+    assert client.get(handover) == b"3:1"
+    second = theirs.acquire(lock, handover=handover)
+    assert second is not None and second.handed_over == "3:1" and client.get(handover) == HELD.encode()
+    assert theirs.release(second)  # says nothing: the handover stays held, the next holder reads again
+    third = ours.acquire(lock, handover=handover)
+    assert third is not None and third.handed_over == HELD and ours.release(third)
+
+
+def test_a_release_not_awaited_hands_over_too(
+    managers: tuple[LockManager, LockManager], namespace: str, client: redis.Redis
+) -> None:
+    ours, theirs = managers
+    _owned(managers, namespace, client)
+    lock, handover = _keys(namespace, "e-later")
+    held = ours.acquire(lock, handover=handover)
+    assert held is not None
+    ours.release_later(held, leaves="1:0")
+    wait_until(lambda: client.get(lock) is None, what="the lock freed")
+    assert client.get(handover) == b"1:0"
+    again = theirs.acquire(lock, handover=handover)
+    assert again is not None and again.handed_over == "1:0" and theirs.release(again)
+
+
+def test_a_holder_that_lost_its_lock_hands_over_nothing(
+    managers: tuple[LockManager, LockManager], namespace: str, client: redis.Redis
+) -> None:
+    ours, theirs = managers
+    _owned(managers, namespace, client)
+    lock, handover = _keys(namespace, "e-lost")
+    held = ours.acquire(lock, handover=handover)
+    assert held is not None
+    client.delete(lock)  # expired while its holder was paused
+    taken = theirs.acquire(lock, handover=handover)
+    assert taken is not None and taken.handed_over == HELD
+    assert not ours.release(held, leaves="9:1")  # not ours any more: neither the lock nor its handover is touched
+    assert client.get(handover) == HELD.encode() and client.get(lock) == taken.token.encode()
+    assert theirs.release(taken, leaves="2:1") and client.get(handover) == b"2:1"
+
+
+def test_a_plain_lock_keeps_no_handover(namespace: str, client: redis.Redis) -> None:
+    plain = LockManager(client, ttl_seconds=30)  # no heartbeat in this process: a plain lock
+    try:
+        lock, handover = _keys(namespace, "e-plain")
+        held = plain.acquire(lock, handover=handover)
+        assert held is not None and held.handed_over is None and held.handover is None
+        assert plain.release(held, leaves="1:0") and client.exists(handover) == 0
+    finally:
+        plain.close()
+
+
+def test_an_acquire_sent_twice_does_not_say_what_was_left(
+    managers: tuple[LockManager, LockManager], namespace: str, client: redis.Redis
+) -> None:
+    ours, _ = managers
+    _owned(managers, namespace, client)
+    lock, handover = _keys(namespace, "e-twice")
+    client.set(handover, "4:0")
+    warm = ours.acquire(f"{lock}:warm")  # opens this thread's lock connection
+    assert warm is not None
+    connection = ours.connections.connection()
+    client.client_kill("{}:{}".format(*connection._sock.getsockname()))  # the first attempt's answer is lost
+    held = ours.acquire(lock, handover=handover)
+    assert held is not None and held.handed_over is None and client.get(handover) == HELD.encode()
+    assert ours.release(held) and ours.release(warm)

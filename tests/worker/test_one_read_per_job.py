@@ -1,0 +1,147 @@
+"""A job reads its state once, before the lock, unless the lock's handover says a holder wrote since.
+
+What a job hands over on release is what it left the target as (``<synced version>:<create sent>``), or
+nothing (``held`` stays) when the outcome of one of its writes is unknown.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import replace
+from typing import Any
+
+import pytest
+from dramatiq.brokers.stub import StubBroker
+
+from calsync.core.model.errors import ProviderUnavailable
+from calsync.core.model.payload import JobPayload, new_payload
+from calsync.core.model.vocabulary import Outcome
+from calsync.core.redis.locks import HELD, HeldLock
+from calsync.core.worker import job
+from calsync.core.worker.context import JobContext
+from calsync.core.worker.job import run_sync
+from tests.support import Pipeline
+
+
+@pytest.fixture
+def reads(pipeline: Pipeline, monkeypatch: pytest.MonkeyPatch) -> Iterator[list[str]]:
+    """The state reads of the jobs run, in a worker whose locks name a live owner (so they keep a handover)."""
+    rt = pipeline.runtime
+    beat = rt.keys.worker_heartbeat("live:1")
+    rt.redis.set(beat, "{}", px=60_000)
+    rt.locks.owned_by(lambda: beat)
+    seen: list[str] = []
+    real = job.load_snapshot
+
+    def counted(*args: Any) -> Any:
+        seen.append("read")
+        return real(*args)
+
+    monkeypatch.setattr(job, "load_snapshot", counted)
+    yield seen
+
+
+def _payload(entity: str, account: str, version: int, operation: str = "create") -> JobPayload:
+    return new_payload(tenant_id="tenant-1", entity_id=entity, account_id=account, operation=operation,  # type: ignore[arg-type]
+                       version=version, trace_id="trace-one-read")  # fmt: skip
+
+
+def _run(pipeline: Pipeline, stub: StubBroker, payload: JobPayload) -> Outcome:
+    return run_sync(pipeline.job_parts(stub), JobContext("m-1", "sync_calendar_event", "calendar"),
+                    [payload.to_message_arg()], {})  # fmt: skip
+
+
+def _handover(pipeline: Pipeline, entity: str, account: str) -> bytes | None:
+    rt = pipeline.runtime
+    rt.locks.connections.call("PING")  # reads the answer of the release sent without waiting
+    return rt.redis.get(rt.keys.handover("tenant-1", entity, account))
+
+
+def test_a_current_job_reads_its_state_once_and_hands_over_what_it_left(
+    pipeline: Pipeline, stub: StubBroker, reads: list[str]
+) -> None:
+    account = pipeline.account()
+    entity = pipeline.submit([account]).entity_id
+    assert _run(pipeline, stub, _payload(entity, account, 1)) is Outcome.SUCCESS
+    assert reads == ["read"] and _handover(pipeline, entity, account) == b"1:0"
+    pipeline.submit(None, entity_id=entity, title="v2")
+    reads.clear()
+    assert _run(pipeline, stub, _payload(entity, account, 2, "update")) is Outcome.SUCCESS
+    assert reads == ["read"] and _handover(pipeline, entity, account) == b"2:0"
+    assert len(pipeline.provider.calls()) == 2
+
+
+def test_a_twin_that_finished_between_the_read_and_the_lock_is_seen(
+    pipeline: Pipeline, stub: StubBroker, reads: list[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    rt = pipeline.runtime
+    account = pipeline.account()
+    entity = pipeline.submit([account]).entity_id
+    payload = _payload(entity, account, 1)
+    real_acquire = rt.locks.acquire
+
+    def twin_first(key: str, **options: Any) -> HeldLock | None:
+        monkeypatch.setattr(rt.locks, "acquire", real_acquire)
+        assert _run(pipeline, stub, payload) is Outcome.SUCCESS  # a redelivered twin, start to finish
+        return real_acquire(key, **options)
+
+    monkeypatch.setattr(rt.locks, "acquire", twin_first)
+    assert _run(pipeline, stub, payload) is Outcome.ALREADY_DONE  # read again under the lock: the twin's record
+    assert len(pipeline.provider.calls()) == 1
+    assert reads == ["read", "read", "read"]  # this job's early read, the twin's, and this job's under the lock
+
+
+def test_a_handover_left_held_makes_the_next_job_read_again(
+    pipeline: Pipeline, stub: StubBroker, reads: list[str]
+) -> None:
+    rt = pipeline.runtime
+    account = pipeline.account()
+    entity = pipeline.submit([account]).entity_id
+    lock, handover = rt.keys.lock("tenant-1", entity, account), rt.keys.handover("tenant-1", entity, account)
+    other = rt.locks.acquire(lock, handover=handover)
+    assert other is not None and rt.locks.release(other)  # a holder that could not say what it left
+    assert _run(pipeline, stub, _payload(entity, account, 1)) is Outcome.SUCCESS
+    assert reads == ["read", "read"]
+
+
+def test_a_result_that_lost_its_compare_and_set_hands_over_nothing(
+    pipeline: Pipeline, stub: StubBroker, reads: list[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    account = pipeline.account()
+    entity = pipeline.submit([account]).entity_id
+    monkeypatch.setattr(job, "_record_result", lambda *args: False)  # a paused holder recorded a newer version
+    assert _run(pipeline, stub, _payload(entity, account, 1)) is Outcome.SUCCESS
+    assert _handover(pipeline, entity, account) == HELD.encode()
+
+
+def test_a_create_marker_is_handed_over_even_when_the_call_then_fails(
+    pipeline: Pipeline, stub: StubBroker, reads: list[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    account = pipeline.account()
+    entity = pipeline.submit([account]).entity_id
+    monkeypatch.setattr(pipeline.provider, "needs_create_marker", True, raising=False)  # as the EWS adapter
+    real_upsert = pipeline.provider.upsert
+
+    def unavailable(*args: Any) -> Any:
+        raise ProviderUnavailable("503 from the provider")
+
+    monkeypatch.setattr(pipeline.provider, "upsert", unavailable)
+    with pytest.raises(ProviderUnavailable):
+        _run(pipeline, stub, _payload(entity, account, 1))
+    assert _handover(pipeline, entity, account) == b"0:1"  # the marker is committed; nothing else changed
+    monkeypatch.setattr(pipeline.provider, "upsert", real_upsert)
+    reads.clear()
+    assert _run(pipeline, stub, _payload(entity, account, 1)) is Outcome.SUCCESS  # the retry
+    assert reads == ["read"] and _handover(pipeline, entity, account) == b"1:1"
+    assert pipeline.target(entity, account).create_attempted
+
+
+def test_with_the_handover_not_trusted_a_job_reads_again_under_the_lock(
+    pipeline: Pipeline, stub: StubBroker, reads: list[str]
+) -> None:
+    account = pipeline.account()
+    entity = pipeline.submit([account]).entity_id
+    parts = replace(pipeline.job_parts(stub), trust_handover=False)  # LOCK_HANDOVER=false, for a rolling upgrade
+    ctx = JobContext("m-1", "sync_calendar_event", "calendar")
+    assert run_sync(parts, ctx, [_payload(entity, account, 1).to_message_arg()], {}) is Outcome.SUCCESS
+    assert reads == ["read", "read"] and _handover(pipeline, entity, account) == b"1:0"  # written all the same
