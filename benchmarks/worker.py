@@ -57,7 +57,7 @@ from benchmarks.support import (
     seed,
 )
 from calsync.actors.worker import build_worker
-from calsync.core.config.settings import Settings, child_environment
+from calsync.core.config.settings import ENV_PREFIX, Settings, child_environment
 from calsync.core.messaging.messages import sync_message
 from calsync.core.model.calendar import ProviderName
 from calsync.core.runtime import Runtime
@@ -133,6 +133,22 @@ def hand(url: str, jobs: int, shape: Shape, scratch: Path) -> Drain:
         remove_keys(url, ns)
 
 
+@functools.cache
+def _settings_of(tree: Path) -> frozenset[str]:
+    listed = subprocess.run([sys.executable, "-c", "from calsync.core.config.settings import setting_names; "
+                             "print(*setting_names())"], check=True, capture_output=True, text=True,
+                            env={**os.environ, "PYTHONPATH": str(tree)}, cwd=tree)  # fmt: skip
+    return frozenset(listed.stdout.split())
+
+
+def tree_environment(settings: Settings, tree: Path) -> dict[str, str]:
+    """The child environment for a compared tree: only the settings it knows (an unknown one stops it)."""
+    known = _settings_of(tree)
+    env = {name: value for name, value in child_environment(settings).items()
+           if not name.startswith(ENV_PREFIX) or name in known}  # fmt: skip
+    return {**env, "PYTHONPATH": str(tree)}
+
+
 def calsync(url: str, jobs: int, shape: Shape, scratch: Path, database: str, dsn: str,
             tree: Path | None = None, adapter: Adapter = Adapter()) -> Drain:  # fmt: skip
     """``calsync worker`` as deployed: metrics, heartbeats, JSON logs, the memory provider's SQLite file.
@@ -163,7 +179,7 @@ def calsync(url: str, jobs: int, shape: Shape, scratch: Path, database: str, dsn
         try:
             migrate.upgrade(setup.db)
             if tree is not None:  # a newer compared tree adds its own migrations (an older one says "ahead")
-                env = {**child_environment(settings), "PYTHONPATH": str(tree)}
+                env = tree_environment(settings, tree)
                 calsync = str(Path(sys.executable).with_name("calsync"))
                 subprocess.run([calsync, "migrate"], check=True, cwd=tree, env=env, capture_output=True)
             credentials = None if adapter.credentials is None else setup.cipher.encrypt(adapter.credentials)
@@ -175,9 +191,7 @@ def calsync(url: str, jobs: int, shape: Shape, scratch: Path, database: str, dsn
         command = [str(Path(sys.executable).with_name("calsync")), "worker"]
         client = redis.Redis.from_url(url)
         try:
-            env = child_environment(settings)
-            if tree is not None:
-                env["PYTHONPATH"] = str(tree)
+            env = child_environment(settings) if tree is None else tree_environment(settings, tree)
             label = "worker" if adapter.provider == "memory" else adapter.provider
             if tree is not None:
                 label = tree.name if adapter.provider == "memory" else f"{label} {tree.name}"
