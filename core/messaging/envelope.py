@@ -53,11 +53,12 @@ class Refused:
     document: Any = None
 
 
-def _decode(body: bytes) -> Any:
-    def no_constants(name: str) -> None:
-        raise ValueError(f"{name} is not JSON")
+def _no_constants(name: str) -> None:
+    raise ValueError(f"{name} is not JSON")
 
-    return json.loads(body.decode("utf-8"), parse_constant=no_constants)
+
+def _decode(text: str) -> Any:
+    return json.loads(text, parse_constant=_no_constants)
 
 
 def _is_int(value: Any) -> bool:
@@ -110,15 +111,25 @@ def _option_problem(options: dict[str, Any], broker_message_id: str | None) -> t
     return None
 
 
+_ANY: Final = {inspect.Parameter.VAR_POSITIONAL, inspect.Parameter.VAR_KEYWORD}
+
+
 @functools.lru_cache(maxsize=256)
-def _signature(fn: Any) -> inspect.Signature:
+def _signature(fn: Any) -> inspect.Signature | None:
     # Built once per actor function: inspect.signature() cost a consumer thread 15 % of its CPU per message.
-    return inspect.signature(fn)
+    # None for ``(*args, **kwargs)``, which binds anything: the sync actor checks its payload itself. Binding
+    # it anyway was 15 of the 70 Python calls the door made per sync message (cProfile) and 2 % of a Google
+    # job's worker CPU (py-spy on benchmarks/adapters.py, 2026-12-02).
+    signature = inspect.signature(fn)
+    return None if {p.kind for p in signature.parameters.values()} == _ANY else signature
 
 
 def _arguments_problem(actor: dramatiq.Actor[Any, Any], args: list[Any], kwargs: dict[str, Any]) -> str | None:
+    signature = _signature(actor.fn)
+    if signature is None:
+        return None
     try:
-        _signature(actor.fn).bind(*args, **kwargs)
+        signature.bind(*args, **kwargs)
     except TypeError as exc:
         return f"actor {actor.actor_name}: {exc}"
     return None
@@ -149,11 +160,11 @@ def read_message(
     if len(body) > max_bytes:
         return Refused(Refusal.TOO_LARGE, f"{len(body)} bytes, more than the limit of {max_bytes}")
     try:
-        body.decode("utf-8")
+        text = body.decode("utf-8")
     except UnicodeDecodeError as exc:
         return Refused(Refusal.NOT_UTF8, f"byte {exc.start}: {exc.reason}")
     try:
-        doc = _decode(body)
+        doc = _decode(text)
     except ValueError as exc:
         return Refused(Refusal.NOT_JSON, str(exc)[:300])
     problem = _envelope_problem(doc)

@@ -127,3 +127,19 @@ def test_only_the_sync_actor_rides_the_bulk_lane_and_only_its_own_queues_lane(
     assert isinstance(refused, Refused) and refused.refusal == Refusal.WRONG_QUEUE
     assert isinstance(_read(lanes_broker, json.dumps(_doc(actor_name=SYNC_JOB, queue_name="calendar-bulk")).encode(),
                             queue="calendar-bulk"), Refused)  # fmt: skip  # no overflow given: no lane
+
+
+def test_an_actor_taking_anything_is_admitted_with_any_arguments(broker: StubBroker) -> None:
+    def anything(*args: Any, **kwargs: Any) -> None:
+        """An actor that checks its own arguments (as the sync actor does)."""
+
+    def some(first: Any, *rest: Any, **kwargs: Any) -> None:
+        """An actor that needs at least one argument."""
+
+    dramatiq.actor(anything, broker=broker, queue_name="calendar", actor_name="anything")
+    dramatiq.actor(some, broker=broker, queue_name="calendar", actor_name="some")
+    for args, kwargs in (([], {}), ([1, 2, 3], {"k": 1})):
+        body = json.dumps(_doc(actor_name="anything", args=args, kwargs=kwargs)).encode()
+        assert isinstance(_read(broker, body), dramatiq.Message)
+    refused = _read(broker, json.dumps(_doc(actor_name="some", args=[])).encode())
+    assert isinstance(refused, Refused) and refused.refusal is Refusal.BAD_ARGUMENTS
