@@ -116,6 +116,7 @@ class Runtime:
                         # A worker thread's ack is sent on a connection of its own, without waiting for the answer.
                         self._ack_lines = ThreadConnections(broker.client)
                         broker.send_acks_with(self._ack_lines)
+                        broker.fetch_with(self._ack_lines)  # the consumer thread's fetch on its own connection
                     self._broker = broker
         return self._broker
 
