@@ -12,15 +12,15 @@ second on an idle queue) a crashed worker's job could wait 20 s more than the he
 trial of 14 (docs/notes/locks.md); the interval bounds that wait.
 
 In a worker the fetch runs on the consumer thread's own connection (:meth:`SafeRedisBroker.fetch_with`):
-193 Python calls per fetch through redis-py's client, 50 on the thread's connection (cProfile, 2026-12-02;
-a consumer fetches about once per job at full prefetch). An ack is sent without waiting for Redis'
-answer when the broker is given a sender (:meth:`SafeRedisBroker.send_acks_with`; the runtime gives
-workers one connection per thread, core/redis/thread_connections.py): the worker thread goes on to its next job, and the answer is read
-before that thread's next command on the connection. An ack is Dramatiq's own dispatch script, so its
-effect is Dramatiq's. If the answer is an error (Redis forgot the script) or never comes (the
-connection dropped), the ack is sent again, waiting, before the next one: an ack is idempotent, and
-an ack never made only means the message would be delivered again, which the job's idempotency
-record makes harmless.
+193 Python calls per fetch through redis-py's client, 50 on the thread's connection (cProfile,
+2026-12-02; a consumer fetches about once per job at full prefetch). An ack is sent without waiting for
+Redis' answer when the broker is given a sender (:meth:`SafeRedisBroker.send_acks_with`; the runtime
+gives workers one connection per thread, core/redis/thread_connections.py): the worker thread goes on to
+its next job, and the answer is read before that thread's next command on the connection. An ack is
+Dramatiq's own dispatch script, so its effect is Dramatiq's. If the answer is an error (Redis forgot the
+script) or never comes (the connection dropped), the ack is sent again, waiting, before the next one: an
+ack is idempotent, and an ack never made only means the message would be delivered again, which the
+job's idempotency record makes harmless.
 """
 
 from __future__ import annotations
