@@ -5,7 +5,7 @@ from __future__ import annotations
 import redis
 
 from calsync.core.redis.keys import RedisKeys
-from calsync.core.redis.locks import HANDOVER_TTL, HELD, LockManager
+from calsync.core.redis.locks import HANDOVER_TTL, HELD, HeldLock, LockManager
 from tests.redis.test_lock_takeover import _owned
 from tests.support import wait_until
 
@@ -15,14 +15,22 @@ def _keys(namespace: str, name: str) -> tuple[str, str]:
     return keys.lock("t", name, "a"), keys.handover("t", name, "a")
 
 
+def _taken(managers: tuple[LockManager, LockManager], namespace: str, client: redis.Redis,
+           name: str) -> tuple[HeldLock, str, str]:  # fmt: skip
+    """Both processes alive; the first holds the lock of target ``name``, with its handover."""
+    _owned(managers, namespace, client)
+    lock, handover = _keys(namespace, name)
+    held = managers[0].acquire(lock, handover=handover)
+    assert held is not None
+    return held, lock, handover
+
+
 def test_the_next_holder_learns_what_the_last_one_left(
     managers: tuple[LockManager, LockManager], namespace: str, client: redis.Redis
 ) -> None:
     ours, theirs = managers
-    _owned(managers, namespace, client)
-    lock, handover = _keys(namespace, "e-left")
-    first = ours.acquire(lock, handover=handover)
-    assert first is not None and first.handed_over == ""  # none kept yet
+    first, lock, handover = _taken(managers, namespace, client, "e-left")
+    assert first.handed_over == ""  # none kept yet
     assert client.get(handover) == HELD.encode() and 0 < int(client.ttl(handover)) <= HANDOVER_TTL
     assert ours.release(first, leaves="3:1")
     assert client.get(handover) == b"3:1"
@@ -37,10 +45,7 @@ def test_a_release_not_awaited_hands_over_too(
     managers: tuple[LockManager, LockManager], namespace: str, client: redis.Redis
 ) -> None:
     ours, theirs = managers
-    _owned(managers, namespace, client)
-    lock, handover = _keys(namespace, "e-later")
-    held = ours.acquire(lock, handover=handover)
-    assert held is not None
+    held, lock, handover = _taken(managers, namespace, client, "e-later")
     ours.release_later(held, leaves="1:0")
     wait_until(lambda: client.get(lock) is None, what="the lock freed")
     assert client.get(handover) == b"1:0"
@@ -52,10 +57,7 @@ def test_a_holder_that_lost_its_lock_hands_over_nothing(
     managers: tuple[LockManager, LockManager], namespace: str, client: redis.Redis
 ) -> None:
     ours, theirs = managers
-    _owned(managers, namespace, client)
-    lock, handover = _keys(namespace, "e-lost")
-    held = ours.acquire(lock, handover=handover)
-    assert held is not None
+    held, lock, handover = _taken(managers, namespace, client, "e-lost")
     client.delete(lock)  # expired while its holder was paused
     taken = theirs.acquire(lock, handover=handover)
     assert taken is not None and taken.handed_over == HELD
