@@ -1,0 +1,78 @@
+"""The hand-built CreateItem payload is exchangelib's own, byte for byte, for every shape the adapter sends."""
+
+from __future__ import annotations
+
+import dataclasses
+import datetime as dt
+from typing import Any
+
+import pytest
+from exchangelib import UTC, Configuration, Credentials, FailFast, Version
+from exchangelib import Account as EwsAccount
+from exchangelib.folders import Calendar, Root
+from exchangelib.util import xml_to_str
+from exchangelib.version import EXCHANGE_2013, EXCHANGE_2016, EXCHANGE_2019, Build
+
+from calsync.core.model.calendar import EventState
+from calsync.providers.exchange import create_payload, item_fields
+from calsync.providers.exchange.items import SEND_MODES
+
+
+def _mailbox(build: Any = EXCHANGE_2016) -> tuple[Any, Any]:
+    # One endpoint per build: exchangelib caches protocols (and their version) per endpoint and login.
+    endpoint = f"http://127.0.0.1:9/{build}/EWS/Exchange.asmx"
+    config = Configuration(service_endpoint=endpoint, credentials=Credentials("a", "b"),
+                           auth_type="basic", version=Version(build=build), retry_policy=FailFast())  # fmt: skip
+    account = EwsAccount("cfo@example.com", config=config, autodiscover=False, access_type="impersonation",
+                         default_timezone=UTC)  # fmt: skip
+    return account, Calendar(root=Root(account=account), id="AAMkCalendar==", changekey="AQAAABYAAAB")
+
+
+_BASE = EventState(id="evt-1", tenant_id="t1", version=1, title="Standup", start=dt.datetime(2030, 1, 2, 10, 0),
+                   end=dt.datetime(2030, 1, 2, 10, 30), time_zone="Europe/Copenhagen", all_day=False)  # fmt: skip
+_SHAPES = {
+    "bare": {},
+    "everything": {"location": "Room 1", "description": "Daily sync", "attendees": ("a@example.com", "b@example.org")},
+    "all day": {"all_day": True, "start": dt.date(2030, 3, 30), "end": dt.date(2030, 4, 1), "time_zone": "Asia/Tokyo"},
+    "all day, one day": {"all_day": True, "start": dt.date(2030, 7, 1), "end": dt.date(2030, 7, 1)},
+    "utc": {"time_zone": "UTC", "location": "Lab"},
+    "aware, dst": {"start": dt.datetime(2030, 7, 1, 8, tzinfo=dt.UTC), "end": dt.datetime(2030, 7, 1, 9, tzinfo=dt.UTC),
+                   "time_zone": "America/New_York"},
+    "escapes": {"title": "<b>&amp; \"q\" 'a' \x01\x0b ünï 😀", "location": "A & B <c>",
+                "description": "line 1\r\nline 2\t\x00\x1f]]>", "attendees": ("o'hara@example.com",)},
+    "empty title": {"title": "", "attendees": ("a@example.com", "a@example.com")},
+    "255 characters": {"title": "x" * 255},
+}  # fmt: skip
+
+
+# The configured build, then what servers report once they answered: 2016 CU23, 2019, Exchange Online.
+_BUILDS = [EXCHANGE_2016, Build(15, 1, 2507, 6), EXCHANGE_2019, Build(15, 20, 8000, 0)]
+
+
+@pytest.mark.parametrize("shape", list(_SHAPES))
+@pytest.mark.parametrize("send_updates", list(SEND_MODES))
+@pytest.mark.parametrize("build", _BUILDS, ids=str)
+def test_the_hand_built_payload_is_exchangelibs(shape: str, send_updates: str, build: Build) -> None:
+    account, folder = _mailbox(build)
+    fields = item_fields(dataclasses.replace(_BASE, **_SHAPES[shape]))
+    mode = SEND_MODES[send_updates]  # type: ignore[index]
+    assert create_payload.handled(account, fields)
+    ours = xml_to_str(create_payload.hand_built_payload(account, folder, fields, "t1:evt-1:acct-a", mode))
+    theirs = xml_to_str(create_payload.exchangelib_payload(account, folder, fields, "t1:evt-1:acct-a", mode))
+    assert ours == theirs
+
+
+@pytest.mark.parametrize(
+    "why",
+    ["subject over 255 characters", "address over 255 characters", "another server version", "another exchangelib"],
+)
+def test_what_was_not_compared_takes_exchangelibs_path(why: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    account, _ = _mailbox(EXCHANGE_2013 if why == "another server version" else EXCHANGE_2016)
+    event = _BASE
+    if why == "subject over 255 characters":
+        event = dataclasses.replace(_BASE, title="x" * 256)
+    if why == "address over 255 characters":
+        event = dataclasses.replace(_BASE, attendees=("a" * 250 + "@example.com",))
+    if why == "another exchangelib":
+        monkeypatch.setattr(create_payload, "exchangelib_version", "5.7.0")
+    assert not create_payload.handled(account, item_fields(event))
