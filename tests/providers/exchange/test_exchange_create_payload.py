@@ -18,14 +18,16 @@ from calsync.providers.exchange import create_payload, item_fields
 from calsync.providers.exchange.items import SEND_MODES
 
 
-def _mailbox(build: Any = EXCHANGE_2016) -> tuple[Any, Any]:
+def _mailbox(build: Any = EXCHANGE_2016, folder_id: str | None = "AAMkCalendar==",
+             change_key: str | None = "AQAAABYAAAB") -> tuple[Any, Any]:  # fmt: skip
+    """An exchangelib mailbox that never connects, and its calendar: by id, or distinguished (folder_id=None)."""
     # One endpoint per build: exchangelib caches protocols (and their version) per endpoint and login.
     endpoint = f"http://127.0.0.1:9/{build}/EWS/Exchange.asmx"
     config = Configuration(service_endpoint=endpoint, credentials=Credentials("a", "b"),
                            auth_type="basic", version=Version(build=build), retry_policy=FailFast())  # fmt: skip
     account = EwsAccount("cfo@example.com", config=config, autodiscover=False, access_type="impersonation",
                          default_timezone=UTC)  # fmt: skip
-    return account, Calendar(root=Root(account=account), id="AAMkCalendar==", changekey="AQAAABYAAAB")
+    return account, Calendar(root=Root(account=account), id=folder_id, changekey=change_key)
 
 
 _BASE = EventState(id="evt-1", tenant_id="t1", version=1, title="Standup", start=dt.datetime(2030, 1, 2, 10, 0),
@@ -76,3 +78,29 @@ def test_what_was_not_compared_takes_exchangelibs_path(why: str, monkeypatch: py
     if why == "another exchangelib":
         monkeypatch.setattr(create_payload, "exchangelib_version", "5.7.0")
     assert not create_payload.handled(account, item_fields(event))
+
+
+@pytest.mark.parametrize(
+    ("folder_id", "change_key"),
+    [
+        (None, None),
+        ("AAMk+/=", None),
+        ("A" * 512, "B" * 512),
+        ("A" * 513, "CK"),
+        ("AAMk", "C" * 513),
+        ("AAMk\x01&<", '\x02"'),
+    ],
+)
+def test_the_saved_item_folder_is_exchangelibs(folder_id: str, change_key: str | None) -> None:
+    account, folder = _mailbox(folder_id=folder_id, change_key=change_key)
+    if folder_id is None:  # as the adapter's lookup leaves it: <DistinguishedFolderId Id="calendar"> in the mailbox
+        assert type(folder.to_id()).__name__ == "DistinguishedFolderId"
+    fields = item_fields(_BASE)
+
+    def outcome(build: Any) -> str:
+        try:
+            return str(xml_to_str(build(account, folder, fields, "t1:evt-1:acct-a", "SendToNone")))
+        except ValueError as exc:  # an id over exchangelib's limit: refused alike
+            return f"refused: {exc}"
+
+    assert outcome(create_payload.hand_built_payload) == outcome(create_payload.exchangelib_payload)
