@@ -11,9 +11,10 @@ Anything else takes exchangelib's ``CalendarItem`` path: another exchangelib ver
 2016 or with other fields, a value over a field's length limit (exchangelib refuses it), a value of another type.
 
 Measured gain (2026-12-02, an in-process loop of creates against the EWS emulator, one per job as the worker
-sends them): Python calls per create 6,493 → 3,119 (cProfile, exact); thread CPU per create 2.8-4.1 → 1.9-2.1 ms
-(three alternating pairs of 600 on a loaded VM). Side by side in deployed workers: docs/notes/exchange.md, "Create
-payload".
+sends them): Python calls per create 6,493 → 3,119 with the item built here, → 2,680 with the saved-item folder
+too (cProfile, exact); thread CPU per create 2.8-4.1 → 1.9-2.1 ms (three alternating pairs of 600 on a loaded
+VM). Side by side in deployed workers (``benchmarks/adapters.py --compare``, medians of 3 rounds): 5.98 → 3.98 ms
+of worker CPU per EWS job; docs/notes/exchange.md, "Create payload".
 """
 
 from __future__ import annotations
