@@ -1,6 +1,6 @@
-"""The requests sessions exchangelib talks EWS through: the environment read once per process, responses parsed whole.
+"""The requests sessions exchangelib talks EWS through: the environment read once, responses parsed whole, less merged.
 
-Two costs of exchangelib 5.6 on requests 2.34, measured with ``benchmarks/adapters.py`` and cProfile
+Three costs of exchangelib 5.6 on requests 2.34, measured with ``benchmarks/adapters.py`` and cProfile
 (one create = FindItem + CreateItem against the EWS emulator, 2026-12-01):
 
 - requests reads the proxy and CA-bundle variables on every request (``trust_env``: two scans of
@@ -11,6 +11,10 @@ Two costs of exchangelib 5.6 on requests 2.34, measured with ``benchmarks/adapte
 - exchangelib parses every response through ``response.iter_content()`` with its default chunk of
   one byte, one generator step per byte (25 % of the adapter's CPU). A response hook makes that
   iterator yield the body in whole chunks; the bytes lxml sees are the same.
+- requests merges the session's ``proxies`` and ``params`` into every request, empty or not: two dict copies
+  and four runtime ``Protocol`` checks (``SupportsItems``, slow in Python 3.11) per request. An empty one is
+  set to None, which requests' ``merge_setting`` answers with the request's own value: Python calls per
+  create 2,680 → 2,519 (cProfile), ≈ 80 µs of a request's preparation (260 → 180 µs, a quiet loop; 2026-12-02).
 """
 
 from __future__ import annotations
@@ -68,6 +72,10 @@ def tune(protocol: Any) -> None:
         session = create()
         session.trust_env = False
         session.proxies.update(proxies)
+        # requests merges a session's proxies and params into every request (copying both dicts); for a None
+        # setting it takes the request's own: nothing to merge when the session has none.
+        session.proxies = session.proxies or None
+        session.params = session.params or None
         if (bundle := _ca_bundle()) is not None and session.verify is True:
             session.verify = bundle
         session.hooks["response"].append(_whole_chunks)

@@ -1,0 +1,224 @@
+"""Creating our calendar items: exchangelib's CreateItem with the item's XML built by hand, as exchangelib builds it.
+
+exchangelib builds a create from a ``CalendarItem`` of 80 fields: it sets each, cleans each (a version check,
+validation, ``setattr``), then walks them again to serialize them, for an item of about 15 elements. This
+module emits the same elements in the same order through exchangelib's own element helpers
+(``create_element``, ``safe_xml_value``, ``EWSDateTime.ewsformat``, the folder id element), as a
+``CreateItem`` subclass's ``get_payload``: exchangelib still wraps the payload in its SOAP envelope
+(impersonation header, server version, time-zone context), sends it under its retry policy and parses the
+answer. The tests compare these bytes with exchangelib's own payload for every shape the adapter sends.
+Anything else takes exchangelib's ``CalendarItem`` path: another exchangelib version, a server version before
+2016 or with other fields, a value over a field's length limit (exchangelib refuses it), a value of another type.
+
+Measured gain (2026-12-02, an in-process loop of creates against the EWS emulator, one per job as the worker
+sends them): Python calls per create 6,493 → 3,119 with the item built here, → 2,680 with the saved-item folder
+too (cProfile, exact); thread CPU per create 2.8-4.1 → 1.9-2.1 ms (three alternating pairs of 600 on a loaded
+VM). Side by side in deployed workers (``benchmarks/adapters.py --compare``, medians of 3 rounds): 5.98 → 3.98 ms
+of worker CPU per EWS job; docs/notes/exchange.md, "Create payload".
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from exchangelib import CalendarItem, EWSDateTime, EWSTimeZone
+from exchangelib import __version__ as exchangelib_version
+from exchangelib.items import SAVE_ONLY
+from exchangelib.properties import Attendee, Body, DistinguishedFolderId, FolderId, Mailbox
+from exchangelib.services import CreateItem
+from exchangelib.services.common import folder_ids_element
+from exchangelib.util import create_element, safe_xml_value
+from exchangelib.version import EXCHANGE_2016, Build, Version
+
+from calsync.core.model.markers import SYNC_KEY_PROPERTY_NAME, SYNC_KEY_PROPERTY_SET
+
+#: The exchangelib release whose CalendarItem serialization this module reproduces (the tests compare the bytes).
+VERIFIED_WITH = "5.6.0"
+_MAX_CHARS = 255  # exchangelib's CharField limit (the subject, e-mail addresses)
+_MAX_ID_CHARS = 512  # its IdField's (ItemId and FolderId attributes)
+_SYNC_KEY_URI = {
+    "PropertySetId": SYNC_KEY_PROPERTY_SET,
+    "PropertyName": SYNC_KEY_PROPERTY_NAME,
+    "PropertyType": "String",
+}
+
+
+@dataclass(frozen=True)
+class _Draft:
+    fields: Mapping[str, Any]
+    sync_key: str
+
+
+def _text(parent: Any, tag: str, text: str) -> None:
+    elem = create_element(tag)
+    elem.text = text
+    parent.append(elem)
+
+
+def _mailbox(address: str) -> Any:
+    mailbox = create_element("t:Mailbox")
+    _text(mailbox, "t:EmailAddress", safe_xml_value(address))
+    _text(mailbox, "t:RoutingType", "SMTP")
+    _text(mailbox, "t:MailboxType", "Mailbox")
+    return mailbox
+
+
+def _calendar_item(draft: _Draft) -> Any:
+    fields = draft.fields
+    item = create_element("t:CalendarItem")
+    _text(item, "t:Subject", safe_xml_value(fields["subject"]))
+    _text(item, "t:Sensitivity", "Normal")
+    if (body := fields["body"]) is not None:
+        elem = create_element("t:Body", attrs={"BodyType": "Text"})
+        elem.text = safe_xml_value(body)
+        item.append(elem)
+    _text(item, "t:Importance", "Normal")
+    _text(item, "t:ReminderIsSet", "0")
+    _text(item, "t:ReminderMinutesBeforeStart", "0")
+    prop = create_element("t:ExtendedProperty")
+    prop.append(create_element("t:ExtendedFieldURI", attrs=_SYNC_KEY_URI))
+    _text(prop, "t:Value", safe_xml_value(draft.sync_key))
+    item.append(prop)
+    _text(item, "t:Start", fields["start"].ewsformat())
+    _text(item, "t:End", fields["end"].ewsformat())
+    _text(item, "t:IsAllDayEvent", "1" if fields["is_all_day"] else "0")
+    _text(item, "t:LegacyFreeBusyStatus", "Busy")
+    if (location := fields["location"]) is not None:
+        _text(item, "t:Location", safe_xml_value(location))
+    if attendees := fields["required_attendees"]:
+        required = create_element("t:RequiredAttendees")
+        for attendee in attendees:
+            elem = create_element("t:Attendee")
+            elem.append(_mailbox(attendee.mailbox.email_address))
+            _text(elem, "t:ResponseType", "Unknown")
+            required.append(elem)
+        item.append(required)
+    item.append(create_element("t:StartTimeZone", attrs={"Id": fields["start"].tzinfo.ms_id}))
+    item.append(create_element("t:EndTimeZone", attrs={"Id": fields["end"].tzinfo.ms_id}))
+    return item
+
+
+def _id_ok(value: Any) -> bool:
+    return type(value) is str and 0 < len(value) <= _MAX_ID_CHARS
+
+
+def _folder_id(ids: Any) -> Any:
+    # The folder as the calendar's lookup left it: by id, or (the deployed case) distinguished, in the mailbox.
+    if type(ids) is FolderId and _id_ok(ids.id) and (ids.changekey is None or _id_ok(ids.changekey)):
+        attrs = {"Id": safe_xml_value(ids.id)}
+        if ids.changekey is not None:
+            attrs["ChangeKey"] = safe_xml_value(ids.changekey)
+        return create_element("t:FolderId", attrs=attrs)
+    if (
+        type(ids) is DistinguishedFolderId
+        and (ids.id, ids.changekey) == ("calendar", None)
+        and _mailbox_ok(ids.mailbox)
+    ):
+        elem = create_element("t:DistinguishedFolderId", attrs={"Id": "calendar"})
+        elem.append(_mailbox(ids.mailbox.email_address))
+        return elem
+    return None
+
+
+def _saved_item_folder(folder: Any, version: Any) -> Any:
+    if (elem := _folder_id(folder.to_id())) is None:
+        return folder_ids_element(folders=[folder], version=version, tag="m:SavedItemFolderId")
+    saved = create_element("m:SavedItemFolderId")
+    saved.append(elem)
+    return saved
+
+
+class _CalendarItemCreate(CreateItem):  # type: ignore[misc]
+    """CreateItem whose items are drafts of our calendar items, serialized here."""
+
+    def get_payload(
+        self, items: Sequence[_Draft], folder: Any, message_disposition: str, send_meeting_invitations: str
+    ) -> Any:
+        """The CreateItem element exchangelib would build for these items' CalendarItems."""
+        payload = create_element("m:CreateItem", attrs={
+            "MessageDisposition": message_disposition, "SendMeetingInvitations": send_meeting_invitations})  # fmt: skip
+        payload.append(_saved_item_folder(folder, self.account.version))
+        elems = create_element("m:Items")
+        for draft in items:
+            elems.append(_calendar_item(draft))
+        payload.append(elems)
+        return payload
+
+
+def _mailbox_ok(mailbox: Any) -> bool:
+    if type(mailbox) is not Mailbox or mailbox.name is not None or mailbox.item_id is not None:
+        return False
+    address = mailbox.email_address
+    plain = mailbox.routing_type in (None, "SMTP") and mailbox.mailbox_type in (None, "Mailbox")  # or the defaults
+    return plain and type(address) is str and 0 < len(address) <= _MAX_CHARS
+
+
+def _attendee_ok(attendee: Any) -> bool:
+    if type(attendee) is not Attendee or attendee.response_type != "Unknown" or attendee.mailbox is None:
+        return False
+    if (attendee.last_response_time, attendee.proposed_start, attendee.proposed_end) != (None, None, None):
+        return False
+    return _mailbox_ok(attendee.mailbox)
+
+
+@functools.lru_cache(maxsize=64)
+def _serialized_as_verified(build: Build) -> bool:
+    # The server's own build replaces the configured one after its first answer (15.1.2507.6, Online's 15.20...):
+    # any build whose field set is the one compared at 2016 serializes the same.
+    def names(cls: Any, at: Build) -> list[str]:
+        return [f.name for f in cls.supported_fields(version=Version(build=at))]
+
+    return build >= EXCHANGE_2016 and all(names(c, build) == names(c, EXCHANGE_2016) for c in _SERIALIZED)
+
+
+def _times_ok(value: Any) -> bool:
+    return type(value) is EWSDateTime and type(value.tzinfo) is EWSTimeZone
+
+
+def handled(account: Any, fields: Mapping[str, Any]) -> bool:
+    """Whether the hand-built payload covers this create (else exchangelib's CalendarItem builds it)."""
+    subject, body, location = fields["subject"], fields["body"], fields["location"]
+    return (
+        exchangelib_version == VERIFIED_WITH
+        and _serialized_as_verified(account.version.build)
+        and set(fields) == _FIELDS
+        and type(subject) is str and len(subject) <= _MAX_CHARS
+        and (body is None or type(body) is Body)
+        and (location is None or type(location) is str)
+        and type(fields["is_all_day"]) is bool
+        and _times_ok(fields["start"]) and _times_ok(fields["end"])
+        and all(_attendee_ok(a) for a in fields["required_attendees"] or ())
+    )  # fmt: skip
+
+
+_SERIALIZED = (CalendarItem, Attendee, Mailbox)
+_FIELDS = frozenset({"subject", "body", "location", "start", "end", "is_all_day", "required_attendees"})
+
+
+def create_item(account: Any, folder: Any, fields: Mapping[str, Any], sync_key: str, mode: str) -> tuple[str, str]:
+    """Create the calendar item in ``folder``: (ItemId, ChangeKey)."""
+    if handled(account, fields):
+        created = _CalendarItemCreate(account=account).get(
+            items=[_Draft(fields, sync_key)], folder=folder, message_disposition=SAVE_ONLY,
+            send_meeting_invitations=mode)  # fmt: skip
+        return created.id, created.changekey
+    item = CalendarItem(account=account, folder=folder, calsync_sync_key=sync_key, **fields)
+    item.save(send_meeting_invitations=mode)
+    return item.id, item.changekey
+
+
+def exchangelib_payload(account: Any, folder: Any, fields: Mapping[str, Any], sync_key: str, mode: str) -> Any:
+    """exchangelib's own CreateItem element for the item (what the tests compare the hand-built one with)."""
+    item = CalendarItem(account=account, folder=folder, calsync_sync_key=sync_key, **fields)
+    return CreateItem(account=account).get_payload(
+        items=[item], folder=folder, message_disposition=SAVE_ONLY, send_meeting_invitations=mode)  # fmt: skip
+
+
+def hand_built_payload(account: Any, folder: Any, fields: Mapping[str, Any], sync_key: str, mode: str) -> Any:
+    """The hand-built CreateItem element for the item."""
+    return _CalendarItemCreate(account=account).get_payload(
+        items=[_Draft(fields, sync_key)], folder=folder, message_disposition=SAVE_ONLY,
+        send_meeting_invitations=mode)  # fmt: skip
