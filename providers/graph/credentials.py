@@ -13,7 +13,8 @@ the field, never a value.
 
 The adapter reads an account before every call, and an account's fields rarely change, so the validated
 result of the last :data:`KEPT_ACCOUNTS` accounts is kept (functools.lru_cache, thread-safe), keyed by
-everything it is derived from: id, address and the items of the decrypted credentials and of the options.
+everything it is derived from: id, address and the items (with their values' types) of the decrypted
+credentials and of the options.
 Validation and the fingerprint were ~3 % of a Graph worker's CPU (py-spy, issue 15). A changed field (a
 rotated refresh token, a new secret) is a new key, so it is validated anew; errors are never kept.
 """
@@ -139,12 +140,17 @@ def fingerprint_of(address: str, credentials: Mapping[str, Any], options: Mappin
     return hashlib.sha256(json.dumps(identity, sort_keys=True, default=str).encode()).hexdigest()
 
 
-Items = tuple[tuple[str, Any], ...]
+#: A mapping's items with each value's type: 1 and true are equal keys, yet only one is a valid option.
+Items = tuple[tuple[str, Any, type], ...]
+
+
+def _items(values: Mapping[str, Any]) -> Items:
+    return tuple([(key, value, type(value)) for key, value in values.items()])
 
 
 def read_graph_account(account: Account) -> GraphAccount:
     """The account's login and options, validated (kept per account identity: validation is a per-call cost)."""
-    credentials, options = tuple(account.credentials.items()), tuple(account.options.items())
+    credentials, options = _items(account.credentials), _items(account.options)
     try:
         return _kept(account.id, account.address, credentials, options)
     except TypeError:  # an unhashable value (a wrong shape): validated uncached, so its error names the field
@@ -152,7 +158,8 @@ def read_graph_account(account: Account) -> GraphAccount:
 
 
 def _read(account_id: str, address: str, credentials_items: Items, options_items: Items) -> GraphAccount:
-    credentials, given_options = dict(credentials_items), dict(options_items)
+    credentials = {key: value for key, value, _ in credentials_items}
+    given_options = {key: value for key, value, _ in options_items}
     if address.count("@") != 1:
         raise ConfigurationError(f"Graph account {account_id}: address must be the mailbox's SMTP address or UPN")
     try:

@@ -39,6 +39,7 @@ def test_the_same_fields_are_validated_once_and_shared_by_threads() -> None:
         {"options": {"calendar": "cal-2"}},
         {"address": "beta@example.com"},
         {"account_id": "acc-2"},
+        {"options": {"max_concurrency": 2}},
     ],
 )
 def test_a_changed_field_is_validated_anew(changed: dict[str, Any]) -> None:
@@ -48,8 +49,7 @@ def test_a_changed_field_is_validated_anew(changed: dict[str, Any]) -> None:
     assert fresh.fingerprint != kept.fingerprint or "account_id" in changed
     if "credentials" in changed:
         assert fresh.secrets == ("secret-2",) and fresh.credential() == "secret-2"
-    if "options" in changed:
-        assert fresh.calendar == "cal-2"
+    assert fresh.calendar == changed.get("options", {}).get("calendar")
 
 
 def test_errors_are_never_kept_and_name_their_account() -> None:
@@ -59,4 +59,6 @@ def test_errors_are_never_kept_and_name_their_account() -> None:
             read_graph_account(account(wrong, account_id=account_id))
     with pytest.raises(ConfigurationError, match=r"options\.calendar"):  # unhashable: validated uncached
         read_graph_account(account(options={"calendar": ["not", "an", "id"]}))
-    assert read_graph_account(account()).credential() == "secret-1"
+    assert read_graph_account(account(options={"max_concurrency": 1})).credential() == "secret-1"
+    with pytest.raises(ConfigurationError, match=r"options\.max_concurrency"):  # equal to 1, not an integer
+        read_graph_account(account(options={"max_concurrency": True}))
