@@ -72,6 +72,17 @@ def redis_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
 
 
 @pytest.fixture(scope="session")
+def private_redis_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    """A redis-server of this test process' own, for tests that change server-wide state (SCRIPT FLUSH).
+
+    On the shared server a flush makes another process' test meet NOSCRIPT where it expects none.
+    """
+    embedded = EmbeddedRedis(tmp_path_factory.mktemp("private-redis"))
+    yield embedded.ensure()
+    embedded.stop()
+
+
+@pytest.fixture(scope="session")
 def postgres_available() -> bool:
     """Whether the machine's PostgreSQL answers."""
     try:

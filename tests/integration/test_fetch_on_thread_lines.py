@@ -13,7 +13,8 @@ from calsync.core.redis.thread_connections import ThreadConnections
 from tests.integration import test_ack_later
 from tests.integration.test_ack_later import QUEUE, fetched, unacked
 
-broker = test_ack_later.broker  # the same broker fixture
+broker = test_ack_later.broker  # the same broker fixtures
+private_broker = test_ack_later.private_broker
 
 
 class Counted(ThreadConnections):
@@ -39,8 +40,17 @@ def lines(broker: SafeRedisBroker) -> Iterator[Counted]:
 def test_a_fetch_on_the_thread_s_line_pops_pairs_into_the_ack_set(broker: SafeRedisBroker, lines: Counted) -> None:
     ids = fetched(broker, 3)
     assert lines.scripts == 1 and unacked(broker) == set(ids)
-    broker.client.script_flush()  # as after a Redis restart: EVAL caches the fetch script again
-    assert fetched(broker, 2) and lines.scripts == 2
+
+
+def test_a_fetch_after_a_script_flush_loads_the_script_again(private_broker: SafeRedisBroker) -> None:
+    lines = Counted(private_broker.client)
+    private_broker.fetch_with(lines)
+    try:
+        assert fetched(private_broker, 1) and lines.scripts == 1
+        private_broker.client.script_flush()  # as after a Redis restart: EVAL caches the fetch script again
+        assert fetched(private_broker, 2) and lines.scripts == 2
+    finally:
+        lines.close()
 
 
 def test_a_dropped_line_is_replaced_once_then_reads_as_a_connection_error(

@@ -19,6 +19,14 @@ def client(redis_url: str) -> Iterator[redis.Redis]:
 
 
 @pytest.fixture
+def private_client(private_redis_url: str) -> Iterator[redis.Redis]:
+    """A client of this test process' own Redis, for a test that flushes its scripts."""
+    connection = redis.Redis.from_url(private_redis_url)
+    yield connection
+    connection.close()
+
+
+@pytest.fixture
 def managers(client: redis.Redis) -> Iterator[tuple[LockManager, LockManager]]:
     """Two processes' lock managers."""
     pair = (LockManager(client, ttl_seconds=30), LockManager(client, ttl_seconds=30))
