@@ -74,7 +74,6 @@ class Versions:
     event: int
     wanted: int
     synced: int
-    done: bool  # the job's idempotency key is recorded as succeeded
 
 
 @dataclass(frozen=True)
@@ -92,7 +91,7 @@ class Snapshot:
         if self.event is None or self.target is None:
             return None
         target = self.target
-        return Versions(self.event.version, target.wanted_version, target.synced_version, done=self.already_done)
+        return Versions(self.event.version, target.wanted_version, target.synced_version)
 
 
 def left_as(target: TargetRow) -> str:
