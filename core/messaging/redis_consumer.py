@@ -44,6 +44,9 @@ from calsync.core.messaging.redis_batch import RedisBatch, dispatch_argv, run_ma
 
 log = logging.getLogger(__name__)
 
+# A dropped connection, as the thread connections raise it (redis-py wraps socket errors; OSError for the rest).
+_DROPPED: Final = (redis.ConnectionError, redis.TimeoutError, OSError)
+
 # Same ARGV as Dramatiq's dispatch.lua (command, timestamp, queue, worker id, heartbeat timeout, dead
 # message ttl, do_maintenance, max unpack size, prefetch); returns id1, body1, id2, body2, ... (a body
 # is nil when the id has none). Fetched ids go to the worker's ack set exactly as Dramatiq's fetch does.
@@ -125,7 +128,7 @@ class SafeRedisBroker(RedisBroker):
 
         try:
             self._ack_sender.send_later(("EVALSHA", self.scripts["dispatch"].sha, 1, self.namespace, *args), answered)
-        except (redis.ConnectionError, redis.TimeoutError, OSError):
+        except _DROPPED:
             self.do_ack(queue_name, message_id)  # not sent: once more, waiting, on a new connection
 
     def close(self) -> None:
@@ -184,13 +187,13 @@ class SafeRedisBroker(RedisBroker):
         # Once more on a new connection after a dropped one, as redis-py's client retries; then the consumer
         # restarts, as for its own connection errors. (A first attempt that landed left its ids in this
         # worker's ack set, as with the client's retry: they return when the worker restarts.)
-        for attempt in (1, 2):
+        try:
+            return fetcher.script(self._fetch_pairs.sha, _FETCH_PAIRS, [self.namespace], argv)
+        except _DROPPED:
             try:
                 return fetcher.script(self._fetch_pairs.sha, _FETCH_PAIRS, [self.namespace], argv)
-            except (redis.ConnectionError, redis.TimeoutError, OSError) as exc:
-                if attempt == 2:
-                    raise redis.ConnectionError(f"fetch failed twice: {exc}") from exc
-        raise AssertionError("unreachable")
+            except _DROPPED as exc:
+                raise redis.ConnectionError(f"fetch failed twice: {exc}") from exc
 
 
 class _SafeRedisConsumer(_RedisConsumer):
