@@ -20,10 +20,8 @@ values or a wrong type raise :class:`~calsync.core.model.errors.ConfigurationErr
 
 from __future__ import annotations
 
-import functools
 import hashlib
 import json
-from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Literal
 from urllib.parse import urlsplit
@@ -33,6 +31,7 @@ from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError, f
 
 from calsync.core.model.calendar import Account
 from calsync.core.model.errors import ConfigurationError
+from calsync.core.model.kept import kept_per_account
 from calsync.core.model.validation_wording import field_message
 
 _AUTH_TYPES: dict[str, str] = {"basic": BASIC, "ntlm": NTLM, "oauth2": OAUTH2}
@@ -143,8 +142,6 @@ class AccountConfig:
 #: How many accounts' validated configurations a process keeps (a worker reads its account's on every job).
 KEPT_CONFIGS = 1024
 
-_Frozen = tuple[tuple[Any, type, Any], ...]
-
 
 def _invalid(account_id: str, section: str, exc: ValidationError) -> ConfigurationError:
     # Built from locations and messages only: pydantic's own text would echo the (secret) input.
@@ -170,26 +167,13 @@ def _read(account_id: str, address: str, options: dict[str, Any], credentials: d
     return AccountConfig(parsed, login, fingerprint)
 
 
-def _frozen(values: Mapping[str, Any]) -> _Frozen:
-    # Each value's type is part of the key: True == 1 and 1 == 1.0, yet validation and the fingerprint tell them apart.
-    return tuple(sorted((key, type(value), value) for key, value in values.items()))
-
-
-@functools.lru_cache(maxsize=KEPT_CONFIGS)
-def _read_kept(account_id: str, address: str, options: _Frozen, credentials: _Frozen) -> AccountConfig:
-    # Only successes are kept (lru_cache keeps no exception): an invalid account is reported on every call.
-    return _read(account_id, address, {k: v for k, _, v in options}, {k: v for k, _, v in credentials})
+_read_kept = kept_per_account(_read, maxsize=KEPT_CONFIGS)
 
 
 def read_account_config(account: Account) -> AccountConfig:
     """The account's options and credentials, validated, with a fingerprint that changes when either does.
 
     Kept per (id, address, options, credentials): pydantic's validation and the fingerprint's hash cost every job
-    ≈ 1.7 % of an EWS create's CPU in the deployed worker. A changed value is a new key.
+    ≈ 1.7 % of an EWS create's CPU in the deployed worker. A changed value is a new key (core/model/kept.py).
     """
-    try:
-        key = (account.id, account.address, _frozen(account.options), _frozen(account.credentials))
-        hash(key)
-    except TypeError:  # a value that cannot be a key (a list, a dict): read it every time
-        return _read(account.id, account.address, dict(account.options), dict(account.credentials))
-    return _read_kept(*key)
+    return _read_kept(account)

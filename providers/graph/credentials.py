@@ -12,7 +12,7 @@ mailbox's primary calendar). Problems raise :class:`~calsync.core.model.errors.C
 the field, never a value.
 
 The adapter reads an account before every call, and an account's fields rarely change, so the validated
-result of the last :data:`KEPT_ACCOUNTS` accounts is kept (functools.lru_cache, thread-safe), keyed by
+result of the last :data:`KEPT_ACCOUNTS` accounts is kept (core/model/kept.py, thread-safe), keyed by
 everything it is derived from: id, address and the items (with their values' types) of the decrypted
 credentials and of the options. Validation and the fingerprint were ~3 % of a Graph worker's CPU (py-spy,
 issue 15); kept, a read costs 7 Python calls and 2-6 µs instead of 31 and 28-31 µs (2026-12-02, one
@@ -22,7 +22,6 @@ validated anew; errors are never kept.
 
 from __future__ import annotations
 
-import functools
 import hashlib
 import json
 from collections.abc import Mapping
@@ -43,6 +42,7 @@ from pydantic import (
 
 from calsync.core.model.calendar import Account
 from calsync.core.model.errors import ConfigurationError
+from calsync.core.model.kept import kept_per_account
 from calsync.core.model.validation_wording import field_message
 
 DEFAULT_AUTHORITY = "https://login.microsoftonline.com"
@@ -141,26 +141,12 @@ def fingerprint_of(address: str, credentials: Mapping[str, Any], options: Mappin
     return hashlib.sha256(json.dumps(identity, sort_keys=True, default=str).encode()).hexdigest()
 
 
-#: A mapping's items with each value's type: 1 and true are equal keys, yet only one is a valid option.
-Items = tuple[tuple[str, Any, type], ...]
-
-
-def _items(values: Mapping[str, Any]) -> Items:
-    return tuple([(key, value, type(value)) for key, value in values.items()])
-
-
 def read_graph_account(account: Account) -> GraphAccount:
     """The account's login and options, validated (kept per account identity: validation is a per-call cost)."""
-    credentials, options = _items(account.credentials), _items(account.options)
-    try:
-        return _kept(account.id, account.address, credentials, options)
-    except TypeError:  # an unhashable value (a wrong shape): validated uncached, so its error names the field
-        return _read(account.id, account.address, credentials, options)
+    return _kept(account)
 
 
-def _read(account_id: str, address: str, credentials_items: Items, options_items: Items) -> GraphAccount:
-    credentials = {key: value for key, value, _ in credentials_items}
-    given_options = {key: value for key, value, _ in options_items}
+def _read(account_id: str, address: str, given_options: dict[str, Any], credentials: dict[str, Any]) -> GraphAccount:
     if address.count("@") != 1:
         raise ConfigurationError(f"Graph account {account_id}: address must be the mailbox's SMTP address or UPN")
     try:
@@ -176,4 +162,4 @@ def _read(account_id: str, address: str, credentials_items: Items, options_items
     return GraphAccount(login, options.calendar, fingerprint, secrets)
 
 
-_kept = functools.lru_cache(maxsize=KEPT_ACCOUNTS)(_read)
+_kept = kept_per_account(_read, maxsize=KEPT_ACCOUNTS)
