@@ -20,7 +20,7 @@ import re
 import time
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Final, Literal
 
 from calsync.core.model.calendar import Account, EventState, ExternalRef, ProviderName, SendUpdates, Target
 from calsync.core.model.errors import (
@@ -209,8 +209,11 @@ class MemoryProvider:
             tx.clear(events=True, calls=True, faults=True)
 
 
+_SORTED: Final = json.JSONEncoder(sort_keys=True)  # json.dumps(sort_keys=True) builds an encoder per call
+
+
 def _etag(external_id: str, body: dict[str, Any], writes: int) -> str:
-    digest = hashlib.sha256(f"{external_id}:{writes}:{json.dumps(body, sort_keys=True)}".encode()).hexdigest()
+    digest = hashlib.sha256(f"{external_id}:{writes}:{_SORTED.encode(body)}".encode()).hexdigest()
     return f'"{digest[:16]}"'
 
 

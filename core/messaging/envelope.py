@@ -57,8 +57,14 @@ def _no_constants(name: str) -> None:
     raise ValueError(f"{name} is not JSON")
 
 
+# One decoder: json.loads(text, parse_constant=...) builds a decoder and its scanner for every message.
+_DECODER: Final = json.JSONDecoder(parse_constant=_no_constants)
+
+
 def _decode(text: str) -> Any:
-    return json.loads(text, parse_constant=_no_constants)
+    if text.startswith("\ufeff"):  # what json.loads refuses before decoding
+        raise json.JSONDecodeError("Unexpected UTF-8 BOM (decode using utf-8-sig)", text, 0)
+    return _DECODER.decode(text)
 
 
 def _is_int(value: Any) -> bool:

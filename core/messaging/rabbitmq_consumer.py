@@ -20,10 +20,16 @@ from dramatiq.common import q_name
 from dramatiq.errors import ConnectionClosed
 
 from calsync.core.messaging.hold import ConsumerHold, hold_of
+from calsync.core.messaging.hooks import HookedEmitter
+from calsync.core.messaging.proxy import FieldedProxy
 from calsync.core.messaging.quarantine import Arrival, Door, Quarantined, QuarantineUnavailable
 
 
-class SafeRabbitmqBroker(RabbitmqBroker):
+class _FieldedRabbitmqMessage(FieldedProxy, _RabbitmqMessage):
+    """Dramatiq's RabbitMQ delivery (its tag and redelivered flag), with the message's fields as properties."""
+
+
+class SafeRabbitmqBroker(HookedEmitter, RabbitmqBroker):
     """A RabbitmqBroker whose consumers admit only messages a worker thread can run (the rest is quarantined)."""
 
     def __init__(self, *, max_message_bytes: int, overflow: Mapping[str, str] | None = None, **kwargs: Any) -> None:
@@ -66,7 +72,7 @@ class _SafeRabbitmqConsumer(_RabbitmqConsumer):
         admitted = self.broker.door.admit(body, arrival)
         if not isinstance(admitted, Quarantined):
             self.known_tags.add(tag)
-            return _RabbitmqMessage(method.redelivered, tag, admitted)  # type: ignore[no-untyped-call]
+            return _FieldedRabbitmqMessage(method.redelivered, tag, admitted)  # type: ignore[no-untyped-call]
         try:
             stored = self.broker.door.store(admitted)
         except QuarantineUnavailable:

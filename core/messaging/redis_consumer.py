@@ -39,6 +39,8 @@ from dramatiq.errors import ConnectionClosed
 
 from calsync.core.messaging.batch import Outgoing
 from calsync.core.messaging.hold import ConsumerHold, hold_of
+from calsync.core.messaging.hooks import HookedEmitter
+from calsync.core.messaging.proxy import FieldedProxy
 from calsync.core.messaging.quarantine import Arrival, Door, Quarantined, QuarantineUnavailable
 from calsync.core.messaging.redis_batch import RedisBatch, dispatch_argv, run_maintenance
 
@@ -88,7 +90,7 @@ class ScriptRunner(Protocol):
         """The script's answer; Redis errors raised, a dropped connection as a connection error or OSError."""
 
 
-class SafeRedisBroker(RedisBroker):
+class SafeRedisBroker(HookedEmitter, RedisBroker):
     """A RedisBroker whose consumers admit only messages a worker thread can run (the rest is quarantined)."""
 
     def __init__(
@@ -249,7 +251,7 @@ class _SafeRedisConsumer(_RedisConsumer):
         admitted = self.broker.door.admit(body, arrival)
         if not isinstance(admitted, Quarantined):
             self.queued_message_ids.add(admitted.message_id)
-            return MessageProxy(admitted)
+            return FieldedProxy(admitted)
         try:
             stored = self.broker.door.store(admitted)
         except QuarantineUnavailable:
