@@ -38,7 +38,7 @@ class HookedEmitter(dramatiq.Broker):
     _hooks: dict[str, tuple[tuple[Middleware, Hook], ...]]
 
     def _hooks_of(self, signal: str) -> tuple[tuple[Middleware, Hook], ...]:
-        table = self.__dict__.setdefault("_hooks", {})
+        table: dict[str, tuple[tuple[Middleware, Hook], ...]] = self.__dict__.setdefault("_hooks", {})
         found = table.get(signal)
         if found is None:
             found = table[signal] = hooks_for(self.middleware, signal)
