@@ -78,9 +78,8 @@ def _is_number(value: Any) -> bool:
 def _envelope_problem(doc: Any) -> str | None:
     if not isinstance(doc, dict):
         return f"the body is a JSON {type(doc).__name__}, not an object"
-    missing = sorted(set(_ENVELOPE) - set(doc))
-    extra = sorted(set(doc) - set(_ENVELOPE))
-    if missing or extra:
+    if doc.keys() != _ENVELOPE.keys():
+        missing, extra = sorted(set(_ENVELOPE) - set(doc)), sorted(set(doc) - set(_ENVELOPE))
         return f"missing fields {missing}, unexpected fields {extra}"
     for name, kind in _ENVELOPE.items():
         value = doc[name]

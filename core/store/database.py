@@ -88,27 +88,34 @@ class Database:
             with conn.begin():
                 yield conn
 
-    @contextlib.contextmanager
-    def direct_read(self) -> Iterator[DirectTransaction]:
+    def direct_read(self) -> contextlib.AbstractContextManager[DirectTransaction]:
         """Hot-path reads on the driver connection; each statement reads one consistent snapshot."""
-        with self._direct(begin=None) as tx:
-            yield tx
+        return self._direct(begin=None, writer=None)  # the scope itself: a generator wrapping it cost 1.5 µs
 
-    @contextlib.contextmanager
-    def direct_write(self) -> Iterator[DirectTransaction]:
+    def direct_write(self) -> contextlib.AbstractContextManager[DirectTransaction]:
         """A hot-path write transaction on the driver connection: committed on exit, rolled back on error."""
-        with self._writer, self._direct(begin="BEGIN IMMEDIATE") as tx:
-            yield tx
+        return self._direct(begin="BEGIN IMMEDIATE", writer=self._writer)
 
     @contextlib.contextmanager
-    def _direct(self, *, begin: str | None) -> Iterator[DirectTransaction]:
+    def _direct(
+        self, *, begin: str | None, writer: contextlib.AbstractContextManager[object] | None
+    ) -> Iterator[DirectTransaction]:
+        if writer is None:
+            yield from self._direct_scope(begin)
+            return
+        with writer:
+            yield from self._direct_scope(begin)
+
+    def _direct_scope(self, begin: str | None) -> Iterator[DirectTransaction]:
         dialect = self.engine.dialect
         connections = self._direct_connections
         try:
-            with _translate_errors():  # the pool raises the driver's own errors here, not SQLAlchemy's
-                raw = connections.checkout()
+            raw = connections.checkout()
         except dialect.loaded_dbapi.Error as exc:
             raise StoreUnavailable(f"database unavailable: {type(exc).__name__}: {exc}") from exc
+        except DBAPIError as exc:  # the pool may wrap the driver's error when it opens a connection
+            _translate(exc)
+            raise
         cursor = None
         try:
             cursor = raw.cursor()
@@ -164,9 +171,14 @@ def _rolled_back(raw: Any) -> bool:
 def _translate_errors() -> Iterator[None]:
     try:
         yield
-    except OperationalError as exc:
-        raise StoreUnavailable(f"database unavailable: {type(exc.orig).__name__}: {exc.orig}") from exc
     except DBAPIError as exc:
-        if exc.connection_invalidated:
-            raise StoreUnavailable(f"database connection lost: {exc.orig}") from exc
+        _translate(exc)
         raise
+
+
+def _translate(exc: DBAPIError) -> None:
+    # SQLAlchemy's errors as the store's: raises StoreUnavailable for an unreachable or lost database.
+    if isinstance(exc, OperationalError):
+        raise StoreUnavailable(f"database unavailable: {type(exc.orig).__name__}: {exc.orig}") from exc
+    if exc.connection_invalidated:
+        raise StoreUnavailable(f"database connection lost: {exc.orig}") from exc
