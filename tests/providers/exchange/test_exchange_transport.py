@@ -203,3 +203,66 @@ def test_the_adapters_requests_are_prepared_by_the_tuned_session(
     provider.upsert(account, event, make_target(account, event))
     assert [r["operation"] for r in ews.requests()][-2:] == ["FindItem", "CreateItem"]
     assert library_prepares == []
+
+
+def _adapter_answers(adapter: Any, url: str, proxies: dict[str, str], verify: Any = True) -> tuple[Any, ...]:
+    """What an adapter's ``request_url`` and ``get_connection_with_tls_context`` give for a request to ``url``."""
+    try:
+        request = requests.Request("POST", _ENDPOINT, data=b"<x/>").prepare()
+        request.url = url  # as given, even one requests would not prepare
+        pool = adapter.get_connection_with_tls_context(request, verify, proxies=proxies, cert=None)
+        return adapter.request_url(request, proxies), id(pool), type(pool), pool.host, pool.port
+    except Exception as exc:  # refused alike
+        return ("refused", type(exc), str(exc))
+
+
+_ADAPTER_CASES = {
+    "no proxies": (_ENDPOINT, {}),
+    "https with a port and a query": ("https://mail.example.com:8443/EWS/Exchange.asmx?a=1#f", {}),
+    "an idn host": ("http://bücher.example/EWS/Exchange.asmx", {}),
+    "a port out of range": ("http://mail.example.com:99999/EWS/Exchange.asmx", {}),
+    "a proxy for the host": (_ENDPOINT, {"http://mail.example.com": "http://127.0.0.1:3128"}),
+    "a proxy for the scheme, https": ("https://mail.example.com/EWS/Exchange.asmx", {"https": "http://127.0.0.1:3128"}),
+}
+
+
+@pytest.mark.parametrize("case", list(_ADAPTER_CASES))
+@pytest.mark.parametrize("version", ["2.34.2", "2.35.0"])
+def test_a_tuned_sessions_adapters_answer_as_requests_does(
+    case: str, version: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    library = requests.adapters.HTTPAdapter
+    request_url, connection = library.request_url, library.get_connection_with_tls_context
+    # The same adapter without its tuned methods: the same pool manager, so the same pools.
+    session = _tuned_session()
+    url, proxies = _ADAPTER_CASES[case]
+    adapter = session.get_adapter(url)
+    untuned = type("Untuned", (), {"request_url": request_url, "get_connection_with_tls_context": connection,
+                                   "poolmanager": adapter.poolmanager, "proxy_manager_for": adapter.proxy_manager_for,
+                                   "build_connection_pool_key_attributes": adapter.build_connection_pool_key_attributes,
+                                   })()  # fmt: skip
+    expected = _adapter_answers(untuned, url, proxies)
+    calls: list[str] = []
+    monkeypatch.setattr(library, "request_url", lambda *a, **k: calls.append("url") or request_url(*a, **k))
+    monkeypatch.setattr(library, "get_connection_with_tls_context",
+                        lambda *a, **k: calls.append("pool") or connection(*a, **k))  # fmt: skip
+    monkeypatch.setattr(requests, "__version__", version)
+    assert _adapter_answers(adapter, url, proxies) == expected
+    if case == "a port out of range":
+        assert expected[:2] == ("refused", requests.exceptions.InvalidURL)
+    lean = not proxies and version == "2.34.2"
+    assert calls == ([] if lean else ["pool"] if expected[0] == "refused" else ["pool", "url"])
+
+
+class _OwnAdapter(requests.adapters.HTTPAdapter):
+    """An adapter of the deployment's own (exchangelib's ``HTTP_ADAPTER_CLS`` hook): its methods stay its own."""
+
+    def request_url(self, request: Any, proxies: Any) -> str:
+        return "own"
+
+
+def test_an_adapter_of_another_class_keeps_its_methods(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(Protocol, "HTTP_ADAPTER_CLS", _OwnAdapter)
+    adapter = _tuned_session().get_adapter(_ENDPOINT)
+    assert type(adapter) is _OwnAdapter
+    assert adapter.request_url(requests.Request("POST", _ENDPOINT, data=b"").prepare(), {}) == "own"
