@@ -4,9 +4,10 @@ exchangelib builds a create from a ``CalendarItem`` of 80 fields: it sets each, 
 validation, ``setattr``), then walks them again to serialize them, for an item of about 15 elements. This
 module emits the same elements in the same order through exchangelib's own element helpers
 (``create_element``, ``safe_xml_value``, ``EWSDateTime.ewsformat``, the folder id element), as a
-``CreateItem`` subclass's ``get_payload``: exchangelib still wraps the payload in its SOAP envelope
-(impersonation header, server version, time-zone context), sends it under its retry policy and parses the
-answer. The tests compare these bytes with exchangelib's own payload for every shape the adapter sends.
+``CreateItem`` subclass's ``get_payload``; the subclass also wraps it in exchangelib's SOAP envelope and reads
+the new item's id from the answer as exchangelib does (see :class:`_CalendarItemCreate`), while exchangelib sends
+it under its retry policy and parses and checks the answer. The tests compare these bytes with exchangelib's own
+payload for every shape the adapter sends.
 Anything else takes exchangelib's ``CalendarItem`` path: another exchangelib version, a server version before
 2016 or with other fields, a value over a field's length limit (exchangelib refuses it), a value of another type.
 
@@ -175,7 +176,8 @@ class _CalendarItemCreate(CreateItem):  # type: ignore[misc]
     compare the results): the SOAP envelope's impersonation header (its ``Identity`` went through ``clean`` and
     ``to_xml``), the API versions to try (exchangelib builds every ``Version`` it knows and sorts them per call)
     and the answer's item (a ``BulkCreateResult`` of all its fields, for its ItemId). Python calls per create
-    2,478 → 2,187 (cProfile, a loop of creates against the emulator; docs/notes/exchange.md, "Create payload").
+    2,478 → 2,187 (cProfile, a loop of creates against the emulator; docs/notes/exchange.md, "Create service and
+    sessions").
     """
 
     def _api_versions_to_try(self) -> tuple[str, ...]:

@@ -1,7 +1,7 @@
 """The requests sessions exchangelib talks EWS through: the environment read once, responses parsed whole, less merged.
 
-Three costs of exchangelib 5.6 on requests 2.34, measured with ``benchmarks/adapters.py`` and cProfile
-(one create = FindItem + CreateItem against the EWS emulator, 2026-12-01):
+Costs of exchangelib 5.6 on requests 2.34, measured with ``benchmarks/adapters.py`` and cProfile (the first
+three with one create = FindItem + CreateItem against the EWS emulator, 2026-12-01):
 
 - requests reads the proxy and CA-bundle variables on every request (``trust_env``: two scans of
   ``os.environ`` in ``getproxies_environment`` per request, 12 % of the adapter's CPU). Each session
@@ -17,14 +17,15 @@ Three costs of exchangelib 5.6 on requests 2.34, measured with ``benchmarks/adap
   create 2,680 → 2,519 (cProfile), ≈ 80 µs of a request's preparation (260 → 180 µs, a quiet loop; 2026-12-02).
 - ``Session.prepare_request`` re-parses and re-encodes the same endpoint URL (with its empty query parameters)
   on every request and merges the headers through ``to_key_val_list``, two runtime ``Protocol`` checks each.
-  A tuned session prepares exchangelib's requests (a POST of bytes, no parameters, cookies or auth of its own)
-  with requests' own steps, in requests' order, the URL prepared once per endpoint; anything else, or another
-  requests than the one compared (``PREPARED_AS``), takes ``Session.prepare_request``. Python calls per create
-  2,187 → 1,899 (cProfile, a loop of creates against the emulator, 2026-12-02); the tests compare the prepared
-  requests field by field.
+  A tuned session prepares exchangelib's requests (no parameters, cookies or auth of their own, the environment
+  not trusted) with requests' own steps, in requests' order, the URL prepared once per endpoint; anything
+  else, or another requests than the one compared (``PREPARED_AS``), takes ``Session.prepare_request``. Python
+  calls per create 2,187 → 1,899 (cProfile, a loop of creates against the emulator, 2026-12-02); the tests
+  compare the prepared requests field by field.
 - Its adapters look the request's URL up in the (empty) proxies twice per request (``select_proxy``: two URL
   parses); with no proxies they take requests' no-proxy branch directly, and any proxies take requests' own
-  methods: Python calls per create 1,899 → 1,829 (the same loop).
+  methods: Python calls per create 1,899 → 1,829 (the same loop; docs/notes/exchange.md, "Create service and
+  sessions").
 """
 
 from __future__ import annotations
