@@ -5,8 +5,9 @@ Modules: ``provider`` (the adapter, :class:`ExchangeProvider`, and its idempoten
 state → calendar-item fields, the sync-key property, invitation modes), ``account_config`` (an
 account's options and credentials, validated), ``mailboxes`` (connecting and caching mailboxes),
 ``config`` (what the adapter is configured with), ``transport`` (exchangelib's requests sessions: the
-environment read once, responses parsed whole), ``create_payload`` (a create's CreateItem XML, built by hand
-as exchangelib builds it). Library facts: docs/notes/exchange.md.
+environment read once, responses parsed whole, requests prepared in requests' steps without the merges they
+do not need), ``create_payload`` (a create's CreateItem XML, envelope and answer, done by hand as exchangelib
+does them). Library facts: docs/notes/exchange.md.
 
 Deployments served: Exchange Server on-premises (2016, 2019 and Subscription Edition, which keep EWS)
 and Exchange Online tenants that still allow EWS. Microsoft begins disabling EWS in Exchange Online on
