@@ -120,11 +120,40 @@ class LeanResponse(http.client.HTTPResponse):
             self.will_close = True
 
 
-class _LeanHTTPConnection(httplib2.HTTPConnectionWithTimeout):  # type: ignore[misc]
+# http.client's connection state and header buffer (3.11-3.13); without them putheader is always http.client's.
+_STATE = "_HTTPConnection__state"
+_REQ_STARTED = getattr(http.client, "_CS_REQ_STARTED", None)
+
+
+class _HeaderLines:
+    """``putheader`` of a (name, value) it encoded before appends the line it encoded then."""
+
+    _buffer: list[bytes]
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self._lines: dict[tuple[str, str], bytes] = {}
+
+    def putheader(self, header: str, *values: Any) -> None:
+        """``HTTPConnection.putheader``: validated and encoded once per (name, value) and connection."""
+        key = (header, values[0]) if len(values) == 1 and type(header) is str and type(values[0]) is str else None
+        line = self._lines.get(key) if key is not None else None
+        if line is not None and getattr(self, _STATE, None) == _REQ_STARTED:
+            self._buffer.append(line)
+            return
+        super().putheader(header, *values)  # type: ignore[misc]
+        buffer = getattr(self, "_buffer", None)
+        if key is not None and _REQ_STARTED is not None and isinstance(buffer, list):
+            if len(self._lines) >= MEMO_SIZE:
+                self._lines.clear()
+            self._lines[key] = buffer[-1]
+
+
+class _LeanHTTPConnection(_HeaderLines, httplib2.HTTPConnectionWithTimeout):  # type: ignore[misc]
     response_class = LeanResponse
 
 
-class _LeanHTTPSConnection(httplib2.HTTPSConnectionWithTimeout):  # type: ignore[misc]
+class _LeanHTTPSConnection(_HeaderLines, httplib2.HTTPSConnectionWithTimeout):  # type: ignore[misc]
     response_class = LeanResponse
 
 

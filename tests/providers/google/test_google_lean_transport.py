@@ -119,6 +119,33 @@ def test_a_known_uri_and_header_pair_are_not_derived_again(recorder: Any, monkey
     assert len(normalized) == 2
 
 
+def test_a_known_header_line_is_encoded_once_and_refused_where_http_client_refuses_it(
+    recorder: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    _, url = recorder(lambda n: _ANSWER)
+    client = LeanHttp(timeout=5)
+    for _ in range(2):
+        client.request(f"{url}/a", "GET", headers={"x-one": "1"})
+    [connection] = client.connections.values()
+    encoded: list[str] = []
+    real = http_client_putheader = http.client.HTTPConnection.putheader
+    monkeypatch.setattr(
+        http.client.HTTPConnection, "putheader", lambda self, h, *v: encoded.append(h) or real(self, h, *v)
+    )
+    client.request(f"{url}/a", "GET", headers={"x-one": "1", "x-two": "2"})
+    assert encoded == ["x-two"]
+    monkeypatch.setattr(http.client.HTTPConnection, "putheader", http_client_putheader)
+    for line in [("x-one", "1"), ("x-new", "3")]:
+        with pytest.raises(http.client.CannotSendHeader):
+            connection.putheader(*line)  # no request started
+    connection.putrequest("GET", "/a")
+    with pytest.raises(ValueError, match="Invalid header value"):
+        connection.putheader("x-bad", "a\r\nb")
+    with pytest.raises(ValueError, match="Invalid header value"):
+        connection.putheader("x-bad", "a\r\nb")
+    connection.close()
+
+
 def test_memos_are_bounded(recorder: Any, monkeypatch: pytest.MonkeyPatch) -> None:
     _, url = recorder(lambda n: _ANSWER)
     monkeypatch.setattr(lean, "MEMO_SIZE", 4)
