@@ -112,14 +112,19 @@ def _plain_key(account: Account) -> tuple[object, ...] | None:
     Equal keys mean equal JSON, as the digest below would say; anything else gets the digest.
     """
     credentials, options = account.credentials, account.options
-    if (set(map(type, credentials)) | set(map(type, credentials.values())) | set(map(type, options))) <= _STR and (
-        set(map(type, options.values())) <= _STR_OR_BOOL
-    ):
-        return (account.id, tuple(sorted(credentials.items())), tuple(sorted(options.items())))
-    return None
+    if type(credentials) is not dict or type(options) is not dict:
+        return None
+    try:  # str.join refuses anything but strings, and is cheaper than looking at each type
+        "".join(credentials)
+        "".join(credentials.values())
+        "".join(options)
+    except TypeError:
+        return None
+    if options and not set(map(type, options.values())) <= _STR_OR_BOOL:
+        return None
+    return (account.id, frozenset(credentials.items()), frozenset(options.items()))
 
 
-_STR: frozenset[type] = frozenset({str})
 _STR_OR_BOOL: frozenset[type] = frozenset({str, bool})
 
 
@@ -139,7 +144,7 @@ class CredentialCache:
 
     def lookup(self, account: Account) -> tuple[Credentials, tuple[str, ...]]:
         """The account's cached credentials and :func:`secrets_of` it."""
-        key = _plain_key(account) if isinstance(account.credentials, Mapping) else None
+        key = _plain_key(account)
         if key is None:
             try:
                 material = json.dumps([account.credentials, account.options], sort_keys=True, default=str)

@@ -1,8 +1,9 @@
 """The Google adapter's hand-written fast paths around httplib2, http.client and the discovery client.
 
 Each does what the library does for the common case, with the library's own functions where it can, and
-hands everything else to the library unchanged (docs/notes/google-calendar.md, "Fast paths"). Measured
-with cProfile over 500 creates against the emulator: 1,054 → see that section for the calls per create.
+hands everything else to the library unchanged (docs/notes/google-calendar.md, "Fast paths"). Gain, with
+the adapter's own changes: 1,054 → 384 Python calls per create (cProfile, 1,000 creates against the
+emulator), 0.26 / 0.30 → 0.16 / 0.19 ms of thread CPU per create (min / median of 9 rounds).
 
 - :class:`LeanHttp` (an ``httplib2.Http``): keeps what ``Http.request`` derives from a URI (``iri2uri``, one
   Python call per character, then ``urlnorm``) and from a header pair (``_normalize_headers``), computed by

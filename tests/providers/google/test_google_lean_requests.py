@@ -6,12 +6,14 @@ from __future__ import annotations
 import dataclasses
 import email.parser
 import threading
+import types
 from typing import Any
 
 import pytest
 from googleapiclient.http import HttpRequest
 
 from calsync.core.model.calendar import Account
+from calsync.core.model.errors import ConfigurationError
 from calsync.providers.google import GoogleProvider, credentials
 from calsync.providers.google.credentials import CredentialCache, secrets_of
 from calsync.providers.google.lean import PrebuiltInserts
@@ -120,6 +122,17 @@ def test_the_credential_cache_keys_flat_accounts_without_json(
     assert others[0][1] == secrets_of(changed[0]) != secrets
 
 
+def test_credentials_that_are_no_dict_take_the_json_key(emulator: Emulator) -> None:
+    account, cache = _account(emulator), CredentialCache()
+    proxied = dataclasses.replace(account, credentials=types.MappingProxyType(dict(account.credentials)))
+    assert cache.get(proxied) is cache.get(
+        dataclasses.replace(account, credentials=types.MappingProxyType(dict(account.credentials)))
+    )
+    for odd in ("client_id", ["client_id"]):
+        with pytest.raises(ConfigurationError, match="must be a JSON object"):
+            cache.get(dataclasses.replace(account, credentials=odd))  # type: ignore[arg-type]
+
+
 def test_the_credential_cache_keys_other_accounts_by_their_json(emulator: Emulator) -> None:
     cache, account = CredentialCache(), _account(emulator, nested={"a": [1]})
     built = cache.get(account)
@@ -127,3 +140,8 @@ def test_the_credential_cache_keys_other_accounts_by_their_json(emulator: Emulat
     assert cache.get(dataclasses.replace(account, options={"nested": {"a": [2]}})) is not built
     numbered = dataclasses.replace(account, credentials={**account.credentials, "expiry_ms": 1}, options={})
     assert cache.get(numbered) is cache.get(dataclasses.replace(numbered, credentials=dict(numbered.credentials)))
+    for equal_in_python in (True, 1.0):  # == 1, but other JSON
+        other = dataclasses.replace(numbered, credentials={**numbered.credentials, "expiry_ms": equal_in_python})
+        assert cache.get(other) is not cache.get(numbered)
+    flagged = dataclasses.replace(account, options={"delegate": True})
+    assert cache.get(dataclasses.replace(flagged, options={"delegate": 1})) is not cache.get(flagged)
