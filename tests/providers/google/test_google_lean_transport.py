@@ -8,8 +8,10 @@ import http.client
 import io
 import socket
 import socketserver
+import ssl
 import threading
 from collections.abc import Callable, Iterator
+from pathlib import Path
 from typing import Any
 
 import httplib2
@@ -17,6 +19,7 @@ import pytest
 
 from calsync.providers.google import lean
 from calsync.providers.google.lean import LeanHttp, LeanResponse, PlainMessage, parse_header_block
+from calsync_emulators.graph import self_signed
 
 _ANSWER = (
     b"HTTP/1.1 200 OK\r\nContent-Type: application/json; charset=UTF-8\r\nVary: Origin\r\nVary: X-Origin\r\n"
@@ -28,10 +31,14 @@ class _Recorder(socketserver.ThreadingTCPServer):
     daemon_threads = True
     allow_reuse_address = True
 
-    def __init__(self, answer: Callable[[int], bytes | None]) -> None:
+    def __init__(self, answer: Callable[[int], bytes | None], tls: ssl.SSLContext | None = None) -> None:
         super().__init__(("127.0.0.1", 0), _Handler)
-        self.answer = answer
+        self.answer, self.tls = answer, tls
         self.requests: list[bytes] = []
+
+    def get_request(self) -> tuple[Any, Any]:
+        sock, address = super().get_request()
+        return (self.tls.wrap_socket(sock, server_side=True) if self.tls else sock), address
 
 
 class _Handler(socketserver.StreamRequestHandler):
@@ -56,14 +63,14 @@ class _Handler(socketserver.StreamRequestHandler):
 
 
 @pytest.fixture
-def recorder() -> Iterator[Callable[[Callable[[int], bytes | None]], tuple[_Recorder, str]]]:
+def recorder() -> Iterator[Callable[..., tuple[_Recorder, str]]]:
     servers: list[_Recorder] = []
 
-    def start(answer: Callable[[int], bytes | None]) -> tuple[_Recorder, str]:
-        server = _Recorder(answer)
+    def start(answer: Callable[[int], bytes | None], tls: ssl.SSLContext | None = None) -> tuple[_Recorder, str]:
+        server = _Recorder(answer, tls)
         threading.Thread(target=server.serve_forever, daemon=True).start()
         servers.append(server)
-        return server, f"http://127.0.0.1:{server.server_address[1]}"
+        return server, f"{'https' if tls else 'http'}://127.0.0.1:{server.server_address[1]}"
 
     yield start
     for server in servers:
@@ -101,6 +108,22 @@ def test_lean_http_sends_what_httplib2_sends_and_answers_alike(recorder: Any) ->
     ]
     assert len(ours.requests) == 10
     [connection] = lean_http.connections.values()
+    assert connection.response_class is LeanResponse
+
+
+def test_lean_http_over_tls_sends_what_httplib2_sends(recorder: Any, tmp_path: Path) -> None:
+    identity = self_signed(tmp_path)
+    library, library_url = recorder(lambda n: _ANSWER, identity.context)
+    ours, our_url = recorder(lambda n: _ANSWER, identity.context)
+    expected = _exchange(httplib2.Http(timeout=5, ca_certs=str(identity.ca_file)), library_url)
+    lean_http = LeanHttp(timeout=5, ca_certs=str(identity.ca_file))
+    assert _exchange(lean_http, our_url) == expected
+    port = lambda url: url.rsplit(":", 1)[1].encode()  # noqa: E731
+    assert [r.replace(port(our_url), b"PORT") for r in ours.requests] == [
+        r.replace(port(library_url), b"PORT") for r in library.requests
+    ]
+    [connection] = lean_http.connections.values()
+    assert isinstance(connection, httplib2.HTTPSConnectionWithTimeout)
     assert connection.response_class is LeanResponse
 
 
