@@ -13,7 +13,8 @@ emulator), 0.26 / 0.30 → 0.16 / 0.19 ms of thread CPU per create (min / median
 - :class:`LeanResponse` (an ``http.client.HTTPResponse``, on the connections :class:`LeanHttp` opens): parses
   a header block of plain ``Name: value`` lines with one regular expression instead of the ``email`` feed
   parser; any other block (folded lines, defects, no blank line, a multipart or message type) goes to the
-  parser, as ``http.client.parse_headers`` does.
+  parser, as ``http.client.parse_headers`` does. Those connections also keep each header line
+  ``putheader`` encoded for a (name, value) and append it again while a request is started.
 - :class:`PrebuiltInserts`: an ``events.insert`` request for a calendar and ``sendUpdates`` the discovery
   client already built once, with only the body serialised again by the client's own model.
 """
@@ -79,7 +80,7 @@ class LeanResponse(http.client.HTTPResponse):
     """``HTTPResponse`` whose ``begin`` parses a plain header block itself (its shares of a create: above)."""
 
     def begin(self) -> None:
-        """``HTTPResponse.begin`` (Python 3.11-3.13) with :func:`parse_header_block` for ``parse_headers``."""
+        """``HTTPResponse.begin`` (alike in Python 3.11-3.13) with :func:`parse_header_block` for ``parse_headers``."""
         if _read_headers is None or self.debuglevel > 0:  # another http.client, or its debug prints wanted
             super().begin()
             return
