@@ -106,27 +106,57 @@ def secrets_of(account: Account) -> tuple[str, ...]:
     return tuple(str(account.credentials[f]) for f in _SECRET_FIELDS if account.credentials.get(f))
 
 
+def _plain_key(account: Account) -> tuple[object, ...] | None:
+    """The account's credentials and options as a key, when they are flat strings (options: or booleans).
+
+    Equal keys mean equal JSON, as the digest below would say; anything else gets the digest.
+    """
+    credentials, options = account.credentials, account.options
+    if type(credentials) is not dict or type(options) is not dict:
+        return None
+    try:  # str.join refuses anything but strings, and is cheaper than looking at each type
+        "".join(credentials)
+        "".join(credentials.values())
+        "".join(options)
+    except TypeError:
+        return None
+    if options and not set(map(type, options.values())) <= _STR_OR_BOOL:
+        return None
+    return (account.id, frozenset(credentials.items()), frozenset(options.items()))
+
+
+_STR_OR_BOOL: frozenset[type] = frozenset({str, bool})
+
+
 class CredentialCache:
     """One credentials object per account and secret, so access tokens are reused across jobs and threads."""
 
     def __init__(self, size: int = _CACHE_SIZE) -> None:
         self._size = size
-        self._credentials: collections.OrderedDict[tuple[str, str], Credentials] = collections.OrderedDict()
+        self._credentials: collections.OrderedDict[tuple[object, ...], tuple[Credentials, tuple[str, ...]]] = (
+            collections.OrderedDict()
+        )
         self._lock = threading.Lock()
 
     def get(self, account: Account) -> Credentials:
         """The account's cached credentials, built on first use or when its credentials or options changed."""
-        try:
-            material = json.dumps([account.credentials, account.options], sort_keys=True, default=str)
-        except (TypeError, ValueError):
-            raise ConfigurationError(f"Google account {account.id}: credentials must be a JSON object") from None
-        key = (account.id, hashlib.sha256(material.encode()).hexdigest())
+        return self.lookup(account)[0]
+
+    def lookup(self, account: Account) -> tuple[Credentials, tuple[str, ...]]:
+        """The account's cached credentials and :func:`secrets_of` it."""
+        key = _plain_key(account)
+        if key is None:
+            try:
+                material = json.dumps([account.credentials, account.options], sort_keys=True, default=str)
+            except (TypeError, ValueError):
+                raise ConfigurationError(f"Google account {account.id}: credentials must be a JSON object") from None
+            key = (account.id, hashlib.sha256(material.encode()).hexdigest())
         with self._lock:
             cached = self._credentials.get(key)
             if cached is not None:
                 self._credentials.move_to_end(key)
                 return cached
-        built = build_credentials(account)
+        built = (build_credentials(account), secrets_of(account))
         with self._lock:
             cached = self._credentials.setdefault(key, built)
             while len(self._credentials) > self._size:

@@ -18,7 +18,7 @@ from calsync.core.model.calendar import Account, EventState, ExternalRef, Provid
 from calsync.core.model.errors import EntityNotFound, InvalidRequest, TemporaryError
 from calsync.providers.google.classification import classify
 from calsync.providers.google.config import GoogleConfig
-from calsync.providers.google.credentials import CredentialCache, account_option, secrets_of
+from calsync.providers.google.credentials import CredentialCache, account_option
 from calsync.providers.google.event_body import (
     SEND_UPDATES,
     check_ours,
@@ -28,6 +28,7 @@ from calsync.providers.google.event_body import (
     ref_of,
     shows,
 )
+from calsync.providers.google.lean import LeanHttp, PrebuiltInserts
 
 MAX_CONFLICTS = 3
 #: How many re-creations under a new id one target may need (each after Google refused to restore the last).
@@ -41,10 +42,6 @@ class _Session:
     calendar_id: str
     credentials: Credentials
     secrets: tuple[str, ...]
-
-
-def _insert(events: Any, *, calendar_id: str, body: dict[str, Any], send_updates: str) -> Any:
-    return events.insert(calendarId=calendar_id, body=body, sendUpdates=send_updates)
 
 
 class GoogleProvider:
@@ -68,6 +65,7 @@ class GoogleProvider:
         self._https: dict[threading.Thread, httplib2.Http] = {}  # every thread's Http, for close()
         self._https_lock = threading.Lock()
         self._credentials = CredentialCache()
+        self._inserts = PrebuiltInserts()
 
     # --- Provider protocol -----------------------------------------------------------------------
 
@@ -131,7 +129,9 @@ class GoogleProvider:
                 created = self._execute(
                     session,
                     "events.insert",
-                    functools.partial(_insert, calendar_id=session.calendar_id, body=body, send_updates=send_updates),
+                    functools.partial(
+                        self._inserts.request, calendar_id=session.calendar_id, body=body, send_updates=send_updates
+                    ),
                     passthrough={409},
                 )
             except HttpError:
@@ -212,7 +212,8 @@ class GoogleProvider:
 
     def _session(self, account: Account) -> _Session:
         calendar_id = account_option(account, "calendar_id", str, account.address)
-        return _Session(calendar_id, self._credentials.get(account), secrets_of(account))
+        credentials, secrets = self._credentials.lookup(account)
+        return _Session(calendar_id, credentials, secrets)
 
     def _events(self) -> Any:
         """This thread's ``events`` resource: building one costs milliseconds, and threads must not share one."""
@@ -222,12 +223,17 @@ class GoogleProvider:
         return events
 
     def _http(self, credentials: Credentials) -> Any:
+        """This thread's ``AuthorizedHttp`` for ``credentials``, over this thread's one ``Http``."""
+        authorized = getattr(self._local, "authorized", None)
+        if authorized is not None and authorized.credentials is credentials:
+            return authorized
         http = getattr(self._local, "http", None)
         if http is None:
-            http = self._local.http = httplib2.Http(timeout=self._timeout)
+            http = self._local.http = LeanHttp(timeout=self._timeout)
             with self._https_lock:
                 self._https[threading.current_thread()] = http
-        return google_auth_httplib2.AuthorizedHttp(credentials, http=http)
+        authorized = self._local.authorized = google_auth_httplib2.AuthorizedHttp(credentials, http=http)
+        return authorized
 
     def _execute(
         self,

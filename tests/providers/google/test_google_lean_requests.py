@@ -1,0 +1,147 @@
+"""providers/google/lean.py's prebuilt inserts against the discovery client's own, and the adapter's per-job
+shortcuts (its credential key, its AuthorizedHttp per thread) against what they replace."""
+
+from __future__ import annotations
+
+import dataclasses
+import email.parser
+import threading
+import types
+from typing import Any
+
+import pytest
+from googleapiclient.http import HttpRequest
+
+from calsync.core.model.calendar import Account
+from calsync.core.model.errors import ConfigurationError
+from calsync.providers.google import GoogleProvider, credentials
+from calsync.providers.google.credentials import CredentialCache, secrets_of
+from calsync.providers.google.lean import PrebuiltInserts
+from tests.providers.google.gcal_support import Emulator, make_event, target_for
+
+_BODY = {"id": "abc0", "summary": "Caf\u00e9 \u2615", "start": {"dateTime": "2030-01-02T10:00:00"}, "attendees": []}
+
+
+def _fields(request: HttpRequest) -> tuple[object, ...]:
+    return (request.uri, request.method, request.body, request.headers, request.methodId, request.postproc)
+
+
+class _Counting:
+    def __init__(self, events: Any) -> None:
+        self.events, self.inserts = events, 0
+
+    def insert(self, **kwargs: Any) -> Any:
+        self.inserts += 1
+        return self.events.insert(**kwargs)
+
+
+@pytest.mark.parametrize("calendar_id", ["alice@example.com", "team cal#1/\u00e9@group.calendar.google.com"])
+@pytest.mark.parametrize("send_updates", ["all", "externalOnly", "none"])
+def test_prebuilt_inserts_are_the_discovery_client_s(
+    provider: GoogleProvider, calendar_id: str, send_updates: str
+) -> None:
+    events = _Counting(provider._events())
+    inserts = PrebuiltInserts()
+    for n in range(3):
+        body = {**_BODY, "id": f"abc{n}", "description": "x" * n}
+        ours = inserts.request(events, calendar_id=calendar_id, body=body, send_updates=send_updates)
+        theirs = provider._events().insert(calendarId=calendar_id, body=body, sendUpdates=send_updates)
+        assert _fields(ours) == _fields(theirs)
+        assert type(ours) is type(theirs)
+    assert events.inserts == 1
+
+
+def test_a_prebuilt_insert_is_kept_only_when_the_model_serialises_the_body_as_the_client_did(
+    provider: GoogleProvider,
+) -> None:
+    class Odd(_Counting):
+        def insert(self, **kwargs: Any) -> Any:
+            request = super().insert(**kwargs)
+            request.body = request.body.replace('"', "'")
+            return request
+
+    events, inserts = Odd(provider._events()), PrebuiltInserts()
+    for _ in range(2):
+        inserts.request(events, calendar_id="alice@example.com", body=_BODY, send_updates="all")
+    assert events.inserts == 2
+
+
+def test_creates_after_the_first_skip_the_discovery_method_and_the_email_parser(
+    provider: GoogleProvider, account: Account, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    first, second = make_event("ev-1"), make_event("ev-2")
+    provider.upsert(account, first, target_for(first, account))
+    monkeypatch.setattr(provider._events(), "insert", lambda **kwargs: pytest.fail("discovery's insert ran"))
+    parsers: list[int] = []  # the emulator, in this process, parses its requests' headers in its own threads
+    real = email.parser.Parser.parsestr
+    monkeypatch.setattr(
+        email.parser.Parser, "parsestr", lambda *a, **k: parsers.append(threading.get_ident()) or real(*a, **k)
+    )
+    fresh = dataclasses.replace(account, credentials=dict(account.credentials))  # as a job decrypts it
+    assert provider.upsert(fresh, second, target_for(second, fresh)).etag
+    assert parsers and threading.get_ident() not in parsers
+
+
+def test_one_authorized_http_per_thread_and_credentials(provider: GoogleProvider, emulator: Emulator) -> None:
+    one, two = (provider._credentials.get(_account(emulator, f"1//t{n}")) for n in (1, 2))
+    assert provider._http(one) is provider._http(one)
+    assert provider._http(two) is not provider._http(one)
+    assert provider._http(two).credentials is two
+    assert provider._http(two).http is provider._http(one).http
+    elsewhere: list[Any] = []
+    thread = threading.Thread(target=lambda: elsewhere.append(provider._http(one)))
+    thread.start()
+    thread.join()
+    assert elsewhere[0] is not provider._http(one)
+    assert elsewhere[0].http is not provider._http(one).http
+
+
+def _account(emulator: Emulator, refresh_token: str = "1//t", **options: Any) -> Account:
+    return Account("acct-1", "tenant-1", "google", "alice@example.com",
+                   credentials=emulator.user_credentials(refresh_token), options=options)  # fmt: skip
+
+
+def test_the_credential_cache_keys_flat_accounts_without_json(
+    emulator: Emulator, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    cache, account = CredentialCache(), _account(emulator, delegate=True)
+    built, secrets = cache.lookup(account)
+    assert secrets == secrets_of(account)
+    monkeypatch.setattr(credentials.json, "dumps", lambda *a, **k: pytest.fail("json.dumps ran"))
+    assert cache.lookup(dataclasses.replace(account, credentials=dict(account.credentials))) == (built, secrets)
+    changed = [
+        dataclasses.replace(account, credentials={**account.credentials, "refresh_token": "1//other"}),
+        dataclasses.replace(account, credentials={**account.credentials, "token_uri": emulator.token_uri + "/x"}),
+        dataclasses.replace(account, options={"delegate": False}),
+        dataclasses.replace(account, options={"delegate": "True"}),
+        dataclasses.replace(account, options={"delegate": True, "calendar_id": "team@example.com"}),
+        dataclasses.replace(account, id="acct-2"),
+    ]
+    others = [cache.lookup(other) for other in changed]
+    assert all(other[0] is not built for other in others)
+    assert others[0][1] == secrets_of(changed[0]) != secrets
+
+
+def test_credentials_that_are_no_dict_take_the_json_key(emulator: Emulator) -> None:
+    account, cache = _account(emulator), CredentialCache()
+    proxied = dataclasses.replace(account, credentials=types.MappingProxyType(dict(account.credentials)))
+    assert cache.get(proxied) is cache.get(
+        dataclasses.replace(account, credentials=types.MappingProxyType(dict(account.credentials)))
+    )
+    for odd in ("client_id", ["client_id"]):
+        with pytest.raises(ConfigurationError, match="must be a JSON object"):
+            cache.get(dataclasses.replace(account, credentials=odd))  # type: ignore[arg-type]
+
+
+def test_the_credential_cache_keys_other_accounts_by_their_json(emulator: Emulator) -> None:
+    cache, account = CredentialCache(), _account(emulator, nested={"a": [1]})
+    built = cache.get(account)
+    assert cache.get(dataclasses.replace(account, options={"nested": {"a": [1]}})) is built
+    assert cache.get(dataclasses.replace(account, options={"nested": {"a": [2]}})) is not built
+    numbered = dataclasses.replace(account, credentials={**account.credentials, "expiry_ms": 1}, options={})
+    assert cache.get(numbered) is cache.get(dataclasses.replace(numbered, credentials=dict(numbered.credentials)))
+    for equal_in_python in (True, 1.0):  # == 1, but other JSON
+        other = dataclasses.replace(numbered, credentials={**numbered.credentials, "expiry_ms": equal_in_python})
+        assert cache.get(other) is not cache.get(numbered)
+    flagged = dataclasses.replace(account, options={"delegate": True})
+    assert cache.get(dataclasses.replace(flagged, options={"delegate": 1})) is not cache.get(flagged)
