@@ -19,6 +19,7 @@ from tests.providers.exchange.ews_support import (
     CLIENT,
     LOGINS,
     TENANT,
+    ExchangeRig,
     MakeAccount,
     MakeEvent,
     MakeProvider,
@@ -127,6 +128,18 @@ def make_event() -> MakeEvent:
 def make_target() -> MakeTarget:
     """Targets for (account, event), optionally with a recorded external id / ChangeKey."""
     return target_for
+
+
+@pytest.fixture
+def rig(
+    provider: ExchangeProvider,
+    ews: EwsControl,
+    make_account: MakeAccount,
+    make_event: MakeEvent,
+    make_target: MakeTarget,
+) -> ExchangeRig:
+    """The adapter, the emulator's control API and the account/event/target factories, in one."""
+    return ExchangeRig(provider, ews, make_account, make_event, make_target)
 
 
 @pytest.fixture

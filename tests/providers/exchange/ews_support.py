@@ -1,4 +1,4 @@
-"""Helpers shared by the Exchange tests: the emulator's logins, fixture-factory types, target bookkeeping."""
+"""Helpers shared by the Exchange tests: the emulator's logins, fixture-factory types, the rig, target bookkeeping."""
 
 from __future__ import annotations
 
@@ -8,6 +8,7 @@ from typing import Any
 
 from calsync.core.model.calendar import Account, EventState, ExternalRef, Target
 from calsync.providers.exchange import ExchangeProvider
+from calsync_emulators.control import EwsControl
 
 # Logins of the emulator's DEFAULT_DIRECTORY: svc may impersonate anyone, alice only reaches her own mailbox.
 LOGINS = {
@@ -31,3 +32,22 @@ def target_for(account: Account, event: EventState, **changes: Any) -> Target:
 def recorded(target: Target, ref: ExternalRef) -> Target:
     """The target as the pipeline stores it after a successful write."""
     return dataclasses.replace(target, external_id=ref.external_id, etag=ref.etag)
+
+
+@dataclasses.dataclass(frozen=True)
+class ExchangeRig:
+    """What most adapter tests take: the adapter, the emulator's control API and the fixtures' factories."""
+
+    provider: ExchangeProvider
+    ews: EwsControl
+    make_account: MakeAccount
+    make_event: MakeEvent
+    make_target: MakeTarget
+
+    def triple(
+        self, account: Account | None = None, event: EventState | None = None, **target: Any
+    ) -> tuple[Account, EventState, Target]:
+        """An account and an event (the factories' defaults unless given) and the event's target in that account."""
+        account = self.make_account() if account is None else account
+        event = self.make_event() if event is None else event
+        return account, event, self.make_target(account, event, **target)

@@ -19,10 +19,10 @@ from calsync.core.model.errors import (
     RateLimited,
     TemporaryError,
 )
-from calsync.providers.exchange import CLASSIFICATION, ExchangeProvider
+from calsync.providers.exchange import CLASSIFICATION
 from calsync_emulators.control import EwsControl
 from calsync_emulators.server import RunningEmulator
-from tests.providers.exchange.ews_support import MakeAccount, MakeEvent, MakeProvider, MakeTarget
+from tests.providers.exchange.ews_support import ExchangeRig, MakeAccount, MakeEvent, MakeProvider, MakeTarget
 
 
 @dataclasses.dataclass(frozen=True)
@@ -221,16 +221,11 @@ def test_classification_row(
         ews.wait_for_requests("FindItem", 1)  # let the delayed request finish before the next test resets
 
 
-def test_an_unknown_error_is_temporary_and_says_so(
-    provider: ExchangeProvider,
-    ews: EwsControl,
-    make_account: MakeAccount,
-    make_event: MakeEvent,
-    make_target: MakeTarget,
-) -> None:
-    account, event = make_account(), make_event()
+def test_an_unknown_error_is_temporary_and_says_so(rig: ExchangeRig) -> None:
+    provider, ews = rig.provider, rig.ews
+    account, event, target = rig.triple()
     ews.add_fault(operation="CreateItem", reason="ErrorFromTheFuture", level="fault")
 
     with pytest.raises(TemporaryError, match="unclassified SOAPError") as caught:
-        provider.upsert(account, event, make_target(account, event))
+        provider.upsert(account, event, target)
     assert type(caught.value) is TemporaryError

@@ -10,9 +10,8 @@ import pytest
 from exchangelib.errors import ErrorServerBusy
 
 from calsync.core.model.errors import AuthRevoked, ConfigurationError, InvalidRequest, RateLimited
-from calsync.providers.exchange import ExchangeProvider, classify_error
-from calsync_emulators.control import EwsControl
-from tests.providers.exchange.ews_support import MakeAccount, MakeEvent, MakeTarget
+from calsync.providers.exchange import classify_error
+from tests.providers.exchange.ews_support import ExchangeRig
 
 
 @pytest.mark.parametrize(
@@ -30,26 +29,20 @@ from tests.providers.exchange.ews_support import MakeAccount, MakeEvent, MakeTar
     ],
 )
 def test_bad_configuration_is_a_configuration_error_naming_the_key(
-    options: dict[str, Any],
-    credentials: dict[str, Any],
-    complaint: str,
-    provider: ExchangeProvider,
-    ews: EwsControl,
-    make_account: MakeAccount,
-    make_event: MakeEvent,
-    make_target: MakeTarget,
+    options: dict[str, Any], credentials: dict[str, Any], complaint: str, rig: ExchangeRig
 ) -> None:
-    account = make_account()
+    provider, ews = rig.provider, rig.ews
+    account = rig.make_account()
     merged_options = {k: v for k, v in {**account.options, **options}.items() if v is not None}
     if options.get("auth_type") == "oauth2":
         merged_credentials = {k: v for k, v in credentials.items() if v is not None}
     else:
         merged_credentials = {k: v for k, v in {**account.credentials, **credentials}.items() if v is not None}
     broken = dataclasses.replace(account, options=merged_options, credentials=merged_credentials)
-    event = make_event()
+    _, event, target = rig.triple(broken)
 
     with pytest.raises(ConfigurationError) as caught:
-        provider.upsert(broken, event, make_target(broken, event))
+        provider.upsert(broken, event, target)
 
     assert complaint in str(caught.value)
     assert "s3cret-typo" not in str(caught.value)
@@ -57,13 +50,10 @@ def test_bad_configuration_is_a_configuration_error_naming_the_key(
     assert ews.requests() == []
 
 
-def test_the_mailbox_address_must_be_an_smtp_address(
-    provider: ExchangeProvider, make_account: MakeAccount, make_event: MakeEvent, make_target: MakeTarget
-) -> None:
-    account = make_account("not-an-address")
-    event = make_event()
+def test_the_mailbox_address_must_be_an_smtp_address(rig: ExchangeRig) -> None:
+    account, event, target = rig.triple(rig.make_account("not-an-address"))
     with pytest.raises(ConfigurationError, match="SMTP address"):
-        provider.upsert(account, event, make_target(account, event))
+        rig.provider.upsert(account, event, target)
 
 
 @pytest.mark.parametrize(
@@ -76,17 +66,12 @@ def test_the_mailbox_address_must_be_an_smtp_address(
     ],
 )
 def test_events_exchange_cannot_represent_are_invalid_requests_without_any_call(
-    changes: dict[str, Any],
-    complaint: str,
-    provider: ExchangeProvider,
-    ews: EwsControl,
-    make_account: MakeAccount,
-    make_event: MakeEvent,
-    make_target: MakeTarget,
+    changes: dict[str, Any], complaint: str, rig: ExchangeRig
 ) -> None:
-    account, event = make_account(), make_event(**changes)
+    provider, ews = rig.provider, rig.ews
+    account, event, target = rig.triple(event=rig.make_event(**changes))
     with pytest.raises(InvalidRequest, match=complaint):
-        provider.upsert(account, event, make_target(account, event))
+        provider.upsert(account, event, target)
     assert ews.requests() == []
 
 
@@ -103,18 +88,13 @@ def test_classified_messages_never_carry_a_secret_even_when_the_library_echoes_o
     assert "***" in str(error)
 
 
-def test_ntlm_accounts_negotiate_ntlm_instead_of_sending_basic(
-    provider: ExchangeProvider,
-    ews: EwsControl,
-    make_account: MakeAccount,
-    make_event: MakeEvent,
-    make_target: MakeTarget,
-) -> None:
+def test_ntlm_accounts_negotiate_ntlm_instead_of_sending_basic(rig: ExchangeRig) -> None:
+    provider, ews = rig.provider, rig.ews
     # The emulator offers only Basic and Bearer, so an NTLM client gets no further than its opening request.
-    account = make_account(auth_type="ntlm", access_type="delegate", credentials={"username": "EXAMPLE\\svc"})
-    event = make_event()
+    account = rig.make_account(auth_type="ntlm", access_type="delegate", credentials={"username": "EXAMPLE\\svc"})
+    _, event, target = rig.triple(account)
 
     with pytest.raises(AuthRevoked):
-        provider.upsert(account, event, make_target(account, event))
+        provider.upsert(account, event, target)
 
     assert [(r["operation"], r["status"], r["auth"]) for r in ews.requests()] == [("GetFolder", 401, "rejected")]

@@ -3,29 +3,27 @@
 from __future__ import annotations
 
 import dataclasses
+from typing import Any
 
 import pytest
 
 from calsync.core.model.calendar import needs_create_marker
 from calsync.core.model.errors import ProviderUnavailable
 from calsync.providers.exchange import ExchangeProvider
-from calsync_emulators.control import EwsControl
-from tests.providers.exchange.ews_support import MakeAccount, MakeEvent, MakeTarget
+from tests.providers.exchange.ews_support import ExchangeRig
 
 
 def test_the_adapter_asks_the_worker_for_the_marker(provider: ExchangeProvider) -> None:
     assert needs_create_marker(provider)
 
 
-def test_a_first_create_sends_exactly_one_request(
-    provider: ExchangeProvider, ews: EwsControl, make_account: MakeAccount, make_event: MakeEvent,
-    make_target: MakeTarget,
-) -> None:  # fmt: skip
-    account = make_account()
+def test_a_first_create_sends_exactly_one_request(rig: ExchangeRig) -> None:
+    provider, ews = rig.provider, rig.ews
+    account, event, target = rig.triple(create_attempted=False)
     provider.verify(account)  # the mailbox's one GetFolder, once per process
     since = len(ews.requests())
 
-    ref = provider.upsert(account, make_event(), make_target(account, make_event(), create_attempted=False))
+    ref = provider.upsert(account, event, target)
 
     assert [r["operation"] for r in ews.requests()[since:]] == ["CreateItem"]
     [item] = ews.items()
@@ -34,26 +32,22 @@ def test_a_first_create_sends_exactly_one_request(
 
 @pytest.mark.parametrize("create_attempted", [True, None])  # None: a Target built without saying
 def test_a_create_that_may_have_been_sent_before_looks_up_first(
-    provider: ExchangeProvider, ews: EwsControl, make_account: MakeAccount, make_event: MakeEvent,
-    make_target: MakeTarget, create_attempted: bool | None,
-) -> None:  # fmt: skip
-    account = make_account()
+    rig: ExchangeRig, create_attempted: bool | None
+) -> None:
+    provider, ews = rig.provider, rig.ews
+    given: dict[str, Any] = {} if create_attempted is None else {"create_attempted": create_attempted}
+    account, event, target = rig.triple(**given)
     provider.verify(account)
     since = len(ews.requests())
-    given = {} if create_attempted is None else {"create_attempted": create_attempted}
 
-    provider.upsert(account, make_event(), make_target(account, make_event(), **given))
+    provider.upsert(account, event, target)
 
     assert [r["operation"] for r in ews.requests()[since:]] == ["FindItem", "CreateItem"]
 
 
-def test_a_create_after_an_attempt_whose_response_was_lost_adopts_the_item(
-    provider: ExchangeProvider, ews: EwsControl, make_account: MakeAccount, make_event: MakeEvent,
-    make_target: MakeTarget,
-) -> None:  # fmt: skip
-    account = make_account()
-    event = make_event()
-    first = make_target(account, event, create_attempted=False)
+def test_a_create_after_an_attempt_whose_response_was_lost_adopts_the_item(rig: ExchangeRig) -> None:
+    provider, ews = rig.provider, rig.ews
+    account, event, first = rig.triple(create_attempted=False)
     ews.add_fault(operation="CreateItem", after=True, drop=True, times=1)  # created, the answer lost
 
     with pytest.raises(ProviderUnavailable):

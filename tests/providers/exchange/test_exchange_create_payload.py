@@ -14,10 +14,9 @@ from exchangelib.util import xml_to_str
 from exchangelib.version import EXCHANGE_2013, EXCHANGE_2016, EXCHANGE_2019, Build
 
 from calsync.core.model.calendar import EventState
-from calsync.providers.exchange import ExchangeProvider, create_payload, item_fields
+from calsync.providers.exchange import create_payload, item_fields
 from calsync.providers.exchange.items import SEND_MODES
-from calsync_emulators.control import EwsControl
-from tests.providers.exchange.ews_support import MakeAccount, MakeEvent, MakeTarget
+from tests.providers.exchange.ews_support import ExchangeRig
 
 
 def _mailbox(build: Any = EXCHANGE_2016, folder_id: str | None = "AAMkCalendar==",
@@ -108,22 +107,16 @@ def test_the_saved_item_folder_is_exchangelibs(folder_id: str, change_key: str |
     assert outcome(create_payload.hand_built_payload) == outcome(create_payload.exchangelib_payload)
 
 
-def test_the_adapter_sends_its_creates_hand_built(
-    monkeypatch: pytest.MonkeyPatch,
-    provider: ExchangeProvider,
-    ews: EwsControl,
-    make_account: MakeAccount,
-    make_event: MakeEvent,
-    make_target: MakeTarget,
-) -> None:
+def test_the_adapter_sends_its_creates_hand_built(monkeypatch: pytest.MonkeyPatch, rig: ExchangeRig) -> None:
+    provider, ews = rig.provider, rig.ews
     built: list[object] = []
     build = create_payload._calendar_item
     monkeypatch.setattr(create_payload, "_calendar_item", lambda draft: built.append(draft) or build(draft))
-    account = make_account()
+    account = rig.make_account()
     for event in (
-        make_event(),
-        make_event(id="evt-2", all_day=True, start=dt.date(2030, 1, 2), end=dt.date(2030, 1, 3)),
+        rig.make_event(),
+        rig.make_event(id="evt-2", all_day=True, start=dt.date(2030, 1, 2), end=dt.date(2030, 1, 3)),
     ):
-        provider.upsert(account, event, make_target(account, event, create_attempted=False))
+        provider.upsert(account, event, rig.make_target(account, event, create_attempted=False))
     assert len(built) == 2  # the emulator's build (15.1.2507.6) and both shapes take the hand-built path
     assert [r["operation"] for r in ews.requests()].count("CreateItem") == 2

@@ -8,21 +8,12 @@ from concurrent.futures import ThreadPoolExecutor
 import pytest
 
 from calsync.core.model.errors import AuthRevoked, ProviderUnavailable
-from calsync.providers.exchange import ExchangeProvider
-from calsync_emulators.control import EwsControl
-from tests.providers.exchange.ews_support import MakeAccount, MakeEvent, MakeTarget, recorded
+from tests.providers.exchange.ews_support import ExchangeRig, recorded
 
 
-def test_a_create_whose_response_was_lost_is_adopted_on_retry_not_duplicated(
-    provider: ExchangeProvider,
-    ews: EwsControl,
-    make_account: MakeAccount,
-    make_event: MakeEvent,
-    make_target: MakeTarget,
-) -> None:
-    account = make_account()
-    event = make_event()
-    target = make_target(account, event)
+def test_a_create_whose_response_was_lost_is_adopted_on_retry_not_duplicated(rig: ExchangeRig) -> None:
+    provider, ews = rig.provider, rig.ews
+    account, event, target = rig.triple()
     ews.add_fault(operation="CreateItem", after=True, drop=True, times=1)
 
     with pytest.raises(ProviderUnavailable):
@@ -38,16 +29,9 @@ def test_a_create_whose_response_was_lost_is_adopted_on_retry_not_duplicated(
     assert len(ews.requests("CreateItem")) == 1
 
 
-def test_a_stale_change_key_is_re_resolved_and_the_latest_state_reapplied(
-    provider: ExchangeProvider,
-    ews: EwsControl,
-    make_account: MakeAccount,
-    make_event: MakeEvent,
-    make_target: MakeTarget,
-) -> None:
-    account = make_account()
-    event = make_event()
-    target = make_target(account, event)
+def test_a_stale_change_key_is_re_resolved_and_the_latest_state_reapplied(rig: ExchangeRig) -> None:
+    provider, ews = rig.provider, rig.ews
+    account, event, target = rig.triple()
     ref = provider.upsert(account, event, target)
     ews.edit_item(ref.external_id, subject="Renamed in Outlook")
 
@@ -65,16 +49,9 @@ def test_a_stale_change_key_is_re_resolved_and_the_latest_state_reapplied(
     ]
 
 
-def test_an_item_deleted_in_exchange_is_recreated_by_an_update(
-    provider: ExchangeProvider,
-    ews: EwsControl,
-    make_account: MakeAccount,
-    make_event: MakeEvent,
-    make_target: MakeTarget,
-) -> None:
-    account = make_account()
-    event = make_event()
-    target = make_target(account, event)
+def test_an_item_deleted_in_exchange_is_recreated_by_an_update(rig: ExchangeRig) -> None:
+    provider, ews = rig.provider, rig.ews
+    account, event, target = rig.triple()
     ref = provider.upsert(account, event, target)
     ews.delete_item(ref.external_id)
 
@@ -89,16 +66,9 @@ def test_an_item_deleted_in_exchange_is_recreated_by_an_update(
     ]
 
 
-def test_deleting_an_item_already_deleted_in_exchange_succeeds(
-    provider: ExchangeProvider,
-    ews: EwsControl,
-    make_account: MakeAccount,
-    make_event: MakeEvent,
-    make_target: MakeTarget,
-) -> None:
-    account = make_account()
-    event = make_event()
-    target = make_target(account, event)
+def test_deleting_an_item_already_deleted_in_exchange_succeeds(rig: ExchangeRig) -> None:
+    provider, ews = rig.provider, rig.ews
+    account, event, target = rig.triple()
     ref = provider.upsert(account, event, target)
     ews.delete_item(ref.external_id)
 
@@ -108,16 +78,9 @@ def test_deleting_an_item_already_deleted_in_exchange_succeeds(
     assert [r["response_codes"] for r in ews.requests("DeleteItem")] == [["ErrorItemNotFound"]] * 2
 
 
-def test_deleting_with_a_malformed_stored_id_falls_back_to_the_sync_key(
-    provider: ExchangeProvider,
-    ews: EwsControl,
-    make_account: MakeAccount,
-    make_event: MakeEvent,
-    make_target: MakeTarget,
-) -> None:
-    account = make_account()
-    event = make_event()
-    target = make_target(account, event)
+def test_deleting_with_a_malformed_stored_id_falls_back_to_the_sync_key(rig: ExchangeRig) -> None:
+    provider, ews = rig.provider, rig.ews
+    account, event, target = rig.triple()
     ref = provider.upsert(account, event, target)
 
     provider.delete(account, dataclasses.replace(recorded(target, ref), external_id="garbled-id"))
@@ -126,67 +89,53 @@ def test_deleting_with_a_malformed_stored_id_falls_back_to_the_sync_key(
     assert [r["response_codes"] for r in ews.requests("DeleteItem")] == [["ErrorInvalidIdMalformed"], ["NoError"]]
 
 
-def test_deleting_without_a_known_id_finds_the_item_by_sync_key(
-    provider: ExchangeProvider,
-    ews: EwsControl,
-    make_account: MakeAccount,
-    make_event: MakeEvent,
-    make_target: MakeTarget,
-) -> None:
-    account = make_account()
-    event, other = make_event(), make_event(id="evt-other")
-    provider.upsert(account, event, make_target(account, event))
-    provider.upsert(account, other, make_target(account, other))
+def test_deleting_without_a_known_id_finds_the_item_by_sync_key(rig: ExchangeRig) -> None:
+    provider, ews = rig.provider, rig.ews
+    account, event, target = rig.triple()
+    other = rig.make_event(id="evt-other")
+    provider.upsert(account, event, target)
+    provider.upsert(account, other, rig.make_target(account, other))
 
-    provider.delete(account, make_target(account, event))
-    provider.delete(account, make_target(account, event))
+    provider.delete(account, target)
+    provider.delete(account, target)
 
     assert [i["extended_properties"] for i in ews.items()] == [{"CalsyncSyncKey": "t1:evt-other:acct-alpha"}]
 
 
 def test_a_wrong_password_is_auth_revoked_with_one_request_per_attempt_and_no_secret_in_the_message(
-    provider: ExchangeProvider,
-    ews: EwsControl,
-    make_account: MakeAccount,
-    make_event: MakeEvent,
-    make_target: MakeTarget,
+    rig: ExchangeRig,
 ) -> None:
-    account = make_account(credentials={"password": "hunter2-wrong"})
-    event = make_event()
+    provider, ews = rig.provider, rig.ews
+    account, event, target = rig.triple(rig.make_account(credentials={"password": "hunter2-wrong"}))
 
     for attempt in range(1, 4):
         with pytest.raises(AuthRevoked) as caught:
-            provider.upsert(account, event, make_target(account, event))
+            provider.upsert(account, event, target)
         assert "hunter2-wrong" not in str(caught.value)
         assert [r["status"] for r in ews.requests()] == [401] * attempt
 
     fixed = dataclasses.replace(account, credentials={"username": "svc@example.com", "password": "svc-password"})
-    provider.upsert(fixed, event, make_target(fixed, event))
+    provider.upsert(fixed, event, rig.make_target(fixed, event))
     assert len(ews.items()) == 1
 
 
-def test_eight_threads_across_three_mailboxes_run_concurrently_without_cross_talk(
-    provider: ExchangeProvider,
-    ews: EwsControl,
-    make_account: MakeAccount,
-    make_event: MakeEvent,
-    make_target: MakeTarget,
-) -> None:
-    accounts = [make_account(f"{name}@example.com") for name in ("alpha", "bravo", "charlie")]
-    jobs = [(accounts[n % 3], make_event(id=f"evt-{n}", title=f"Event {n}")) for n in range(8)]
+def test_eight_threads_across_three_mailboxes_run_concurrently_without_cross_talk(rig: ExchangeRig) -> None:
+    provider, ews = rig.provider, rig.ews
+    accounts = [rig.make_account(f"{name}@example.com") for name in ("alpha", "bravo", "charlie")]
+    jobs = [(accounts[n % 3], rig.make_event(id=f"evt-{n}", title=f"Event {n}")) for n in range(8)]
     # Each mailbox connects once, in parallel with the others (no process-wide lock), and the pool sized
     # to the worker threads lets all eight creates be in flight at once. A barrier proves both.
     ews.add_barrier("GetFolder", parties=3)
     ews.add_barrier("CreateItem", parties=8)
 
     with ThreadPoolExecutor(max_workers=8) as pool:
-        refs = list(pool.map(lambda job: provider.upsert(job[0], job[1], make_target(*job)), jobs))
+        refs = list(pool.map(lambda job: provider.upsert(job[0], job[1], rig.make_target(*job)), jobs))
 
     assert {r["barrier"] for r in ews.requests() if "barrier" in r} == {"met"}
     assert len([r for r in ews.requests() if "barrier" in r]) == 3 + 8
     for (account, event), ref in zip(jobs, refs, strict=True):
         item = ews.item(ref.external_id)
         assert (item["mailbox"], item["subject"]) == (account.address, event.title)
-        assert item["extended_properties"]["CalsyncSyncKey"] == make_target(account, event).sync_key
+        assert item["extended_properties"]["CalsyncSyncKey"] == rig.make_target(account, event).sync_key
     assert sorted(len(ews.items(a.address)) for a in accounts) == [2, 3, 3]
     assert len(ews.requests("GetFolder")) == 6  # root + calendar, once per mailbox

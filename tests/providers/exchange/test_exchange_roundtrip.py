@@ -10,21 +10,15 @@ import pytest
 
 from calsync.core.model.calendar import SendUpdates
 from calsync.core.model.errors import AuthRevoked, Forbidden
-from calsync.providers.exchange import SYNC_KEY_PROPERTY_NAME, ExchangeProvider
-from calsync_emulators.control import EwsControl
-from tests.providers.exchange.ews_support import MakeAccount, MakeEvent, MakeTarget
+from calsync.providers.exchange import SYNC_KEY_PROPERTY_NAME
+from tests.providers.exchange.ews_support import ExchangeRig
 
 
-def test_create_update_delete_timed_event_keeps_its_time_zone(
-    provider: ExchangeProvider,
-    ews: EwsControl,
-    make_account: MakeAccount,
-    make_event: MakeEvent,
-    make_target: MakeTarget,
-) -> None:
-    account = make_account("alpha@example.com")
-    event = make_event(time_zone="America/New_York", attendees=("bob@example.org",))
-    target = make_target(account, event)
+def test_create_update_delete_timed_event_keeps_its_time_zone(rig: ExchangeRig) -> None:
+    provider, ews = rig.provider, rig.ews
+    account = rig.make_account("alpha@example.com")
+    event = rig.make_event(time_zone="America/New_York", attendees=("bob@example.org",))
+    target = rig.make_target(account, event)
 
     ref = provider.upsert(account, event, target)
 
@@ -75,16 +69,13 @@ def test_create_update_delete_timed_event_keeps_its_time_zone(
     ]
 
 
-def test_all_day_events_span_local_midnights_with_an_exclusive_end(
-    provider: ExchangeProvider,
-    ews: EwsControl,
-    make_account: MakeAccount,
-    make_event: MakeEvent,
-    make_target: MakeTarget,
-) -> None:
-    account = make_account()
-    event = make_event(all_day=True, start=dt.date(2030, 3, 30), end=dt.date(2030, 4, 1), time_zone="Europe/Copenhagen")
-    target = make_target(account, event)
+def test_all_day_events_span_local_midnights_with_an_exclusive_end(rig: ExchangeRig) -> None:
+    provider, ews = rig.provider, rig.ews
+    account = rig.make_account()
+    event = rig.make_event(
+        all_day=True, start=dt.date(2030, 3, 30), end=dt.date(2030, 4, 1), time_zone="Europe/Copenhagen"
+    )
+    target = rig.make_target(account, event)
 
     ref = provider.upsert(account, event, target)
 
@@ -113,17 +104,12 @@ def test_all_day_events_span_local_midnights_with_an_exclusive_end(
     [("all", "SendToAllAndSaveCopy"), ("external_only", "SendToAllAndSaveCopy"), ("none", "SendToNone")],
 )
 def test_invitation_and_cancellation_modes_follow_send_updates(
-    send_updates: SendUpdates,
-    mode: str,
-    provider: ExchangeProvider,
-    ews: EwsControl,
-    make_account: MakeAccount,
-    make_event: MakeEvent,
-    make_target: MakeTarget,
+    send_updates: SendUpdates, mode: str, rig: ExchangeRig
 ) -> None:
-    account = make_account()
-    event = make_event(attendees=("bob@example.org", "carol@example.com"), send_updates=send_updates)
-    target = make_target(account, event)
+    provider, ews = rig.provider, rig.ews
+    account = rig.make_account()
+    event = rig.make_event(attendees=("bob@example.org", "carol@example.com"), send_updates=send_updates)
+    target = rig.make_target(account, event)
 
     ref = provider.upsert(account, event, target)
     ref = provider.upsert(
@@ -142,19 +128,14 @@ def test_invitation_and_cancellation_modes_follow_send_updates(
     assert (delete["send_meeting_cancellations"], delete["notified"]) == (mode, notified)
 
 
-def test_impersonation_acts_as_the_mailbox_and_delegate_uses_the_login(
-    provider: ExchangeProvider,
-    ews: EwsControl,
-    make_account: MakeAccount,
-    make_event: MakeEvent,
-    make_target: MakeTarget,
-) -> None:
-    impersonated = make_account("bravo@example.com", access_type="impersonation")
-    own_calendar = make_account("alice@example.com", login="alice", access_type="delegate")
-    event = make_event()
+def test_impersonation_acts_as_the_mailbox_and_delegate_uses_the_login(rig: ExchangeRig) -> None:
+    provider, ews = rig.provider, rig.ews
+    impersonated = rig.make_account("bravo@example.com", access_type="impersonation")
+    own_calendar = rig.make_account("alice@example.com", login="alice", access_type="delegate")
+    event = rig.make_event()
 
-    provider.upsert(impersonated, event, make_target(impersonated, event))
-    provider.upsert(own_calendar, event, make_target(own_calendar, event))
+    provider.upsert(impersonated, event, rig.make_target(impersonated, event))
+    provider.upsert(own_calendar, event, rig.make_target(own_calendar, event))
 
     assert [i["mailbox"] for i in ews.items()] == ["bravo@example.com", "alice@example.com"]
     creates = ews.requests("CreateItem")
@@ -164,35 +145,22 @@ def test_impersonation_acts_as_the_mailbox_and_delegate_uses_the_login(
     ]
 
 
-def test_a_login_without_rights_is_forbidden_for_impersonation_and_for_foreign_calendars(
-    provider: ExchangeProvider,
-    ews: EwsControl,
-    make_account: MakeAccount,
-    make_event: MakeEvent,
-    make_target: MakeTarget,
-) -> None:
-    event = make_event()
-    impersonating = make_account("bravo@example.com", login="alice", access_type="impersonation", account_id="a1")
-    foreign = make_account("bravo@example.com", login="alice", access_type="delegate", account_id="a2")
+def test_a_login_without_rights_is_forbidden_for_impersonation_and_for_foreign_calendars(rig: ExchangeRig) -> None:
+    provider, ews = rig.provider, rig.ews
+    event = rig.make_event()
+    impersonating = rig.make_account("bravo@example.com", login="alice", access_type="impersonation", account_id="a1")
+    foreign = rig.make_account("bravo@example.com", login="alice", access_type="delegate", account_id="a2")
 
     with pytest.raises(Forbidden, match="ErrorImpersonateUserDenied"):
-        provider.upsert(impersonating, event, make_target(impersonating, event))
+        provider.upsert(impersonating, event, rig.make_target(impersonating, event))
     with pytest.raises(Forbidden, match="ErrorAccessDenied"):
-        provider.upsert(foreign, event, make_target(foreign, event))
+        provider.upsert(foreign, event, rig.make_target(foreign, event))
     assert ews.items() == []
 
 
-def test_oauth2_client_credentials_fetch_a_token_once_and_impersonate(
-    insecure_oauth: None,
-    provider: ExchangeProvider,
-    ews: EwsControl,
-    make_account: MakeAccount,
-    make_event: MakeEvent,
-    make_target: MakeTarget,
-) -> None:
-    account = make_account("charlie@example.com", auth_type="oauth2", access_type=None)
-    event = make_event()
-    target = make_target(account, event)
+def test_oauth2_client_credentials_fetch_a_token_once_and_impersonate(insecure_oauth: None, rig: ExchangeRig) -> None:
+    provider, ews = rig.provider, rig.ews
+    account, event, target = rig.triple(rig.make_account("charlie@example.com", auth_type="oauth2", access_type=None))
 
     ref = provider.upsert(account, event, target)
     provider.delete(account, dataclasses.replace(target, external_id=ref.external_id))
@@ -206,21 +174,14 @@ def test_oauth2_client_credentials_fetch_a_token_once_and_impersonate(
     assert ews.items() == []
 
 
-def test_oauth2_rejected_token_is_refetched_and_the_call_retried_once(
-    insecure_oauth: None,
-    provider: ExchangeProvider,
-    ews: EwsControl,
-    make_account: MakeAccount,
-    make_event: MakeEvent,
-    make_target: MakeTarget,
-) -> None:
-    account = make_account(auth_type="oauth2", access_type=None)
-    event = make_event()
-    provider.upsert(account, event, make_target(account, event))
+def test_oauth2_rejected_token_is_refetched_and_the_call_retried_once(insecure_oauth: None, rig: ExchangeRig) -> None:
+    provider, ews = rig.provider, rig.ews
+    account, event, target = rig.triple(rig.make_account(auth_type="oauth2", access_type=None))
+    provider.upsert(account, event, target)
     assert ews.revoke_tokens() == 1
 
-    second = make_event(id="evt-2")
-    provider.upsert(account, second, make_target(account, second))
+    second = rig.make_event(id="evt-2")
+    provider.upsert(account, second, rig.make_target(account, second))
 
     assert len(ews.items()) == 2
     after_revoke = ews.requests()[5:]
@@ -233,32 +194,24 @@ def test_oauth2_rejected_token_is_refetched_and_the_call_retried_once(
 
 
 def test_oauth2_wrong_client_secret_is_auth_revoked_after_one_token_request(
-    insecure_oauth: None,
-    provider: ExchangeProvider,
-    ews: EwsControl,
-    make_account: MakeAccount,
-    make_event: MakeEvent,
-    make_target: MakeTarget,
+    insecure_oauth: None, rig: ExchangeRig
 ) -> None:
-    account = make_account(auth_type="oauth2", access_type=None, credentials={"client_secret": "not-the-secret"})
-    event = make_event()
+    provider, ews = rig.provider, rig.ews
+    account = rig.make_account(auth_type="oauth2", access_type=None, credentials={"client_secret": "not-the-secret"})
+    _, event, target = rig.triple(account)
 
     for _attempt in range(2):
         with pytest.raises(AuthRevoked) as caught:
-            provider.upsert(account, event, make_target(account, event))
+            provider.upsert(account, event, target)
         assert "not-the-secret" not in str(caught.value)
 
     assert [(r["operation"], r["outcome"]) for r in ews.requests()] == [("token", "invalid_client")] * 2
 
 
 def test_close_releases_each_mailbox_pool_once_and_the_adapter_reconnects_after(
-    provider: ExchangeProvider,
-    ews: EwsControl,
-    make_account: MakeAccount,
-    make_event: MakeEvent,
-    make_target: MakeTarget,
-    monkeypatch: pytest.MonkeyPatch,
+    rig: ExchangeRig, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    provider, ews = rig.provider, rig.ews
     closed: list[object] = []
     real_close = exchangelib.protocol.BaseProtocol.close
 
@@ -267,15 +220,15 @@ def test_close_releases_each_mailbox_pool_once_and_the_adapter_reconnects_after(
         real_close(protocol)
 
     monkeypatch.setattr(exchangelib.protocol.BaseProtocol, "close", recording_close)
-    event = make_event()
+    event = rig.make_event()
     for address in ("alpha@example.com", "beta@example.com"):
-        account = make_account(address)
-        provider.upsert(account, event, make_target(account, event))
+        account = rig.make_account(address)
+        provider.upsert(account, event, rig.make_target(account, event))
 
     provider.close()
     provider.close()
 
     assert len(closed) == 2  # one mailbox each, the second close found nothing left to release
-    account = make_account("alpha@example.com")
-    provider.upsert(account, dataclasses.replace(event, title="After close"), make_target(account, event))
+    account = rig.make_account("alpha@example.com")
+    provider.upsert(account, dataclasses.replace(event, title="After close"), rig.make_target(account, event))
     assert [item["subject"] for item in ews.items("alpha@example.com")] == ["After close"]

@@ -14,11 +14,9 @@ from exchangelib.protocol import CachingProtocol, Protocol
 from exchangelib.version import EXCHANGE_2016
 
 from calsync.core.model.errors import ProviderUnavailable
-from calsync.providers.exchange import ExchangeProvider
 from calsync.providers.exchange.transport import forget_environment, tune
-from calsync_emulators.control import EwsControl
 from calsync_emulators.server import RunningEmulator
-from tests.providers.exchange.ews_support import MakeAccount, MakeEvent, MakeTarget
+from tests.providers.exchange.ews_support import ExchangeRig
 
 
 @pytest.fixture
@@ -41,30 +39,24 @@ def _closed_port() -> int:
 
 @pytest.mark.parametrize("bypassed", [False, True])
 def test_requests_go_through_the_environments_proxy_unless_no_proxy_names_the_host(
-    environment: pytest.MonkeyPatch,
-    emulator: RunningEmulator,
-    ews: EwsControl,
-    provider: ExchangeProvider,
-    make_account: MakeAccount,
-    make_event: MakeEvent,
-    make_target: MakeTarget,
-    bypassed: bool,
+    environment: pytest.MonkeyPatch, emulator: RunningEmulator, rig: ExchangeRig, bypassed: bool
 ) -> None:
+    provider, ews = rig.provider, rig.ews
     environment.setenv("HTTP_PROXY", f"http://127.0.0.1:{_closed_port()}")  # a proxy nobody answers on
     if bypassed:
         environment.setenv("NO_PROXY", "localhost")
-    account = make_account(server_url=emulator.url.replace("127.0.0.1", "localhost") + "/EWS/Exchange.asmx")
-    event = make_event()
+    account = rig.make_account(server_url=emulator.url.replace("127.0.0.1", "localhost") + "/EWS/Exchange.asmx")
+    _, event, target = rig.triple(account)
     if bypassed:
-        provider.upsert(account, event, make_target(account, event))
+        provider.upsert(account, event, target)
         assert [r["operation"] for r in ews.requests()][-2:] == ["FindItem", "CreateItem"]
         return
     with pytest.raises(ProviderUnavailable):
-        provider.upsert(account, event, make_target(account, event))
+        provider.upsert(account, event, target)
     assert ews.requests() == []  # it tried the proxy, never the emulator
     environment.delenv("HTTP_PROXY")
     with pytest.raises(ProviderUnavailable):
-        provider.upsert(account, event, make_target(account, event))  # read once: the process keeps what it read
+        provider.upsert(account, event, target)  # read once: the process keeps what it read
 
 
 @pytest.mark.parametrize("proxied", [False, True])
@@ -191,16 +183,11 @@ def test_any_other_request_is_prepared_by_requests(
 
 
 def test_the_adapters_requests_are_prepared_by_the_tuned_session(
-    library_prepares: list[object],
-    provider: ExchangeProvider,
-    ews: EwsControl,
-    make_account: MakeAccount,
-    make_event: MakeEvent,
-    make_target: MakeTarget,
+    library_prepares: list[object], rig: ExchangeRig
 ) -> None:
-    account = make_account()
-    event = make_event()
-    provider.upsert(account, event, make_target(account, event))
+    provider, ews = rig.provider, rig.ews
+    account, event, target = rig.triple()
+    provider.upsert(account, event, target)
     assert [r["operation"] for r in ews.requests()][-2:] == ["FindItem", "CreateItem"]
     assert library_prepares == []
 
