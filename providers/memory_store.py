@@ -267,6 +267,7 @@ class SqliteStore:
             conn = sqlite3.connect(self._path, timeout=30, isolation_level=None, check_same_thread=False)
             conn.execute("PRAGMA journal_mode=WAL")
             conn.execute("PRAGMA synchronous=NORMAL")  # a test calendar: no fsync per commit
+            conn.execute("PRAGMA mmap_size=268435456")  # pages read through the map, not a pread each
             with self._open_lock:
                 self._open.append(conn)
             self._local.conn = conn
