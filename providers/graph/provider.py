@@ -17,18 +17,15 @@ Idempotency and repair rules (facts and sources: docs/notes/exchange.md, "Micros
 - Every request holds one of the mailbox's concurrency slots (at most 4 per app and mailbox, shared by all
   workers through the injected limiter); a 401 drops the access token and retries once.
 - No retries in the HTTP client; every failure goes through :data:`~.classification.CLASSIFICATION`.
-- No cookies: neither Graph nor the token calls need them, and httpx hands every response to its cookie
-  jar (:class:`_NoCookies` keeps none).
+- No cookies: neither Graph nor the token calls need them (:class:`~.transport.GraphClient` keeps none, and
+  builds the API requests in httpx's own steps, less merged).
 """
 
 from __future__ import annotations
 
 import functools
-import http.client
-import http.cookiejar
 import logging
 import ssl
-import urllib.request
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, TypeVar
@@ -46,6 +43,7 @@ from calsync.providers.graph.config import GraphConfig
 from calsync.providers.graph.credentials import GraphAccount, read_graph_account
 from calsync.providers.graph.event_body import event_body, is_graph_ref, marker_of, ref_of
 from calsync.providers.graph.tokens import TokenSource, TokenSources
+from calsync.providers.graph.transport import GraphClient
 
 logger = logging.getLogger(__name__)
 
@@ -72,20 +70,6 @@ def _ambiguous(exc: BaseException) -> bool:
     if isinstance(exc, GraphHttpError):
         return exc.status >= 500
     return isinstance(exc, httpx.TimeoutException | httpx.TransportError)
-
-
-class _NoCookies(http.cookiejar.CookieJar):
-    """A jar that takes no cookies from responses, so none is ever sent back.
-
-    httpx passes every response to its client's jar, which builds an ``email.message.Message`` of the
-    headers to look for ``Set-Cookie``: 160 → 89 Python calls and 20-29 → 15 µs of CPU per create's
-    response (benchmarks/graph_calls.py, 2026-12-02; 304 → 125 calls, ≈ 40 → 21 µs with ten headers); the
-    rest is httpx wrapping the request for the jar. A jar holding Entra's cookies would also be copied into
-    every later request.
-    """
-
-    def extract_cookies(self, response: http.client.HTTPResponse, request: urllib.request.Request) -> None:
-        """Take none."""
 
 
 @dataclass(frozen=True)
@@ -141,14 +125,13 @@ class GraphProvider:
         self._http, self._tokens = self._connect()
         closing.close()
 
-    def _connect(self) -> tuple[httpx.Client, TokenSources]:
+    def _connect(self) -> tuple[GraphClient, TokenSources]:
         """One pooled client for API and token calls alike (proxies read once, here), and msal apps on it."""
         threads = self._config.worker_threads
-        http = httpx.Client(
+        http = GraphClient(
             timeout=self._config.provider_timeout,
             limits=httpx.Limits(max_connections=threads * 2, max_keepalive_connections=threads),
             verify=self._trust,
-            cookies=_NoCookies(),
         )
         return http, TokenSources(self._scope, http)
 
@@ -277,7 +260,7 @@ class GraphProvider:
             sent = {"Authorization": f"Bearer {token}", "Prefer": _PREFER, **(headers or {})}
             with self._limiter.slot(s.slot):
                 url = path if isinstance(path, httpx.URL) else self._base + path
-                response = self._http.request(method, url, json=json, params=params, headers=sent)
+                response = self._http.api_request(method, url, json=json, params=params, headers=sent)
             if response.status_code == 401 and attempt == 1:
                 logger.info("Graph %s %s: access token rejected, refreshing once", method, path)
                 s.tokens.invalidate()
