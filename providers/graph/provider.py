@@ -138,9 +138,10 @@ class GraphProvider:
     # --- flows -----------------------------------------------------------------------------------
 
     def _upsert(self, s: _Session, event: EventState, target: Target) -> ExternalRef:
+        if target.external_id is None:
+            return self._create(s, event, target)
         wanted = event_body(event, target.sync_key, event.send_updates, create=False)
         if is_graph_ref(target.external_id, target.etag):
-            assert target.external_id is not None
             try:
                 return ref_of(self._patch(s, target.external_id, wanted, target.etag))
             except GraphHttpError as exc:
@@ -149,8 +150,6 @@ class GraphProvider:
                 if exc.status != 404:
                     raise
                 logger.info("Graph event %s is gone; resolving sync key %s", target.external_id, target.sync_key)
-        elif target.external_id is None:
-            return self._create(s, event, target)
         found = self._lookup(s, target.sync_key)
         if found:
             logger.info("Adopting Graph event %s for sync key %s", found[0], target.sync_key)
