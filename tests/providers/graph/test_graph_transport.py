@@ -32,6 +32,7 @@ _HEADERS: list[dict[str, str]] = [
     {"Authorization": _TOKEN, "Prefer": _PREFER, "If-Match": 'W/"DwAAABYAAA=="'},
     {"authorization": "Bearer t", "accept": "application/json;odata.metadata=none"},  # overrides a default
     {"Authorization": _TOKEN, "Content-Type": "application/json; charset=utf-8"},  # the caller's is kept
+    {"Authorization": "Bearer t", "content-length": "2"},  # kept too, as httpx keeps it
 ]
 
 
