@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import threading
 from collections.abc import Iterator
 from typing import Any
 
@@ -165,6 +166,8 @@ def test_the_merged_headers_follow_the_clients_and_stay_bounded(client: GraphCli
         token = {"Authorization": f"Bearer {n}"}
         assert client.build_lean("POST", url, {}, token).headers["authorization"] == f"Bearer {n}"
     assert len(client._merged) <= transport.MEMO_SIZE
+    for merged, _, _ in client._merged.values():  # a request's own headers never land in the kept set
+        assert "content-length" not in merged and "content-type" not in merged
 
 
 def test_cookies_set_on_the_client_are_not_kept(client: GraphClient) -> None:
@@ -173,3 +176,25 @@ def test_cookies_set_on_the_client_are_not_kept(client: GraphClient) -> None:
     assert "cookie" not in client.build_lean("POST", httpx.URL(_URLS[0]), {}, _HEADERS[0]).headers
     assert "cookie" not in client.build_request("GET", _URLS[0]).headers
     assert json.loads(client.build_lean("POST", httpx.URL(_URLS[0]), {"k": "v"}, _HEADERS[0]).content) == {"k": "v"}
+
+
+def test_threads_sharing_the_client_each_get_their_own_headers(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(transport, "MEMO_SIZE", 3)  # the memo is emptied while other threads read it
+    url = httpx.URL(_URLS[0])
+    failures: list[str] = []
+    with GraphClient() as client:
+
+        def work(n: int) -> None:
+            headers = {"Authorization": f"Bearer token-{n}", "Prefer": _PREFER}
+            for i in range(200):
+                lean = client.build_lean("POST", url, {"i": i}, headers)
+                library = client.build_request("POST", url, json={"i": i}, headers=headers)
+                if (lean.headers.raw, lean.content) != (library.headers.raw, library.content):
+                    failures.append(f"thread {n}, request {i}")
+
+        threads = [threading.Thread(target=work, args=(n,)) for n in range(8)]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join()
+    assert not failures
