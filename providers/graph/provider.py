@@ -65,6 +65,12 @@ def _parsed(url: str) -> httpx.URL:
     return httpx.URL(url)
 
 
+@functools.lru_cache(maxsize=4096)
+def _mailbox(client_id: str, address: str) -> tuple[str, str]:
+    """A mailbox's concurrency slot and its ``users/{id}`` path, formatted once (10 Python calls per create)."""
+    return f"graph:{client_id}:{address.lower()}", f"users/{quote(address, safe='@')}"
+
+
 def _ambiguous(exc: BaseException) -> bool:
     """The request may have been applied: no answer, or a server error after it was sent."""
     if isinstance(exc, GraphHttpError):
@@ -235,8 +241,8 @@ class GraphProvider:
         tokens: TokenSource | None = None
         try:
             tokens = self._tokens.get(account, config)
-            slot = f"graph:{config.login.client_id}:{account.address.lower()}"
-            return flow(_Session(account, config, tokens, slot, f"users/{quote(account.address, safe='@')}"))
+            slot, user = _mailbox(config.login.client_id, account.address)
+            return flow(_Session(account, config, tokens, slot, user))
         except CalsyncError:
             raise
         except Exception as exc:
