@@ -17,18 +17,15 @@ Idempotency and repair rules (facts and sources: docs/notes/exchange.md, "Micros
 - Every request holds one of the mailbox's concurrency slots (at most 4 per app and mailbox, shared by all
   workers through the injected limiter); a 401 drops the access token and retries once.
 - No retries in the HTTP client; every failure goes through :data:`~.classification.CLASSIFICATION`.
-- No cookies: neither Graph nor the token calls need them, and httpx hands every response to its cookie
-  jar (:class:`_NoCookies` keeps none).
+- No cookies: neither Graph nor the token calls need them (:class:`~.transport.GraphClient` keeps none, and
+  builds the API requests in httpx's own steps, less merged).
 """
 
 from __future__ import annotations
 
 import functools
-import http.client
-import http.cookiejar
 import logging
 import ssl
-import urllib.request
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, TypeVar
@@ -46,6 +43,7 @@ from calsync.providers.graph.config import GraphConfig
 from calsync.providers.graph.credentials import GraphAccount, read_graph_account
 from calsync.providers.graph.event_body import event_body, is_graph_ref, marker_of, ref_of
 from calsync.providers.graph.tokens import TokenSource, TokenSources
+from calsync.providers.graph.transport import GraphClient
 
 logger = logging.getLogger(__name__)
 
@@ -67,25 +65,17 @@ def _parsed(url: str) -> httpx.URL:
     return httpx.URL(url)
 
 
+@functools.lru_cache(maxsize=4096)
+def _mailbox(client_id: str, address: str) -> tuple[str, str]:
+    """A mailbox's concurrency slot and its ``users/{id}`` path, formatted once (10 Python calls per create)."""
+    return f"graph:{client_id}:{address.lower()}", f"users/{quote(address, safe='@')}"
+
+
 def _ambiguous(exc: BaseException) -> bool:
     """The request may have been applied: no answer, or a server error after it was sent."""
     if isinstance(exc, GraphHttpError):
         return exc.status >= 500
     return isinstance(exc, httpx.TimeoutException | httpx.TransportError)
-
-
-class _NoCookies(http.cookiejar.CookieJar):
-    """A jar that takes no cookies from responses, so none is ever sent back.
-
-    httpx passes every response to its client's jar, which builds an ``email.message.Message`` of the
-    headers to look for ``Set-Cookie``: 160 → 89 Python calls and 20-29 → 15 µs of CPU per create's
-    response (benchmarks/graph_calls.py, 2026-12-02; 304 → 125 calls, ≈ 40 → 21 µs with ten headers); the
-    rest is httpx wrapping the request for the jar. A jar holding Entra's cookies would also be copied into
-    every later request.
-    """
-
-    def extract_cookies(self, response: http.client.HTTPResponse, request: urllib.request.Request) -> None:
-        """Take none."""
 
 
 @dataclass(frozen=True)
@@ -141,23 +131,23 @@ class GraphProvider:
         self._http, self._tokens = self._connect()
         closing.close()
 
-    def _connect(self) -> tuple[httpx.Client, TokenSources]:
+    def _connect(self) -> tuple[GraphClient, TokenSources]:
         """One pooled client for API and token calls alike (proxies read once, here), and msal apps on it."""
         threads = self._config.worker_threads
-        http = httpx.Client(
+        http = GraphClient(
             timeout=self._config.provider_timeout,
             limits=httpx.Limits(max_connections=threads * 2, max_keepalive_connections=threads),
             verify=self._trust,
-            cookies=_NoCookies(),
         )
         return http, TokenSources(self._scope, http)
 
     # --- flows -----------------------------------------------------------------------------------
 
     def _upsert(self, s: _Session, event: EventState, target: Target) -> ExternalRef:
+        if target.external_id is None:
+            return self._create(s, event, target)
         wanted = event_body(event, target.sync_key, event.send_updates, create=False)
         if is_graph_ref(target.external_id, target.etag):
-            assert target.external_id is not None
             try:
                 return ref_of(self._patch(s, target.external_id, wanted, target.etag))
             except GraphHttpError as exc:
@@ -166,8 +156,6 @@ class GraphProvider:
                 if exc.status != 404:
                     raise
                 logger.info("Graph event %s is gone; resolving sync key %s", target.external_id, target.sync_key)
-        elif target.external_id is None:
-            return self._create(s, event, target)
         found = self._lookup(s, target.sync_key)
         if found:
             logger.info("Adopting Graph event %s for sync key %s", found[0], target.sync_key)
@@ -253,8 +241,8 @@ class GraphProvider:
         tokens: TokenSource | None = None
         try:
             tokens = self._tokens.get(account, config)
-            slot = f"graph:{config.login.client_id}:{account.address.lower()}"
-            return flow(_Session(account, config, tokens, slot, f"users/{quote(account.address, safe='@')}"))
+            slot, user = _mailbox(config.login.client_id, account.address)
+            return flow(_Session(account, config, tokens, slot, user))
         except CalsyncError:
             raise
         except Exception as exc:
@@ -277,7 +265,7 @@ class GraphProvider:
             sent = {"Authorization": f"Bearer {token}", "Prefer": _PREFER, **(headers or {})}
             with self._limiter.slot(s.slot):
                 url = path if isinstance(path, httpx.URL) else self._base + path
-                response = self._http.request(method, url, json=json, params=params, headers=sent)
+                response = self._http.api_request(method, url, json=json, params=params, headers=sent)
             if response.status_code == 401 and attempt == 1:
                 logger.info("Graph %s %s: access token rejected, refreshing once", method, path)
                 s.tokens.invalidate()
