@@ -9,9 +9,11 @@ thread) under ``valgrind --tool=callgrind`` twice, with ``--warmup-jobs`` and wi
 and prints the difference per job, so start-up and imports cancel out. Work that scales with time
 rather than with jobs is kept small: idle consumers poll every 5 s and the finish check every 0.5 s.
 What it cannot see: system calls' cost in the kernel, and contention between threads (one thread).
-``--compare PATH`` counts another checkout the same way (before/after in one run; both runs are
-deterministic, so they may overlap). Under valgrind a job takes about 40 times longer: 500 jobs take
-about two minutes per count. Needs ``valgrind`` on the PATH. It is a benchmark, not a test.
+``--compare PATH`` counts another checkout the same way, at the same time (before/after in one run).
+The counts barely move with the machine's load, but that work which scales with time grows when a
+loaded machine stretches a run: run it on a quiet one, and compare trees counted in the same run.
+Under valgrind a job takes about 40 times longer: 500 jobs take two to four minutes. Needs ``valgrind``
+on the PATH. It is a benchmark, not a test.
 """
 
 from __future__ import annotations
@@ -65,11 +67,16 @@ def count(tree: Path, jobs: int) -> int:
     return int(found.group(1))
 
 
-def per_job(tree: Path, jobs: int, warmup: int) -> float:
-    """Instructions per job in ``tree``: the difference of two runs, so start-up cancels out."""
-    with ThreadPoolExecutor(2) as pool:
-        small, large = pool.map(lambda n: count(tree, n), (warmup, jobs))
-    return (large - small) / (jobs - warmup)
+def per_job(trees: dict[str, Path], jobs: int, warmup: int) -> dict[str, float]:
+    """Instructions per job in each tree: the difference of two runs, so start-up cancels out.
+
+    All runs go at once, so that the work which scales with time (heartbeats, the housekeeping thread)
+    weighs the same in each tree's count.
+    """
+    runs = [(name, n) for name in trees for n in (warmup, jobs)]
+    with ThreadPoolExecutor(len(runs)) as pool:
+        counted = dict(zip(runs, pool.map(lambda run: count(trees[run[0]], run[1]), runs), strict=True))
+    return {name: (counted[name, jobs] - counted[name, warmup]) / (jobs - warmup) for name in trees}
 
 
 def main() -> None:
@@ -85,10 +92,9 @@ def main() -> None:
         raise SystemExit("--jobs must be more than --warmup-jobs")
     trees = {"calsync": ROOT} | ({"compared": args.compare.resolve()} if args.compare else {})
     print(f"instructions per job (valgrind callgrind), {args.warmup_jobs} and {args.jobs} jobs per tree", flush=True)
-    measured = {}
+    measured = per_job(trees, args.jobs, args.warmup_jobs)
     for name, tree in trees.items():
-        measured[name] = per_job(tree, args.jobs, args.warmup_jobs)
-        print(f"  {name:<9} {measured[name] / 1e6:7.3f} M instructions/job  ({tree})", flush=True)
+        print(f"  {name:<9} {measured[name] / 1e6:7.3f} M instructions/job  ({tree})")
     if "compared" in measured:
         print(f"  calsync/compared: {measured['calsync'] / measured['compared']:.3f}")
 
