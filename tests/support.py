@@ -5,6 +5,7 @@ from __future__ import annotations
 import contextlib
 import datetime as dt
 import logging
+import threading
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -74,6 +75,14 @@ def wait_until(predicate: Callable[[], T], *, timeout: float = 30, what: str = "
             raise AssertionError(f"timed out after {timeout}s waiting for {what}")
         time.sleep(0.02)
 
+
+def in_threads(work: Callable[[int], object], count: int, *, timeout: float | None = None) -> None:
+    """Run ``work(0)`` … ``work(count - 1)`` each in a thread of its own, all at once, and wait for them."""
+    threads = [threading.Thread(target=work, args=(n,)) for n in range(count)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(timeout)
 
 def change(
     accounts_: list[str] | None,

@@ -8,7 +8,7 @@ import httpx
 import pytest
 
 from tests.api.live import LiveApi
-from tests.support import Pipeline, change
+from tests.support import Pipeline, change, in_threads
 
 pytestmark = pytest.mark.both_databases
 
@@ -26,11 +26,7 @@ def test_concurrent_identical_requests_create_one_version(api: LiveApi, pipeline
             start.wait()
             answers.append(http.post("/v1/changes", json=doc, headers={"Idempotency-Key": "twins-1"}))
 
-    threads = [threading.Thread(target=send) for _ in range(4)]
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join()
+    in_threads(lambda _: send(), 4)
 
     assert [a.status_code for a in answers] == [202] * 4, [a.text for a in answers]
     assert {(a.json()["entity_id"], a.json()["version"]) for a in answers} == {("evt-twins", 2)}

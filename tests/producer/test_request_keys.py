@@ -13,7 +13,7 @@ from calsync.core.model.errors import IdempotencyKeyReused
 from calsync.core.producer.submit import Receipt
 from calsync.core.store import events
 from calsync.core.store.schema import intake_requests as intake_requests_table
-from tests.support import Pipeline, change
+from tests.support import Pipeline, change, in_threads
 
 pytestmark = pytest.mark.both_databases
 
@@ -85,11 +85,7 @@ def test_concurrent_identical_requests_create_one_version(pipeline: Pipeline) ->
         except BaseException as exc:
             errors.append(exc)
 
-    threads = [threading.Thread(target=send) for _ in range(8)]
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join()
+    in_threads(lambda _: send(), 8)
 
     assert errors == []
     assert {(r.entity_id, r.version) for r in receipts} == {("evt-c", 2)}

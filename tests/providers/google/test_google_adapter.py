@@ -23,6 +23,7 @@ from calsync.providers.google import (
     event_id_for,
 )
 from tests.providers.google.gcal_support import CAL, Api, Emulator, make_event, only_event, target_for
+from tests.support import in_threads
 
 # --- ids -----------------------------------------------------------------------------------------
 
@@ -284,11 +285,7 @@ def test_eight_threads_have_no_cross_talk(provider: GoogleProvider, account: Acc
         except Exception as exc:  # collected and asserted below; a thread can't fail the test itself
             failures.append(f"thread {n}: {exc!r}")
 
-    threads = [threading.Thread(target=worker, args=(n,)) for n in range(8)]
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join()
+    in_threads(worker, 8)
     assert failures == []
     # One events resource per thread, built once: never shared, never rebuilt per call.
     assert all(first is again for first, again in resources.values())

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import threading
 from typing import Any
 
 import pytest
@@ -10,6 +9,7 @@ import pytest
 from calsync.core.model.calendar import Account
 from calsync.core.model.errors import ConfigurationError
 from calsync.providers.graph import read_graph_account
+from tests.support import in_threads
 
 APP = {"type": "client_credentials", "tenant_id": "t", "client_id": "c", "client_secret": "secret-1"}
 
@@ -24,11 +24,7 @@ def account(credentials: dict[str, Any] | None = None, options: dict[str, Any] |
 def test_the_same_fields_are_validated_once_and_shared_by_threads() -> None:
     first = read_graph_account(account())
     seen: list[object] = []
-    threads = [threading.Thread(target=lambda: seen.append(read_graph_account(account()))) for _ in range(4)]
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join(timeout=30)
+    in_threads(lambda _: seen.append(read_graph_account(account())), 4, timeout=30)
     assert seen == [first] * 4 and all(one is first for one in seen)
 
 

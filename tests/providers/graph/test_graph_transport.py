@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import threading
 from collections.abc import Iterator
 from typing import Any
 
@@ -12,6 +11,7 @@ import pytest
 
 from calsync.providers.graph import transport
 from calsync.providers.graph.transport import GraphClient
+from tests.support import in_threads
 
 _TOKEN = "Bearer " + "x" * 900
 _PREFER = 'IdType="ImmutableId", outlook.timezone="UTC"'
@@ -192,9 +192,5 @@ def test_threads_sharing_the_client_each_get_their_own_headers(monkeypatch: pyte
                 if (lean.headers.raw, lean.content) != (library.headers.raw, library.content):
                     failures.append(f"thread {n}, request {i}")
 
-        threads = [threading.Thread(target=work, args=(n,)) for n in range(8)]
-        for thread in threads:
-            thread.start()
-        for thread in threads:
-            thread.join()
+        in_threads(work, 8)
     assert not failures
