@@ -24,30 +24,30 @@ Hook = Any  # a bound middleware method: (broker, *args, **kwargs) -> None
 def hooks_for(middleware: list[Middleware], signal: str) -> tuple[tuple[Middleware, Hook], ...]:
     """The middleware whose ``signal`` hook does something, with that hook, in list order."""
     base = getattr(Middleware, signal, None)
-    found = []
-    for each in middleware:
-        hook = getattr(each, signal)
-        if base is None or getattr(type(each), signal, None) is not base or signal in vars(each):
-            found.append((each, hook))
-    return tuple(found)
+    return tuple(
+        (each, getattr(each, signal))
+        for each in middleware
+        if base is None or getattr(type(each), signal, None) is not base or signal in vars(each)
+    )
 
 
 class HookedEmitter(dramatiq.Broker):
     """A broker mixin whose signals reach only the middleware that override their hook."""
 
-    _hooks: dict[str, tuple[tuple[Middleware, Hook], ...]]
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        self._hooks: dict[str, tuple[tuple[Middleware, Hook], ...]] = {}  # before Dramatiq adds the middleware
+        super().__init__(*args, **kwargs)
 
     def _hooks_of(self, signal: str) -> tuple[tuple[Middleware, Hook], ...]:
-        table: dict[str, tuple[tuple[Middleware, Hook], ...]] = self.__dict__.setdefault("_hooks", {})
-        found = table.get(signal)
+        found = self._hooks.get(signal)
         if found is None:
-            found = table[signal] = hooks_for(self.middleware, signal)
+            found = self._hooks[signal] = hooks_for(self.middleware, signal)
         return found
 
     def add_middleware(self, middleware: Middleware, **kwargs: Any) -> None:
         """Dramatiq's add_middleware; the signals are resolved again for the new list."""
         super().add_middleware(middleware, **kwargs)
-        self.__dict__["_hooks"] = {}
+        self._hooks = {}
 
     def emit_before(self, signal: str, *args: Any, **kwargs: Any) -> None:
         """Dramatiq's emit_before, skipping the hooks no middleware overrides."""

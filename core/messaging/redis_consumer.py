@@ -97,7 +97,7 @@ class SafeRedisBroker(HookedEmitter, RedisBroker):
         self, *, max_message_bytes: int, maintenance_interval: float, overflow: Mapping[str, str] | None = None,
         **kwargs: Any,
     ) -> None:  # fmt: skip
-        super().__init__(**kwargs)  # type: ignore[no-untyped-call]
+        super().__init__(**kwargs)
         self.door = Door(self, max_message_bytes, dict(overflow or {}))
         self._fetch_pairs = self.client.register_script(_FETCH_PAIRS)
         self._maintenance_interval = maintenance_interval
