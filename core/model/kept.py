@@ -31,6 +31,22 @@ def _values(items: _Items) -> dict[str, Any]:
     return {key: value for key, _, value in items}
 
 
+def _plain(values: Any) -> Any:
+    return dict(values) if isinstance(values, Mapping) else values
+
+
+def account_key(account: Account) -> tuple[str, str, _Items, _Items] | None:
+    """Everything an adapter may derive from the account, as a key; None when a value cannot be one."""
+    if not isinstance(account.options, Mapping) or not isinstance(account.credentials, Mapping):
+        return None  # not JSON objects: the reader says what is wrong
+    key = (account.id, account.address, _items(account.options), _items(account.credentials))
+    try:
+        hash(key)
+    except TypeError:
+        return None
+    return key
+
+
 def kept_per_account(reader: Reader[T], *, maxsize: int) -> Callable[[Account], T]:
     """``reader`` applied to an account, its result kept per account identity (thread-safe, bounded)."""
 
@@ -39,11 +55,9 @@ def kept_per_account(reader: Reader[T], *, maxsize: int) -> Callable[[Account], 
         return reader(account_id, address, _values(options), _values(credentials))
 
     def read(account: Account) -> T:
-        key = (account.id, account.address, _items(account.options), _items(account.credentials))
-        try:
-            hash(key)
-        except TypeError:
-            return reader(account.id, account.address, dict(account.options), dict(account.credentials))
+        key = account_key(account)
+        if key is None:
+            return reader(account.id, account.address, _plain(account.options), _plain(account.credentials))
         return kept(*key)
 
     return read

@@ -31,6 +31,7 @@ from google.oauth2 import service_account
 
 from calsync.core.model.calendar import Account
 from calsync.core.model.errors import ConfigurationError
+from calsync.core.model.kept import account_key
 
 SCOPES = ("https://www.googleapis.com/auth/calendar.events",)
 _SECRET_FIELDS = ("refresh_token", "client_secret", "private_key", "private_key_id", "token")
@@ -106,28 +107,6 @@ def secrets_of(account: Account) -> tuple[str, ...]:
     return tuple(str(account.credentials[f]) for f in _SECRET_FIELDS if account.credentials.get(f))
 
 
-def _plain_key(account: Account) -> tuple[object, ...] | None:
-    """The account's credentials and options as a key, when they are flat strings (options: or booleans).
-
-    Equal keys mean equal JSON, as the digest below would say; anything else gets the digest.
-    """
-    credentials, options = account.credentials, account.options
-    if type(credentials) is not dict or type(options) is not dict:
-        return None
-    try:  # str.join refuses anything but strings, and is cheaper than looking at each type
-        "".join(credentials)
-        "".join(credentials.values())
-        "".join(options)
-    except TypeError:
-        return None
-    if options and not set(map(type, options.values())) <= _STR_OR_BOOL:
-        return None
-    return (account.id, frozenset(credentials.items()), frozenset(options.items()))
-
-
-_STR_OR_BOOL: frozenset[type] = frozenset({str, bool})
-
-
 class CredentialCache:
     """One credentials object per account and secret, so access tokens are reused across jobs and threads."""
 
@@ -144,13 +123,13 @@ class CredentialCache:
 
     def lookup(self, account: Account) -> tuple[Credentials, tuple[str, ...]]:
         """The account's cached credentials and :func:`secrets_of` it."""
-        key = _plain_key(account)
-        if key is None:
+        key: tuple[object, ...] | None = account_key(account)  # the address too: a delegation's default subject
+        if key is None:  # a value no key can hold (a list, a nested object): its JSON, digested
             try:
                 material = json.dumps([account.credentials, account.options], sort_keys=True, default=str)
             except (TypeError, ValueError):
                 raise ConfigurationError(f"Google account {account.id}: credentials must be a JSON object") from None
-            key = (account.id, hashlib.sha256(material.encode()).hexdigest())
+            key = (account.id, account.address, hashlib.sha256(material.encode()).hexdigest())
         with self._lock:
             cached = self._credentials.get(key)
             if cached is not None:

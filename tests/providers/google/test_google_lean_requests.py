@@ -145,3 +145,11 @@ def test_the_credential_cache_keys_other_accounts_by_their_json(emulator: Emulat
         assert cache.get(other) is not cache.get(numbered)
     flagged = dataclasses.replace(account, options={"delegate": True})
     assert cache.get(dataclasses.replace(flagged, options={"delegate": 1})) is not cache.get(flagged)
+
+
+def test_an_account_whose_address_changed_gets_credentials_of_its_own(emulator: Emulator) -> None:
+    # A service account impersonates the account's address by default: a new address is a new subject.
+    cache, account = CredentialCache(), _account(emulator)
+    moved = dataclasses.replace(account, address="moved@example.com")
+    assert cache.get(moved) is not cache.get(account)
+    assert cache.get(moved) is cache.get(dataclasses.replace(moved))
