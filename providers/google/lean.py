@@ -24,6 +24,7 @@ from __future__ import annotations
 import email.parser
 import http.client
 import re
+import sys
 import threading
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
@@ -35,7 +36,14 @@ from googleapiclient.http import HttpRequest
 #: Memo sizes: past them a memo is emptied and filled again (a URI per calendar; a header pair per token).
 MEMO_SIZE = 512
 
-_read_headers: Callable[[Any], list[bytes]] | None = getattr(http.client, "_read_headers", None)
+# ``begin`` below is http.client's of Python 3.11-3.13, whose ``_read_headers(fp)`` takes the file alone (later
+# ones also take a header limit): on any other Python, or without it, the library's own ``begin`` runs.
+def headers_reader(version: tuple[int, ...], client: Any) -> Callable[[Any], list[bytes]] | None:
+    """http.client's ``_read_headers`` where ``begin`` below matches the library's (Python 3.11-3.13), else None."""
+    return getattr(client, "_read_headers", None) if (3, 11) <= tuple(version[:2]) <= (3, 13) else None
+
+
+_read_headers = headers_reader(tuple(sys.version_info[:2]), http.client)
 # The feed parser's header line (name: any of ! to ~ but the colon) with no fold, CR or LF in it.
 _PLAIN_BLOCK = re.compile(r"(?:[!-9;-~]+:[^\r\n]*\r\n)*\r\n")
 _PLAIN_LINE = re.compile(r"([!-9;-~]+):[ \t]*([^\r\n]*)\r\n")

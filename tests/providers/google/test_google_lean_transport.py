@@ -339,6 +339,13 @@ def test_lean_response_leaves_begin_to_http_client_without_its_header_reader(mon
     assert response.getheader("etag") == '"3"'
 
 
+def test_the_header_reader_is_used_only_on_the_pythons_whose_begin_it_follows() -> None:
+    assert lean.headers_reader((3, 11, 7), http.client) is lean.headers_reader((3, 13, 0), http.client) is not None
+    for other in ((3, 10, 14), (3, 14, 0), (4, 0)):
+        assert lean.headers_reader(other, http.client) is None
+    assert lean.headers_reader((3, 12, 1), object()) is None
+
+
 def test_lean_response_leaves_begin_to_http_client_when_debugging(capsys: pytest.CaptureFixture[str]) -> None:
     response = LeanResponse(_Socket(_ANSWER), debuglevel=1, method="GET")  # type: ignore[arg-type]
     response.begin()
