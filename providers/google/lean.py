@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import email.parser
 import http.client
+import importlib.metadata
 import re
 import sys
 import threading
@@ -35,6 +36,21 @@ from googleapiclient.http import HttpRequest
 
 #: Memo sizes: past them a memo is emptied and filled again (a URI per calendar; a header pair per token).
 MEMO_SIZE = 512
+#: The releases whose private parts these paths call (``Http._request``, ``_normalize_headers``, ``HttpRequest``'s
+#: constructor) and whose results the tests compare; with any other, the adapter uses the libraries alone.
+PREPARED_AS: dict[str, str] = {"httplib2": "0.32.1", "google-api-python-client": "2.202.0"}
+
+
+def prepared_for(installed: Callable[[str], str]) -> bool:
+    """Whether the installed libraries are the ones these paths were compared with."""
+    try:
+        return all(installed(name) == release for name, release in PREPARED_AS.items())
+    except importlib.metadata.PackageNotFoundError:
+        return False
+
+
+#: Whether the adapter takes these paths (decided once per process).
+ENABLED = prepared_for(importlib.metadata.version)
 
 # ``begin`` below is http.client's of Python 3.11-3.13, whose ``_read_headers(fp)`` takes the file alone (later
 # ones also take a header limit): on any other Python, or without it, the library's own ``begin`` runs.
@@ -274,7 +290,7 @@ class PrebuiltInserts:
         if template is None:
             built: HttpRequest = events.insert(calendarId=calendar_id, body=body, sendUpdates=send_updates)
             serialize = getattr(getattr(built.postproc, "__self__", None), "serialize", None)
-            if built.resumable is None and callable(serialize) and built.body == serialize(body):
+            if ENABLED and built.resumable is None and callable(serialize) and built.body == serialize(body):
                 kept = _Insert(type(built), built.http, built.postproc, serialize, built.uri, built.method,
                                tuple(built.headers.items()), built.methodId)  # fmt: skip
                 with self._lock:

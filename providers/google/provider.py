@@ -16,6 +16,7 @@ from googleapiclient.errors import HttpError
 
 from calsync.core.model.calendar import Account, EventState, ExternalRef, ProviderName, SendUpdates, Target
 from calsync.core.model.errors import EntityNotFound, InvalidRequest, TemporaryError
+from calsync.providers.google import lean
 from calsync.providers.google.classification import classify
 from calsync.providers.google.config import GoogleConfig
 from calsync.providers.google.credentials import CredentialCache, account_option
@@ -229,7 +230,7 @@ class GoogleProvider:
             return authorized
         http = getattr(self._local, "http", None)
         if http is None:
-            http = self._local.http = LeanHttp(timeout=self._timeout)
+            http = self._local.http = (LeanHttp if lean.ENABLED else httplib2.Http)(timeout=self._timeout)
             with self._https_lock:
                 self._https[threading.current_thread()] = http
         authorized = self._local.authorized = google_auth_httplib2.AuthorizedHttp(credentials, http=http)

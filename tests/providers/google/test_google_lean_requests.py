@@ -5,10 +5,12 @@ from __future__ import annotations
 
 import dataclasses
 import email.parser
+import importlib.metadata
 import threading
 import types
 from typing import Any
 
+import httplib2
 import pytest
 from googleapiclient.http import HttpRequest
 
@@ -64,6 +66,35 @@ def test_a_prebuilt_insert_is_kept_only_when_the_model_serialises_the_body_as_th
     for _ in range(2):
         inserts.request(events, calendar_id="alice@example.com", body=_BODY, send_updates="all")
     assert events.inserts == 2
+
+
+def test_the_fast_paths_are_taken_only_with_the_libraries_they_were_compared_with() -> None:
+    from calsync.providers.google import lean
+
+    assert lean.prepared_for(lambda name: lean.PREPARED_AS[name])
+    assert not lean.prepared_for(lambda name: "0.0.1" if name == "httplib2" else lean.PREPARED_AS[name])
+
+    def missing(name: str) -> str:
+        raise importlib.metadata.PackageNotFoundError(name)
+
+    assert not lean.prepared_for(missing)
+    assert lean.ENABLED  # the pinned libraries (requirements.lock) are the compared ones
+
+
+def test_with_other_libraries_every_create_takes_the_library_paths(
+    provider: GoogleProvider, account: Account, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from calsync.providers.google import lean
+
+    monkeypatch.setattr(lean, "ENABLED", False)
+    events = _Counting(provider._events())
+    for n in range(2):
+        body = {**_BODY, "id": f"abc{n}"}
+        provider._inserts.request(events, calendar_id="alice@example.com", body=body, send_updates="all")
+    assert events.inserts == 2
+    event = make_event("ev-plain")
+    assert provider.upsert(account, event, target_for(event, account)).etag
+    assert type(provider._local.http) is httplib2.Http
 
 
 def test_creates_after_the_first_skip_the_discovery_method_and_the_email_parser(
