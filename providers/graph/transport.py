@@ -16,7 +16,9 @@ Costs of httpx 0.28 per Graph create (cProfile, 1,000 creates against the emulat
   them with ``Request(stream=...)``, httpx's way of taking headers as given; it is then sent with
   ``Client.send``. A request without a JSON body or with query parameters, a URL that is not an absolute
   ``httpx.URL``, any other httpx than the one compared (:data:`PREPARED_AS`) and a client with auth,
-  parameters or a base URL of its own take ``Client.request``.
+  parameters or a base URL of its own take ``Client.request``. The adapter passes an ``httpx.URL`` for its
+  creates (POST) only: its PATCH, GET and DELETE requests send a ``str`` URL and so take ``Client.request``
+  (a PATCH's ``If-Match`` would otherwise make a kept header set per update).
 
 Gain (benchmarks/graph_calls.py, cProfile, 1,000 creates, 2026-12-02): 1,752 → 1,585 Python calls per create
 for the cookies, 1,585 → 1,393 for the requests (1,421 with ``setdefault`` per request; the merged set now
