@@ -109,14 +109,14 @@ class GraphClient(httpx.Client):
     def build_lean(self, method: str, url: httpx.URL, json: Any, headers: Mapping[str, str]) -> httpx.Request:
         """What ``build_request(method, url, json=json, headers=headers)`` builds, for an absolute URL and a body."""
         merged, given_length, given_type = self._merged_for(url, headers)
-        built = httpx.Headers(merged)
         body = jsonlib.dumps(json, ensure_ascii=False, separators=(",", ":"), allow_nan=False).encode("utf-8")
-        if not given_length:  # Request._prepare's setdefault, the lookup done once per merged set
-            built["Content-Length"] = str(len(body))
-        if not given_type:
-            built["Content-Type"] = "application/json"
         extensions = {"timeout": self.timeout.as_dict()}
-        request = httpx.Request(method, url, headers=built, stream=httpx.ByteStream(body), extensions=extensions)
+        # Request copies the kept headers into its own: the content headers go on that copy.
+        request = httpx.Request(method, url, headers=merged, stream=httpx.ByteStream(body), extensions=extensions)
+        if not given_length:  # Request._prepare's setdefault, the lookup done once per merged set
+            request.headers["Content-Length"] = str(len(body))
+        if not given_type:
+            request.headers["Content-Type"] = "application/json"
         request.read()
         return request
 
