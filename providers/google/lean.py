@@ -222,9 +222,10 @@ class LeanHttp(httplib2.Http):  # type: ignore[misc]
                 if len(self._routes) >= MEMO_SIZE:
                     self._routes.clear()
                 self._routes[uri] = route
-        conn = self.connections.get(f"{route[0]}:{route[1]}") if route is not None else None
+        library = self.cache or self.force_exception_to_status_code  # branches only Http.request takes
+        conn = self.connections.get(f"{route[0]}:{route[1]}") if route is not None and not library else None
         normalized = self._headers(headers) if conn is not None else None
-        if route is None or conn is None or normalized is None or self.cache or self.force_exception_to_status_code:
+        if route is None or conn is None or normalized is None:
             kind = connection_type or (_CONNECTIONS.get(route[0]) if route is not None else None)
             answer: tuple[httplib2.Response, bytes] = super().request(
                 uri, method, body, headers, redirections, connection_type=kind
