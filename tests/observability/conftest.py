@@ -96,14 +96,17 @@ def calsync_executable() -> str:
 
 
 class CalsyncProcess:
-    """A long-running ``calsync`` subprocess in its own session, with its output in a log file."""
+    """A long-running ``calsync`` subprocess in its own session, with its output in a log file.
 
-    def __init__(self, settings: Settings, args: list[str], log: Path) -> None:
+    ``errors``: a file of its own for stderr (default: with stdout, in ``log``).
+    """
+
+    def __init__(self, settings: Settings, args: list[str], log: Path, errors: Path | None = None) -> None:
         self.log = log
-        with open(log, "ab") as out:
+        with open(log, "ab") as out, open(errors or os.devnull, "ab") as err:
             self.proc = subprocess.Popen(
                 [calsync_executable(), *args], env=child_environment(settings),
-                stdout=out, stderr=subprocess.STDOUT, start_new_session=True,
+                stdout=out, stderr=subprocess.STDOUT if errors is None else err, start_new_session=True,
             )  # fmt: skip
 
     def output(self) -> str:
@@ -123,9 +126,9 @@ class CalsyncProcess:
 
 
 @contextlib.contextmanager
-def running(settings: Settings, args: list[str], log: Path) -> Iterator[CalsyncProcess]:
+def running(settings: Settings, args: list[str], log: Path, errors: Path | None = None) -> Iterator[CalsyncProcess]:
     """Run ``calsync ARGS`` for the duration of the block; its log is printed if the block fails."""
-    process = CalsyncProcess(settings, args, log)
+    process = CalsyncProcess(settings, args, log, errors)
     try:
         yield process
     except BaseException:
