@@ -1,8 +1,8 @@
 """Log lines written whole to the process' own stdout, so Dramatiq's parent process need not relay them.
 
 Dramatiq's CLI points each worker process' ``sys.stdout`` at a pipe to its parent, which reads every
-line and writes it again to its stderr: a second process' CPU per job line (about 5 % of a deployed
-worker's CPU, docs/notes/performance.md "Log lines"). A worker's JSON lines go instead straight to
+line and writes it again to its stderr: a second process' CPU per job line (about 6 % of a deployed
+worker's CPU, docs/notes/dramatiq.md §logs). A worker's JSON lines go instead straight to
 the descriptor the process was started with (``calsync worker``'s stdout, the container's), one
 ``write`` per line.
 
@@ -42,7 +42,7 @@ class LineOutput:
 
     @classmethod
     def stdout(cls, *, lock: Path | None) -> LineOutput | IO[str]:
-        """The process' original stdout as a line output (``sys.stdout`` itself when it has no descriptor)."""
+        """The process' original stdout as a line output (``sys.stdout`` when it has no descriptor or no lock)."""
         original = sys.__stdout__
         try:
             fd = original.fileno() if original is not None else -1
@@ -50,7 +50,10 @@ class LineOutput:
             fd = -1
         if fd < 0:
             return sys.stdout
-        return cls(fd, lock=lock)
+        try:
+            return cls(fd, lock=lock)
+        except OSError:  # the lock file cannot be made (a read-only directory): the relay keeps lines whole
+            return sys.stdout
 
     def write(self, text: str) -> int:
         """Write ``text`` (one formatted record and its newline) with nothing of another writer inside it."""

@@ -110,3 +110,11 @@ def test_stdout_without_a_descriptor_falls_back_to_sys_stdout(monkeypatch: pytes
     monkeypatch.setattr(sys, "stdout", stand_in)
     monkeypatch.setattr(sys, "__stdout__", None)
     assert LineOutput.stdout(lock=None) is stand_in
+
+
+def test_stdout_without_a_lock_file_falls_back_to_sys_stdout(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    stand_in = object()
+    monkeypatch.setattr(sys, "stdout", stand_in)
+    blocked = tmp_path / "not-a-directory"
+    blocked.write_text("")  # the lock's directory cannot be made under a file
+    assert LineOutput.stdout(lock=blocked / "log.lock") is stand_in
