@@ -1,48 +1,46 @@
 """Log lines written whole to the process' own stdout, so Dramatiq's parent process need not relay them.
 
 Dramatiq's CLI points each worker process' ``sys.stdout`` at a pipe to its parent, which reads every
-line and writes it again to its stderr: a second process' CPU per job line (about 6 % of a deployed
-worker's CPU, docs/notes/dramatiq.md §logs). A worker's JSON lines go instead straight to
-the descriptor the process was started with (``calsync worker``'s stdout, the container's), one
+line and writes it again to its stderr: a second process' CPU per job line (5-6 % of a deployed
+worker's CPU, docs/notes/dramatiq.md §logs). A worker's JSON lines go instead straight to the
+descriptor the process was started with (``calsync worker``'s stdout, the container's), one
 ``write`` per line.
 
-Lines of several processes sharing that descriptor must not interleave. A pipe write of at most
-``PIPE_BUF`` bytes is atomic, but a longer one (a traceback) can be split when the pipe is full, and
-another process' line lands inside it. So every line is written under an exclusive ``flock`` on a
-lock file the processes of one worker share (``HEARTBEAT_DIR/log-lines.lock``): two system calls per
-line, against the relay's five and a process switch.
+Lines of several processes sharing that descriptor must not interleave. A write of at most
+``PIPE_BUF`` bytes to a pipe is atomic, and so is an append to a file; a longer write to a pipe can be
+split when the pipe is full, and another process' line lands inside it. So only lines of at most
+``PIPE_BUF`` bytes (a job's line is about 400) are written directly; a longer one (a traceback) goes
+to the stream it would have gone to anyway, Dramatiq's relay, whose one writer keeps it whole. A lock
+across processes around every line cost three releases of the GIL per line instead of one, and was
+no faster than the relay (docs/notes/performance.md, session 9).
 """
 
 from __future__ import annotations
 
-import fcntl
 import os
+import select
 import sys
-from pathlib import Path
-from typing import IO
+from typing import TextIO
 
-__all__ = ["LOCK_NAME", "LineOutput"]
+__all__ = ["LineOutput"]
 
-LOCK_NAME = "log-lines.lock"  # in HEARTBEAT_DIR: the directory the worker processes of one pod share
+ATOMIC_BYTES = select.PIPE_BUF  # the longest write a pipe takes whole, whoever else writes
 
 
 class LineOutput:
     """A text stream for ``logging.StreamHandler`` that writes each ``write()`` whole to a descriptor.
 
-    ``lock``: the file whose ``flock`` serialises writers in other processes (None: this process writes
-    alone). The handler's own lock already serialises this process' threads.
+    ``long_lines``: where a line longer than :data:`ATOMIC_BYTES` goes instead. The handler's own lock
+    already serialises this process' threads.
     """
 
-    def __init__(self, fd: int, *, lock: Path | None) -> None:
+    def __init__(self, fd: int, *, long_lines: TextIO) -> None:
         self.fd = fd
-        self._lock_fd: int | None = None
-        if lock is not None:
-            lock.parent.mkdir(parents=True, exist_ok=True)
-            self._lock_fd = os.open(lock, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
+        self.long_lines = long_lines
 
     @classmethod
-    def stdout(cls, *, lock: Path | None) -> LineOutput | IO[str]:
-        """The process' original stdout as a line output (``sys.stdout`` when it has no descriptor or no lock)."""
+    def stdout(cls) -> LineOutput | TextIO:
+        """The process' original stdout as a line output (``sys.stdout`` itself when it has no descriptor)."""
         original = sys.__stdout__
         try:
             fd = original.fileno() if original is not None else -1
@@ -50,34 +48,19 @@ class LineOutput:
             fd = -1
         if fd < 0:
             return sys.stdout
-        try:
-            return cls(fd, lock=lock)
-        except OSError:  # the lock file cannot be made (a read-only directory): the relay keeps lines whole
-            return sys.stdout
+        return cls(fd, long_lines=sys.stdout)
 
     def write(self, text: str) -> int:
         """Write ``text`` (one formatted record and its newline) with nothing of another writer inside it."""
         data = text.encode("utf-8", errors="replace")
-        if self._lock_fd is None:
-            self._write_all(data)
+        if len(data) > ATOMIC_BYTES:
+            self.long_lines.write(text)
+            self.long_lines.flush()
             return len(text)
-        fcntl.flock(self._lock_fd, fcntl.LOCK_EX)
-        try:
-            self._write_all(data)
-        finally:
-            fcntl.flock(self._lock_fd, fcntl.LOCK_UN)
-        return len(text)
-
-    def _write_all(self, data: bytes) -> None:
         view = memoryview(data)
-        while view:
+        while view:  # a signal can cut a write to a file or terminal short (a pipe takes such a line whole)
             view = view[os.write(self.fd, view):]
+        return len(text)
 
     def flush(self) -> None:
         """Nothing is buffered: every ``write`` reached the descriptor."""
-
-    def close(self) -> None:
-        """Close the lock file (the descriptor written to belongs to the process)."""
-        if self._lock_fd is not None:
-            os.close(self._lock_fd)
-            self._lock_fd = None
