@@ -11,8 +11,8 @@ Lines of several processes sharing that descriptor must not interleave. A write 
 split when the pipe is full, and another process' line lands inside it. So only lines of at most
 ``PIPE_BUF`` bytes (a job's line is about 400) are written directly; a longer one (a traceback) goes
 to the stream it would have gone to anyway, Dramatiq's relay, whose one writer keeps it whole. A lock
-across processes around every line cost three releases of the GIL per line instead of one, and was
-no faster than the relay (docs/notes/performance.md, session 9).
+across processes around every line (two more system calls per line, each releasing the GIL) was no
+faster than the relay (docs/notes/performance.md, session 9).
 """
 
 from __future__ import annotations
