@@ -21,7 +21,9 @@ SHORT = ATOMIC_BYTES - 20  # with its prefix and newline: exactly at the limit o
 LONG = 150_000  # longer than a pipe holds (64 KiB): written to the pipe, it would be split part way
 
 
-def _line(mark: str, n: int, size: int) -> str:
+def _line(mark: str, n: int) -> str:
+    # Every fourth line long; the short ones alternate between just under and exactly at the limit.
+    size = LONG if n % 4 == 0 else SHORT + n % 2 * 19
     prefix = f"{mark}{n:02d}:"
     return prefix + mark * (size - len(prefix) - 1) + "\n"
 
@@ -30,7 +32,7 @@ def _write_lines(fd: int, elsewhere: Path, mark: str) -> None:
     with open(elsewhere, "w", encoding="utf-8") as long_lines:
         output = LineOutput(fd, long_lines=long_lines)
         for n in range(LINES_EACH):
-            output.write(_line(mark, n, LONG if n % 4 == 0 else SHORT + n % 2 * 19))
+            output.write(_line(mark, n))
 
 
 def _read_all(fd: int) -> bytes:
@@ -58,8 +60,7 @@ def test_lines_of_several_processes_never_interleave(tmp_path: Path) -> None:
     for line in direct:
         prefix, _, body = line.partition(":")
         assert body.strip(prefix[0]) == "", f"line {prefix} has another writer's bytes inside it"
-    expected = {mark: [_line(mark, n, LONG if n % 4 == 0 else SHORT + n % 2 * 19) for n in range(LINES_EACH)]
-                for mark in WRITERS}  # fmt: skip
+    expected = {mark: [_line(mark, n) for n in range(LINES_EACH)] for mark in WRITERS}
     for mark in WRITERS:  # each process' short lines, in its order, whole; its long ones handed over
         short = [x for x in expected[mark] if len(x) <= ATOMIC_BYTES]
         assert [line + "\n" for line in direct if line[0] == mark] == short
