@@ -107,7 +107,7 @@ def main() -> None:
     args = parser.parse_args()
     sides = list(dict.fromkeys(part.strip() for part in args.sides.split(",")))
     if "calsync" not in sides or set(sides) - set(SIDES):
-        raise SystemExit(f"--sides takes calsync and optionally same_io, bare; not {args.sides!r}")
+        raise SystemExit(f"--sides takes calsync and optionally {', '.join(SIDES[1:])}; not {args.sides!r}")
     if shutil.which("valgrind") is None:
         raise SystemExit("valgrind is not on the PATH (apt-get install valgrind)")
     if args.jobs <= args.warmup_jobs:
@@ -119,7 +119,7 @@ def main() -> None:
     measured = per_job(trees, args.jobs, args.warmup_jobs)
     for name, (tree, _) in trees.items():
         print(f"  {name:<9} {measured[name] / 1e6:7.3f} M instructions/job  ({tree})")
-    for other in ("compared", "same_io", "bare"):
+    for other in ("compared", *SIDES[1:]):
         if other in measured:
             print(f"  calsync/{other}: {measured['calsync'] / measured[other]:.3f}")
 
