@@ -10,7 +10,6 @@ import click
 from rich.progress import Progress
 
 from calsync.actors.cli.common import CliState, pass_state, print_json, stderr
-from calsync.actors.worker import require_secret_key
 from calsync.core.config.coalesce import poll_environment
 from calsync.core.config.settings import child_environment, metrics_environment
 from calsync.core.messaging.lanes import lanes_of
@@ -52,6 +51,10 @@ def worker(state: CliState, processes: int | None, threads: int | None) -> None:
     """Run the Dramatiq worker (replaces this process; SIGTERM drains it gracefully)."""
     settings = state.settings
     runtime = state.runtime  # resolves the broker (starting the embedded Redis) and checks the schema
+    # Imported here: it loads every adapter's client library, about 0.5 s the other commands of this module
+    # (reconcile, migrate, stop) need not pay (benchmarks/cli_startup.py).
+    from calsync.actors.worker import require_secret_key
+
     require_secret_key(runtime)
     env = child_environment(settings)
     env["CALSYNC_BROKER_URL"] = runtime.broker_url

@@ -19,7 +19,6 @@ import dramatiq
 
 from calsync.core.config.settings import Settings, broker_kind
 from calsync.core.messaging.lanes import lanes_of
-from calsync.core.messaging.rabbitmq_consumer import SafeRabbitmqBroker
 from calsync.core.messaging.redis_consumer import SafeRedisBroker
 
 _MAINTENANCE_SCALE = 1_000_000  # Dramatiq's unit for maintenance_chance
@@ -30,6 +29,8 @@ def connect_broker(url: str, settings: Settings, middleware: Sequence[dramatiq.M
     lanes = lanes_of(settings)
     broker: dramatiq.Broker
     if broker_kind(url) == "rabbitmq":
+        from calsync.core.messaging.rabbitmq_consumer import SafeRabbitmqBroker  # pika only where it is used
+
         broker = SafeRabbitmqBroker(
             url=url, middleware=list(middleware), confirm_delivery=True, max_message_bytes=settings.max_message_bytes,
             overflow=lanes.overflow,

@@ -14,16 +14,18 @@ import sqlite3
 import threading
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from sqlalchemy import Connection, Engine, Table, create_engine, event
-from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.engine import make_url
 from sqlalchemy.exc import DBAPIError, OperationalError
 from sqlalchemy.sql.dml import Insert
 
 from calsync.core.model.errors import StoreUnavailable
 from calsync.core.store.direct import DirectConnections, DirectTransaction, direct_transaction
+
+if TYPE_CHECKING:
+    from sqlalchemy.dialects import postgresql, sqlite
 
 _SQLITE_BUSY_TIMEOUT_S = 30
 _RECYCLE_S = 1800  # servers and proxies drop idle connections; replace ours before they do
@@ -155,7 +157,13 @@ class Database:
 
 def upsert_insert(table: Table, dialect: str) -> postgresql.Insert | sqlite.Insert:
     """The ``INSERT`` of ``dialect`` that has ``ON CONFLICT`` clauses (both dialects share the API)."""
-    return postgresql.insert(table) if dialect == "postgresql" else sqlite.insert(table)
+    if dialect == "postgresql":  # imported here: a process on SQLite never loads the PostgreSQL dialect
+        from sqlalchemy.dialects.postgresql import insert as postgresql_insert
+
+        return postgresql_insert(table)
+    from sqlalchemy.dialects.sqlite import insert as sqlite_insert
+
+    return sqlite_insert(table)
 
 
 def _rolled_back(raw: Any) -> bool:
