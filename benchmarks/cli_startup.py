@@ -7,8 +7,9 @@ script runs), against a migrated SQLite file of its own and this run's Redis (an
 the benchmark's own unless ``--redis-url`` is given; the commands' keys under a ``bench-…``
 namespace, deleted afterwards):
 ``--version`` (the interpreter and the CLI's imports), ``dlq list`` (settings, the schema check, one
-database read) and ``reconcile`` (what the reconcile CronJob runs every few minutes: the database and
-Redis). Almost all of it is imports: the command's own work is a few tens of milliseconds.
+database read), ``reconcile`` (what the reconcile CronJob runs every few minutes: the database and
+Redis) and ``submit`` (what a script runs per change: a new version of one event for one memory
+account, saved and enqueued). Almost all of it is imports: the command's own work is a few tens of milliseconds.
 ``--compare PATH`` runs the same commands from another checkout with this interpreter, alternating
 with this tree run by run, and prints this tree's medians over the other's. CPU is the child's user +
 system time. It is a benchmark, not a test: numbers depend on the machine.
@@ -17,6 +18,7 @@ system time. It is a benchmark, not a test: numbers depend on the machine.
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import platform
 import resource
@@ -30,7 +32,13 @@ from pathlib import Path
 from benchmarks.support import add_redis_option, bench_redis, namespace, remove_keys
 
 ROOT = Path(__file__).resolve().parent.parent
-COMMANDS = {"--version": ["--version"], "dlq list": ["dlq", "list"], "reconcile": ["reconcile"]}
+CHANGE = "change.json"  # in each tree's data dir, rewritten before every submit so each is a new version
+COMMANDS = {
+    "--version": ["--version"],
+    "dlq list": ["dlq", "list"],
+    "reconcile": ["reconcile"],
+    "submit": ["submit", "--tenant", "bench", "--file", CHANGE],
+}
 
 
 def _environment(tree: Path, data_dir: Path, redis_url: str, keys: str) -> dict[str, str]:
@@ -45,8 +53,16 @@ def _environment(tree: Path, data_dir: Path, redis_url: str, keys: str) -> dict[
     }
 
 
+def _write_change(data_dir: Path, serial: int) -> None:
+    event = {"title": f"Benchmark {serial}", "start": "2026-12-03T15:00", "end": "2026-12-03T16:00"}
+    document = {"operation": "upsert", "entity_id": "evt_bench", "accounts": ["acc_bench"], "event": event}
+    (data_dir / CHANGE).write_text(json.dumps(document))
+
+
 def run(args: list[str], env: dict[str, str]) -> tuple[float, float]:
     """One command's wall and CPU seconds (it must succeed)."""
+    if args[0] == "submit":
+        _write_change(Path(env["CALSYNC_DATA_DIR"]), time.monotonic_ns())
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
     started = time.perf_counter()
     command = [sys.executable, "-m", "calsync.actors.cli.main", *args]
@@ -73,6 +89,8 @@ def main() -> None:
             (Path(tmp) / name).mkdir()
             envs[name] = _environment(tree, Path(tmp) / name, url, keys)
             run(["migrate"], envs[name])
+            run(["accounts", "add", "--tenant", "bench", "--provider", "memory", "--address", "bench@example.com",
+                 "--id", "acc_bench"], envs[name])  # fmt: skip
         print(f"calsync commands, each a fresh interpreter: {opts.runs} runs per tree, trees alternating")
         print(f"  CPython {platform.python_version()}, {os.cpu_count()} CPUs, load average "
               f"{' '.join(f'{x:.1f}' for x in os.getloadavg())}, Redis {url}")  # fmt: skip

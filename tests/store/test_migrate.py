@@ -40,7 +40,7 @@ def _check_in_a_new_process(url: str, how: str) -> list[str]:
 
 
 def test_the_head_constant_is_alembic_s_head() -> None:
-    assert migrate.HEAD_REVISION == migrate.head_revision()
+    assert migrate.head_revision() == migrate.HEAD_REVISION
 
 
 def test_a_current_schema_is_checked_without_loading_alembic(db: Database) -> None:
@@ -61,7 +61,7 @@ def test_an_older_schema_takes_alembic_s_path_and_is_refused(db: Database) -> No
 def test_a_database_never_migrated_is_refused_with_the_fix(database: str) -> None:
     db = Database(database)
     try:
-        with pytest.raises(ConfigurationError, match="is at nothing but this calsync needs .*run `calsync migrate`"):
+        with pytest.raises(ConfigurationError, match=r"is at nothing but this calsync needs .*run `calsync migrate`"):
             migrate.require_current(db)
     finally:
         db.dispose()
