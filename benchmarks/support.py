@@ -42,15 +42,38 @@ def add_redis_option(parser: argparse.ArgumentParser) -> None:
 
 @contextlib.contextmanager
 def bench_redis(explicit: str | None, scratch: Path) -> Iterator[str]:
-    """The URL of the Redis this run uses: the explicit one, or an embedded server stopped at the end."""
-    if explicit is not None:
-        yield explicit
+    """The URL of the Redis this run uses: the explicit one, or an embedded server stopped at the end.
+
+    While it is open, SIGTERM and SIGHUP (``timeout``, a closed terminal, ``kill``) end the run as Ctrl-C
+    does, so every cleanup still runs: the workers' process groups are stopped, the keys removed, the
+    embedded server stopped. By default either signal ends Python without running them.
+    """
+    with _cleanup_on_signals():
+        if explicit is not None:
+            yield explicit
+            return
+        embedded = EmbeddedRedis(scratch)
+        try:
+            yield embedded.ensure()
+        finally:
+            embedded.stop()
+
+
+@contextlib.contextmanager
+def _cleanup_on_signals() -> Iterator[None]:
+    if threading.current_thread() is not threading.main_thread():  # only the main thread may set handlers
+        yield
         return
-    embedded = EmbeddedRedis(scratch)
+
+    def interrupt(signum: int, _frame: object) -> None:
+        raise KeyboardInterrupt(f"stopped by {signal.Signals(signum).name}")
+
+    previous = {signum: signal.signal(signum, interrupt) for signum in (signal.SIGTERM, signal.SIGHUP)}
     try:
-        yield embedded.ensure()
+        yield
     finally:
-        embedded.stop()
+        for signum, handler in previous.items():
+            signal.signal(signum, handler)
 
 
 def namespace(side: str) -> str:

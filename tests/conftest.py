@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import os
 import shutil
+import tempfile
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -27,6 +28,30 @@ from tests.support import make_settings
 # The fixtures that start the provider emulators (calsync-emulators, emulators/ in this repository).
 pytest_plugins = ["calsync_emulators.pytest_plugin"]
 
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    """Point calsync's default data dir at a directory of this test process: no test reads or writes the user's.
+
+    A command run without ``CALSYNC_DATA_DIR`` uses ``$XDG_DATA_HOME/calsync``, and a queue command leaves
+    its embedded Redis running there for the next process (by design); in the user's own directory that
+    left a daemon behind and mixed the suite's data with theirs.
+    """
+    home = Path(tempfile.mkdtemp(prefix="calsync-tests-data-"))
+    os.environ["XDG_DATA_HOME"] = str(home)
+    config.stash[_DATA_HOME] = home
+
+
+def pytest_unconfigure(config: pytest.Config) -> None:
+    """Stop the embedded Redis a test left in the default data dir, and remove the directory."""
+    home = config.stash.get(_DATA_HOME, None)
+    if home is None:
+        return
+    EmbeddedRedis(home / "calsync").stop()
+    shutil.rmtree(home, ignore_errors=True)
+
+
+_DATA_HOME = pytest.StashKey[Path]()
 REQUIRED = {s.strip() for s in os.environ.get("TEST_REQUIRE_SERVICES", "").split(",") if s.strip()}
 POSTGRES_DSN = "postgresql://postgres@127.0.0.1:5432/test"
 RABBITMQ_URL = "amqp://guest:guest@127.0.0.1:5672/%2F"
