@@ -15,7 +15,7 @@ from calsync.core.model.calendar import Provider
 from calsync.core.model.errors import ConfigurationError
 from calsync.core.redis.limiter import RedisLimiter
 from calsync.core.runtime import Runtime
-from calsync.core.store.key_rotation import count_credentials
+from calsync.core.store.key_rotation import require_secret_key
 from calsync.core.store.rotated_credentials import StoredCredentials
 from calsync.core.worker.stack import observed_worker_middleware
 from calsync.providers.registry import ProviderRegistry
@@ -34,18 +34,6 @@ class Worker:
         """Release the adapters' connections, then the runtime's."""
         self.providers.close()
         self.runtime.close()
-
-
-def require_secret_key(runtime: Runtime) -> None:
-    """Refuse to start a worker without a secret key when accounts hold credentials: every such job would fail."""
-    if runtime.cipher.configured:
-        return
-    stored = count_credentials(runtime.db)
-    if stored:
-        raise ConfigurationError(
-            f"CALSYNC_SECRET_KEY is not set but {stored} account(s) have stored credentials: "
-            "set it (or CALSYNC_SECRET_KEYS) before starting a worker"
-        )
 
 
 def mailbox_limiter(runtime: Runtime) -> RedisLimiter:
@@ -76,7 +64,7 @@ def build_worker(settings: Settings, *, providers: Mapping[str, Provider] | None
 
     runtime = Runtime(settings, role="worker", middleware=middleware)
     try:
-        require_secret_key(runtime)
+        require_secret_key(runtime.cipher, runtime.db)
     except ConfigurationError:
         runtime.close()
         raise

@@ -19,7 +19,7 @@ from calsync.core.redis.embedded import EmbeddedRedis
 from calsync.core.store import migrate as migrations
 from calsync.core.store.crypto import generate_key
 from calsync.core.store.database import Database
-from calsync.core.store.key_rotation import count_credentials, rotate_credentials
+from calsync.core.store.key_rotation import count_credentials, require_secret_key, rotate_credentials
 from calsync.core.worker.heartbeat import HEARTBEAT_SUFFIX
 
 
@@ -51,11 +51,7 @@ def worker(state: CliState, processes: int | None, threads: int | None) -> None:
     """Run the Dramatiq worker (replaces this process; SIGTERM drains it gracefully)."""
     settings = state.settings
     runtime = state.runtime  # resolves the broker (starting the embedded Redis) and checks the schema
-    # Imported here: it loads every adapter's client library, about 0.5 s the other commands of this module
-    # (reconcile, migrate, stop) need not pay (benchmarks/cli_startup.py).
-    from calsync.actors.worker import require_secret_key
-
-    require_secret_key(runtime)
+    require_secret_key(runtime.cipher, runtime.db)  # one line here, not a crash in every worker process
     env = child_environment(settings)
     env["CALSYNC_BROKER_URL"] = runtime.broker_url
     env["CALSYNC_REDIS_URL"] = runtime.redis_url

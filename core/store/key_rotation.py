@@ -12,6 +12,7 @@ from dataclasses import dataclass
 
 from sqlalchemy import func, select, update
 
+from calsync.core.model.errors import ConfigurationError
 from calsync.core.store.crypto import CredentialCipher
 from calsync.core.store.database import Database
 from calsync.core.store.schema import provider_accounts as accounts
@@ -40,6 +41,18 @@ def count_credentials(db: Database) -> int:
     """How many accounts hold stored credentials (a worker without a key refuses to start when any do)."""
     with db.read() as conn:
         return int(conn.execute(select(func.count()).where(accounts.c.credentials.is_not(None))).scalar() or 0)
+
+
+def require_secret_key(cipher: CredentialCipher, db: Database) -> None:
+    """Refuse to start a worker without a secret key when accounts hold credentials: every such job would fail."""
+    if cipher.configured:
+        return
+    stored = count_credentials(db)
+    if stored:
+        raise ConfigurationError(
+            f"CALSYNC_SECRET_KEY is not set but {stored} account(s) have stored credentials: "
+            "set it (or CALSYNC_SECRET_KEYS) before starting a worker"
+        )
 
 
 def rotate_credentials(
