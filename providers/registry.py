@@ -8,30 +8,39 @@ from __future__ import annotations
 
 import logging
 import threading
+from typing import TYPE_CHECKING
 
 from calsync.core.config.settings import Settings
 from calsync.core.model.calendar import Account, Provider, ProviderName
 from calsync.core.model.errors import ConfigurationError
 from calsync.core.model.limits import ConcurrencyLimiter, CredentialWriter
-from calsync.providers.exchange.config import ExchangeConfig
-from calsync.providers.google.config import GoogleConfig
-from calsync.providers.graph.config import GraphConfig
+
+if TYPE_CHECKING:  # imported where used: importing any module of an adapter's package loads its whole stack
+    from calsync.providers.exchange.config import ExchangeConfig
+    from calsync.providers.google.config import GoogleConfig
+    from calsync.providers.graph.config import GraphConfig
 
 logger = logging.getLogger(__name__)
 
 
 def google_config(settings: Settings) -> GoogleConfig:
     """The Google adapter's part of the settings."""
+    from calsync.providers.google.config import GoogleConfig
+
     return GoogleConfig(settings.provider_timeout, settings.google_api_endpoint)
 
 
 def exchange_config(settings: Settings) -> ExchangeConfig:
     """The Exchange adapter's part of the settings."""
+    from calsync.providers.exchange.config import ExchangeConfig
+
     return ExchangeConfig(settings.provider_timeout, settings.worker_threads)
 
 
 def graph_config(settings: Settings) -> GraphConfig:
     """The Graph adapter's part of the settings."""
+    from calsync.providers.graph.config import GraphConfig
+
     return GraphConfig(
         settings.provider_timeout,
         settings.graph_api_endpoint,
