@@ -11,6 +11,7 @@ from calsync.actors.cli.common import CliState, parse_options, pass_state, print
 from calsync.core.model.calendar import Account, ProviderName
 from calsync.core.model.errors import CalsyncError, EntityNotFound, InvalidChange, PermanentError, ProviderUnavailable
 from calsync.core.store import accounts as repo
+from calsync.providers.registry import validate_account, verify_account
 
 PROVIDERS = click.Choice(list(get_args(ProviderName)))
 
@@ -30,10 +31,6 @@ def _read_credentials(path: Path | None) -> dict[str, Any] | None:
 
 
 def _validated(account: Account, state: CliState, verify: bool) -> None:
-    # Imported here, by the commands that check an account: it loads every adapter's client library, about
-    # 0.5 s that `accounts list` and `show` need not pay (benchmarks/cli_startup.py).
-    from calsync.providers.registry import validate_account, verify_account
-
     try:
         validate_account(account)
     except CalsyncError as exc:

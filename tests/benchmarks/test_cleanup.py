@@ -17,17 +17,17 @@ from tests.support import wait_until
 
 ROOT = Path(__file__).resolve().parents[2]
 
-# A benchmark's shape: its own embedded Redis, a worker in a process group of its own, then a long wait.
+# A benchmark's shape: its own embedded Redis, a worker in a process group of its own, then a wait for a signal.
 _BENCHMARK = """
-import sys, time
+import signal, sys
 from pathlib import Path
 from benchmarks.drain import running
 from benchmarks.support import bench_redis
 scratch = Path(sys.argv[1])
 with bench_redis(None, scratch) as url:
-    with running([sys.executable, "-c", "import time; time.sleep(600)"], {}, scratch / "worker.log") as worker:
+    with running([sys.executable, "-c", "import signal; signal.pause()"], {}, scratch / "worker.log") as worker:
         print(worker.pid, flush=True)
-        time.sleep(600)
+        signal.pause()  # until the test's signal
 """
 
 
