@@ -29,9 +29,7 @@ import argparse
 import multiprocessing
 import os
 import platform
-import signal
 import statistics
-import sys
 import tempfile
 import threading
 from collections.abc import Callable
@@ -135,7 +133,6 @@ def main() -> None:
     args = parser.parse_args()
     if unknown := set(args.adapters) - set(ADAPTERS):
         parser.error(f"unknown adapters {', '.join(sorted(unknown))}; choose from {', '.join(ADAPTERS)}")
-    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))  # clean up (Redis, keys, the emulators) when stopped
     results: dict[str, list[Drain]] = {}
     spawn = multiprocessing.get_context("spawn")
     with (

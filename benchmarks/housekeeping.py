@@ -33,9 +33,7 @@ import logging
 import multiprocessing
 import os
 import platform
-import signal
 import subprocess
-import sys
 import tempfile
 import time
 from dataclasses import dataclass
@@ -331,7 +329,6 @@ def capacity(runtime: Runtime, args: argparse.Namespace) -> None:
 def main() -> None:
     """Run the load, report, measure the purge capacity, clean up."""
     args = parse()
-    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))  # clean up (worker, Redis, schema, keys) when stopped
     logging.getLogger("calsync").setLevel(logging.ERROR)
     print(f"housekeeping benchmark: {args.minutes:g} min at {args.rate:g} jobs/s, retention {args.retention} s, "
           f"interval {args.interval:g} s, batch {args.batch} x {args.max_batches}, {args.database}, "

@@ -44,9 +44,10 @@ def add_redis_option(parser: argparse.ArgumentParser) -> None:
 def bench_redis(explicit: str | None, scratch: Path) -> Iterator[str]:
     """The URL of the Redis this run uses: the explicit one, or an embedded server stopped at the end.
 
-    While it is open, SIGTERM and SIGHUP (``timeout``, a closed terminal, ``kill``) end the run as Ctrl-C
-    does, so every cleanup still runs: the workers' process groups are stopped, the keys removed, the
-    embedded server stopped. By default either signal ends Python without running them.
+    While it is open, SIGTERM and SIGHUP (``timeout``, a closed terminal, ``kill``) end the run with exit
+    status 128 + the signal, as Ctrl-C does, so every cleanup still runs: the workers' process groups are
+    stopped, the keys removed, the embedded server stopped. By default either signal ends Python without
+    running them.
     """
     with _cleanup_on_signals():
         if explicit is not None:
@@ -66,7 +67,7 @@ def _cleanup_on_signals() -> Iterator[None]:
         return
 
     def interrupt(signum: int, _frame: object) -> None:
-        raise KeyboardInterrupt(f"stopped by {signal.Signals(signum).name}")
+        raise SystemExit(128 + signum)
 
     previous = {signum: signal.signal(signum, interrupt) for signum in (signal.SIGTERM, signal.SIGHUP)}
     try:

@@ -30,7 +30,6 @@ import argparse
 import functools
 import os
 import platform
-import signal
 import statistics
 import subprocess
 import sys
@@ -310,7 +309,6 @@ def main() -> None:
     parser.add_argument("--compare", type=Path, help="also run the worker of this calsync checkout (before/after)")
     add_redis_option(parser)
     args = parser.parse_args()
-    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))  # clean up (Redis, schemas, keys) when stopped
     results: dict[tuple[str, str], list[Drain]] = {}
     with tempfile.TemporaryDirectory(prefix="calsync-bench-worker-") as tmp, bench_redis(args.redis_url,
                                                                                          Path(tmp)) as url:  # fmt: skip
