@@ -1,10 +1,13 @@
-"""The I/O of one sync job written by hand against the drivers (SQLite only): the floor of the design.
+"""The I/O of one sync job written by hand against the drivers (SQLite or PostgreSQL): the floor of the design.
 
 What any implementation of calsync's design must do per job, without calsync's middlewares,
 validation, logging, metrics or DLQ machinery: take the target's lock (one Redis command), read the
 state (one statement), call the memory provider, write the result and the idempotency record (one
 transaction), free the lock. ``benchmarks/pipeline.py`` runs it in process, ``benchmarks/worker.py``
 as a deployed ``dramatiq`` worker (``benchmarks.same_io_app``), each beside calsync in the same run.
+On SQLite one connection per process is used in turn, as calsync does; on PostgreSQL each thread has
+a connection in autocommit mode, and the write is BEGIN, its two statements and COMMIT in one psycopg
+pipeline: the two round trips per job the design needs, as calsync makes (core/store/direct.py).
 """
 
 from __future__ import annotations
@@ -15,8 +18,11 @@ import json
 import secrets
 import sqlite3
 import threading
+from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
+import psycopg
 import redis
 
 from calsync.core.model.calendar import Account, EventState, Target
@@ -39,23 +45,31 @@ _REMEMBER = """
 INSERT INTO idempotency_records (key, job_id, outcome, result, created_at, expires_at)
 VALUES (?, ?, 'success', ?, ?, ?) ON CONFLICT (key) DO NOTHING
 """
+# PostgreSQL's placeholders; the idempotency record's result is a JSON column there.
+_PG_READ, _PG_RECORD = _READ.replace("?", "%s"), _RECORD.replace("?", "%s")
+_PG_REMEMBER = _REMEMBER.replace("?", "%s").replace("'success', %s,", "'success', %s::json,")
 _UNLOCK = "if redis.call('get', KEYS[1]) == ARGV[1] then return redis.call('del', KEYS[1]) end return 0"
 
 
 class SameIo:
     """The job by hand: ``sync(tenant, entity, account, idempotency key, job id)``, safe across threads."""
 
-    def __init__(self, database: Path, client: redis.Redis, namespace: str, provider: MemoryProvider) -> None:
+    def __init__(self, database: Path | str, client: redis.Redis, namespace: str, provider: MemoryProvider) -> None:
+        """``database``: a SQLite file, or a ``postgresql://`` connection string."""
         self._client = client
         self._namespace = namespace
         self._provider = provider
         self._unlock = client.register_script(_UNLOCK)
         self._nonce, self._serial = secrets.token_hex(12), itertools.count(1)
-        # As calsync does on SQLite: one connection per process, used in turn (its page cache stays warm),
-        # which also queues this process' writers, since SQLite has one writer at a time.
-        self._conn = sqlite3.connect(database, isolation_level=None, check_same_thread=False, timeout=30)
-        for pragma in ("journal_mode=WAL", "synchronous=NORMAL", "mmap_size=268435456"):
-            self._conn.execute(f"PRAGMA {pragma}")
+        self._dsn = str(database) if str(database).startswith("postgresql://") else None
+        self._local = threading.local()
+        self._opened: list[psycopg.Connection[Any]] = []
+        if self._dsn is None:
+            # As calsync does on SQLite: one connection per process, used in turn (its page cache stays warm),
+            # which also queues this process' writers, since SQLite has one writer at a time.
+            self._conn = sqlite3.connect(database, isolation_level=None, check_same_thread=False, timeout=30)
+            for pragma in ("journal_mode=WAL", "synchronous=NORMAL", "mmap_size=268435456"):
+                self._conn.execute(f"PRAGMA {pragma}")
         self._turn = threading.Lock()
 
     def sync(self, tenant: str, entity: str, account_id: str, key: str, job_id: str) -> None:
@@ -64,27 +78,67 @@ class SameIo:
         token = f"{self._nonce}:{next(self._serial)}"
         if not self._client.set(lock_key, token, nx=True, px=60_000):
             raise RuntimeError("lock busy")
-        now = dt.datetime.now(dt.UTC).replace(tzinfo=None).isoformat(" ")
-        conn = self._conn
-        with self._turn:
-            (version, title, start, end, time_zone, all_day, location, description, attendees, status, send_updates,
-             synced, external_id, etag, provider_name, account_status, already_done) = conn.execute(
-                _READ, (tenant, entity, key, now, account_id)).fetchone()  # fmt: skip
-        if not already_done and synced < version:
-            event = EventState(entity, tenant, version, title, dt.datetime.fromisoformat(start),
-                               dt.datetime.fromisoformat(end), time_zone, bool(all_day), location, description,
-                               tuple(json.loads(attendees)), status, send_updates)  # fmt: skip
-            account = Account(account_id, tenant, provider_name, "bench@example.com", account_status)
-            ref = self._provider.upsert(account, event, Target(entity, account_id, tenant, external_id, etag, synced))
-            result = json.dumps({"effect": "create", "external_id": ref.external_id, "version": version})
-            with self._turn:
-                conn.execute("BEGIN IMMEDIATE")
-                conn.execute(_RECORD, (version, ref.external_id, ref.etag, now, tenant, entity, account_id, version))
-                conn.execute(_REMEMBER, (key, job_id, result, now, now))
-                conn.execute("COMMIT")
+        if self._dsn is None:
+            self._sqlite_job(tenant, entity, account_id, key, job_id)
+        else:
+            self._postgresql_job(tenant, entity, account_id, key, job_id)
         self._unlock(keys=[lock_key], args=[token])
 
+    def _sqlite_job(self, tenant: str, entity: str, account_id: str, key: str, job_id: str) -> None:
+        now = dt.datetime.now(dt.UTC).replace(tzinfo=None).isoformat(" ")
+        with self._turn:
+            row = self._conn.execute(_READ, (tenant, entity, key, now, account_id)).fetchone()
+        written = self._call_provider(tenant, entity, account_id, row)
+        if written is not None:
+            version, external_id, etag, result = written
+            with self._turn:
+                self._conn.execute("BEGIN IMMEDIATE")
+                self._conn.execute(_RECORD, (version, external_id, etag, now, tenant, entity, account_id, version))
+                self._conn.execute(_REMEMBER, (key, job_id, result, now, now))
+                self._conn.execute("COMMIT")
+
+    def _postgresql_job(self, tenant: str, entity: str, account_id: str, key: str, job_id: str) -> None:
+        conn = self._thread_connection()
+        now = dt.datetime.now(dt.UTC)
+        row = conn.execute(_PG_READ, (tenant, entity, key, now, account_id)).fetchone()
+        assert row is not None, f"no state for {tenant}/{entity}/{account_id}"
+        written = self._call_provider(tenant, entity, account_id, row)
+        if written is not None:
+            version, external_id, etag, result = written
+            with conn.pipeline():
+                conn.execute("BEGIN")
+                conn.execute(_PG_RECORD, (version, external_id, etag, now, tenant, entity, account_id, version))
+                conn.execute(_PG_REMEMBER, (key, job_id, result, now, now))
+                conn.execute("COMMIT")
+
+    def _thread_connection(self) -> psycopg.Connection[Any]:
+        conn: psycopg.Connection[Any] | None = getattr(self._local, "conn", None)
+        if conn is None:
+            assert self._dsn is not None
+            conn = self._local.conn = psycopg.connect(self._dsn, autocommit=True)
+            with self._turn:
+                self._opened.append(conn)
+        return conn
+
+    def _call_provider(self, tenant: str, entity: str, account_id: str,
+                       row: Sequence[Any]) -> tuple[int, str, str | None, str] | None:  # fmt: skip
+        (version, title, start, end, time_zone, all_day, location, description, attendees, status, send_updates,
+         synced, external_id, etag, provider_name, account_status, already_done) = row  # fmt: skip
+        if already_done or synced >= version:
+            return None
+        attendees = json.loads(attendees) if isinstance(attendees, str) else attendees  # SQLite text, PostgreSQL JSON
+        event = EventState(entity, tenant, version, title, dt.datetime.fromisoformat(start),
+                           dt.datetime.fromisoformat(end), time_zone, bool(all_day), location, description,
+                           tuple(attendees), status, send_updates)  # fmt: skip
+        account = Account(account_id, tenant, provider_name, "bench@example.com", account_status)
+        ref = self._provider.upsert(account, event, Target(entity, account_id, tenant, external_id, etag, synced))
+        result = json.dumps({"effect": "create", "external_id": ref.external_id, "version": version})
+        return version, ref.external_id, ref.etag, result
+
     def close(self) -> None:
-        """Close the database connection and the provider's."""
-        self._conn.close()
+        """Close the database connections and the provider's."""
+        if self._dsn is None:
+            self._conn.close()
+        for conn in self._opened:
+            conn.close()
         self._provider.close()

@@ -1,14 +1,13 @@
 """The hand-written side of benchmarks/worker.py: what ``dramatiq`` loads to run the job's I/O by hand.
 
 Default middleware, no calsync code around the job (benchmarks/same_io.py). Its Redis, namespace,
-SQLite file and memory-provider file come from ``BENCH_REDIS_URL``, ``BENCH_NAMESPACE``,
-``BENCH_DATABASE`` and ``BENCH_MEMORY_FILE`` (set by the benchmark).
+database (a SQLite file or a postgresql:// URL) and memory-provider file come from ``BENCH_REDIS_URL``,
+``BENCH_NAMESPACE``, ``BENCH_DATABASE`` and ``BENCH_MEMORY_FILE`` (set by the benchmark).
 """
 
 from __future__ import annotations
 
 import os
-from pathlib import Path
 
 import dramatiq
 import redis
@@ -19,7 +18,7 @@ from calsync.providers.memory import MemoryProvider
 
 broker = RedisBroker(url=os.environ["BENCH_REDIS_URL"], namespace=os.environ["BENCH_NAMESPACE"])
 dramatiq.set_broker(broker)
-job = SameIo(Path(os.environ["BENCH_DATABASE"]), redis.Redis.from_url(os.environ["BENCH_REDIS_URL"]),
+job = SameIo(os.environ["BENCH_DATABASE"], redis.Redis.from_url(os.environ["BENCH_REDIS_URL"]),
              os.environ["BENCH_NAMESPACE"], MemoryProvider(os.environ["BENCH_MEMORY_FILE"]))  # fmt: skip
 
 

@@ -8,8 +8,9 @@ files, heartbeats, JSON logs at INFO written to a file, the memory provider in i
 file as a deployed worker has it), against ``dramatiq benchmarks.noop_app:broker``: a no-op actor
 with Dramatiq's default middleware. With SQLite it also runs the design's floor: ``dramatiq
 benchmarks.same_io_app:broker``, the job's I/O written by hand against the drivers (lock, one read,
-the memory provider's file, one write transaction; benchmarks/same_io.py), and prints calsync/same_io,
-calsync's own cost over the I/O any implementation of the design needs. All sides use the same
+the memory provider's file, one write transaction; benchmarks/same_io.py), on each database the
+calsync side runs on, and prints calsync/same_io per database: calsync's own cost over the I/O any
+implementation of the design needs. All sides use the same
 Redis (an embedded server of the benchmark's own unless ``--redis-url`` is given) in a namespace of
 their own, deleted afterwards.
 The jobs are queued before the workers start, and the drain rate is measured while the queue goes
@@ -98,38 +99,41 @@ def bare(url: str, jobs: int, shape: Shape, scratch: Path) -> Drain:
         remove_keys(url, ns)
 
 
-def hand(url: str, jobs: int, shape: Shape, scratch: Path) -> Drain:
+def hand(url: str, jobs: int, shape: Shape, scratch: Path, database: str = "sqlite", dsn: str = "") -> Drain:
     """``dramatiq`` worker processes doing the job's I/O by hand (benchmarks/same_io.py): the design's floor.
 
-    SQLite, and the memory provider in its own SQLite file, as the calsync side has them.
+    On ``database`` (SQLite, or a fresh PostgreSQL schema of ``dsn``), with the memory provider in its own
+    SQLite file, as the calsync side has them.
     """
     ns = namespace("hand")
     data_dir = scratch / ns
     data_dir.mkdir(parents=True)
-    database = data_dir / "calsync.sqlite3"
-    settings = Settings(data_dir=data_dir, broker_url=url, database_url=f"sqlite:///{database}", log_level="WARNING")
-    setup = Runtime(settings, check_schema=False)
-    try:
-        migrate.upgrade(setup.db)
-        payloads = seed(setup.db, jobs)
-    finally:
-        setup.close()
-    broker = RedisBroker(url=url, namespace=ns)
-    actor = dramatiq.actor(broker=broker, actor_name="sync", queue_name=QUEUE, max_retries=0)(lambda *_: None)
-    for p in payloads:
-        actor.send(p.tenant_id, p.entity_id, p.account_id, p.idempotency_key, p.job_id)
-    env = {**os.environ, "BENCH_REDIS_URL": url, "BENCH_NAMESPACE": ns, "BENCH_DATABASE": str(database),
-           "BENCH_MEMORY_FILE": str(data_dir / "memory-provider.sqlite3")}  # fmt: skip
-    command = [sys.executable, "-m", "dramatiq", "benchmarks.same_io_app:broker", "--processes", str(shape.processes),
-               "--threads", str(shape.threads), "--queues", QUEUE]  # fmt: skip
-    client = redis.Redis.from_url(url)
-    try:
-        with running(command, env, data_dir / "worker.log") as worker:
-            return drain("same I/O by hand (sqlite)", client, ns, jobs, worker)
-    finally:
-        broker.close()
-        client.close()
-        remove_keys(url, ns)
+    with private_database(database, dsn, data_dir) as database_url:
+        settings = Settings(data_dir=data_dir, broker_url=url, database_url=database_url, log_level="WARNING")
+        setup = Runtime(settings, check_schema=False)
+        try:
+            migrate.upgrade(setup.db)
+            payloads = seed(setup.db, jobs)
+        finally:
+            setup.close()
+        broker = RedisBroker(url=url, namespace=ns)
+        actor = dramatiq.actor(broker=broker, actor_name="sync", queue_name=QUEUE, max_retries=0)(lambda *_: None)
+        for p in payloads:
+            actor.send(p.tenant_id, p.entity_id, p.account_id, p.idempotency_key, p.job_id)
+        # the driver's own form of the URL: a file path, or libpq's postgresql:// (SQLAlchemy's +psycopg dropped)
+        driver_url = database_url.removeprefix("sqlite:///").replace("postgresql+psycopg://", "postgresql://")
+        env = {**os.environ, "BENCH_REDIS_URL": url, "BENCH_NAMESPACE": ns, "BENCH_DATABASE": driver_url,
+               "BENCH_MEMORY_FILE": str(data_dir / "memory-provider.sqlite3")}  # fmt: skip
+        command = [sys.executable, "-m", "dramatiq", "benchmarks.same_io_app:broker", "--processes",
+                   str(shape.processes), "--threads", str(shape.threads), "--queues", QUEUE]  # fmt: skip
+        client = redis.Redis.from_url(url)
+        try:
+            with running(command, env, data_dir / "worker.log") as worker:
+                return drain(f"same I/O by hand ({database})", client, ns, jobs, worker)
+        finally:
+            broker.close()
+            client.close()
+            remove_keys(url, ns)
 
 
 @functools.cache
@@ -285,8 +289,9 @@ def _databases(text: str) -> list[str]:
 def _sides(args: argparse.Namespace, url: str, shape: Shape, scratch: Path) -> list[tuple[str, Any]]:
     """Every side of one shape and round: bare, then calsync (and the compared tree) on each database."""
     sides: list[tuple[str, Any]] = [("bare", lambda: bare(url, args.jobs, shape, scratch))]
-    if "sqlite" in args.database:
-        sides.append(("same_io", lambda: hand(url, args.jobs, shape, scratch)))
+    for database in args.database:
+        floor = functools.partial(hand, url, args.jobs, shape, scratch, database, args.postgres_dsn)
+        sides.append((f"same_io {database}", floor))
     trees: list[tuple[str, Path | None]] = [("calsync", None)]
     if args.compare is not None:
         trees.append(("compared", args.compare))
@@ -327,9 +332,9 @@ def main() -> None:
                 for side, drained in measured.items():
                     if side != "bare":
                         print(f"  {side}/bare: {drained.rate / measured['bare'].rate:.2f}", flush=True)
-                if "same_io" in measured and "calsync sqlite" in measured:
-                    floor = measured["calsync sqlite"].rate / measured["same_io"].rate
-                    print(f"  calsync sqlite/same_io: {floor:.2f}", flush=True)
+                for database in args.database:
+                    floor = measured[f"calsync {database}"].rate / measured[f"same_io {database}"].rate
+                    print(f"  calsync {database}/same_io {database}: {floor:.2f}", flush=True)
         if "postgresql" in args.database:
             trips = round_trips(url, 500, scratch, args.postgres_dsn)
             print(f"PostgreSQL round trips per sync job (500 jobs, libpq trace): {trips:.2f}", flush=True)
@@ -345,14 +350,16 @@ def main() -> None:
                   f"{commands:4.1f} Redis commands/job")  # fmt: skip
             if side != "bare":
                 ratios = [c.rate / b.rate for c, b in zip(runs, bare_runs, strict=True)]
-                meaning = "the design's floor, written by hand" if side == "same_io" else "the target is >= 0.5"
+                floor_side = side.startswith("same_io")
+                meaning = "the design's floor, written by hand" if floor_side else "the target is >= 0.5"
                 print(f"  {shape} {side}/bare: {statistics.median(ratios):.2f} -- {meaning}"
                       f" (rounds: {', '.join(f'{x:.2f}' for x in ratios)})")  # fmt: skip
-        if (str(shape), "same_io") in results and (str(shape), "calsync sqlite") in results:
-            floors = [c.rate / h.rate for c, h in zip(results[(str(shape), "calsync sqlite")],
-                                                      results[(str(shape), "same_io")], strict=True)]  # fmt: skip
-            print(f"  {shape} calsync sqlite/same_io: {statistics.median(floors):.2f} -- calsync's own cost over the "
-                  f"I/O the design needs (rounds: {', '.join(f'{x:.2f}' for x in floors)})")  # fmt: skip
+        for database in args.database:
+            pairs = zip(results[(str(shape), f"calsync {database}")], results[(str(shape), f"same_io {database}")],
+                        strict=True)  # fmt: skip
+            floors = [c.rate / h.rate for c, h in pairs]
+            print(f"  {shape} calsync {database}/same_io {database}: {statistics.median(floors):.2f} -- calsync's own "
+                  f"cost over the I/O the design needs (rounds: {', '.join(f'{x:.2f}' for x in floors)})")  # fmt: skip
 
 
 def _print(drain: Drain) -> None:
