@@ -45,6 +45,7 @@ import dramatiq
 import psutil
 import redis
 from dramatiq.brokers.redis import RedisBroker
+from sqlalchemy.engine import make_url
 
 from benchmarks.drain import POLL_SECONDS, QUEUE, ROOT, Drain, Shape, drain, running
 from benchmarks.support import (
@@ -120,8 +121,11 @@ def hand(url: str, jobs: int, shape: Shape, scratch: Path, database: str = "sqli
         actor = dramatiq.actor(broker=broker, actor_name="sync", queue_name=QUEUE, max_retries=0)(lambda *_: None)
         for p in payloads:
             actor.send(p.tenant_id, p.entity_id, p.account_id, p.idempotency_key, p.job_id)
-        # the driver's own form of the URL: a file path, or libpq's postgresql:// (SQLAlchemy's +psycopg dropped)
-        driver_url = database_url.removeprefix("sqlite:///").replace("postgresql+psycopg://", "postgresql://")
+        parsed = make_url(database_url)  # the driver's own form: a file path, or libpq's postgresql:// URL
+        if database == "sqlite":
+            driver_url = str(parsed.database)
+        else:
+            driver_url = parsed.set(drivername="postgresql").render_as_string(hide_password=False)
         env = {**os.environ, "BENCH_REDIS_URL": url, "BENCH_NAMESPACE": ns, "BENCH_DATABASE": driver_url,
                "BENCH_MEMORY_FILE": str(data_dir / "memory-provider.sqlite3")}  # fmt: skip
         command = [sys.executable, "-m", "dramatiq", "benchmarks.same_io_app:broker", "--processes",

@@ -27,7 +27,7 @@ from tests.support import make_settings
 
 # The fixtures that start the provider emulators (calsync-emulators, emulators/ in this repository).
 pytest_plugins = ["calsync_emulators.pytest_plugin"]
-
+_DATA_HOME = pytest.StashKey[Path]()  # the test process' XDG_DATA_HOME
 
 
 def pytest_configure(config: pytest.Config) -> None:
@@ -51,7 +51,6 @@ def pytest_unconfigure(config: pytest.Config) -> None:
     shutil.rmtree(home, ignore_errors=True)
 
 
-_DATA_HOME = pytest.StashKey[Path]()
 REQUIRED = {s.strip() for s in os.environ.get("TEST_REQUIRE_SERVICES", "").split(",") if s.strip()}
 POSTGRES_DSN = "postgresql://postgres@127.0.0.1:5432/test"
 RABBITMQ_URL = "amqp://guest:guest@127.0.0.1:5672/%2F"

@@ -5,6 +5,8 @@ from __future__ import annotations
 import contextlib
 import datetime as dt
 import logging
+import subprocess
+import sys
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -62,6 +64,13 @@ def logging_kept(*names: str) -> Iterator[None]:
         root.setLevel(root_level)
         for name, level in levels.items():
             logging.getLogger(name).setLevel(level)
+
+
+def python_in_a_new_process(script: str, *args: str, env: dict[str, str] | None = None) -> str:
+    """Run ``script`` in a fresh interpreter (what a process starting up imports) and return its stdout."""
+    done = subprocess.run([sys.executable, "-c", script, *args], env=env, capture_output=True, text=True, check=False)
+    assert done.returncode == 0, done.stderr
+    return done.stdout
 
 
 def wait_until(predicate: Callable[[], T], *, timeout: float = 30, what: str = "condition") -> T:

@@ -8,10 +8,9 @@ them import them where they run (``accounts add --verify``, ``worker``, ``migrat
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 
 from calsync.actors.cli.main import BUILT_IN
+from tests.support import python_in_a_new_process
 
 # Loaded where needed, never by importing a command's module: the adapters, migrations, the RabbitMQ client.
 DEFERRED = {"exchangelib", "googleapiclient", "google_auth_httplib2", "httplib2", "msal", "alembic", "mako", "pika"}
@@ -28,9 +27,6 @@ print(json.dumps(sorted({name.split(".")[0] for name in sys.modules})))
 
 def test_no_command_module_loads_an_adapter_library_alembic_or_pika() -> None:
     modules = sorted({target.partition(":")[0] for target in BUILT_IN.values()} - SERVER_MODULES)
-    done = subprocess.run([sys.executable, "-c", _IMPORT_ALL, "main", *modules], capture_output=True, text=True,
-                          check=False)  # fmt: skip
-    assert done.returncode == 0, done.stderr
-    loaded = set(json.loads(done.stdout))
+    loaded = set(json.loads(python_in_a_new_process(_IMPORT_ALL, "main", *modules)))
     assert "sqlalchemy" in loaded and "click" in loaded  # the probe saw the imports it made
     assert loaded & DEFERRED == set()

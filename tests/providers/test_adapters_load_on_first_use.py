@@ -8,11 +8,10 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
-import sys
 from typing import Any
 
 from calsync.core.config.settings import Settings
+from tests.support import python_in_a_new_process
 
 # Builds the worker of this process from the CALSYNC_* environment, then the adapters named in argv, in
 # turn; prints the client libraries loaded after each step.
@@ -35,10 +34,7 @@ print(json.dumps(steps))
 
 def _loaded_by_step(settings: Settings, *adapters: str) -> list[list[str]]:
     env = {k: v for k, v in os.environ.items() if not k.startswith("CALSYNC_")} | settings.as_environment()
-    done = subprocess.run([sys.executable, "-c", _WORKER, *adapters], env=env, capture_output=True, text=True,
-                          check=False)  # fmt: skip
-    assert done.returncode == 0, done.stderr
-    steps: list[list[str]] = json.loads(done.stdout)
+    steps: list[list[str]] = json.loads(python_in_a_new_process(_WORKER, *adapters, env=env))
     return steps
 
 

@@ -8,14 +8,12 @@ test_rollback_window.py checks.
 
 from __future__ import annotations
 
-import subprocess
-import sys
-
 import pytest
 
 from calsync.core.model.errors import ConfigurationError
 from calsync.core.store import migrate
 from calsync.core.store.database import Database
+from tests.support import python_in_a_new_process
 
 pytestmark = pytest.mark.both_databases
 
@@ -34,9 +32,7 @@ print(sorted({name.split(".")[0] for name in sys.modules} & {"alembic", "mako"})
 
 
 def _check_in_a_new_process(url: str, how: str) -> list[str]:
-    done = subprocess.run([sys.executable, "-c", _CHECK, url, how], capture_output=True, text=True, check=False)
-    assert done.returncode == 0, done.stderr
-    return done.stdout.strip().splitlines()
+    return python_in_a_new_process(_CHECK, url, how).strip().splitlines()
 
 
 def test_the_head_constant_is_alembic_s_head() -> None:
