@@ -35,7 +35,7 @@ from calsync.core.model.calendar import SendUpdates
 from calsync.core.model.change import Change, parse_change
 from calsync.core.model.errors import EntityNotFound, InvalidChange
 from calsync.core.model.ids import Identifier, new_id, new_trace_id
-from calsync.core.model.payload import JobPayload, Operation, new_payload
+from calsync.core.model.payload import JobPayload, new_payload
 from calsync.core.model.planner import Plan, plan
 from calsync.core.model.vocabulary import Lane
 from calsync.core.producer.dedup import Claim, EnqueueMarkers, Mark, RedisMarkers
@@ -61,8 +61,6 @@ class _KeyTaken(Exception):
 class _PlannedJob:
     key: TargetKey
     plan: Plan
-    # Operations whose recent enqueue for the same version already covers this job (dedup markers).
-    covered_by: tuple[Operation, ...] = ()
 
 
 def _job(
@@ -72,9 +70,8 @@ def _job(
     *,
     present: bool,
     cancelled: bool = False,
-    covered_by: tuple[Operation, ...] = (),
 ) -> _PlannedJob:
-    return _PlannedJob(key, plan(row, key, version=version, wanted_present=present, cancelled=cancelled), covered_by)
+    return _PlannedJob(key, plan(row, key, version=version, wanted_present=present, cancelled=cancelled))
 
 
 class Intake:
@@ -203,11 +200,10 @@ class Intake:
         )
         if unchanged:
             # Same request again: no new version. Pending targets are re-offered; the dedup markers of the
-            # first submission (create or update) return its job ids instead of enqueueing twice.
+            # first submission (its create and our update share one: Mark.of) return its job ids.
             pending = [row for row in rows.values() if row.status == "pending"]
             return existing.id, existing.version, [
-                _job(row.key, row, existing.version, present=row.wanted == "present", covered_by=("create",))
-                for row in pending
+                _job(row.key, row, existing.version, present=row.wanted == "present") for row in pending
             ]  # fmt: skip
 
         version = events.bump_event(
@@ -236,7 +232,7 @@ class Intake:
             for job in jobs
         ]  # fmt: skip
         claims = [
-            Claim(Mark(*job.key, job.plan.operation, version), payload.job_id, job.covered_by)
+            Claim(Mark.of(job.key, job.plan.operation, version), payload.job_id)
             for job, payload in zip(jobs, payloads, strict=True)
         ]
         answers = self._markers.claim_all(claims)

@@ -4,16 +4,20 @@ event in turn, and every request under one request key answered with the first r
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import pytest
 
 import calsync
 from calsync.core.model.intake import IntakeMessage
+from calsync.core.producer.dedup import Claim, Claimed
 from calsync.core.producer.intake_job import submit_intake
 from calsync.core.producer.receipts import Receipt
-from tests.support import Pipeline, change, in_threads
+from calsync.core.producer.submit import Intake
+from calsync.core.store import events
+from tests.producer.fakes import MemoryMarkers, MemoryQueue
+from tests.support import Pipeline, change, in_threads, wait_until
 
 pytestmark = pytest.mark.both_databases
 
@@ -83,3 +87,44 @@ def test_parallel_requests_under_one_key_all_get_the_first_receipt(pipeline: Pip
     assert all(r == receipts[0] for r in receipts), receipts
     assert (receipts[0].version, len(receipts[0].job_ids)) == (1, 1)
     assert pipeline.event_version(receipts[0].entity_id) == 1
+
+
+def _committed(pipeline: Pipeline, entity_id: str) -> bool:
+    with pipeline.runtime.db.read() as conn:
+        return events.get_event(conn, "tenant-1", entity_id) is not None
+
+
+class _SecondClaimsFirst(MemoryMarkers):
+    """Markers whose first claim waits until a second one is made: an identical change comes between the first
+    submission's commit and its claim."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.second_claimed = threading.Event()
+        self._calls = 0
+
+    def claim_all(self, claims: Sequence[Claim]) -> list[Claimed]:
+        self._calls += 1
+        if self._calls == 1:
+            wait_until(self.second_claimed.is_set, what="the identical change to claim its markers")
+            return super().claim_all(claims)
+        answers = super().claim_all(claims)
+        self.second_claimed.set()
+        return answers
+
+
+def test_an_identical_change_claiming_before_the_first_shares_its_one_job(pipeline: Pipeline) -> None:
+    account = pipeline.account()
+    queue = MemoryQueue()
+    intake = Intake(pipeline.runtime.db, _SecondClaimsFirst(), queue, default_send_updates="none")
+    doc = change([account], entity_id="evt-new")
+    receipts: list[Receipt] = []
+    first = threading.Thread(target=lambda: receipts.append(intake.submit("tenant-1", doc)))
+    first.start()
+    wait_until(lambda: _committed(pipeline, "evt-new"), what="the first submission's commit")
+
+    second = intake.submit("tenant-1", doc)  # labels its job update where the first labelled it create
+    first.join()
+
+    assert [p.operation for p in queue.payloads] == ["update"]  # one job: the first submission's is suppressed
+    assert receipts == [second] and second.job_ids == [queue.payloads[0].job_id]
