@@ -79,6 +79,18 @@ def test_parallel_different_creates_of_one_new_event_each_get_the_next_version(p
 
 
 @DOORS
+def test_parallel_identical_edits_that_add_an_account_make_one_version(pipeline: Pipeline, door: Door) -> None:
+    first, added = pipeline.account(account_id="acc-a"), pipeline.account(account_id="acc-b")
+    pipeline.submit([first], entity_id="evt-1", title="Review")
+
+    receipts = _at_once(pipeline, door, [change([first, added], entity_id="evt-1", title="Review")] * THREADS)
+
+    assert {(r.version, len(r.job_ids)) for r in receipts} == {(2, 2)}
+    assert pipeline.event_version("evt-1") == 2
+    assert pipeline.target("evt-1", added).wanted_version == 2
+
+
+@DOORS
 def test_parallel_requests_under_one_key_all_get_the_first_receipt(pipeline: Pipeline, door: Door) -> None:
     account = pipeline.account()
 
