@@ -98,6 +98,7 @@ def in_threads(work: Callable[[int], object], count: int, *, timeout: float | No
     for thread in threads:
         thread.join(timeout)
 
+
 def change(
     accounts_: list[str] | None,
     *,
