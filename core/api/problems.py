@@ -19,7 +19,7 @@ from pydantic import BaseModel, Field
 from sqlalchemy.exc import DataError
 from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.responses import JSONResponse
-from starlette.types import ASGIApp, Message, Receive, Scope, Send
+from starlette.types import Receive, Scope, Send
 
 from calsync.core.model.errors import (
     EntityNotFound,
@@ -165,44 +165,14 @@ def install(app: FastAPI, *, retry_after: int) -> None:
         return ProblemError(503, "unavailable", "Service Unavailable", "a dependency is unreachable; nothing was saved",
                             headers={"Retry-After": str(retry_after)}).response()  # fmt: skip
 
-    @app.exception_handler(Exception)
-    async def _unexpected(request: Request, exc: Exception) -> JSONResponse:
-        # Only for an error outside UnexpectedErrors (in a middleware of ours): Starlette re-raises it after this
-        # answer and the server logs it, so it is not logged here too.
-        return _internal().response()
 
-    app.add_middleware(UnexpectedErrors)  # the first added: innermost, inside the tracing middleware
+async def answer_unexpected(error: Exception, scope: Scope, receive: Receive, send: Send) -> None:
+    """Answer an error no handler took with a 500 problem, and log it: the one log line of that error.
 
-
-def _internal() -> ProblemError:
-    return ProblemError(500, "internal", "Internal Server Error", "an unexpected error; see the server log")
-
-
-class UnexpectedErrors:
-    """Answers an error no handler took with a 500 problem and logs it once, with the request's trace id.
-
-    Starlette's own last resort answers it too, then re-raises it so the server logs it again: one error,
-    two tracebacks. An error after the answer started is left to the server (it logs it, drops the connection).
+    Called by the outermost middleware (core/api/tracing.py), so Starlette's last resort never sees the error:
+    it would answer it too and re-raise it for the server to log again (one error, two tracebacks).
     """
-
-    def __init__(self, app: ASGIApp) -> None:
-        self.app = app
-
-    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] != "http":
-            await self.app(scope, receive, send)
-            return
-        started = False
-
-        async def send_tracked(message: Message) -> None:
-            nonlocal started
-            started = started or message["type"] == "http.response.start"
-            await send(message)
-
-        try:
-            await self.app(scope, receive, send_tracked)
-        except Exception as exc:
-            if started:
-                raise
-            log.error("unhandled error", exc_info=exc)
-            await _internal().response()(scope, receive, send)
+    log.error("unhandled error", exc_info=error)
+    await ProblemError(500, "internal", "Internal Server Error", "an unexpected error; see the server log").response()(
+        scope, receive, send
+    )
