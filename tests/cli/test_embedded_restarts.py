@@ -107,7 +107,10 @@ def test_a_running_worker_finds_the_embedded_redis_again_after_calsync_stop(
     with running(env, log, "worker", "--processes", "1", "--threads", "2"):
         _wait_synced(env, _submit(env, tmp_path, account, "before the stop"))
 
-        assert json_out(calsync("stop", env=env))["stopped"] is True
+        done = calsync("stop", env=env)
+        stopped = json_out(done)
+        assert stopped["stopped"] is True and len(stopped["workers_waiting"]) == 1  # named, on stderr too
+        assert stopped["workers_waiting"][0] in done.stderr
         wait_until(lambda: _said(log, OUTAGE_LINE), timeout=30, what="the worker to say Redis is unreachable")
         # The next command that needs the queue starts the server again, at the same address.
         _wait_synced(env, _submit(env, tmp_path, account, "after the restart"))
