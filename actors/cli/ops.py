@@ -120,8 +120,8 @@ def stop(state: CliState) -> None:
     waiting = _live_workers(embedded.running_url(), RedisKeys(settings.redis_namespace))
     stopped = embedded.stop()
     if waiting:  # they reconnect once a command starts it again, at the same address (README "Command line")
-        click.echo(f"calsync: note: still running, waiting for Redis to come back: worker {', '.join(waiting)} "
-                   "(stop workers and `calsync serve` first to stop calsync)", err=True)  # fmt: skip
+        click.echo(f"calsync: note: worker process(es) {', '.join(waiting)} still run and wait for Redis to come "
+                   "back (stop workers and `calsync serve` first to stop calsync)", err=True)  # fmt: skip
     print_json({"stopped": stopped, "data_dir": str(settings.data_dir), "workers_waiting": waiting})
 
 
