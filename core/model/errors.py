@@ -23,8 +23,9 @@ The worker decides retry-or-dead-letter by class alone, never by comparing messa
     │   ├── QuotaExceeded              the mailbox is full (Exchange ErrorQuotaExceeded)
     │   ├── FullSyncRequired           the provider invalidated a sync token: list everything again
     │   └── ConfigurationError         a setting or secret is missing or wrong
-    │       └── AppCredentialsRejected an app's secret/certificate is wrong or expired, or the app is unknown
-    │                                  (also an AuthRevoked: the account stops until re-authorized)
+    │       ├── AppCredentialsRejected an app's secret/certificate is wrong or expired, or the app is unknown
+    │       │                          (also an AuthRevoked: the account stops until re-authorized)
+    │       └── SecretKeyMismatch      no configured secret key opens stored credentials (a worker holds the job)
     └── Deferred                       not a failure: re-enqueued later without using an attempt
         ├── TargetLocked               another delivery holds the target's lock; bounded, gives up as LockBusy
         └── Held(retry_after)          traffic control holds the job for retry_after s: unbounded, never a failure
@@ -32,8 +33,10 @@ The worker decides retry-or-dead-letter by class alone, never by comparing messa
             ├── OverRate               a token bucket (account, tenant or provider) is empty
             ├── BackingOff             the provider asked every job of the account (or provider) to wait
             ├── CircuitOpen            the account's or provider's circuit breaker is open (or its probe is out)
-            └── OutageSuspected        a temporary failure blamed on the provider (another job's failed too, or
-                                       the job's first failure of the attempt): excused, bounded per attempt
+            ├── OutageSuspected        a temporary failure blamed on the provider (another job's failed too, or
+            │                          the job's first failure of the attempt): excused, bounded per attempt
+            └── CredentialsUnreadable  this worker's secret keys open none of the account's credentials: held
+                                       until a worker with the right key takes it, never dead-lettered for it
 
 ``reason`` is the short, stable text shown in the DLQ and used as a metric label.
 """
@@ -192,6 +195,12 @@ class AppCredentialsRejected(ConfigurationError, AuthRevoked):
     reason = "app credentials rejected"
 
 
+class SecretKeyMismatch(ConfigurationError):
+    """Stored credentials cannot be decrypted with any configured secret key (CALSYNC_SECRET_KEY, _KEYS)."""
+
+    reason = "secret key mismatch"
+
+
 class InvalidWebhookEndpoint(PermanentError):
     """A webhook endpoint as given cannot be registered (no or unknown event types, a bad URL)."""
 
@@ -231,7 +240,8 @@ class TargetLocked(Deferred):
 
 
 class Held(Deferred):
-    """Traffic control holds the job (core/worker/traffic.py): it runs again after ``retry_after`` s, unbounded."""
+    """Traffic control (core/worker/traffic.py), or a key the worker lacks, holds the job: it runs again after
+    ``retry_after`` s, unbounded."""
 
     reason = "held by traffic control"
 
@@ -272,6 +282,13 @@ class OutageSuspected(Held):
     """A temporary failure traffic control blames on the provider, not the job: retried without an attempt."""
 
     reason = "outage suspected"
+
+
+class CredentialsUnreadable(Held):
+    """The worker's secret keys open none of the account's stored credentials: a configuration problem of the
+    worker, not of the job, so the job waits (no attempt used) for a worker with the right key."""
+
+    reason = "credentials unreadable"
 
 
 def is_permanent(exc: BaseException) -> bool:
