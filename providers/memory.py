@@ -42,6 +42,9 @@ from calsync.providers.memory_store import (
     StoredEvent,
 )
 
+#: The options a memory account may have: only traffic control's (``accounts add`` refuses any other).
+OPTIONS: Final = frozenset({"max_concurrency"})
+
 FAULT_ERRORS: dict[str, type[CalsyncError]] = {
     "unavailable": ProviderUnavailable,
     "timeout": ProviderTimeout,

@@ -20,7 +20,6 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from pydantic import TypeAdapter, ValidationError
 from sqlalchemy import Connection
 from sqlalchemy.exc import IntegrityError
 
@@ -30,7 +29,7 @@ from calsync.core.messaging.messages import sync_message
 from calsync.core.model.calendar import SendUpdates
 from calsync.core.model.change import Change, parse_change
 from calsync.core.model.errors import EntityNotFound, IdempotencyKeyReused, InvalidChange
-from calsync.core.model.ids import Identifier, new_id, new_trace_id
+from calsync.core.model.ids import check_identifier, new_id, new_trace_id
 from calsync.core.model.payload import JobPayload, Operation, new_payload
 from calsync.core.model.planner import Plan, plan
 from calsync.core.model.vocabulary import Lane
@@ -42,7 +41,6 @@ from calsync.core.store.database import Database
 from calsync.core.store.targets import TargetKey, TargetRow
 
 log = logging.getLogger(__name__)
-_tenant_id = TypeAdapter(Identifier)
 
 Batch = list[tuple[JobPayload, Lane, int | None]]  # jobs, each with its lane and a delay in ms (None: at once)
 Enqueue = Callable[[Batch], list[bool]]  # enqueues a batch; per job, whether it was enqueued
@@ -126,10 +124,7 @@ class Intake:
         same change under the same key returns the first receipt and changes nothing; another change
         under a live key raises :class:`IdempotencyKeyReused`.
         """
-        try:
-            tenant_id = _tenant_id.validate_python(tenant_id)
-        except ValidationError:
-            raise InvalidChange(f"tenant_id: {tenant_id!r} is not a valid identifier") from None
+        tenant_id = check_identifier(tenant_id, "tenant_id")
         parsed = parse_change(change)
         trace = trace_id or new_trace_id()
         if request_key is None:
@@ -178,10 +173,11 @@ class Intake:
             listed = ", ".join(missing)
             raise InvalidChange(f"accounts: account {listed} does not exist for tenant {tenant_id}" if len(missing) == 1
                                 else f"accounts: accounts {listed} do not exist for tenant {tenant_id}")  # fmt: skip
-        disabled = [a for a in account_ids if known[a].status == "disabled"]
-        if disabled:
-            raise InvalidChange(f"accounts: account{'s' if len(disabled) > 1 else ''} {', '.join(disabled)} "
-                                f"{'are' if len(disabled) > 1 else 'is'} disabled")  # fmt: skip
+        for status, said in (("disabled", "disabled"), ("removing", "being removed")):
+            refused = [a for a in account_ids if known[a].status == status]
+            if refused:
+                raise InvalidChange(f"accounts: account{'s' if len(refused) > 1 else ''} {', '.join(refused)} "
+                                    f"{'are' if len(refused) > 1 else 'is'} {said}")  # fmt: skip
 
     def _save_intent(self, conn: Connection, tenant_id: str, change: Change) -> tuple[str, int, list[_PlannedJob]]:
         send_updates = change.send_updates or self._default_send_updates
@@ -248,6 +244,31 @@ class Intake:
             jobs.append(_job(row.key, row, version, present=False))
         targets.plan_targets(conn, planned, version=version, due_at=now, existing={row.key for row in rows.values()})
         return existing.id, version, jobs
+
+    def detach(
+        self, tenant_id: str, entity_id: str, account_id: str, *, send_updates: SendUpdates | None = None,
+        trace_id: str | None = None,
+    ) -> Receipt:  # fmt: skip
+        """Take an account out of an event's targets (``accounts remove --detach``), as a change leaving it out would:
+        a new version whose job deletes the event from that account. The event's other targets are not written
+        again (the version changes nothing they show); those still pending get a job of it, as after any edit.
+        Nothing to do (no such target, already left out, event cancelled): no new version, no job."""
+        now = dt.datetime.now(dt.UTC)
+        with self._db.write() as conn:
+            existing = events.get_event(conn, tenant_id, entity_id)
+            rows = {row.account_id: row for row in targets.list_targets(conn, tenant_id, entity_id)}
+            leaving = rows.get(account_id)
+            if existing is None or existing.status == "cancelled" or leaving is None or leaving.wanted == "absent":
+                return Receipt(entity_id, existing.version if existing else 0, [])
+            version = events.bump_event(conn, tenant_id, entity_id, status="confirmed",
+                                        send_updates=send_updates or self._default_send_updates)  # fmt: skip
+            pending = [row for row in rows.values() if row.status == "pending" and row.account_id != account_id]
+            planned: list[tuple[TargetKey, targets.Wanted]] = [(leaving.key, "absent")]
+            planned += [(row.key, row.wanted) for row in pending]
+            targets.plan_targets(conn, planned, version=version, due_at=now, existing=[key for key, _ in planned])
+        jobs = [_job(leaving.key, leaving, version, present=False)]
+        jobs += [_job(row.key, row, version, present=row.wanted == "present") for row in pending]
+        return self._enqueue(tenant_id, entity_id, version, jobs, trace_id or new_trace_id())
 
     def _enqueue(self, tenant_id: str, entity_id: str, version: int, jobs: list[_PlannedJob], trace: str) -> Receipt:
         # Called after the intent is committed: the markers are claimed together (one script call), then the

@@ -37,6 +37,7 @@ DEAD_LETTERS = "core/worker/middleware/dead_letters.py"
 SUBMIT = "core/producer/submit.py"
 DEDUP = "core/producer/dedup.py"
 TARGETS = "core/store/targets.py"
+ACCOUNT_REMOVAL = "core/store/account_removal.py"
 
 _UNIFORM = "uniform(1 - jitter, 1 + jitter)"
 _BASE = "base = schedule[min(retries_so_far, len(schedule) - 1)]"
@@ -125,8 +126,10 @@ MUTATIONS: tuple[Mutation, ...] = (
              "no provider call for an account awaiting re-authorization"),
     Mutation("job-disabled-unchecked", JOB, 'if account.status == "disabled":', "if False:",
              "no provider call for a disabled account"),
-    Mutation("job-absent-not-deleted", JOB, 'wanted_present=target.wanted == "present"', "wanted_present=True",
+    Mutation("job-absent-not-deleted", JOB, 'wanted = target.wanted == "present" and not leaving', "wanted = True",
              "a removed account's event is deleted"),
+    Mutation("job-leaving-not-deleted", JOB, 'wanted = target.wanted == "present" and not leaving',
+             'wanted = target.wanted == "present"', "an account being removed gets no event back"),
     Mutation("job-cancel-not-deleted", JOB, 'cancelled=event.status == "cancelled"', "cancelled=False",
              "a cancelled event is deleted"),
     Mutation("job-lock-not-released", JOB, "            parts.locks.release(held)\n", "            pass\n",
@@ -221,8 +224,14 @@ MUTATIONS: tuple[Mutation, ...] = (
     # producer
     Mutation("submit-tenant-unchecked", SUBMIT, "known = {a: s for a, s in found.items() if s.tenant_id == tenant_id}",
              "known = dict(found)", "a change names only its tenant's accounts"),
-    Mutation("submit-disabled-accepted", SUBMIT, "        if disabled:\n", "        if False:\n",
+    Mutation("submit-disabled-accepted", SUBMIT, "            if refused:\n", "            if False:\n",
              "a disabled account is refused"),
+    Mutation("submit-removing-accepted", SUBMIT, '(("disabled", "disabled"), ("removing", "being removed"))',
+             '(("disabled", "disabled"),)', "an account being removed is refused"),
+    Mutation("removal-not-quiet", ACCOUNT_REMOVAL, 'or_(t.c.status != "deleted", t.c.updated_at >= quiet_since)',
+             't.c.status != "deleted"', "an account stays until a delete's re-run has found it"),
+    Mutation("removal-keeps-create-keys", ACCOUNT_REMOVAL, "conn.execute(delete(r).where(r.c.key.in_(chunk)))",
+             "pass", "an account registered again under a removed id creates its events afresh"),
     Mutation("submit-marker-kept-after-failed-enqueue", SUBMIT, "            self._markers.release(mark)\n",
              "            pass\n", "a failed enqueue does not suppress the next attempt"),
     Mutation("submit-marker-without-version", SUBMIT, "Claim(Mark(*job.key, job.plan.operation, version)",
