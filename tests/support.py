@@ -5,6 +5,7 @@ from __future__ import annotations
 import contextlib
 import datetime as dt
 import logging
+import socket
 import subprocess
 import sys
 import threading
@@ -89,6 +90,13 @@ def wait_until(predicate: Callable[[], T], *, timeout: float = 30, what: str = "
         time.sleep(0.02)
 
 
+def closed_port() -> int:
+    """A local TCP port nobody listens on right now (a connection to it is refused)."""
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return int(probe.getsockname()[1])
+
+
 def in_threads(work: Callable[[int], object], count: int, *, timeout: float | None = None) -> None:
     """Run ``work(0)`` … ``work(count - 1)`` each in a thread of its own, all at once, and wait for them."""
     threads = [threading.Thread(target=work, args=(n,)) for n in range(count)]
@@ -96,6 +104,7 @@ def in_threads(work: Callable[[int], object], count: int, *, timeout: float | No
         thread.start()
     for thread in threads:
         thread.join(timeout)
+
 
 def change(
     accounts_: list[str] | None,

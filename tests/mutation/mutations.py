@@ -38,6 +38,8 @@ SUBMIT = "core/producer/submit.py"
 DEDUP = "core/producer/dedup.py"
 TARGETS = "core/store/targets.py"
 ACCOUNT_REMOVAL = "core/store/account_removal.py"
+GATE = "core/worker/traffic.py"
+TRAFFIC_SCRIPTS = "core/redis/traffic_scripts.py"
 
 _UNIFORM = "uniform(1 - jitter, 1 + jitter)"
 _BASE = "base = schedule[min(retries_so_far, len(schedule) - 1)]"
@@ -177,6 +179,8 @@ MUTATIONS: tuple[Mutation, ...] = (
     Mutation("retries-enqueue-failure-lost", RETRIES,
              "            self._dead_letter(message, ctx, DeadLetterCause.ENQUEUE_FAILED)\n", "",
              "a retry that cannot be enqueued is dead-lettered, not lost"),
+    Mutation("retries-worker-bug-retried", RETRIES, "        if is_worker_bug(before, entry, error):",
+             "        if False:", "the same error twice before any provider request is dead-lettered as a worker bug"),
     # retries: deferral of a busy lock
     Mutation("defer-busy-lock-is-failure", RETRIES, "        if isinstance(error, Deferred):\n", "        if False:\n",
              "a busy lock defers the job instead of failing it"),
@@ -202,9 +206,19 @@ MUTATIONS: tuple[Mutation, ...] = (
              "a stored error message is bounded"),
     Mutation("failures-history-unredacted", FAILURES, '"message": error_message(error),', '"message": str(error),',
              "no secret in the error history"),
+    Mutation("failures-worker-bug-despite-io", FAILURES, "if entry.get(PROVIDER_IO) is not False or ", "if ",
+             "an error after a provider request walks the schedule"),
+    Mutation("failures-worker-bug-on-outage", FAILURES, " or isinstance(error, OWN_OUTAGES)", "",
+             "an outage of calsync's own store keeps the schedule"),
     Mutation("failures-invalid-payload-permanent", FAILURES,
              "DeadLetterCause.INVALID_PAYLOAD if isinstance(error, InvalidPayload) else", "",
              "an invalid payload is dead-lettered as such"),
+    # traffic control: whose failure, and how far it reaches
+    Mutation("gate-own-error-counted", GATE, "            if sent.count:\n", "            if True:\n",
+             "a failure before any provider request counts toward no breaker"),
+    Mutation("breaker-any-account", TRAFFIC_SCRIPTS, "  spread = math.min(redis.call('SCARD', KEYS[6]), ",
+             "  spread = math.max(redis.call('SCARD', KEYS[6]), ",
+             "one account's or one event's failures never open the provider's breaker"),
     # dead letters
     Mutation("dlq-last-error-unredacted", DEAD_LETTERS, "last_error=error_message(error) + (",
              "last_error=str(error) + (", "no secret in a DLQ record"),
