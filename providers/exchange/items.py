@@ -23,6 +23,7 @@ from exchangelib.errors import UnknownTimeZone
 from exchangelib.items import SEND_TO_ALL_AND_SAVE_COPY, SEND_TO_NONE
 
 from calsync.core.model.calendar import EventState, SendUpdates
+from calsync.core.model.content import representing
 from calsync.core.model.errors import InvalidRequest
 from calsync.core.model.markers import SYNC_KEY_PROPERTY_NAME, SYNC_KEY_PROPERTY_SET
 
@@ -45,6 +46,11 @@ class _SyncKey(ExtendedProperty):  # type: ignore[misc]
 
 
 CalendarItem.register("calsync_sync_key", _SyncKey)
+
+# exchangelib's length rules (255 characters), which it applies only while serializing, after connecting:
+# checked up front so an over-long value is refused before any request (as content, never retried).
+_SUBJECT = CalendarItem.get_field_by_fieldname("subject")
+_ADDRESS = Mailbox.get_field_by_fieldname("email_address")
 
 
 @functools.lru_cache(maxsize=1024)  # unknown names raise, so only real zones (a few hundred) are kept
@@ -72,7 +78,19 @@ def _midnight(value: dt.datetime | dt.date, tz: Any) -> Any:
 
 
 def item_fields(event: EventState) -> dict[str, Any]:
-    """The CalendarItem fields that make Exchange show ``event``."""
+    """The CalendarItem fields that make Exchange show ``event``, built without I/O.
+
+    A value exchangelib cannot take (a time past its range, a subject or address over 255 characters) raises
+    :class:`~calsync.core.model.errors.UnrepresentableEvent`: permanent, never retried.
+    """
+    with representing(event, "Exchange"):
+        return _fields(event)
+
+
+def _fields(event: EventState) -> dict[str, Any]:
+    _SUBJECT.clean(event.title)
+    for address in event.attendees:
+        _ADDRESS.clean(address)
     tz = _time_zone(event.time_zone)
     if event.all_day:
         start, end = _midnight(event.start, tz), _midnight(event.end, tz)
