@@ -10,19 +10,17 @@ from collections.abc import Iterator
 from dataclasses import replace
 
 import pytest
-from click.testing import CliRunner
 from sqlalchemy import func, select
 
 from calsync.actors.cli.common import EXIT_BAD_INPUT
-from calsync.actors.cli.main import cli
 from calsync.core.api.wiring import services_from_runtime
 from calsync.core.model.errors import InvalidChange
 from calsync.core.model.intake import INTAKE_JOB
 from calsync.core.store.schema import events
 from tests.api.live import LiveApi, serving
 from tests.integration.intake_support import intake_pipeline, send_raw, wait_intake_letter
-from tests.integration.provider_support import _CLI_TUNED_LOGGERS
-from tests.support import Pipeline, change, logging_kept
+from tests.integration.provider_support import run_cli
+from tests.support import Pipeline, change
 
 pytestmark = [pytest.mark.integration, pytest.mark.both_databases]
 __all__ = ["intake_pipeline"]
@@ -53,9 +51,7 @@ def test_the_python_api_refuses_it(pipeline: Pipeline) -> None:
 def test_calsync_submit_refuses_it_as_bad_input(pipeline: Pipeline) -> None:
     account = pipeline.account()
     document = json.dumps(change([account], title=TITLE))
-    with logging_kept(*_CLI_TUNED_LOGGERS):
-        done = CliRunner().invoke(cli, ["submit", "--tenant", "tenant-1", "--file", "-"], input=document,
-                                  env=pipeline.settings.as_environment())  # fmt: skip
+    done = run_cli(pipeline.settings, "submit", "--tenant", "tenant-1", "--file", "-", stdin=document)
     assert (done.exit_code, done.stdout) == (EXIT_BAD_INPUT, "")
     assert done.stderr.startswith("calsync: error: ") and SAYS in done.stderr
     assert _saved(pipeline) == 0
