@@ -48,6 +48,14 @@ def test_the_python_api_refuses_it(pipeline: Pipeline) -> None:
     assert _saved(pipeline) == 0
 
 
+@pytest.mark.parametrize("where", ["trace_id", "request_key"])
+def test_the_python_api_refuses_it_in_the_ids_stored_with_the_change(pipeline: Pipeline, where: str) -> None:
+    account = pipeline.account()
+    with pytest.raises(InvalidChange, match=r"(trace|request)_id: contains U\+0000 \(NUL\) at character 2"):
+        pipeline.producer.submit("tenant-1", change([account]), **{where: "r\u0000-1"})
+    assert _saved(pipeline) == 0
+
+
 def test_calsync_submit_refuses_it_as_bad_input(pipeline: Pipeline) -> None:
     account = pipeline.account()
     document = json.dumps(change([account], title=TITLE))
