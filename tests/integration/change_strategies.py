@@ -182,6 +182,8 @@ def explicit_examples(accounts: Sequence[str]) -> list[dict[str, Any]]:
         upsert(start="1601-01-01T09:30", end="1601-01-01T10:00", time_zone="Asia/Tokyo"),
         upsert(all_day=True, start="4500-12-30", end="4500-12-31", time_zone="Pacific/Kiritimati"),
         upsert(all_day=True, start="1601-01-01", end="1601-01-02", time_zone="Etc/GMT+12"),
+        upsert(start="1970-06-01T09:00", end="1970-06-01T10:00", time_zone="Africa/Monrovia"),  # -00:44:30
+        upsert(all_day=True, start="1850-06-01", end="1850-06-02", time_zone="America/Los_Angeles"),  # -07:52:58
         upsert(time_zone="localtime"),
         upsert(title=10**300),
         upsert(start=1e308),

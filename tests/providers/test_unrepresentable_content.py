@@ -1,5 +1,6 @@
 """Building a provider's request from content it cannot hold raises UnrepresentableEvent (permanent), not a raw
-OverflowError or ValueError that the worker would retry as temporary (issue 30, finding 1)."""
+OverflowError or ValueError that the worker would retry as temporary (issue 30, finding 1); what submit accepts
+is written in a form the provider takes."""
 
 from __future__ import annotations
 
@@ -10,9 +11,10 @@ from zoneinfo import ZoneInfo
 
 import pytest
 
-from calsync.core.model.calendar import EventState
+from calsync.core.model.calendar import EventState, Target
 from calsync.core.model.errors import UnrepresentableEvent, is_permanent
 from calsync.providers.exchange import item_fields
+from calsync.providers.google.event_body import event_body as google_body
 from calsync.providers.graph.event_body import event_body
 
 LOS_ANGELES, TOKYO = ZoneInfo("America/Los_Angeles"), ZoneInfo("Asia/Tokyo")
@@ -58,3 +60,22 @@ def test_what_submit_accepts_at_the_edges_is_represented() -> None:
     for build in BUILDERS.values():
         build(_event(title="t" * 255, start=first, end=first + dt.timedelta(minutes=30), time_zone="UTC"))
         build(_event(all_day=True, start=dt.date(4500, 12, 30), end=dt.date(4500, 12, 31)))
+
+
+@pytest.mark.parametrize(
+    ("start", "end", "zone", "all_day"),
+    [
+        (dt.datetime(1970, 6, 1, 9, tzinfo=ZoneInfo("Africa/Monrovia")),
+         dt.datetime(1970, 6, 1, 10, tzinfo=ZoneInfo("Africa/Monrovia")), "Africa/Monrovia", False),  # -00:44:30
+        (dt.date(1850, 6, 1), dt.date(1850, 6, 2), "America/Los_Angeles", True),  # -07:52:58
+    ],
+)  # fmt: skip
+def test_a_local_mean_times_offset_with_seconds_is_written_in_utc(
+    start: Any, end: Any, zone: str, all_day: bool
+) -> None:
+    event = _event(start=start, end=end, time_zone=zone, all_day=all_day)
+    fields = item_fields(event)
+    assert fields["start"].ewsformat().endswith("Z") and fields["start"].tzinfo.ms_id == "UTC"  # xs:dateTime: ±hh:mm
+    if not all_day:
+        [when] = [google_body(event, Target(event.id, "a", event.tenant_id))["start"]]
+        assert when == {"dateTime": "1970-06-01T09:44:30+00:00", "timeZone": zone}  # RFC 3339: ±hh:mm
