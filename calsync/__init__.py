@@ -42,6 +42,7 @@ from calsync.core.model.errors import (
     StoreUnavailable,
     TargetLocked,
     TemporaryError,
+    UnrepresentableEvent,
     WebhookEndpointNotFound,
 )
 from calsync.core.producer.submit import Receipt, submit_change
@@ -85,6 +86,7 @@ __all__ = [
     "StoreUnavailable",
     "TargetLocked",
     "TemporaryError",
+    "UnrepresentableEvent",
     "WebhookEndpointNotFound",
     "submit_change",
 ]

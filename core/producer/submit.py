@@ -20,6 +20,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from pydantic import TypeAdapter, ValidationError
 from sqlalchemy import Connection
 from sqlalchemy.exc import IntegrityError
 
@@ -30,8 +31,10 @@ from calsync.core.model.calendar import SendUpdates
 from calsync.core.model.change import Change, parse_change
 from calsync.core.model.errors import EntityNotFound, IdempotencyKeyReused, InvalidChange
 from calsync.core.model.ids import check_identifier, new_id, new_trace_id
+from calsync.core.model.intake import RequestId, TraceId
 from calsync.core.model.payload import JobPayload, Operation, new_payload
 from calsync.core.model.planner import Plan, plan
+from calsync.core.model.validation_wording import field_message
 from calsync.core.model.vocabulary import Lane
 from calsync.core.producer.dedup import Claim, EnqueueMarkers, Mark, RedisMarkers
 from calsync.core.producer.fairness import LaneChoice, OneLane, lane_choice
@@ -41,6 +44,9 @@ from calsync.core.store.database import Database
 from calsync.core.store.targets import TargetKey, TargetRow
 
 log = logging.getLogger(__name__)
+
+_trace_id = TypeAdapter(TraceId | None)
+_request_key = TypeAdapter(RequestId | None)
 
 Batch = list[tuple[JobPayload, Lane, int | None]]  # jobs, each with its lane and a delay in ms (None: at once)
 Enqueue = Callable[[Batch], list[bool]]  # enqueues a batch; per job, whether it was enqueued
@@ -90,6 +96,15 @@ def _job(
     return _PlannedJob(key, plan(row, key, version=version, wanted_present=present, cancelled=cancelled), covered_by)
 
 
+def _check_ids(trace_id: str | None, request_key: str | None) -> None:
+    """The caller's trace id and request key, stored and logged with the change: refused as the intake message's."""
+    for name, adapter, value in (("trace_id", _trace_id, trace_id), ("request_id", _request_key, request_key)):
+        try:
+            adapter.validate_python(value)
+        except ValidationError as exc:
+            raise InvalidChange(f"{name}: {field_message(exc.errors()[0])}") from None
+
+
 class Intake:
     """Accepts changes: saves the intent in the database, then enqueues one job per affected target."""
 
@@ -125,6 +140,7 @@ class Intake:
         under a live key raises :class:`IdempotencyKeyReused`.
         """
         tenant_id = check_identifier(tenant_id, "tenant_id")
+        _check_ids(trace_id, request_key)
         parsed = parse_change(change)
         trace = trace_id or new_trace_id()
         if request_key is None:
