@@ -13,6 +13,7 @@ from calsync.actors.shutdown import CloseOnShutdown
 from calsync.core.config.settings import Settings
 from calsync.core.model.calendar import Provider
 from calsync.core.model.errors import ConfigurationError
+from calsync.core.producer.reconcile import requeue_lost
 from calsync.core.redis.limiter import RedisLimiter
 from calsync.core.runtime import Runtime
 from calsync.core.store.key_rotation import require_secret_key
@@ -60,7 +61,10 @@ def build_worker(settings: Settings, *, providers: Mapping[str, Provider] | None
     """
 
     def middleware(runtime: Runtime) -> list[dramatiq.Middleware]:
-        return [*observed_worker_middleware(runtime), CloseOnShutdown(registry.close)]
+        def requeue() -> int:  # in every housekeeping pass: the CronJob's re-enqueueing, with no CronJob needed
+            return requeue_lost(runtime).enqueued
+
+        return [*observed_worker_middleware(runtime, requeue=requeue), CloseOnShutdown(registry.close)]
 
     runtime = Runtime(settings, role="worker", middleware=middleware)
     try:

@@ -42,6 +42,7 @@ from calsync.core.model.errors import (
     StoreUnavailable,
     TargetLocked,
     TemporaryError,
+    UnrepresentableEvent,
     WebhookEndpointNotFound,
 )
 from calsync.core.producer.receipts import Receipt
@@ -86,6 +87,7 @@ __all__ = [
     "StoreUnavailable",
     "TargetLocked",
     "TemporaryError",
+    "UnrepresentableEvent",
     "WebhookEndpointNotFound",
     "submit_change",
 ]

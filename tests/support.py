@@ -5,6 +5,7 @@ from __future__ import annotations
 import contextlib
 import datetime as dt
 import logging
+import socket
 import subprocess
 import sys
 import threading
@@ -88,6 +89,13 @@ def wait_until(predicate: Callable[[], T], *, timeout: float = 30, what: str = "
         if time.monotonic() > deadline:
             raise AssertionError(f"timed out after {timeout}s waiting for {what}")
         time.sleep(0.02)
+
+
+def closed_port() -> int:
+    """A local TCP port nobody listens on right now (a connection to it is refused)."""
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return int(probe.getsockname()[1])
 
 
 def in_threads(work: Callable[[int], object], count: int, *, timeout: float | None = None) -> None:

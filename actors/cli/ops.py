@@ -7,6 +7,7 @@ import sys
 from pathlib import Path
 
 import click
+import redis
 from rich.progress import Progress
 
 from calsync.actors.cli.common import CliState, pass_state, print_json, stderr
@@ -16,6 +17,7 @@ from calsync.core.messaging.lanes import lanes_of
 from calsync.core.messaging.messages import reconcile_message
 from calsync.core.producer.reconcile import reconcile as run_reconcile
 from calsync.core.redis.embedded import EmbeddedRedis
+from calsync.core.redis.keys import RedisKeys
 from calsync.core.store import migrate as migrations
 from calsync.core.store.crypto import generate_key
 from calsync.core.store.database import Database
@@ -95,6 +97,17 @@ def migrate(state: CliState, target: str | None) -> None:
         db.dispose()
 
 
+def _live_workers(url: str | None, keys: RedisKeys) -> list[str]:
+    """The worker processes (``host:pid``) beating on the Redis at ``url``."""
+    if url is None:
+        return []
+    client = redis.Redis.from_url(url, socket_timeout=5)
+    try:
+        return sorted(key.decode().rsplit(":heartbeat:", 1)[-1] for key in client.scan_iter(keys.worker_heartbeats()))
+    finally:
+        client.close()
+
+
 @click.command("stop")
 @pass_state
 def stop(state: CliState) -> None:
@@ -103,8 +116,13 @@ def stop(state: CliState) -> None:
     if settings.broker_url:
         click.echo("CALSYNC_BROKER_URL is set: there is no embedded Redis to stop", err=True)
         return
-    stopped = EmbeddedRedis(settings.data_dir).stop()
-    print_json({"stopped": stopped, "data_dir": str(settings.data_dir)})
+    embedded = EmbeddedRedis(settings.data_dir)
+    waiting = _live_workers(embedded.running_url(), RedisKeys(settings.redis_namespace))
+    stopped = embedded.stop()
+    if waiting:  # they reconnect once a command starts it again, at the same address (README "Command line")
+        click.echo(f"calsync: note: worker process(es) {', '.join(waiting)} still run and wait for Redis to come "
+                   "back (stop workers and `calsync serve` first to stop calsync)", err=True)  # fmt: skip
+    print_json({"stopped": stopped, "data_dir": str(settings.data_dir), "workers_waiting": waiting})
 
 
 @click.group("secret-key", invoke_without_command=True)

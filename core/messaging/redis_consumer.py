@@ -40,6 +40,7 @@ from dramatiq.errors import ConnectionClosed
 from calsync.core.messaging.batch import Outgoing
 from calsync.core.messaging.hold import ConsumerHold, hold_of
 from calsync.core.messaging.hooks import HookedEmitter
+from calsync.core.messaging.outage import RedisOutage, outage_of, redis_address
 from calsync.core.messaging.proxy import FieldedProxy
 from calsync.core.messaging.quarantine import Arrival, Door, Quarantined, QuarantineUnavailable
 from calsync.core.messaging.redis_batch import RedisBatch, dispatch_argv, run_maintenance
@@ -98,6 +99,7 @@ class SafeRedisBroker(HookedEmitter, RedisBroker):
         **kwargs: Any,
     ) -> None:  # fmt: skip
         super().__init__(**kwargs)
+        self.address = redis_address(kwargs["url"]) if kwargs.get("url") else "redis"  # in outage log lines
         self.door = Door(self, max_message_bytes, dict(overflow or {}))
         self._fetch_pairs = self.client.register_script(_FETCH_PAIRS)
         self._maintenance_interval = maintenance_interval
@@ -206,6 +208,7 @@ class _SafeRedisConsumer(_RedisConsumer):
     def __init__(self, broker: SafeRedisBroker, queue_name: str, prefetch: int, timeout: int) -> None:
         super().__init__(broker, queue_name, prefetch, timeout)  # type: ignore[no-untyped-call]
         self.hold: ConsumerHold | None = hold_of(broker)  # consumers are built after the middleware
+        self.outage: RedisOutage | None = outage_of(broker)
 
     def __next__(self) -> MessageProxy | None:
         try:
@@ -228,7 +231,24 @@ class _SafeRedisConsumer(_RedisConsumer):
                     time.sleep(backoff_ms / 1000)
                     return None
         except redis.ConnectionError as e:
-            raise ConnectionClosed(e) from None  # type: ignore[no-untyped-call]
+            if self.outage is None:
+                raise ConnectionClosed(e) from None  # type: ignore[no-untyped-call]
+            self._wait_for_redis(self.outage, e)
+            return None
+
+    def _wait_for_redis(self, outage: RedisOutage, error: redis.ConnectionError) -> None:
+        """Wait (backing off) until Redis answers this consumer's fetch again, or the worker shuts down."""
+        outage.lost(self.broker.address, error)
+        attempt = 0
+        while outage.wait(attempt):
+            attempt += 1
+            try:
+                self.broker.fetch_pairs(self.queue_name, 0)  # fetches nothing: beats, redoes owed acks
+            except redis.ConnectionError:
+                continue
+            outage.answered(self.broker.address)
+            return
+        time.sleep(self.timeout / 1000)  # shutting down: the consumer thread stops after this turn
 
     def _held(self) -> bool:
         """While the hold is on: prefetched ids go back to the queue, nothing is fetched, Dramatiq's beat goes on."""

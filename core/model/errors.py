@@ -20,11 +20,14 @@ The worker decides retry-or-dead-letter by class alone, never by comparing messa
     │   ├── AccountInactive            the account is disabled or awaits re-authorization
     │   ├── Forbidden                  the provider refuses this operation for this account
     │   ├── InvalidRequest             the provider rejected the request as malformed
+    │   ├── UnrepresentableEvent       the adapter cannot put the event's content into a request (a time out of its
+    │   │                              range, a value its library refuses): nothing was sent
     │   ├── QuotaExceeded              the mailbox is full (Exchange ErrorQuotaExceeded)
     │   ├── FullSyncRequired           the provider invalidated a sync token: list everything again
     │   └── ConfigurationError         a setting or secret is missing or wrong
-    │       └── AppCredentialsRejected an app's secret/certificate is wrong or expired, or the app is unknown
-    │                                  (also an AuthRevoked: the account stops until re-authorized)
+    │       ├── AppCredentialsRejected an app's secret/certificate is wrong or expired, or the app is unknown
+    │       │                          (also an AuthRevoked: the account stops until re-authorized)
+    │       └── SecretKeyMismatch      no configured secret key opens stored credentials (a worker holds the job)
     └── Deferred                       not a failure: re-enqueued later without using an attempt
         ├── TargetLocked               another delivery holds the target's lock; bounded, gives up as LockBusy
         └── Held(retry_after)          traffic control holds the job for retry_after s: unbounded, never a failure
@@ -32,8 +35,10 @@ The worker decides retry-or-dead-letter by class alone, never by comparing messa
             ├── OverRate               a token bucket (account, tenant or provider) is empty
             ├── BackingOff             the provider asked every job of the account (or provider) to wait
             ├── CircuitOpen            the account's or provider's circuit breaker is open (or its probe is out)
-            └── OutageSuspected        a temporary failure blamed on the provider (another job's failed too, or
-                                       the job's first failure of the attempt): excused, bounded per attempt
+            ├── OutageSuspected        a temporary failure blamed on the provider (another job's failed too, or
+            │                          the job's first failure of the attempt): excused, bounded per attempt
+            └── CredentialsUnreadable  this worker's secret keys open none of the account's credentials: held
+                                       until a worker with the right key takes it, never dead-lettered for it
 
 ``reason`` is the short, stable text shown in the DLQ and used as a metric label.
 """
@@ -168,6 +173,16 @@ class InvalidRequest(PermanentError):
     reason = "invalid request"
 
 
+class UnrepresentableEvent(PermanentError):
+    """The event's content cannot be written in the provider's format; retrying the same content cannot help.
+
+    Submit refuses such content (core/model/content.py); this catches what still reaches an adapter (an event
+    stored under older rules): a ValueError or OverflowError while building the request becomes this, not a retry.
+    """
+
+    reason = "unrepresentable event"
+
+
 class FullSyncRequired(PermanentError):
     """The provider no longer honours a sync token (Google's 410 fullSyncRequired): repeating the call cannot help."""
 
@@ -190,6 +205,12 @@ class AppCredentialsRejected(ConfigurationError, AuthRevoked):
     """The token endpoint refused the app itself (wrong or expired secret, unknown app): fix the app, re-authorize."""
 
     reason = "app credentials rejected"
+
+
+class SecretKeyMismatch(ConfigurationError):
+    """Stored credentials cannot be decrypted with any configured secret key (CALSYNC_SECRET_KEY, _KEYS)."""
+
+    reason = "secret key mismatch"
 
 
 class InvalidWebhookEndpoint(PermanentError):
@@ -231,7 +252,8 @@ class TargetLocked(Deferred):
 
 
 class Held(Deferred):
-    """Traffic control holds the job (core/worker/traffic.py): it runs again after ``retry_after`` s, unbounded."""
+    """Traffic control (core/worker/traffic.py), or a key the worker lacks, holds the job: it runs again after
+    ``retry_after`` s, unbounded."""
 
     reason = "held by traffic control"
 
@@ -272,6 +294,13 @@ class OutageSuspected(Held):
     """A temporary failure traffic control blames on the provider, not the job: retried without an attempt."""
 
     reason = "outage suspected"
+
+
+class CredentialsUnreadable(Held):
+    """The worker's secret keys open none of the account's stored credentials: a configuration problem of the
+    worker, not of the job, so the job waits (no attempt used) for a worker with the right key."""
+
+    reason = "credentials unreadable"
 
 
 def is_permanent(exc: BaseException) -> bool:

@@ -6,9 +6,13 @@ or Redis was flushed), so a fresh job for the event's latest version is enqueued
 enqueue failed has no due time at all (``targets.mark_unqueued``): it is due at once, and the very
 next pass re-enqueues it.
 Duplicates are harmless: jobs are idempotent. The same pass re-enqueues lost webhook dispatches and
-deliveries (webhook_reconcile.py) and runs one housekeeping pass (core/store/pruning.py), as workers do
-every ``MAINTENANCE_INTERVAL``: a deployment whose workers run none (``MAINTENANCE_INTERVAL=0``) still
-prunes, at the CronJob's pace.
+deliveries (webhook_reconcile.py) and runs one housekeeping pass (core/store/pruning.py).
+
+Workers run the re-enqueueing part (:func:`requeue_lost`) in their housekeeping pass, every
+``MAINTENANCE_INTERVAL`` under its lease (core/worker/maintenance.py): so a target whose enqueue failed
+(``deferred_accounts``: the broker was down, or not started yet) is enqueued within seconds of the broker
+answering again, with no CronJob (the embedded default has none) and no manual ``calsync reconcile``.
+The CronJob and the command remain for deployments whose workers run no pass (``MAINTENANCE_INTERVAL=0``).
 """
 
 from __future__ import annotations
@@ -43,6 +47,11 @@ class ReconcileReport:
     purged: PruneReport = field(default_factory=PruneReport)
     webhooks_requeued: int = 0
 
+    @property
+    def enqueued(self) -> int:
+        """Jobs enqueued again: sync jobs and webhook work."""
+        return len(self.requeued) + self.webhooks_requeued
+
     def as_json(self) -> dict[str, object]:
         """Printed by ``calsync reconcile``."""
         return {
@@ -56,6 +65,7 @@ class ReconcileReport:
             "purged_event_targets": self.purged.purged.get("event_targets", 0),
             "purged_webhook_notifications": self.purged.purged.get("webhook_notifications", 0),
             "purged_webhook_deliveries": self.purged.purged.get("webhook_deliveries", 0),
+            "purged_accounts": self.purged.purged.get("provider_accounts", 0),
             "housekeeping_caught_up": self.purged.caught_up,
             "webhooks_requeued": self.webhooks_requeued,
         }
@@ -76,11 +86,28 @@ def _plan(event: EventState, row: TargetRow, version: int) -> Plan:
 def reconcile(
     runtime: Runtime, *, older_than: float | None = None, limit: int = 1000, now: dt.datetime | None = None
 ) -> ReconcileReport:
-    """Re-enqueue overdue pending targets, then run one housekeeping pass."""
+    """Re-enqueue overdue pending targets and lost webhook work, then run one housekeeping pass."""
+    now = now or dt.datetime.now(dt.UTC)
+    trace = new_trace_id()
+    report = requeue_lost(runtime, older_than=older_than, limit=limit, now=now, trace=trace)
+    report.purged = prune(runtime.db, Retention.of(runtime.settings), now=now)
+    log.info("reconciliation done", extra={"fields": report.as_json() | {"job_ids": None, "trace_id": trace}})
+    return report
+
+
+def requeue_lost(
+    runtime: Runtime,
+    *,
+    older_than: float | None = None,
+    limit: int = 1000,
+    now: dt.datetime | None = None,
+    trace: str | None = None,
+) -> ReconcileReport:
+    """Re-enqueue overdue pending targets (those whose enqueue failed at once) and lost webhook work."""
     now = now or dt.datetime.now(dt.UTC)
     threshold = runtime.settings.reconcile_after if older_than is None else older_than
     report = ReconcileReport()
-    trace = new_trace_id()
+    trace = trace or new_trace_id()
     with runtime.db.read() as conn:
         overdue = targets.overdue(conn, before=now - dt.timedelta(seconds=threshold), limit=limit)
         states = {(row.tenant_id, row.event_id): events.get_event(conn, row.tenant_id, row.event_id) for row in overdue}
@@ -114,6 +141,4 @@ def reconcile(
             targets.postpone(conn, row.key, due_at=dt.datetime.now(dt.UTC))
         report.requeued.append(payload.job_id)
     report.webhooks_requeued = reconcile_webhooks(runtime, before=now - dt.timedelta(seconds=threshold), limit=limit)
-    report.purged = prune(runtime.db, Retention.of(runtime.settings), now=now)
-    log.info("reconciliation done", extra={"fields": report.as_json() | {"job_ids": None, "trace_id": trace}})
     return report

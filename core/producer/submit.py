@@ -34,9 +34,11 @@ from calsync.core.messaging.messages import sync_message
 from calsync.core.model.calendar import SendUpdates
 from calsync.core.model.change import Change, parse_change
 from calsync.core.model.errors import EntityNotFound, InvalidChange
-from calsync.core.model.ids import Identifier, new_id, new_trace_id
+from calsync.core.model.ids import check_identifier, new_id, new_trace_id
+from calsync.core.model.intake import RequestId, TraceId
 from calsync.core.model.payload import JobPayload, new_payload
 from calsync.core.model.planner import Plan, plan
+from calsync.core.model.validation_wording import field_message
 from calsync.core.model.vocabulary import Lane
 from calsync.core.producer.dedup import Claim, EnqueueMarkers, Mark, RedisMarkers
 from calsync.core.producer.fairness import LaneChoice, OneLane, lane_choice
@@ -47,7 +49,9 @@ from calsync.core.store.database import Database
 from calsync.core.store.targets import TargetKey, TargetRow
 
 log = logging.getLogger(__name__)
-_tenant_id = TypeAdapter(Identifier)
+
+_trace_id = TypeAdapter(TraceId | None)
+_request_key = TypeAdapter(RequestId | None)
 
 Batch = list[tuple[JobPayload, Lane, int | None]]  # jobs, each with its lane and a delay in ms (None: at once)
 Enqueue = Callable[[Batch], list[bool]]  # enqueues a batch; per job, whether it was enqueued
@@ -72,6 +76,15 @@ def _job(
     cancelled: bool = False,
 ) -> _PlannedJob:
     return _PlannedJob(key, plan(row, key, version=version, wanted_present=present, cancelled=cancelled))
+
+
+def _check_ids(trace_id: str | None, request_key: str | None) -> None:
+    """The caller's trace id and request key, stored and logged with the change: refused as the intake message's."""
+    for name, adapter, value in (("trace_id", _trace_id, trace_id), ("request_id", _request_key, request_key)):
+        try:
+            adapter.validate_python(value)
+        except ValidationError as exc:
+            raise InvalidChange(f"{name}: {field_message(exc.errors()[0])}") from None
 
 
 class Intake:
@@ -109,10 +122,8 @@ class Intake:
         same change under the same key, concurrent or later, returns the first receipt and changes nothing
         (core/producer/receipts.py); another change under a live key raises :class:`IdempotencyKeyReused`.
         """
-        try:
-            tenant_id = _tenant_id.validate_python(tenant_id)
-        except ValidationError:
-            raise InvalidChange(f"tenant_id: {tenant_id!r} is not a valid identifier") from None
+        tenant_id = check_identifier(tenant_id, "tenant_id")
+        _check_ids(trace_id, request_key)
         parsed = parse_change(change)
         trace = trace_id or new_trace_id()
         if request_key is None:
@@ -151,10 +162,11 @@ class Intake:
             listed = ", ".join(missing)
             raise InvalidChange(f"accounts: account {listed} does not exist for tenant {tenant_id}" if len(missing) == 1
                                 else f"accounts: accounts {listed} do not exist for tenant {tenant_id}")  # fmt: skip
-        disabled = [a for a in account_ids if known[a].status == "disabled"]
-        if disabled:
-            raise InvalidChange(f"accounts: account{'s' if len(disabled) > 1 else ''} {', '.join(disabled)} "
-                                f"{'are' if len(disabled) > 1 else 'is'} disabled")  # fmt: skip
+        for status, said in (("disabled", "disabled"), ("removing", "being removed")):
+            refused = [a for a in account_ids if known[a].status == status]
+            if refused:
+                raise InvalidChange(f"accounts: account{'s' if len(refused) > 1 else ''} {', '.join(refused)} "
+                                    f"{'are' if len(refused) > 1 else 'is'} {said}")  # fmt: skip
 
     def _save_intent(self, conn: Connection, tenant_id: str, change: Change) -> tuple[str, int, list[_PlannedJob]]:
         send_updates = change.send_updates or self._default_send_updates
@@ -222,6 +234,31 @@ class Intake:
             jobs.append(_job(row.key, row, version, present=False))
         targets.plan_targets(conn, planned, version=version, due_at=now, existing={row.key for row in rows.values()})
         return existing.id, version, jobs
+
+    def detach(
+        self, tenant_id: str, entity_id: str, account_id: str, *, send_updates: SendUpdates | None = None,
+        trace_id: str | None = None,
+    ) -> Receipt:  # fmt: skip
+        """Take an account out of an event's targets (``accounts remove --detach``), as a change leaving it out would:
+        a new version whose job deletes the event from that account. The event's other targets are not written
+        again (the version changes nothing they show); those still pending get a job of it, as after any edit.
+        Nothing to do (no such target, already left out, event cancelled): no new version, no job."""
+        now = dt.datetime.now(dt.UTC)
+        with self._db.write() as conn:
+            existing = events.lock_event(conn, tenant_id, entity_id)  # a concurrent change of the event waits
+            rows = {row.account_id: row for row in targets.list_targets(conn, tenant_id, entity_id)}
+            leaving = rows.get(account_id)
+            if existing is None or existing.status == "cancelled" or leaving is None or leaving.wanted == "absent":
+                return Receipt(entity_id, existing.version if existing else 0, [])
+            version = events.bump_event(conn, tenant_id, entity_id, status="confirmed",
+                                        send_updates=send_updates or self._default_send_updates)  # fmt: skip
+            pending = [row for row in rows.values() if row.status == "pending" and row.account_id != account_id]
+            planned: list[tuple[TargetKey, targets.Wanted]] = [(leaving.key, "absent")]
+            planned += [(row.key, row.wanted) for row in pending]
+            targets.plan_targets(conn, planned, version=version, due_at=now, existing=[key for key, _ in planned])
+        jobs = [_job(leaving.key, leaving, version, present=False)]
+        jobs += [_job(row.key, row, version, present=row.wanted == "present") for row in pending]
+        return self._enqueue(tenant_id, entity_id, version, jobs, trace_id or new_trace_id())
 
     def _enqueue(self, tenant_id: str, entity_id: str, version: int, jobs: list[_PlannedJob], trace: str) -> Receipt:
         # Called after the intent is committed: the markers are claimed together (one script call), then the

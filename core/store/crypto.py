@@ -19,7 +19,9 @@ from typing import Any
 
 from cryptography.fernet import Fernet, InvalidToken, MultiFernet
 
-from calsync.core.model.errors import ConfigurationError
+from calsync.core.model.errors import ConfigurationError, SecretKeyMismatch
+
+UNREADABLE = "stored credentials cannot be decrypted with any configured key (CALSYNC_SECRET_KEY, CALSYNC_SECRET_KEYS)"
 
 #: How many blobs' plaintexts a cipher keeps (one per account a worker syncs; a blob is about 2.5 KB).
 KEPT_PLAINTEXTS = 1024
@@ -75,7 +77,17 @@ class CredentialCipher:
         try:
             return self._require("read").decrypt(blob)
         except InvalidToken:
-            raise ConfigurationError("stored credentials cannot be decrypted with any configured secret key") from None
+            raise SecretKeyMismatch(UNREADABLE) from None
+
+    def opens(self, blob: bytes) -> bool:
+        """Whether any configured key decrypts ``blob`` (a worker's start-up check; nothing is kept)."""
+        if self._fernet is None:
+            return False
+        try:
+            self._fernet.decrypt(bytes(blob))
+        except InvalidToken:
+            return False
+        return True
 
     def is_current(self, blob: bytes) -> bool:
         """Whether the blob is already encrypted with the newest key (rotation skips it)."""
@@ -91,4 +103,4 @@ class CredentialCipher:
         try:
             return self._require("rotate").rotate(bytes(blob))
         except InvalidToken:
-            raise ConfigurationError("stored credentials cannot be decrypted with any configured secret key") from None
+            raise SecretKeyMismatch(UNREADABLE) from None

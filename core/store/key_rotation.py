@@ -7,15 +7,18 @@ compare-and-set on the old blob, so credentials replaced meanwhile (``accounts u
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 
-from sqlalchemy import func, select, update
+from sqlalchemy import Column, func, select, update
 
-from calsync.core.model.errors import ConfigurationError
+from calsync.core.model.errors import ConfigurationError, SecretKeyMismatch
 from calsync.core.store.crypto import CredentialCipher
 from calsync.core.store.database import Database
 from calsync.core.store.schema import provider_accounts as accounts
+from calsync.core.store.schema import webhook_endpoints
+
+CHECK_BATCH = 100  # stored blobs read per query by the start-up check
 
 
 @dataclass
@@ -44,15 +47,50 @@ def count_credentials(db: Database) -> int:
 
 
 def require_secret_key(cipher: CredentialCipher, db: Database) -> None:
-    """Refuse to start a worker without a secret key when accounts hold credentials: every such job would fail."""
-    if cipher.configured:
+    """Refuse to start a worker whose keys cannot read what is stored: every job that needs it would wait.
+
+    Refused: no key while accounts hold credentials; keys none of which opens any stored secret (accounts'
+    credentials, webhook endpoints' signing secrets): the wrong ``CALSYNC_SECRET_KEY``, e.g. a second
+    ``calsync secret-key`` pasted over the first. Keys that open some start the worker: the jobs of an
+    account they cannot read are held and said (core/worker/snapshot.py), never dead-lettered for it.
+    """
+    if not cipher.configured:
+        stored = count_credentials(db)
+        if stored:
+            raise ConfigurationError(
+                f"CALSYNC_SECRET_KEY is not set but {stored} account(s) have stored credentials: "
+                "set it (or CALSYNC_SECRET_KEYS) before starting a worker"
+            )
         return
-    stored = count_credentials(db)
-    if stored:
-        raise ConfigurationError(
-            f"CALSYNC_SECRET_KEY is not set but {stored} account(s) have stored credentials: "
-            "set it (or CALSYNC_SECRET_KEYS) before starting a worker"
+    tried = 0
+    for blob in _stored_secrets(db):
+        if cipher.opens(blob):
+            return
+        tried += 1
+    if tried:
+        raise SecretKeyMismatch(
+            f"CALSYNC_SECRET_KEY (or CALSYNC_SECRET_KEYS) decrypts none of the {tried} stored credentials: it is not "
+            "the key they were stored with; set that key (both, newest first, while rotating) before starting a worker"
         )
+
+
+def _stored_secrets(db: Database) -> Iterator[bytes]:
+    """Every encrypted blob, accounts' first, a batch per query (the check stops at the first it can open)."""
+    sources: list[tuple[Column[str], Column[bytes]]] = [
+        (accounts.c.id, accounts.c.credentials),
+        (webhook_endpoints.c.id, webhook_endpoints.c.secrets),
+    ]
+    for key, blob in sources:
+        after = ""
+        while True:
+            with db.read() as conn:
+                rows = conn.execute(
+                    select(key, blob).where(blob.is_not(None), key > after).order_by(key).limit(CHECK_BATCH)
+                ).all()
+            yield from (bytes(row[1]) for row in rows)
+            if len(rows) < CHECK_BATCH:
+                break
+            after = rows[-1][0]
 
 
 def rotate_credentials(

@@ -79,9 +79,13 @@ provider_accounts = Table(
     Column("status", String(16), nullable=False),
     Column("created_at", UTCDateTime, nullable=False),
     Column("updated_at", UTCDateTime, nullable=False),
+    # The calendar the account writes into (core/model/account_rules.py calendar_key), NULL when its
+    # registration cannot tell: one account per calendar and tenant, kept by the unique index (migration 0008).
+    Column("calendar_key", String(1024), nullable=True),
     _one_of("provider", get_args(ProviderName), "ck_provider_accounts_provider"),
     _one_of("status", get_args(AccountStatus), "ck_provider_accounts_status"),
     Index("ix_provider_accounts_tenant", "tenant_id"),
+    Index("uq_provider_accounts_calendar", "tenant_id", "calendar_key", unique=True),
 )
 
 events = Table(

@@ -25,7 +25,7 @@ from sqlalchemy import Connection
 
 from calsync.core.messaging.messages import DELIVER_WEBHOOK_JOB, webhook_delivery_message
 from calsync.core.model.backoff import retry_delay
-from calsync.core.model.errors import InvalidWebhookUrl
+from calsync.core.model.errors import InvalidWebhookUrl, SecretKeyMismatch
 from calsync.core.model.ids import new_id
 from calsync.core.model.redaction import redact
 from calsync.core.model.vocabulary import WebhookOutcome
@@ -35,6 +35,7 @@ from calsync.core.store import dead_letters, webhook_deliveries, webhook_endpoin
 from calsync.core.store.crypto import CredentialCipher
 from calsync.core.store.database import Database
 from calsync.core.store.dead_letters import DeadLetterRecord
+from calsync.core.store.unreadable_secrets import UnreadableSecrets
 from calsync.core.store.webhook_endpoints import Endpoint
 from calsync.core.store.webhook_notifications import Notification
 from calsync.core.webhooks import metrics
@@ -82,6 +83,7 @@ class Deliverer:
     ) -> None:
         self.db, self.cipher, self.transport, self.broker = db, cipher, transport, broker
         self.queue, self.policy = queue, policy
+        self.unreadable = UnreadableSecrets()  # signing secrets this worker's keys cannot open: held, said
 
     def deliver(self, notification_id: str, endpoint_id: str) -> WebhookOutcome:
         """One attempt of a pending delivery (anything else is skipped)."""
@@ -90,7 +92,10 @@ class Deliverer:
             delivery = webhook_deliveries.get(conn, notification_id, endpoint_id)
             endpoint = webhook_endpoints.get(conn, endpoint_id)
             found = webhook_notifications.get(conn, notification_id)
-            keys = webhook_endpoints.signing_secrets(conn, self.cipher, endpoint_id, now) if endpoint else []
+            try:
+                keys = webhook_endpoints.signing_secrets(conn, self.cipher, endpoint_id, now) if endpoint else []
+            except SecretKeyMismatch:
+                raise self.unreadable.held(endpoint_id, "webhook endpoint") from None
         if delivery is None or delivery.status != "pending" or found is None:
             metrics.count(WebhookOutcome.SKIPPED)
             return WebhookOutcome.SKIPPED

@@ -40,6 +40,7 @@ from pathlib import Path
 import dramatiq
 import redis
 
+from calsync.core.messaging.outage import RedisWatch
 from calsync.core.redis.keys import RedisKeys
 from calsync.core.redis.periodic import start_repeating
 from calsync.core.worker.metrics import (
@@ -148,9 +149,15 @@ class Heartbeat(dramatiq.Middleware):
     """Runs this worker process' heartbeat thread and tracks its deliveries in flight."""
 
     def __init__(
-        self, client: redis.Redis, keys: RedisKeys, timing: HeartbeatTiming, pause: PauseGate | None = None
+        self,
+        client: redis.Redis,
+        keys: RedisKeys,
+        timing: HeartbeatTiming,
+        pause: PauseGate | None = None,
+        watch: RedisWatch | None = None,
     ) -> None:
         self.timing = timing
+        self.watch = watch  # an unreachable Redis is reported there (once per outage), not logged every beat
         self.pause = pause
         self.redis = client
         self.keys = keys
@@ -226,7 +233,8 @@ class Heartbeat(dramatiq.Middleware):
         try:
             self.redis.delete(self.key)
         except redis.RedisError:
-            log.warning("could not delete the heartbeat key; it expires by itself", exc_info=True)
+            if self.watch is None or not self.watch.unreachable:  # else the outage was said already
+                log.warning("could not delete the heartbeat key; it expires by itself", exc_info=True)
         self.file.unlink(missing_ok=True)
 
     def beat(self) -> bool:
@@ -282,8 +290,17 @@ class Heartbeat(dramatiq.Middleware):
             value["paused"] = self.pause.paused_on(self._worker.consumers)  # every consumer holds
         try:
             self.redis.set(self.key, json.dumps(value), px=int(self.timing.ttl * 1000))
+        except redis.ConnectionError as exc:
+            if self.watch is None:
+                log.warning("could not renew the heartbeat key", exc_info=True)
+            else:
+                self.watch.lost(exc)
+            return
         except redis.RedisError:
             log.warning("could not renew the heartbeat key", exc_info=True)
+            return
+        if self.watch is not None:
+            self.watch.answered()
 
     def _touch_file(self) -> None:
         path = self.file

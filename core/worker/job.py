@@ -43,7 +43,14 @@ from calsync.core.model.calendar import (
     ProviderLookup,
     needs_create_marker,
 )
-from calsync.core.model.errors import AccountInactive, AuthRevoked, EntityNotFound, InvalidPayload, TargetLocked
+from calsync.core.model.errors import (
+    AccountInactive,
+    AuthRevoked,
+    EntityNotFound,
+    InvalidPayload,
+    SecretKeyMismatch,
+    TargetLocked,
+)
 from calsync.core.model.payload import JobPayload, Operation, new_payload, parse_payload, raw_ids
 from calsync.core.model.planner import effect as planned_effect
 from calsync.core.model.vocabulary import Outcome
@@ -53,6 +60,7 @@ from calsync.core.store import idempotency, targets
 from calsync.core.store.crypto import CredentialCipher
 from calsync.core.store.database import Database
 from calsync.core.store.targets import TargetRow
+from calsync.core.store.unreadable_secrets import UnreadableSecrets
 from calsync.core.worker import cancellation
 from calsync.core.worker.context import REPAIR_OPTION, JobContext, current_job, detached_delivery
 from calsync.core.worker.metrics import lock_attempt, provider_request
@@ -79,13 +87,14 @@ class JobParts:
     delete_verify_delay: float = 0  # DELETE_VERIFY_DELAY (core/worker/cancellation.py)
     trust_handover: bool = True  # LOCK_HANDOVER: the early read stands when the lock's handover says so
     outbox: Outbox | None = None  # webhook notifications recorded with the result (None: never)
+    unreadable: UnreadableSecrets = field(default_factory=UnreadableSecrets)  # credentials the keys cannot open
 
 
 def run_sync(parts: JobParts, delivery: JobContext, args: Sequence[Any], kwargs: Mapping[str, Any]) -> Outcome:
     """Make one target match its event's latest state, exactly once per logical effect."""
     payload = _parse(delivery, args, kwargs)
     delivery.begin(payload)
-    early = load_snapshot(parts.db, parts.cipher, payload)  # before the lock: a finished or stale job never waits
+    early = _snapshot(parts, payload)  # before the lock: a finished or stale job never waits
     if early.already_done:
         return Outcome.ALREADY_DONE
     if _superseded(early.versions, payload, repair=delivery.repair):
@@ -98,7 +107,7 @@ def run_sync(parts: JobParts, delivery: JobContext, args: Sequence[Any], kwargs:
     leaves: str | None = None  # what this job leaves the target as, handed over on release (None: unknown)
     try:
         current = parts.trust_handover and still_current(early, held.handed_over, taken_over=held.taken_over)
-        snapshot = early if current else load_snapshot(parts.db, parts.cipher, payload)  # a holder wrote since
+        snapshot = early if current else _snapshot(parts, payload)  # a holder wrote since
         if snapshot.account is not None:
             delivery.provider = snapshot.account.provider
         leaves = left_as(snapshot.target) if snapshot.target is not None else None
@@ -107,7 +116,7 @@ def run_sync(parts: JobParts, delivery: JobContext, args: Sequence[Any], kwargs:
         if _superseded(snapshot.versions, payload, repair=delivery.repair):
             return Outcome.STALE  # the same check, exact under the lock
         account, event, target = _checked(snapshot, payload)
-        effect = effective_operation(event, target)
+        effect = effective_operation(event, target, leaving=account.status == "removing")
         provider = parts.providers.get(account.provider)
         stored = target  # the row as this job knows it is stored; what it hands over on release
         with parts.traffic.call(account):  # over a limit or behind an open breaker: Held, a deferral
@@ -145,9 +154,11 @@ def sync_actor(parts: JobParts) -> Callable[..., None]:
     return sync_calendar_event
 
 
-def effective_operation(event: EventState, target: TargetRow) -> Operation:
-    """What the provider must do to show the latest state, whatever the payload said."""
-    return planned_effect(target, wanted_present=target.wanted == "present", cancelled=event.status == "cancelled")
+def effective_operation(event: EventState, target: TargetRow, *, leaving: bool = False) -> Operation:
+    """What the provider must do to show the latest state, whatever the payload said. An account ``leaving``
+    (being removed: ``accounts remove --detach``) is wanted by no event, even one a change put back meanwhile."""
+    wanted = target.wanted == "present" and not leaving
+    return planned_effect(target, wanted_present=wanted, cancelled=event.status == "cancelled")
 
 
 def _parse(delivery: JobContext, args: Sequence[Any], kwargs: Mapping[str, Any]) -> JobPayload:
@@ -158,6 +169,14 @@ def _parse(delivery: JobContext, args: Sequence[Any], kwargs: Mapping[str, Any])
     except InvalidPayload as exc:
         bind_job({**delivery.log_fields(), **exc.ids})  # the rejection's log lines name every id it carried
         raise
+
+
+def _snapshot(parts: JobParts, payload: JobPayload) -> Snapshot:
+    # Credentials this worker's keys cannot open: the job waits for one that can (core/store/unreadable_secrets.py).
+    try:
+        return load_snapshot(parts.db, parts.cipher, payload)
+    except SecretKeyMismatch:
+        raise parts.unreadable.held(payload.account_id, "account") from None
 
 
 def _superseded(versions: Versions | None, payload: JobPayload, *, repair: bool) -> bool:

@@ -7,6 +7,13 @@ the others do nothing. The lease is never released: it expires, so passes are sp
 however many workers run, and a pass that dies with its worker blocks the next one for one interval at
 most. So the deployment deletes up to ``MAINTENANCE_BATCH`` x ``MAINTENANCE_MAX_BATCHES`` rows of each
 table per interval (docs/RUNBOOK.md §Housekeeping says how to size it against the job rate).
+
+A pass first re-enqueues what the broker lost, when the composition root gives it that part of the
+reconciler (``requeue``, core/producer/reconcile.py ``requeue_lost``): pending targets overdue by
+``RECONCILE_AFTER`` and those whose enqueue failed (no due time). So changes accepted while the broker was
+down, or before it was started, are enqueued within one interval of it answering, with no CronJob.
+An unreachable Redis is reported to the worker's :class:`~core.messaging.outage.RedisOutage` (``watch``),
+which says it once, instead of a warning with a traceback every interval.
 """
 
 from __future__ import annotations
@@ -15,11 +22,13 @@ import logging
 import threading
 import time
 import uuid
+from collections.abc import Callable
 
 import dramatiq
 import redis
 from prometheus_client import Counter, Histogram
 
+from calsync.core.messaging.outage import RedisWatch
 from calsync.core.model.vocabulary import MAINTENANCE_RESULTS, PRUNED_TABLES, MaintenanceResult
 from calsync.core.redis.keys import RedisKeys
 from calsync.core.redis.periodic import start_repeating
@@ -53,12 +62,24 @@ PASS_DURATION = Histogram(
 class Maintenance(dramatiq.Middleware):
     """Runs the maintenance thread of one worker process."""
 
-    def __init__(self, db: Database, client: redis.Redis, keys: RedisKeys, *, interval: float, retention: Retention):
+    def __init__(
+        self,
+        db: Database,
+        client: redis.Redis,
+        keys: RedisKeys,
+        *,
+        interval: float,
+        retention: Retention,
+        requeue: Callable[[], int] | None = None,
+        watch: RedisWatch | None = None,
+    ) -> None:
         self.db = db
         self.redis = client
         self.keys = keys
         self.interval = interval
         self.retention = retention
+        self.requeue = requeue  # re-enqueues what the broker lost; how many jobs
+        self.watch = watch
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
         for table in PRUNED_TABLES:
@@ -83,12 +104,26 @@ class Maintenance(dramatiq.Middleware):
         token = f"{worker_id()}|{uuid.uuid4().hex}"
         return bool(self.redis.set(self.keys.maintenance_lease(), token, nx=True, px=max(1, int(self.interval * 1000))))
 
+    def _leased(self) -> bool:
+        if self.watch is None:
+            return self.take_lease()
+        try:
+            taken = self.take_lease()
+        except redis.ConnectionError as exc:
+            self.watch.lost(exc)  # said once for the outage, by whichever thread found it first
+            return False
+        self.watch.answered()
+        return taken
+
     def run_once(self) -> PruneReport | None:
         """One pass if this process holds the interval's lease; None when another process has it."""
-        if not self.take_lease():
+        if not self._leased():
             return None
         started = time.monotonic()
+        requeued = 0
         try:
+            if self.requeue is not None:
+                requeued = self.requeue()
             report = prune(self.db, self.retention, budget_seconds=self.interval * BUDGET_SHARE)
         except Exception:
             PASSES.labels("failed").inc()
@@ -99,8 +134,10 @@ class Maintenance(dramatiq.Middleware):
         PASSES.labels(result).inc()
         for table, rows in report.purged.items():
             ROWS_PURGED.labels(table).inc(rows)
-        if report.total or not report.caught_up:
+        if report.total or requeued or not report.caught_up:
             fields: dict[str, object] = {"result": result, "seconds": round(time.monotonic() - started, 3)}
             fields.update({str(table): rows for table, rows in report.purged.items()})
+            if requeued:
+                fields["requeued"] = requeued
             (log.info if report.caught_up else log.warning)("housekeeping pass done", extra={"fields": fields})
         return report

@@ -20,6 +20,7 @@ import dramatiq
 import redis
 from dramatiq.common import q_name
 
+from calsync.core.messaging.outage import RedisWatch
 from calsync.core.redis.pause import PauseSwitch
 
 log = logging.getLogger(__name__)
@@ -30,9 +31,10 @@ REFRESH_SECONDS = 1.0
 class PauseGate(dramatiq.Middleware):
     """The :class:`~core.messaging.hold.ConsumerHold` of a worker process, driven by the pause switch."""
 
-    def __init__(self, switch: PauseSwitch, refresh: float = REFRESH_SECONDS) -> None:
+    def __init__(self, switch: PauseSwitch, refresh: float = REFRESH_SECONDS, watch: RedisWatch | None = None) -> None:
         self.switch = switch
         self.refresh = refresh
+        self.watch = watch  # an unreachable Redis is said there, once for the worker
         self._paused = False
         self._read_at = float("-inf")
         self._held: set[str] = set()
@@ -67,8 +69,10 @@ class PauseGate(dramatiq.Middleware):
             self._read_at = now
             try:
                 paused = self.switch.state() is not None
-            except redis.RedisError:
-                if not self._unreadable:
+            except redis.RedisError as exc:
+                if isinstance(exc, redis.ConnectionError) and self.watch is not None:
+                    self.watch.lost(exc)
+                elif not self._unreadable:
                     log.warning("cannot read the pause switch; keeping its last state", exc_info=True,
                                 extra={"fields": {"paused": self._paused}})  # fmt: skip
                 self._unreadable = True

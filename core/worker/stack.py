@@ -7,7 +7,8 @@ Before-hooks run top to bottom and after-hooks bottom to top (Dramatiq's rule). 
 0. in workers, ``first``: Dramatiq's ``Prometheus``, :class:`~core.worker.metrics.WorkerMetrics`,
    :class:`~core.worker.heartbeat.Heartbeat` (docs/METRICS.md), :class:`~core.worker.pause.PauseGate`
    (holds the consumers while ``calsync pause`` is on; no hook around deliveries),
-   :class:`~core.worker.maintenance.Maintenance` (the housekeeping thread);
+   :class:`~core.messaging.outage.RedisOutage` (an unreachable Redis: said once, waited out by the
+   consumers), :class:`~core.worker.maintenance.Maintenance` (the housekeeping thread);
 1. ``JobLifecycle`` — opens the delivery; its ack/nack hooks run last, logging and counting the outcome;
 2. ``TimeLimit`` — Dramatiq's, set above the provider timeout so a hung call is interrupted;
 3. ``ShutdownNotifications`` — Dramatiq's, lets SIGTERM stop idle threads cleanly;
@@ -17,12 +18,13 @@ Before-hooks run top to bottom and after-hooks bottom to top (Dramatiq's rule). 
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING
 
 import dramatiq
 from dramatiq.middleware import ShutdownNotifications, TimeLimit
 
+from calsync.core.messaging.outage import RedisOutage
 from calsync.core.redis.pause import PauseSwitch
 from calsync.core.store.pruning import Retention
 from calsync.core.worker.heartbeat import Heartbeat, HeartbeatTiming
@@ -60,8 +62,13 @@ def worker_middleware(
     ]
 
 
-def observed_worker_middleware(runtime: Runtime) -> list[dramatiq.Middleware]:
-    """The worker's middleware with metrics and heartbeats wired in (docs/METRICS.md)."""
+def observed_worker_middleware(
+    runtime: Runtime, *, requeue: Callable[[], int] | None = None
+) -> list[dramatiq.Middleware]:
+    """The worker's middleware with metrics and heartbeats wired in (docs/METRICS.md).
+
+    ``requeue`` (the reconciler's re-enqueueing, given by the composition root) runs in every housekeeping pass.
+    """
     # Imported here, not at the top: importing it creates Dramatiq's metrics directory, which producers
     # must not need. Prometheus comes first so that its durations and in-progress gauge span the others.
     from dramatiq.middleware.prometheus import Prometheus
@@ -75,11 +82,13 @@ def observed_worker_middleware(runtime: Runtime) -> list[dramatiq.Middleware]:
         stuck_grace=settings.stuck_grace,
         job_time_limit=settings.job_time_limit,
     )
-    pause = PauseGate(PauseSwitch(runtime.redis, runtime.keys))
-    heartbeat = Heartbeat(runtime.redis, runtime.keys, timing, pause)
+    outage = RedisOutage()
+    watch = outage.of(runtime.redis_url)
+    pause = PauseGate(PauseSwitch(runtime.redis, runtime.keys), watch=watch)
+    heartbeat = Heartbeat(runtime.redis, runtime.keys, timing, pause, watch)
     runtime.locks.owned_by(lambda: heartbeat.key)  # a dead worker's locks can be taken over (docs/notes/locks.md)
-    first: list[dramatiq.Middleware] = [Prometheus(), metrics, heartbeat, pause]
+    first: list[dramatiq.Middleware] = [Prometheus(), metrics, heartbeat, pause, outage]
     if settings.maintenance_enabled:  # housekeeping, one pass per interval across workers (docs/RUNBOOK.md)
         first.append(Maintenance(runtime.db, runtime.redis, runtime.keys, interval=settings.maintenance_interval,
-                                 retention=Retention.of(settings)))  # fmt: skip
+                                 retention=Retention.of(settings), requeue=requeue, watch=watch))  # fmt: skip
     return worker_middleware(runtime, first=first, job_observers=[metrics.observe_job])

@@ -14,6 +14,9 @@ from calsync_emulators.control import GoogleControl, GraphControl
 from calsync_emulators.ews.directory import DEFAULT_DIRECTORY
 
 TENANT = "acme"  # a calsync tenant for the example commands; any name works
+#: A new key only when none is set: a second handout pasted into the same shell keeps the key the first one's
+#: accounts were encrypted with (a new one would stop the worker: it could decrypt none of them).
+KEEP_OR_MAKE_KEY = '"${CALSYNC_SECRET_KEY:-$(calsync secret-key)}"'
 
 
 @dataclass
@@ -29,7 +32,7 @@ class Handout:
         """The handout as the lines ``calsync emulator`` prints (after its "listening on" line)."""
         out = [f"  credentials file: {path}" for path in self.files]
         out += [f"  export {name}={shlex.quote(value)}" for name, value in self.environment.items()]
-        out.append('  export CALSYNC_SECRET_KEY="$(calsync secret-key)"   # once: credentials are encrypted at rest')
+        out.append(f"  export CALSYNC_SECRET_KEY={KEEP_OR_MAKE_KEY}   # encrypts credentials: kept when set")
         out += [f"  {command}" for command in self.commands]
         return out + [f"  {note}" for note in self.notes]
 
@@ -77,7 +80,8 @@ def ews_handout(url: str, directory: Path) -> Handout:
         environment={"OAUTHLIB_INSECURE_TRANSPORT": "1"},  # only for the OAuth2 file: its token URL is http
         commands=[
             _add("exchange", "alice@example.com", basic, server, "auth_type=basic", "access_type=impersonation"),
-            _add("exchange", "alice@example.com", oauth, server, "auth_type=oauth2"),
+            # Another mailbox: one account per mailbox and tenant (a second one of alice's would be refused).
+            _add("exchange", "bob@example.com", oauth, server, "auth_type=oauth2"),
         ],
         notes=[f"logins: {user} (impersonates every mailbox), {others} (own mailbox only)"],
     )
@@ -95,6 +99,6 @@ def graph_handout(url: str, directory: Path, ca_file: Path) -> Handout:
             "CALSYNC_GRAPH_CA_FILE": str(ca_file),
             **ews.environment,
         },
-        commands=[_add("graph", "alice@example.com", app), *ews.commands],
+        commands=[_add("graph", "carol@example.com", app), *ews.commands],
         notes=ews.notes,
     )

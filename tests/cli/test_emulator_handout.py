@@ -13,8 +13,9 @@ from typing import Any
 
 import pytest
 
-from calsync.core.store.crypto import generate_key
-from tests.cli.process import calsync, json_out
+from calsync.core.store.crypto import CredentialCipher, generate_key
+from calsync_emulators.handout import Handout
+from tests.cli.process import SCRIPT, calsync, json_out
 
 EMULATORS = Path(__file__).resolve().parents[2] / "emulators"
 
@@ -64,3 +65,17 @@ def test_every_printed_command_registers_a_verified_account(
         child.wait(timeout=10)
     listed = json_out(calsync("accounts", "list", "--json", settings=settings))
     assert len(listed) == commands and all(a["tenant_id"] == "acme" and a["has_credentials"] for a in listed)
+
+
+def test_the_printed_key_export_keeps_a_key_already_set(tmp_path: Path) -> None:
+    [line] = [line.strip() for line in Handout().lines() if "CALSYNC_SECRET_KEY" in line]
+    env = {"PATH": f"{Path(SCRIPT).parent}{os.pathsep}{os.environ['PATH']}", "HOME": str(tmp_path)}
+
+    def after_pasting(**preset: str) -> str:
+        done = subprocess.run(["sh", "-c", f'{line}\nprintf %s "$CALSYNC_SECRET_KEY"'], env={**env, **preset},
+                              capture_output=True, text=True, check=True, timeout=60)  # fmt: skip
+        return done.stdout
+
+    first = after_pasting()
+    CredentialCipher(first)  # a valid key, made by `calsync secret-key`
+    assert after_pasting(CALSYNC_SECRET_KEY=first) == first  # a second handout keeps it

@@ -63,7 +63,7 @@ def test_an_unknown_variable_stops_even_commands_that_read_no_settings(tmp_path:
     assert "(did you mean CALSYNC_SECRET_KEY?)" in line
 
 
-def test_a_worker_refuses_to_start_without_a_key_when_credentials_are_stored(
+def test_a_worker_refuses_to_start_without_a_key_or_with_a_wrong_one_when_credentials_are_stored(
     settings_factory: Any, tmp_path: Path
 ) -> None:
     settings: Settings = settings_factory(secret_key=generate_key())
@@ -75,6 +75,10 @@ def test_a_worker_refuses_to_start_without_a_key_when_credentials_are_stored(
                      "--credentials-file", str(creds), settings=settings))  # fmt: skip
     line = one_line_error(calsync("worker", settings=settings, env={"CALSYNC_SECRET_KEY": ""}, timeout=30), 2)
     assert "CALSYNC_SECRET_KEY is not set but 1 account(s) have stored credentials" in line
+    # A second `calsync secret-key` pasted over the first: the worker stops at start, it dead-letters nothing.
+    wrong = calsync("worker", settings=settings, env={"CALSYNC_SECRET_KEY": generate_key()}, timeout=30)
+    line = one_line_error(wrong, 2)
+    assert "CALSYNC_SECRET_KEY (or CALSYNC_SECRET_KEYS) decrypts none of the 1 stored credentials" in line
 
 
 @pytest.mark.slow

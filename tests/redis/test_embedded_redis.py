@@ -1,4 +1,5 @@
-"""The embedded default broker is a real, persistent redis-server shared by a data dir's processes."""
+"""The embedded default broker is a real, persistent redis-server shared by a data dir's processes, always
+at the same address."""
 
 from __future__ import annotations
 
@@ -9,7 +10,7 @@ from pathlib import Path
 
 import redis
 
-from calsync.core.redis.embedded import EmbeddedRedis
+from calsync.core.redis.embedded import EmbeddedRedis, home_port
 
 
 def test_one_server_per_data_dir_reused_by_every_process_and_persistent(tmp_path: Path) -> None:
@@ -32,18 +33,36 @@ def test_one_server_per_data_dir_reused_by_every_process_and_persistent(tmp_path
 
         assert embedded.stop() is True
         assert embedded.running_url() is None and not embedded.stop()
-        # Restarted (on a new port), the append-only file brings the queue back.
-        restarted = redis.Redis.from_url(embedded.ensure())
-        assert restarted.lrange("calsync:calendar", 0, -1) == [b"job-1"]
+        # Restarted at the same address: a client made before the stop finds it, and the append-only file
+        # brings the queue back.
+        assert embedded.ensure() == url
+        assert client.lrange("calsync:calendar", 0, -1) == [b"job-1"]
     finally:
         embedded.stop()
 
 
-def test_a_stale_record_is_replaced(tmp_path: Path) -> None:
+def test_without_its_record_a_data_dir_gets_the_same_port_again(tmp_path: Path) -> None:
     embedded = EmbeddedRedis(tmp_path)
-    (tmp_path / "redis").mkdir()
-    (tmp_path / "redis" / "server.json").write_text(json.dumps({"url": "redis://127.0.0.1:1/0"}))
     try:
-        assert embedded.ensure() != "redis://127.0.0.1:1/0"
+        url = embedded.ensure()
+        embedded.stop()
+        embedded.record.unlink()
+        assert embedded.ensure() == url == f"redis://127.0.0.1:{home_port(tmp_path / 'redis')}/0"
     finally:
         embedded.stop()
+
+
+def test_a_server_of_another_data_dir_on_the_recorded_port_is_never_taken_for_ours(tmp_path: Path) -> None:
+    ours, theirs = EmbeddedRedis(tmp_path / "ours"), EmbeddedRedis(tmp_path / "theirs")
+    try:
+        foreign = theirs.ensure()
+        ours.directory.mkdir(parents=True)
+        ours.record.write_text(json.dumps({"url": foreign}))  # e.g. ours stopped and theirs took the port
+        assert ours.running_url() is None
+        url = ours.ensure()
+        assert url != foreign
+        assert redis.Redis.from_url(url).config_get("dir")["dir"] == str((tmp_path / "ours" / "redis").resolve())
+        assert ours.stop() and theirs.running_url() == foreign  # stopping ours leaves theirs alone
+    finally:
+        ours.stop()
+        theirs.stop()

@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import json
+import logging
 import re
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import jsonschema
 import pytest
@@ -13,10 +15,13 @@ import pytest
 from calsync.core.model.schemas import published
 from calsync.core.model.webhooks import WebhookNotification
 from calsync.core.producer.dead_letters import replay
-from calsync.core.store import webhook_deliveries
+from calsync.core.store import unreadable_secrets, webhook_deliveries
+from calsync.core.store.crypto import CredentialCipher, generate_key
 from calsync.core.webhooks.dispatch import dispatch
+from calsync.core.webhooks.registration import Registry
+from calsync.core.webhooks.transport import Transport
 from tests.support import wait_until
-from tests.webhooks.conftest import Hooks
+from tests.webhooks.conftest import WEBHOOK_TEST_SETTINGS, Hooks
 from tests.webhooks.receiver import Receiver, serve
 
 pytestmark = pytest.mark.integration
@@ -133,3 +138,30 @@ def test_one_delivery_per_notification_and_endpoint(
     assert receiver.ids() == [notification.id] and second_receiver.ids() == [notification.id]
     assert {hooks.delivery(notification.id, e).status for e in (first, second)} == {"delivered"}
     assert third_receiver.received == []
+
+
+def test_a_signing_secret_the_worker_cannot_open_holds_the_delivery_until_one_can(
+    hooks_factory: Any, receiver: Receiver, caplog: pytest.LogCaptureFixture, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(unreadable_secrets, "HOLD_SECONDS", 0.2)
+    caplog.set_level(logging.ERROR, "calsync.core.store.unreadable_secrets")
+    other = generate_key()
+    hooks = hooks_factory()
+    pipeline = hooks.pipeline
+    transport = Transport.from_settings(pipeline.settings)
+    stored_elsewhere = Registry(pipeline.runtime.db, CredentialCipher(other), transport, grace_seconds=0)
+    secret, endpoint = stored_elsewhere.add("tenant-1", receiver.url, ["sync.succeeded"])
+    receiver.secrets.append(secret)
+    with pipeline.worker():
+        pipeline.submit([pipeline.account()])
+        (notification,) = wait_until(lambda: hooks.notifications(), what="the notification")
+        wait_until(lambda: hooks.status(notification.id, endpoint.id) == "pending" and caplog.records,
+                   what="the delivery held for its unreadable secret")  # fmt: skip
+    assert pipeline.dead_letters() == [] and receiver.received == []
+    assert f"webhook endpoint {endpoint.id}" in caplog.records[0].getMessage()
+
+    keys = WEBHOOK_TEST_SETTINGS["secret_key"] + "," + other
+    with_both = hooks_factory(secret_keys=keys).pipeline
+    with with_both.worker():
+        wait_until(lambda: hooks.status(notification.id, endpoint.id) == "delivered", what="delivered")
+    assert receiver.received[0].verified_by == [secret] and with_both.dead_letters() == []

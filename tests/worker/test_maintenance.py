@@ -72,3 +72,19 @@ def test_a_worker_process_runs_passes_on_its_own_thread(db: Database, redis_url:
     finally:
         middleware.after_worker_shutdown(broker, None)  # type: ignore[arg-type]
     assert middleware._thread is None
+
+
+def test_the_pass_re_enqueues_what_the_broker_lost_under_the_same_lease(
+    db: Database, redis_url: str, namespace: str
+) -> None:
+    calls: list[int] = []
+
+    def requeue() -> int:
+        calls.append(1)
+        return 2
+
+    client: redis.Redis = redis.Redis.from_url(redis_url)
+    first, second = (Maintenance(db, client, RedisKeys(namespace), interval=60, retention=RETENTION, requeue=requeue)
+                     for _ in range(2))  # fmt: skip
+    assert first.run_once() is not None and calls == [1]
+    assert second.run_once() is None and calls == [1]  # another process' pass of this interval: not again
