@@ -45,7 +45,8 @@ from calsync.core.model.errors import (
     UnrepresentableEvent,
     WebhookEndpointNotFound,
 )
-from calsync.core.producer.submit import Receipt, submit_change
+from calsync.core.producer.receipts import Receipt
+from calsync.core.producer.submit import submit_change
 from calsync.core.runtime import Runtime
 
 __all__ = [

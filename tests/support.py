@@ -18,7 +18,8 @@ import dramatiq
 
 from calsync.actors.worker import build_worker
 from calsync.core.config.settings import Settings
-from calsync.core.producer.submit import Producer, Receipt
+from calsync.core.producer.receipts import Receipt
+from calsync.core.producer.submit import Producer
 from calsync.core.runtime import Runtime
 from calsync.core.store import accounts, dead_letters, events, migrate, targets
 from calsync.core.store.dead_letters import DeadLetter, DeadLetterFilter
