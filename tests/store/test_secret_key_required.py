@@ -17,9 +17,9 @@ from calsync.core.store.key_rotation import CHECK_BATCH, require_secret_key
 pytestmark = pytest.mark.both_databases
 
 
-def _store_credentials(db: Database, key: str) -> None:
+def _store_credentials(db: Database, key: str, address: str = "a@example.com") -> None:
     with db.write() as conn:
-        accounts.add_account(conn, tenant_id="t", provider="google", address="a@example.com",
+        accounts.add_account(conn, tenant_id="t", provider="google", address=address,
                              credentials=CredentialCipher(key).encrypt({"refresh_token": "r"}), options={})  # fmt: skip
 
 
@@ -41,7 +41,7 @@ def test_a_key_that_opens_none_of_the_stored_credentials_stops_the_worker(db: Da
         require_secret_key(CredentialCipher(other), db)  # e.g. a second `calsync secret-key` pasted over the first
     require_secret_key(CredentialCipher(stored_with), db)
     require_secret_key(CredentialCipher([other, stored_with]), db)  # rotating: the old key still decrypts
-    _store_credentials(db, other)
+    _store_credentials(db, other, "b@example.com")
     require_secret_key(CredentialCipher(other), db)  # opens one of two: starts (the other's jobs are held)
 
 
