@@ -23,7 +23,7 @@ import redis
 from calsync.core.redis.embedded import EmbeddedRedis
 from calsync.core.store import migrate
 from calsync.core.store.database import Database
-from tests.support import make_settings
+from tests.support import free_port, make_settings
 
 # The fixtures that start the provider emulators (calsync-emulators, emulators/ in this repository).
 pytest_plugins = ["calsync_emulators.pytest_plugin"]
@@ -215,6 +215,7 @@ def settings_factory(
             "database_url": database,
             "redis_namespace": namespace,
             "queue": queue,
+            "metrics_port": free_port(),  # a worker refuses to start when its metrics port is taken
         }
         return make_settings(tmp_path, **{**isolated, **overrides})
 

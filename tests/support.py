@@ -5,6 +5,7 @@ from __future__ import annotations
 import contextlib
 import datetime as dt
 import logging
+import socket
 import subprocess
 import sys
 import threading
@@ -44,6 +45,13 @@ TEST_SCALE: dict[str, Any] = {
     # A day's window ends only at 00:00 UTC.
     "bulk_window": 86400,
 }
+
+
+def free_port() -> int:
+    """A TCP port nobody listens on right now."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
 
 
 def make_settings(data_dir: Path, **values: Any) -> Settings:

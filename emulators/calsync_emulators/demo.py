@@ -12,6 +12,7 @@ from __future__ import annotations
 import contextlib
 import shutil
 import signal
+import socket
 import subprocess
 import sys
 import time
@@ -69,6 +70,12 @@ def _event(title: str, day: int, hour: int, **extra: Any) -> dict[str, Any]:
     }
 
 
+def _free_port() -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
 class Demo:
     """One demo run in its own data directory."""
 
@@ -96,6 +103,8 @@ class Demo:
             graph_ca_file=tls.ca_file,
             memory_provider_path=self.directory / "memory-provider.sqlite3",
             log_level="INFO",
+            metrics_host="127.0.0.1",
+            metrics_port=_free_port(),  # the demo's worker never takes a port a worker of yours may hold
         )
         self.runtime: Runtime | None = None
         self.memory = MemoryProvider(self.settings.effective_memory_provider_path)
