@@ -109,7 +109,9 @@ def reconcile(state: CliState, older_than: float | None, enqueue: bool) -> None:
 
 
 @click.command("migrate")
-@click.option("--to", "target", metavar="REV", help="Move to this revision, up or down (default: this release's head).")
+@click.option(
+    "--to", "target", metavar="REV", help="Move to this revision, up or down, or `head` (default: this release's head)."
+)
 @pass_state
 def migrate(state: CliState, target: str | None) -> None:
     """Create, upgrade or downgrade the database schema (safe to run again; a compatible newer schema is kept)."""
