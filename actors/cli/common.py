@@ -99,6 +99,8 @@ def read_json_file(path: Path, what: str) -> Any:
     except json.JSONDecodeError as exc:
         where = f"line {exc.lineno} column {exc.colno}"
         raise InvalidChange(f"{what} {path} is not valid JSON: {exc.msg} at {where}") from None
+    except ValueError as exc:  # JSON the parser refuses: a number of more than 4300 digits
+        raise InvalidChange(f"{what} {path} cannot be read as JSON: {str(exc).split(';', 1)[0]}") from None
 
 
 def parse_options(pairs: Sequence[str]) -> dict[str, Any]:
