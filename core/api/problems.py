@@ -121,9 +121,7 @@ def validation_problem(exc: RequestValidationError) -> ProblemError:
     if any(err.get("type") == "json_invalid" for err in errors):
         detail = "; ".join(str(err.get("msg", "")) for err in errors if err.get("type") == "json_invalid")
         return ProblemError(400, "malformed", "Malformed Request Body", f"the body is not valid JSON: {detail}")
-    fields = [
-        FieldError(field=_location(err.get("loc", ())), message=field_message(err)) for err in errors
-    ]
+    fields = [FieldError(field=_location(err.get("loc", ())), message=field_message(err)) for err in errors]
     return ProblemError(422, "validation", "Unprocessable Content", "the request breaks the contract", errors=fields)
 
 
