@@ -19,7 +19,6 @@ from calsync.core.model.redaction import redact
 from calsync.core.model.vocabulary import Outcome
 from calsync.core.redis.stats import JobStats
 from calsync.core.worker.context import REPAIR_OPTION, JobContext, delivery_of, start_job
-from calsync.core.worker.failures import rejection_cause
 
 log = logging.getLogger("calsync.jobs")
 
@@ -65,7 +64,7 @@ class JobLifecycle(dramatiq.Middleware):
         duration = time.monotonic() - ctx.started
         fields: dict[str, object] = {"outcome": outcome, "duration_seconds": round(duration, 4), **ctx.result}
         if outcome is Outcome.DEAD_LETTERED:
-            fields["reason"] = (ctx.dead_letter_cause or rejection_cause(ctx.error)).reason(ctx.error)
+            fields["reason"] = ctx.dead_lettered_because()
         if ctx.error is not None:
             fields.update(error_class=error_class_of(ctx.error), error=redact(str(ctx.error))[:500])
         if ctx.payload is None and isinstance(ctx.error, InvalidPayload):
