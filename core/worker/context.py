@@ -41,6 +41,7 @@ class JobContext:
     dead_letter_cause: DeadLetterCause | None = None  # set when the retry policy dead-letters the delivery
     dead_letter_reason: str | None = None  # a dead letter the job recorded itself (a webhook delivery's DLQ reason)
     retry_in: float | None = None
+    quiet: bool = False  # a deferral whose reason was told already: its line at DEBUG (core.worker.middleware.retries)
     result: dict[str, Any] = field(default_factory=dict)  # what the job did, for the delivery's one log line
 
     def begin(self, payload: JobPayload) -> None:

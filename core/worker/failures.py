@@ -1,4 +1,5 @@
-"""What the retry and dead-letter middlewares both say about a failure: its history entry and its cause."""
+"""What the retry and dead-letter middlewares both say about a failure: its history entry, its cause, and why a
+job that runs again later waits."""
 
 from __future__ import annotations
 
@@ -7,10 +8,10 @@ from typing import Any, Final
 
 from dramatiq.errors import ActorNotFound
 
-from calsync.core.model.errors import InvalidPayload, MalformedMessage, PermanentError, error_class_of
+from calsync.core.model.errors import Deferred, InvalidPayload, MalformedMessage, PermanentError, error_class_of
 from calsync.core.model.payload import STORED_INT_MAX
 from calsync.core.model.redaction import redact
-from calsync.core.model.vocabulary import DeadLetterCause
+from calsync.core.model.vocabulary import DeadLetterCause, WaitReason, as_wait_reason
 
 HISTORY_LIMIT: Final = 20
 MESSAGE_LIMIT: Final = 1000
@@ -53,6 +54,23 @@ def error_entry(attempt: int, error: BaseException) -> dict[str, Any]:
         "error_class": error_class_of(error),
         "message": error_message(error),
     }
+
+
+def wait_reason_of(error: BaseException) -> WaitReason:
+    """Why a job that ran again later waits: its deferral's reason (a busy lock, a hold of traffic control), or a retry
+    after a temporary failure."""
+    if isinstance(error, Deferred):
+        return as_wait_reason(error.reason)
+    return "retry"
+
+
+def provider_error_of(error: BaseException) -> BaseException | None:
+    """The failure behind a retry or a hold: the error itself for a retry, the provider's failure a hold was excused
+    for (its cause); None for a deferral no call caused (a busy lock, a limit, an open breaker)."""
+    if not isinstance(error, Deferred):
+        return error
+    cause = error.__cause__
+    return cause if isinstance(cause, Exception) and not isinstance(cause, Deferred) else None
 
 
 def rejection_cause(error: BaseException | None) -> DeadLetterCause:

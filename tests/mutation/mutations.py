@@ -161,7 +161,7 @@ MUTATIONS: tuple[Mutation, ...] = (
              "message.options[RETRIES_OPTION] = retries", "retries run out"),
     Mutation("retries-permanent-retried", RETRIES, "        if is_permanent(error):\n", "        if False:\n",
              "a permanent error is dead-lettered at once"),
-    Mutation("retries-last-error-unredacted", RETRIES, "message=error_message(error),", "message=str(error),",
+    Mutation("retries-last-error-unredacted", RETRIES, "message=error_message(cause) if", "message=str(cause) if",
              "no secret in a waiting target's last_error"),
     Mutation("retries-history-oldest-kept", RETRIES, "[-HISTORY_LIMIT:]", "[:HISTORY_LIMIT]",
              "the history keeps the newest entries"),

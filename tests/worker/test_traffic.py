@@ -208,12 +208,13 @@ def test_a_long_held_job_pushes_its_targets_due_time_so_the_reconciler_leaves_it
     payload = new_payload(tenant_id="tenant-1", entity_id=receipt.entity_id, account_id=account, operation="create",
                           version=1, trace_id="held")  # fmt: skip
     message = sync_message(pipeline.settings.queue, payload)
-    for _ in range(2):  # the first hold only starts the clock; the second (its option carried over) writes
+    for _ in range(2):  # the first hold is noted, and (held_note_every 0) the second again
         proxy = MessageProxy(message)
         start_job(JobContext(proxy.message_id, proxy.actor_name, proxy.queue_name, payload=payload))
         retries.after_process_message(stub, proxy, exception=CircuitOpen("provider_circuit", retry_after=600))
         message = spy.sent[-1].message
     row = pipeline.target(receipt.entity_id, account)
-    assert row.error_class == "CircuitOpen" and row.due_at is not None and due is not None and row.due_at > due
+    assert row.waiting == "circuit open" and row.error_class is None  # no provider call: no provider error
+    assert row.due_at is not None and due is not None and row.due_at > due
     assert row.status == "pending" and message.options["traffic_waits"] == 2
     stub.close()

@@ -72,6 +72,8 @@ class JobLifecycle(dramatiq.Middleware):
         if ctx.retry_in is not None:
             fields["retry_in_seconds"] = round(ctx.retry_in, 3)
         level = logging.WARNING if outcome in (Outcome.DEAD_LETTERED, Outcome.RETRY_SCHEDULED) else logging.INFO
+        if ctx.quiet:  # a job deferred again for a reason already told (docs/RUNBOOK.md, "Why is my job waiting?")
+            level = logging.DEBUG
         log.log(level, "job %s", outcome, extra={"fields": fields})
         try:
             self.stats.record(outcome)

@@ -1,0 +1,179 @@
+"""Why a target waits, from its row (what `calsync events show` and GET /v1/events/{id} show): held by what, until
+when, and the provider's last error; and a job deferred again and again logs one info line, not one per deferral."""
+
+from __future__ import annotations
+
+import datetime as dt
+import logging
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+from dramatiq.broker import MessageProxy
+from dramatiq.brokers.stub import StubBroker
+
+from calsync.core.messaging.messages import sync_message
+from calsync.core.model.errors import (
+    CircuitOpen,
+    ConcurrencyLimited,
+    Deferred,
+    OutageSuspected,
+    ProviderUnavailable,
+)
+from calsync.core.model.payload import new_payload
+from calsync.core.model.vocabulary import WAIT_REASONS
+from calsync.core.store.targets import TargetRow
+from calsync.core.worker.context import JobContext, start_job
+from calsync.core.worker.middleware.retries import RetryPolicy, ScheduledRetries
+from tests.spies import EnqueueSpy
+from tests.support import Pipeline, utcnow, wait_until
+
+pytestmark = pytest.mark.integration
+
+
+@pytest.fixture
+def governed(settings_factory: Any) -> Iterator[Pipeline]:
+    """A breaker after 2 failures that stays open: held jobs stay held while the test looks."""
+    built = Pipeline(settings_factory(account_concurrency="memory=2", breaker_failures="memory=2",
+                                      breaker_open_seconds=60, traffic_retry_delay=0.05))  # fmt: skip
+    yield built
+    built.close()
+
+
+def _waiting(pipeline: Pipeline, entity: str, account: str, *reasons: str) -> TargetRow | None:
+    row = pipeline.target(entity, account)
+    return row if row.waiting in reasons and row.last_error else None
+
+
+def test_a_target_held_in_an_outage_says_why_until_when_and_the_providers_error(governed: Pipeline) -> None:
+    accounts = [governed.account(account_id=f"acc{n}") for n in range(3)]
+    governed.provider.add_fault(error="unavailable", message="503 from the calendar backend")
+    receipt = governed.submit(accounts)
+    with governed.worker():
+        row = wait_until(lambda: _waiting(governed, receipt.entity_id, accounts[0], "outage suspected", "circuit open"),
+                         what="the target to say it is held, with the provider's error")  # fmt: skip
+    assert "503 from the calendar backend" in (row.last_error or "") and row.error_class == "ProviderUnavailable"
+    assert row.status == "pending" and row.due_at is not None and row.due_at > row.updated_at - dt.timedelta(seconds=1)
+    shown = row.as_json()
+    assert (shown["wait_reason"], shown["last_error"]) == (row.waiting, row.last_error)
+
+
+def test_a_target_waiting_for_its_retry_says_retry_until_its_due_time(settings_factory: Any) -> None:
+    pipeline = Pipeline(settings_factory(retry_schedule=(30,)))
+    try:
+        account = pipeline.account()
+        pipeline.provider.add_fault(error="unavailable", message="backend down")
+        receipt = pipeline.submit([account])
+        with pipeline.worker():
+            row = wait_until(lambda: _waiting(pipeline, receipt.entity_id, account, "retry"), what="the retry noted")
+        assert "backend down" in (row.last_error or "") and row.due_at is not None
+        assert row.due_at > utcnow() + dt.timedelta(seconds=20)  # the retry's due time: 30 s ± jitter
+    finally:
+        pipeline.close()
+
+
+def test_a_target_behind_a_busy_lock_says_so_and_forgets_it_once_synced(pipeline: Pipeline) -> None:
+    rt = pipeline.runtime
+    account = pipeline.account()
+    receipt = pipeline.submit([account])
+    held = rt.locks.acquire(rt.keys.lock("tenant-1", receipt.entity_id, account))
+    with pipeline.worker():
+        row = wait_until(lambda: pipeline.target(receipt.entity_id, account).waiting == "lock busy" or None,
+                         what="the target to say it waits for the lock")  # fmt: skip
+        assert held is not None and rt.locks.release(held)
+        synced = pipeline.wait_target(receipt.entity_id, account, "synced")
+    assert synced.waiting is None and synced.wait_reason is None and synced.as_json()["wait_reason"] is None
+    assert row is not None
+
+
+# --- the rule, one deferral at a time ------------------------------------------------------------------------------
+
+
+def _deliveries(pipeline: Pipeline, monkeypatch: pytest.MonkeyPatch, errors: list[Deferred]) -> list[JobContext]:
+    """Each error raised by one delivery of the same job in turn (each delivery is the previous one re-enqueued)."""
+    account = pipeline.account()
+    receipt = pipeline.submit([account])
+    policy = RetryPolicy(schedule=(1.0,), jitter=0.1, defer_delay=1.0, max_deferrals=50, held_note_every=300.0)
+    retries, stub = ScheduledRetries(pipeline.runtime.db, policy), StubBroker(middleware=[])
+    stub.declare_queue(pipeline.settings.queue)
+    spy = EnqueueSpy(stub, monkeypatch)
+    payload = new_payload(tenant_id="tenant-1", entity_id=receipt.entity_id, account_id=account, operation="create",
+                          version=1, trace_id="waits")  # fmt: skip
+    message = sync_message(pipeline.settings.queue, payload)
+    delivered = []
+    for error in errors:
+        proxy = MessageProxy(message)
+        ctx = JobContext(proxy.message_id, proxy.actor_name, proxy.queue_name, payload=payload)
+        start_job(ctx)
+        retries.after_process_message(stub, proxy, exception=error)
+        delivered.append(ctx)
+        message = spy.sent[-1].message
+    stub.close()
+    return delivered
+
+
+def _excused(message: str) -> OutageSuspected:
+    try:
+        try:
+            raise ProviderUnavailable(message)
+        except ProviderUnavailable as exc:
+            raise OutageSuspected("memory account a: first_failure", retry_after=1) from exc
+    except OutageSuspected as held:
+        return held
+
+
+def test_a_job_held_again_and_again_is_told_once_and_again_for_each_provider_error(
+    pipeline: Pipeline, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    held = [CircuitOpen("provider_circuit", retry_after=5), ConcurrencyLimited("concurrency", retry_after=1),
+            CircuitOpen("provider_circuit", retry_after=5), _excused("503 at the backend"),
+            CircuitOpen("provider_circuit", retry_after=5)]  # fmt: skip
+    deliveries = _deliveries(pipeline, monkeypatch, held)
+    assert [ctx.quiet for ctx in deliveries] == [False, True, True, False, True]
+    assert [ctx.result["wait_reason"] for ctx in deliveries] == ["circuit open", "concurrency limited", "circuit open",
+                                                                 "outage suspected", "circuit open"]  # fmt: skip
+    assert [type(ctx.error).__name__ for ctx in deliveries] == ["NoneType"] * 3 + ["ProviderUnavailable", "NoneType"]
+    assert deliveries[0].payload is not None
+    row = pipeline.target(deliveries[0].payload.entity_id, deliveries[0].payload.account_id)
+    assert (row.waiting, row.error_class, row.last_error) == ("outage suspected", "ProviderUnavailable",
+                                                              "503 at the backend")  # fmt: skip
+
+
+def test_only_the_first_wait_for_a_lock_is_told(pipeline: Pipeline, monkeypatch: pytest.MonkeyPatch) -> None:
+    from calsync.core.model.errors import TargetLocked
+
+    deliveries = _deliveries(pipeline, monkeypatch, [TargetLocked("busy") for _ in range(3)])
+    assert [ctx.quiet for ctx in deliveries] == [False, True, True]
+    assert deliveries[0].payload is not None
+    row = pipeline.target(deliveries[0].payload.entity_id, deliveries[0].payload.account_id)
+    assert (row.waiting, row.last_error) == ("lock busy", None)
+
+
+def test_a_job_held_again_and_again_writes_one_info_line(
+    settings_factory: Any, caplog: pytest.LogCaptureFixture
+) -> None:
+    caplog.set_level(logging.DEBUG, logger="calsync.jobs")
+    pipeline = Pipeline(settings_factory(account_concurrency="memory=1", traffic_retry_delay=0.05))
+    try:
+        account = pipeline.account()
+        pipeline.provider.add_fault(error=None, delay_ms=1500, times=1)  # the first call keeps the one slot a while
+        receipts = [pipeline.submit([account], title=f"event {n}") for n in range(3)]
+        with pipeline.worker():
+            wait_until(lambda: pipeline.outcomes().get("deferred", 0) >= 10, what="jobs held again and again")
+            for receipt in receipts:
+                pipeline.wait_target(receipt.entity_id, account, "synced")
+    finally:
+        pipeline.close()
+    lines = [
+        r for r in caplog.records if r.name == "calsync.jobs" and getattr(r, "fields", {}).get("outcome") == "deferred"
+    ]
+    told = [r for r in lines if r.levelno == logging.INFO]
+    assert len(lines) >= 10 and 1 <= len(told) <= 2  # at most the two jobs that waited, once each
+    assert {r.fields["wait_reason"] for r in told} == {"concurrency limited"}  # type: ignore[attr-defined]
+
+
+def test_every_deferral_has_a_wait_reason() -> None:
+    def subclasses(cls: type[Deferred]) -> list[type[Deferred]]:
+        return [cls, *(sub for child in cls.__subclasses__() for sub in subclasses(child))]
+
+    assert {cls.reason for cls in subclasses(Deferred)} <= set(WAIT_REASONS)
