@@ -45,9 +45,10 @@ class TargetOut(BaseModel):
     last_error: str | None = Field(description="The provider's last error for this target (redacted), kept while "
                                    "it waits and when it failed; null once synced.")  # fmt: skip
     error_class: str | None = Field(description="The class of that error, e.g. ProviderUnavailable.")
-    wait_reason: WaitReason | None = Field(description="Why a pending target waits until `due_at`: a `retry` after a "
-                                           "temporary failure, `lock busy`, a hold of traffic control (a limit, a "
-                                           "back-off, an open breaker, an outage), or `not enqueued`; null otherwise.")
+    wait_reason: WaitReason | None = Field(
+        description="Why a pending target waits until `due_at`: a `retry` after a temporary failure, `lock busy`, a "
+        "hold of traffic control (a limit, a back-off, an open breaker, an outage), or `not enqueued`; null otherwise."
+    )
     due_at: dt.datetime | None = Field(description="When a pending target's job is due (for a waiting one: until when "
                                        "it waits, as last noted).")  # fmt: skip
     updated_at: dt.datetime

@@ -40,6 +40,7 @@ def as_wait_reason(text: str) -> WaitReason:
     """A reason as the vocabulary spells it; an unknown one (a newer release's) reads as ``deferred``."""
     return _WAITS.get(text, "deferred")
 
+
 Role = Literal["worker", "producer", "cli"]
 
 # A dead letter is a job that failed for good, a message quarantined because it is not a job at all, or a

@@ -23,7 +23,8 @@ def test_events_show_says_why_a_target_waits(settings_factory: Any, tmp_path: Pa
     due = dt.datetime(2030, 1, 2, 3, 4, 5, tzinfo=dt.UTC)
     with db.write() as conn:  # what a worker notes when a limit holds the job after the provider's 503
         targets.record_retry(conn, TargetKey("t", receipt["entity_id"], account), version=1, due_at=due,
-                             wait_reason="outage suspected", error_class="ProviderUnavailable", message="HTTP 503")  # fmt: skip
+                             wait_reason="outage suspected", error_class="ProviderUnavailable",
+                             message="HTTP 503")  # fmt: skip
     db.dispose()
     [target] = json_out(calsync("events", "show", receipt["entity_id"], "--json", settings=settings))["targets"]
     assert (target["wait_reason"], target["due_at"], target["last_error"]) == (
