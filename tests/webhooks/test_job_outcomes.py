@@ -33,31 +33,32 @@ def _lines(caplog: pytest.LogCaptureFixture, endpoint_id: str) -> list[dict[str,
     return [f for f in fields if f.get("endpoint_id") == endpoint_id]
 
 
+def _job_lines(hooks: Hooks, receiver: Receiver, caplog: pytest.LogCaptureFixture, runs: int) -> list[dict[str, Any]]:
+    """One synced event notified to ``receiver``: the job lines of its delivery once ``runs`` of them are counted."""
+    caplog.set_level(logging.INFO, logger="calsync.jobs")
+    pipeline = hooks.pipeline
+    endpoint_id = hooks.endpoint(receiver)
+    with pipeline.worker():
+        pipeline.submit([pipeline.account()])
+        wait_until(lambda: len(_lines(caplog, endpoint_id)) == runs, what="the delivery's job lines")
+        # counted after the line is written: the sync, the dispatch and each run of the delivery
+        wait_until(lambda: sum(pipeline.outcomes().values()) == 2 + runs, what="every run counted")
+    return _lines(caplog, endpoint_id)
+
+
 def test_a_dead_lettered_delivery_is_logged_and_counted_as_dead_lettered(
     hooks: Hooks, gone: Receiver, caplog: pytest.LogCaptureFixture
 ) -> None:
-    caplog.set_level(logging.INFO, logger="calsync.jobs")
-    pipeline = hooks.pipeline
-    endpoint_id = hooks.endpoint(gone)
-    with pipeline.worker():
-        pipeline.submit([pipeline.account()])
-        wait_until(lambda: _lines(caplog, endpoint_id), what="the delivery's job line")
-        wait_until(lambda: pipeline.outcomes().get("dead_lettered") == 1, what="the dead letter counted")
-    [line] = _lines(caplog, endpoint_id)
+    [line] = _job_lines(hooks, gone, caplog, 1)
     assert (line["outcome"], line["reason"], line["status"]) == ("dead_lettered", "webhook answer refused", 410)
-    assert [r.reason for r in pipeline.dead_letters(kind="webhook")] == ["webhook answer refused"]
-    assert pipeline.outcomes() == {"success": 2, "dead_lettered": 1}  # the sync and dispatch jobs; the delivery
+    assert [r.reason for r in hooks.pipeline.dead_letters(kind="webhook")] == ["webhook answer refused"]
+    assert hooks.pipeline.outcomes() == {"success": 2, "dead_lettered": 1}  # the sync and dispatch jobs, the delivery
 
 
 def test_a_retried_delivery_is_logged_as_a_retry_then_a_success(
     hooks: Hooks, flaky: Receiver, caplog: pytest.LogCaptureFixture
 ) -> None:
-    caplog.set_level(logging.INFO, logger="calsync.jobs")
-    pipeline = hooks.pipeline
-    endpoint_id = hooks.endpoint(flaky)
-    with pipeline.worker():
-        pipeline.submit([pipeline.account()])
-        wait_until(lambda: len(_lines(caplog, endpoint_id)) == 2, what="both attempts' job lines")
-    first, second = _lines(caplog, endpoint_id)
+    first, second = _job_lines(hooks, flaky, caplog, 2)
     assert (first["outcome"], first["status"], second["outcome"]) == ("retry_scheduled", 503, "success")
     assert first["retry_in_seconds"] > 0 and first["attempt"] == 1 and second["attempt"] == 2
+    assert hooks.pipeline.outcomes() == {"success": 3, "retry_scheduled": 1}

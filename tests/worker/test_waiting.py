@@ -5,14 +5,10 @@ from __future__ import annotations
 
 import datetime as dt
 import logging
-from collections.abc import Iterator
 from typing import Any
 
 import pytest
-from dramatiq.broker import MessageProxy
-from dramatiq.brokers.stub import StubBroker
 
-from calsync.core.messaging.messages import sync_message
 from calsync.core.model.errors import (
     CircuitOpen,
     ConcurrencyLimited,
@@ -23,21 +19,12 @@ from calsync.core.model.errors import (
 from calsync.core.model.payload import new_payload
 from calsync.core.model.vocabulary import WAIT_REASONS
 from calsync.core.store.targets import TargetRow
-from calsync.core.worker.context import JobContext, start_job
-from calsync.core.worker.middleware.retries import RetryPolicy, ScheduledRetries
-from tests.spies import EnqueueSpy
+from calsync.core.worker.context import JobContext
+from calsync.core.worker.middleware.retries import RetryPolicy
+from tests.spies import redelivered
 from tests.support import Pipeline, utcnow, wait_until
 
 pytestmark = pytest.mark.integration
-
-
-@pytest.fixture
-def governed(settings_factory: Any) -> Iterator[Pipeline]:
-    """A breaker after 2 failures that stays open: held jobs stay held while the test looks."""
-    built = Pipeline(settings_factory(account_concurrency="memory=2", breaker_failures="memory=2",
-                                      breaker_open_seconds=60, traffic_retry_delay=0.05))  # fmt: skip
-    yield built
-    built.close()
 
 
 def _waiting(pipeline: Pipeline, entity: str, account: str, *reasons: str) -> TargetRow | None:
@@ -45,13 +32,20 @@ def _waiting(pipeline: Pipeline, entity: str, account: str, *reasons: str) -> Ta
     return row if row.waiting in reasons and row.last_error else None
 
 
-def test_a_target_held_in_an_outage_says_why_until_when_and_the_providers_error(governed: Pipeline) -> None:
-    accounts = [governed.account(account_id=f"acc{n}") for n in range(3)]
-    governed.provider.add_fault(error="unavailable", message="503 from the calendar backend")
-    receipt = governed.submit(accounts)
-    with governed.worker():
-        row = wait_until(lambda: _waiting(governed, receipt.entity_id, accounts[0], "outage suspected", "circuit open"),
-                         what="the target to say it is held, with the provider's error")  # fmt: skip
+def test_a_target_held_in_an_outage_says_why_until_when_and_the_providers_error(settings_factory: Any) -> None:
+    # A breaker after 2 failures that stays open: held jobs stay held while the test looks.
+    governed = Pipeline(settings_factory(account_concurrency="memory=2", breaker_failures="memory=2",
+                                         breaker_open_seconds=60, traffic_retry_delay=0.05))  # fmt: skip
+    try:
+        accounts = [governed.account(account_id=f"acc{n}") for n in range(3)]
+        governed.provider.add_fault(error="unavailable", message="503 from the calendar backend")
+        receipt = governed.submit(accounts)
+        with governed.worker():
+            held = ("outage suspected", "circuit open")
+            row = wait_until(lambda: _waiting(governed, receipt.entity_id, accounts[0], *held),
+                             what="the target held, with the provider's error")  # fmt: skip
+    finally:
+        governed.close()
     assert "503 from the calendar backend" in (row.last_error or "") and row.error_class == "ProviderUnavailable"
     assert row.status == "pending" and row.due_at is not None and row.due_at > row.updated_at - dt.timedelta(seconds=1)
     shown = row.as_json()
@@ -90,26 +84,13 @@ def test_a_target_behind_a_busy_lock_says_so_and_forgets_it_once_synced(pipeline
 
 
 def _deliveries(pipeline: Pipeline, monkeypatch: pytest.MonkeyPatch, errors: list[Deferred]) -> list[JobContext]:
-    """Each error raised by one delivery of the same job in turn (each delivery is the previous one re-enqueued)."""
+    """Each error raised by one delivery of the same job in turn."""
     account = pipeline.account()
     receipt = pipeline.submit([account])
     policy = RetryPolicy(schedule=(1.0,), jitter=0.1, defer_delay=1.0, max_deferrals=50, held_note_every=300.0)
-    retries, stub = ScheduledRetries(pipeline.runtime.db, policy), StubBroker(middleware=[])
-    stub.declare_queue(pipeline.settings.queue)
-    spy = EnqueueSpy(stub, monkeypatch)
     payload = new_payload(tenant_id="tenant-1", entity_id=receipt.entity_id, account_id=account, operation="create",
                           version=1, trace_id="waits")  # fmt: skip
-    message = sync_message(pipeline.settings.queue, payload)
-    delivered = []
-    for error in errors:
-        proxy = MessageProxy(message)
-        ctx = JobContext(proxy.message_id, proxy.actor_name, proxy.queue_name, payload=payload)
-        start_job(ctx)
-        retries.after_process_message(stub, proxy, exception=error)
-        delivered.append(ctx)
-        message = spy.sent[-1].message
-    stub.close()
-    return delivered
+    return redelivered(pipeline.runtime.db, pipeline.settings.queue, monkeypatch, policy, payload, errors)[0]
 
 
 def _excused(message: str) -> OutageSuspected:
