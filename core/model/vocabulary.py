@@ -30,7 +30,7 @@ SYNC_STATUSES: Final[tuple[SyncStatus, ...]] = get_args(SyncStatus)
 # error's ``reason``: a limit, a back-off, an open breaker, an outage), or an enqueue that failed after the commit.
 WaitReason = Literal[
     "retry", "lock busy", "held by traffic control", "concurrency limited", "over rate", "backing off",
-    "circuit open", "outage suspected", "deferred", "not enqueued",
+    "circuit open", "outage suspected", "credentials unreadable", "deferred", "not enqueued",
 ]  # fmt: skip
 WAIT_REASONS: Final[tuple[WaitReason, ...]] = get_args(WaitReason)
 _WAITS: Final[dict[str, WaitReason]] = {reason: reason for reason in WAIT_REASONS}

@@ -8,10 +8,11 @@
   toward ``LOCK_MAX_WAITS``: it is never dead-lettered for it. Every ``held_note_every`` seconds
   (RECONCILE_AFTER / 2) a held job pushes its target's due time, so the reconciler does not take a
   long-held job for a lost one and enqueue it again;
-- why it waits is told once, not at every deferral: a job's first wait for the lock, its first hold, a hold
-  that carries a provider's error (an excused failure) and then one hold per ``held_note_every`` are noted on
-  the target (``wait_reason``, ``due_at``, the provider's last error) and logged at INFO; the deferrals between
-  log at DEBUG and write nothing (docs/RUNBOOK.md, "Why is my job waiting?");
+- why it waits is told once, not at every deferral: a job's first wait for the lock, its first hold, a hold for
+  another reason than the last one told, a hold that carries a provider's error (an excused failure) and then
+  one hold per ``held_note_every`` are noted on the target (``wait_reason``, ``due_at``, the provider's last
+  error) and logged at INFO; the deferrals between log at DEBUG and write nothing (docs/RUNBOOK.md, "Why is my
+  job waiting?");
 - a PermanentError is dead-lettered at once; anything else (unknown exceptions included) is temporary;
 - ``max_retries`` = the schedule's length; a provider's retry-after hint is a floor for the delay;
 - the retried message carries the payload with ``attempt + 1`` and the new ``scheduled_at``, plus an
@@ -56,6 +57,7 @@ log = logging.getLogger(__name__)
 DEFERRALS_OPTION = "lock_waits"  # the message option counting a job's lock waits (its name predates Deferred)
 HELD_OPTION = "traffic_waits"  # the message option counting how often traffic control held a job (logs, DLQ)
 HELD_NOTED_OPTION = "traffic_noted_at"  # unix time a held job last pushed its target's due time
+HELD_REASON_OPTION = "traffic_noted_reason"  # the wait reason then noted (another one is told again)
 
 
 @dataclass(frozen=True)
@@ -113,15 +115,16 @@ class ScheduledRetries(Retries):
     def _hold(
         self, broker: dramatiq.Broker, message: dramatiq.MessageProxy, ctx: JobContext | None, error: Held
     ) -> None:
-        now = time.time()
+        now, reason = time.time(), wait_reason_of(error)
         noted = message.options.get(HELD_NOTED_OPTION)
         told = (not isinstance(noted, int | float) or now - noted >= self.policy.held_note_every
+                or message.options.get(HELD_REASON_OPTION) != reason
                 or provider_error_of(error) is not None)  # fmt: skip
-        counts = {HELD_OPTION: count_option(message.options, HELD_OPTION) + 1}
+        options: dict[str, int | str] = {HELD_OPTION: count_option(message.options, HELD_OPTION) + 1}
         if told:
-            counts[HELD_NOTED_OPTION] = int(now)
+            options.update({HELD_NOTED_OPTION: int(now), HELD_REASON_OPTION: reason})
         wait = error.retry_after or self.policy.defer_delay
-        self._defer(broker, message, ctx, error, wait, counts, Outcome.DEFERRED, told=told)
+        self._defer(broker, message, ctx, error, wait, options, Outcome.DEFERRED, told=told)
 
     def _defer(
         self,
@@ -130,7 +133,7 @@ class ScheduledRetries(Retries):
         ctx: JobContext | None,
         error: Deferred,
         wait: float,
-        counts: dict[str, int],
+        options: dict[str, int | str],
         outcome: Outcome,
         *,
         told: bool,
@@ -140,7 +143,7 @@ class ScheduledRetries(Retries):
         if ctx is not None and ctx.payload is not None:
             later = dt.datetime.now(dt.UTC) + dt.timedelta(seconds=delay)
             args = [ctx.payload.model_copy(update={"scheduled_at": later}).to_message_arg()]
-        again = redelivery(message, args=args, options=counts)
+        again = redelivery(message, args=args, options=options)
         broker.enqueue(again, delay=int(delay * 1000))
         if ctx is not None:
             ctx.outcome = outcome
