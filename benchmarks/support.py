@@ -19,7 +19,7 @@ import threading
 import uuid
 from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import dramatiq
 import psutil
@@ -33,6 +33,9 @@ from calsync.core.store import accounts, events, targets
 from calsync.core.store.database import Database
 from calsync.core.store.targets import TargetKey
 from calsync.core.worker.middleware.lifecycle import JobLifecycle
+
+if TYPE_CHECKING:
+    from calsync.actors.worker import Worker
 
 
 def add_redis_option(parser: argparse.ArgumentParser) -> None:
@@ -185,3 +188,30 @@ def finished_jobs(broker: dramatiq.Broker) -> Callable[[], int]:
     [lifecycle] = [m for m in broker.middleware if isinstance(m, JobLifecycle)]
     lifecycle.observers.append(observe)
     return lambda: done
+
+
+def in_process_worker(scratch: Path, url: str, ns: str, **values: Any) -> Worker:
+    """A worker's parts in this process, booted: its own SQLite file (migrated), Redis namespace, a fresh secret key.
+
+    ``values`` are settings (an emulator's endpoint, overrides); logs at ERROR. Close it with ``close()``.
+    """
+    from cryptography.fernet import Fernet
+
+    from calsync.actors.worker import build_worker
+    from calsync.core.config.settings import Settings
+    from calsync.core.runtime import Runtime
+    from calsync.core.store import migrate
+
+    settings = Settings(data_dir=scratch, broker_url=url, database_url=f"sqlite:///{scratch / 'calsync.sqlite3'}",
+                        redis_namespace=ns, log_level="ERROR", secret_key=Fernet.generate_key().decode(),
+                        **values)  # fmt: skip
+    bootstrap = Runtime(settings, check_schema=False)
+    migrate.upgrade(bootstrap.db)
+    bootstrap.close()
+    app = build_worker(settings)
+    try:
+        app.broker.emit_after("process_boot")
+    except BaseException:
+        app.close()
+        raise
+    return app

@@ -35,10 +35,8 @@ from pathlib import Path
 from typing import Any
 
 import dramatiq
-from cryptography.fernet import Fernet
 
-from benchmarks.support import add_redis_option, bench_redis, namespace, remove_keys
-from calsync.actors.worker import build_worker
+from benchmarks.support import add_redis_option, bench_redis, in_process_worker, namespace, remove_keys
 from calsync.core.config.settings import Settings
 from calsync.core.messaging.lanes import lanes_of
 from calsync.core.messaging.messages import sync_message
@@ -49,7 +47,7 @@ from calsync.core.producer.fairness import lane_choice
 from calsync.core.producer.submit import Producer
 from calsync.core.redis.traffic import Limits, TrafficStore
 from calsync.core.runtime import Runtime
-from calsync.core.store import accounts, dead_letters, events, migrate, targets
+from calsync.core.store import accounts, dead_letters, events, targets
 from calsync.core.store.dead_letters import DeadLetterFilter
 from calsync.core.store.targets import TargetKey
 from calsync.core.worker.traffic import TrafficGate, provider_limits
@@ -180,18 +178,11 @@ def run(args: argparse.Namespace, url: str, scratch: Path) -> dict[str, Any]:
     emulator_app = RunningEmulator(google.create_app())
     emulator = GoogleControl(emulator_app.url)
     overrides = dict(item.split("=", 1) for item in args.set)
-    settings = Settings(data_dir=scratch, broker_url=url, database_url=f"sqlite:///{scratch / 'calsync.sqlite3'}",
-                        redis_namespace=ns, log_level="ERROR", secret_key=Fernet.generate_key().decode(),
-                        google_api_endpoint=emulator.api_endpoint, worker_threads=args.threads,
-                        **overrides)  # fmt: skip
-    bootstrap = Runtime(settings, check_schema=False)
-    migrate.upgrade(bootstrap.db)
-    bootstrap.close()
-    app = build_worker(settings)
-    runtime = app.runtime
+    app = in_process_worker(scratch, url, ns, google_api_endpoint=emulator.api_endpoint, worker_threads=args.threads,
+                            **overrides)  # fmt: skip
+    runtime, settings = app.runtime, app.runtime.settings
     worker: dramatiq.Worker | None = None
     try:
-        app.broker.emit_after("process_boot")
         emulator.add_fault(path=API, status=503)  # first: the outage wins while it lasts
         emulator.add_fault(path=API, delay_ms=args.latency_ms)  # then: every call's latency
         _, lanes = _seed(runtime, emulator, args.jobs, args.accounts)

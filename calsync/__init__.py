@@ -42,9 +42,11 @@ from calsync.core.model.errors import (
     StoreUnavailable,
     TargetLocked,
     TemporaryError,
+    UnrepresentableEvent,
     WebhookEndpointNotFound,
 )
-from calsync.core.producer.submit import Receipt, submit_change
+from calsync.core.producer.receipts import Receipt
+from calsync.core.producer.submit import submit_change
 from calsync.core.runtime import Runtime
 
 __all__ = [
@@ -85,6 +87,7 @@ __all__ = [
     "StoreUnavailable",
     "TargetLocked",
     "TemporaryError",
+    "UnrepresentableEvent",
     "WebhookEndpointNotFound",
     "submit_change",
 ]

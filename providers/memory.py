@@ -8,7 +8,8 @@ demo can inspect what a worker subprocess did and inject faults into it (provide
 
 Fault rules (:meth:`MemoryProvider.add_fault`) match by operation, account, entity or title and raise
 one of :data:`FAULT_ERRORS`, optionally after a delay and optionally after applying the write
-(``after=True``: the effect happens, the response is "lost").
+(``after=True``: the effect happens, the response is "lost"). Each write counts as a request handed to the
+provider (core/model/provider_io.py) before its faults are looked up: a fault is the provider's answer.
 """
 
 from __future__ import annotations
@@ -32,6 +33,7 @@ from calsync.core.model.errors import (
     ProviderUnavailable,
     RateLimited,
 )
+from calsync.core.model.provider_io import request_sent
 from calsync.providers.memory_store import (
     CalendarStore,
     CalendarTx,
@@ -41,6 +43,9 @@ from calsync.providers.memory_store import (
     SqliteStore,
     StoredEvent,
 )
+
+#: The options a memory account may have: only traffic control's (``accounts add`` refuses any other).
+OPTIONS: Final = frozenset({"max_concurrency"})
 
 FAULT_ERRORS: dict[str, type[CalsyncError]] = {
     "unavailable": ProviderUnavailable,
@@ -91,6 +96,7 @@ class MemoryProvider:
 
     def upsert(self, account: Account, event: EventState, target: Target) -> ExternalRef:
         """Create, adopt, restore or update the target's event."""
+        request_sent()
         fault = self._take_fault("upsert", account.id, target.event_id, event.title)
         if fault is not None and not fault.after:
             self._fail(fault, "upsert", account.id, target.event_id)
@@ -118,6 +124,7 @@ class MemoryProvider:
 
     def delete(self, account: Account, target: Target, *, send_updates: SendUpdates = "none") -> None:
         """Cancel the target's event; an unknown or already cancelled event is success."""
+        request_sent()
         fault = self._take_fault("delete", account.id, target.event_id, None)
         if fault is not None and not fault.after:
             self._fail(fault, "delete", account.id, target.event_id)

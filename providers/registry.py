@@ -11,6 +11,7 @@ import threading
 from typing import TYPE_CHECKING
 
 from calsync.core.config.settings import Settings
+from calsync.core.model.account_rules import check_address
 from calsync.core.model.calendar import Account, Provider, ProviderName
 from calsync.core.model.errors import ConfigurationError
 from calsync.core.model.limits import ConcurrencyLimiter, CredentialWriter
@@ -77,8 +78,37 @@ def _build(
     raise ConfigurationError(f"unknown provider {name!r}")
 
 
+def option_names(provider: ProviderName) -> frozenset[str]:
+    """The options an account of ``provider`` may have (its adapter's, and traffic control's max_concurrency)."""
+    if provider == "graph":
+        from calsync.providers.graph.credentials import OPTIONS as graph_options
+
+        return graph_options
+    if provider == "exchange":
+        from calsync.providers.exchange.account_config import OPTIONS as exchange_options
+
+        return exchange_options
+    if provider == "google":
+        from calsync.providers.google.credentials import OPTIONS as google_options
+
+        return google_options
+    from calsync.providers.memory import OPTIONS as memory_options
+
+    return memory_options
+
+
 def validate_account(account: Account) -> None:
-    """Refuse an account whose credentials or options the adapter cannot use (at ``accounts add``, not at a job)."""
+    """Refuse an account whose address, options or credentials the adapter cannot use (at ``accounts add``, not at
+    a job): the address by its provider's rule (core/model/account_rules.py), any option the provider does not
+    know (named, with the ones it knows), then the adapter's own checks."""
+    check_address(account.id, account.provider, account.address)
+    known = option_names(account.provider)
+    unknown = sorted(set(account.options) - known)
+    if unknown:
+        raise ConfigurationError(
+            f"account {account.id}: unknown option{'s' if len(unknown) > 1 else ''} {', '.join(map(repr, unknown))} "
+            f"for provider {account.provider} (allowed: {', '.join(sorted(known))})"
+        )
     own = account.options.get("max_concurrency")  # traffic control's per-account limit, any provider
     if own is not None and (not isinstance(own, int) or isinstance(own, bool) or own < 1):
         raise ConfigurationError(f"account {account.id}: option max_concurrency must be a whole number of 1 or more")

@@ -18,7 +18,8 @@ import dramatiq
 
 from calsync.actors.worker import build_worker
 from calsync.core.config.settings import Settings
-from calsync.core.producer.submit import Producer, Receipt
+from calsync.core.producer.receipts import Receipt
+from calsync.core.producer.submit import Producer
 from calsync.core.runtime import Runtime
 from calsync.core.store import accounts, dead_letters, events, migrate, targets
 from calsync.core.store.dead_letters import DeadLetter, DeadLetterFilter
@@ -97,6 +98,13 @@ def wait_until(predicate: Callable[[], T], *, timeout: float = 30, what: str = "
         time.sleep(0.02)
 
 
+def closed_port() -> int:
+    """A local TCP port nobody listens on right now (a connection to it is refused)."""
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return int(probe.getsockname()[1])
+
+
 def in_threads(work: Callable[[int], object], count: int, *, timeout: float | None = None) -> None:
     """Run ``work(0)`` … ``work(count - 1)`` each in a thread of its own, all at once, and wait for them."""
     threads = [threading.Thread(target=work, args=(n,)) for n in range(count)]
@@ -104,6 +112,7 @@ def in_threads(work: Callable[[int], object], count: int, *, timeout: float | No
         thread.start()
     for thread in threads:
         thread.join(timeout)
+
 
 def change(
     accounts_: list[str] | None,

@@ -2,14 +2,31 @@
 
 from __future__ import annotations
 
+import functools
+import sys
 from pathlib import Path
 from typing import Any, get_args
 
 import click
+from sqlalchemy.exc import IntegrityError
 
-from calsync.actors.cli.common import CliState, parse_options, pass_state, print_json, print_table, read_json_file
-from calsync.core.model.calendar import Account, ProviderName
+from calsync.actors.cli.common import (
+    CliState,
+    exit_if_deferred,
+    parse_options,
+    pass_state,
+    print_json,
+    print_table,
+    progress_enabled,
+    read_json_file,
+)
+from calsync.core.model.account_rules import calendar_key
+from calsync.core.model.calendar import Account, ProviderName, SendUpdates
 from calsync.core.model.errors import CalsyncError, EntityNotFound, InvalidChange, PermanentError, ProviderUnavailable
+from calsync.core.model.ids import check_identifier
+from calsync.core.producer.account_removal import remove_account
+from calsync.core.producer.submit import Producer
+from calsync.core.store import account_removal
 from calsync.core.store import accounts as repo
 from calsync.providers.registry import validate_account, verify_account
 
@@ -71,17 +88,27 @@ def add(
     account_id: str | None,
     verify: bool,
 ) -> None:
-    """Register an account (credentials and options checked; --verify: tried live); prints {"account_id": ...}."""
+    """Register an account (ids, address, options and credentials checked; --verify: tried live); prints
+    {"account_id": ...}. One account per calendar and tenant: a second one for the same mailbox is refused."""
+    check_identifier(tenant, "--tenant")
+    if account_id is not None:
+        check_identifier(account_id, "--id")
     parsed = parse_options(options)
     data = _read_credentials(credentials_file)
     _validated(Account(account_id or "new", tenant, provider, address, credentials=data or {}, options=parsed),
                state, verify)  # fmt: skip
     blob = None if data is None else state.runtime.cipher.encrypt(data)
-    with state.runtime.db.write() as conn:
-        summary = repo.add_account(
-            conn, tenant_id=tenant, provider=provider, address=address, credentials=blob, options=parsed,
-            account_id=account_id,
-        )  # fmt: skip
+    db = state.runtime.db
+    try:
+        with db.write() as conn:
+            summary = repo.add_account(
+                conn, tenant_id=tenant, provider=provider, address=address, credentials=blob, options=parsed,
+                account_id=account_id,
+            )  # fmt: skip
+    except IntegrityError:
+        with db.read() as conn:  # a concurrent registration of the same calendar committed first: name it
+            repo.check_calendar_free(conn, tenant, calendar_key(provider, address, parsed))
+        raise  # not the calendar: the id (reported as "account ID already exists")
     print_json({"account_id": summary.id})
 
 
@@ -127,11 +154,11 @@ def update(
     """Re-authorize (new credentials make the account active again), disable, re-enable or move an account."""
     data = _read_credentials(credentials_file)
     parsed = parse_options(options) if options else None
+    with state.runtime.db.read() as conn:
+        current = repo.load_account(conn, account_id, state.runtime.cipher)
+    if current is None:
+        raise EntityNotFound(f"account {account_id} does not exist")
     if provider is not None or data is not None or parsed is not None or verify:
-        with state.runtime.db.read() as conn:
-            current = repo.load_account(conn, account_id, state.runtime.cipher)
-        if current is None:
-            raise EntityNotFound(f"account {account_id} does not exist")
         if provider is not None and provider != current.provider and parsed is None:
             parsed = {}  # the old adapter's options mean nothing to the new one
         _validated(Account(
@@ -140,10 +167,48 @@ def update(
             options=current.options if parsed is None else parsed,
         ), state, verify)  # fmt: skip
     blob = None if data is None else state.runtime.cipher.encrypt(data)
-    if blob is not None and status is None:
+    if blob is not None and status is None and current.status != "removing":  # a removal goes on, re-authorized
         status = "active"
     with state.runtime.db.write() as conn:
         summary = repo.update_account(
             conn, account_id, status=status, credentials=blob, options=parsed, provider=provider
         )
     print_json(summary.as_json())
+
+
+@accounts.command("remove")
+@click.argument("account_id")
+@click.option(
+    "--detach",
+    is_flag=True,
+    help="First delete calsync's events from the account's calendar (through the queue: a worker must run).",
+)
+@click.option(
+    "--send-updates",
+    type=click.Choice(list(get_args(SendUpdates))),
+    help="Whether the deletes notify attendees (default CALSYNC_DEFAULT_SEND_UPDATES, as for a change).",
+)
+@pass_state
+def remove(state: CliState, account_id: str, detach: bool, send_updates: Any) -> None:
+    """Remove an account; refused while calsync has events in its calendar, unless --detach deletes them first.
+
+    Prints {"account_id", "status": "removed" | "removing", "detached_events", "job_ids", "deferred_events",
+    "targets_left"}: "removing" until the last delete is done (the housekeeping pass then removes it; running
+    the command again reports progress). Exit 3 when some deletes were saved but not enqueued (reconcile sends them).
+    """
+    runtime = state.runtime
+    remove_it = functools.partial(
+        remove_account, runtime.db, Producer(runtime) if detach else None, account_id,
+        quiet_seconds=state.settings.delete_verify_delay, send_updates=send_updates,
+    )  # fmt: skip
+    total = 0
+    if detach and progress_enabled(2):  # on a terminal: how many events to detach, for the progress bar
+        with runtime.db.read() as conn:
+            total = account_removal.left_in(conn, account_id).to_detach
+    if progress_enabled(total):
+        with click.progressbar(length=total, label="detaching", file=sys.stderr) as bar:
+            report = remove_it(progress=bar.update)
+    else:
+        report = remove_it()
+    print_json(report.as_json())
+    exit_if_deferred(report.deferred_events)

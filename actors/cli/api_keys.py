@@ -3,15 +3,12 @@
 from __future__ import annotations
 
 import click
-from pydantic import TypeAdapter, ValidationError
 
 from calsync.actors.cli.common import CliState, pass_state, print_json, print_table
-from calsync.core.model.errors import EntityNotFound, InvalidChange
-from calsync.core.model.ids import Identifier
+from calsync.core.model.errors import EntityNotFound
+from calsync.core.model.ids import check_identifier
 from calsync.core.model.vocabulary import API_SCOPES, ApiScope
 from calsync.core.store import api_keys as repo
-
-_tenant = TypeAdapter(Identifier)
 
 
 @click.group("api-keys")
@@ -27,10 +24,7 @@ def api_keys() -> None:
 @pass_state
 def create(state: CliState, tenant: str, scope: ApiScope, name: str | None) -> None:
     """Create a key and print {"key", "id"} once: only its hash is stored."""
-    try:
-        _tenant.validate_python(tenant)
-    except ValidationError:
-        raise InvalidChange(f"--tenant: {tenant!r} is not a valid identifier") from None
+    check_identifier(tenant, "--tenant")
     with state.runtime.db.write() as conn:
         secret, record = repo.create(conn, tenant_id=tenant, scope=scope, name=name)
     print_json({"key": secret, "id": record.id, "tenant_id": tenant, "scope": scope})

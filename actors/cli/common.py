@@ -26,7 +26,7 @@ stderr = Console(stderr=True, soft_wrap=True)
 
 #: The commands that need the queue running: only these start the embedded Redis (docs: README "Command line").
 STARTS_EMBEDDED_REDIS = frozenset(
-    {"worker", "serve", "submit", "reconcile", "dlq replay", "retry-now", "pause", "resume", "demo"}
+    {"worker", "serve", "submit", "reconcile", "dlq replay", "retry-now", "pause", "resume", "demo", "accounts remove"}
 )
 
 

@@ -10,7 +10,7 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 from calsync.core.model.calendar import BusinessStatus, EventState, SendUpdates
 from calsync.core.model.ids import Identifier
 from calsync.core.model.vocabulary import DeadLetterKind, SyncStatus, WaitReason
-from calsync.core.producer.submit import Receipt
+from calsync.core.producer.receipts import Receipt
 from calsync.core.store.targets import TargetRow
 
 MAX_REPLAY = 1000

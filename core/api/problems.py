@@ -21,6 +21,7 @@ from pydantic import BaseModel, Field
 from sqlalchemy.exc import DataError
 from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.responses import JSONResponse
+from starlette.types import Receive, Scope, Send
 
 from calsync.core.model.errors import (
     EntityNotFound,
@@ -201,9 +202,14 @@ def install(app: FastAPI, *, retry_after: int) -> None:
         return ProblemError(503, "unavailable", "Service Unavailable", "a dependency is unreachable; nothing was saved",
                             headers={"Retry-After": str(retry_after)}).response()  # fmt: skip
 
-    @app.exception_handler(Exception)
-    async def _unexpected(request: Request, exc: Exception) -> JSONResponse:
-        log.error("unhandled error", exc_info=exc)
-        return ProblemError(
-            500, "internal", "Internal Server Error", "an unexpected error; see the server log"
-        ).response()
+
+async def answer_unexpected(error: Exception, scope: Scope, receive: Receive, send: Send) -> None:
+    """Answer an error no handler took with a 500 problem, and log it: the one log line of that error.
+
+    Called by the outermost middleware (core/api/tracing.py), so Starlette's last resort never sees the error:
+    it would answer it too and re-raise it for the server to log again (one error, two tracebacks).
+    """
+    log.error("unhandled error", exc_info=error)
+    await ProblemError(500, "internal", "Internal Server Error", "an unexpected error; see the server log").response()(
+        scope, receive, send
+    )

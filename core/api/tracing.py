@@ -3,7 +3,8 @@
 The trace id comes from a W3C ``traceparent`` header (its trace-id field), else ``X-Request-Id``, else a
 new one; it is attached to every log line of the request, passed to the intake as the jobs' ``trace_id``,
 and sent back as ``X-Request-Id``. The log line has method, route template, status, duration, tenant and
-key id: never a header value, so an API key cannot reach a log.
+key id: never a header value, so an API key cannot reach a log. An error no handler took is answered here
+with a 500 problem and logged once, inside the request's trace context (core/api/problems.py).
 """
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ from typing import Any
 from starlette.requests import Request
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from calsync.core.api import metrics
+from calsync.core.api import metrics, problems
 from calsync.core.config.logging import job_context
 from calsync.core.model.ids import new_trace_id
 
@@ -49,7 +50,7 @@ def _headers(scope: Scope) -> dict[str, str]:
 
 
 class RequestObserver:
-    """Gives each HTTP request its trace id, then logs and counts how it was answered."""
+    """Gives each HTTP request its trace id, answers an unexpected error, then logs and counts how it was answered."""
 
     def __init__(self, app: ASGIApp) -> None:
         self.app = app
@@ -61,7 +62,7 @@ class RequestObserver:
         started = time.perf_counter()
         trace = trace_id_from(_headers(scope))
         scope.setdefault("state", {})["trace_id"] = trace
-        status = 500
+        status = 0  # no answer started yet
 
         async def send_observed(message: Message) -> None:
             nonlocal status
@@ -72,9 +73,14 @@ class RequestObserver:
 
         try:
             with job_context({"trace_id": trace}):
-                await self.app(scope, receive, send_observed)
+                try:
+                    await self.app(scope, receive, send_observed)
+                except Exception as error:
+                    if status:  # the answer is under way: the server logs the error and drops the connection
+                        raise
+                    await problems.answer_unexpected(error, scope, receive, send_observed)
         finally:
-            self._record(scope, status, time.perf_counter() - started, trace)
+            self._record(scope, status or 500, time.perf_counter() - started, trace)
 
     @staticmethod
     def _record(scope: Scope, status: int, seconds: float, trace: str) -> None:

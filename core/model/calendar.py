@@ -21,7 +21,8 @@ from typing import Any, Literal, Protocol
 
 ProviderName = Literal["google", "exchange", "graph", "memory"]
 SendUpdates = Literal["all", "external_only", "none"]
-AccountStatus = Literal["active", "needs_reauth", "disabled"]
+# removing: ``accounts remove --detach`` is deleting calsync's events from it; the row goes once none is left.
+AccountStatus = Literal["active", "needs_reauth", "disabled", "removing"]
 BusinessStatus = Literal["confirmed", "cancelled"]
 
 

@@ -13,7 +13,10 @@ Timed events take ISO 8601 date-times (``YYYY-MM-DDTHH:MM[:SS[.ffffff]]`` with a
 in iCalendar and Google Calendar. Values are taken as typed (a boolean is ``true``/``false``, never
 ``"yes"`` or ``1``) so that the published JSON Schema (docs/schemas/change.schema.json) accepts exactly
 what this model accepts, but for what a schema cannot state: ``end`` after ``start``, a time zone
-that exists, a calendar date that exists (docs/PROTOCOL.md).
+that exists, a calendar date that exists, times within the years every calendar holds (also in UTC),
+no lone surrogate (docs/PROTOCOL.md). Text and times follow the rules of core/model/content.py, so every
+adapter can write what is accepted and every door (Python, ``calsync submit``, HTTP, the intake actor)
+gives the same verdict.
 """
 
 from __future__ import annotations
@@ -37,11 +40,24 @@ from pydantic import (
 )
 
 from calsync.core.model.calendar import SendUpdates
+from calsync.core.model.content import (
+    ADDRESS_MAX,
+    DESCRIPTION_MAX,
+    FIRST_YEAR,
+    LAST_YEAR,
+    LOCATION_MAX,
+    STORABLE,
+    TITLE_MAX,
+    UNSTORABLE_CHARACTERS,
+    out_of_range,
+)
 from calsync.core.model.errors import InvalidChange
 from calsync.core.model.ids import Identifier
 from calsync.core.model.validation_wording import describe_validation_error
 
-Email = Annotated[str, StringConstraints(pattern=r"^[^@\s]+@[^@\s]+\.[^@\s]+$", max_length=320)]
+_ADDRESS_PART = rf"[^@\s{UNSTORABLE_CHARACTERS}]+"
+Email = Annotated[str, StringConstraints(pattern=rf"^{_ADDRESS_PART}@{_ADDRESS_PART}\.{_ADDRESS_PART}$",
+                                         max_length=ADDRESS_MAX)]  # fmt: skip
 
 # The accepted spellings, shared by the parser and the JSON Schema ([0-9], not \d: Python's \d is Unicode).
 _DAY = r"[0-9]{4}-(0[1-9]|1[0-2])-(0[1-9]|[12][0-9]|3[01])"
@@ -73,20 +89,22 @@ class EventFields(BaseModel):
         },
     )
 
-    title: Annotated[str, StringConstraints(min_length=1, max_length=1024)]
+    title: Annotated[str, StringConstraints(min_length=1, max_length=TITLE_MAX), STORABLE]
     # time_zone and all_day come before start/end: the time validators read them.
     time_zone: Annotated[str, StringConstraints(pattern=ZONE_PATTERN, max_length=64)] = "UTC"
     all_day: StrictBool = False
     start: Instant
     end: Instant
-    location: Annotated[str, StringConstraints(max_length=1024)] | None = None
-    description: Annotated[str, StringConstraints(max_length=16384)] | None = None
+    location: Annotated[str, StringConstraints(max_length=LOCATION_MAX), STORABLE] | None = None
+    description: Annotated[str, StringConstraints(max_length=DESCRIPTION_MAX), STORABLE] | None = None
     attendees: tuple[Email, ...] = Field(default=(), max_length=500)
 
     @field_validator("time_zone")
     @classmethod
     def _known_zone(cls, value: str) -> str:
         try:
+            if value in _MACHINE_ZONES:
+                raise ValueError(value)
             ZoneInfo(value)
         except (ZoneInfoNotFoundError, ValueError):
             raise ValueError(f"unknown IANA time zone {value!r}") from None
@@ -103,12 +121,20 @@ class EventFields(BaseModel):
     @field_validator("start", "end", mode="before")
     @classmethod
     def _parse_times(cls, value: Any, info: ValidationInfo) -> Any:
-        if isinstance(value, dt.date):  # a Python caller's date or datetime
-            return value
-        if not isinstance(value, str):
-            raise ValueError("must be a string: an ISO 8601 date-time, or a date for all-day events")
         all_day = bool(info.data.get("all_day", False))
-        return _parse_instant(str(info.field_name), value, all_day=all_day, zone_name=info.data.get("time_zone", "UTC"))
+        if isinstance(value, str):
+            value = _parse_instant(value, all_day=all_day)
+        elif not isinstance(value, dt.date):  # a Python caller may give a date or datetime
+            raise ValueError("must be a string: an ISO 8601 date-time, or a date for all-day events")
+        if "time_zone" not in info.data:
+            return value  # the time_zone validator reports the real problem
+        zone = ZoneInfo(info.data["time_zone"])
+        if isinstance(value, dt.datetime):
+            value = _in_zone(value, zone)
+        problem = out_of_range(value, zone)
+        if problem is not None:
+            raise ValueError(problem)
+        return value
 
     @model_validator(mode="after")
     def _ordered(self) -> EventFields:
@@ -125,21 +151,26 @@ class EventFields(BaseModel):
         return self
 
 
-def _parse_instant(name: str, raw: str, *, all_day: bool, zone_name: str) -> dt.date | dt.datetime:
+# Names ZoneInfo reads from the machine, not IANA zones: they would mean other times on other machines.
+_MACHINE_ZONES = frozenset({"localtime", "posixrules"})
+
+
+def _parse_instant(raw: str, *, all_day: bool) -> dt.date | dt.datetime:
     try:
         if not re.fullmatch(DATE_PATTERN if all_day else DATE_TIME_PATTERN, raw):
             raise ValueError(raw)
-        if all_day:
-            return dt.date.fromisoformat(raw)
-        value = dt.datetime.fromisoformat(raw)
+        return dt.date.fromisoformat(raw) if all_day else dt.datetime.fromisoformat(raw)
     except ValueError:
         kind = "date (YYYY-MM-DD)" if all_day else "ISO 8601 date-time"
         raise ValueError(f"not a valid {kind}: {raw!r}") from None
+
+
+def _in_zone(value: dt.datetime, zone: ZoneInfo) -> dt.datetime:
+    """A date-time in the event's zone: a naive one is wall time there, an aware one the same instant shown there."""
     try:
-        zone = ZoneInfo(zone_name)
-    except (ZoneInfoNotFoundError, ValueError):
-        return value  # the time_zone validator reports the real problem
-    return value.replace(tzinfo=zone) if value.tzinfo is None else value.astimezone(zone)
+        return value.replace(tzinfo=zone) if value.tzinfo is None else value.astimezone(zone)
+    except OverflowError:  # an offset that crosses year 1 or 9999
+        raise ValueError(f"must lie in the years {FIRST_YEAR} to {LAST_YEAR}") from None
 
 
 class Change(BaseModel):
@@ -190,4 +221,3 @@ def parse_change(data: Any) -> Change:
         return Change.model_validate(data)
     except ValidationError as exc:
         raise InvalidChange(describe_validation_error(exc)) from None
-

@@ -20,6 +20,8 @@ The worker decides retry-or-dead-letter by class alone, never by comparing messa
     │   ├── AccountInactive            the account is disabled or awaits re-authorization
     │   ├── Forbidden                  the provider refuses this operation for this account
     │   ├── InvalidRequest             the provider rejected the request as malformed
+    │   ├── UnrepresentableEvent       the adapter cannot put the event's content into a request (a time out of its
+    │   │                              range, a value its library refuses): nothing was sent
     │   ├── QuotaExceeded              the mailbox is full (Exchange ErrorQuotaExceeded)
     │   ├── FullSyncRequired           the provider invalidated a sync token: list everything again
     │   └── ConfigurationError         a setting or secret is missing or wrong
@@ -169,6 +171,16 @@ class InvalidRequest(PermanentError):
     """The provider rejected our request as malformed; a code or data fix is needed."""
 
     reason = "invalid request"
+
+
+class UnrepresentableEvent(PermanentError):
+    """The event's content cannot be written in the provider's format; retrying the same content cannot help.
+
+    Submit refuses such content (core/model/content.py); this catches what still reaches an adapter (an event
+    stored under older rules): a ValueError or OverflowError while building the request becomes this, not a retry.
+    """
+
+    reason = "unrepresentable event"
 
 
 class FullSyncRequired(PermanentError):

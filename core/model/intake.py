@@ -14,14 +14,16 @@ from typing import Annotated, Any, Final
 from pydantic import BaseModel, ConfigDict, Field, StringConstraints, ValidationError
 
 from calsync.core.model.change import Change
+from calsync.core.model.content import STORABLE
 from calsync.core.model.errors import InvalidChange, InvalidPayload
 from calsync.core.model.ids import Identifier
 from calsync.core.model.validation_wording import describe_validation_error
 
 INTAKE_JOB: Final = "submit_change"
 
-RequestId = Annotated[str, StringConstraints(min_length=1, max_length=255)]
-TraceId = Annotated[str, StringConstraints(min_length=1, max_length=128)]
+# Stored (intake_requests, dead letters) and logged: only characters every database stores (core/model/content.py).
+RequestId = Annotated[str, StringConstraints(min_length=1, max_length=255), STORABLE]
+TraceId = Annotated[str, StringConstraints(min_length=1, max_length=128), STORABLE]
 
 
 class IntakeMessage(BaseModel):

@@ -12,12 +12,14 @@ from typing import Any
 from pydantic import ValidationError
 from pydantic_core import ErrorDetails
 
+from calsync.core.model.ids import IDENTIFIER_RULE
+
 # What a list field holds, named in "must be a list of …".
 _ITEMS: dict[str, tuple[str, str]] = {"accounts": ("account id", "account ids"), "attendees": ("attendee", "attendees")}
 # What a pattern-checked field must look like, by its name (the last string in its location).
 _SHAPES: dict[str, str] = {
-    "accounts": "an id of letters, digits and _ . @ - (at most 128, starting with a letter or digit)",
-    "entity_id": "an id of letters, digits and _ . @ - (at most 128, starting with a letter or digit)",
+    "accounts": IDENTIFIER_RULE,
+    "entity_id": IDENTIFIER_RULE,
     "attendees": "an email address",
     "time_zone": "an IANA time zone name such as Europe/Berlin",
 }
@@ -33,6 +35,7 @@ _TYPES: dict[str, str] = {
     "missing": "is required",
     "extra_forbidden": "is not a known field",
     "none_required": "must be null",
+    "string_unicode": "must be valid Unicode text: a lone surrogate (such as \\ud800) cannot be stored",
 }
 
 

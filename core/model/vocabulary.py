@@ -52,8 +52,8 @@ DEAD_LETTER_KINDS: Final[tuple[DeadLetterKind, ...]] = get_args(DeadLetterKind)
 # everything due went, more was due than one pass may delete (``behind``), or it failed.
 PrunedTable = Literal[
     "idempotency_records", "intake_requests", "dead_letters", "events", "event_targets",
-    "webhook_notifications", "webhook_deliveries",
-]
+    "webhook_notifications", "webhook_deliveries", "provider_accounts",
+]  # fmt: skip
 PRUNED_TABLES: Final[tuple[PrunedTable, ...]] = get_args(PrunedTable)
 MaintenanceResult = Literal["caught_up", "behind", "failed"]
 MAINTENANCE_RESULTS: Final[tuple[MaintenanceResult, ...]] = get_args(MaintenanceResult)
@@ -98,6 +98,7 @@ class DeadLetterCause(StrEnum):
     UNKNOWN_ACTOR = "unknown_actor"  # no actor of that name in this worker
     INVALID_PAYLOAD = "invalid_payload"  # the message is not a job of a schema we know
     QUARANTINED = "quarantined"  # the bytes on the queue are no runnable message (kind 'quarantined')
+    WORKER_BUG = "worker_bug"  # the same error on two attempts in a row, neither of which reached the provider
 
     def reason(self, error: BaseException | None) -> str:
         """The DLQ record's ``reason`` and the ``calsync_dead_letters_total{reason}`` label: one text for both."""
@@ -113,6 +114,8 @@ class DeadLetterCause(StrEnum):
             return f"retries exhausted after {attempts} attempts"
         if self is DeadLetterCause.ENQUEUE_FAILED:
             return "the retry could not be enqueued"
+        if self is DeadLetterCause.WORKER_BUG:
+            return f"the same error on attempts {attempts - 1} and {attempts}, before any provider request"
         return None
 
 
@@ -121,6 +124,7 @@ _REASONS: Final = {
     DeadLetterCause.ENQUEUE_FAILED: "retry enqueue failed",
     DeadLetterCause.UNKNOWN_ACTOR: "unknown actor",
     DeadLetterCause.INVALID_PAYLOAD: InvalidPayload.reason,
+    DeadLetterCause.WORKER_BUG: "worker bug",
 }
 _CAUSES_BY_REASON: Final = {reason: cause for cause, reason in _REASONS.items()}
 _QUARANTINED: Final = "quarantined"

@@ -133,7 +133,7 @@ def _replay_one(runtime: Runtime, record: DeadLetter, report: ReplayReport) -> s
     fresh = payload.model_copy(update={"job_id": new_id("job"), "attempt": 1, "scheduled_at": now})
     with runtime.db.write() as conn:
         account = accounts.get_summary(conn, payload.account_id)
-        if account is not None and account.status != "active":
+        if account is not None and account.status not in ("active", "removing"):  # removing: its deletes replay
             return f"account {account.id} is {account.status}; re-authorize or enable it first"
         if not dead_letters.mark_replayed(conn, record.id, replay_job_id=fresh.job_id):
             return "record is no longer open"

@@ -26,7 +26,7 @@ _CHUNK: Final = 500  # claims per script call, so a huge fan-out does not hold R
 
 
 class Mark(NamedTuple):
-    """Which enqueue a marker stands for: one operation of one target version."""
+    """Which enqueue a marker stands for: one operation of one target version (built by :meth:`of`)."""
 
     tenant_id: str
     entity_id: str
@@ -34,13 +34,23 @@ class Mark(NamedTuple):
     operation: Operation
     version: int
 
+    @classmethod
+    def of(cls, target: tuple[str, str, str], operation: Operation, version: int) -> Mark:
+        """The marker of a job: a create and an update of one version share the update's.
+
+        Both are one effect (the worker creates or updates from state; core/model/planner.py labels them apart
+        only for their idempotency keys). An identical resubmission labels its job update where the first
+        submission labelled it create; sharing the marker, the two meet in one SET NX, even when the
+        resubmission claims first (it can, between the first one's commit and its claim).
+        """
+        return cls(*target, "update" if operation == "create" else operation, version)
+
 
 class Claim(NamedTuple):
-    """One enqueue about to happen: its marker, its job id, and operations whose marker also covers it."""
+    """One enqueue about to happen: its marker and its job id."""
 
     mark: Mark
     job_id: str
-    covered_by: tuple[Operation, ...] = ()
 
 
 class Claimed(NamedTuple):
@@ -98,9 +108,7 @@ class EnqueueMarkers(Protocol):
     def claim_all(self, claims: Sequence[Claim]) -> list[Claimed]:
         """Per claim, the job id of the identical enqueue that came first, or (new, now marked) its delay.
 
-        A claim's ``covered_by`` names operations whose marker for the same version also counts as that
-        first enqueue. All claims are made at once: one script call per 500 claims, after one more round trip
-        when any has ``covered_by``.
+        All claims are made at once: one script call per 500 claims.
         """
         ...
 
@@ -132,19 +140,16 @@ class RedisMarkers:
     def claim_all(self, claims: Sequence[Claim]) -> list[Claimed]:
         """Per claim, the job id of the identical enqueue that came first, or (new, now marked) its delay."""
         try:
-            earlier = self._covered(claims)
-            fresh = [n for n, found in enumerate(earlier) if found is None]
-            replies = [reply for start in range(0, len(fresh), _CHUNK)
-                       for reply in self._claim_fresh([claims[n] for n in fresh[start : start + _CHUNK]])]  # fmt: skip
+            replies = [reply for start in range(0, len(claims), _CHUNK)
+                       for reply in self._claim_chunk(claims[start : start + _CHUNK])]  # fmt: skip
         except redis.RedisError:
             return [Claimed(None)] * len(claims)  # the markers are optional; a duplicate job is harmless
-        answers = [Claimed(found) for found in earlier]
-        for slot, n in enumerate(fresh):
-            holder, settling = replies[2 * slot], replies[2 * slot + 1]
-            answers[n] = Claimed(_text(holder)) if holder else Claimed(None, self._window_ms if settling else None)
+        answers = []
+        for holder, settling in zip(replies[::2], replies[1::2], strict=True):
+            answers.append(Claimed(_text(holder)) if holder else Claimed(None, self._window_ms if settling else None))
         return answers
 
-    def _claim_fresh(self, claims: Sequence[Claim]) -> list[object]:
+    def _claim_chunk(self, claims: Sequence[Claim]) -> list[object]:
         keys: list[str] = []
         for claim in claims:
             keys.append(self._key(claim.mark))
@@ -153,19 +158,6 @@ class RedisMarkers:
                 keys.append(self._keys.settle(mark.tenant_id, mark.entity_id, mark.account_id))
         args: list[str | int] = [self._ttl, self._window_ms, self._max_wait_ms, *(c.job_id for c in claims)]
         return list(self._claim(keys=keys, args=args))
-
-    def _covered(self, claims: Sequence[Claim]) -> list[str | None]:
-        covering = [(n, op) for n, claim in enumerate(claims) for op in claim.covered_by]
-        found: list[str | None] = [None] * len(claims)
-        if not covering:
-            return found
-        pipe = self._client.pipeline(transaction=False)
-        for n, op in covering:
-            pipe.get(self._key(claims[n].mark._replace(operation=op)))
-        for (n, _op), value in zip(covering, pipe.execute(), strict=True):
-            if found[n] is None:
-                found[n] = _text(value)
-        return found
 
     def release(self, mark: Mark) -> None:
         """Forget a marker whose enqueue failed, so the next attempt is not suppressed."""

@@ -16,7 +16,8 @@ from collections.abc import Callable
 from typing import Any, Final
 
 from calsync.core.model.intake import IntakeMessage, parse_intake
-from calsync.core.producer.submit import Intake, Receipt
+from calsync.core.producer.receipts import Receipt
+from calsync.core.producer.submit import Intake
 
 log = logging.getLogger(__name__)
 
@@ -56,4 +57,3 @@ def intake_actor(
         submit_intake(intake, message, message_id=delivery())
 
     return submit_change
-

@@ -65,6 +65,7 @@ class ReconcileReport:
             "purged_event_targets": self.purged.purged.get("event_targets", 0),
             "purged_webhook_notifications": self.purged.purged.get("webhook_notifications", 0),
             "purged_webhook_deliveries": self.purged.purged.get("webhook_deliveries", 0),
+            "purged_accounts": self.purged.purged.get("provider_accounts", 0),
             "housekeeping_caught_up": self.purged.caught_up,
             "webhooks_requeued": self.webhooks_requeued,
         }

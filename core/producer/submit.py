@@ -9,75 +9,62 @@ writes its first and its newest version only; both are optimisations, never the 
 Submitting a change identical to the current state creates no new version: a client retrying its
 request gets the same entity and version, with the first job ids of the targets still pending (none
 once all synced).
+
+Concurrent changes of one event take turns: the intent's transaction locks the event's row, and a
+concurrent create of the same new ``entity_id`` waits for the first one's commit and then applies to
+the event it created. Each change is decided against the version committed before it, as if sent one
+after the other: an identical one creates no version and gets the first one's jobs, a different one
+the next version.
 """
 
 from __future__ import annotations
 
 import datetime as dt
-import hashlib
 import logging
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 from pydantic import TypeAdapter, ValidationError
 from sqlalchemy import Connection
-from sqlalchemy.exc import IntegrityError
 
 from calsync.core.messaging.batch import Outgoing, enqueue_many
 from calsync.core.messaging.lanes import lanes_of
 from calsync.core.messaging.messages import sync_message
 from calsync.core.model.calendar import SendUpdates
 from calsync.core.model.change import Change, parse_change
-from calsync.core.model.errors import EntityNotFound, IdempotencyKeyReused, InvalidChange
-from calsync.core.model.ids import Identifier, new_id, new_trace_id
-from calsync.core.model.payload import JobPayload, Operation, new_payload
+from calsync.core.model.errors import EntityNotFound, InvalidChange
+from calsync.core.model.ids import check_identifier, new_id, new_trace_id
+from calsync.core.model.intake import RequestId, TraceId
+from calsync.core.model.payload import JobPayload, new_payload
 from calsync.core.model.planner import Plan, plan
+from calsync.core.model.validation_wording import field_message
 from calsync.core.model.vocabulary import Lane
 from calsync.core.producer.dedup import Claim, EnqueueMarkers, Mark, RedisMarkers
 from calsync.core.producer.fairness import LaneChoice, OneLane, lane_choice
+from calsync.core.producer.receipts import FirstReceipts, Receipt, body_hash
 from calsync.core.runtime import Runtime, default_runtime
 from calsync.core.store import accounts, events, intake_requests, targets
 from calsync.core.store.database import Database
 from calsync.core.store.targets import TargetKey, TargetRow
 
 log = logging.getLogger(__name__)
-_tenant_id = TypeAdapter(Identifier)
+
+_trace_id = TypeAdapter(TraceId | None)
+_request_key = TypeAdapter(RequestId | None)
 
 Batch = list[tuple[JobPayload, Lane, int | None]]  # jobs, each with its lane and a delay in ms (None: at once)
 Enqueue = Callable[[Batch], list[bool]]  # enqueues a batch; per job, whether it was enqueued
 
 
-@dataclass(frozen=True)
-class Receipt:
-    """What the caller gets back: the event, its new version and the jobs that will sync it."""
-
-    entity_id: str
-    version: int
-    job_ids: list[str]
-    deferred_accounts: list[str] = field(default_factory=list)
-
-    def as_json(self) -> dict[str, Any]:
-        """The receipt as printed by ``calsync submit``."""
-        return {
-            "entity_id": self.entity_id,
-            "version": self.version,
-            "job_ids": self.job_ids,
-            "deferred_accounts": self.deferred_accounts,
-        }
-
-    @classmethod
-    def from_json(cls, doc: dict[str, Any]) -> Receipt:
-        """The receipt stored for a request key, as :meth:`as_json` wrote it."""
-        return cls(doc["entity_id"], doc["version"], list(doc["job_ids"]), list(doc["deferred_accounts"]))
+class _KeyTaken(Exception):
+    """Rolls back an intent whose request key a concurrent request claimed first."""
 
 
 @dataclass(frozen=True)
 class _PlannedJob:
     key: TargetKey
     plan: Plan
-    # Operations whose recent enqueue for the same version already covers this job (dedup markers).
-    covered_by: tuple[Operation, ...] = ()
 
 
 def _job(
@@ -87,9 +74,17 @@ def _job(
     *,
     present: bool,
     cancelled: bool = False,
-    covered_by: tuple[Operation, ...] = (),
 ) -> _PlannedJob:
-    return _PlannedJob(key, plan(row, key, version=version, wanted_present=present, cancelled=cancelled), covered_by)
+    return _PlannedJob(key, plan(row, key, version=version, wanted_present=present, cancelled=cancelled))
+
+
+def _check_ids(trace_id: str | None, request_key: str | None) -> None:
+    """The caller's trace id and request key, stored and logged with the change: refused as the intake message's."""
+    for name, adapter, value in (("trace_id", _trace_id, trace_id), ("request_id", _request_key, request_key)):
+        try:
+            adapter.validate_python(value)
+        except ValidationError as exc:
+            raise InvalidChange(f"{name}: {field_message(exc.errors()[0])}") from None
 
 
 class Intake:
@@ -111,6 +106,7 @@ class Intake:
         self._enqueue_jobs = enqueue
         self._default_send_updates = default_send_updates
         self._request_key_ttl = request_key_ttl
+        self._receipts = FirstReceipts(db)
 
     def submit(
         self,
@@ -123,52 +119,40 @@ class Intake:
         """Validate and authorize, save the intent, then enqueue one job per affected target.
 
         With a ``request_key`` (an HTTP Idempotency-Key, an intake message's request id), a retry of the
-        same change under the same key returns the first receipt and changes nothing; another change
-        under a live key raises :class:`IdempotencyKeyReused`.
+        same change under the same key, concurrent or later, returns the first receipt and changes nothing
+        (core/producer/receipts.py); another change under a live key raises :class:`IdempotencyKeyReused`.
         """
-        try:
-            tenant_id = _tenant_id.validate_python(tenant_id)
-        except ValidationError:
-            raise InvalidChange(f"tenant_id: {tenant_id!r} is not a valid identifier") from None
+        tenant_id = check_identifier(tenant_id, "tenant_id")
+        _check_ids(trace_id, request_key)
         parsed = parse_change(change)
         trace = trace_id or new_trace_id()
         if request_key is None:
             with self._db.write() as conn:
                 entity_id, version, jobs = self._save_intent(conn, tenant_id, parsed)
             return self._enqueue(tenant_id, entity_id, version, jobs, trace)
-        body_hash = hashlib.sha256(parsed.model_dump_json().encode()).hexdigest()
+        digest = body_hash(parsed)
+        while (saved := self._save_claiming(tenant_id, parsed, request_key, digest)) is None:
+            first = self._receipts.first(tenant_id, request_key, digest)  # waits while the key's owner enqueues
+            if first is not None:
+                return first
+        receipt = self._enqueue(tenant_id, *saved, trace)
+        return self._receipts.store(tenant_id, request_key, receipt)
+
+    def _save_claiming(
+        self, tenant_id: str, change: Change, request_key: str, digest: str
+    ) -> tuple[str, int, list[_PlannedJob]] | None:
+        """Save the intent and claim the request key in one transaction; None (nothing saved) when the key is taken."""
         try:
             with self._db.write() as conn:
-                first = self._first_request(conn, tenant_id, request_key, body_hash)
-                if first is not None:
-                    return first
-                entity_id, version, jobs = self._save_intent(conn, tenant_id, parsed)
-                intake_requests.record(
-                    conn, tenant_id, request_key,
-                    body_hash=body_hash, entity_id=entity_id, version=version, ttl=self._request_key_ttl,
-                )  # fmt: skip
-        except IntegrityError:
-            # A concurrent first request under this key committed first; its change stands, ours rolled back.
-            with self._db.read() as conn:
-                first = self._first_request(conn, tenant_id, request_key, body_hash)
-            if first is None:
-                raise
-            return first
-        receipt = self._enqueue(tenant_id, entity_id, version, jobs, trace)
-        with self._db.write() as conn:
-            intake_requests.set_receipt(conn, tenant_id, request_key, receipt.as_json())
-        return receipt
-
-    @staticmethod
-    def _first_request(conn: Connection, tenant_id: str, request_key: str, body_hash: str) -> Receipt | None:
-        first = intake_requests.find(conn, tenant_id, request_key)
-        if first is None:
+                if intake_requests.find(conn, tenant_id, request_key) is not None:
+                    return None
+                entity_id, version, jobs = self._save_intent(conn, tenant_id, change)
+                if not intake_requests.claim(conn, tenant_id, request_key, body_hash=digest, entity_id=entity_id,
+                                             version=version, ttl=self._request_key_ttl):  # fmt: skip
+                    raise _KeyTaken  # a concurrent request claimed it and committed first: ours rolls back
+        except _KeyTaken:
             return None
-        if first.body_hash != body_hash:
-            raise IdempotencyKeyReused(f"Idempotency-Key {request_key!r} was already used for a different change")
-        if first.receipt is None:  # the first request is still enqueueing: its jobs are not known yet
-            return Receipt(first.entity_id, first.version, [])
-        return Receipt.from_json(first.receipt)
+        return entity_id, version, jobs
 
     def _check_accounts(self, conn: Connection, tenant_id: str, account_ids: tuple[str, ...]) -> None:
         found = accounts.get_standings(conn, account_ids)  # one query, however many accounts
@@ -178,16 +162,18 @@ class Intake:
             listed = ", ".join(missing)
             raise InvalidChange(f"accounts: account {listed} does not exist for tenant {tenant_id}" if len(missing) == 1
                                 else f"accounts: accounts {listed} do not exist for tenant {tenant_id}")  # fmt: skip
-        disabled = [a for a in account_ids if known[a].status == "disabled"]
-        if disabled:
-            raise InvalidChange(f"accounts: account{'s' if len(disabled) > 1 else ''} {', '.join(disabled)} "
-                                f"{'are' if len(disabled) > 1 else 'is'} disabled")  # fmt: skip
+        for status, said in (("disabled", "disabled"), ("removing", "being removed")):
+            refused = [a for a in account_ids if known[a].status == status]
+            if refused:
+                raise InvalidChange(f"accounts: account{'s' if len(refused) > 1 else ''} {', '.join(refused)} "
+                                    f"{'are' if len(refused) > 1 else 'is'} {said}")  # fmt: skip
 
     def _save_intent(self, conn: Connection, tenant_id: str, change: Change) -> tuple[str, int, list[_PlannedJob]]:
         send_updates = change.send_updates or self._default_send_updates
         if change.accounts is not None:
             self._check_accounts(conn, tenant_id, change.accounts)
-        existing = events.get_event(conn, tenant_id, change.entity_id) if change.entity_id else None
+        # Locked: concurrent changes of one event take turns, each decided against the version committed before it.
+        existing = events.lock_event(conn, tenant_id, change.entity_id) if change.entity_id else None
         now = dt.datetime.now(dt.UTC)
 
         if change.operation == "delete":
@@ -209,7 +195,8 @@ class Intake:
             if change.accounts is None:
                 raise InvalidChange("accounts: required when creating an event")
             entity_id = change.entity_id or new_id("evt")
-            events.insert_event(conn, tenant_id, entity_id, change.event, send_updates)
+            if not events.insert_event(conn, tenant_id, entity_id, change.event, send_updates):
+                return self._save_intent(conn, tenant_id, change)  # a concurrent create came first: ours follows it
             keys = [TargetKey(tenant_id, entity_id, account_id) for account_id in change.accounts]
             targets.plan_targets(conn, [(key, "present") for key in keys], version=1, due_at=now, existing=())
             return entity_id, 1, [_job(key, None, 1, present=True) for key in keys]
@@ -225,11 +212,10 @@ class Intake:
         )
         if unchanged:
             # Same request again: no new version. Pending targets are re-offered; the dedup markers of the
-            # first submission (create or update) return its job ids instead of enqueueing twice.
+            # first submission (its create and our update share one: Mark.of) return its job ids.
             pending = [row for row in rows.values() if row.status == "pending"]
             return existing.id, existing.version, [
-                _job(row.key, row, existing.version, present=row.wanted == "present", covered_by=("create",))
-                for row in pending
+                _job(row.key, row, existing.version, present=row.wanted == "present") for row in pending
             ]  # fmt: skip
 
         version = events.bump_event(
@@ -249,6 +235,31 @@ class Intake:
         targets.plan_targets(conn, planned, version=version, due_at=now, existing={row.key for row in rows.values()})
         return existing.id, version, jobs
 
+    def detach(
+        self, tenant_id: str, entity_id: str, account_id: str, *, send_updates: SendUpdates | None = None,
+        trace_id: str | None = None,
+    ) -> Receipt:  # fmt: skip
+        """Take an account out of an event's targets (``accounts remove --detach``), as a change leaving it out would:
+        a new version whose job deletes the event from that account. The event's other targets are not written
+        again (the version changes nothing they show); those still pending get a job of it, as after any edit.
+        Nothing to do (no such target, already left out, event cancelled): no new version, no job."""
+        now = dt.datetime.now(dt.UTC)
+        with self._db.write() as conn:
+            existing = events.lock_event(conn, tenant_id, entity_id)  # a concurrent change of the event waits
+            rows = {row.account_id: row for row in targets.list_targets(conn, tenant_id, entity_id)}
+            leaving = rows.get(account_id)
+            if existing is None or existing.status == "cancelled" or leaving is None or leaving.wanted == "absent":
+                return Receipt(entity_id, existing.version if existing else 0, [])
+            version = events.bump_event(conn, tenant_id, entity_id, status="confirmed",
+                                        send_updates=send_updates or self._default_send_updates)  # fmt: skip
+            pending = [row for row in rows.values() if row.status == "pending" and row.account_id != account_id]
+            planned: list[tuple[TargetKey, targets.Wanted]] = [(leaving.key, "absent")]
+            planned += [(row.key, row.wanted) for row in pending]
+            targets.plan_targets(conn, planned, version=version, due_at=now, existing=[key for key, _ in planned])
+        jobs = [_job(leaving.key, leaving, version, present=False)]
+        jobs += [_job(row.key, row, version, present=row.wanted == "present") for row in pending]
+        return self._enqueue(tenant_id, entity_id, version, jobs, trace_id or new_trace_id())
+
     def _enqueue(self, tenant_id: str, entity_id: str, version: int, jobs: list[_PlannedJob], trace: str) -> Receipt:
         # Called after the intent is committed: the markers are claimed together (one script call), then the
         # new jobs are enqueued as one batch, later by the settle window when their target is settling.
@@ -258,7 +269,7 @@ class Intake:
             for job in jobs
         ]  # fmt: skip
         claims = [
-            Claim(Mark(*job.key, job.plan.operation, version), payload.job_id, job.covered_by)
+            Claim(Mark.of(job.key, job.plan.operation, version), payload.job_id)
             for job, payload in zip(jobs, payloads, strict=True)
         ]
         answers = self._markers.claim_all(claims)

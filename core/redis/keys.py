@@ -188,6 +188,16 @@ class RedisKeys:
         """
         return f"{self.namespace}:traffic:excused:{job_id}"
 
+    def traffic_streak(self, provider: str, what: str) -> str:
+        """Set of the ``accounts`` (or ``events``, tenant/entity) whose calls failed in the provider's current
+        failure streak, since its last success anywhere.
+
+        Written (SADD on a failure, DEL on a success or when the provider's breaker opens) and read (SCARD) by
+        ``TrafficStore``'s settle script in workers: the provider's breaker and outage excuse need several of
+        each (docs/notes/traffic.md, "Blast radius"). TTL a day.
+        """
+        return f"{self.namespace}:traffic:streak:{provider}:{what}"
+
     def pattern(self) -> str:
         """Glob matching every key of this namespace (test clean-up, ``calsync stop --purge``)."""
         return f"{self.namespace}:*"

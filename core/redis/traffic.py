@@ -9,15 +9,18 @@ Times are Redis server time in ms, so worker clocks do not matter.
 concurrency, the three buckets; the first that holds the call answers how long to wait, and nothing is
 changed. Only an admitted call takes a slot, a token from each bucket and, for a half-open breaker, its one
 probe. ``settle`` gives the slot and probe back and tells the breakers how the call ended: a success closes
-them; a temporary failure counts (N in a row open a breaker; a failed probe reopens it at once); an
-account-only failure (credentials rejected) counts for the account alone; anything else counts for nothing.
-A provider's back-off hint sets "blocked until" for the account or the whole provider.
+them; a temporary failure counts: BREAKER_FAILURES in a row open the account's breaker (a failed probe
+reopens it at once), while the provider's opens (half-open: reopens) only once the failures since the
+provider's last success come from BREAKER_FAILURES distinct accounts and as many distinct events (the sets
+``traffic_streak``, cleared by a success), so no one account or event holds the others; an account-only
+failure (credentials rejected) counts for the account alone; anything else counts for nothing. A provider's
+back-off hint sets "blocked until" for the account or the whole provider.
 
-``settle`` also decides whether a temporary failure is excused (the job keeps its attempt): the provider
-hash remembers which job started its current failure streak and whether another job has failed since
-(both cleared by a success). A failure is excused, at most BREAKER_FAILURES times per job and attempt
-(hash ``traffic_excused``), when a breaker is not closed after it, when another job shares the streak,
-or, once per attempt, when it is the job's own first failure; otherwise it is the job's.
+``settle`` also decides whether a temporary failure is excused (the job keeps its attempt): when a breaker
+is not closed after it, when the provider's streak spans two accounts and two events or more (one account's
+or one event's failures never excuse each other), or, once per attempt, when it is the job's own first
+failure; at most BREAKER_FAILURES times per job and attempt (hash ``traffic_excused``); otherwise it is the
+job's.
 
 Both scripts run on the worker thread's own connection (core/redis/thread_connections.py), sent once
 more on a new one if it was dropped. A success's settle is sent without waiting (``settle_later``): Redis
@@ -153,14 +156,17 @@ class TrafficStore:
         return Admission(bool(admitted), int(wait_ms) / 1000, held, token, int(probes))
 
     def settle(self, provider: str, account_id: str, admission: Admission, limits: Limits, ending: Ending,
-               block: tuple[Scope, float] | None = None, job: tuple[str, int] | None = None) -> Settled:  # fmt: skip
+               block: tuple[Scope, float] | None = None, job: tuple[str, int] | None = None, *,
+               event: str | None = None) -> Settled:  # fmt: skip
         """Give the call's slot and probe back, tell the breakers how it ended, apply a back-off hint.
 
-        ``job`` (its id and attempt) lets a temporary failure be excused as the provider's (docs/notes/traffic.md).
+        ``job`` (its id and attempt) lets a temporary failure be excused as the provider's (docs/notes/traffic.md);
+        ``event`` (tenant/entity) is what the call was about: the provider's breaker and the outage excuse need
+        failures of several events (None: the call counts as an event of its own).
         Sent again once on a dropped connection: if the first one ran and only its answer was lost, a failure
         is counted twice (the breaker opens one failure early; the job's excuses run out one early).
         """
-        keys, args = self._settle_call(provider, account_id, admission, limits, ending, block, job)
+        keys, args = self._settle_call(provider, account_id, admission, limits, ending, block, job, event)
         answer = self._run(SETTLE_SHA, SETTLE, keys, args, ("settling", account_id))
         account_ms, provider_ms, excuse = answer
         return Settled(int(account_ms) / 1000, int(provider_ms) / 1000, _EXCUSES.get(int(excuse)))
@@ -177,7 +183,7 @@ class TrafficStore:
         if admission.probes:
             self.settle(provider, account_id, admission, limits, "success")
             return
-        keys, args = self._settle_call(provider, account_id, admission, limits, "success", None, None)
+        keys, args = self._settle_call(provider, account_id, admission, limits, "success", None, None, None)
         try:
             self._lines.send_later(("EVAL", SETTLE, len(keys), *keys, *args),  # EVAL: no NOSCRIPT to redo
                                    functools.partial(_settled_later, account_id))  # fmt: skip
@@ -190,16 +196,18 @@ class TrafficStore:
             self._lines.close()
 
     def _settle_call(self, provider: str, account_id: str, admission: Admission, limits: Limits, ending: Ending,
-                     block: tuple[Scope, float] | None, job: tuple[str, int] | None,
+                     block: tuple[Scope, float] | None, job: tuple[str, int] | None, event: str | None,
                      ) -> tuple[list[str], list[Arg]]:  # fmt: skip
         k = self._keys
         job_id, attempt = job if job is not None else ("", 0)
         keys = [k.traffic_account(provider, account_id), k.traffic_slots(provider, account_id),
                 k.traffic_provider(provider), k.traffic_open_accounts(provider),
-                k.traffic_excused(job_id or "-")]  # fmt: skip
+                k.traffic_excused(job_id or "-"), k.traffic_streak(provider, "accounts"),
+                k.traffic_streak(provider, "events")]  # fmt: skip
         scope, seconds = block if block is not None else ("account", 0.0)
         args: list[Arg] = [admission.token, ending, admission.probes, scope, _ms(seconds), limits.breaker_failures,
-                           _ms(limits.breaker_open), account_id, job_id, attempt]  # fmt: skip
+                           _ms(limits.breaker_open), account_id, job_id, attempt,
+                           event or f"call:{admission.token}"]  # fmt: skip
         return keys, args
 
     def _run(self, sha: str, text: str, keys: Sequence[str], args: Sequence[Arg], doing: tuple[str, str],

@@ -4,8 +4,8 @@ All three use Redis server time. ``ADMIT``'s KEYS: the account hash, its slots, 
 provider hash; ARGV: concurrency, lease ms, token, the account, tenant and provider rates, burst,
 breakers on, retry ms, and "again" (1 when re-sent after a lost answer: the token's own slot is freed
 first). ``SETTLE``'s KEYS: the account hash, its slots, the provider hash, the open accounts, the job's
-excuses; ARGV: token, ending, probes, back-off scope and ms, breaker failures and open ms, account id,
-job id and attempt.
+excuses, the accounts and the events of the provider's failure streak; ARGV: token, ending, probes,
+back-off scope and ms, breaker failures and open ms, account id, job id and attempt, event (tenant/entity).
 """
 
 from __future__ import annotations
@@ -108,55 +108,54 @@ local function state(key)
   return 0
 end
 if threshold <= 0 then return {0, 0, 0} end
-local function close(key, account)
-  redis.call('HSET', key, 'fails', 0)
-  if redis.call('HDEL', key, 'open_until') == 1 and account then redis.call('ZREM', KEYS[4], ARGV[8]) end
-end
-local function fail(key, account, probe)
-  local fails = redis.call('HINCRBY', key, 'fails', 1)
+local day = 86400000
+local function trip(key, account, probe, count)
   local open_until = tonumber(redis.call('HGET', key, 'open_until'))
   local is_open = open_until and open_until > now
-  if probe or (fails >= threshold and not is_open) then
+  local opens = probe or (count >= threshold and not is_open)
+  if opens then
     local reopen = now + tonumber(ARGV[7])
     redis.call('HSET', key, 'open_until', reopen, 'fails', 0)
     if account then
       redis.call('ZADD', KEYS[4], reopen, ARGV[8])
-      redis.call('PEXPIRE', KEYS[4], 86400000)
+      redis.call('PEXPIRE', KEYS[4], day)
     end
   end
-  redis.call('PEXPIRE', key, 86400000)
+  redis.call('PEXPIRE', key, day)
+  return opens
 end
+local spread = 0
 if kind == 'success' then
-  close(KEYS[1], true)
-  close(KEYS[3], false)
-  redis.call('HDEL', KEYS[3], 'streak_job', 'shared')
-elseif kind == 'failure' then
-  fail(KEYS[1], true, probes >= 2)
-  fail(KEYS[3], false, probes % 2 == 1)
-elseif kind == 'account_failure' then
-  fail(KEYS[1], true, probes >= 2)
+  redis.call('HSET', KEYS[1], 'fails', 0)
+  if redis.call('HDEL', KEYS[1], 'open_until') == 1 then redis.call('ZREM', KEYS[4], ARGV[8]) end
+  if redis.call('HDEL', KEYS[3], 'open_until', 'streak') > 0 then redis.call('DEL', KEYS[6], KEYS[7]) end
+elseif kind == 'failure' or kind == 'account_failure' then
+  trip(KEYS[1], true, probes >= 2, redis.call('HINCRBY', KEYS[1], 'fails', 1))
+end
+if kind == 'failure' then
+  redis.call('SADD', KEYS[6], ARGV[8])
+  redis.call('SADD', KEYS[7], ARGV[11])
+  redis.call('PEXPIRE', KEYS[6], day)
+  redis.call('PEXPIRE', KEYS[7], day)
+  redis.call('HSET', KEYS[3], 'streak', 1)
+  spread = math.min(redis.call('SCARD', KEYS[6]), redis.call('SCARD', KEYS[7]))
+  if trip(KEYS[3], false, false, spread) then
+    redis.call('DEL', KEYS[6], KEYS[7])
+    redis.call('HDEL', KEYS[3], 'streak')
+  end
 end
 local acct_open, prov_open = state(KEYS[1]), state(KEYS[3])
 local excuse = 0
-local job = ARGV[9]
-if kind == 'failure' and job ~= '' then
-  local first = redis.call('HGET', KEYS[3], 'streak_job')
-  local shared = redis.call('HGET', KEYS[3], 'shared') == '1'
-  if not first then
-    redis.call('HSET', KEYS[3], 'streak_job', job)
-  elseif first ~= job and not shared then
-    redis.call('HSET', KEYS[3], 'shared', '1')
-    shared = true
-  end
+if kind == 'failure' and ARGV[9] ~= '' then
   local used = tonumber(redis.call('HGET', KEYS[5], ARGV[10])) or 0
   if used < threshold then
     if acct_open > 0 or prov_open > 0 then excuse = 1
-    elseif shared then excuse = 2
+    elseif spread >= 2 then excuse = 2
     elseif used == 0 then excuse = 3 end
   end
   if excuse > 0 then
     redis.call('HINCRBY', KEYS[5], ARGV[10], 1)
-    redis.call('PEXPIRE', KEYS[5], 86400000)
+    redis.call('PEXPIRE', KEYS[5], day)
   end
 end
 return {acct_open, prov_open, excuse}

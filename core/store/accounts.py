@@ -9,8 +9,9 @@ from typing import Any, NamedTuple
 
 from sqlalchemy import Connection, RowMapping, bindparam, select, update
 
+from calsync.core.model.account_rules import calendar_key
 from calsync.core.model.calendar import Account, AccountStatus, ProviderName
-from calsync.core.model.errors import EntityNotFound
+from calsync.core.model.errors import EntityNotFound, InvalidChange
 from calsync.core.model.ids import new_id
 from calsync.core.model.redaction import register_secrets
 from calsync.core.store import targets
@@ -31,6 +32,7 @@ class AccountSummary:
     has_credentials: bool
     created_at: dt.datetime
     updated_at: dt.datetime
+    calendar_key: str | None = None  # the calendar it writes into (core/model/account_rules.py), if known
 
     def as_json(self) -> dict[str, Any]:
         """JSON-ready form for the CLI."""
@@ -42,6 +44,7 @@ class AccountSummary:
             "status": self.status,
             "options": dict(self.options),
             "has_credentials": self.has_credentials,
+            "calendar_key": self.calendar_key,
             "created_at": self.created_at.isoformat(),
             "updated_at": self.updated_at.isoformat(),
         }
@@ -58,7 +61,28 @@ def _summary(row: RowMapping) -> AccountSummary:
         has_credentials=row["credentials"] is not None,
         created_at=row["created_at"],
         updated_at=row["updated_at"],
+        calendar_key=row["calendar_key"],
     )
+
+
+def check_calendar_free(conn: Connection, tenant_id: str, key: str | None, *, account_id: str | None = None) -> None:
+    """Refuse a second account of ``tenant_id`` writing into the calendar ``key`` (one besides ``account_id``).
+
+    The unique index (tenant_id, calendar_key) is what guarantees it; this check only names the account that
+    holds the calendar, before an insert and after one the index refused (a concurrent registration won).
+    """
+    if key is None:
+        return
+    holder = conn.execute(
+        select(provider_accounts).where(provider_accounts.c.tenant_id == tenant_id,
+                                        provider_accounts.c.calendar_key == key)
+    ).mappings().first()  # fmt: skip
+    if holder is not None and holder["id"] != account_id:
+        raise InvalidChange(
+            f"account {holder['id']} ({holder['provider']}, {holder['address']}) of tenant {tenant_id} already "
+            f"writes into this calendar ({key}): a second account there would show every event twice; change "
+            f"that one instead (`calsync accounts update {holder['id']}`, e.g. --provider graph)"
+        )
 
 
 def add_account(
@@ -71,8 +95,14 @@ def add_account(
     options: Mapping[str, Any],
     account_id: str | None = None,
 ) -> AccountSummary:
-    """Insert an active account; ``credentials`` is the already-encrypted blob."""
+    """Insert an active account; ``credentials`` is the already-encrypted blob.
+
+    Refused (InvalidChange) when another account of the tenant writes into the same calendar; a concurrent
+    registration of it that commits first makes this insert fail on the unique index (IntegrityError).
+    """
     now = dt.datetime.now(dt.UTC)
+    key = calendar_key(provider, address, options)
+    check_calendar_free(conn, tenant_id, key)
     values = {
         "id": account_id or new_id("acc"),
         "tenant_id": tenant_id,
@@ -83,6 +113,7 @@ def add_account(
         "status": "active",
         "created_at": now,
         "updated_at": now,
+        "calendar_key": key,
     }
     conn.execute(provider_accounts.insert().values(**values))
     return _summary(values)  # type: ignore[arg-type]
@@ -162,6 +193,14 @@ def update_account(
     may have sent creates without the marker (Graph, memory), and one it joins (EWS) must look for them.
     """
     values: dict[str, Any] = {"updated_at": dt.datetime.now(dt.UTC)}
+    if provider is not None or options is not None:  # the calendar it writes into may change with either
+        current = get_summary(conn, account_id)
+        if current is None:
+            raise EntityNotFound(f"account {account_id} does not exist")
+        key = calendar_key(provider or current.provider, current.address,
+                           current.options if options is None else options)  # fmt: skip
+        check_calendar_free(conn, current.tenant_id, key, account_id=account_id)
+        values["calendar_key"] = key
     if provider is not None:
         values["provider"] = provider
         # The account row locked first (PostgreSQL): a target inserted for it meanwhile waits for this commit

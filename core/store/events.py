@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import datetime as dt
+import functools
 from collections.abc import Mapping
 from typing import Any
 
@@ -10,6 +11,7 @@ from sqlalchemy import Connection, bindparam, select, update
 
 from calsync.core.model.calendar import BusinessStatus, EventState, SendUpdates
 from calsync.core.model.change import EventFields
+from calsync.core.store.database import upsert_insert
 from calsync.core.store.schema import events
 
 
@@ -50,8 +52,11 @@ def _columns(fields: EventFields) -> dict[str, Any]:
 
 
 def fields_of(state: EventState) -> EventFields:
-    """The business fields of a stored event, comparable with a submitted change."""
-    return EventFields(
+    """The business fields of a stored event, comparable with a submitted change.
+
+    Not validated again: an event stored under older rules (a longer title, say) still compares, as unequal.
+    """
+    return EventFields.model_construct(
         title=state.title,
         start=state.start,
         end=state.end,
@@ -72,6 +77,19 @@ def get_event(conn: Connection, tenant_id: str, event_id: str) -> EventState | N
     return event_from_row(row) if row else None
 
 
+_LOCK = _GET.with_for_update()  # SQLite has no FOR UPDATE (SQLAlchemy leaves it out): its writers take turns
+
+
+def lock_event(conn: Connection, tenant_id: str, event_id: str) -> EventState | None:
+    """:func:`get_event`, the row locked until the transaction ends: the writers of one event take turns.
+
+    On PostgreSQL a concurrent writer waits here until the first commits, then reads the committed row
+    (READ COMMITTED), so it decides against the newest version instead of a stale one.
+    """
+    row = conn.execute(_LOCK, {"k_tenant": tenant_id, "k_event": event_id}).mappings().first()
+    return event_from_row(row) if row else None
+
+
 def find_event_tenants(conn: Connection, event_id: str) -> list[str]:
     """Tenants having an event with this id (ids are unique per tenant only)."""
     return list(conn.execute(select(events.c.tenant_id).where(events.c.id == event_id)).scalars())
@@ -79,20 +97,24 @@ def find_event_tenants(conn: Connection, event_id: str) -> list[str]:
 
 # Constant statements, values passed as parameters: SQLAlchemy caches their compiled form. Built per call with
 # .values(...), the insert's cache key alone cost a one-account submit_change a third of its CPU.
-_INSERT = events.insert()
+@functools.cache
+def _insert(dialect: str) -> Any:
+    insert = upsert_insert(events, dialect).on_conflict_do_nothing(index_elements=[events.c.tenant_id, events.c.id])
+    return insert.returning(events.c.version)  # a row when inserted: SQLAlchemy keeps no rowcount of an INSERT
 
 
 def insert_event(
     conn: Connection, tenant_id: str, event_id: str, fields: EventFields, send_updates: SendUpdates
-) -> EventState:
-    """Create version 1 of an event."""
+) -> bool:
+    """Create version 1 of an event; False when the event exists (a concurrent create committed first).
+
+    On PostgreSQL the insert waits for a concurrent uncommitted create of the same id and then does nothing,
+    where a plain insert would fail on the primary key.
+    """
     now = dt.datetime.now(dt.UTC)
     row = {"tenant_id": tenant_id, "id": event_id, "version": 1, "send_updates": send_updates,
            "status": "confirmed", "created_at": now, "updated_at": now, **_columns(fields)}  # fmt: skip
-    conn.execute(_INSERT, row)
-    state = get_event(conn, tenant_id, event_id)
-    assert state is not None
-    return state
+    return conn.execute(_insert(conn.dialect.name), row).first() is not None
 
 
 def bump_event(

@@ -2,38 +2,40 @@
 
 The HTTP ``Idempotency-Key`` header and the intake actor's request id share this table. A row is
 written in the same transaction as the intent it accepted, so a request either saved its change and
-its row, or neither; the receipt is filled in once the jobs were enqueued.
+its row, or neither; the receipt is filled in once the jobs were enqueued, once: the first receipt
+stored is the key's for good (core/producer/receipts.py).
 """
 
 from __future__ import annotations
 
 import datetime as dt
+import functools
 from dataclasses import dataclass
 from typing import Any
 
-from sqlalchemy import Connection, and_, bindparam, delete, insert, select, update
+from sqlalchemy import Connection, and_, bindparam, delete, null, select, update
 
+from calsync.core.store.database import upsert_insert
 from calsync.core.store.schema import intake_requests as r
 
 
 @dataclass(frozen=True)
 class IntakeRequest:
-    """The first request under a key: what it asked for (hash) and what it was answered."""
+    """The first request under a key: what it asked for (hash), what it was answered, and since when."""
 
     body_hash: str
     entity_id: str
     version: int
     receipt: dict[str, Any] | None
+    created_at: dt.datetime
 
 
-# Constant statements (SQLAlchemy caches their compiled form): one intake request runs three of them.
+# Constant statements (SQLAlchemy caches their compiled form).
 _BY_KEY = and_(r.c.tenant_id == bindparam("k_tenant"), r.c.request_key == bindparam("k_request"))
-_FIND = select(r.c.body_hash, r.c.entity_id, r.c.version, r.c.receipt).where(
+_FIND = select(r.c.body_hash, r.c.entity_id, r.c.version, r.c.receipt, r.c.created_at).where(
     _BY_KEY, r.c.expires_at > bindparam("k_now", type_=r.c.expires_at.type)
 )
-_DELETE_EXPIRED = delete(r).where(_BY_KEY, r.c.expires_at <= bindparam("k_now", type_=r.c.expires_at.type))
-_INSERT = insert(r)
-_SET_RECEIPT = update(r).where(_BY_KEY)  # SET receipt from the parameter of that name
+_STORE_RECEIPT = update(r).where(_BY_KEY, r.c.receipt.is_(None))  # SET receipt from the parameter of that name
 
 
 def _key(tenant_id: str, request_key: str) -> dict[str, str]:
@@ -43,26 +45,44 @@ def _key(tenant_id: str, request_key: str) -> dict[str, str]:
 def find(conn: Connection, tenant_id: str, request_key: str) -> IntakeRequest | None:
     """The live (unexpired) first request under this key, if any."""
     row = conn.execute(_FIND, {**_key(tenant_id, request_key), "k_now": dt.datetime.now(dt.UTC)}).first()
-    return None if row is None else IntakeRequest(row.body_hash, row.entity_id, row.version, row.receipt)
+    if row is None:
+        return None
+    return IntakeRequest(row.body_hash, row.entity_id, row.version, row.receipt, row.created_at)
 
 
-def record(
+@functools.cache
+def _claim(dialect: str) -> Any:
+    insert = upsert_insert(r, dialect)
+    replaced: dict[str, Any] = {c: insert.excluded[c] for c in ("body_hash", "entity_id", "version", "created_at",
+                                                                "expires_at")}  # fmt: skip
+    replaced["receipt"] = null()  # SQL NULL, not JSON null: store_receipt looks for it
+    return insert.on_conflict_do_update(
+        index_elements=[r.c.tenant_id, r.c.request_key],
+        set_=replaced,
+        where=r.c.expires_at <= insert.excluded.created_at,
+    ).returning(r.c.version)  # a row when claimed: SQLAlchemy keeps no rowcount of an INSERT
+
+
+def claim(
     conn: Connection, tenant_id: str, request_key: str, *, body_hash: str, entity_id: str, version: int, ttl: int
-) -> None:
-    """Record the first request under this key, in the caller's transaction (an expired row is replaced).
+) -> bool:
+    """Record the first request under this key in the caller's transaction; False when the key is taken.
 
-    A concurrent first request under the same key makes this raise the database's IntegrityError.
+    One statement: an expired row is replaced, a live one left alone. On PostgreSQL a concurrent first
+    request's uncommitted row makes it wait for that request's commit (then False) or rollback (then True).
     """
     now = dt.datetime.now(dt.UTC)
-    conn.execute(_DELETE_EXPIRED, {**_key(tenant_id, request_key), "k_now": now})
-    conn.execute(_INSERT, {"tenant_id": tenant_id, "request_key": request_key, "body_hash": body_hash,
-                           "entity_id": entity_id, "version": version, "receipt": None, "created_at": now,
-                           "expires_at": now + dt.timedelta(seconds=ttl)})  # fmt: skip
+    values = {"tenant_id": tenant_id, "request_key": request_key, "body_hash": body_hash, "entity_id": entity_id,
+              "version": version, "created_at": now, "expires_at": now + dt.timedelta(seconds=ttl)}  # fmt: skip
+    return conn.execute(_claim(conn.dialect.name), values).first() is not None
 
 
-def set_receipt(conn: Connection, tenant_id: str, request_key: str, receipt: dict[str, Any]) -> None:
-    """Store the receipt the first request was answered with."""
-    conn.execute(_SET_RECEIPT, {**_key(tenant_id, request_key), "receipt": receipt})
+def store_receipt(conn: Connection, tenant_id: str, request_key: str, receipt: dict[str, Any]) -> dict[str, Any] | None:
+    """Store the receipt of the key's request unless one is stored already; returns the one stored (None: no row)."""
+    if conn.execute(_STORE_RECEIPT, {**_key(tenant_id, request_key), "receipt": receipt}).rowcount:
+        return receipt
+    stored = find(conn, tenant_id, request_key)
+    return None if stored is None else stored.receipt
 
 
 def purge_expired(conn: Connection) -> int:

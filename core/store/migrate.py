@@ -17,6 +17,8 @@ other answer takes Alembic's own path.
 
 from __future__ import annotations
 
+import contextlib
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -33,7 +35,7 @@ if TYPE_CHECKING:
     from alembic.script import ScriptDirectory
 
 MIGRATIONS = Path(__file__).with_name("migrations")
-HEAD_REVISION = "0008"  # the newest script in migrations/versions (tests/store/test_migrate.py checks it)
+HEAD_REVISION = "0009"  # the newest script in migrations/versions (tests/store/test_migrate.py checks it)
 # Alembic's default version table, which env.py keeps: one row, the revision the schema is at.
 _ALEMBIC_VERSION = sa.table("alembic_version", sa.column("version_num", sa.String))
 
@@ -130,10 +132,34 @@ def _run(db: Database, location: Path | None, step: str, revision: str) -> None:
     from alembic import command
 
     config = _config(location)
-    with db.engine.begin() as conn:
+    with db.engine.connect() as conn, _foreign_keys_checked_at_the_end(conn, db.dialect == "sqlite"), conn.begin():
         config.attributes["connection"] = conn
         (command.upgrade if step == "upgrade" else command.downgrade)(config, revision)
         _record_window(conn, location)
+        if db.dialect == "sqlite":  # what SQLite did not enforce meanwhile, checked before the commit
+            broken = conn.exec_driver_sql("PRAGMA foreign_key_check").fetchall()
+            if broken:
+                raise ConfigurationError(f"the migration would break {len(broken)} foreign key(s): {broken[:5]}")
+
+
+@contextlib.contextmanager
+def _foreign_keys_checked_at_the_end(conn: Connection, sqlite: bool) -> Iterator[None]:
+    """SQLite: foreign keys off while migrating (outside the transaction: SQLite ignores the pragma inside one).
+
+    A batch migration rebuilds a table (copy, drop, rename); dropping a table other rows refer to fails while
+    SQLite enforces foreign keys, whatever the copy holds (Alembic's documentation, "batch mode"). ``_run``
+    checks every key with ``PRAGMA foreign_key_check`` before it commits.
+    """
+    if not sqlite:
+        yield
+        return
+    raw = conn.connection.driver_connection
+    assert raw is not None
+    raw.execute("PRAGMA foreign_keys=OFF")
+    try:
+        yield
+    finally:
+        raw.execute("PRAGMA foreign_keys=ON")
 
 
 def upgrade(db: Database, revision: str = "head", location: Path | None = None) -> str:

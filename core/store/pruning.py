@@ -8,7 +8,9 @@ What goes (docs/RUNBOOK.md §Housekeeping):
 - cancelled events removed everywhere, unchanged for ``CANCELLED_EVENT_RETENTION`` seconds, with their
   targets and idempotency records (core/store/cancelled_events.py);
 - webhook notifications whose every delivery is finished and no open dead letter names, unchanged for
-  ``WEBHOOK_RETENTION`` seconds, with their deliveries (core/store/finished_notifications.py).
+  ``WEBHOOK_RETENTION`` seconds, with their deliveries (core/store/finished_notifications.py);
+- accounts being removed (``accounts remove --detach``) once every target is deleted and none changed for
+  ``DELETE_VERIFY_DELAY``, with their targets (core/store/account_removal.py), each in its own transaction.
 
 Each table is deleted from in batches of ``MAINTENANCE_BATCH`` rows, each batch its own short
 transaction (no long lock on the tables the jobs write), until a batch comes back short, the pass
@@ -19,17 +21,21 @@ cases the pass is *behind*: more was due than it could delete, and the next pass
 from __future__ import annotations
 
 import datetime as dt
+import logging
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from sqlalchemy import Connection, delete, func, select
+from sqlalchemy.exc import IntegrityError
 
 from calsync.core.config.housekeeping import KEEP_FOREVER, HousekeepingSettings
 from calsync.core.model.vocabulary import PrunedTable
-from calsync.core.store import cancelled_events, finished_notifications, idempotency, intake_requests
+from calsync.core.store import account_removal, cancelled_events, finished_notifications, idempotency, intake_requests
 from calsync.core.store.database import Database
 from calsync.core.store.schema import dead_letters as d
+
+log = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)
@@ -41,6 +47,7 @@ class Retention:
     dead_letters: float  # seconds after being resolved; 0 keeps them
     cancelled_events: float  # seconds after the last change; 0 keeps them
     webhooks: float = KEEP_FOREVER  # finished notifications, seconds after the last change; 0 keeps them
+    removal_quiet: float = 0  # seconds a removed account's targets stay unchanged before it goes (DELETE_VERIFY_DELAY)
 
     @classmethod
     def of(cls, settings: HousekeepingSettings) -> Retention:
@@ -51,6 +58,7 @@ class Retention:
             dead_letters=settings.dead_letter_retention,
             cancelled_events=settings.cancelled_event_retention,
             webhooks=settings.webhook_retention,
+            removal_quiet=settings.delete_verify_delay,
         )
 
 
@@ -141,4 +149,23 @@ def prune(
             return notifications
 
         report.add("webhook_notifications", budget.repeat(db, report, finished))
+    report.add("provider_accounts", _remove_accounts(db, retention, now, report))
     return report
+
+
+def _remove_accounts(db: Database, retention: Retention, now: dt.datetime, report: PruneReport) -> int:
+    # One transaction per account: a change that raced the removal fails only its own account's, until next pass.
+    quiet_since = now - dt.timedelta(seconds=retention.removal_quiet)
+    with db.read() as conn:
+        candidates = account_removal.removable(conn, quiet_since=quiet_since, limit=retention.batch)
+    removed = 0
+    for account_id in candidates:
+        try:
+            with db.write() as conn:
+                removed += account_removal.remove_if_done(conn, account_id, quiet_since=quiet_since)
+        except IntegrityError:
+            log.warning("account removal raced a change; the next pass tries again", extra={"fields": {
+                "account_id": account_id}})  # fmt: skip
+    if len(candidates) == retention.batch:
+        report.caught_up = False
+    return removed

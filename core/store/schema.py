@@ -79,9 +79,13 @@ provider_accounts = Table(
     Column("status", String(16), nullable=False),
     Column("created_at", UTCDateTime, nullable=False),
     Column("updated_at", UTCDateTime, nullable=False),
+    # The calendar the account writes into (core/model/account_rules.py calendar_key), NULL when its
+    # registration cannot tell: one account per calendar and tenant, kept by the unique index (migration 0008).
+    Column("calendar_key", String(1024), nullable=True),
     _one_of("provider", get_args(ProviderName), "ck_provider_accounts_provider"),
     _one_of("status", get_args(AccountStatus), "ck_provider_accounts_status"),
     Index("ix_provider_accounts_tenant", "tenant_id"),
+    Index("uq_provider_accounts_calendar", "tenant_id", "calendar_key", unique=True),
 )
 
 events = Table(
@@ -130,7 +134,7 @@ event_targets = Table(
     # When a pending target is expected to have been processed; the reconciler re-enqueues overdue ones.
     Column("due_at", UTCDateTime, nullable=True),
     # Why a pending target waits until due_at (core.model.vocabulary.WaitReason); no CHECK, so a newer release's
-    # reason never breaks an older schema. Read only while the target is pending (migration 0008_wait_reason).
+    # reason never breaks an older schema. Read only while the target is pending (migration 0009_wait_reason).
     Column("wait_reason", String(32), nullable=True),
     Column("updated_at", UTCDateTime, nullable=False),
     ForeignKeyConstraint(["tenant_id", "event_id"], ["events.tenant_id", "events.id"], name="fk_targets_event"),

@@ -4,8 +4,9 @@ Dramatiq runs ``before_process_message``, the actor, ``after_process_message`` a
 of a message on the same worker thread, so a context variable holds the delivery; a message id would
 not do, because duplicate deliveries of one message can run at the same time on two threads.
 
-Three parts write it, each its own fields: ``JobLifecycle`` opens it, the job (``core.worker.job``)
-tells what it is about and how it ended, ``ScheduledRetries`` how a failure was handled.
+Four parts write it, each its own fields: ``JobLifecycle`` opens it, the job (``core.worker.job``)
+tells what it is about and how it ended, the traffic gate (``core.worker.traffic``) counts the requests its
+provider call sent, ``ScheduledRetries`` how a failure was handled.
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ from typing import Any
 
 from calsync.core.config.logging import bind_job
 from calsync.core.model.payload import SYNC_JOB, JobPayload
+from calsync.core.model.provider_io import RequestsSent
 from calsync.core.model.vocabulary import DeadLetterCause, Outcome
 from calsync.core.worker.failures import rejection_cause
 
@@ -42,6 +44,9 @@ class JobContext:
     dead_letter_reason: str | None = None  # a dead letter the job recorded itself (a webhook delivery's DLQ reason)
     retry_in: float | None = None
     quiet: bool = False  # a deferral whose reason was told already: its line at DEBUG (core.worker.middleware.retries)
+    # Requests handed to the provider (core/model/provider_io.py, counted inside the traffic gate): none means a
+    # failure was calsync's own, not the provider's.
+    provider_requests: RequestsSent = field(default_factory=RequestsSent)
     result: dict[str, Any] = field(default_factory=dict)  # what the job did, for the delivery's one log line
 
     def begin(self, payload: JobPayload) -> None:

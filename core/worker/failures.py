@@ -1,14 +1,32 @@
-"""What the retry and dead-letter middlewares both say about a failure: its history entry, its cause, and why a
-job that runs again later waits."""
+"""What the retry and dead-letter middlewares both say about a failure: its history entry, its cause, and
+why a job that runs again later waits.
+
+A history entry says whether its attempt sent any request to the provider (``provider_io``, counted by the
+traffic gate: core/model/provider_io.py). The same error on two attempts in a row, neither of which did, is
+calsync's own bug (:func:`is_worker_bug`): retrying the same code on the same data fails the same way, so it is
+dead-lettered as ``worker bug`` instead of walking the whole schedule. Outages of calsync's own parts
+(database, Redis, broker, a time limit) pass, so they keep the schedule.
+"""
 
 from __future__ import annotations
 
 import datetime as dt
 from typing import Any, Final
 
-from dramatiq.errors import ActorNotFound
+import redis
+import sqlalchemy.exc
+from dramatiq.errors import ActorNotFound, BrokerConnectionError
+from dramatiq.middleware import Interrupt
 
-from calsync.core.model.errors import Deferred, InvalidPayload, MalformedMessage, PermanentError, error_class_of
+from calsync.core.model.errors import (
+    Deferred,
+    InvalidPayload,
+    LockBusy,
+    MalformedMessage,
+    PermanentError,
+    StoreUnavailable,
+    error_class_of,
+)
 from calsync.core.model.payload import STORED_INT_MAX
 from calsync.core.model.redaction import redact
 from calsync.core.model.vocabulary import DeadLetterCause, WaitReason, as_wait_reason
@@ -17,6 +35,11 @@ HISTORY_LIMIT: Final = 20
 MESSAGE_LIMIT: Final = 1000
 RETRIES_OPTION: Final = "retries"  # message option: failed attempts so far (Dramatiq's own name for it)
 ERRORS_OPTION: Final = "errors"  # message option: the error history, one entry per failed attempt
+PROVIDER_IO: Final = "provider_io"  # history entry: whether the attempt sent any request to its provider
+
+#: Failures of calsync's own infrastructure, which pass: retried on the schedule even without provider I/O.
+OWN_OUTAGES: Final = (StoreUnavailable, LockBusy, OSError, redis.RedisError, BrokerConnectionError,
+                      sqlalchemy.exc.TimeoutError, sqlalchemy.exc.InterfaceError, Interrupt)  # fmt: skip
 
 
 class UnknownActor(PermanentError):
@@ -46,14 +69,30 @@ def error_message(error: BaseException) -> str:
     return redact(str(error))[:MESSAGE_LIMIT]
 
 
-def error_entry(attempt: int, error: BaseException) -> dict[str, Any]:
+def error_entry(attempt: int, error: BaseException, *, provider_io: bool | None = None) -> dict[str, Any]:
     """One line of a job's error history (the ``errors`` message option, the DLQ record's history)."""
-    return {
+    entry: dict[str, Any] = {
         "attempt": attempt,
         "at": dt.datetime.now(dt.UTC).isoformat(),
         "error_class": error_class_of(error),
         "message": error_message(error),
     }
+    if provider_io is not None:
+        entry[PROVIDER_IO] = provider_io
+    return entry
+
+
+def is_worker_bug(history: list[dict[str, Any]], entry: dict[str, Any], error: BaseException) -> bool:
+    """Whether ``entry`` (this attempt's failure) repeats the one before it in ``history``, neither with provider I/O.
+
+    Not for an outage of calsync's own parts (:data:`OWN_OUTAGES`), nor when an entry does not say whether its
+    attempt reached the provider (a message from before this rule): the schedule decides those.
+    """
+    if entry.get(PROVIDER_IO) is not False or isinstance(error, OWN_OUTAGES) or not history:
+        return False
+    last = history[-1]
+    same = last.get("error_class") == entry["error_class"] and last.get("message") == entry["message"]
+    return same and last.get(PROVIDER_IO) is False and last.get("attempt") == entry["attempt"] - 1
 
 
 def wait_reason_of(error: BaseException) -> WaitReason:

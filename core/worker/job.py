@@ -116,7 +116,7 @@ def run_sync(parts: JobParts, delivery: JobContext, args: Sequence[Any], kwargs:
         if _superseded(snapshot.versions, payload, repair=delivery.repair):
             return Outcome.STALE  # the same check, exact under the lock
         account, event, target = _checked(snapshot, payload)
-        effect = effective_operation(event, target)
+        effect = effective_operation(event, target, leaving=account.status == "removing")
         provider = parts.providers.get(account.provider)
         stored = target  # the row as this job knows it is stored; what it hands over on release
         with parts.traffic.call(account):  # over a limit or behind an open breaker: Held, a deferral
@@ -154,9 +154,11 @@ def sync_actor(parts: JobParts) -> Callable[..., None]:
     return sync_calendar_event
 
 
-def effective_operation(event: EventState, target: TargetRow) -> Operation:
-    """What the provider must do to show the latest state, whatever the payload said."""
-    return planned_effect(target, wanted_present=target.wanted == "present", cancelled=event.status == "cancelled")
+def effective_operation(event: EventState, target: TargetRow, *, leaving: bool = False) -> Operation:
+    """What the provider must do to show the latest state, whatever the payload said. An account ``leaving``
+    (being removed: ``accounts remove --detach``) is wanted by no event, even one a change put back meanwhile."""
+    wanted = target.wanted == "present" and not leaving
+    return planned_effect(target, wanted_present=wanted, cancelled=event.status == "cancelled")
 
 
 def _parse(delivery: JobContext, args: Sequence[Any], kwargs: Mapping[str, Any]) -> JobPayload:

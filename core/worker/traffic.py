@@ -14,7 +14,11 @@ provider for a :class:`~core.model.errors.ProviderThrottled`. A temporary failur
 attempt; at most BREAKER_FAILURES per attempt) is itself held: the outage, not the job, failed, so it keeps
 its attempt (docs/notes/traffic.md, "Which failures use an attempt").
 
-A provider without any limit or breaker (the memory provider, by default) is not governed: no Redis call.
+A call that failed before any request went out (the gate counts them, core/model/provider_io.py) failed in
+calsync's own code: it settles as neutral, so it never counts toward a breaker nor is excused as an outage.
+
+A provider without any limit or breaker (the memory provider, by default) is not governed: no Redis call; its
+requests are counted all the same.
 """
 
 from __future__ import annotations
@@ -39,6 +43,7 @@ from calsync.core.model.errors import (
     RateLimited,
     TemporaryError,
 )
+from calsync.core.model.provider_io import RequestsSent
 from calsync.core.redis.traffic import Admission, Ending, HoldReason, Limits, Scope, Settled, TrafficStore
 from calsync.core.worker.context import current_job
 from calsync.core.worker.metrics import traffic_deferral
@@ -116,10 +121,16 @@ class TrafficGate:
 
     @contextlib.contextmanager
     def call(self, account: Account) -> Iterator[None]:
-        """Run the block as one admitted call to ``account``'s provider, or raise Held without running it."""
+        """Run the block as one admitted call to ``account``'s provider, or raise Held without running it.
+
+        The requests the block sends are counted into the current delivery's ``provider_requests``.
+        """
+        delivery = current_job()
+        sent = delivery.provider_requests if delivery is not None else RequestsSent()
         limits = self._limits.get(account.provider)
         if limits is None:
-            yield
+            with sent:
+                yield
             return
         assert self._store is not None
         admission = self._store.admit(
@@ -130,9 +141,13 @@ class TrafficGate:
             held = _HELD[admission.reason]
             raise held(f"{account.provider} account {account.id}: {admission.reason}", retry_after=admission.wait)
         try:
-            yield
+            with sent:
+                yield
         except BaseException as exc:
-            self._failed(account, limits, admission, exc)
+            if sent.count:
+                self._failed(account, limits, admission, exc)
+            else:  # failed in calsync's own code before any request went out: not the provider's failure
+                self._settle(account, limits, admission, None, neutral=True)
             raise
         self._settle(account, limits, admission, None)
 
@@ -147,18 +162,22 @@ class TrafficGate:
         raise _HELD[reason](f"{account.provider} account {account.id}: {reason} after {exc}", retry_after=wait) from exc
 
     def _settle(
-        self, account: Account, limits: Limits, admission: Admission, exc: BaseException | None
-    ) -> Settled | None:
+        self, account: Account, limits: Limits, admission: Admission, exc: BaseException | None, *,
+        neutral: bool = False,
+    ) -> Settled | None:  # fmt: skip
         assert self._store is not None
         try:
+            if neutral:
+                return self._store.settle(account.provider, account.id, admission, limits, "neutral")
             if exc is None:  # a success's answer is unused: settled without waiting
                 self._store.settle_later(account.provider, account.id, admission, limits)
                 return None
             delivery = current_job()
             payload = delivery.payload if delivery is not None else None
             job = (payload.job_id, payload.attempt) if payload is not None else None  # no job known: nothing excused
+            event = f"{payload.tenant_id}/{payload.entity_id}" if payload is not None else None
             return self._store.settle(account.provider, account.id, admission, limits, ending_of(exc), block_of(exc),
-                                      job)  # fmt: skip
+                                      job, event=event)  # fmt: skip
         except Exception:
             log.warning("could not settle a provider call; its slot frees itself after the lease", exc_info=True)
             return None

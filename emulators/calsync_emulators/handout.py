@@ -80,7 +80,8 @@ def ews_handout(url: str, directory: Path) -> Handout:
         environment={"OAUTHLIB_INSECURE_TRANSPORT": "1"},  # only for the OAuth2 file: its token URL is http
         commands=[
             _add("exchange", "alice@example.com", basic, server, "auth_type=basic", "access_type=impersonation"),
-            _add("exchange", "alice@example.com", oauth, server, "auth_type=oauth2"),
+            # Another mailbox: one account per mailbox and tenant (a second one of alice's would be refused).
+            _add("exchange", "bob@example.com", oauth, server, "auth_type=oauth2"),
         ],
         notes=[f"logins: {user} (impersonates every mailbox), {others} (own mailbox only)"],
     )
@@ -98,6 +99,6 @@ def graph_handout(url: str, directory: Path, ca_file: Path) -> Handout:
             "CALSYNC_GRAPH_CA_FILE": str(ca_file),
             **ews.environment,
         },
-        commands=[_add("graph", "alice@example.com", app), *ews.commands],
+        commands=[_add("graph", "carol@example.com", app), *ews.commands],
         notes=ews.notes,
     )

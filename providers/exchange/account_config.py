@@ -29,6 +29,7 @@ from urllib.parse import urlsplit
 from exchangelib import BASIC, NTLM, OAUTH2, Credentials, OAuth2Credentials
 from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError, field_validator, model_validator
 
+from calsync.core.model.account_rules import is_smtp_address
 from calsync.core.model.calendar import Account
 from calsync.core.model.errors import ConfigurationError
 from calsync.core.model.kept import kept_per_account
@@ -74,6 +75,10 @@ class _Options(BaseModel):
         if not self.server_url and not self.autodiscover:
             raise ValueError("server_url is required unless autodiscover is true")
         return self
+
+
+#: The options an Exchange account may have (``accounts add`` refuses any other, naming these).
+OPTIONS = frozenset(_Options.model_fields)
 
 
 class _PasswordLogin(BaseModel):
@@ -151,7 +156,7 @@ def _invalid(account_id: str, section: str, exc: ValidationError) -> Configurati
 
 
 def _read(account_id: str, address: str, options: dict[str, Any], credentials: dict[str, Any]) -> AccountConfig:
-    if address.count("@") != 1:
+    if not is_smtp_address(address):
         raise ConfigurationError(f"Exchange account {account_id}: address must be the mailbox's SMTP address")
     try:
         parsed = _Options.model_validate(options)

@@ -3,7 +3,9 @@
 Times (as :mod:`calsync.core.model.change` defines them): a timed event takes date-times, a naive one being
 wall time in ``event.time_zone`` (an IANA name) and an aware one an instant shown in that zone. All-day
 events run from midnight of ``start`` to midnight of ``end`` in that zone, ``end`` exclusive (as
-iCalendar and Google); ``end == start`` is read as one day.
+iCalendar and Google); ``end == start`` is read as one day. A zone whose offset then had seconds (a local
+mean time before standard time: Los Angeles before 1883, Monrovia until 1972) is written in UTC instead:
+xs:dateTime's offset is ``±hh:mm``, so Exchange refuses ``-07:52:58``; the instant stays exact.
 
 Invitations: ``send_updates`` maps through :data:`SEND_MODES`. ``external_only`` has no EWS
 equivalent (EWS cannot tell external attendees apart), so it sends to everyone, and everyone learns
@@ -23,6 +25,7 @@ from exchangelib.errors import UnknownTimeZone
 from exchangelib.items import SEND_TO_ALL_AND_SAVE_COPY, SEND_TO_NONE
 
 from calsync.core.model.calendar import EventState, SendUpdates
+from calsync.core.model.content import representing
 from calsync.core.model.errors import InvalidRequest
 from calsync.core.model.markers import SYNC_KEY_PROPERTY_NAME, SYNC_KEY_PROPERTY_SET
 
@@ -45,6 +48,12 @@ class _SyncKey(ExtendedProperty):  # type: ignore[misc]
 
 
 CalendarItem.register("calsync_sync_key", _SyncKey)
+_MINUTE = dt.timedelta(minutes=1)
+
+# exchangelib's length rules (255 characters), which it applies only while serializing, after connecting:
+# checked up front so an over-long value is refused before any request (as content, never retried).
+_SUBJECT = CalendarItem.get_field_by_fieldname("subject")
+_ADDRESS = Mailbox.get_field_by_fieldname("email_address")
 
 
 @functools.lru_cache(maxsize=1024)  # unknown names raise, so only real zones (a few hundred) are kept
@@ -72,15 +81,35 @@ def _midnight(value: dt.datetime | dt.date, tz: Any) -> Any:
 
 
 def item_fields(event: EventState) -> dict[str, Any]:
-    """The CalendarItem fields that make Exchange show ``event``."""
+    """The CalendarItem fields that make Exchange show ``event``, built without I/O.
+
+    A value exchangelib cannot take (a time past its range, a subject or address over 255 characters) raises
+    :class:`~calsync.core.model.errors.UnrepresentableEvent`: permanent, never retried.
+    """
+    with representing(event, "Exchange"):
+        return _fields(event)
+
+
+def _whole_minutes(*moments: Any) -> bool:
+    return all(not moment.utcoffset() % _MINUTE for moment in moments)
+
+
+def _fields(event: EventState) -> dict[str, Any]:
+    _SUBJECT.clean(event.title)
+    for address in event.attendees:
+        _ADDRESS.clean(address)
     tz = _time_zone(event.time_zone)
     if event.all_day:
+        if not _whole_minutes(_midnight(event.start, tz), _midnight(event.end, tz)):
+            tz = _time_zone("UTC")  # a local mean time's offset: xs:dateTime cannot write it (module docstring)
         start, end = _midnight(event.start, tz), _midnight(event.end, tz)
         if end < start:
             raise InvalidRequest(f"event {event.id} ends ({end.date()}) before it starts ({start.date()})")
         end = max(end, _midnight(start + dt.timedelta(days=1), tz))
     else:
         start, end = _instant(event.start, tz), _instant(event.end, tz)
+        if not _whole_minutes(start, end):
+            start, end = start.astimezone(_time_zone("UTC")), end.astimezone(_time_zone("UTC"))
         if end < start:
             raise InvalidRequest(f"event {event.id} ends ({end.isoformat()}) before it starts ({start.isoformat()})")
     attendees = [Attendee(mailbox=Mailbox(email_address=a), response_type="Unknown") for a in event.attendees]

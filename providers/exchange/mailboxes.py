@@ -20,6 +20,7 @@ from exchangelib.folders import Calendar, Root
 from exchangelib.version import EXCHANGE_2016
 
 from calsync.core.model.calendar import Account
+from calsync.core.model.provider_io import request_sent
 from calsync.providers.exchange.account_config import AccountConfig
 from calsync.providers.exchange.transport import tune
 
@@ -42,6 +43,8 @@ def connect(account: Account, config: AccountConfig, *, max_connections: int, ti
         retry_policy=FailFast(),
         max_connections=max_connections,
     )
+    if config.options.autodiscover:
+        request_sent()  # autodiscover asks the server before the protocol (and its counted sessions) exists
     ews = EwsAccount(
         account.address,
         config=ews_config,

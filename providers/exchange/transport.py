@@ -22,6 +22,9 @@ three with one create = FindItem + CreateItem against the EWS emulator, 2026-12-
   else, or another requests than the one compared (``PREPARED_AS``), takes ``Session.prepare_request``. Python
   calls per create 2,187 → 1,899 (cProfile, a loop of creates against the emulator, 2026-12-02); the tests
   compare the prepared requests field by field.
+- Every request a tuned protocol's sessions send is counted as it goes out (core/model/provider_io.py): EWS
+  calls and the OAuth token fetches alike (exchangelib fetches a token with the session ``raw_session`` just
+  made, inside ``create_session``), so a failure before any of them is calsync's own, never the server's.
 - Its adapters look the request's URL up in the (empty) proxies twice per request (``select_proxy``: two URL
   parses); with no proxies they take requests' no-proxy branch directly, and any proxies take requests' own
   methods: Python calls per create 1,899 → 1,829 (the same loop; docs/notes/exchange.md, "Create service and
@@ -32,6 +35,7 @@ from __future__ import annotations
 
 import functools
 import os
+from collections.abc import Callable
 from typing import Any
 from urllib.parse import urlsplit
 
@@ -43,6 +47,8 @@ from requests.models import PreparedRequest
 from requests.sessions import Session, merge_cookies, merge_hooks
 from requests.structures import CaseInsensitiveDict
 from requests.utils import get_environ_proxies, select_proxy
+
+from calsync.core.model.provider_io import request_sent
 
 _TUNED = "_calsync_tuned"
 #: The requests release whose ``Session.prepare_request`` :func:`prepare_request` follows (the tests compare).
@@ -135,8 +141,15 @@ def connection(adapter: Any, request: Any, verify: Any, proxies: Any = None, cer
     return adapter.poolmanager.connection_from_host(**host_params, pool_kwargs=pool_kwargs)
 
 
+def counted_send(send: Callable[..., Any], request: Any, **kwargs: Any) -> Any:
+    """A session's ``send``, counted as a request handed to the network before it runs."""
+    request_sent()
+    return send(request, **kwargs)
+
+
 def tune(protocol: Any) -> None:
-    """Make every session the exchangelib ``protocol`` creates from now on read no environment per request.
+    """Make every session the exchangelib ``protocol`` creates from now on read no environment per request,
+    and count each request it sends (core/model/provider_io.py).
 
     Idempotent: protocols are cached process-wide and shared by the accounts of one endpoint and login.
     """
@@ -165,5 +178,14 @@ def tune(protocol: Any) -> None:
                 adapter.get_connection_with_tls_context = functools.partial(connection, adapter)  # type: ignore[method-assign]
         return session
 
+    raw = protocol.raw_session
+
+    def raw_session(*args: Any, **kwargs: Any) -> Any:
+        # Every session of the protocol starts here, an OAuth one before it fetches its token with it: counted.
+        session = raw(*args, **kwargs)
+        session.send = functools.partial(counted_send, session.send)
+        return session
+
     protocol.create_session = create_session
+    protocol.raw_session = raw_session
     setattr(protocol, _TUNED, True)

@@ -29,8 +29,10 @@ from google.auth.exceptions import GoogleAuthError
 from google.oauth2 import credentials as user_credentials
 from google.oauth2 import service_account
 
+from calsync.core.model.account_rules import is_google_calendar_id, is_smtp_address
 from calsync.core.model.calendar import Account
 from calsync.core.model.errors import ConfigurationError
+from calsync.core.model.ids import quoted
 from calsync.core.model.kept import account_key
 
 SCOPES = ("https://www.googleapis.com/auth/calendar.events",)
@@ -87,19 +89,37 @@ def build_credentials(account: Account) -> Credentials:
 
 
 _OPTIONS: dict[str, type] = {"calendar_id": str, "subject": str, "delegate": bool}
+#: The options a Google account may have (``accounts add`` refuses any other, naming these); max_concurrency
+#: is traffic control's, checked for every provider by the registry.
+OPTIONS = frozenset({*_OPTIONS, "max_concurrency"})
 
 
 def check_account(account: Account) -> None:
-    """Refuse unknown or mistyped options and credentials that are not Google's JSON (at ``accounts add``)."""
-    unknown = sorted(set(account.options) - set(_OPTIONS))
-    if unknown:
-        raise ConfigurationError(
-            f"Google account {account.id}: unknown option {', '.join(map(repr, unknown))} "
-            f"(known: {', '.join(_OPTIONS)})"
-        )
+    """Refuse mistyped options, a calendar id or subject that cannot be one, and credentials that are not Google's
+    JSON (at ``accounts add``; unknown option names are refused before, by the registry)."""
     for name, kind in _OPTIONS.items():
         account_option(account, name, kind, kind())
-    build_credentials(account)
+    where = f"Google account {account.id}"
+    calendar_id = account.options.get("calendar_id")
+    if calendar_id is not None and not is_google_calendar_id(calendar_id):
+        raise ConfigurationError(f"{where}: option calendar_id {quoted(calendar_id)} is not a calendar id")
+    subject = account.options.get("subject")
+    if subject is not None and not is_smtp_address(subject):
+        raise ConfigurationError(f"{where}: option subject {quoted(subject)} is not a user's email address")
+    impersonates = isinstance(build_credentials(account), service_account.Credentials) and account_option(
+        account, "delegate", bool, True
+    )
+    if impersonates and subject is None and not _a_user(account.address):
+        raise ConfigurationError(
+            f"{where}: a service account acts as the user named by option subject (default: the address), and "
+            f"{quoted(account.address)} is no user: add --option subject=USER (or --option delegate=false)"
+        )
+
+
+def _a_user(address: str) -> bool:
+    # "primary" and the ids of secondary, resource and public calendars (…@group.calendar.google.com,
+    # …@resource.calendar.google.com, …@group.v.calendar.google.com) name no user to impersonate.
+    return is_smtp_address(address) and not address.lower().endswith("calendar.google.com")
 
 
 def secrets_of(account: Account) -> tuple[str, ...]:

@@ -38,6 +38,9 @@ def _when(value: dt.date | dt.datetime, all_day: bool, time_zone: str) -> dict[s
         return {"date": (value.date() if isinstance(value, dt.datetime) else value).isoformat()}
     if not isinstance(value, dt.datetime):
         raise InvalidRequest("a timed event needs datetimes for start and end, got a date")
+    offset = value.utcoffset()
+    if offset is not None and offset % dt.timedelta(minutes=1):  # a local mean time: RFC 3339 offsets are ±hh:mm
+        value = value.astimezone(dt.UTC)
     return {"dateTime": value.isoformat(), **({"timeZone": time_zone} if time_zone else {})}
 
 

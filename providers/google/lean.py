@@ -34,6 +34,9 @@ from typing import Any
 import httplib2
 from googleapiclient.http import HttpRequest
 
+from calsync.core.model.provider_io import request_sent
+from calsync.providers.google.transport import SendingHttp
+
 #: Memo sizes: past them a memo is emptied and filled again (a URI per calendar; a header pair per token).
 MEMO_SIZE = 512
 #: The releases whose private parts these paths call (``Http._request``, ``_normalize_headers``, ``HttpRequest``'s
@@ -51,6 +54,7 @@ def prepared_for(installed: Callable[[str], str]) -> bool:
 
 #: Whether the adapter takes these paths (decided once per process).
 ENABLED = prepared_for(importlib.metadata.version)
+
 
 # ``begin`` below is http.client's of Python 3.11-3.13, whose ``_read_headers(fp)`` takes the file alone (later
 # ones also take a header limit): on any other Python, or without it, the library's own ``begin`` runs.
@@ -194,8 +198,11 @@ def _route(uri: str) -> tuple[str, str, str, str]:
     return scheme, authority, request_uri, sent
 
 
-class LeanHttp(httplib2.Http):  # type: ignore[misc]
-    """``httplib2.Http`` that remembers what it derived from a URI or a header pair; one per thread, as any Http."""
+class LeanHttp(SendingHttp):
+    """``httplib2.Http`` that remembers what it derived from a URI or a header pair; one per thread, as any Http.
+
+    Counted as :class:`SendingHttp` counts: its own path here, the library's through ``SendingHttp.request``.
+    """
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
@@ -232,6 +239,7 @@ class LeanHttp(httplib2.Http):  # type: ignore[misc]
             )
             return answer
         scheme, authority, request_uri, sent = route
+        request_sent()
         try:
             answer = self._request(conn, authority, sent, request_uri, method, body, normalized, redirections, None)
         except TimeoutError:

@@ -30,6 +30,7 @@ from calsync.providers.google.event_body import (
     shows,
 )
 from calsync.providers.google.lean import LeanHttp, PrebuiltInserts
+from calsync.providers.google.transport import SendingHttp
 
 MAX_CONFLICTS = 3
 #: How many re-creations under a new id one target may need (each after Google refused to restore the last).
@@ -230,7 +231,7 @@ class GoogleProvider:
             return authorized
         http = getattr(self._local, "http", None)
         if http is None:
-            http = self._local.http = (LeanHttp if lean.ENABLED else httplib2.Http)(timeout=self._timeout)
+            http = self._local.http = (LeanHttp if lean.ENABLED else SendingHttp)(timeout=self._timeout)
             with self._https_lock:
                 self._https[threading.current_thread()] = http
         authorized = self._local.authorized = google_auth_httplib2.AuthorizedHttp(credentials, http=http)

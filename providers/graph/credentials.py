@@ -40,6 +40,7 @@ from pydantic import (
     model_validator,
 )
 
+from calsync.core.model.account_rules import is_smtp_address
 from calsync.core.model.calendar import Account
 from calsync.core.model.errors import ConfigurationError
 from calsync.core.model.kept import kept_per_account
@@ -104,6 +105,10 @@ class _Options(BaseModel):
     max_concurrency: int | None = Field(default=None, ge=1, strict=True)  # traffic control's, per account
 
 
+#: The options a Graph account may have (``accounts add`` refuses any other, naming these).
+OPTIONS = frozenset(_Options.model_fields)
+
+
 @dataclass(frozen=True)
 class GraphAccount:
     """An account's validated login and options, and a fingerprint that changes when either does."""
@@ -147,7 +152,7 @@ def read_graph_account(account: Account) -> GraphAccount:
 
 
 def _read(account_id: str, address: str, given_options: dict[str, Any], credentials: dict[str, Any]) -> GraphAccount:
-    if address.count("@") != 1:
+    if not is_smtp_address(address):
         raise ConfigurationError(f"Graph account {account_id}: address must be the mailbox's SMTP address or UPN")
     try:
         login = _LOGIN.validate_python(credentials)

@@ -19,6 +19,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from calsync.core.model.calendar import EventState, ExternalRef, SendUpdates
+from calsync.core.model.content import representing
 from calsync.core.model.errors import InvalidRequest
 from calsync.core.model.markers import GRAPH_SYNC_KEY_PROPERTY_ID
 
@@ -74,8 +75,12 @@ def marker(sync_key: str) -> list[dict[str, str]]:
 def event_body(
     event: EventState, sync_key: str, send_updates: SendUpdates, *, create: bool, replacing: str | None = None
 ) -> dict[str, Any]:
-    """The wanted state as a POST (``create``) or PATCH body; the transactionId only on a create."""
-    start, end = _times(event)
+    """The wanted state as a POST (``create``) or PATCH body; the transactionId only on a create.
+
+    A time past Python's range in UTC raises :class:`~calsync.core.model.errors.UnrepresentableEvent` (no I/O here).
+    """
+    with representing(event, "Graph"):
+        start, end = _times(event)
     body: dict[str, Any] = {
         "subject": event.title,
         "body": {"contentType": "text", "content": event.description or ""},

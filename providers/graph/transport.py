@@ -20,6 +20,9 @@ Costs of httpx 0.28 per Graph create (cProfile, 1,000 creates against the emulat
   creates (POST) only: its PATCH, GET and DELETE requests send a ``str`` URL and so take ``Client.request``
   (a PATCH's ``If-Match`` would otherwise make a kept header set per update).
 
+Every request goes out through :meth:`GraphClient.send` (``Client.request`` ends there, msal's token calls too), which
+counts it as handed to the network (core/model/provider_io.py): a failure before any is calsync's own.
+
 Gain (benchmarks/graph_calls.py, cProfile, 1,000 creates, 2026-12-02): 1,752 → 1,585 Python calls per create
 for the cookies, 1,585 → 1,393 for the requests (1,421 with ``setdefault`` per request; the merged set now
 says once whether it has ``Content-Length`` and ``Content-Type``; docs/notes/exchange.md, "msal and httpx");
@@ -38,6 +41,8 @@ from collections.abc import Mapping
 from typing import Any
 
 import httpx
+
+from calsync.core.model.provider_io import request_sent
 
 #: The httpx whose ``build_request`` :meth:`GraphClient.api_request` was compared with (tests).
 PREPARED_AS = "0.28.1"
@@ -90,6 +95,11 @@ class GraphClient(httpx.Client):
         httpx.Client.headers.fset(self, headers)  # type: ignore[attr-defined]
         if hasattr(self, "_merged"):
             self._merged = {}
+
+    def send(self, request: httpx.Request, **kwargs: Any) -> httpx.Response:
+        """``Client.send``, counted as a request handed to the network before it runs."""
+        request_sent()
+        return super().send(request, **kwargs)
 
     def api_request(
         self,

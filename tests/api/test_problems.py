@@ -187,5 +187,5 @@ def test_a_value_the_database_cannot_store_is_422_not_500(api: LiveApi, pipeline
     with api.client(api.key(scope="admin")) as http:
         answer = http.post("/v1/changes", json=change([account], title="a\u0000b"))
         listed = http.get("/v1/dead-letters", params={"reason": "a\u0000"})
-    assert "NUL" in _problem(answer, 422)["detail"]
+    assert "NUL" in _problem(answer, 422)["errors"][0]["message"]  # refused as content, before the database
     _problem(listed, 422)

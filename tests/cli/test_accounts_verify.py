@@ -112,7 +112,7 @@ def test_credentials_of_another_provider_are_refused_at_add(settings: Settings, 
     [
         ("google", {"type": "service_account", "client_email": "a@b.c"}, {}, "lack private_key, token_uri"),
         ("google", {"refresh_token": "r", "client_id": "c", "client_secret": "s"}, {"calendar": "x"},
-         "unknown option 'calendar' (known: calendar_id, subject, delegate)"),
+         "unknown option 'calendar' for provider google (allowed: calendar_id, delegate, max_concurrency, subject)"),
         ("google", {"refresh_token": "r", "client_id": "c", "client_secret": "s"}, {"delegate": "no"},
          "option 'delegate' must be a bool"),
         ("exchange", {"username": "u", "password": "p"}, {"auth_type": "basic"},

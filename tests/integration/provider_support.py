@@ -41,12 +41,12 @@ def add_account(
         ).id
 
 
-def run_cli(settings: Settings, *args: str) -> Result:
+def run_cli(settings: Settings, *args: str, stdin: str | None = None) -> Result:
     """Run ``calsync ARGS`` in-process with exactly these settings (run it while no worker is logging)."""
     # The CLI calls configure_logging(), which replaces the root handlers with one bound to CliRunner's
     # captured stdout (closed once the command returns): the test process's logging is put back afterwards.
     with logging_kept(*_CLI_TUNED_LOGGERS):
-        return CliRunner().invoke(cli, list(args), env=settings.as_environment(), catch_exceptions=False)
+        return CliRunner().invoke(cli, list(args), input=stdin, env=settings.as_environment(), catch_exceptions=False)
 
 
 def cli_json(settings: Settings, *args: str) -> Any:

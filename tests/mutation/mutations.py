@@ -37,6 +37,9 @@ DEAD_LETTERS = "core/worker/middleware/dead_letters.py"
 SUBMIT = "core/producer/submit.py"
 DEDUP = "core/producer/dedup.py"
 TARGETS = "core/store/targets.py"
+ACCOUNT_REMOVAL = "core/store/account_removal.py"
+GATE = "core/worker/traffic.py"
+TRAFFIC_SCRIPTS = "core/redis/traffic_scripts.py"
 
 _UNIFORM = "uniform(1 - jitter, 1 + jitter)"
 _BASE = "base = schedule[min(retries_so_far, len(schedule) - 1)]"
@@ -125,8 +128,10 @@ MUTATIONS: tuple[Mutation, ...] = (
              "no provider call for an account awaiting re-authorization"),
     Mutation("job-disabled-unchecked", JOB, 'if account.status == "disabled":', "if False:",
              "no provider call for a disabled account"),
-    Mutation("job-absent-not-deleted", JOB, 'wanted_present=target.wanted == "present"', "wanted_present=True",
+    Mutation("job-absent-not-deleted", JOB, 'wanted = target.wanted == "present" and not leaving', "wanted = True",
              "a removed account's event is deleted"),
+    Mutation("job-leaving-not-deleted", JOB, 'wanted = target.wanted == "present" and not leaving',
+             'wanted = target.wanted == "present"', "an account being removed gets no event back"),
     Mutation("job-cancel-not-deleted", JOB, 'cancelled=event.status == "cancelled"', "cancelled=False",
              "a cancelled event is deleted"),
     Mutation("job-lock-not-released", JOB, "            parts.locks.release(held)\n", "            pass\n",
@@ -174,6 +179,8 @@ MUTATIONS: tuple[Mutation, ...] = (
     Mutation("retries-enqueue-failure-lost", RETRIES,
              "            self._dead_letter(message, ctx, DeadLetterCause.ENQUEUE_FAILED)\n", "",
              "a retry that cannot be enqueued is dead-lettered, not lost"),
+    Mutation("retries-worker-bug-retried", RETRIES, "        if is_worker_bug(before, entry, error):",
+             "        if False:", "the same error twice before any provider request is dead-lettered as a worker bug"),
     # retries: deferral of a busy lock
     Mutation("defer-busy-lock-is-failure", RETRIES, "        if isinstance(error, Deferred):\n", "        if False:\n",
              "a busy lock defers the job instead of failing it"),
@@ -199,9 +206,19 @@ MUTATIONS: tuple[Mutation, ...] = (
              "a stored error message is bounded"),
     Mutation("failures-history-unredacted", FAILURES, '"message": error_message(error),', '"message": str(error),',
              "no secret in the error history"),
+    Mutation("failures-worker-bug-despite-io", FAILURES, "if entry.get(PROVIDER_IO) is not False or ", "if ",
+             "an error after a provider request walks the schedule"),
+    Mutation("failures-worker-bug-on-outage", FAILURES, " or isinstance(error, OWN_OUTAGES)", "",
+             "an outage of calsync's own store keeps the schedule"),
     Mutation("failures-invalid-payload-permanent", FAILURES,
              "DeadLetterCause.INVALID_PAYLOAD if isinstance(error, InvalidPayload) else", "",
              "an invalid payload is dead-lettered as such"),
+    # traffic control: whose failure, and how far it reaches
+    Mutation("gate-own-error-counted", GATE, "            if sent.count:\n", "            if True:\n",
+             "a failure before any provider request counts toward no breaker"),
+    Mutation("breaker-any-account", TRAFFIC_SCRIPTS, "  spread = math.min(redis.call('SCARD', KEYS[6]), ",
+             "  spread = math.max(redis.call('SCARD', KEYS[6]), ",
+             "one account's or one event's failures never open the provider's breaker"),
     # dead letters
     Mutation("dlq-last-error-unredacted", DEAD_LETTERS, "last_error=error_message(error) + (",
              "last_error=str(error) + (", "no secret in a DLQ record"),
@@ -221,16 +238,22 @@ MUTATIONS: tuple[Mutation, ...] = (
     # producer
     Mutation("submit-tenant-unchecked", SUBMIT, "known = {a: s for a, s in found.items() if s.tenant_id == tenant_id}",
              "known = dict(found)", "a change names only its tenant's accounts"),
-    Mutation("submit-disabled-accepted", SUBMIT, "        if disabled:\n", "        if False:\n",
+    Mutation("submit-disabled-accepted", SUBMIT, "            if refused:\n", "            if False:\n",
              "a disabled account is refused"),
+    Mutation("submit-removing-accepted", SUBMIT, '(("disabled", "disabled"), ("removing", "being removed"))',
+             '(("disabled", "disabled"),)', "an account being removed is refused"),
+    Mutation("removal-not-quiet", ACCOUNT_REMOVAL, 'or_(t.c.status != "deleted", t.c.updated_at >= quiet_since)',
+             't.c.status != "deleted"', "an account stays until a delete's re-run has found it"),
+    Mutation("removal-keeps-create-keys", ACCOUNT_REMOVAL, "conn.execute(delete(r).where(r.c.key.in_(chunk)))",
+             "pass", "an account registered again under a removed id creates its events afresh"),
     Mutation("submit-marker-kept-after-failed-enqueue", SUBMIT, "            self._markers.release(mark)\n",
              "            pass\n", "a failed enqueue does not suppress the next attempt"),
-    Mutation("submit-marker-without-version", SUBMIT, "Claim(Mark(*job.key, job.plan.operation, version)",
-             "Claim(Mark(*job.key, job.plan.operation, 1)", "an older version's marker never suppresses a new job"),
+    Mutation("submit-marker-without-version", SUBMIT, "Claim(Mark.of(job.key, job.plan.operation, version)",
+             "Claim(Mark.of(job.key, job.plan.operation, 1)", "an older version's marker never suppresses a new job"),
     Mutation("dedup-forever", DEDUP, _DEDUP_SET, '"NX")', "the dedup marker expires after DEDUP_TTL"),
     Mutation("dedup-overwritten", DEDUP, _DEDUP_SET, '"EX", ARGV[1])', "an identical enqueue returns the first job"),
-    Mutation("dedup-covered-ignored", DEDUP, "for op in claim.covered_by]", "for op in ()]",
-             "an identical resubmit finds the first submission's create job"),
+    Mutation("dedup-create-apart", DEDUP, '"update" if operation == "create" else operation', "operation",
+             "an identical resubmit finds the first submission's create job, even claiming before it"),
     # redaction
     Mutation("redact-registered-ignored", REDACTION, "for secret in (*given, *_secrets_snapshot):",
              "for secret in given:", "registered secrets are masked"),

@@ -32,7 +32,9 @@ def _since(moment: float) -> float:
 
 def test_an_open_provider_breaker_and_open_account_breakers_show_in_status_and_metrics(pipeline: Pipeline) -> None:
     traffic = TrafficStore(pipeline.runtime.redis, pipeline.runtime.keys)
-    _fail(traffic, "graph", "mailbox-1", 5)  # five in a row: the provider's and this account's breakers open
+    _fail(traffic, "graph", "mailbox-1", 5)  # five in a row: this account's breaker opens
+    for n in range(2, 6):  # five accounts (and calls) failing in a row: the provider's opens too
+        _fail(traffic, "graph", f"mailbox-{n}", 1)
     _fail(traffic, "google", "calendar-1", 5, "account_failure")  # credentials: only the account's
     call = traffic.admit("exchange", "mailbox-2", "tenant-1", Limits(concurrency=4), 4)
     blocked_at = time.monotonic()

@@ -20,11 +20,7 @@ class MemoryMarkers:
         """Per claim, the job id of the identical enqueue that came first, or a new one (now marked, no delay)."""
         return [Claimed(self._claim(*claim)) for claim in claims]
 
-    def _claim(self, mark: Mark, job_id: str, covered_by: tuple[Operation, ...]) -> str | None:
-        for operation in covered_by:
-            earlier = self.marks.get(mark._replace(operation=operation))
-            if earlier is not None:
-                return earlier
+    def _claim(self, mark: Mark, job_id: str) -> str | None:
         earlier = self.marks.get(mark)
         if earlier is None:
             self.marks[mark] = job_id

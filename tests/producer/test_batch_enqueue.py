@@ -88,7 +88,7 @@ def test_a_failed_chunk_leaves_its_targets_pending_for_the_reconciler_and_the_ot
     for account in ("acc-2", "acc-3"):
         row = pipeline.target("evt-part", account)
         assert (row.status, row.due_at) == ("pending", None)  # the intent stays, due at the next pass
-        assert pipeline.runtime.redis.get(keys.dedup("tenant-1", "evt-part", account, "create", 1)) is None
+        assert pipeline.runtime.redis.get(keys.dedup("tenant-1", "evt-part", account, "update", 1)) is None
     monkeypatch.undo()
 
     assert len(reconcile(pipeline.runtime).requeued) == 2  # the two deferred targets, not the three queued

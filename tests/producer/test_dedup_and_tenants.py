@@ -20,7 +20,7 @@ def test_the_dedup_marker_expires_after_dedup_ttl(settings_factory: Any) -> None
     try:
         account = pipeline.account()
         first = pipeline.submit([account], title="Standup")
-        marker = pipeline.runtime.keys.dedup("tenant-1", first.entity_id, account, "create", 1)
+        marker = pipeline.runtime.keys.dedup("tenant-1", first.entity_id, account, "update", 1)  # a create's: Mark.of
         redis = pipeline.runtime.redis
         assert redis.get(marker) == first.job_ids[0].encode()
         assert 0.5 * DEDUP_TTL * 1000 < int(redis.pttl(marker)) <= DEDUP_TTL * 1000

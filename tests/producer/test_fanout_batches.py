@@ -20,12 +20,9 @@ def test_markers_are_claimed_together_each_with_its_own_answer(pipeline: Pipelin
     again = [
         Claim(create, "job-3"),  # the same enqueue again: the first job
         Claim(update._replace(account_id="a3"), "job-4"),  # new
-        Claim(create._replace(operation="update"), "job-5", covered_by=("create",)),  # covered by the create
-        Claim(Mark("t", "e", "a4", "update", 1), "job-6", covered_by=("create",)),  # no create marker: new
     ]
-    assert [c.earlier for c in markers.claim_all(again)] == ["job-1", None, "job-1", None]
+    assert [c.earlier for c in markers.claim_all(again)] == ["job-1", None]
     assert markers.claim_all([]) == []
-    assert runtime.redis.get(runtime.keys.dedup("t", "e", "a1", "update", 1)) is None  # covered: not marked
 
 
 def test_claims_past_one_script_call_are_answered_in_order(pipeline: Pipeline, monkeypatch: pytest.MonkeyPatch) -> None:

@@ -9,7 +9,8 @@ from typing import Any
 import pytest
 
 from calsync.core.model.errors import CalsyncError, EntityNotFound, InvalidChange
-from calsync.core.producer.submit import Intake, Receipt
+from calsync.core.producer.receipts import Receipt
+from calsync.core.producer.submit import Intake
 from calsync.core.store import accounts, migrate, targets
 from calsync.core.store.database import Database
 from calsync.core.store.targets import TargetKey, TargetRow

@@ -1,19 +1,23 @@
 """Request keys (HTTP Idempotency-Key, intake request id): a retried request returns the first receipt and
-changes nothing; a different change under the same key is refused; concurrent twins create one version."""
+changes nothing; a different change under the same key is refused; concurrent twins create one version and
+get the first receipt, waiting for it while the first request enqueues; a receipt never stored is completed once."""
 
 from __future__ import annotations
 
 import datetime as dt
 import threading
+from typing import Any
 
 import pytest
 from sqlalchemy import update
 
 from calsync.core.model.errors import IdempotencyKeyReused
-from calsync.core.producer.submit import Receipt
-from calsync.core.store import events
+from calsync.core.producer.receipts import OWNER_GRACE, FirstReceipts, Receipt
+from calsync.core.producer.submit import Batch, Intake
+from calsync.core.store import events, intake_requests
 from calsync.core.store.schema import intake_requests as intake_requests_table
-from tests.support import Pipeline, change, in_threads
+from tests.producer.fakes import MemoryMarkers, MemoryQueue
+from tests.support import Pipeline, change, in_threads, wait_until
 
 pytestmark = pytest.mark.both_databases
 
@@ -92,3 +96,57 @@ def test_concurrent_identical_requests_create_one_version(pipeline: Pipeline) ->
     assert _version(pipeline, "evt-c") == 2
 
 
+def test_a_twin_that_comes_while_the_first_request_enqueues_waits_for_its_receipt(
+    pipeline: Pipeline, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    account = pipeline.account()
+    found_without_receipt = threading.Event()
+    find = intake_requests.find
+
+    def spied_find(*args: Any) -> intake_requests.IntakeRequest | None:
+        first = find(*args)
+        if first is not None and first.receipt is None:
+            found_without_receipt.set()
+        return first
+
+    monkeypatch.setattr(intake_requests, "find", spied_find)
+    queue = MemoryQueue()
+
+    def enqueue(batch: Batch) -> list[bool]:  # the first request, committed, enqueues once its twin is waiting
+        wait_until(found_without_receipt.is_set, what="the twin to find the key claimed, its receipt not stored")
+        return queue(batch)
+
+    intake = Intake(pipeline.runtime.db, MemoryMarkers(), enqueue, default_send_updates="none")
+    receipts: list[Receipt] = []
+    in_threads(lambda _: receipts.append(intake.submit("tenant-1", change([account]), request_key="k")), 2)
+
+    assert len(queue.payloads) == 1
+    assert receipts == [Receipt(receipts[0].entity_id, 1, [queue.payloads[0].job_id])] * 2
+
+
+class _Killed(BaseException):
+    """The first request's process dies between its commit and its enqueue."""
+
+
+def test_a_receipt_the_first_request_never_stored_is_completed_once_by_a_replay(pipeline: Pipeline) -> None:
+    account = pipeline.account()
+
+    def killed(batch: Batch) -> list[bool]:
+        raise _Killed
+
+    dying = Intake(pipeline.runtime.db, MemoryMarkers(), killed, default_send_updates="none")
+    with pytest.raises(_Killed):
+        dying.submit("tenant-1", change([account]), request_key="k")
+    with pipeline.runtime.db.write() as conn:  # its change committed, its receipt never stored, its grace over
+        grace_over = dt.datetime.now(dt.UTC) - dt.timedelta(seconds=OWNER_GRACE)
+        conn.execute(update(intake_requests_table).values(created_at=grace_over))
+        first = intake_requests.find(conn, "tenant-1", "k")
+    assert first is not None and first.receipt is None
+
+    replayed = pipeline.producer.submit("tenant-1", change([account]), request_key="k")
+    again = pipeline.producer.submit("tenant-1", change([account]), request_key="k")
+
+    assert replayed == again == Receipt(first.entity_id, 1, [], deferred_accounts=[account])
+    resumed = FirstReceipts(pipeline.runtime.db).store("tenant-1", "k", Receipt(first.entity_id, 1, ["job-late"]))
+    assert resumed == replayed  # the first receipt stored is the key's for good
+    assert pipeline.target(first.entity_id, account).status == "pending"  # left to the reconciler

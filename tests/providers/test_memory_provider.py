@@ -10,6 +10,7 @@ import pytest
 
 from calsync.core.model.calendar import Account, EventState, Target
 from calsync.core.model.errors import Forbidden, ProviderUnavailable, RateLimited
+from calsync.core.model.provider_io import RequestsSent
 from calsync.providers.memory import MemoryProvider, external_id_for
 from calsync.providers.memory_store import CalendarStore, Call, DictStore, MemoryFaultRule, SqliteStore, StoredEvent
 
@@ -192,3 +193,12 @@ def test_the_call_log_keeps_only_the_newest_calls(store_kind: str, tmp_path: Pat
 @pytest.fixture(params=["dict", "sqlite"])
 def store_kind(request: pytest.FixtureRequest) -> str:
     return str(request.param)
+
+
+def test_every_write_counts_as_a_request_its_fault_included(provider: MemoryProvider) -> None:
+    provider.add_fault(op="delete", error="unavailable", times=1)  # the provider's answer: the request went out
+    with RequestsSent() as sent:
+        provider.upsert(ACCOUNT, _event(1), TARGET)
+        with pytest.raises(ProviderUnavailable):
+            provider.delete(ACCOUNT, TARGET)
+    assert sent.count == 2

@@ -18,9 +18,10 @@ def admitted(traffic: TrafficStore, count: int, limits: Limits = BREAKER) -> lis
 
 
 def fail(traffic: TrafficStore, call: Admission, job: str, attempt: int = 1, *, account: str = "acc",
-         limits: Limits = BREAKER) -> Excuse | None:  # fmt: skip
-    """``call`` of ``job`` failed temporarily: how the settle script judged it."""
-    return traffic.settle("graph", account, call, limits, "failure", job=(job, attempt)).excuse
+         limits: Limits = BREAKER, event: str | None = None) -> Excuse | None:  # fmt: skip
+    """``call`` of ``job`` (about its own event unless told) failed temporarily: how the settle script judged it."""
+    about = event or f"tenant-1/{job}"
+    return traffic.settle("graph", account, call, limits, "failure", job=(job, attempt), event=about).excuse
 
 
 def succeed(traffic: TrafficStore, call: Admission, limits: Limits = BREAKER) -> None:
@@ -63,9 +64,10 @@ def test_a_success_in_between_ends_the_streak_so_the_next_failure_is_alone(clien
 def test_a_job_is_excused_at_most_breaker_failures_times_per_attempt(client: redis.Redis, namespace: str) -> None:
     traffic = store(client, namespace)
     first, *calls, later = admitted(traffic, 7)
-    assert fail(traffic, first, "other") == "first_failure"
+    assert fail(traffic, first, "other", account="elsewhere") == "first_failure"
     excuses = [fail(traffic, call, "stuck") for call in calls]
-    assert excuses == ["provider_streak", "circuit", "circuit", None, None]  # 3 excused, then charged
+    # another account's and event's failure shares the streak; the third failure of "acc" opened its breaker
+    assert excuses == ["provider_streak", "provider_streak", "circuit", None, None]  # 3 excused, then charged
     assert fail(traffic, later, "stuck", attempt=2) == "circuit"  # a new attempt has its own allowance
 
 
@@ -77,3 +79,23 @@ def test_nothing_is_excused_without_a_job_or_a_breaker(client: redis.Redis, name
     off = Limits(concurrency=2)
     call = traffic.admit("graph", "acc", "tenant-1", off, 2)
     assert traffic.settle("graph", "acc", call, off, "failure", job=("j", 1)).excuse is None
+
+
+def test_a_streak_shared_only_by_one_accounts_jobs_excuses_none_of_them(client: redis.Redis, namespace: str) -> None:
+    limits = Limits(breaker_failures=5, breaker_open=60)
+    traffic = store(client, namespace)
+    c = admitted(traffic, 4, limits)
+    assert fail(traffic, c[0], "a", limits=limits) == "first_failure"
+    assert fail(traffic, c[1], "b", limits=limits) == "first_failure"  # another job of the same account: its own
+    assert fail(traffic, c[2], "a", limits=limits) is None  # charged: a broken mailbox is no outage
+    assert fail(traffic, c[3], "c", account="other", limits=limits) == "provider_streak"  # another account too
+
+
+def test_a_streak_shared_only_by_one_events_jobs_excuses_none_of_them(client: redis.Redis, namespace: str) -> None:
+    limits = Limits(breaker_failures=5, breaker_open=60)
+    traffic = store(client, namespace)
+    c = admitted(traffic, 3, limits)
+    bad = "tenant-1/bad"
+    assert fail(traffic, c[0], "a", account="acc-a", limits=limits, event=bad) == "first_failure"
+    assert fail(traffic, c[1], "b", account="acc-b", limits=limits, event=bad) == "first_failure"
+    assert fail(traffic, c[2], "a", account="acc-a", limits=limits, event=bad) is None

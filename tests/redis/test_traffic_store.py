@@ -116,7 +116,12 @@ def test_consecutive_failures_open_the_breaker_then_one_probe_and_a_success_clos
     assert probe.probes == 1 and traffic.circuits("graph").state == "half_open"
     second = admit(traffic, "acc8", BREAKER)
     assert not second.admitted and second.reason == "provider_circuit"  # one probe at a time
-    traffic.settle("graph", "acc9", probe, BREAKER, "failure")  # a failed probe reopens at once
+    traffic.settle("graph", "acc9", probe, BREAKER, "failure")  # one account's failed probe: the next one may go
+    assert traffic.circuits("graph").state == "half_open"
+    for n in range(1, BREAKER.breaker_failures):  # as many accounts failed again: it reopens
+        probe = admit(traffic, f"acc{9 - n}", BREAKER)
+        assert probe.admitted and probe.probes == 1
+        traffic.settle("graph", f"acc{9 - n}", probe, BREAKER, "failure")
     assert traffic.circuits("graph").state == "open"
 
     probe = wait_until(lambda: (a := admit(traffic, "acc9", BREAKER)).admitted and a, what="the next probe")
@@ -149,3 +154,41 @@ def test_credential_failures_open_only_their_account_breaker(client: redis.Redis
     held = admit(traffic, "acc0", BREAKER)
     assert not held.admitted and held.reason == "account_circuit"
     assert admit(traffic, "healthy", BREAKER).admitted
+
+
+def _failed(traffic: TrafficStore, account: str, event: str, limits: Limits = BREAKER) -> None:
+    call = admit(traffic, account, limits)
+    assert call.admitted, f"{account} held before its failure"
+    traffic.settle("graph", account, call, limits, "failure", job=(f"job-{account}-{event}", 1), event=event)
+
+
+def test_one_accounts_failures_open_its_breaker_never_the_providers(client: redis.Redis, namespace: str) -> None:
+    traffic, limits = store(client, namespace), Limits(breaker_failures=3, breaker_open=60)
+    for n in range(limits.breaker_failures):  # a broken mailbox: every event of it fails
+        _failed(traffic, "broken", f"tenant-1/evt{n}", limits)
+    reading = traffic.circuits("graph")
+    assert reading.accounts_open == 1 and reading.state == "closed"
+    assert not admit(traffic, "broken", limits).admitted and admit(traffic, "healthy", limits).admitted
+
+
+def test_one_events_failures_on_many_accounts_never_open_the_providers_breaker(
+    client: redis.Redis, namespace: str
+) -> None:
+    traffic, limits = store(client, namespace), Limits(breaker_failures=3, breaker_open=60)
+    for n in range(limits.breaker_failures * 2):  # one bad event, shown in many accounts
+        _failed(traffic, f"acc{n}", "tenant-1/bad", limits)
+    assert traffic.circuits("graph").state == "closed" and admit(traffic, "healthy", limits).admitted
+
+
+def test_failures_of_as_many_accounts_and_events_as_breaker_failures_open_the_providers_breaker(
+    client: redis.Redis, namespace: str
+) -> None:
+    traffic, limits = store(client, namespace), Limits(breaker_failures=3, breaker_open=60)
+    _failed(traffic, "acc0", "tenant-1/evt0", limits)
+    _failed(traffic, "acc0", "tenant-1/evt1", limits)  # two events, one account so far
+    _failed(traffic, "acc1", "tenant-1/evt1", limits)
+    assert traffic.circuits("graph").state == "closed"  # two accounts, two events: not yet
+    _failed(traffic, "acc2", "tenant-2/evt2", limits)
+    assert traffic.circuits("graph").state == "open"
+    held = admit(traffic, "healthy", limits)
+    assert not held.admitted and held.reason == "provider_circuit"

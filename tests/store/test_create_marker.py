@@ -31,6 +31,21 @@ def _event_and_account(db: Database, event_id: str = "e1", provider: str = "exch
     return TargetKey("t", event_id, account.id)
 
 
+def _event_and_account_as_the_previous_release(db: Database, event_id: str) -> TargetKey:
+    # An old schema: the account with only the columns every revision has (this code's also writes calendar_key).
+    columns = "id, tenant_id, provider, address, options, status, created_at, updated_at"
+    with db.engine.begin() as conn:
+        conn.execute(
+            sa.text(f"INSERT INTO provider_accounts ({columns}) "
+                    "VALUES (:a, 't', 'exchange', :address, '{}', 'active', :now, :now)"),
+            {"a": f"acc-{event_id}", "address": f"{event_id}@b.c", "now": dt.datetime(2026, 1, 1)},
+        )  # fmt: skip
+        fields = EventFields(title="x", start=dt.datetime(2026, 1, 1, 9, tzinfo=dt.UTC),
+                             end=dt.datetime(2026, 1, 1, 10, tzinfo=dt.UTC))  # fmt: skip
+        events.insert_event(conn, "t", event_id, fields, "none")
+    return TargetKey("t", event_id, f"acc-{event_id}")
+
+
 def _planned(db: Database, event_id: str = "e1") -> TargetKey:
     key = _event_and_account(db, event_id)
     with db.write() as conn:
@@ -67,7 +82,7 @@ def test_a_target_the_producer_creates_says_no_create_was_sent(db: Database) -> 
 
 def test_rows_from_before_the_migration_or_from_the_previous_release_count_as_maybe_sent(db: Database) -> None:
     migrate.migrate_to(db, _BEFORE)
-    before = _event_and_account(db, "e1")
+    before = _event_and_account_as_the_previous_release(db, "e1")
     _insert_as_the_previous_release(db, before)
     migrate.migrate_to(db)
     after = _event_and_account(db, "e2")

@@ -1,6 +1,7 @@
 """Traffic control through real worker threads: held jobs keep their attempt, limits hold across workers,
 a Retry-After holds the account's siblings only, breakers defer an outage and never open on credentials,
-an outage uses no attempt while a job failing alone still reaches the DLQ."""
+an outage uses no attempt while a job failing alone still reaches the DLQ, one broken account never opens
+the provider's breaker nor holds another account."""
 
 from __future__ import annotations
 
@@ -175,6 +176,31 @@ def test_a_job_failing_alone_still_follows_its_schedule_to_the_dead_letter_queue
     assert governed.outcomes().get("retry_scheduled") == len(schedule)
     assert len(schedule) + 1 <= len(calls) <= (excused + 1) * (len(schedule) + 1)
     assert governed.target(receipt.entity_id, broken).status == "failed"
+
+
+def test_one_account_failing_again_and_again_never_opens_the_provider_breaker_nor_holds_another_account(
+    settings_factory: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    pipeline = Pipeline(settings_factory(account_concurrency="memory=4", breaker_failures="memory=2",
+                                         breaker_open_seconds=60, traffic_retry_delay=0.05))  # fmt: skip
+    try:  # a breaker open for a minute stays open for the whole test: closed at the end means never opened
+        broken, healthy = pipeline.account(account_id="broken"), pipeline.account(account_id="healthy")
+        pipeline.provider.add_fault(error="unavailable", account_id=broken)
+        for _ in range(6):  # a broken mailbox with a backlog: its jobs fail together, nothing succeeds between
+            pipeline.submit([broken])
+        spy = EnqueueSpy(pipeline.broker, monkeypatch)
+        with pipeline.worker():
+            wait_until(lambda: broken in _traffic(pipeline).circuits("memory").some_accounts,
+                       what="the broken account's breaker to open")  # fmt: skip
+            receipts = [pipeline.submit([healthy]) for _ in range(3)]
+            for receipt in receipts:
+                pipeline.wait_target(receipt.entity_id, healthy, "synced")
+        reading = _traffic(pipeline).circuits("memory")
+        assert reading.state == "closed" and reading.some_accounts == (broken,)
+        held = [sent for sent in spy.delayed() if "traffic_waits" in sent.message.options]
+        assert held and {sent.payload.account_id for sent in held} == {broken}  # only the broken one waited
+    finally:
+        pipeline.close()
 
 
 def test_credential_failures_never_open_the_provider_breaker(governed: Pipeline) -> None:

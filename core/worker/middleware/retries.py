@@ -14,6 +14,8 @@
   error) and logged at INFO; the deferrals between log at DEBUG and write nothing (docs/RUNBOOK.md, "Why is my
   job waiting?");
 - a PermanentError is dead-lettered at once; anything else (unknown exceptions included) is temporary;
+  the same error on two attempts in a row that sent no request to the provider is calsync's own bug,
+  dead-lettered at once (cause ``worker_bug``; core/worker/failures.py);
 - ``max_retries`` = the schedule's length; a provider's retry-after hint is a floor for the delay;
 - the retried message carries the payload with ``attempt + 1`` and the new ``scheduled_at``, plus an
   ``errors`` option with one entry per failed attempt (the DLQ record's error history);
@@ -47,6 +49,7 @@ from calsync.core.worker.failures import (
     error_entry,
     error_message,
     history_option,
+    is_worker_bug,
     provider_error_of,
     rejection_cause,
     wait_reason_of,
@@ -159,7 +162,9 @@ class ScheduledRetries(Retries):
     ) -> None:
         retries = count_option(message.options, RETRIES_OPTION)
         attempt = ctx.payload.attempt if ctx and ctx.payload else retries + 1
-        history = [*history_option(message.options), error_entry(attempt, error)][-HISTORY_LIMIT:]
+        before = history_option(message.options)
+        entry = error_entry(attempt, error, provider_io=ctx.provider_requests.count > 0 if ctx else None)
+        history = [*before, entry][-HISTORY_LIMIT:]
         message.options[ERRORS_OPTION] = history
         message.options[RETRIES_OPTION] = retries + 1
         if ctx is not None:
@@ -167,6 +172,9 @@ class ScheduledRetries(Retries):
 
         if is_permanent(error):
             self._dead_letter(message, ctx, rejection_cause(error))
+            return
+        if is_worker_bug(before, entry, error):  # the same error again, the provider never reached: ours
+            self._dead_letter(message, ctx, DeadLetterCause.WORKER_BUG)
             return
         if retries >= len(self.policy.schedule):
             self._dead_letter(message, ctx, DeadLetterCause.EXHAUSTED)

@@ -59,8 +59,17 @@ def local(tag: str) -> str:
     return tag.rsplit("}", 1)[-1]
 
 
+_OFFSET_WITH_SECONDS = re.compile(r"[+-][0-9]{2}:[0-9]{2}:[0-9]{2}(\.[0-9]+)?$")
+
+
 def parse_time(text: str) -> dt.datetime:
-    """An xs:dateTime as an aware datetime (UTC when it carries no offset)."""
+    """An xs:dateTime as an aware datetime (UTC when it carries no offset).
+
+    xs:dateTime's time zone is ``Z`` or ``±hh:mm``: an offset with seconds (a local mean time such as
+    ``-07:52:58``, which Python writes) is a ValueError, as it fails Exchange's schema validation.
+    """
+    if _OFFSET_WITH_SECONDS.search(text.strip()):
+        raise ValueError(f"{text!r}: an xs:dateTime offset has no seconds")
     value = dt.datetime.fromisoformat(text.strip().replace("Z", "+00:00"))
     return value if value.tzinfo else value.replace(tzinfo=dt.UTC)
 

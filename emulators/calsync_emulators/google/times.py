@@ -5,6 +5,12 @@ Documented: a ``dateTime`` needs an offset unless ``timeZone`` is given; all-day
 timeMax its start (exclusive), and an empty range is 400 ``timeRangeEmpty``; the ``timeZone`` parameter of
 get/list is "the time zone used in the response", the calendar's by default.
 
+Inferred (no page states it): a ``dateTime`` whose instant lies outside the years 0001-9999 in UTC (RFC 3339's
+four-digit years), such as ``9999-12-31T22:00:00-08:00``, is 400 ``invalid`` "Invalid start time." like any other
+bad time; Google's own range is undocumented and may be narrower, so the emulator is no kinder than Google. So
+is an offset with seconds (``-07:52:58``, a local mean time Python writes for old dates): RFC 3339's offset is
+``±hh:mm``. Only what a request sends is checked: a zone's own offsets for a naive ``dateTime`` are Google's.
+
 Inferred (Google's samples show it, no page states it): an answer writes ``dateTime`` in the event's own
 ``timeZone`` when it has one (the request's ``timeZone`` parameter wins over it), else in the calendar's; UTC
 is written with ``Z``; an all-day event's ``date`` counts as midnight of the calendar's time zone for the range
@@ -40,10 +46,17 @@ def parse_when(value: Any, which: str) -> dt.date | dt.datetime:
             moment = dt.datetime.fromisoformat(str(value["dateTime"]))
         except ValueError as exc:
             raise ApiError(400, "invalid", f"Invalid {which} time.") from exc
+        offset = moment.utcoffset()
+        if offset is not None and offset % dt.timedelta(minutes=1):  # RFC 3339's offsets are ±hh:mm
+            raise ApiError(400, "invalid", f"Invalid {which} time.")
         if moment.tzinfo is None:
             if zone is None:
                 raise ApiError(400, "required", f"Missing time zone definition for {which} time.")
             moment = moment.replace(tzinfo=zone)
+        try:
+            moment.astimezone(dt.UTC)
+        except OverflowError as exc:  # an instant before year 1 or after 9999: RFC 3339 cannot write it
+            raise ApiError(400, "invalid", f"Invalid {which} time.") from exc
         return moment
     if value.get("date"):
         try:

@@ -10,7 +10,6 @@ import threading
 import types
 from typing import Any
 
-import httplib2
 import pytest
 from googleapiclient.http import HttpRequest
 
@@ -19,6 +18,7 @@ from calsync.core.model.errors import ConfigurationError
 from calsync.providers.google import GoogleProvider, credentials
 from calsync.providers.google.credentials import CredentialCache, secrets_of
 from calsync.providers.google.lean import PrebuiltInserts
+from calsync.providers.google.transport import SendingHttp
 from tests.providers.google.gcal_support import Emulator, make_event, target_for
 
 _BODY = {"id": "abc0", "summary": "Caf\u00e9 \u2615", "start": {"dateTime": "2030-01-02T10:00:00"}, "attendees": []}
@@ -94,7 +94,7 @@ def test_with_other_libraries_every_create_takes_the_library_paths(
     assert events.inserts == 2
     event = make_event("ev-plain")
     assert provider.upsert(account, event, target_for(event, account)).etag
-    assert type(provider._local.http) is httplib2.Http
+    assert type(provider._local.http) is SendingHttp  # httplib2's own Http, requests counted (provider_io)
 
 
 def test_creates_after_the_first_skip_the_discovery_method_and_the_email_parser(

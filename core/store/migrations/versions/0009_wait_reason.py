@@ -1,7 +1,7 @@
 """Wait reason: ``event_targets.wait_reason``, why a pending target waits (a retry, a busy lock, traffic control).
 
-Revision ID: 0008
-Revises: 0007
+Revision ID: 0009
+Revises: 0008
 
 Expand-only: one nullable column. The previous release's code never reads or writes it; a target it syncs may
 keep a reason from before, which no one reads once the target has left ``pending``.
@@ -12,8 +12,8 @@ from __future__ import annotations
 import sqlalchemy as sa
 from alembic import op
 
-revision = "0008"
-down_revision = "0007"
+revision = "0009"
+down_revision = "0008"
 branch_labels = None
 depends_on = None
 # Every migration says whether the previous revision's code runs on it (docs/DEPLOY.md, "Migrations").
