@@ -201,9 +201,7 @@ def namespace(redis_url: str) -> Iterator[str]:
 
 
 @pytest.fixture
-def settings_factory(
-    tmp_path: Path, redis_url: str, database: str, namespace: str, broker_kind: str
-) -> Iterator[Any]:
+def settings_factory(tmp_path: Path, redis_url: str, database: str, namespace: str, broker_kind: str) -> Iterator[Any]:
     """Builds test-scale settings for this test's isolated resources (overrides as keyword arguments)."""
     queue = f"cal{uuid.uuid4().hex[:8]}" if broker_kind == "rabbitmq" else "calendar"
     broker_url = RABBITMQ_URL if broker_kind == "rabbitmq" else redis_url

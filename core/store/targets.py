@@ -159,13 +159,17 @@ def plan_target(conn: Connection, key: TargetKey, *, wanted: Wanted, version: in
         conn.execute(_PLAN_NEW, values)
 
 
-_PLAN = update(t).where(_BY_KEY).values(
-    wanted=bindparam("v_wanted"),
-    wanted_version=bindparam("v_version"),
-    status="pending",
-    due_at=bindparam("v_due", type_=t.c.due_at.type),
-    wait_reason=None,
-    updated_at=bindparam("v_now", type_=t.c.updated_at.type),
+_PLAN = (
+    update(t)
+    .where(_BY_KEY)
+    .values(
+        wanted=bindparam("v_wanted"),
+        wanted_version=bindparam("v_version"),
+        status="pending",
+        due_at=bindparam("v_due", type_=t.c.due_at.type),
+        wait_reason=None,
+        updated_at=bindparam("v_now", type_=t.c.updated_at.type),
+    )
 )
 _PLAN_NEW = t.insert().values(
     tenant_id=bindparam("k_tenant"),

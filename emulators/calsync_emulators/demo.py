@@ -187,17 +187,45 @@ class Demo:
         board = producer.submit(TENANT, {"operation": "upsert", "accounts": [team],
                                          "event": _event("Board meeting", 3, 9)})  # fmt: skip
         scenario.entities["Board meeting (read-only calendar)"] = board.entity_id
-        call = producer.submit(TENANT, {"operation": "upsert", "accounts": [ceo], "send_updates": "all",
-                                        "event": _event("Customer call", 4, 15, attendees=["buyer@customer.example"])})
+        call = producer.submit(
+            TENANT,
+            {
+                "operation": "upsert",
+                "accounts": [ceo],
+                "send_updates": "all",
+                "event": _event("Customer call", 4, 15, attendees=["buyer@customer.example"]),
+            },
+        )
         scenario.entities["Customer call (Google 503s)"] = call.entity_id
-        producer.submit(TENANT, {"operation": "upsert", "entity_id": call.entity_id, "accounts": [ceo],
-                                 "send_updates": "all",
-                                 "event": _event("Customer call (moved)", 4, 16, attendees=["buyer@customer.example"])})
-        budget = producer.submit(TENANT, {"operation": "upsert", "accounts": [cfo], "send_updates": "all",
-                                          "event": _event("Budget review", 6, 10, attendees=["cfo@acme.example"])})
+        producer.submit(
+            TENANT,
+            {
+                "operation": "upsert",
+                "entity_id": call.entity_id,
+                "accounts": [ceo],
+                "send_updates": "all",
+                "event": _event("Customer call (moved)", 4, 16, attendees=["buyer@customer.example"]),
+            },
+        )
+        budget = producer.submit(
+            TENANT,
+            {
+                "operation": "upsert",
+                "accounts": [cfo],
+                "send_updates": "all",
+                "event": _event("Budget review", 6, 10, attendees=["cfo@acme.example"]),
+            },
+        )
         scenario.entities["Budget review (Exchange throttling)"] = budget.entity_id
-        offsite = producer.submit(TENANT, {"operation": "upsert", "accounts": [coo], "send_updates": "all",
-                                           "event": _event("Offsite", 7, 9, attendees=["ceo@acme.example"])})
+        offsite = producer.submit(
+            TENANT,
+            {
+                "operation": "upsert",
+                "accounts": [coo],
+                "send_updates": "all",
+                "event": _event("Offsite", 7, 9, attendees=["ceo@acme.example"]),
+            },
+        )
         scenario.entities["Offsite (Graph 429 + Retry-After)"] = offsite.entity_id
         lunch = producer.submit(TENANT, {"operation": "upsert", "accounts": [team, ceo],
                                          "event": _event("Team lunch", 5, 12)})  # fmt: skip
@@ -248,8 +276,13 @@ class Demo:
         with self.runtime.db.read() as conn:
             for label, entity in scenario.entities.items():
                 for row in targets.list_targets(conn, TENANT, entity):
-                    events_table.add_row(label, names.get(row.account_id, row.account_id), row.status,
-                                         f"{row.synced_version}/{row.wanted_version}", (row.last_error or "")[:60])
+                    events_table.add_row(
+                        label,
+                        names.get(row.account_id, row.account_id),
+                        row.status,
+                        f"{row.synced_version}/{row.wanted_version}",
+                        (row.last_error or "")[:60],
+                    )
             records = dead_letters.find(conn, DeadLetterFilter())  # fmt: skip
         self.console.print(events_table)
 
