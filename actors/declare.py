@@ -108,8 +108,13 @@ def _webhook_actors(broker: dramatiq.Broker, runtime: Runtime) -> dict[str, dram
             dispatch(runtime.db, broker, queue, notification_id)
 
     def deliver_webhook(notification_id: str, endpoint_id: str) -> None:
-        """One signed attempt of one (notification, endpoint) delivery; retries and the DLQ are its own."""
-        deliverer.deliver(notification_id, endpoint_id)
+        """One signed attempt of one (notification, endpoint) delivery; retries and the DLQ are its own, and the
+        job's outcome is the attempt's (a dead-lettered delivery is logged and counted as dead-lettered)."""
+        attempted = deliverer.deliver(notification_id, endpoint_id)
+        delivery = current_job()
+        if delivery is not None:
+            delivery.outcome, delivery.dead_letter_reason = attempted.job_outcome, attempted.dead_letter_reason
+            delivery.result.update(attempted.fields)
 
     def declare(name: str) -> Any:
         errors = (CalsyncError,)  # expected outcomes: logged without a traceback

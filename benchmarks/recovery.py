@@ -24,7 +24,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from benchmarks.support import add_redis_option, bench_redis, namespace, remove_keys, seed
+from benchmarks.support import add_redis_option, bench_redis, free_port, namespace, remove_keys, seed
 from calsync.core.config.settings import Settings, child_environment
 from calsync.core.messaging.messages import sync_message
 from calsync.core.runtime import Runtime
@@ -66,7 +66,8 @@ def trial(url: str, scratch: Path, overrides: dict[str, str]) -> tuple[float, in
     data_dir = scratch / ns
     data_dir.mkdir(parents=True)
     settings = Settings(data_dir=data_dir, broker_url=url, database_url=f"sqlite:///{data_dir / 'calsync.sqlite3'}",
-                        redis_namespace=ns, log_level="INFO", **overrides)  # type: ignore[arg-type]  # fmt: skip
+                        redis_namespace=ns, log_level="INFO",
+                        **{"metrics_port": free_port(), **overrides})  # type: ignore[arg-type]  # fmt: skip
     provider = MemoryProvider(settings.effective_memory_provider_path)
     runtime = Runtime(settings, check_schema=False)
     workers: list[subprocess.Popen[bytes]] = []

@@ -23,7 +23,7 @@ import redis
 from calsync.core.redis.embedded import EmbeddedRedis
 from calsync.core.store import migrate
 from calsync.core.store.database import Database
-from tests.support import make_settings
+from tests.support import free_port, make_settings
 
 # The fixtures that start the provider emulators (calsync-emulators, emulators/ in this repository).
 pytest_plugins = ["calsync_emulators.pytest_plugin"]
@@ -201,9 +201,7 @@ def namespace(redis_url: str) -> Iterator[str]:
 
 
 @pytest.fixture
-def settings_factory(
-    tmp_path: Path, redis_url: str, database: str, namespace: str, broker_kind: str
-) -> Iterator[Any]:
+def settings_factory(tmp_path: Path, redis_url: str, database: str, namespace: str, broker_kind: str) -> Iterator[Any]:
     """Builds test-scale settings for this test's isolated resources (overrides as keyword arguments)."""
     queue = f"cal{uuid.uuid4().hex[:8]}" if broker_kind == "rabbitmq" else "calendar"
     broker_url = RABBITMQ_URL if broker_kind == "rabbitmq" else redis_url
@@ -215,6 +213,7 @@ def settings_factory(
             "database_url": database,
             "redis_namespace": namespace,
             "queue": queue,
+            "metrics_port": free_port(),  # a worker refuses to start when its metrics port is taken
         }
         return make_settings(tmp_path, **{**isolated, **overrides})
 

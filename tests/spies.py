@@ -1,4 +1,5 @@
-"""A spy on ``broker.enqueue`` and ``enqueue_many``: what was sent, with which delay, without changing what happens."""
+"""A spy on ``broker.enqueue`` and ``enqueue_many``: what was sent, with which delay, without changing what happens;
+and a job's deliveries through the retry middleware, one after another, each the message the previous one sent."""
 
 from __future__ import annotations
 
@@ -8,9 +9,15 @@ from typing import Any
 
 import dramatiq
 import pytest
+from dramatiq.broker import MessageProxy
+from dramatiq.brokers.stub import StubBroker
 
 from calsync.core.messaging.batch import BatchBroker, Outgoing
+from calsync.core.messaging.messages import sync_message
 from calsync.core.model.payload import JobPayload, parse_payload
+from calsync.core.store.database import Database
+from calsync.core.worker.context import JobContext, start_job
+from calsync.core.worker.middleware.retries import RetryPolicy, ScheduledRetries
 
 
 @dataclass(frozen=True)
@@ -60,3 +67,31 @@ class EnqueueSpy:
             if payload.attempt > 1:
                 found.setdefault((payload.job_id, payload.attempt), sent)
         return found
+
+
+def redelivered(
+    db: Database,
+    queue: str,
+    monkeypatch: pytest.MonkeyPatch,
+    policy: RetryPolicy,
+    payload: JobPayload,
+    errors: Sequence[BaseException],
+) -> tuple[list[JobContext], dramatiq.Message[Any]]:
+    """The job delivered once per error, each delivery raising it: what the retry middleware made of each, and the
+    message the last one enqueued (a delivery is the message the previous one re-enqueued: its options carry over)."""
+    retries, stub = ScheduledRetries(db, policy), StubBroker(middleware=[])
+    stub.declare_queue(queue)
+    spy = EnqueueSpy(stub, monkeypatch)
+    message = sync_message(queue, payload)
+    delivered = []
+    try:
+        for error in errors:
+            proxy = MessageProxy(message)
+            ctx = JobContext(proxy.message_id, proxy.actor_name, proxy.queue_name, payload=payload)
+            start_job(ctx)
+            retries.after_process_message(stub, proxy, exception=error)
+            delivered.append(ctx)
+            message = spy.sent[-1].message
+    finally:
+        stub.close()
+    return delivered, message

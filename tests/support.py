@@ -48,6 +48,13 @@ TEST_SCALE: dict[str, Any] = {
 }
 
 
+def free_port() -> int:
+    """A TCP port nobody listens on right now."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
 def make_settings(data_dir: Path, **values: Any) -> Settings:
     """Settings with test-scale timings; explicit values win."""
     return Settings(data_dir=data_dir, **{**TEST_SCALE, **values})

@@ -12,6 +12,7 @@ from calsync.core.model.errors import EntityNotFound, InvalidChange
 from calsync.core.producer.submit import Producer
 from calsync.core.store import events as event_repo
 from calsync.core.store import targets as target_repo
+from calsync.core.store.targets import TargetRow
 
 
 @click.command("submit")
@@ -42,7 +43,8 @@ def events() -> None:
 @click.option("--json", "as_json", is_flag=True, help="Print JSON.")
 @pass_state
 def show(state: CliState, entity_id: str, tenant: str | None, as_json: bool) -> None:
-    """Show an event's version, business status and every target's sync status."""
+    """Show an event's version, business status and every target's sync status (a pending one: why it waits, until
+    when, and the provider's last error)."""
     with state.runtime.db.read() as conn:
         if tenant is None:
             tenants = event_repo.find_event_tenants(conn, entity_id)
@@ -72,9 +74,17 @@ def show(state: CliState, entity_id: str, tenant: str | None, as_json: bool) -> 
     click.echo(f"{event.id} v{event.version} {event.status}: {event.title}")
     print_table(
         "targets",
-        ["account", "wanted", "sync status", "synced/wanted", "external id", "last error"],
+        ["account", "wanted", "sync status", "synced/wanted", "external id", "waits for", "last error"],
         [
-            (r.account_id, r.wanted, r.status, f"{r.synced_version}/{r.wanted_version}", r.external_id, r.last_error)
+            (r.account_id, r.wanted, r.status, f"{r.synced_version}/{r.wanted_version}", r.external_id, _waits(r),
+             r.last_error)
             for r in rows
         ],
-    )
+    )  # fmt: skip
+
+
+def _waits(row: TargetRow) -> str | None:
+    """Why a pending target waits, and until when (``calsync events show``'s table)."""
+    if row.waiting is None:
+        return None
+    return f"{row.waiting} until {row.due_at.isoformat(timespec='seconds')}" if row.due_at else row.waiting

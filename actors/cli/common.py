@@ -99,6 +99,8 @@ def read_json_file(path: Path, what: str) -> Any:
     except json.JSONDecodeError as exc:
         where = f"line {exc.lineno} column {exc.colno}"
         raise InvalidChange(f"{what} {path} is not valid JSON: {exc.msg} at {where}") from None
+    except ValueError as exc:  # JSON the parser refuses: a number of more than 4300 digits
+        raise InvalidChange(f"{what} {path} cannot be read as JSON: {str(exc).split(';', 1)[0]}") from None
 
 
 def parse_options(pairs: Sequence[str]) -> dict[str, Any]:
@@ -129,7 +131,8 @@ EXIT_DEFERRED = 3
 _NOUNS = {"provider_accounts": "account", "events": "event", "api_keys": "API key", "dead_letters": "dead letter"}
 
 
-def _first_line(text: str) -> str:
+def first_line(text: str) -> str:
+    """The first non-blank line of a (library's) message, stripped."""
     return next((line.strip() for line in text.splitlines() if line.strip()), "")
 
 
@@ -143,15 +146,15 @@ def describe_failure(exc: BaseException) -> tuple[int, str]:
             return EXIT_BAD_INPUT, f"{noun} {params['id']} already exists"
         return EXIT_BAD_INPUT, f"the {noun} conflicts with one already stored"
     if isinstance(exc, sqlalchemy.exc.DBAPIError):
-        return EXIT_UNAVAILABLE, f"database unavailable: {_first_line(str(exc.orig)) or type(exc.orig).__name__}"
+        return EXIT_UNAVAILABLE, f"database unavailable: {first_line(str(exc.orig)) or type(exc.orig).__name__}"
     if isinstance(exc, sqlalchemy.exc.SQLAlchemyError):
-        return EXIT_UNAVAILABLE, f"database error: {_first_line(str(exc)).split(' (Background on')[0]}"
+        return EXIT_UNAVAILABLE, f"database error: {first_line(str(exc)).split(' (Background on')[0]}"
     if isinstance(exc, redis.RedisError):
-        return EXIT_UNAVAILABLE, f"Redis unavailable: {_first_line(str(exc))}"
+        return EXIT_UNAVAILABLE, f"Redis unavailable: {first_line(str(exc))}"
     if isinstance(exc, OSError):
         where = f" ({exc.filename})" if exc.filename else ""
         return EXIT_UNAVAILABLE, f"{exc.strerror or type(exc).__name__}{where}"
-    return EXIT_UNAVAILABLE, f"{type(exc).__name__}: {_first_line(str(exc))}"
+    return EXIT_UNAVAILABLE, f"{type(exc).__name__}: {first_line(str(exc))}"
 
 
 def exit_if_deferred(deferred_accounts: Sequence[str]) -> None:

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import errno
 import os
+import socket
 import sys
 from pathlib import Path
 
@@ -15,6 +17,7 @@ from calsync.core.config.coalesce import poll_environment
 from calsync.core.config.settings import child_environment, metrics_environment
 from calsync.core.messaging.lanes import lanes_of
 from calsync.core.messaging.messages import reconcile_message
+from calsync.core.model.errors import ConfigurationError
 from calsync.core.producer.reconcile import reconcile as run_reconcile
 from calsync.core.redis.embedded import EmbeddedRedis
 from calsync.core.redis.keys import RedisKeys
@@ -45,6 +48,25 @@ def _empty(directory: Path, pattern: str) -> None:
         leftover.unlink(missing_ok=True)
 
 
+def require_metrics_port(host: str, port: int) -> None:
+    """Refuse to start a worker whose metrics port is taken (exit 2, one line).
+
+    Dramatiq's exposition server would fail in its own process with a traceback while the workers ran on,
+    unseen by Prometheus: the alerts that depend on worker metrics would go quiet. So the port is bound here
+    once, as that server binds it (SO_REUSEADDR, so a port a stopped worker left in TIME_WAIT is free).
+    """
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
+        probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            probe.bind((host, port))
+        except OSError as exc:
+            why = "in use" if exc.errno == errno.EADDRINUSE else (exc.strerror or type(exc).__name__)
+            raise ConfigurationError(
+                f"CALSYNC_METRICS_PORT {port} on {host} is {why}: a worker never runs without its metrics "
+                "(its alerts would go quiet); stop what holds the port or set CALSYNC_METRICS_PORT to a free one"
+            ) from None
+
+
 @click.command("worker")
 @click.option("--processes", type=click.IntRange(1), help="Worker processes (default CALSYNC_WORKER_PROCESSES).")
 @click.option("--threads", type=click.IntRange(1), help="Threads per process (default CALSYNC_WORKER_THREADS).")
@@ -54,6 +76,7 @@ def worker(state: CliState, processes: int | None, threads: int | None) -> None:
     settings = state.settings
     runtime = state.runtime  # resolves the broker (starting the embedded Redis) and checks the schema
     require_secret_key(runtime.cipher, runtime.db)  # one line here, not a crash in every worker process
+    require_metrics_port(settings.metrics_host, settings.metrics_port)
     env = child_environment(settings)
     env["CALSYNC_BROKER_URL"] = runtime.broker_url
     env["CALSYNC_REDIS_URL"] = runtime.redis_url
@@ -86,7 +109,9 @@ def reconcile(state: CliState, older_than: float | None, enqueue: bool) -> None:
 
 
 @click.command("migrate")
-@click.option("--to", "target", metavar="REV", help="Move to this revision, up or down (default: this release's head).")
+@click.option(
+    "--to", "target", metavar="REV", help="Move to this revision, up or down, or `head` (default: this release's head)."
+)
 @pass_state
 def migrate(state: CliState, target: str | None) -> None:
     """Create, upgrade or downgrade the database schema (safe to run again; a compatible newer schema is kept)."""

@@ -7,8 +7,11 @@ throughput from the per-minute outcome counters of :mod:`core.redis.stats`.
 from __future__ import annotations
 
 import datetime as dt
+import json
+import sys
 import time
 from collections import Counter
+from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -18,7 +21,7 @@ from rich.live import Live
 from rich.table import Table
 from rich.text import Text
 
-from calsync.actors.cli.common import CliState, pass_state, print_json, stdout
+from calsync.actors.cli.common import EXIT_UNAVAILABLE, CliState, first_line, pass_state, print_json, stdout
 from calsync.core.model.vocabulary import Outcome
 from calsync.core.observability.readings import Reading, StatusReader
 from calsync.core.redis.pause import PauseState, PauseSwitch
@@ -158,37 +161,70 @@ def render(status: Status) -> RenderableType:
 
 
 @click.command("status")
-@click.option("--json", "as_json", is_flag=True, help="Print one JSON document.")
-@click.option("--watch", is_flag=True, help="Keep the view on screen, refreshed every --interval seconds.")
+@click.option("--json", "as_json", is_flag=True, help="Print one JSON document (with --watch: one per line).")
+@click.option("--watch", is_flag=True, help="Refresh every --interval seconds (not a terminal: print each refresh).")
 @click.option(
     "--interval", type=click.FloatRange(min=0.05), default=2.0, show_default=True, help="Seconds between refreshes."
 )
 @click.option("--count", type=click.IntRange(1), help="With --watch: stop after this many refreshes (default: Ctrl-C).")
 @pass_state
 def status(state: CliState, as_json: bool, watch: bool, interval: float, count: int | None) -> None:
-    """Queue depth, delayed, in flight, oldest age, open dead letters, targets, workers, recent throughput."""
-    if as_json and watch:
-        raise click.UsageError("--json and --watch do not go together")
+    """Queue depth, delayed, in flight, oldest age, open dead letters, targets, workers, recent throughput.
+
+    Exits 1 when a source (broker, database, Redis) could not be read, after showing what could be; with
+    ``--watch``, as its last refresh.
+    """
     runtime = state.runtime
     reader = StatusReader(runtime)
     try:
-        if as_json:
-            print_json(read_status(reader, runtime.stats).as_json())
-        elif watch:
-            _watch(reader, runtime.stats, interval, count)
+        readings = _refreshes(reader, runtime.stats, interval, count if watch else 1)
+        if watch and not as_json and stdout.is_terminal:
+            last = _live(readings)
         else:
-            stdout.print(render(read_status(reader, runtime.stats)))
+            last = _printed(readings, as_json=as_json, lines=watch)
     finally:
         reader.close()
+    if last is not None and last.reading.errors:
+        unread = "; ".join(f"{source} unavailable: {first_line(error)}"
+                           for source, error in sorted(last.reading.errors.items()))  # fmt: skip
+        click.echo(f"calsync: error: {unread}", err=True)
+        sys.exit(EXIT_UNAVAILABLE)
 
 
-def _watch(reader: StatusReader, stats: JobStats, interval: float, count: int | None) -> None:
-    refreshes = 1
-    with Live(render(read_status(reader, stats)), console=stdout, auto_refresh=False) as live:
+def _refreshes(reader: StatusReader, stats: JobStats, interval: float, count: int | None) -> Iterator[Status]:
+    """A reading, then one every ``interval`` seconds, ``count`` in all (None: until Ctrl-C)."""
+    done = 0
+    while True:
+        yield read_status(reader, stats)
+        done += 1
+        if count is not None and done >= count:
+            return
+        time.sleep(interval)
+
+
+def _printed(readings: Iterator[Status], *, as_json: bool, lines: bool) -> Status | None:
+    """Each reading printed as it comes: a table, or a JSON document (``lines``: one per line, NDJSON)."""
+    last = None
+    try:
+        for last in readings:
+            if not as_json:
+                stdout.print(render(last))
+            elif lines:
+                click.echo(json.dumps(last.as_json(), default=str))
+            else:
+                print_json(last.as_json())
+    except KeyboardInterrupt:
+        pass
+    return last
+
+
+def _live(readings: Iterator[Status]) -> Status | None:
+    """On a terminal: one view, redrawn in place at each reading."""
+    last = next(readings)
+    with Live(render(last), console=stdout, auto_refresh=False) as live:
         try:
-            while count is None or refreshes < count:
-                time.sleep(interval)
-                live.update(render(read_status(reader, stats)), refresh=True)
-                refreshes += 1
+            for last in readings:
+                live.update(render(last), refresh=True)
         except KeyboardInterrupt:
             pass
+    return last

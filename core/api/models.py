@@ -9,7 +9,7 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from calsync.core.model.calendar import BusinessStatus, EventState, SendUpdates
 from calsync.core.model.ids import Identifier
-from calsync.core.model.vocabulary import DeadLetterKind, SyncStatus
+from calsync.core.model.vocabulary import DeadLetterKind, SyncStatus, WaitReason
 from calsync.core.producer.receipts import Receipt
 from calsync.core.store.targets import TargetRow
 
@@ -42,9 +42,15 @@ class TargetOut(BaseModel):
     wanted_version: int
     synced_version: int
     external_id: str | None
-    last_error: str | None
-    error_class: str | None
-    due_at: dt.datetime | None
+    last_error: str | None = Field(description="The provider's last error for this target (redacted), kept while "
+                                   "it waits and when it failed; null once synced.")  # fmt: skip
+    error_class: str | None = Field(description="The class of that error, e.g. ProviderUnavailable.")
+    wait_reason: WaitReason | None = Field(
+        description="Why a pending target waits until `due_at`: a `retry` after a temporary failure, `lock busy`, a "
+        "hold of traffic control (a limit, a back-off, an open breaker, an outage), or `not enqueued`; null otherwise."
+    )
+    due_at: dt.datetime | None = Field(description="When a pending target's job is due (for a waiting one: until when "
+                                       "it waits, as last noted).")  # fmt: skip
     updated_at: dt.datetime
 
     @classmethod
@@ -52,7 +58,8 @@ class TargetOut(BaseModel):
         """From a stored target."""
         return cls(account_id=row.account_id, wanted=row.wanted, status=row.status, wanted_version=row.wanted_version,
                    synced_version=row.synced_version, external_id=row.external_id, last_error=row.last_error,
-                   error_class=row.error_class, due_at=row.due_at, updated_at=row.updated_at)  # fmt: skip
+                   error_class=row.error_class, wait_reason=row.waiting, due_at=row.due_at,
+                   updated_at=row.updated_at)  # fmt: skip
 
 
 class EventOut(BaseModel):

@@ -1,9 +1,11 @@
 """Every error answer is an RFC 9457 ``application/problem+json`` document naming what to fix.
 
 Validation errors (FastAPI's, and the :class:`InvalidChange` messages of the intake, which use the same
-``field: message; ...`` form) become one entry per bad field in ``errors``. A body that is not JSON at all
-is 400; a body that is JSON but breaks the contract is 422. The database being unreachable is 503 with
-``Retry-After`` (nothing was saved: the intent transaction did not commit).
+``field: message; ...`` form) become one entry per bad field in ``errors``. A body sent under another media
+type than JSON (or none) is 415 naming ``application/json``; a body that is not JSON at all, or that JSON
+cannot read (a number of more than 4300 digits), is 400; a body that is JSON but breaks the contract is 422.
+The database being unreachable is 503 with ``Retry-After`` (nothing was saved: the intent transaction did not
+commit). Every ``type`` is one of :data:`ProblemType`, each listed in docs/PROTOCOL.md (a test checks it).
 """
 
 from __future__ import annotations
@@ -11,7 +13,7 @@ from __future__ import annotations
 import logging
 import re
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import Any, Literal
 
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
@@ -32,7 +34,14 @@ from calsync.core.model.validation_wording import field_message
 
 log = logging.getLogger(__name__)
 
+#: Every problem type the API answers with, as ``urn:calsync:problem:<slug>`` (docs/PROTOCOL.md, "Errors").
+ProblemType = Literal[
+    "malformed", "unsupported-media-type", "validation", "idempotency-key-reused", "rejected", "unstorable",
+    "unauthorized", "forbidden", "not-found", "conflict", "too-large", "unavailable", "not-ready", "internal", "http",
+]  # fmt: skip
+
 PROBLEM_JSON = "application/problem+json"
+JSON = "application/json"
 _TYPE = "urn:calsync:problem:"
 _FIELD_MESSAGE = re.compile(r"^([A-Za-z0-9_.\[\]()-]+): (.+)$", re.DOTALL)
 
@@ -60,7 +69,7 @@ class ProblemError(Exception):
     def __init__(
         self,
         status: int,
-        slug: str,
+        slug: ProblemType,
         title: str,
         detail: str | None = None,
         *,
@@ -117,6 +126,32 @@ def validation_problem(exc: RequestValidationError) -> ProblemError:
     return ProblemError(422, "validation", "Unprocessable Content", "the request breaks the contract", errors=fields)
 
 
+def is_json(content_type: str | None) -> bool:
+    """``application/json`` or an ``application/…+json`` type, whatever its parameters (``; charset=utf-8``)."""
+    media = (content_type or "").split(";", 1)[0].strip().lower()
+    return media == JSON or (media.startswith("application/") and media.endswith("+json"))
+
+
+def unsupported_media_type(request: Request, exc: RequestValidationError) -> ProblemError | None:
+    """415 for a body the route could not read because it came as another media type than JSON (or as none)."""
+    content_type = request.headers.get("content-type")
+    if not exc.body or is_json(content_type) or not any(err.get("loc", ("",))[0] == "body" for err in exc.errors()):
+        return None
+    return ProblemError(
+        415, "unsupported-media-type", "Unsupported Media Type",
+        f"the body must be sent as {JSON} (Content-Type: {content_type or 'none'})",
+        errors=[FieldError(field="header.Content-Type", message=f"must be {JSON}")], headers={"Accept": JSON},
+    )  # fmt: skip
+
+
+def unreadable_body(exc: StarletteHTTPException) -> ProblemError | None:
+    """400 for a body that is JSON the parser refused (FastAPI's 400 carries the parser's error as its cause)."""
+    if exc.status_code != 400 or exc.__cause__ is None:
+        return None
+    why = str(exc.__cause__).split(";", 1)[0] or type(exc.__cause__).__name__
+    return ProblemError(400, "malformed", "Malformed Request Body", f"the body cannot be read as JSON: {why}")
+
+
 def install(app: FastAPI, *, retry_after: int) -> None:
     """Answer every error the application can raise with a problem document."""
 
@@ -126,10 +161,12 @@ def install(app: FastAPI, *, retry_after: int) -> None:
 
     @app.exception_handler(RequestValidationError)
     async def _validation(request: Request, exc: RequestValidationError) -> JSONResponse:
-        return validation_problem(exc).response()
+        return (unsupported_media_type(request, exc) or validation_problem(exc)).response()
 
     @app.exception_handler(StarletteHTTPException)
     async def _http(request: Request, exc: StarletteHTTPException) -> JSONResponse:
+        if (unreadable := unreadable_body(exc)) is not None:
+            return unreadable.response()
         title = {404: "Not Found", 405: "Method Not Allowed"}.get(exc.status_code, "HTTP Error")
         headers = dict(exc.headers or {})
         return ProblemError(exc.status_code, "http", title, str(exc.detail), headers=headers).response()

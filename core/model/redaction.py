@@ -6,6 +6,12 @@ secret fields (:data:`SECRET_FIELDS`, and names ending in ``_secret``, ``_passwo
 messages. Registered values are masked wherever they later appear; an adapter may also pass the
 secrets of the call at hand. Token-shaped strings (bearer tokens, Google access and refresh tokens,
 JWTs, private keys, ``password=...`` pairs) are masked by pattern as a second line of defence.
+
+Only whole values that look like secrets are masked wherever they appear (:func:`maskable`): at least
+``MIN_REGISTERED`` characters (``MIN_GIVEN`` for a call's own), and not an ordinary word. A value such as
+``revoked`` (a test user's refresh token) would otherwise turn Google's "Token has been expired or
+revoked." into "... or ***." in every message; such a value is masked only where the patterns find it,
+after its field's name (``"refresh_token": "***"``, ``password=***``).
 """
 
 from __future__ import annotations
@@ -21,6 +27,10 @@ MASK = "***"
 MIN_REGISTERED = 6
 MIN_GIVEN = 4
 _MIN_LINE = 16
+
+#: An ordinary word (``revoked``, ``Token``, ``ERROR``): shorter than this, never masked by value.
+_WORD = re.compile(r"[A-Z]?[a-z]+|[A-Z]+")
+_WORD_MAX = 16
 
 _secrets: set[str] = set()
 _secrets_lock = threading.Lock()
@@ -89,9 +99,14 @@ def register_secrets(values: Any) -> None:
         _secrets_snapshot = tuple(sorted(_secrets, key=len, reverse=True))
 
 
+def maskable(value: str, minimum: int = MIN_REGISTERED) -> bool:
+    """Whether a secret's value is masked wherever it appears: long enough, and not an ordinary word."""
+    return len(value) >= minimum and (len(value) >= _WORD_MAX or _WORD.fullmatch(value) is None)
+
+
 def _walk_strings(value: Any) -> Iterator[str]:
     if isinstance(value, str):
-        if len(value) >= MIN_REGISTERED:
+        if maskable(value):
             yield value
             for line in value.splitlines():
                 if len(line.strip()) >= _MIN_LINE:
@@ -106,7 +121,7 @@ def _walk_strings(value: Any) -> Iterator[str]:
 
 def redact(text: str, secrets: Iterable[str] = ()) -> str:
     """The text with ``secrets``, every registered secret and token-shaped strings masked."""
-    given = sorted((s for s in secrets if len(s) >= MIN_GIVEN), key=len, reverse=True)
+    given = sorted((s for s in secrets if maskable(s, MIN_GIVEN)), key=len, reverse=True)
     for secret in (*given, *_secrets_snapshot):
         if secret in text:
             text = text.replace(secret, MASK)

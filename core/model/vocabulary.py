@@ -25,6 +25,22 @@ class Outcome(StrEnum):
 SyncStatus = Literal["pending", "synced", "failed", "deleted"]
 SYNC_STATUSES: Final[tuple[SyncStatus, ...]] = get_args(SyncStatus)
 
+# Why a pending target waits (``event_targets.wait_reason``; ``calsync events show``, GET /v1/events/{id}): a retry
+# after a temporary failure, the target's lock held by another delivery, a hold of traffic control (the Held
+# error's ``reason``: a limit, a back-off, an open breaker, an outage), or an enqueue that failed after the commit.
+WaitReason = Literal[
+    "retry", "lock busy", "held by traffic control", "concurrency limited", "over rate", "backing off",
+    "circuit open", "outage suspected", "credentials unreadable", "deferred", "not enqueued",
+]  # fmt: skip
+WAIT_REASONS: Final[tuple[WaitReason, ...]] = get_args(WaitReason)
+_WAITS: Final[dict[str, WaitReason]] = {reason: reason for reason in WAIT_REASONS}
+
+
+def as_wait_reason(text: str) -> WaitReason:
+    """A reason as the vocabulary spells it; an unknown one (a newer release's) reads as ``deferred``."""
+    return _WAITS.get(text, "deferred")
+
+
 Role = Literal["worker", "producer", "cli"]
 
 # A dead letter is a job that failed for good, a message quarantined because it is not a job at all, or a

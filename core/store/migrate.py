@@ -35,7 +35,7 @@ if TYPE_CHECKING:
     from alembic.script import ScriptDirectory
 
 MIGRATIONS = Path(__file__).with_name("migrations")
-HEAD_REVISION = "0008"  # the newest script in migrations/versions (tests/store/test_migrate.py checks it)
+HEAD_REVISION = "0009"  # the newest script in migrations/versions (tests/store/test_migrate.py checks it)
 # Alembic's default version table, which env.py keeps: one row, the revision the schema is at.
 _ALEMBIC_VERSION = sa.table("alembic_version", sa.column("version_num", sa.String))
 
@@ -169,14 +169,17 @@ def upgrade(db: Database, revision: str = "head", location: Path | None = None) 
 
 
 def migrate_to(db: Database, target: str | None = None, location: Path | None = None) -> Migration:
-    """Upgrade to head (``target`` None) or move to ``target``, up or down; one-line errors for what cannot be."""
+    """Upgrade to head (``target`` None) or move to ``target`` (a revision, or ``head``), up or down; one-line errors
+    for what cannot be."""
     if target is None and _at_shipped_head(db, location):
         return Migration(HEAD_REVISION, HEAD_REVISION, "unchanged")
     known = known_revisions(location)
     head = known[-1]
     current = current_revision(db)
+    if target == "head":  # Alembic's name for the newest revision: this release's head, named explicitly
+        target = head
     if target is not None and target not in known:
-        raise ConfigurationError(f"unknown revision {target!r}: this calsync knows {', '.join(known)}")
+        raise ConfigurationError(f"unknown revision {target!r}: this calsync knows {', '.join(known)} (or head)")
     if current is not None and current not in known:
         if target is None and _accepts_newer(db, known, head):
             return Migration(current, current, "ahead")

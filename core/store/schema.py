@@ -133,6 +133,9 @@ event_targets = Table(
     Column("error_class", String(128), nullable=True),
     # When a pending target is expected to have been processed; the reconciler re-enqueues overdue ones.
     Column("due_at", UTCDateTime, nullable=True),
+    # Why a pending target waits until due_at (core.model.vocabulary.WaitReason); no CHECK, so a newer release's
+    # reason never breaks an older schema. Read only while the target is pending (migration 0009_wait_reason).
+    Column("wait_reason", String(32), nullable=True),
     Column("updated_at", UTCDateTime, nullable=False),
     ForeignKeyConstraint(["tenant_id", "event_id"], ["events.tenant_id", "events.id"], name="fk_targets_event"),
     ForeignKeyConstraint(["account_id"], ["provider_accounts.id"], name="fk_targets_account"),

@@ -16,7 +16,7 @@ from typing import Any, Literal, NamedTuple
 from sqlalchemy import Connection, and_, bindparam, case, func, or_, select, update
 
 from calsync.core.model.calendar import Target
-from calsync.core.model.vocabulary import SyncStatus
+from calsync.core.model.vocabulary import SyncStatus, WaitReason, as_wait_reason
 from calsync.core.store.direct import DirectResult, DirectStatement, DirectTransaction
 from calsync.core.store.schema import event_targets as t
 from calsync.core.store.schema import events as ev
@@ -50,11 +50,20 @@ class TargetRow:
     error_class: str | None
     due_at: dt.datetime | None
     updated_at: dt.datetime
+    wait_reason: str | None = None  # as stored; read it as ``waiting``
 
     @property
     def key(self) -> TargetKey:
         """This target's primary key."""
         return TargetKey(self.tenant_id, self.event_id, self.account_id)
+
+    @property
+    def waiting(self) -> WaitReason | None:
+        """Why the target waits until ``due_at``: only while it is pending (a sync by the previous release may leave a
+        reason behind), an unknown (newer) reason read as ``deferred``."""
+        if self.status != "pending" or self.wait_reason is None:
+            return None
+        return as_wait_reason(self.wait_reason)
 
     def view(self) -> Target:
         """What an adapter needs to know about the target."""
@@ -82,6 +91,7 @@ class TargetRow:
             "etag": self.external_etag,
             "last_error": self.last_error,
             "error_class": self.error_class,
+            "wait_reason": self.waiting,
             "due_at": self.due_at.isoformat() if self.due_at else None,
             "updated_at": self.updated_at.isoformat(),
         }
@@ -111,6 +121,7 @@ _RECORD_SYNCED = DirectStatement(
         status=case((_REACHED, bindparam("v_final", type_=t.c.status.type)), else_="pending"),
         last_error=None,
         error_class=None,
+        wait_reason=None,
         due_at=case((_REACHED, None), else_=t.c.due_at),
         updated_at=bindparam("v_now", type_=t.c.updated_at.type),
     )
@@ -148,12 +159,17 @@ def plan_target(conn: Connection, key: TargetKey, *, wanted: Wanted, version: in
         conn.execute(_PLAN_NEW, values)
 
 
-_PLAN = update(t).where(_BY_KEY).values(
-    wanted=bindparam("v_wanted"),
-    wanted_version=bindparam("v_version"),
-    status="pending",
-    due_at=bindparam("v_due", type_=t.c.due_at.type),
-    updated_at=bindparam("v_now", type_=t.c.updated_at.type),
+_PLAN = (
+    update(t)
+    .where(_BY_KEY)
+    .values(
+        wanted=bindparam("v_wanted"),
+        wanted_version=bindparam("v_version"),
+        status="pending",
+        due_at=bindparam("v_due", type_=t.c.due_at.type),
+        wait_reason=None,
+        updated_at=bindparam("v_now", type_=t.c.updated_at.type),
+    )
 )
 _PLAN_NEW = t.insert().values(
     tenant_id=bindparam("k_tenant"),
@@ -261,13 +277,22 @@ def all_deleted(tx: DirectTransaction, tenant_id: str, event_id: str) -> bool:
 
 
 def record_retry(
-    conn: Connection, key: TargetKey, *, version: int, error_class: str, message: str, due_at: dt.datetime
+    conn: Connection,
+    key: TargetKey,
+    *,
+    version: int,
+    due_at: dt.datetime,
+    wait_reason: WaitReason = "retry",
+    error_class: str | None = None,
+    message: str | None = None,
 ) -> None:
-    """Note the last error and when the retry is due, unless a newer version already took over."""
+    """Note why the target waits and until when, and the provider's last error when there is one (a deferral no
+    provider call caused keeps the last error it had), unless a newer version already took over."""
+    values: dict[str, Any] = {"wait_reason": wait_reason, "due_at": due_at, "updated_at": dt.datetime.now(dt.UTC)}
+    if error_class is not None:
+        values.update(last_error=message, error_class=error_class)
     conn.execute(
-        update(t)
-        .where(_BY_KEY, t.c.status == "pending", t.c.wanted_version <= version)
-        .values(last_error=message, error_class=error_class, due_at=due_at, updated_at=dt.datetime.now(dt.UTC)),
+        update(t).where(_BY_KEY, t.c.status == "pending", t.c.wanted_version <= version).values(**values),
         _key_params(key),
     )
 
@@ -282,6 +307,7 @@ def record_failed(conn: Connection, key: TargetKey, *, version: int, error_class
             last_error=message,
             error_class=error_class,
             due_at=None,
+            wait_reason=None,
             updated_at=dt.datetime.now(dt.UTC),
         ),
         _key_params(key),
@@ -293,7 +319,7 @@ def reopen(conn: Connection, key: TargetKey, *, due_at: dt.datetime) -> None:
     conn.execute(
         update(t)
         .where(_BY_KEY, t.c.status == "failed")
-        .values(status="pending", due_at=due_at, updated_at=dt.datetime.now(dt.UTC)),
+        .values(status="pending", due_at=due_at, wait_reason=None, updated_at=dt.datetime.now(dt.UTC)),
         _key_params(key),
     )
 
@@ -311,12 +337,14 @@ def overdue(conn: Connection, *, before: dt.datetime, limit: int) -> list[Target
 
 def mark_unqueued(conn: Connection, key: TargetKey) -> None:
     """A pending target whose enqueue failed: no due time, so the very next reconcile pass re-enqueues it."""
-    conn.execute(update(t).where(_BY_KEY, t.c.status == "pending").values(due_at=None), _key_params(key))
+    conn.execute(update(t).where(_BY_KEY, t.c.status == "pending").values(due_at=None, wait_reason="not enqueued"),
+                 _key_params(key))  # fmt: skip
 
 
 def postpone(conn: Connection, key: TargetKey, *, due_at: dt.datetime) -> None:
-    """Move a pending target's due time (after the reconciler re-enqueued it)."""
-    conn.execute(update(t).where(_BY_KEY, t.c.status == "pending").values(due_at=due_at), _key_params(key))
+    """Move a pending target's due time (after the reconciler re-enqueued it: it waits for nothing else now)."""
+    conn.execute(update(t).where(_BY_KEY, t.c.status == "pending").values(due_at=due_at, wait_reason=None),
+                 _key_params(key))  # fmt: skip
 
 
 def count_by_status(conn: Connection) -> dict[str, int]:

@@ -7,6 +7,9 @@ address or a disabled endpoint end in the DLQ (kind ``webhook``: status, a trunc
 replay`` sends it again under the same ``webhook-id``. The row counts attempts and holds the next due time
 before the retry is enqueued, so a lost message is found by the reconciler, never restarted.
 
+Each run answers how it ended (:class:`Attempted`): the ``deliver_webhook`` actor makes that its job's outcome and
+log line (a dead-lettered delivery is a dead-lettered job, never a success).
+
 Every failed attempt extends the endpoint's failure streak; an endpoint failing for
 ``WEBHOOK_DISABLE_AFTER`` seconds and at least ``WEBHOOK_DISABLE_MIN_FAILURES`` attempts in a row is
 disabled (``disabled_by = auto``) until an operator enables it again.
@@ -28,7 +31,7 @@ from calsync.core.model.backoff import retry_delay
 from calsync.core.model.errors import InvalidWebhookUrl, SecretKeyMismatch
 from calsync.core.model.ids import new_id
 from calsync.core.model.redaction import redact
-from calsync.core.model.vocabulary import WebhookOutcome
+from calsync.core.model.vocabulary import Outcome, WebhookOutcome
 from calsync.core.model.webhook_signing import request_headers
 from calsync.core.model.webhooks import WebhookNotification
 from calsync.core.store import dead_letters, webhook_deliveries, webhook_endpoints, webhook_notifications
@@ -64,6 +67,24 @@ class _Failure:
     error_class: str
 
 
+@dataclass(frozen=True)
+class Attempted:
+    """How one run of a delivery ended: the attempt's outcome, and what the job's one log line says of it."""
+
+    outcome: WebhookOutcome
+    fields: dict[str, object]  # notification_id, endpoint_id, attempt, status, retry_in_seconds
+    dead_letter_reason: str | None = None  # the DLQ record's reason, when this run dead-lettered the delivery
+
+    @property
+    def job_outcome(self) -> Outcome:
+        """The run's outcome as a job (the log line, ``calsync_jobs_total``): a dead letter is never a success."""
+        if self.dead_letter_reason is not None:
+            return Outcome.DEAD_LETTERED
+        if self.outcome is WebhookOutcome.RETRY_SCHEDULED:
+            return Outcome.RETRY_SCHEDULED
+        return Outcome.ALREADY_DONE if self.outcome is WebhookOutcome.SKIPPED else Outcome.SUCCESS
+
+
 def retryable(status: int) -> bool:
     """Answers worth another attempt: server errors, request timeout, too many requests."""
     return status >= 500 or status in (408, 429)
@@ -85,9 +106,10 @@ class Deliverer:
         self.queue, self.policy = queue, policy
         self.unreadable = UnreadableSecrets()  # signing secrets this worker's keys cannot open: held, said
 
-    def deliver(self, notification_id: str, endpoint_id: str) -> WebhookOutcome:
+    def deliver(self, notification_id: str, endpoint_id: str) -> Attempted:
         """One attempt of a pending delivery (anything else is skipped)."""
         now = dt.datetime.now(dt.UTC)
+        ids: dict[str, object] = {"notification_id": notification_id, "endpoint_id": endpoint_id}
         with self.db.read() as conn:
             delivery = webhook_deliveries.get(conn, notification_id, endpoint_id)
             endpoint = webhook_endpoints.get(conn, endpoint_id)
@@ -98,21 +120,20 @@ class Deliverer:
                 raise self.unreadable.held(endpoint_id, "webhook endpoint") from None
         if delivery is None or delivery.status != "pending" or found is None:
             metrics.count(WebhookOutcome.SKIPPED)
-            return WebhookOutcome.SKIPPED
+            return Attempted(WebhookOutcome.SKIPPED, ids)
         if endpoint is None:
             with self.db.write() as conn:
                 webhook_deliveries.close(conn, notification_id, endpoint_id, why="the endpoint was removed")
             metrics.count(WebhookOutcome.SKIPPED)
-            return WebhookOutcome.SKIPPED
+            return Attempted(WebhookOutcome.SKIPPED, ids)
         attempt = delivery.attempts + 1
         if endpoint.status != "enabled":
             why = f"endpoint {endpoint.id} is disabled ({endpoint.disabled_by})"
             failure = _Failure(WebhookOutcome.SKIPPED, "webhook endpoint disabled", None, why, "EndpointDisabled")
-            self._dead_letter(found, endpoint, attempt - 1, failure, count_failure=False)
-            return failure.outcome
+            return self._dead_letter(found, endpoint, attempt - 1, failure, count_failure=False)
         return self._attempt(found, endpoint, attempt, keys)
 
-    def _attempt(self, notification: Notification, endpoint: Endpoint, attempt: int, keys: list[str]) -> WebhookOutcome:
+    def _attempt(self, notification: Notification, endpoint: Endpoint, attempt: int, keys: list[str]) -> Attempted:
         body = _body(notification)
         started = time.monotonic()
         answer: Answer | None = None
@@ -123,29 +144,25 @@ class Deliverer:
             answer = self.transport.post(endpoint.url, target, headers, body)
         except InvalidWebhookUrl as exc:
             failure = _Failure(WebhookOutcome.REFUSED, "webhook address refused", None, str(exc), "InvalidWebhookUrl")
-            self._dead_letter(notification, endpoint, attempt, failure)
-            return failure.outcome
+            return self._dead_letter(notification, endpoint, attempt, failure)
         except httpx.HTTPError as exc:  # timeouts, connection errors, protocol errors
             error = exc
         status = answer.status if answer is not None else None
         metrics.DELIVERY_SECONDS.labels(metrics.status_class(status, error)).observe(time.monotonic() - started)
         if answer is not None and 200 <= answer.status < 300:
             self._delivered(notification, endpoint, answer.status)
-            return WebhookOutcome.DELIVERED
+            return Attempted(WebhookOutcome.DELIVERED, _fields(notification, endpoint, attempt, answer.status))
         if answer is not None and not retryable(answer.status):
             failure = _Failure(WebhookOutcome.PERMANENT, "webhook answer refused", answer.status,
                                _answer_text(answer), "WebhookRejected")  # fmt: skip
-            self._dead_letter(notification, endpoint, attempt, failure)
-            return failure.outcome
+            return self._dead_letter(notification, endpoint, attempt, failure)
         detail = _answer_text(answer) if answer is not None else f"{type(error).__name__}: {error}"
         error_class = "WebhookUnavailable" if answer is not None else type(error).__name__
         if attempt > len(self.policy.schedule):
             failure = _Failure(WebhookOutcome.EXHAUSTED, "webhook retries exhausted", status,
                                f"{detail} (retries exhausted after {attempt} attempts)", error_class)  # fmt: skip
-            self._dead_letter(notification, endpoint, attempt, failure, error=error)
-            return failure.outcome
-        self._retry(notification, endpoint, attempt, answer, detail, error)
-        return WebhookOutcome.RETRY_SCHEDULED
+            return self._dead_letter(notification, endpoint, attempt, failure, error=error)
+        return self._retry(notification, endpoint, attempt, answer, detail, error)
 
     def _delivered(self, notification: Notification, endpoint: Endpoint, status: int) -> None:
         with self.db.write() as conn:
@@ -162,7 +179,7 @@ class Deliverer:
         answer: Answer | None,
         detail: str,
         error: Exception | None,
-    ) -> None:
+    ) -> Attempted:
         hint = answer.retry_after if answer is not None and answer.status in (429, 503) else None
         hint = min(hint, self.policy.max_retry_after) if hint is not None else None
         delay = retry_delay(self.policy.schedule, attempt - 1, jitter=self.policy.jitter, retry_after=hint)
@@ -178,9 +195,8 @@ class Deliverer:
                                 delay=int(delay * 1000))  # fmt: skip
         except Exception:
             log.warning("could not enqueue the webhook retry; the reconciler will", exc_info=True)
-        log.info("webhook delivery retry scheduled", extra={"fields": {
-            "notification_id": notification.id, "endpoint_id": endpoint.id, "attempt": attempt,
-            "status": status, "retry_in_seconds": round(delay, 3)}})  # fmt: skip
+        fields = {**_fields(notification, endpoint, attempt, status), "retry_in_seconds": round(delay, 3)}
+        return Attempted(WebhookOutcome.RETRY_SCHEDULED, fields)
 
     def _dead_letter(
         self,
@@ -191,7 +207,7 @@ class Deliverer:
         *,
         error: Exception | None = None,
         count_failure: bool = True,
-    ) -> None:
+    ) -> Attempted:
         record = _record(notification, endpoint, attempts, failure, self.queue)
         with self.db.write() as conn:
             if attempts > 0:
@@ -204,9 +220,7 @@ class Deliverer:
             if count_failure:
                 self._failed_attempt(conn, endpoint)
         metrics.count(failure.outcome, failure.status, error)
-        log.warning("webhook delivery dead-lettered", extra={"fields": {
-            "notification_id": notification.id, "endpoint_id": endpoint.id, "reason": failure.reason,
-            "status": failure.status, "attempts": attempts}})  # fmt: skip
+        return Attempted(failure.outcome, _fields(notification, endpoint, attempts, failure.status), failure.reason)
 
     def _failed_attempt(self, conn: Connection, endpoint: Endpoint) -> None:
         # The breaker: a long enough failure streak disables the endpoint (in the attempt's transaction).
@@ -222,6 +236,10 @@ class Deliverer:
         metrics.ENDPOINTS_DISABLED.inc()
         log.warning("webhook endpoint disabled by its breaker", extra={"fields": {
             "endpoint_id": endpoint.id, "tenant_id": endpoint.tenant_id, "why": reason}})  # fmt: skip
+
+
+def _fields(notification: Notification, endpoint: Endpoint, attempt: int, status: int | None) -> dict[str, object]:
+    return {"notification_id": notification.id, "endpoint_id": endpoint.id, "attempt": attempt, "status": status}
 
 
 def _body(notification: Notification) -> bytes:

@@ -20,6 +20,7 @@ from calsync.core.config.logging import bind_job
 from calsync.core.model.payload import SYNC_JOB, JobPayload
 from calsync.core.model.provider_io import RequestsSent
 from calsync.core.model.vocabulary import DeadLetterCause, Outcome
+from calsync.core.worker.failures import rejection_cause
 
 REPAIR_OPTION = "repair"  # message option of a repair sync (see core.worker.job)
 
@@ -40,7 +41,9 @@ class JobContext:
     outcome: Outcome | None = None
     error: BaseException | None = None
     dead_letter_cause: DeadLetterCause | None = None  # set when the retry policy dead-letters the delivery
+    dead_letter_reason: str | None = None  # a dead letter the job recorded itself (a webhook delivery's DLQ reason)
     retry_in: float | None = None
+    quiet: bool = False  # a deferral whose reason was told already: its line at DEBUG (core.worker.middleware.retries)
     # Requests handed to the provider (core/model/provider_io.py, counted inside the traffic gate): none means a
     # failure was calsync's own, not the provider's.
     provider_requests: RequestsSent = field(default_factory=RequestsSent)
@@ -50,6 +53,13 @@ class JobContext:
         """The job's payload is known: every log line from now on carries its fields."""
         self.payload = payload
         bind_job(self.log_fields())
+
+    def dead_lettered_because(self) -> str:
+        """Why it was dead-lettered (the log line, ``calsync_dead_letters_total{reason}``): the reason the job
+        recorded, else its cause's."""
+        if self.dead_letter_reason is not None:
+            return self.dead_letter_reason
+        return (self.dead_letter_cause or rejection_cause(self.error)).reason(self.error)
 
     def log_fields(self) -> dict[str, Any]:
         """The fields every log line about this job carries."""

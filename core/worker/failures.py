@@ -1,4 +1,5 @@
-"""What the retry and dead-letter middlewares both say about a failure: its history entry and its cause.
+"""What the retry and dead-letter middlewares both say about a failure: its history entry, its cause, and
+why a job that runs again later waits.
 
 A history entry says whether its attempt sent any request to the provider (``provider_io``, counted by the
 traffic gate: core/model/provider_io.py). The same error on two attempts in a row, neither of which did, is
@@ -18,6 +19,7 @@ from dramatiq.errors import ActorNotFound, BrokerConnectionError
 from dramatiq.middleware import Interrupt
 
 from calsync.core.model.errors import (
+    Deferred,
     InvalidPayload,
     LockBusy,
     MalformedMessage,
@@ -27,7 +29,7 @@ from calsync.core.model.errors import (
 )
 from calsync.core.model.payload import STORED_INT_MAX
 from calsync.core.model.redaction import redact
-from calsync.core.model.vocabulary import DeadLetterCause
+from calsync.core.model.vocabulary import DeadLetterCause, WaitReason, as_wait_reason
 
 HISTORY_LIMIT: Final = 20
 MESSAGE_LIMIT: Final = 1000
@@ -91,6 +93,23 @@ def is_worker_bug(history: list[dict[str, Any]], entry: dict[str, Any], error: B
     last = history[-1]
     same = last.get("error_class") == entry["error_class"] and last.get("message") == entry["message"]
     return same and last.get(PROVIDER_IO) is False and last.get("attempt") == entry["attempt"] - 1
+
+
+def wait_reason_of(error: BaseException) -> WaitReason:
+    """Why a job that ran again later waits: its deferral's reason (a busy lock, a hold of traffic control), or a retry
+    after a temporary failure."""
+    if isinstance(error, Deferred):
+        return as_wait_reason(error.reason)
+    return "retry"
+
+
+def provider_error_of(error: BaseException) -> BaseException | None:
+    """The failure behind a retry or a hold: the error itself for a retry, the provider's failure a hold was excused
+    for (its cause); None for a deferral no call caused (a busy lock, a limit, an open breaker)."""
+    if not isinstance(error, Deferred):
+        return error
+    cause = error.__cause__
+    return cause if isinstance(cause, Exception) and not isinstance(cause, Deferred) else None
 
 
 def rejection_cause(error: BaseException | None) -> DeadLetterCause:

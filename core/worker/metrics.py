@@ -37,7 +37,6 @@ from calsync.core.model.vocabulary import Outcome
 from calsync.core.store import accounts
 from calsync.core.store.database import Database
 from calsync.core.worker.context import JobContext
-from calsync.core.worker.failures import rejection_cause
 
 if TYPE_CHECKING:
     from calsync.core.config.settings import Settings
@@ -225,8 +224,7 @@ class WorkerMetrics(dramatiq.Middleware):
                 error_class = error_class_of(ctx.error) if ctx.error is not None else "unknown"
                 JOB_RETRIES.labels(ctx.actor, provider, error_class).inc()
             elif outcome is Outcome.DEAD_LETTERED:
-                cause = ctx.dead_letter_cause or rejection_cause(ctx.error)
-                DEAD_LETTERS.labels(ctx.actor, cause.reason(ctx.error)).inc()
+                DEAD_LETTERS.labels(ctx.actor, ctx.dead_lettered_because()).inc()
         except Exception:
             log.warning("could not record job metrics", exc_info=True)
 

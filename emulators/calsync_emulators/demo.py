@@ -12,6 +12,7 @@ from __future__ import annotations
 import contextlib
 import shutil
 import signal
+import socket
 import subprocess
 import sys
 import time
@@ -69,6 +70,12 @@ def _event(title: str, day: int, hour: int, **extra: Any) -> dict[str, Any]:
     }
 
 
+def _free_port() -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
 class Demo:
     """One demo run in its own data directory."""
 
@@ -96,6 +103,8 @@ class Demo:
             graph_ca_file=tls.ca_file,
             memory_provider_path=self.directory / "memory-provider.sqlite3",
             log_level="INFO",
+            metrics_host="127.0.0.1",
+            metrics_port=_free_port(),  # the demo's worker never takes a port a worker of yours may hold
         )
         self.runtime: Runtime | None = None
         self.memory = MemoryProvider(self.settings.effective_memory_provider_path)
@@ -178,17 +187,45 @@ class Demo:
         board = producer.submit(TENANT, {"operation": "upsert", "accounts": [team],
                                          "event": _event("Board meeting", 3, 9)})  # fmt: skip
         scenario.entities["Board meeting (read-only calendar)"] = board.entity_id
-        call = producer.submit(TENANT, {"operation": "upsert", "accounts": [ceo], "send_updates": "all",
-                                        "event": _event("Customer call", 4, 15, attendees=["buyer@customer.example"])})
+        call = producer.submit(
+            TENANT,
+            {
+                "operation": "upsert",
+                "accounts": [ceo],
+                "send_updates": "all",
+                "event": _event("Customer call", 4, 15, attendees=["buyer@customer.example"]),
+            },
+        )
         scenario.entities["Customer call (Google 503s)"] = call.entity_id
-        producer.submit(TENANT, {"operation": "upsert", "entity_id": call.entity_id, "accounts": [ceo],
-                                 "send_updates": "all",
-                                 "event": _event("Customer call (moved)", 4, 16, attendees=["buyer@customer.example"])})
-        budget = producer.submit(TENANT, {"operation": "upsert", "accounts": [cfo], "send_updates": "all",
-                                          "event": _event("Budget review", 6, 10, attendees=["cfo@acme.example"])})
+        producer.submit(
+            TENANT,
+            {
+                "operation": "upsert",
+                "entity_id": call.entity_id,
+                "accounts": [ceo],
+                "send_updates": "all",
+                "event": _event("Customer call (moved)", 4, 16, attendees=["buyer@customer.example"]),
+            },
+        )
+        budget = producer.submit(
+            TENANT,
+            {
+                "operation": "upsert",
+                "accounts": [cfo],
+                "send_updates": "all",
+                "event": _event("Budget review", 6, 10, attendees=["cfo@acme.example"]),
+            },
+        )
         scenario.entities["Budget review (Exchange throttling)"] = budget.entity_id
-        offsite = producer.submit(TENANT, {"operation": "upsert", "accounts": [coo], "send_updates": "all",
-                                           "event": _event("Offsite", 7, 9, attendees=["ceo@acme.example"])})
+        offsite = producer.submit(
+            TENANT,
+            {
+                "operation": "upsert",
+                "accounts": [coo],
+                "send_updates": "all",
+                "event": _event("Offsite", 7, 9, attendees=["ceo@acme.example"]),
+            },
+        )
         scenario.entities["Offsite (Graph 429 + Retry-After)"] = offsite.entity_id
         lunch = producer.submit(TENANT, {"operation": "upsert", "accounts": [team, ceo],
                                          "event": _event("Team lunch", 5, 12)})  # fmt: skip
@@ -239,8 +276,13 @@ class Demo:
         with self.runtime.db.read() as conn:
             for label, entity in scenario.entities.items():
                 for row in targets.list_targets(conn, TENANT, entity):
-                    events_table.add_row(label, names.get(row.account_id, row.account_id), row.status,
-                                         f"{row.synced_version}/{row.wanted_version}", (row.last_error or "")[:60])
+                    events_table.add_row(
+                        label,
+                        names.get(row.account_id, row.account_id),
+                        row.status,
+                        f"{row.synced_version}/{row.wanted_version}",
+                        (row.last_error or "")[:60],
+                    )
             records = dead_letters.find(conn, DeadLetterFilter())  # fmt: skip
         self.console.print(events_table)
 

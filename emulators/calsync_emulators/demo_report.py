@@ -1,4 +1,8 @@
-"""The tables ``calsync demo`` prints: live progress while syncing, then job outcomes, dead letters and calls."""
+"""The tables ``calsync demo`` prints: live progress while syncing, then job runs, dead letters and calls.
+
+The progress line and the jobs table count the same things: job runs (``calsync_jobs_total``), each a delivery of
+a job that ended with one outcome; "jobs finished" are the runs that ended their job, "runs again later" the rest.
+"""
 
 from __future__ import annotations
 
@@ -12,40 +16,58 @@ from typing import Any
 
 from rich.table import Table
 
+from calsync.core.model.vocabulary import Outcome
 from calsync.core.store.dead_letters import DeadLetter
 from calsync.providers.memory_store import Call
 
-_JOB_OUTCOMES = (
-    ("success", "synced"),
-    ("retry_scheduled", "retried (temporary failure)"),
-    ("stale", "skipped as stale"),
-    ("already_done", "skipped as already done"),
-    ("lock_busy", "waited for a lock"),
-    ("dead_lettered", "dead-lettered"),
+# Every outcome a job run can have (core.model.vocabulary.Outcome), in two groups: the runs that finished their
+# job, and the runs after which it runs again (a retry, a wait for the lock, a hold of traffic control). A job
+# that was retried or waited ran more than once, so runs outnumber jobs.
+_FINISHED = (
+    (Outcome.SUCCESS, "synced"),
+    (Outcome.STALE, "skipped as stale"),
+    (Outcome.ALREADY_DONE, "skipped as already done"),
+    (Outcome.DEAD_LETTERED, "dead-lettered"),
+)
+_AGAIN = (
+    (Outcome.RETRY_SCHEDULED, "retried (temporary failure)"),
+    (Outcome.LOCK_BUSY, "waited for a lock"),
+    (Outcome.DEFERRED, "held by traffic control (limit, back-off, breaker)"),
 )
 
 
+def _count(outcomes: Counter[str], group: tuple[tuple[Outcome, str], ...]) -> int:
+    return sum(outcomes.get(outcome.value, 0) for outcome, _label in group)
+
+
 def progress_table(by_status: Mapping[str, int], outcomes: Counter[str], dead: int) -> Table:
-    """One row: targets by status, jobs done, retries scheduled and dead letters so far."""
+    """One row: targets by status, job runs that finished their job or that run again later, dead letters."""
     table = Table(title="calsync demo: syncing", title_justify="left")
-    for column in ("pending", "synced", "deleted", "failed", "jobs done", "retries scheduled", "dead letters"):
+    for column in ("pending", "synced", "deleted", "failed", "jobs finished", "runs again later", "dead letters"):
         table.add_column(column, justify="right")
     table.add_row(
         *(str(by_status.get(s, 0)) for s in ("pending", "synced", "deleted", "failed")),
-        str(sum(outcomes.values()) - outcomes.get("retry_scheduled", 0) - outcomes.get("lock_busy", 0)),
-        str(outcomes.get("retry_scheduled", 0)),
+        str(_count(outcomes, _FINISHED)),
+        str(_count(outcomes, _AGAIN)),
         str(dead),
     )
     return table
 
 
 def jobs_table(outcomes: Counter[str]) -> Table:
-    """How the jobs ended, by outcome."""
-    jobs = Table(title="jobs", title_justify="left")
+    """Every job run by outcome: those that finished their job, those after which it ran again, and all runs."""
+    jobs = Table(title="job runs (a retried or waiting job runs more than once)", title_justify="left")
     jobs.add_column("outcome")
-    jobs.add_column("count", justify="right")
-    for outcome, label in _JOB_OUTCOMES:
-        jobs.add_row(label, str(outcomes.get(outcome, 0)))
+    jobs.add_column("runs", justify="right")
+    for outcome, label in _FINISHED:
+        jobs.add_row(label, str(outcomes.get(outcome.value, 0)))
+    jobs.add_row("jobs finished", str(_count(outcomes, _FINISHED)), style="bold", end_section=True)
+    for outcome, label in _AGAIN:
+        jobs.add_row(label, str(outcomes.get(outcome.value, 0)))
+    known = {outcome.value for outcome, _label in (*_FINISHED, *_AGAIN)}
+    for other in sorted(set(outcomes) - known):  # counted by a newer worker than this demo knows
+        jobs.add_row(f"other ({other})", str(outcomes[other]))
+    jobs.add_row("job runs in all", str(sum(outcomes.values())), style="bold")
     return jobs
 
 

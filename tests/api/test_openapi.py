@@ -21,5 +21,5 @@ def test_it_is_openapi_3_1_with_bearer_auth_and_problem_errors() -> None:
     assert doc["openapi"].startswith("3.1")
     assert doc["components"]["securitySchemes"]["HTTPBearer"]["scheme"] == "bearer"
     post = doc["paths"]["/v1/changes"]["post"]
-    assert set(post["responses"]) == {"202", "400", "401", "403", "413", "422", "503"}
+    assert set(post["responses"]) == {"202", "400", "401", "403", "413", "415", "422", "503"}
     assert "application/problem+json" in post["responses"]["422"]["content"]

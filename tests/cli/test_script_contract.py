@@ -67,6 +67,10 @@ def test_migrate_to_a_revision_downgrades_and_an_unknown_one_is_one_line(setting
     line = one_line_error(calsync("accounts", "list", settings=settings), 2)
     assert f"schema is at {previous} but this calsync needs {head}" in line
     assert json_out(calsync("migrate", settings=settings))["action"] == "upgraded"
+    json_out(calsync("migrate", "--to", previous, settings=settings))
+    up = json_out(calsync("migrate", "--to", "head", settings=settings))  # Alembic's own name for the newest
+    assert up == {"revision": head, "previous": previous, "action": "upgraded"}
+    assert json_out(calsync("migrate", "--to", "head", settings=settings))["action"] == "unchanged"
     line = one_line_error(calsync("migrate", "--to", "9999", settings=settings), 2)
     assert line.startswith("calsync: error: unknown revision '9999': this calsync knows 0001, 0002")
     assert "Traceback" not in line

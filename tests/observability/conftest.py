@@ -6,7 +6,6 @@ import contextlib
 import os
 import shutil
 import signal
-import socket
 import subprocess
 import sys
 import urllib.error
@@ -22,13 +21,6 @@ from calsync.core.config.settings import Settings, child_environment
 from tests.support import wait_until
 
 PROMTOOL_LINT_FAILED = 3  # promtool check metrics: exit code when the lint found problems
-
-
-def free_port() -> int:
-    """A TCP port nobody listens on right now."""
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
 
 
 @dataclass(frozen=True)

@@ -76,9 +76,11 @@ def test_watch_refreshes_until_its_count(pipeline: Pipeline, monkeypatch: pytest
     assert len(reads) == 3 and "job outcomes" in result.output
 
 
-def test_json_and_watch_exclude_each_other(pipeline: Pipeline) -> None:
-    result = _run(pipeline, "--json", "--watch")
-    assert result.exit_code == 2 and "do not go together" in result.output
+def test_json_watch_prints_one_document_per_line(pipeline: Pipeline) -> None:
+    _busy(pipeline)
+    result = _run(pipeline, "--json", "--watch", "--interval", "0.05", "--count", "2")
+    assert result.exit_code == 0, result.output
+    assert [json.loads(line)["workers_active"] for line in result.output.splitlines()] == [1, 1]
 
 
 def test_ages_read_like_a_person_would_say_them() -> None:

@@ -26,11 +26,10 @@ from tests.observability.conftest import (
     PROMTOOL_LINT_FAILED,
     Exposition,
     check_metrics,
-    free_port,
     running,
     scrape,
 )
-from tests.support import Pipeline, wait_until
+from tests.support import Pipeline, free_port, wait_until
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 

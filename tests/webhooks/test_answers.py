@@ -61,7 +61,7 @@ def _one(hooks: Hooks, receiver: Receiver, *, max_retry_after: float = 50) -> tu
 def test_each_answer(hooks: Hooks, scripted: Receiver, status: int, headers: dict[str, str], outcome: object) -> None:
     SCRIPT["next"] = (status, headers, b"")
     deliverer, notification_id, endpoint_id = _one(hooks, scripted)
-    assert deliverer.deliver(notification_id, endpoint_id) is outcome
+    assert deliverer.deliver(notification_id, endpoint_id).outcome is outcome
     delivery = hooks.delivery(notification_id, endpoint_id)
     assert delivery.attempts == 1 and delivery.last_status_code == status
     expected = {WebhookOutcome.DELIVERED: "delivered", WebhookOutcome.RETRY_SCHEDULED: "pending"}.get(outcome, "failed")
@@ -73,7 +73,7 @@ def test_retry_after_is_a_floor_and_is_capped(hooks: Hooks, scripted: Receiver) 
     SCRIPT["next"] = (503, {"retry-after": "7200"}, b"")
     deliverer, notification_id, endpoint_id = _one(hooks, scripted, max_retry_after=40)
     before = dt.datetime.now(dt.UTC)
-    assert deliverer.deliver(notification_id, endpoint_id) is WebhookOutcome.RETRY_SCHEDULED
+    assert deliverer.deliver(notification_id, endpoint_id).outcome is WebhookOutcome.RETRY_SCHEDULED
     due = hooks.delivery(notification_id, endpoint_id).next_attempt_at
     assert due is not None and 39 <= (due - before).total_seconds() <= 41  # the cap, above the schedule's 1 s
 
@@ -83,8 +83,8 @@ def test_a_connection_error_is_retried_then_exhausted(hooks: Hooks, scripted: Re
     deliverer, notification_id, endpoint_id = _one(hooks, scripted)
     with hooks.pipeline.runtime.db.write() as conn:  # nothing listens on port 1
         conn.execute(webhook_endpoints.update().values(url="http://127.0.0.1:1/closed"))
-    outcomes = [deliverer.deliver(notification_id, endpoint_id) for _ in range(3)]
+    outcomes = [deliverer.deliver(notification_id, endpoint_id).outcome for _ in range(3)]
     assert outcomes == [WebhookOutcome.RETRY_SCHEDULED] * 2 + [WebhookOutcome.EXHAUSTED]
     (record,) = hooks.pipeline.dead_letters(kind="webhook")
     assert record.error_class == "ConnectError" and record.attempts == 3
-    assert deliverer.deliver(notification_id, endpoint_id) is WebhookOutcome.SKIPPED  # failed for good
+    assert deliverer.deliver(notification_id, endpoint_id).outcome is WebhookOutcome.SKIPPED  # failed for good

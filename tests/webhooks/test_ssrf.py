@@ -110,7 +110,7 @@ def test_delivery_checks_again_when_dns_changed(hooks: Hooks, receiver: Receiver
     policy = DeliveryPolicy(schedule=(0.05,), jitter=0, max_retry_after=1, disable_after=60, disable_min_failures=5)
     deliverer = Deliverer(db, pipeline.runtime.cipher, transport, pipeline.broker, pipeline.settings.webhook_queue,
                           policy)  # fmt: skip
-    assert deliverer.deliver(notification_id, endpoint.id) is WebhookOutcome.REFUSED
+    assert deliverer.deliver(notification_id, endpoint.id).outcome is WebhookOutcome.REFUSED
     (record,) = pipeline.dead_letters(kind="webhook")
     assert record.reason == "webhook address refused" and "127.0.0.1 is a loopback" in record.last_error
     assert receiver.received == []

@@ -10,20 +10,16 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
-from dramatiq.broker import MessageProxy
-from dramatiq.brokers.stub import StubBroker
 
-from calsync.core.messaging.messages import sync_message
 from calsync.core.model.calendar import Account, EventState, ExternalRef, Target
 from calsync.core.model.errors import CircuitOpen
 from calsync.core.model.payload import new_payload
 from calsync.core.redis.thread_connections import ThreadConnections
 from calsync.core.redis.traffic import Limits, TrafficStore
 from calsync.core.store import accounts
-from calsync.core.worker.context import JobContext, start_job
-from calsync.core.worker.middleware.retries import RetryPolicy, ScheduledRetries
+from calsync.core.worker.middleware.retries import RetryPolicy
 from calsync.providers.memory import MemoryProvider
-from tests.spies import EnqueueSpy
+from tests.spies import EnqueueSpy, redelivered
 from tests.support import Pipeline, wait_until
 
 
@@ -228,18 +224,11 @@ def test_a_long_held_job_pushes_its_targets_due_time_so_the_reconciler_leaves_it
     receipt = pipeline.submit([account])
     due = pipeline.target(receipt.entity_id, account).due_at
     policy = RetryPolicy(schedule=(1.0,), jitter=0.1, defer_delay=1.0, max_deferrals=3, held_note_every=0.0)
-    retries, stub = ScheduledRetries(pipeline.runtime.db, policy), StubBroker(middleware=[])
-    stub.declare_queue(pipeline.settings.queue)
-    spy = EnqueueSpy(stub, monkeypatch)
     payload = new_payload(tenant_id="tenant-1", entity_id=receipt.entity_id, account_id=account, operation="create",
                           version=1, trace_id="held")  # fmt: skip
-    message = sync_message(pipeline.settings.queue, payload)
-    for _ in range(2):  # the first hold only starts the clock; the second (its option carried over) writes
-        proxy = MessageProxy(message)
-        start_job(JobContext(proxy.message_id, proxy.actor_name, proxy.queue_name, payload=payload))
-        retries.after_process_message(stub, proxy, exception=CircuitOpen("provider_circuit", retry_after=600))
-        message = spy.sent[-1].message
+    holds = [CircuitOpen("provider_circuit", retry_after=600)] * 2  # the first is noted, and (every 0 s) the second
+    _, last = redelivered(pipeline.runtime.db, pipeline.settings.queue, monkeypatch, policy, payload, holds)
     row = pipeline.target(receipt.entity_id, account)
-    assert row.error_class == "CircuitOpen" and row.due_at is not None and due is not None and row.due_at > due
-    assert row.status == "pending" and message.options["traffic_waits"] == 2
-    stub.close()
+    assert row.waiting == "circuit open" and row.error_class is None  # no provider call: no provider error
+    assert row.due_at is not None and due is not None and row.due_at > due
+    assert row.status == "pending" and last.options["traffic_waits"] == 2

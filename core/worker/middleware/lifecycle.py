@@ -19,7 +19,6 @@ from calsync.core.model.redaction import redact
 from calsync.core.model.vocabulary import Outcome
 from calsync.core.redis.stats import JobStats
 from calsync.core.worker.context import REPAIR_OPTION, JobContext, delivery_of, start_job
-from calsync.core.worker.failures import rejection_cause
 
 log = logging.getLogger("calsync.jobs")
 
@@ -65,7 +64,7 @@ class JobLifecycle(dramatiq.Middleware):
         duration = time.monotonic() - ctx.started
         fields: dict[str, object] = {"outcome": outcome, "duration_seconds": round(duration, 4), **ctx.result}
         if outcome is Outcome.DEAD_LETTERED:
-            fields["reason"] = (ctx.dead_letter_cause or rejection_cause(ctx.error)).reason(ctx.error)
+            fields["reason"] = ctx.dead_lettered_because()
         if ctx.error is not None:
             fields.update(error_class=error_class_of(ctx.error), error=redact(str(ctx.error))[:500])
         if ctx.payload is None and isinstance(ctx.error, InvalidPayload):
@@ -73,6 +72,8 @@ class JobLifecycle(dramatiq.Middleware):
         if ctx.retry_in is not None:
             fields["retry_in_seconds"] = round(ctx.retry_in, 3)
         level = logging.WARNING if outcome in (Outcome.DEAD_LETTERED, Outcome.RETRY_SCHEDULED) else logging.INFO
+        if ctx.quiet:  # a job deferred again for a reason already told (docs/RUNBOOK.md, "Why is my job waiting?")
+            level = logging.DEBUG
         log.log(level, "job %s", outcome, extra={"fields": fields})
         try:
             self.stats.record(outcome)

@@ -8,6 +8,11 @@
   toward ``LOCK_MAX_WAITS``: it is never dead-lettered for it. Every ``held_note_every`` seconds
   (RECONCILE_AFTER / 2) a held job pushes its target's due time, so the reconciler does not take a
   long-held job for a lost one and enqueue it again;
+- why it waits is told once, not at every deferral: a job's first wait for the lock, its first hold, a hold for
+  another reason than the last one told, a hold that carries a provider's error (an excused failure) and then
+  one hold per ``held_note_every`` are noted on the target (``wait_reason``, ``due_at``, the provider's last
+  error) and logged at INFO; the deferrals between log at DEBUG and write nothing (docs/RUNBOOK.md, "Why is my
+  job waiting?");
 - a PermanentError is dead-lettered at once; anything else (unknown exceptions included) is temporary;
   the same error on two attempts in a row that sent no request to the provider is calsync's own bug,
   dead-lettered at once (cause ``worker_bug``; core/worker/failures.py);
@@ -45,7 +50,9 @@ from calsync.core.worker.failures import (
     error_message,
     history_option,
     is_worker_bug,
+    provider_error_of,
     rejection_cause,
+    wait_reason_of,
 )
 
 log = logging.getLogger(__name__)
@@ -53,6 +60,7 @@ log = logging.getLogger(__name__)
 DEFERRALS_OPTION = "lock_waits"  # the message option counting a job's lock waits (its name predates Deferred)
 HELD_OPTION = "traffic_waits"  # the message option counting how often traffic control held a job (logs, DLQ)
 HELD_NOTED_OPTION = "traffic_noted_at"  # unix time a held job last pushed its target's due time
+HELD_REASON_OPTION = "traffic_noted_reason"  # the wait reason then noted (another one is told again)
 
 
 @dataclass(frozen=True)
@@ -99,9 +107,8 @@ class ScheduledRetries(Retries):
                 error = error.give_up(waits)
             else:
                 try:
-                    self._defer(
-                        broker, message, ctx, self.policy.defer_delay, {DEFERRALS_OPTION: waits + 1}, Outcome.LOCK_BUSY
-                    )
+                    self._defer(broker, message, ctx, error, self.policy.defer_delay, {DEFERRALS_OPTION: waits + 1},
+                                Outcome.LOCK_BUSY, told=waits == 0)  # fmt: skip
                     return
                 except Exception as exc:
                     log.exception("could not re-enqueue the deferred job; it is retried as a failure instead")
@@ -111,35 +118,44 @@ class ScheduledRetries(Retries):
     def _hold(
         self, broker: dramatiq.Broker, message: dramatiq.MessageProxy, ctx: JobContext | None, error: Held
     ) -> None:
-        now = time.time()
+        now, reason = time.time(), wait_reason_of(error)
         noted = message.options.get(HELD_NOTED_OPTION)
-        note = isinstance(noted, int | float) and now - noted >= self.policy.held_note_every
-        counts = {HELD_OPTION: count_option(message.options, HELD_OPTION) + 1}
-        if note or not isinstance(noted, int | float):
-            counts[HELD_NOTED_OPTION] = int(now)
-        self._defer(broker, message, ctx, error.retry_after or self.policy.defer_delay, counts, Outcome.DEFERRED)
-        if note and ctx is not None and ctx.payload is not None and ctx.retry_in is not None:
-            self._note_retry(ctx, error, ctx.retry_in)
+        told = (not isinstance(noted, int | float) or now - noted >= self.policy.held_note_every
+                or message.options.get(HELD_REASON_OPTION) != reason
+                or provider_error_of(error) is not None)  # fmt: skip
+        options: dict[str, int | str] = {HELD_OPTION: count_option(message.options, HELD_OPTION) + 1}
+        if told:
+            options.update({HELD_NOTED_OPTION: int(now), HELD_REASON_OPTION: reason})
+        wait = error.retry_after or self.policy.defer_delay
+        self._defer(broker, message, ctx, error, wait, options, Outcome.DEFERRED, told=told)
 
     def _defer(
         self,
         broker: dramatiq.Broker,
         message: dramatiq.MessageProxy,
         ctx: JobContext | None,
+        error: Deferred,
         wait: float,
-        counts: dict[str, int],
+        options: dict[str, int | str],
         outcome: Outcome,
+        *,
+        told: bool,
     ) -> None:
         delay = jittered(wait, self.policy.jitter)
         args = None
         if ctx is not None and ctx.payload is not None:
             later = dt.datetime.now(dt.UTC) + dt.timedelta(seconds=delay)
             args = [ctx.payload.model_copy(update={"scheduled_at": later}).to_message_arg()]
-        again = redelivery(message, args=args, options=counts)
+        again = redelivery(message, args=args, options=options)
         broker.enqueue(again, delay=int(delay * 1000))
         if ctx is not None:
             ctx.outcome = outcome
             ctx.retry_in = delay
+            ctx.error = provider_error_of(error)  # the provider's failure an excused hold carries, for the line
+            ctx.result["wait_reason"] = wait_reason_of(error)
+            ctx.quiet = not told
+            if told and ctx.payload is not None:
+                self._note_retry(ctx, error, delay)
 
     def _failed(
         self, broker: dramatiq.Broker, message: dramatiq.MessageProxy, ctx: JobContext | None, error: BaseException
@@ -186,17 +202,20 @@ class ScheduledRetries(Retries):
             ctx.dead_letter_cause = cause
 
     def _note_retry(self, ctx: JobContext, error: BaseException, delay: float) -> None:
-        # Best effort: the target's due time tells the reconciler the message is not lost, only waiting.
+        # Best effort: the target's due time tells the reconciler the message is not lost, only waiting; its reason
+        # and the provider's last error tell people why (`calsync events show`, GET /v1/events/{id}).
         assert ctx.payload is not None
         p = ctx.payload
+        cause = provider_error_of(error)
         try:
             with self.db.write() as conn:
                 targets.record_retry(
                     conn,
                     TargetKey(p.tenant_id, p.entity_id, p.account_id),
                     version=p.target_version,
-                    error_class=error_class_of(error),
-                    message=error_message(error),
+                    wait_reason=wait_reason_of(error),
+                    error_class=error_class_of(cause) if cause is not None else None,
+                    message=error_message(cause) if cause is not None else None,
                     due_at=dt.datetime.now(dt.UTC) + dt.timedelta(seconds=delay),
                 )
         except Exception:
