@@ -14,8 +14,10 @@ from calsync_emulators.graph.tls import TlsIdentity
 from calsync_emulators.server import RunningEmulator
 from tests.providers.exchange.ews_support import LOGINS
 
-#: The emulated mailbox every Exchange (EWS) and Graph account of these tests writes to.
+#: The emulated mailboxes the Exchange (EWS) and the Graph account of these tests write to: one account per
+#: mailbox and tenant (the same mailbox under both would show every event twice).
 MAILBOX = "alpha@example.com"
+GRAPH_MAILBOX = "bravo@example.com"
 GOOGLE_CALENDAR = "alice@example.com"
 
 
@@ -38,7 +40,7 @@ class Emulators:
         made: list[tuple[ProviderName, str, dict[str, Any], dict[str, Any]]] = [
             ("google", GOOGLE_CALENDAR, self.google.user_credentials("1//content", "client", "secret"), {}),
             ("exchange", MAILBOX, dict(LOGINS["svc"]), ews),
-            ("graph", MAILBOX, self.exchange.app_credentials(), {}),
+            ("graph", GRAPH_MAILBOX, self.exchange.app_credentials(), {}),
         ]
         return {
             provider: Account(f"acc-{provider}", tenant, provider, address, credentials=credentials, options=options)

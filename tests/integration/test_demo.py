@@ -21,6 +21,7 @@ import pytest
 from click.testing import CliRunner
 
 from calsync.actors.cli import main
+from calsync.core.redis.embedded import EmbeddedRedis
 
 ROOT = Path(__file__).resolve().parents[2]
 EMULATORS = ROOT / "emulators"
@@ -67,7 +68,7 @@ def test_the_demo_runs_end_to_end_on_embedded_defaults(tmp_path: Path) -> None:
         assert expected in out
     assert "pending" in out and "not everything settled" not in out
     # The demo stopped its embedded Redis and its worker.
-    assert not (tmp_path / "demo" / "redis" / "server.json").exists()
+    assert EmbeddedRedis(tmp_path / "demo").running_url() is None
     # It ends with the commands that show its data; they work as printed, with nothing else set.
     tail = out[out.index("inspect this run's data:") :]
     exported = re.search(r"export CALSYNC_DATA_DIR=(\S+)", tail)
