@@ -82,11 +82,6 @@ LOCK_ACQUISITIONS = Counter(
     "Attempts to take a per-target lock: acquired, or busy (held by another delivery).",
     ["result"],
 )
-TRAFFIC_DEFERRALS = Counter(
-    "calsync_traffic_deferrals_total",
-    "Provider calls traffic control held back (the job re-enqueued without using an attempt), by what held them.",
-    ["provider", "limit"],
-)
 DEAD_LETTERS = Counter(
     "calsync_dead_letters_total",
     "Jobs dead-lettered, by the reason recorded in the durable DLQ.",
@@ -159,17 +154,11 @@ _job_duration = _Children(JOB_DURATION)
 _provider_requests = _Children(PROVIDER_REQUESTS)
 _provider_duration = _Children(PROVIDER_DURATION)
 _lock_acquisitions = _Children(LOCK_ACQUISITIONS)
-_traffic_deferrals = _Children(TRAFFIC_DEFERRALS)
 
 
 def lock_attempt(*, acquired: bool) -> None:
     """Count one attempt to take a per-target lock (every delivery of a sync job with a valid payload makes one)."""
     _lock_acquisitions("acquired" if acquired else "busy").inc()
-
-
-def traffic_deferral(provider: str, limit: str) -> None:
-    """Count one call traffic control held back (``limit``: what held it, core.redis.traffic.HoldReason)."""
-    _traffic_deferrals(provider, limit).inc()
 
 
 @contextlib.contextmanager

@@ -10,7 +10,6 @@ import pytest
 import redis
 
 from calsync.core.messaging.redis_consumer import SafeRedisBroker
-from calsync.core.redis.thread_connections import ThreadConnections
 from tests.support import Pipeline, wait_until
 
 QUEUE = "acks"
@@ -26,12 +25,6 @@ def _broker(url: str, namespace: str) -> Iterator[SafeRedisBroker]:
 @pytest.fixture
 def broker(redis_url: str, namespace: str) -> Iterator[SafeRedisBroker]:
     yield from _broker(redis_url, namespace)
-
-
-@pytest.fixture
-def private_broker(private_redis_url: str, namespace: str) -> Iterator[SafeRedisBroker]:
-    """A broker on this test process' own Redis, for a test that flushes its scripts."""
-    yield from _broker(private_redis_url, namespace)
 
 
 def fetched(broker: SafeRedisBroker, count: int) -> list[str]:
@@ -65,33 +58,6 @@ class Recorder:
         if self.refuse:
             raise redis.ConnectionError("the connection dropped while sending")
         self.sent.append((args, on_answer))
-
-
-def test_an_ack_lands_without_its_answer_being_read(broker: SafeRedisBroker) -> None:
-    lines = ThreadConnections(broker.client)
-    broker.send_acks_with(lines)
-    first, second = fetched(broker, 2)
-    broker.ack(QUEUE, first)
-    assert wait_until(lambda: first not in unacked(broker) and first not in stored(broker), what="the ack to land")
-    assert unacked(broker) == {second}
-    broker.ack(QUEUE, second)
-    assert lines.call("PING") == b"PONG"  # reads both answers first: never taken for the PING's
-    assert unacked(broker) == set() and stored(broker) == set()
-    lines.close()
-
-
-def test_an_ack_redis_refused_as_an_unknown_script_is_redone(private_broker: SafeRedisBroker) -> None:
-    broker = private_broker  # the flush must not reach other processes' tests on the shared server
-    lines = ThreadConnections(broker.client)
-    broker.send_acks_with(lines)
-    (message_id,) = fetched(broker, 1)
-    broker.client.script_flush()  # as after a Redis restart: Dramatiq's dispatch script is no longer cached
-    broker.ack(QUEUE, message_id)
-    lines.call("PING")  # the ack's answer, NOSCRIPT, is read here
-    assert unacked(broker) == {message_id}
-    broker.fetch_pairs(QUEUE, 0)  # the consumer thread's next fetch redoes it (Dramatiq's do_ack loads the script)
-    assert unacked(broker) == set() and stored(broker) == set()
-    lines.close()
 
 
 def test_an_ack_whose_answer_never_came_is_redone_before_the_next_ack(broker: SafeRedisBroker) -> None:
@@ -128,7 +94,6 @@ def test_an_ack_that_cannot_be_sent_is_made_at_once(broker: SafeRedisBroker) -> 
 def test_a_worker_leaves_no_message_unacked(pipeline: Pipeline) -> None:
     broker = pipeline.broker
     assert isinstance(broker, SafeRedisBroker)
-    assert broker._ack_sender is not None  # a worker's runtime sends its acks without waiting
     account = pipeline.account()
     with pipeline.worker(threads=4):
         receipts = [pipeline.submit([account], entity_id=f"evt-{n}") for n in range(20)]
