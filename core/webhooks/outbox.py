@@ -1,4 +1,4 @@
-"""The webhook outbox on the worker side: record a notification in the transaction of what it reports.
+"""The webhook outbox: record a notification in the transaction of what it reports, dispatch it after the commit.
 
 A sync result, a dead letter or an account needing re-authorization adds one ``webhook_notifications``
 row in the same transaction, but only when the tenant has an enabled endpoint for that event type: the
@@ -6,6 +6,9 @@ directory of subscriptions is cached per process (``WEBHOOK_DIRECTORY_TTL``), so
 webhooks costs the sync path nothing but a dictionary lookup. After the commit its id is enqueued in a
 ``dispatch_webhook`` message shared with the other ids of the last few milliseconds; if that fails, the row
 waits for the reconciler (intent first).
+
+One outbox per worker process, built by its composition root and given to the sync job and the DLQ
+recorder, which share its directory and its flusher.
 """
 
 from __future__ import annotations
@@ -13,10 +16,8 @@ from __future__ import annotations
 import logging
 import threading
 import time
-import weakref
 from collections.abc import Callable, Iterable
-from functools import partial
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import dramatiq
 from sqlalchemy import Connection
@@ -25,14 +26,12 @@ from calsync.core.messaging.messages import webhook_dispatch_message
 from calsync.core.model.calendar import EventState
 from calsync.core.model.payload import JobPayload, Operation
 from calsync.core.model.vocabulary import WebhookEventType
-from calsync.core.model.webhooks import notification
-from calsync.core.store import targets, webhook_endpoints, webhook_notifications
+from calsync.core.store import targets
 from calsync.core.store.database import Database
 from calsync.core.store.dead_letters import DeadLetterRecord
 from calsync.core.store.direct import DirectTransaction
-
-if TYPE_CHECKING:
-    from calsync.core.runtime import Runtime
+from calsync.core.webhooks import store
+from calsync.core.webhooks.model import notification
 
 log = logging.getLogger(__name__)
 
@@ -58,76 +57,70 @@ class Outbox:
     def wants(self, tenant_id: str, event_type: WebhookEventType) -> bool:
         """Whether an enabled endpoint of the tenant wants this event type (cached for ``ttl`` seconds)."""
         if time.monotonic() - self._loaded >= self.ttl:
-            self._refresh()
+            with self._lock:
+                if time.monotonic() - self._loaded >= self.ttl:
+                    self._refresh()
         return event_type in self._directory.get(tenant_id, ())
 
     def _refresh(self) -> None:
-        with self._lock:
-            if time.monotonic() - self._loaded < self.ttl:
-                return
-            try:
-                with self.db.read() as conn:
-                    self._directory = webhook_endpoints.subscriptions(conn)
-            except Exception:
-                log.warning("could not read the webhook subscriptions; using the last ones", exc_info=True)
-            self._loaded = time.monotonic()
+        try:
+            with self.db.read() as conn:
+                self._directory = store.subscriptions(conn)
+        except Exception:
+            log.warning("could not read the webhook subscriptions; using the last ones", exc_info=True)
+        self._loaded = time.monotonic()
 
     def on_synced(
         self, tx: DirectTransaction, payload: JobPayload, event: EventState, effect: Operation, external_id: str | None
     ) -> list[str]:
         """``sync.succeeded`` (and ``event.cancelled`` once every target is deleted), in the result's transaction."""
         recorded = []
-        tenant, entity = payload.tenant_id, payload.entity_id
-        write = partial(webhook_notifications.record, tx)
+        tenant, entity, version = payload.tenant_id, payload.entity_id, event.version
+        common = {"tenant_id": tenant, "entity_id": entity, "version": version, "trace_id": payload.trace_id}
         if self.wants(tenant, "sync.succeeded"):
-            data = {"tenant_id": tenant, "entity_id": entity, "account_id": payload.account_id,
-                    "version": event.version, "external_id": external_id,
-                    "status": "deleted" if effect == "delete" else "synced", "job_id": payload.job_id,
-                    "trace_id": payload.trace_id}  # fmt: skip
-            key = (tenant, entity, payload.account_id, event.version)
-            recorded.append(self._record(write, "sync.succeeded", data, key))
+            status = "deleted" if effect == "delete" else "synced"
+            data = {**common, "account_id": payload.account_id, "external_id": external_id, "status": status}
+            key = (tenant, entity, payload.account_id, version)
+            recorded.append(
+                _record(store.record_notification, tx, "sync.succeeded", data | {"job_id": payload.job_id}, key)
+            )
         if (
             effect == "delete"
             and event.status == "cancelled"
             and self.wants(tenant, "event.cancelled")
             and targets.all_deleted(tx, tenant, entity)
         ):
-            data = {"tenant_id": tenant, "entity_id": entity, "version": event.version, "status": "cancelled",
-                    "trace_id": payload.trace_id}  # fmt: skip
-            recorded.append(self._record(write, "event.cancelled", data, (tenant, entity, event.version)))
+            data = {**common, "status": "cancelled"}
+            recorded.append(_record(store.record_notification, tx, "event.cancelled", data, (tenant, entity, version)))
         return recorded
-
-    @staticmethod
-    def _record(
-        write: Callable[..., None], event_type: WebhookEventType, data: dict[str, Any], key: Iterable[object]
-    ) -> str:
-        # write: webhook_notifications.record on the hot path's transaction, or record_on on a SQLAlchemy one.
-        notification_id, doc = notification(event_type, data, key=key)
-        write(notification_id, data["tenant_id"], event_type, doc)
-        return notification_id
 
     def on_dead_lettered(
         self, conn: Connection, record: DeadLetterRecord, payload: JobPayload, *, needs_reauth: bool
     ) -> list[str]:
         """``sync.dead_lettered`` (and ``account.needs_reauth``), inside the DLQ record's transaction."""
         recorded = []
-        tenant = payload.tenant_id
-        write = partial(webhook_notifications.record_on, conn)
-        common: dict[str, Any] = {"tenant_id": tenant, "account_id": payload.account_id, "reason": record.reason,
-                                  "error_class": record.error_class, "job_id": payload.job_id,
-                                  "trace_id": payload.trace_id}  # fmt: skip
+        tenant, job_id = payload.tenant_id, payload.job_id
+        common = {
+            "tenant_id": tenant,
+            "account_id": payload.account_id,
+            "reason": record.reason,
+            "error_class": record.error_class,
+            "job_id": job_id,
+            "trace_id": payload.trace_id,
+        }
         if self.wants(tenant, "sync.dead_lettered"):
-            data = {"entity_id": payload.entity_id, "version": payload.target_version, "status": "failed", **common}
-            recorded.append(self._record(write, "sync.dead_lettered", data, (payload.job_id,)))
+            data = {**common, "entity_id": payload.entity_id, "version": payload.target_version, "status": "failed"}
+            recorded.append(_record(store.record_notification_on, conn, "sync.dead_lettered", data, (job_id,)))
         if needs_reauth and self.wants(tenant, "account.needs_reauth"):
-            data = {"status": "needs_reauth", **common}
-            recorded.append(self._record(write, "account.needs_reauth", data, (payload.account_id, payload.job_id)))
+            data = {**common, "status": "needs_reauth"}
+            key = (payload.account_id, job_id)
+            recorded.append(_record(store.record_notification_on, conn, "account.needs_reauth", data, key))
         return recorded
 
     def send(self, broker: dramatiq.Broker, notification_ids: Iterable[str]) -> None:
         """After the commit: hand the ids to the flusher, which enqueues them in batches (one message per batch).
 
-        One enqueue per sync cost the calendar queue ~8 % (benchmarks/webhooks.py); batched, it is shared by
+        One enqueue per sync cost the calendar queue ~8 % (docs/notes/webhooks.md); batched, it is shared by
         every job of the last ``LINGER`` seconds. Ids a dying process had not flushed yet wait for the reconciler.
         """
         with self._wake:
@@ -149,8 +142,11 @@ class Outbox:
                 assert broker is not None
                 broker.enqueue(webhook_dispatch_message(self.queue, *ids))
             except Exception:
-                log.warning("could not enqueue a webhook dispatch; the reconciler will", exc_info=True,
-                            extra={"fields": {"notification_ids": ids}})  # fmt: skip
+                log.warning(
+                    "could not enqueue a webhook dispatch; the reconciler will",
+                    exc_info=True,
+                    extra={"fields": {"notification_ids": ids}},
+                )
 
     def _flush_forever(self) -> None:
         while True:
@@ -161,15 +157,10 @@ class Outbox:
             self.flush()
 
 
-_OUTBOXES: weakref.WeakKeyDictionary[Runtime, Outbox] = weakref.WeakKeyDictionary()
-_OUTBOXES_LOCK = threading.Lock()
-
-
-def outbox_of(runtime: Runtime) -> Outbox:
-    """The one outbox of a runtime (the sync actor and the DLQ recorder share its cached directory)."""
-    with _OUTBOXES_LOCK:
-        found = _OUTBOXES.get(runtime)
-        if found is None:
-            settings = runtime.settings
-            found = _OUTBOXES[runtime] = Outbox(runtime.db, settings.webhook_queue, ttl=settings.webhook_directory_ttl)
-        return found
+def _record(
+    write: Callable[..., None], into: Any, event_type: WebhookEventType, data: dict[str, Any], key: Iterable[object]
+) -> str:
+    # write: store.record_notification on the hot path's transaction, or record_notification_on on a SQLAlchemy one.
+    notification_id, doc = notification(event_type, data, key=key)
+    write(into, notification_id, data["tenant_id"], event_type, doc)
+    return notification_id
