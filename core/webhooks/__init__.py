@@ -2,9 +2,9 @@
 receivers, from an outbox written in the transaction of what it reports.
 
 Inside, layered (pyproject's contracts): ``settings`` and ``model`` (ids, URL and address rules, signatures)
-at the bottom; ``store`` (the three tables), ``transport`` (SSRF-safe HTTP) and ``metrics`` above them; on
-top ``outbox`` (recorded by the sync job and the DLQ recorder), ``delivery`` (fan-out, sign, post, retry,
-DLQ, the breaker), ``endpoints`` (registration) and ``recovery`` (replay, reconcile). The worker, the
+at the bottom; ``store`` (the three tables) and ``transport`` (SSRF-safe HTTP) above them; on top
+``outbox`` (recorded by the sync job and the DLQ recorder), ``delivery`` (fan-out, sign, post, retry, DLQ,
+the breaker, metrics), ``endpoints`` (registration) and ``recovery`` (replay, reconcile). The worker, the
 producer, the API, the CLI and the composition root import the names below from here, never a module inside.
 
 They load on first use (PEP 562): core/config/settings.py imports ``.settings``, which runs this file in

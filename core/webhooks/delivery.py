@@ -26,10 +26,11 @@ from __future__ import annotations
 import datetime as dt
 import logging
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import dramatiq
 import httpx
+from prometheus_client import Counter, Histogram
 from sqlalchemy import Connection
 
 from calsync.core.messaging.messages import DELIVER_WEBHOOK_JOB, webhook_delivery_message
@@ -44,12 +45,45 @@ from calsync.core.store.crypto import CredentialCipher
 from calsync.core.store.database import Database
 from calsync.core.store.dead_letters import DeadLetterRecord
 from calsync.core.store.unreadable_secrets import UnreadableSecrets
-from calsync.core.webhooks import metrics, store
+from calsync.core.webhooks import store
 from calsync.core.webhooks.model import request_headers
 from calsync.core.webhooks.store import Endpoint, Notification
 from calsync.core.webhooks.transport import Answer, Transport
 
 log = logging.getLogger(__name__)
+
+# Metrics (docs/METRICS.md): labels are low-cardinality, the outcome vocabulary and the status class (``2xx``..``5xx``,
+# ``timeout``, ``connection``, ``none``), never a tenant, endpoint or URL.
+DELIVERIES = Counter(
+    "calsync_webhook_deliveries_total",
+    "Webhook delivery attempts by outcome (delivered, retry_scheduled, permanent, exhausted, refused, skipped) "
+    "and the answer's status class.",
+    ["outcome", "status_class"],
+)
+DELIVERY_SECONDS = Histogram(
+    "calsync_webhook_delivery_seconds",
+    "Time of one webhook request, from the connection to the answer (or the timeout).",
+    ["status_class"],
+    buckets=(0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30),
+)
+ENDPOINTS_DISABLED = Counter(
+    "calsync_webhook_endpoints_auto_disabled_total",
+    "Webhook endpoints the breaker disabled after failing for WEBHOOK_DISABLE_AFTER seconds.",
+)
+
+
+def _status_class(status: int | None, error: BaseException | None = None) -> str:
+    """``2xx``..``5xx`` for an answer, ``timeout`` or ``connection`` for none, ``none`` when not attempted."""
+    if status is not None:
+        return f"{status // 100}xx"
+    if error is None:
+        return "none"
+    return "timeout" if isinstance(error, httpx.TimeoutException) else "connection"
+
+
+def _count(outcome: WebhookOutcome, status: int | None = None, error: BaseException | None = None) -> None:
+    """One attempt (or skip) counted."""
+    DELIVERIES.labels(outcome.value, _status_class(status, error)).inc()
 
 
 @dataclass(frozen=True)
@@ -90,26 +124,18 @@ class Attempted:
         return Outcome.ALREADY_DONE if self.outcome is WebhookOutcome.SKIPPED else Outcome.SUCCESS
 
 
-def retryable(status: int) -> bool:
-    """Answers worth another attempt: server errors, request timeout, too many requests."""
-    return status >= 500 or status in (408, 429)
-
-
+@dataclass
 class Deliverer:
     """Runs the ``dispatch_webhook`` and ``deliver_webhook`` actors' work."""
 
-    def __init__(
-        self,
-        db: Database,
-        cipher: CredentialCipher,
-        transport: Transport,
-        broker: dramatiq.Broker,
-        queue: str,
-        policy: DeliveryPolicy,
-    ) -> None:
-        self.db, self.cipher, self.transport, self.broker = db, cipher, transport, broker
-        self.queue, self.policy = queue, policy
-        self.unreadable = UnreadableSecrets()  # signing secrets this worker's keys cannot open: held, said
+    db: Database
+    cipher: CredentialCipher
+    transport: Transport
+    broker: dramatiq.Broker
+    queue: str
+    policy: DeliveryPolicy
+    # Signing secrets this worker's keys cannot open: held, and said.
+    unreadable: UnreadableSecrets = field(default_factory=UnreadableSecrets)
 
     def dispatch(self, notification_id: str) -> list[str]:
         """Create the deliveries of a recorded notification and enqueue them; the endpoint ids enqueued."""
@@ -134,7 +160,7 @@ class Deliverer:
             except SecretKeyMismatch:
                 raise self.unreadable.held(endpoint_id, "webhook endpoint") from None
         if delivery is None or delivery.status != "pending" or found is None or endpoint is None:
-            metrics.count(WebhookOutcome.SKIPPED)
+            _count(WebhookOutcome.SKIPPED)
             return Attempted(WebhookOutcome.SKIPPED, {"notification_id": notification_id, "endpoint_id": endpoint_id})
         if endpoint.status != "enabled":
             why = f"endpoint {endpoint.id} is disabled ({endpoint.disabled_by})"
@@ -148,28 +174,28 @@ class Deliverer:
         answer: Answer | None = None
         error: Exception | None = None
         try:
-            target = self.transport.check(endpoint.url)
+            address = self.transport.check(endpoint.url)
             headers = request_headers(keys, notification.id, int(time.time()), body)
-            answer = self.transport.post(endpoint.url, target, headers, body)
+            answer = self.transport.post(endpoint.url, address, headers, body)
         except InvalidWebhookUrl as exc:
             failure = _Failure(WebhookOutcome.REFUSED, "webhook address refused", None, str(exc), "InvalidWebhookUrl")
             return self._dead_letter(notification, endpoint, attempt, failure)
         except httpx.HTTPError as exc:  # timeouts, connection errors, protocol errors
             error = exc
         status = answer.status if answer is not None else None
-        metrics.DELIVERY_SECONDS.labels(metrics.status_class(status, error)).observe(time.monotonic() - started)
+        DELIVERY_SECONDS.labels(_status_class(status, error)).observe(time.monotonic() - started)
         if answer is not None and 200 <= answer.status < 300:
             with self.db.write() as conn:
                 store.record_attempt(conn, notification.id, endpoint.id, "delivered", status, None)
                 store.record_success(conn, endpoint.id)
-            metrics.count(WebhookOutcome.DELIVERED, status)
+            _count(WebhookOutcome.DELIVERED, status)
             return Attempted(WebhookOutcome.DELIVERED, _fields(notification, endpoint, attempt, status))
         if answer is None:
             detail, error_class = f"{type(error).__name__}: {error}", type(error).__name__
         else:
             text = answer.body.decode("utf-8", errors="replace")
             detail, error_class = f"HTTP {answer.status}" + (f": {redact(text)}" if text else ""), "WebhookUnavailable"
-        if answer is not None and not retryable(answer.status):
+        if answer is not None and answer.status < 500 and answer.status not in (408, 429):  # else worth a retry
             failure = _Failure(WebhookOutcome.PERMANENT, "webhook answer refused", status, detail, "WebhookRejected")
             return self._dead_letter(notification, endpoint, attempt, failure)
         if attempt > len(self.policy.schedule):
@@ -183,7 +209,7 @@ class Deliverer:
         with self.db.write() as conn:  # the due time first: a lost enqueue is found by the reconciler
             store.record_attempt(conn, notification.id, endpoint.id, "pending", status, detail, due)
             self._failed_attempt(conn, endpoint)
-        metrics.count(WebhookOutcome.RETRY_SCHEDULED, status, error)
+        _count(WebhookOutcome.RETRY_SCHEDULED, status, error)
         self._enqueue(notification.id, endpoint.id, delay=int(delay * 1000))
         fields = _fields(notification, endpoint, attempt, status)
         return Attempted(WebhookOutcome.RETRY_SCHEDULED, {**fields, "retry_in_seconds": round(delay, 3)})
@@ -215,7 +241,7 @@ class Deliverer:
             dead_letters.insert(self.db, conn, record)
             if count_failure:
                 self._failed_attempt(conn, endpoint)
-        metrics.count(failure.outcome, failure.status, error)
+        _count(failure.outcome, failure.status, error)
         return Attempted(failure.outcome, _fields(notification, endpoint, attempts, failure.status), failure.reason)
 
     def _failed_attempt(self, conn: Connection, endpoint: Endpoint) -> None:
@@ -229,7 +255,7 @@ class Deliverer:
             return
         reason = f"failing since {updated.failing_since.isoformat()} ({updated.consecutive_failures} attempts in a row)"
         store.set_status(conn, endpoint.id, "disabled", by="auto", reason=reason)
-        metrics.ENDPOINTS_DISABLED.inc()
+        ENDPOINTS_DISABLED.inc()
         fields = {"endpoint_id": endpoint.id, "tenant_id": endpoint.tenant_id, "why": reason}
         log.warning("webhook endpoint disabled by its breaker", extra={"fields": fields})
 

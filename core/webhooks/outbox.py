@@ -48,11 +48,10 @@ class Outbox:
         self.ttl = ttl
         self._directory: dict[str, frozenset[str]] = {}
         self._loaded = float("-inf")
-        self._lock = threading.Lock()
-        self._wake = threading.Condition()
+        self._lock = threading.Lock()  # one directory refresh at a time
+        self._sending = threading.Lock()
         self._pending: list[str] = []
         self._broker: dramatiq.Broker | None = None
-        self._flusher: threading.Thread | None = None
 
     def wants(self, tenant_id: str, event_type: WebhookEventType) -> bool:
         """Whether an enabled endpoint of the tenant wants this event type (cached for ``ttl`` seconds)."""
@@ -118,22 +117,23 @@ class Outbox:
         return recorded
 
     def send(self, broker: dramatiq.Broker, notification_ids: Iterable[str]) -> None:
-        """After the commit: hand the ids to the flusher, which enqueues them in batches (one message per batch).
+        """After the commit: the ids wait ``LINGER`` seconds for others, then go in batches (one message per batch).
 
         One enqueue per sync cost the calendar queue ~8 % (docs/notes/webhooks.md); batched, it is shared by
         every job of the last ``LINGER`` seconds. Ids a dying process had not flushed yet wait for the reconciler.
         """
-        with self._wake:
+        with self._sending:
             self._broker = broker
+            first = not self._pending
             self._pending.extend(notification_ids)
-            if self._flusher is None or not self._flusher.is_alive():
-                self._flusher = threading.Thread(target=self._flush_forever, name="webhook-outbox", daemon=True)
-                self._flusher.start()
-            self._wake.notify()
+        if first:  # the first id of a batch schedules its flush
+            timer = threading.Timer(LINGER, self.flush)
+            timer.daemon = True
+            timer.start()
 
     def flush(self) -> None:
         """Enqueue every pending id now (tests, shutdown)."""
-        with self._wake:
+        with self._sending:
             batch, self._pending = self._pending, []
             broker = self._broker
         for start in range(0, len(batch), BATCH):
@@ -147,14 +147,6 @@ class Outbox:
                     exc_info=True,
                     extra={"fields": {"notification_ids": ids}},
                 )
-
-    def _flush_forever(self) -> None:
-        while True:
-            with self._wake:
-                while not self._pending:
-                    self._wake.wait()
-            time.sleep(LINGER)  # let the other threads' ids join this batch
-            self.flush()
 
 
 def _record(

@@ -93,19 +93,9 @@ def create_endpoint(
 ) -> tuple[str, Endpoint]:
     """Register an endpoint; returns its signing secret (shown once) and the stored record."""
     secret, now, endpoint_id = new_secret(), _now(), new_id("whe")
-    conn.execute(
-        insert(w).values(
-            id=endpoint_id,
-            tenant_id=tenant_id,
-            url=url,
-            event_types=list(events),
-            secrets=cipher.encrypt({"current": secret}),
-            status="enabled",
-            consecutive_failures=0,
-            created_at=now,
-            updated_at=now,
-        )
-    )
+    row = {"id": endpoint_id, "tenant_id": tenant_id, "url": url, "event_types": list(events), "status": "enabled"}
+    secrets = cipher.encrypt({"current": secret})
+    conn.execute(insert(w).values(secrets=secrets, consecutive_failures=0, created_at=now, updated_at=now, **row))
     return secret, _endpoints(conn, w.c.id == endpoint_id)[0]
 
 

@@ -36,16 +36,6 @@ def system_resolver(host: str, port: int) -> list[IpAddress]:
 
 
 @dataclass(frozen=True)
-class Target:
-    """Where one attempt connects: the URL's parts and the checked address."""
-
-    scheme: str
-    host: str
-    port: int
-    address: IpAddress
-
-
-@dataclass(frozen=True)
 class Answer:
     """A receiver's answer: its status, the first bytes of its body, its Retry-After hint."""
 
@@ -86,9 +76,9 @@ class Transport:
             body_limit=settings.webhook_body_limit,
         )
 
-    def check(self, url: str) -> Target:
+    def check(self, url: str) -> IpAddress:
         """The address an attempt may connect to; raises InvalidWebhookUrl (not https, refused address)."""
-        scheme, host, port = checked_url(url, allow_http=self.allow_http)
+        _, host, port = checked_url(url, allow_http=self.allow_http)
         try:
             addresses = self.resolver(host, port)
         except httpx.ConnectError as exc:
@@ -101,17 +91,18 @@ class Transport:
                 hint = " (a receiver of your own network: CALSYNC_WEBHOOK_ALLOWED_NETWORKS)"
                 said = why if host.strip("[]") == str(address) else f"{host} resolves to {why}"
                 raise InvalidWebhookUrl(f"{said}: refused{hint}")
-        return Target(scheme, host, port, addresses[0])
+        return addresses[0]
 
-    def post(self, url: str, target: Target, headers: Mapping[str, str], body: bytes) -> Answer:
-        """POST ``body`` to the checked address; raises httpx's timeout and transport errors."""
+    def post(self, url: str, address: IpAddress, headers: Mapping[str, str], body: bytes) -> Answer:
+        """POST ``body`` to the checked address; raises httpx's timeout and transport errors.
+
+        httpx sets the ``Host`` header from the URL when it builds the request; the URL's host is then
+        replaced by the address, and stays the TLS server name.
+        """
         deadline = time.monotonic() + self.timeout
         request = self._client.build_request("POST", url, headers=headers, content=body)
-        request.url = request.url.copy_with(host=str(target.address))
-        default_port = 443 if target.scheme == "https" else 80
-        request.headers["host"] = target.host if target.port == default_port else f"{target.host}:{target.port}"
-        if target.scheme == "https":
-            request.extensions["sni_hostname"] = target.host
+        request.extensions["sni_hostname"] = request.url.host
+        request.url = request.url.copy_with(host=str(address))
         response = self._client.send(request, stream=True)
         try:
             kept = bytearray()

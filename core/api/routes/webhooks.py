@@ -1,5 +1,6 @@
 """The tenant's webhook endpoints: register (the secret is answered once), list, show, disable, enable,
-rotate the secret, remove. Admin scope."""
+rotate the secret, remove. Admin scope. The bodies (docs/PROTOCOL.md, "Webhooks"): registration in,
+endpoints out, never a secret except the one answer that creates or rotates it."""
 
 from __future__ import annotations
 
@@ -7,18 +8,62 @@ from collections.abc import Callable
 from typing import Annotated, TypeVar
 
 from fastapi import APIRouter, Body, Depends, Path, Request, Response
+from pydantic import BaseModel, ConfigDict, Field
 
 from calsync.core.api.auth import Principal, require, services
 from calsync.core.api.problems import FieldError, ProblemError, not_found
 from calsync.core.api.routes.common import AUTHENTICATED, problems
-from calsync.core.api.webhook_models import WebhookEndpointIn, WebhookEndpointList, WebhookEndpointOut, WebhookSecretOut
 from calsync.core.model.errors import InvalidWebhookEndpoint, InvalidWebhookUrl, WebhookEndpointNotFound
+from calsync.core.model.vocabulary import (
+    WEBHOOK_EVENT_TYPES,
+    WebhookDisabledBy,
+    WebhookEndpointStatus,
+    WebhookEventType,
+)
 from calsync.core.webhooks import Endpoint, Endpoints
 
 T = TypeVar("T")
 router = APIRouter(tags=["webhooks"])
 Admin = Annotated[Principal, Depends(require("admin"))]
 EndpointId = Annotated[str, Path(min_length=1, max_length=64, pattern=r"^[A-Za-z0-9_-]+$")]
+
+
+class WebhookEndpointIn(BaseModel):
+    """A receiver to register for the key's tenant."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    url: Annotated[str, Field(min_length=1, max_length=2048, description="https (http only in development)")]
+    events: Annotated[list[WebhookEventType], Field(min_length=1, max_length=len(WEBHOOK_EVENT_TYPES))]
+
+
+class WebhookEndpointOut(BaseModel):
+    """A registered endpoint (without its secrets)."""
+
+    model_config = ConfigDict(extra="ignore")
+
+    id: str
+    url: str
+    events: list[WebhookEventType]
+    status: WebhookEndpointStatus
+    disabled_by: WebhookDisabledBy | None
+    disabled_reason: str | None
+    consecutive_failures: int
+    failing_since: str | None
+    previous_secret_expires_at: str | None
+    created_at: str
+
+
+class WebhookSecretOut(WebhookEndpointOut):
+    """An endpoint with its new signing secret: shown in this answer only."""
+
+    secret: Annotated[str, Field(description="whsec_ + base64; verify with any Standard Webhooks library")]
+
+
+class WebhookEndpointList(BaseModel):
+    """The key's tenant's endpoints, oldest first."""
+
+    items: list[WebhookEndpointOut]
 
 
 def _endpoints(request: Request) -> Endpoints:
