@@ -138,7 +138,7 @@ def deliveries(url: str, scratch: Path, database_url: str | None, count: int, th
             for n in range(count):
                 data = {"tenant_id": "bench", "entity_id": f"evt{n}", "version": 1, "status": "synced"}
                 notification_id, doc = notification("sync.succeeded", data, key=[n])
-                store.record_notification_on(conn, notification_id, "bench", "sync.succeeded", doc)
+                store.record_notification(conn, notification_id, "bench", "sync.succeeded", doc)
                 store.create_deliveries(conn, notification_id, [endpoint.id])
                 ids.append(notification_id)
         for notification_id in ids:

@@ -52,7 +52,7 @@ def list_(state: CliState, tenant: str | None, as_json: bool) -> None:
     print_table(
         "webhook endpoints",
         ["id", "tenant", "url", "events", "status", "failures", "since"],
-        [(e.id, e.tenant_id, e.url, ",".join(e.events),
+        [(e.id, e.tenant_id, e.url, ",".join(e.event_types),
           e.status if e.status == "enabled" else f"disabled ({e.disabled_by})", str(e.consecutive_failures),
           e.failing_since.isoformat(timespec="seconds") if e.failing_since else None) for e in found],
     )  # fmt: skip

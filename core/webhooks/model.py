@@ -48,7 +48,7 @@ def notification(
 ) -> tuple[str, dict[str, Any]]:
     """A notification's id (from ``key``) and its payload as stored in the outbox.
 
-    A plain dict on the sync path (a model here cost a tenth of the outbox's price); every delivery
+    A plain dict, built on the sync path (docs/notes/webhooks.md, "Cost of the outbox"); every delivery
     validates it as a :class:`~core.model.webhooks.WebhookNotification` before signing.
     """
     unknown = data.keys() - set(_DATA_FIELDS)

@@ -16,7 +16,7 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Iterable
 from typing import Any
 
 import dramatiq
@@ -80,9 +80,7 @@ class Outbox:
             status = "deleted" if effect == "delete" else "synced"
             data = {**common, "account_id": payload.account_id, "external_id": external_id, "status": status}
             key = (tenant, entity, payload.account_id, version)
-            recorded.append(
-                _record(store.record_notification, tx, "sync.succeeded", data | {"job_id": payload.job_id}, key)
-            )
+            recorded.append(_record(tx, "sync.succeeded", data | {"job_id": payload.job_id}, key))
         if (
             effect == "delete"
             and event.status == "cancelled"
@@ -90,7 +88,7 @@ class Outbox:
             and targets.all_deleted(tx, tenant, entity)
         ):
             data = {**common, "status": "cancelled"}
-            recorded.append(_record(store.record_notification, tx, "event.cancelled", data, (tenant, entity, version)))
+            recorded.append(_record(tx, "event.cancelled", data, (tenant, entity, version)))
         return recorded
 
     def on_dead_lettered(
@@ -109,18 +107,19 @@ class Outbox:
         }
         if self.wants(tenant, "sync.dead_lettered"):
             data = {**common, "entity_id": payload.entity_id, "version": payload.target_version, "status": "failed"}
-            recorded.append(_record(store.record_notification_on, conn, "sync.dead_lettered", data, (job_id,)))
+            recorded.append(_record(conn, "sync.dead_lettered", data, (job_id,)))
         if needs_reauth and self.wants(tenant, "account.needs_reauth"):
             data = {**common, "status": "needs_reauth"}
             key = (payload.account_id, job_id)
-            recorded.append(_record(store.record_notification_on, conn, "account.needs_reauth", data, key))
+            recorded.append(_record(conn, "account.needs_reauth", data, key))
         return recorded
 
     def send(self, broker: dramatiq.Broker, notification_ids: Iterable[str]) -> None:
         """After the commit: the ids wait ``LINGER`` seconds for others, then go in batches (one message per batch).
 
-        One enqueue per sync cost the calendar queue ~8 % (docs/notes/webhooks.md); batched, it is shared by
-        every job of the last ``LINGER`` seconds. Ids a dying process had not flushed yet wait for the reconciler.
+        An enqueue per sync would cost the calendar queue more than the outbox row (docs/notes/webhooks.md);
+        batched, it is shared by every job of the last ``LINGER`` seconds. Ids a dying process had not flushed
+        yet wait for the reconciler.
         """
         with self._sending:
             self._broker = broker
@@ -150,9 +149,8 @@ class Outbox:
 
 
 def _record(
-    write: Callable[..., None], into: Any, event_type: WebhookEventType, data: dict[str, Any], key: Iterable[object]
+    tx: DirectTransaction | Connection, event_type: WebhookEventType, data: dict[str, Any], key: Iterable[object]
 ) -> str:
-    # write: store.record_notification on the hot path's transaction, or record_notification_on on a SQLAlchemy one.
     notification_id, doc = notification(event_type, data, key=key)
-    write(into, notification_id, data["tenant_id"], event_type, doc)
+    store.record_notification(tx, notification_id, data["tenant_id"], event_type, doc)
     return notification_id

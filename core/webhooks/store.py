@@ -51,30 +51,28 @@ def _now() -> dt.datetime:
 
 @dataclass(frozen=True)
 class Endpoint:
-    """A stored endpoint without its secrets (its fields are the names ``calsync webhooks`` and the API show)."""
+    """A stored endpoint without its secrets: the row's columns."""
 
     id: str
     tenant_id: str
     url: str
-    events: list[WebhookEventType]
+    event_types: list[WebhookEventType]
     status: WebhookEndpointStatus
     disabled_by: WebhookDisabledBy | None
     disabled_reason: str | None
     consecutive_failures: int
     failing_since: dt.datetime | None
-    previous_secret_expires_at: dt.datetime | None
+    previous_expires_at: dt.datetime | None
     created_at: dt.datetime
 
     def as_json(self) -> dict[str, Any]:
-        """JSON-ready form for ``calsync webhooks list`` and ``GET /v1/webhooks`` (never a secret)."""
-        return {k: v.isoformat() if isinstance(v, dt.datetime) else v for k, v in asdict(self).items()}
+        """JSON-ready form for ``calsync webhooks list`` and ``GET /v1/webhooks`` (never a secret), in their names."""
+        doc = {k: v.isoformat() if isinstance(v, dt.datetime) else v for k, v in asdict(self).items()}
+        names = {"event_types": "events", "previous_expires_at": "previous_secret_expires_at"}
+        return {names.get(k, k): v for k, v in doc.items()}
 
 
-_ENDPOINT_COLUMNS = (
-    *(c for c in w.c if c.name not in ("secrets", "updated_at", "event_types", "previous_expires_at")),
-    w.c.event_types.label("events"),
-    w.c.previous_expires_at.label("previous_secret_expires_at"),
-)
+_ENDPOINT_COLUMNS = tuple(c for c in w.c if c.name not in ("secrets", "updated_at"))
 
 
 def _endpoint_is(endpoint_id: str, tenant_id: str | None = None) -> ColumnElement[bool]:
@@ -113,7 +111,7 @@ def list_endpoints(conn: Connection, tenant_id: str | None = None) -> list[Endpo
 def subscribed(conn: Connection, tenant_id: str, event_type: WebhookEventType) -> list[Endpoint]:
     """The enabled endpoints of a tenant that want ``event_type``."""
     found = _endpoints(conn, (w.c.tenant_id == tenant_id) & (w.c.status == "enabled"))
-    return [e for e in found if event_type in e.events]
+    return [e for e in found if event_type in e.event_types]
 
 
 def subscriptions(conn: Connection) -> dict[str, frozenset[str]]:
@@ -223,23 +221,21 @@ def _record(dialect: str) -> Any:
 _RECORD = {dialect: DirectStatement(_record(dialect)) for dialect in ("sqlite", "postgresql")}
 
 
-def _row(notification_id: str, tenant_id: str, event_type: WebhookEventType, payload: dict[str, Any]) -> Any:
-    row = {"id": notification_id, "tenant_id": tenant_id, "event_type": event_type, "payload": payload}
-    return row | {"created_at": _now(), "dispatched_at": None}
-
-
 def record_notification(
-    tx: DirectTransaction, notification_id: str, tenant_id: str, event_type: WebhookEventType, payload: dict[str, Any]
+    tx: DirectTransaction | Connection,
+    notification_id: str,
+    tenant_id: str,
+    event_type: WebhookEventType,
+    payload: dict[str, Any],
 ) -> None:
-    """Add a notification inside the hot path's transaction (one statement; nothing if it is recorded already)."""
-    tx.execute(_RECORD[tx.dialect.name], _row(notification_id, tenant_id, event_type, payload))
-
-
-def record_notification_on(
-    conn: Connection, notification_id: str, tenant_id: str, event_type: WebhookEventType, payload: dict[str, Any]
-) -> None:
-    """:func:`record_notification` inside a SQLAlchemy transaction (the DLQ recorder's)."""
-    conn.execute(_record(conn.dialect.name).values(**_row(notification_id, tenant_id, event_type, payload)))
+    """Add a notification in the transaction of what it reports (the hot path's, or the DLQ recorder's
+    SQLAlchemy one): one statement, nothing if it is recorded already."""
+    row: dict[str, Any] = {"id": notification_id, "tenant_id": tenant_id, "event_type": event_type}
+    row |= {"payload": payload, "created_at": _now(), "dispatched_at": None}
+    if isinstance(tx, Connection):
+        tx.execute(_record(tx.dialect.name).values(**row))
+    else:
+        tx.execute(_RECORD[tx.dialect.name], row)
 
 
 def get_notification(conn: Connection, notification_id: str) -> Notification | None:

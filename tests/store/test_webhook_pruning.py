@@ -37,7 +37,7 @@ def notification(db: Database, nid: str, endpoints: list[str] | None) -> None:
     """A recorded notification, dispatched to ``endpoints`` (None: not dispatched yet)."""
     payload: dict[str, Any] = {"type": "sync.succeeded", "data": {"tenant_id": "t"}}
     with db.write() as conn:
-        store.record_notification_on(conn, nid, "t", "sync.succeeded", payload)
+        store.record_notification(conn, nid, "t", "sync.succeeded", payload)
         if endpoints is not None:
             assert store.claim_dispatch(conn, nid)
             store.create_deliveries(conn, nid, endpoints)

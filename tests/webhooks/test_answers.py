@@ -31,7 +31,7 @@ def _one(hooks: Hooks, receiver: Receiver, *, max_retry_after: float = 50) -> tu
     notification_id, doc = notification("sync.succeeded", {"tenant_id": "tenant-1", "status": "synced"},
                                         key=[receiver.url])  # fmt: skip
     with db.write() as conn:
-        store.record_notification_on(conn, notification_id, "tenant-1", "sync.succeeded", doc)
+        store.record_notification(conn, notification_id, "tenant-1", "sync.succeeded", doc)
     policy = DeliveryPolicy(schedule=(1, 2), jitter=0, max_retry_after=max_retry_after, disable_after=3600,
                             disable_min_failures=10)  # fmt: skip
     deliverer = hooks.deliverer(policy)

@@ -103,7 +103,7 @@ def test_delivery_checks_again_when_dns_changed(hooks: Hooks, receiver: Receiver
     _, endpoint = endpoints.add("tenant-1", "https://hooks.example.com/x", ["sync.succeeded"])
     notification_id, doc = notification("sync.succeeded", {"tenant_id": "tenant-1", "status": "synced"}, key=[1])
     with db.write() as conn:
-        store.record_notification_on(conn, notification_id, "tenant-1", "sync.succeeded", doc)
+        store.record_notification(conn, notification_id, "tenant-1", "sync.succeeded", doc)
     policy = DeliveryPolicy(schedule=(0.05,), jitter=0, max_retry_after=1, disable_after=60, disable_min_failures=5)
     deliverer = hooks.deliverer(policy, transport)
     assert deliverer.dispatch(notification_id) == [endpoint.id]
