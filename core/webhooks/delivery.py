@@ -104,6 +104,7 @@ class _Failure:
     status: int | None
     detail: str
     error_class: str
+    error: Exception | None = None  # what the transport raised, for the status class of the metric
 
 
 @dataclass(frozen=True)
@@ -165,7 +166,7 @@ class Deliverer:
         if endpoint.status != "enabled":
             why = f"endpoint {endpoint.id} is disabled ({endpoint.disabled_by})"
             failure = _Failure(WebhookOutcome.SKIPPED, "webhook endpoint disabled", None, why, "EndpointDisabled")
-            return self._dead_letter(found, endpoint, delivery.attempts, failure, count_failure=False)
+            return self._dead_letter(found, endpoint, delivery.attempts, failure)
         return self._attempt(found, endpoint, delivery.attempts + 1, keys)
 
     def _attempt(self, notification: Notification, endpoint: Endpoint, attempt: int, keys: list[str]) -> Attempted:
@@ -200,8 +201,10 @@ class Deliverer:
             return self._dead_letter(notification, endpoint, attempt, failure)
         if attempt > len(self.policy.schedule):
             detail += f" (retries exhausted after {attempt} attempts)"
-            failure = _Failure(WebhookOutcome.EXHAUSTED, "webhook retries exhausted", status, detail, error_class)
-            return self._dead_letter(notification, endpoint, attempt, failure, error=error)
+            failure = _Failure(
+                WebhookOutcome.EXHAUSTED, "webhook retries exhausted", status, detail, error_class, error
+            )
+            return self._dead_letter(notification, endpoint, attempt, failure)
         hint = answer.retry_after if answer is not None and answer.status in (429, 503) else None
         hint = min(hint, self.policy.max_retry_after) if hint is not None else None
         delay = retry_delay(self.policy.schedule, attempt - 1, jitter=self.policy.jitter, retry_after=hint)
@@ -225,23 +228,17 @@ class Deliverer:
             )
 
     def _dead_letter(
-        self,
-        notification: Notification,
-        endpoint: Endpoint,
-        attempts: int,
-        failure: _Failure,
-        *,
-        error: Exception | None = None,
-        count_failure: bool = True,
+        self, notification: Notification, endpoint: Endpoint, attempts: int, failure: _Failure
     ) -> Attempted:
-        # A run that found the endpoint disabled counts as an attempt too, as the DLQ record does (at least one).
+        # A run that found the endpoint disabled counts as an attempt too, as the DLQ record does (at least one),
+        # but not toward the breaker: it sent nothing.
         record = _record(notification, endpoint, attempts, failure, self.queue)
         with self.db.write() as conn:
             store.record_attempt(conn, notification.id, endpoint.id, "failed", failure.status, failure.detail)
             dead_letters.insert(self.db, conn, record)
-            if count_failure:
+            if failure.outcome is not WebhookOutcome.SKIPPED:
                 self._failed_attempt(conn, endpoint)
-        _count(failure.outcome, failure.status, error)
+        _count(failure.outcome, failure.status, failure.error)
         return Attempted(failure.outcome, _fields(notification, endpoint, attempts, failure.status), failure.reason)
 
     def _failed_attempt(self, conn: Connection, endpoint: Endpoint) -> None:
