@@ -6,7 +6,7 @@ Before-hooks run top to bottom and after-hooks bottom to top (Dramatiq's rule). 
 
 0. in workers, ``first``: Dramatiq's ``Prometheus``, :class:`~core.worker.metrics.WorkerMetrics`,
    :class:`~core.worker.heartbeat.Heartbeat` (docs/METRICS.md), :class:`~core.worker.pause.PauseGate`
-   (holds the consumers while ``calsync pause`` is on; no hook around deliveries),
+   (pauses the consumers while ``calsync pause`` is on; no hook around deliveries),
    :class:`~core.messaging.outage.RedisOutage` (an unreachable Redis: said once, waited out by the
    consumers), :class:`~core.worker.maintenance.Maintenance` (the housekeeping thread);
 1. ``JobLifecycle`` — opens the delivery; its ack/nack hooks run last, logging and counting the outcome;
@@ -74,7 +74,7 @@ def observed_worker_middleware(
     from dramatiq.middleware.prometheus import Prometheus
 
     settings = runtime.settings
-    metrics = WorkerMetrics(runtime.db)
+    metrics = WorkerMetrics()
     timing = HeartbeatTiming(
         interval=settings.heartbeat_interval,
         ttl=settings.heartbeat_ttl,
@@ -84,11 +84,19 @@ def observed_worker_middleware(
     )
     outage = RedisOutage()
     watch = outage.of(runtime.redis_url)
-    pause = PauseGate(PauseSwitch(runtime.redis, runtime.keys), watch=watch)
+    pause = PauseGate(PauseSwitch(runtime.redis, runtime.keys), watch)
     heartbeat = Heartbeat(runtime.redis, runtime.keys, timing, pause, watch)
     runtime.locks.owned_by(lambda: heartbeat.key)  # a dead worker's locks can be taken over (docs/notes/locks.md)
     first: list[dramatiq.Middleware] = [Prometheus(), metrics, heartbeat, pause, outage]
     if settings.maintenance_enabled:  # housekeeping, one pass per interval across workers (docs/RUNBOOK.md)
-        first.append(Maintenance(runtime.db, runtime.redis, runtime.keys, interval=settings.maintenance_interval,
-                                 retention=Retention.of(settings), requeue=requeue, watch=watch))  # fmt: skip
+        maintenance = Maintenance(
+            runtime.db,
+            runtime.redis,
+            runtime.keys,
+            interval=settings.maintenance_interval,
+            retention=Retention.of(settings),
+            watch=watch,
+            requeue=requeue,
+        )
+        first.append(maintenance)
     return worker_middleware(runtime, first=first, job_observers=[metrics.observe_job])
