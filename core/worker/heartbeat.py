@@ -188,9 +188,10 @@ class Heartbeat(dramatiq.Middleware):
             self._thread = None
         try:
             self.redis.delete(self.key)
+        except redis.ConnectionError as exc:
+            self.watch.lost(exc)  # said once per outage; the key expires by itself
         except redis.RedisError:
-            if not self.watch.unreachable:  # else the outage was said already
-                log.warning("could not delete the heartbeat key; it expires by itself", exc_info=True)
+            log.warning("could not delete the heartbeat key; it expires by itself", exc_info=True)
         self.file.unlink(missing_ok=True)
 
     def beat(self) -> bool:
