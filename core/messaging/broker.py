@@ -32,12 +32,9 @@ def connect_broker(url: str, settings: Settings, middleware: Sequence[dramatiq.M
         from calsync.core.messaging.rabbitmq_consumer import SafeRabbitmqBroker  # pika only where it is used
 
         broker = SafeRabbitmqBroker(
-            url=url,
-            middleware=list(middleware),
-            confirm_delivery=True,
-            max_message_bytes=settings.max_message_bytes,
+            url=url, middleware=list(middleware), confirm_delivery=True, max_message_bytes=settings.max_message_bytes,
             overflow=lanes.overflow,
-        )
+        )  # fmt: skip
     else:
         broker = SafeRedisBroker(
             max_message_bytes=settings.max_message_bytes,

@@ -84,19 +84,11 @@ def observed_worker_middleware(
     )
     outage = RedisOutage()
     watch = outage.of(runtime.redis_url)
-    pause = PauseGate(PauseSwitch(runtime.redis, runtime.keys), watch)
+    pause = PauseGate(PauseSwitch(runtime.redis, runtime.keys), watch=watch)
     heartbeat = Heartbeat(runtime.redis, runtime.keys, timing, pause, watch)
     runtime.locks.owned_by(lambda: heartbeat.key)  # a dead worker's locks can be taken over (docs/notes/locks.md)
     first: list[dramatiq.Middleware] = [Prometheus(), metrics, heartbeat, pause, outage]
     if settings.maintenance_enabled:  # housekeeping, one pass per interval across workers (docs/RUNBOOK.md)
-        maintenance = Maintenance(
-            runtime.db,
-            runtime.redis,
-            runtime.keys,
-            interval=settings.maintenance_interval,
-            retention=Retention.of(settings),
-            watch=watch,
-            requeue=requeue,
-        )
-        first.append(maintenance)
+        first.append(Maintenance(runtime.db, runtime.redis, runtime.keys, interval=settings.maintenance_interval,
+                                 retention=Retention.of(settings), requeue=requeue, watch=watch))  # fmt: skip
     return worker_middleware(runtime, first=first, job_observers=[metrics.observe_job])
