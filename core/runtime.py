@@ -108,8 +108,7 @@ class Runtime:
             with self._broker_lock:
                 if self._broker is None:
                     stack = self._middleware(self) if self._middleware else ()
-                    broker = connect_broker(self.broker_url, self.settings, stack)
-                    self._broker = broker
+                    self._broker = connect_broker(self.broker_url, self.settings, stack)
         return self._broker
 
     def close(self) -> None:
