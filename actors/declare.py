@@ -20,12 +20,11 @@ from calsync.core.model.payload import SYNC_JOB
 from calsync.core.producer.intake_job import intake_actor
 from calsync.core.producer.reconcile import reconcile as reconcile_overdue
 from calsync.core.producer.submit import Producer
-from calsync.core.redis.traffic import TrafficStore
 from calsync.core.runtime import Runtime
+from calsync.core.traffic import TrafficGate, TrafficStore, provider_limits
 from calsync.core.webhooks import Deliverer, DeliveryPolicy, Outbox, Transport
 from calsync.core.worker.delivery import current_delivery
 from calsync.core.worker.job import JobParts, sync_actor
-from calsync.core.worker.traffic import TrafficGate, provider_limits
 
 
 def declare(
@@ -33,9 +32,7 @@ def declare(
 ) -> dict[str, dramatiq.Actor[Any, Any]]:
     """Register every calsync actor on ``broker``; returns them by name (``outbox``: the process' webhook outbox)."""
     settings = runtime.settings
-    # A job's traffic scripts share its thread's lock connection: one connection per worker thread, and a
-    # success's settle is read with the next job's lock command (closed with the lock manager).
-    traffic = TrafficStore(runtime.redis, runtime.keys, runtime.locks.connections)
+    traffic = TrafficStore(runtime.redis, runtime.keys)
     parts = JobParts(
         db=runtime.db,
         cipher=runtime.cipher,
@@ -48,7 +45,7 @@ def declare(
         delete_verify_delay=settings.delete_verify_delay,
         trust_handover=settings.lock_handover,
         outbox=outbox,
-        traffic=TrafficGate(traffic, provider_limits(settings)),
+        traffic=TrafficGate(traffic, provider_limits(settings, lease=settings.job_time_limit + 5)),
     )
 
     def reconcile() -> None:

@@ -39,11 +39,7 @@ class Worker:
 
 
 def mailbox_limiter(runtime: Runtime) -> RedisLimiter:
-    """Per-mailbox slots shared by every worker on this Redis; a lease outlives one provider call.
-
-    Its commands go on the worker threads' lock connections (closed with the lock manager), as traffic
-    control's do (actors/declare.py): a job's Redis commands share one connection per thread.
-    """
+    """Per-mailbox slots shared by every worker on this Redis; a lease outlives one provider call."""
     settings = runtime.settings
     return RedisLimiter(
         runtime.redis,
@@ -51,7 +47,6 @@ def mailbox_limiter(runtime: Runtime) -> RedisLimiter:
         limit=settings.graph_mailbox_concurrency,
         lease=settings.provider_timeout * 3 + 5,
         wait=settings.graph_slot_wait,
-        connections=runtime.locks.connections,
     )
 
 

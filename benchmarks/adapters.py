@@ -41,7 +41,7 @@ import psutil
 from benchmarks.drain import Drain, Shape
 from benchmarks.support import add_redis_option, bench_redis
 from benchmarks.worker import Adapter, bare, calsync
-from calsync.core.config.traffic import ACCOUNT_CONCURRENCY, ACCOUNT_RATE, PROVIDER_RATE
+from calsync.core.traffic.settings import ACCOUNT_CONCURRENCY, ACCOUNT_RATE, PROVIDER_RATE
 from calsync_emulators import ews, google, graph
 from calsync_emulators.control import EmulatorControl, EwsControl, GoogleControl, GraphControl
 from calsync_emulators.server import RunningEmulator
@@ -74,8 +74,11 @@ def _adapters(names: list[str], urls: list[str], ca_file: str, emulator: psutil.
     graph_control.configure(mailbox_concurrency=threads)  # as many as the limiter's slots: no 429 holds
     # One account per side: traffic control's per-account politeness (4 calls at a time, 5-8 per second by
     # default) would measure the deferrals, not the adapter. Its gate still runs (admit and settle per call).
-    unbound = {"account_concurrency": {**ACCOUNT_CONCURRENCY, **dict.fromkeys(ADAPTERS[1:], threads)},
-               "account_rate": dict.fromkeys(ACCOUNT_RATE, 0.0), "provider_rate": dict.fromkeys(PROVIDER_RATE, 0.0)}
+    unbound = {
+        "account_concurrency": {**ACCOUNT_CONCURRENCY, **dict.fromkeys(ADAPTERS[1:], threads)},
+        "account_rate": dict.fromkeys(ACCOUNT_RATE, 0.0),
+        "provider_rate": dict.fromkeys(PROVIDER_RATE, 0.0),
+    }
     every = {
         "memory": Adapter(),
         "google": Adapter("google", {"google_api_endpoint": google_control.api_endpoint, **unbound},

@@ -37,11 +37,11 @@ from benchmarks.support import add_redis_option, bench_redis, in_process_worker,
 from calsync.core.config.settings import Settings
 from calsync.core.model.calendar import ProviderName
 from calsync.core.producer.submit import Producer
-from calsync.core.redis.traffic import TrafficStore
 from calsync.core.runtime import Runtime
 from calsync.core.store import accounts, dead_letters, targets
 from calsync.core.store.dead_letters import DeadLetterFilter
 from calsync.core.store.targets import TargetKey
+from calsync.core.traffic import TrafficStore
 from calsync_emulators import ews, google, graph
 from calsync_emulators.control import EmulatorControl, EwsControl, GoogleControl, GraphControl
 from calsync_emulators.server import RunningEmulator

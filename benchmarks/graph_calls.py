@@ -3,13 +3,12 @@
     PYTHONPATH=.:emulators .venv/bin/python benchmarks/graph_calls.py [--creates 1000] [--rounds 3]
         [--redis-url URL]
 
-The Graph adapter as a worker builds it (the registry's settings; the Redis mailbox limiter, on the
-threads' own connections where the tree has them, as actors/worker.py gives it) against the Exchange
-emulator's Graph front, over https, in a child process. One thread creates ``--creates`` events of one
-mailbox per round. It prints cProfile's Python calls per create (exact, whatever the load; one profiled
-round), the CPU per create of each round and the Redis commands per create (INFO commandstats of its
-own embedded Redis, scripts' inner commands included). To compare trees, put the other checkout first
-on PYTHONPATH (``PYTHONPATH=/other:/other/emulators python benchmarks/graph_calls.py``). It also times
+The Graph adapter as a worker builds it (the registry's settings; the Redis mailbox limiter, as actors/worker.py
+gives it) against the Exchange emulator's Graph front, over https, in a child process. One thread creates
+``--creates`` events of one mailbox per round. It prints cProfile's Python calls per create (exact, whatever
+the load; one profiled round), the CPU per create of each round and the Redis commands per create (INFO
+commandstats of its own embedded Redis, scripts' inner commands included). To compare trees, put the other
+checkout first on PYTHONPATH (``PYTHONPATH=/other:/other/emulators python benchmarks/graph_calls.py``). It also times
 one response through httpx's default cookie jar and through the adapter's (which takes no cookies).
 It is a benchmark, not a test: numbers depend on the machine.
 """
@@ -21,7 +20,6 @@ import cProfile
 import dataclasses
 import datetime as dt
 import http.cookiejar
-import inspect
 import multiprocessing
 import pstats
 import tempfile
@@ -57,12 +55,7 @@ def _serve(queue: Any, scratch: str) -> None:
 
 
 def _limiter(client: redis.Redis) -> RedisLimiter:
-    given: dict[str, Any] = {}
-    if "connections" in inspect.signature(RedisLimiter).parameters:  # the tree's limiter takes them
-        from calsync.core.redis.thread_connections import ThreadConnections
-
-        given["connections"] = ThreadConnections(client)
-    return RedisLimiter(client, RedisKeys("bench-graph-calls"), limit=8, lease=35, wait=5, **given)
+    return RedisLimiter(client, RedisKeys("bench-graph-calls"), limit=8, lease=35, wait=5)
 
 
 def _commands(client: redis.Redis) -> int:

@@ -43,14 +43,14 @@ from calsync.core.messaging.messages import sync_message
 from calsync.core.model.calendar import Account
 from calsync.core.model.change import EventFields
 from calsync.core.model.payload import new_payload
+from calsync.core.model.provider_io import RequestsSent
 from calsync.core.producer.fairness import lane_choice
 from calsync.core.producer.submit import Producer
-from calsync.core.redis.traffic import Limits, TrafficStore
 from calsync.core.runtime import Runtime
 from calsync.core.store import accounts, dead_letters, events, targets
 from calsync.core.store.dead_letters import DeadLetterFilter
 from calsync.core.store.targets import TargetKey
-from calsync.core.worker.traffic import TrafficGate, provider_limits
+from calsync.core.traffic import Limits, TrafficGate, TrafficStore, provider_limits
 from calsync_emulators import google
 from calsync_emulators.control import GoogleControl
 from calsync_emulators.server import RunningEmulator
@@ -151,7 +151,7 @@ def admission_cost(url: str, rounds: int) -> tuple[float, float, float]:
     settings = Settings(broker_url=url, redis_namespace=ns)
     runtime = Runtime(settings, check_schema=False)
     try:
-        limits = provider_limits(settings)
+        limits = provider_limits(settings, lease=settings.job_time_limit + 5)
         governed = Account(id="a", tenant_id="t", provider="google", address="a@example.com")
         free = Account(id="a", tenant_id="t", provider="memory", address="a@example.com")
         limits["google"] = Limits(concurrency=4, breaker_failures=5)  # no bucket: every round is admitted
@@ -160,7 +160,7 @@ def admission_cost(url: str, rounds: int) -> tuple[float, float, float]:
         for account in (governed, free):
             started = time.perf_counter()
             for _ in range(rounds):
-                with gate.call(account):
+                with gate.call(account, None, RequestsSent()):
                     pass
             figures.append((time.perf_counter() - started) / rounds * 1e6)
         started = time.perf_counter()

@@ -21,9 +21,9 @@ from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 from calsync.core.config.coalesce import CoalesceSettings
 from calsync.core.config.fairness import FairnessSettings
 from calsync.core.config.housekeeping import HousekeepingSettings
-from calsync.core.config.traffic import TrafficSettings
 from calsync.core.model.calendar import SendUpdates
 from calsync.core.model.errors import ConfigurationError
+from calsync.core.traffic.settings import TrafficSettings
 from calsync.core.webhooks.settings import WebhookSettings
 
 ENV_PREFIX = "CALSYNC_"
@@ -306,7 +306,7 @@ class Settings(  # the mixins: one module of fields per area (core/config/)
                 if not value:
                     continue
                 value = ",".join(v.get_secret_value() if isinstance(v, SecretStr) else f"{v:g}" for v in value)
-            elif isinstance(value, dict):  # per-provider values (core/config/traffic.py)
+            elif isinstance(value, dict):  # per-provider values (core/traffic/settings.py)
                 value = ",".join(f"{k}={v:g}" for k, v in value.items())
             env[ENV_PREFIX + name.upper()] = str(value)
         return env

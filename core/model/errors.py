@@ -252,7 +252,7 @@ class TargetLocked(Deferred):
 
 
 class Held(Deferred):
-    """Traffic control (core/worker/traffic.py), or a key the worker lacks, holds the job: it runs again after
+    """Traffic control (core/traffic/), or a key the worker lacks, holds the job: it runs again after
     ``retry_after`` s, unbounded."""
 
     reason = "held by traffic control"

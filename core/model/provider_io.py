@@ -15,7 +15,7 @@ connection refused or a timeout counts as a request (the provider, or the way to
 - Graph: ``GraphClient.send``, the one client of the API calls and msal's token calls (providers/graph/);
 - memory: each write, which stands for the provider's answer (its faults included).
 
-The traffic gate (core/worker/traffic.py) enters the delivery's :class:`RequestsSent` around the provider
+The traffic gate (core/traffic/gate.py) enters the delivery's :class:`RequestsSent` around the provider
 call; the adapters, which only import this model layer, call :func:`request_sent`. Each worker thread runs
 one delivery at a time and the adapters' libraries send on the calling thread, so a context variable is
 what ties a request to its delivery.

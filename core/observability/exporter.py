@@ -21,7 +21,7 @@ from prometheus_client.core import GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
 from calsync.core.observability.readings import SOURCES, Reading, StatusReader
-from calsync.core.redis.traffic import CIRCUIT_STATE_VALUES
+from calsync.core.traffic import CIRCUIT_STATE_VALUES
 
 if TYPE_CHECKING:
     from calsync.core.runtime import Runtime

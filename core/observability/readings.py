@@ -11,7 +11,7 @@ Three sources, each read on its own so that one being down does not hide the oth
   management API, so delayed, in-flight and oldest age are reported as unavailable (None).
 - **database**: open dead letters by job type and reason, the oldest open one, targets by sync
   status and the most overdue pending target.
-- **redis**: the circuit breakers and provider back-off of every provider with a breaker (core/redis/traffic.py);
+- **redis**: the circuit breakers and provider back-off of every provider with a breaker (core/traffic/store.py);
   live worker heartbeat keys (``<ns>:heartbeat:*``, each with a TTL), counted with SCAN; their
   values tell each process' live worker threads against its configured count (a process that lost
   threads is unhealthy, core/worker/heartbeat.py).
@@ -42,8 +42,8 @@ from calsync.core.messaging.messages import RECONCILE_JOB
 from calsync.core.model.intake import INTAKE_JOB
 from calsync.core.model.payload import SYNC_JOB
 from calsync.core.model.vocabulary import SYNC_STATUSES, WEBHOOK_DELIVERY_STATUSES
-from calsync.core.redis.traffic import CircuitReading, TrafficStore
 from calsync.core.store import dead_letters, targets
+from calsync.core.traffic import CircuitReading, TrafficStore
 from calsync.core.webhooks import count_deliveries, count_disabled
 
 if TYPE_CHECKING:

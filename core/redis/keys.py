@@ -26,8 +26,8 @@ class RedisKeys:
     def handover(self, tenant_id: str, entity_id: str, account_id: str) -> str:
         """String holding what the last holder of a target's lock left it as: ``<synced version>:<create sent>``.
 
-        ``held`` while a holder has the lock (or after a release that did not know); EX ``HANDOVER_TTL``.
-        Written by the lock scripts of :class:`core.redis.locks.LockManager` (acquire: ``held``; release:
+        ``unknown`` while a holder has the lock (or after a release that did not know); EX ``HANDOVER_TTL``.
+        Written by the lock scripts of :class:`core.redis.locks.LockManager` (acquire: ``unknown``; release:
         the state the job says it left); read by the acquire script, whose answer tells the job whether its
         read before the lock is still current (core.worker.snapshot).
         """
@@ -101,10 +101,6 @@ class RedisKeys:
         """
         return f"{self.namespace}:retry-now:{queue}:{redis_message_id}"
 
-    def dramatiq_dead_letters(self, queue: str) -> str:
-        """Dramatiq's own dead-letter ZSET (7-day TTL). Written by Dramatiq on nack; read by the exporter."""
-        return f"{self.namespace}:{queue}.XQ"
-
     def worker_heartbeat(self, worker: str) -> str:
         """String marking one live worker process (``host:pid``), set with a TTL of ``HEARTBEAT_TTL``.
 
@@ -138,7 +134,7 @@ class RedisKeys:
     def traffic_account(self, provider: str, account_id: str) -> str:
         """Hash of one account's traffic state: token bucket, "blocked until", circuit breaker (ms, Redis time).
 
-        Written by the admit and settle scripts of :class:`core.redis.traffic.TrafficStore` in workers; read by
+        Written by the admit and settle scripts of :class:`core.traffic.store.TrafficStore` in workers; read by
         the same scripts and by ``calsync status`` / the exporter (core.observability.readings). TTL a day.
         """
         return f"{self.namespace}:traffic:account:{provider}:{account_id}"
@@ -146,7 +142,7 @@ class RedisKeys:
     def traffic_slots(self, provider: str, account_id: str) -> str:
         """Sorted set of one account's in-flight provider calls (member: admission token, score: lease expiry ms).
 
-        Written (ZADD on admission, ZREM on settle) by :class:`core.redis.traffic.TrafficStore`; read by it.
+        Written (ZADD on admission, ZREM on settle) by :class:`core.traffic.store.TrafficStore`; read by it.
         """
         return f"{self.namespace}:traffic:slots:{provider}:{account_id}"
 
@@ -195,7 +191,3 @@ class RedisKeys:
         each (docs/notes/traffic.md, "Blast radius"). TTL a day.
         """
         return f"{self.namespace}:traffic:streak:{provider}:{what}"
-
-    def pattern(self) -> str:
-        """Glob matching every key of this namespace (test clean-up, ``calsync stop --purge``)."""
-        return f"{self.namespace}:*"

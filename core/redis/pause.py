@@ -63,12 +63,9 @@ class PauseSwitch:
 
     def pause(self, by: str, reason: str | None) -> tuple[PauseState, bool]:
         """Set the switch unless it is set; returns the switch and whether this call set it."""
-        value = json.dumps({"since": time.time(), "by": by, "reason": reason})
-        created = bool(self.redis.set(self.key, value, nx=True))
-        state = self.state()
-        if state is None:  # resumed in between: say what this call wrote, which is gone again
-            return PauseState(json.loads(value)["since"], by, reason), created
-        return state, created
+        since = time.time()
+        created = bool(self.redis.set(self.key, json.dumps({"since": since, "by": by, "reason": reason}), nx=True))
+        return self.state() or PauseState(since, by, reason), created  # resumed in between: what this call wrote
 
     def resume(self) -> PauseState | None:
         """Clear the switch; returns what it was (None: it was not set)."""

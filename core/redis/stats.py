@@ -59,7 +59,6 @@ class JobStats:
         pipe = self._client.pipeline(transaction=False)
         for (minute, outcome), count in pending.items():
             pipe.hincrby(self._keys.stats(minute), outcome, count)
-        for minute in {minute for minute, _ in pending}:
             pipe.expire(self._keys.stats(minute), _RETENTION_S)
         try:
             pipe.execute()
@@ -88,6 +87,5 @@ class JobStats:
         totals: Counter[str] = Counter()
         for bucket in pipe.execute():
             for outcome, value in bucket.items():
-                name = outcome.decode() if isinstance(outcome, bytes) else outcome
-                totals[name] += int(value)
+                totals[outcome.decode()] += int(value)
         return totals

@@ -5,7 +5,7 @@ of a message on the same worker thread, so a context variable holds the delivery
 not do, because duplicate deliveries of one message can run at the same time on two threads.
 
 Four parts write it, each its own fields: ``JobLifecycle`` opens it, the job (``core.worker.job``)
-tells what it is about and how it ended, the traffic gate (``core.worker.traffic``) counts the requests its
+tells what it is about and how it ended, the traffic gate (``core.traffic``) counts the requests its
 provider call sent, ``ScheduledRetries`` how a failure was handled.
 """
 

@@ -15,7 +15,7 @@ a write that loses the CAS enqueues a repair sync of the latest version.
 
 A busy target lock is not a failure: the job raises :class:`~core.model.errors.TargetLocked`, which
 ``ScheduledRetries`` turns into a later delivery that uses no attempt (``LOCK_RETRY_DELAY``, at most
-``LOCK_MAX_WAITS`` times). The provider call goes through the traffic gate (core/worker/traffic.py):
+``LOCK_MAX_WAITS`` times). The provider call goes through the traffic gate (core/traffic/):
 over a limit, blocked by a provider's back-off or behind an open breaker it raises a ``Held`` deferral,
 which uses no attempt either. Before a create through an adapter without an idempotent create (EWS),
 once admitted, the target's ``create_attempted`` marker is committed (once per target), so a later
@@ -61,12 +61,12 @@ from calsync.core.store.crypto import CredentialCipher
 from calsync.core.store.database import Database
 from calsync.core.store.targets import TargetRow
 from calsync.core.store.unreadable_secrets import UnreadableSecrets
+from calsync.core.traffic import TrafficGate
 from calsync.core.webhooks import Outbox
 from calsync.core.worker import cancellation
 from calsync.core.worker.delivery import Delivery, current_delivery, detached_delivery
 from calsync.core.worker.metrics import lock_attempt, provider_request
 from calsync.core.worker.snapshot import Snapshot, left_as, load_snapshot, still_current
-from calsync.core.worker.traffic import TrafficGate
 
 log = logging.getLogger(__name__)
 
@@ -119,7 +119,7 @@ def run_sync(parts: JobParts, delivery: Delivery, args: Sequence[Any], kwargs: M
         effect = effective_operation(event, target, leaving=account.status == "removing")
         provider = parts.providers.get(account.provider)
         stored = target  # the row as this job knows it is stored; what it hands over on release
-        with parts.traffic.call(account):  # over a limit or behind an open breaker: Held, a deferral
+        with parts.traffic.call(account, payload, delivery.provider_requests):  # over a limit: Held, a deferral
             if _needs_marker(provider, target, effect):  # committed before anything is sent
                 leaves = None  # unknown until the commit returns
                 with parts.db.direct_write() as tx:
@@ -139,7 +139,7 @@ def run_sync(parts: JobParts, delivery: Delivery, args: Sequence[Any], kwargs: M
         return Outcome.SUCCESS
     finally:
         try:
-            parts.locks.release_later(held, leaves=leaves)  # the answer is read with this thread's next lock command
+            parts.locks.release(held, leaves=leaves)
         except Exception:
             log.warning("could not release the target lock; it expires by its TTL", exc_info=True)
 

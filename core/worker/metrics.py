@@ -77,11 +77,6 @@ LOCK_ACQUISITIONS = Counter(
     "Attempts to take a per-target lock: acquired, or busy (held by another delivery).",
     ["result"],
 )
-TRAFFIC_DEFERRALS = Counter(
-    "calsync_traffic_deferrals_total",
-    "Provider calls traffic control held back (the job re-enqueued without using an attempt), by what held them.",
-    ["provider", "limit"],
-)
 DEAD_LETTERS = Counter(
     "calsync_dead_letters_total",
     "Jobs dead-lettered, by the reason recorded in the durable DLQ.",
@@ -137,11 +132,6 @@ def status_class(exc: BaseException | None) -> str:
 def lock_attempt(*, acquired: bool) -> None:
     """Count one attempt to take a per-target lock (every delivery of a sync job with a valid payload makes one)."""
     LOCK_ACQUISITIONS.labels("acquired" if acquired else "busy").inc()
-
-
-def traffic_deferral(provider: str, limit: str) -> None:
-    """Count one call traffic control held back (``limit``: what held it, core.redis.traffic.HoldReason)."""
-    TRAFFIC_DEFERRALS.labels(provider, limit).inc()
 
 
 @contextlib.contextmanager

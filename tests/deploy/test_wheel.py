@@ -108,6 +108,8 @@ def test_the_wheel_ships_one_top_level_package_that_cannot_collide(
     assert not [n for n in names if "emulator" in n or "demo" in n], "the emulators ship in calsync-emulators only"
     assert {"calsync/__init__.py", "calsync/core/model/planner.py", "calsync/actors/cli/main.py",
             "calsync/providers/google/provider.py", "calsync/core/store/migrations/env.py"} <= set(names)  # fmt: skip
+    lua = {f"calsync/{path.relative_to(REPO)}" for name in CONSUMER_PACKAGES for path in (REPO / name).rglob("*.lua")}
+    assert lua and lua <= set(names), "every Lua script ships beside the module that runs it"
 
     venv = _fresh_venv(tmp_path, wheel)
     consumer = _consumer(tmp_path)

@@ -14,7 +14,6 @@ import pytest
 
 from calsync.core.config.settings import Settings
 from calsync.core.model.markers import SYNC_KEY_PROPERTY_NAME
-from calsync.core.redis.thread_connections import ThreadConnections
 from calsync.core.store import accounts
 from calsync.core.store.crypto import generate_key
 from calsync_emulators.control import GraphControl
@@ -147,30 +146,26 @@ def test_accounts_add_refuses_a_wrong_graph_credentials_shape_naming_the_field(
     assert cli_json(pipeline.settings, "accounts", "list", "--json") == []
 
 
-def test_the_mailbox_slot_goes_on_the_lock_connection_and_its_release_is_not_awaited(
+def test_each_graph_request_takes_the_mailbox_slot_and_gives_it_back(
     pipeline: Pipeline, graph: GraphControl, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     account = add_account(pipeline, "graph", "alpha@example.com", graph.app_credentials(), account_id="acc-w")
-    sent: list[tuple[int, str, Any]] = []
-    real_call, real_later = ThreadConnections.call, ThreadConnections.send_later
+    slots = pipeline.runtime.keys.slots("graph:calsync-client:alpha@example.com")
+    sent: list[str] = []
+    client = pipeline.runtime.redis  # the limiter's, as the locks' and traffic control's
+    real = client.execute_command
 
-    def call(self: ThreadConnections, *args: Any) -> Any:
-        sent.append((id(self), "waited", args))
-        return real_call(self, *args)
+    def execute_command(*args: Any, **options: Any) -> Any:
+        if slots in args:
+            sent.append(args[0])
+        return real(*args, **options)
 
-    def send_later(self: ThreadConnections, args: Any, on_answer: Any) -> None:
-        sent.append((id(self), "later", args))
-        real_later(self, args, on_answer)
-
-    monkeypatch.setattr(ThreadConnections, "call", call)
-    monkeypatch.setattr(ThreadConnections, "send_later", send_later)
+    monkeypatch.setattr(client, "execute_command", execute_command)
     receipts = [pipeline.submit([account], title=f"Slot {n}") for n in range(3)]
     with pipeline.worker(threads=1):
         wait_synced(pipeline, {(receipt.entity_id, account): 1 for receipt in receipts})
-    slots = pipeline.runtime.keys.slots("graph:calsync-client:alpha@example.com")
-    locks = id(pipeline.runtime.locks.connections)  # the worker thread's own, shared by locks, traffic and slots
-    mine = [(line, how, args[0]) for line, how, args in sent if slots in args]
-    assert mine == [(locks, "waited", "EVALSHA"), (locks, "later", "ZREM")] * 3
+    assert sent == ["EVALSHA", "ZREM"] * 3  # one request per create: the slot's two round trips
+    assert client.zcard(slots) == 0
 
 
 def test_a_throttling_burst_with_retry_after_is_honoured_then_synced(pipeline: Pipeline, graph: GraphControl) -> None:

@@ -30,6 +30,9 @@ BACKOFF = "core/model/backoff.py"
 PLANNER = "core/model/planner.py"
 REDACTION = "core/model/redaction.py"
 LOCKS = "core/redis/locks.py"
+LOCK_ACQUIRE = "core/redis/lock_acquire.lua"
+LOCK_RELEASE = "core/redis/lock_release.lua"
+LOCK_EXTEND = "core/redis/lock_extend.lua"
 JOB = "core/worker/job.py"
 RETRIES = "core/worker/middleware/retries.py"
 MESSAGES = "core/messaging/messages.py"
@@ -39,14 +42,14 @@ SUBMIT = "core/producer/submit.py"
 DEDUP = "core/producer/dedup.py"
 TARGETS = "core/store/targets.py"
 ACCOUNT_REMOVAL = "core/store/account_removal.py"
-GATE = "core/worker/traffic.py"
-TRAFFIC_SCRIPTS = "core/redis/traffic_scripts.py"
+GATE = "core/traffic/gate.py"
+SETTLE_SCRIPT = "core/traffic/settle.lua"
 
 _UNIFORM = "uniform(1 - jitter, 1 + jitter)"
 _BASE = "base = schedule[min(retries_so_far, len(schedule) - 1)]"
 _FLOOR = "return max(delay, retry_after) if retry_after is not None else delay"
 _OWNED_EXTEND = "if redis.call('get', KEYS[1]) == ARGV[1] then return redis.call('pexpire'"
-_OWNED_RELEASE = "if redis.call('get', KEYS[1]) == ARGV[1] then return redis.call('del', KEYS[1]) end"
+_OWNED_RELEASE = "if redis.call('get', KEYS[1]) ~= ARGV[1] then return 0 end\n"
 _RECORD = "        idempotency.record_success(\n"
 _IDEMPOTENCY_RECORD = (
     "            tx, payload.idempotency_key, job_id=payload.job_id, result=result, ttl_seconds=parts.idempotency_ttl\n"
@@ -95,22 +98,22 @@ MUTATIONS: tuple[Mutation, ...] = (
     Mutation("planner-lost-jobs-never-create", PLANNER, "(not earlier_jobs_lost or target.synced_version > 0)",
              "True", "the reconciler re-plans a never-synced target as a create"),
     # locks
-    Mutation("locks-no-renewer", LOCKS, "        self._ensure_renewer()\n        return held", "        return held",
+    Mutation("locks-no-renewer", LOCKS, "            if self._renewer is None:\n", "            if False:\n",
              "a held lock is renewed past its TTL"),
     Mutation("locks-renew-once-per-ttl", LOCKS, "self._ttl_ms / 3000", "self._ttl_ms / 1000",
              "renewal comes before the TTL runs out"),
-    Mutation("locks-not-exclusive", LOCKS, '"SET", key, token, "NX", "PX"', '"SET", key, token, "PX"',
+    Mutation("locks-not-exclusive", LOCK_ACQUIRE, "'set', KEYS[1], token, 'NX', 'PX'", "'set', KEYS[1], token, 'PX'",
              "one owner at a time"),
-    Mutation("locks-extend-anyones", LOCKS, _OWNED_EXTEND, "if true then return redis.call('pexpire'",
+    Mutation("locks-extend-anyones", LOCK_EXTEND, _OWNED_EXTEND, "if true then return redis.call('pexpire'",
              "only the owner extends"),
-    Mutation("locks-release-anyones", LOCKS, _OWNED_RELEASE, "return redis.call('del', KEYS[1])",
+    Mutation("locks-release-anyones", LOCK_RELEASE, _OWNED_RELEASE, "",
              "only the owner releases"),
     Mutation("locks-lost-not-marked", LOCKS, "            if not extended:\n", "            if extended is None:\n",
              "a lock renewal finds taken is marked lost"),
     Mutation("locks-release-not-marked", LOCKS, "        if not released:\n", "        if released is None:\n",
              "a release that finds the lock taken marks it lost"),
-    Mutation("locks-lost-answer", LOCKS, 'self._call(*take) or self._call("GET", key) == token.encode()',
-             "self._call(*take)", "a SET whose answer was lost is recognised as ours"),
+    Mutation("locks-lost-answer", LOCK_ACQUIRE, "  if current ~= token then", "  if true then",
+             "a take whose answer was lost is recognised as ours"),
     # job: guards
     Mutation("job-already-done-ignored", JOB, "        if snapshot.already_done:\n", "        if False:\n",
              "a done effect is never repeated"),
@@ -135,7 +138,7 @@ MUTATIONS: tuple[Mutation, ...] = (
              'wanted = target.wanted == "present"', "an account being removed gets no event back"),
     Mutation("job-cancel-not-deleted", JOB, 'cancelled=event.status == "cancelled"', "cancelled=False",
              "a cancelled event is deleted"),
-    Mutation("job-lock-not-released", JOB, "parts.locks.release_later(held, leaves=leaves)", "None",
+    Mutation("job-lock-not-released", JOB, "parts.locks.release(held, leaves=leaves)", "None",
              "the target lock is freed when the job ends"),
     # job: the result
     Mutation("job-idempotency-own-tx", JOB, _RESULT_TX + _RESULT_BODY + _RECORD + _IDEMPOTENCY_RECORD,
@@ -216,9 +219,9 @@ MUTATIONS: tuple[Mutation, ...] = (
              "DeadLetterCause.INVALID_PAYLOAD if isinstance(error, InvalidPayload) else", "",
              "an invalid payload is dead-lettered as such"),
     # traffic control: whose failure, and how far it reaches
-    Mutation("gate-own-error-counted", GATE, "            if sent.count:\n", "            if True:\n",
+    Mutation("gate-own-error-counted", GATE, ") if sent.count else (", ") if True else (",
              "a failure before any provider request counts toward no breaker"),
-    Mutation("breaker-any-account", TRAFFIC_SCRIPTS, "  spread = math.min(redis.call('SCARD', KEYS[6]), ",
+    Mutation("breaker-any-account", SETTLE_SCRIPT, "  spread = math.min(redis.call('SCARD', KEYS[6]), ",
              "  spread = math.max(redis.call('SCARD', KEYS[6]), ",
              "one account's or one event's failures never open the provider's breaker"),
     # dead letters

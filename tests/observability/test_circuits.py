@@ -11,7 +11,7 @@ from prometheus_client import generate_latest
 from calsync.actors.cli.main import cli
 from calsync.core.observability.exporter import exporter_registry
 from calsync.core.observability.readings import StatusReader
-from calsync.core.redis.traffic import Limits, TrafficStore
+from calsync.core.traffic import Limits, TrafficStore
 from tests.observability.conftest import parse
 from tests.support import Pipeline
 

@@ -8,8 +8,8 @@ import pytest
 
 from calsync.core.model.calendar import Account
 from calsync.core.model.errors import ConfigurationError
-from calsync.core.redis.traffic import Limits
-from calsync.core.worker.traffic import account_concurrency
+from calsync.core.traffic import Limits
+from calsync.core.traffic.gate import account_concurrency
 from calsync.providers.registry import validate_account
 
 

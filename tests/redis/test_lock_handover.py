@@ -1,13 +1,15 @@
-"""A lock's handover on a real Redis: what its last holder left, ``held`` while one holds it or when it did not say."""
+"""A lock's handover on a real Redis: what its last holder left, ``unknown`` while one holds it or it did not say."""
 
 from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
 
 import redis
 
 from calsync.core.redis.keys import RedisKeys
-from calsync.core.redis.locks import HANDOVER_TTL, HELD, HeldLock, LockManager
+from calsync.core.redis.locks import HANDOVER_TTL, UNKNOWN, LockManager, OwnedLock
 from tests.redis.test_lock_takeover import _owned
-from tests.support import wait_until
 
 
 def _keys(namespace: str, name: str) -> tuple[str, str]:
@@ -16,7 +18,7 @@ def _keys(namespace: str, name: str) -> tuple[str, str]:
 
 
 def _taken(managers: tuple[LockManager, LockManager], namespace: str, client: redis.Redis,
-           name: str) -> tuple[HeldLock, str, str]:  # fmt: skip
+           name: str) -> tuple[OwnedLock, str, str]:  # fmt: skip
     """Both processes alive; the first holds the lock of target ``name``, with its handover."""
     _owned(managers, namespace, client)
     lock, handover = _keys(namespace, name)
@@ -31,26 +33,14 @@ def test_the_next_holder_learns_what_the_last_one_left(
     ours, theirs = managers
     first, lock, handover = _taken(managers, namespace, client, "e-left")
     assert first.handed_over == ""  # none kept yet
-    assert client.get(handover) == HELD.encode() and 0 < int(client.ttl(handover)) <= HANDOVER_TTL
+    assert client.get(handover) == UNKNOWN.encode() and 0 < int(client.ttl(handover)) <= HANDOVER_TTL
     assert ours.release(first, leaves="3:1")
     assert client.get(handover) == b"3:1"
     second = theirs.acquire(lock, handover=handover)
-    assert second is not None and second.handed_over == "3:1" and client.get(handover) == HELD.encode()
-    assert theirs.release(second)  # says nothing: the handover stays held, the next holder reads again
+    assert second is not None and second.handed_over == "3:1" and client.get(handover) == UNKNOWN.encode()
+    assert theirs.release(second)  # says nothing: the handover stays unknown, the next holder reads again
     third = ours.acquire(lock, handover=handover)
-    assert third is not None and third.handed_over == HELD and ours.release(third)
-
-
-def test_a_release_not_awaited_hands_over_too(
-    managers: tuple[LockManager, LockManager], namespace: str, client: redis.Redis
-) -> None:
-    ours, theirs = managers
-    held, lock, handover = _taken(managers, namespace, client, "e-later")
-    ours.release_later(held, leaves="1:0")
-    wait_until(lambda: client.get(lock) is None, what="the lock freed")
-    assert client.get(handover) == b"1:0"
-    again = theirs.acquire(lock, handover=handover)
-    assert again is not None and again.handed_over == "1:0" and theirs.release(again)
+    assert third is not None and third.handed_over == UNKNOWN and ours.release(third)
 
 
 def test_a_holder_that_lost_its_lock_hands_over_nothing(
@@ -60,9 +50,9 @@ def test_a_holder_that_lost_its_lock_hands_over_nothing(
     held, lock, handover = _taken(managers, namespace, client, "e-lost")
     client.delete(lock)  # expired while its holder was paused
     taken = theirs.acquire(lock, handover=handover)
-    assert taken is not None and taken.handed_over == HELD
+    assert taken is not None and taken.handed_over == UNKNOWN
     assert not ours.release(held, leaves="9:1")  # not ours any more: neither the lock nor its handover is touched
-    assert client.get(handover) == HELD.encode() and client.get(lock) == taken.token.encode()
+    assert client.get(handover) == UNKNOWN.encode() and client.get(lock) == taken.token.encode()
     assert theirs.release(taken, leaves="2:1") and client.get(handover) == b"2:1"
 
 
@@ -78,16 +68,20 @@ def test_a_plain_lock_keeps_no_handover(namespace: str, client: redis.Redis) -> 
 
 
 def test_an_acquire_sent_twice_does_not_say_what_was_left(
-    managers: tuple[LockManager, LockManager], namespace: str, client: redis.Redis
+    managers: tuple[LockManager, LockManager],
+    namespace: str,
+    client: redis.Redis,
+    lose_next_answer: Callable[[], list[Any]],
 ) -> None:
-    ours, _ = managers
+    ours, theirs = managers
     _owned(managers, namespace, client)
     lock, handover = _keys(namespace, "e-twice")
     client.set(handover, "4:0")
-    warm = ours.acquire(f"{lock}:warm")  # opens this thread's lock connection
+    warm = ours.acquire(f"{lock}:warm")  # opens the connection and loads the script
     assert warm is not None
-    connection = ours.connections.connection()
-    client.client_kill("{}:{}".format(*connection._sock.getsockname()))  # the first attempt's answer is lost
+    lost = lose_next_answer()  # the first acquire ran (the handover said 4:0); its answer is lost
     held = ours.acquire(lock, handover=handover)
-    assert held is not None and held.handed_over is None and client.get(handover) == HELD.encode()
+    assert lost and lost[0][2] == b"4:0", "the lost answer was never simulated"
+    assert held is not None and held.handed_over == UNKNOWN and client.get(handover) == UNKNOWN.encode()
+    assert theirs.acquire(lock, handover=handover) is None
     assert ours.release(held) and ours.release(warm)

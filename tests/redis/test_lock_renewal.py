@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import itertools
 import time
+from collections.abc import Callable
+from typing import Any
 
 import redis
 
@@ -59,29 +61,18 @@ def test_releasing_a_lock_taken_over_by_another_owner_marks_it_lost(
 
 
 def test_a_take_whose_reply_was_lost_is_recognised_as_ours(
-    client: redis.Redis, managers: tuple[LockManager, LockManager], namespace: str
+    client: redis.Redis,
+    managers: tuple[LockManager, LockManager],
+    namespace: str,
+    lose_next_answer: Callable[[], list[Any]],
 ) -> None:
     ours, theirs = managers
     key = f"{namespace}:lock:t:e:reply-lost"
-    warm = ours.acquire(f"{key}:warm")  # opens this thread's lock connection
+    warm = ours.acquire(f"{key}:warm")  # opens the connection and loads the script
     assert warm is not None
-    connection = ours.connections.connection()
-    real_read = connection.read_response
-    lost: list[object] = []
-
-    def reply_lost(*args: object, **kwargs: object) -> object:
-        answer = real_read(*args, **kwargs)
-        if not lost:  # the SET reached Redis; its reply is lost with the connection
-            lost.append(answer)
-            raise redis.ConnectionError("connection reset before the reply")
-        return answer
-
-    connection.read_response = reply_lost
-    try:
-        held = ours.acquire(key)
-    finally:
-        del connection.read_response  # the class's method again
-    assert lost, "the lost reply was never simulated"
-    assert held is not None, "our own SET, whose reply was lost, was taken for someone else's lock"
+    lost = lose_next_answer()  # the take reaches Redis and runs; its reply is lost with the connection
+    held = ours.acquire(key)
+    assert lost and isinstance(lost[0], list), "the lost reply was never simulated"
+    assert held is not None, "our own take, whose reply was lost, was taken for someone else's lock"
     assert client.get(key) == held.token.encode() and theirs.acquire(key) is None
     assert ours.release(held) and ours.release(warm)

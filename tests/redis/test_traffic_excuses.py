@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import redis
 
-from calsync.core.redis.traffic import Admission, Excuse, Limits, TrafficStore
+from calsync.core.traffic import Limits, TrafficStore
+from calsync.core.traffic.store import Admission, Excuse
 from tests.redis.test_traffic_store import store
 
 BREAKER = Limits(breaker_failures=3, breaker_open=60)  # no concurrency limit; a breaker once open stays open

@@ -7,7 +7,8 @@ import threading
 import redis
 
 from calsync.core.redis.keys import RedisKeys
-from calsync.core.redis.traffic import Admission, Limits, TrafficStore
+from calsync.core.traffic import Limits, TrafficStore
+from calsync.core.traffic.store import Admission
 from tests.support import wait_until
 
 LIMITED = Limits(concurrency=2)

@@ -9,10 +9,10 @@ from typing import Any
 import pytest
 
 from calsync.core.model.calendar import Account, EventState, ExternalRef, Target, needs_create_marker
-from calsync.core.redis.traffic import Limits, TrafficStore
 from calsync.core.store import targets
 from calsync.core.store.database import Database
 from calsync.core.store.targets import TargetKey
+from calsync.core.traffic import Limits, TrafficStore
 from calsync.providers.exchange.provider import ExchangeProvider
 from calsync.providers.google.provider import GoogleProvider
 from calsync.providers.graph.provider import GraphProvider
@@ -120,9 +120,7 @@ def test_a_create_after_a_dead_owner_s_lock_is_told_one_may_have_been_sent(
     assert len(marks) == 1  # the stored marker is still written before the call
 
 
-def test_a_held_create_writes_no_marker_before_it_is_admitted(
-    settings_factory: Any, marks: list[TargetKey]
-) -> None:
+def test_a_held_create_writes_no_marker_before_it_is_admitted(settings_factory: Any, marks: list[TargetKey]) -> None:
     pipeline, provider = _pipeline(settings_factory(account_concurrency="memory=2", traffic_retry_delay=0.05))
     try:
         account = pipeline.account()

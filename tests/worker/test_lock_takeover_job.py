@@ -10,7 +10,7 @@ from dramatiq.brokers.stub import StubBroker
 
 from calsync.core.model.payload import JobPayload, new_payload
 from calsync.core.model.vocabulary import Outcome
-from calsync.core.redis.locks import HeldLock, LockManager
+from calsync.core.redis.locks import LockManager, OwnedLock
 from calsync.core.store import idempotency, targets
 from calsync.core.store.targets import TargetKey
 from calsync.core.worker.delivery import Delivery
@@ -33,7 +33,7 @@ def dead_owner(pipeline: Pipeline) -> Iterator[LockManager]:
     manager.close()
 
 
-def _crashed_holding(pipeline: Pipeline, dead_owner: LockManager) -> tuple[JobPayload, HeldLock]:
+def _crashed_holding(pipeline: Pipeline, dead_owner: LockManager) -> tuple[JobPayload, OwnedLock]:
     account = pipeline.account()
     entity = pipeline.submit([account]).entity_id
     payload = new_payload(tenant_id="tenant-1", entity_id=entity, account_id=account, operation="create",
@@ -65,9 +65,9 @@ def test_an_effect_the_dead_worker_committed_is_not_repeated_after_a_takeover(
     rt = pipeline.runtime
     payload, _held = _crashed_holding(pipeline, dead_owner)
     real_acquire = rt.locks.acquire
-    taken: list[HeldLock | None] = []
+    taken: list[OwnedLock | None] = []
 
-    def committed_meanwhile(key: str, **options: Any) -> HeldLock | None:
+    def committed_meanwhile(key: str, **options: Any) -> OwnedLock | None:
         # The dead worker's commit landed after this job's read before the lock, as a paused one's can.
         with rt.db.direct_write() as tx:
             targets.record_synced(tx, TargetKey("tenant-1", payload.entity_id, payload.account_id), version=1,

@@ -5,22 +5,31 @@ the provider's breaker nor holds another account."""
 
 from __future__ import annotations
 
+import hashlib
 import threading
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
 
+from calsync.core import traffic
 from calsync.core.model.calendar import Account, EventState, ExternalRef, Target
 from calsync.core.model.errors import CircuitOpen
 from calsync.core.model.payload import new_payload
-from calsync.core.redis.thread_connections import ThreadConnections
-from calsync.core.redis.traffic import Limits, TrafficStore
+from calsync.core.redis import locks
 from calsync.core.store import accounts
+from calsync.core.traffic import Limits, TrafficStore
 from calsync.core.worker.middleware.retries import RetryPolicy
 from calsync.providers.memory import MemoryProvider
 from tests.spies import EnqueueSpy, redelivered
 from tests.support import Pipeline, wait_until
+
+LOCKS, TRAFFIC = Path(locks.__file__).parent, Path(traffic.__file__).parent  # where their Lua lives
+
+
+def _sha(path: Path) -> str:
+    return hashlib.sha1(path.read_bytes(), usedforsecurity=False).hexdigest()
 
 
 class CountingProvider(MemoryProvider):
@@ -78,32 +87,26 @@ def test_a_held_job_keeps_its_attempt_and_is_not_counted_as_a_lock_wait(
     assert outcomes.get("deferred", 0) >= 1 and "retry_scheduled" not in outcomes and "lock_busy" not in outcomes
 
 
-def test_a_governed_job_waits_for_two_answers_on_its_thread_s_one_connection(
+def test_a_governed_job_makes_four_redis_round_trips_lock_admit_settle_release(
     governed: Pipeline, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     account, jobs = governed.account(), 3
-    sent: list[tuple[int, str, str]] = []  # (connections, waited or later, command)
-    real_call, real_later = ThreadConnections.call, ThreadConnections.send_later
-
-    def call(self: ThreadConnections, *args: Any) -> Any:
-        sent.append((id(self), "waited", args[0]))
-        return real_call(self, *args)
-
-    def send_later(self: ThreadConnections, args: Any, on_answer: Any) -> None:
-        sent.append((id(self), "later", args[0]))
-        real_later(self, args, on_answer)
-
-    monkeypatch.setattr(ThreadConnections, "call", call)
-    monkeypatch.setattr(ThreadConnections, "send_later", send_later)
     receipts = [governed.submit([account]) for _ in range(jobs)]
+    scripts = {_sha(path): path.stem for path in (*LOCKS.glob("lock_*.lua"), *TRAFFIC.glob("*.lua"))}
+    sent: list[str] = []
+    client = governed.runtime.redis  # locks and traffic control share the runtime's client and its pool
+    real = client.execute_command
+
+    def execute_command(*args: Any, **options: Any) -> Any:
+        if args[0] == "EVALSHA" and args[1] in scripts:
+            sent.append(scripts[args[1]])
+        return real(*args, **options)
+
+    monkeypatch.setattr(client, "execute_command", execute_command)
     with governed.worker(threads=1):
         for receipt in receipts:
             governed.wait_target(receipt.entity_id, account, "synced")
-    locks = id(governed.runtime.locks.connections)  # the lock manager's, shared by the gate
-    waited = [command for line, how, command in sent if line == locks and how == "waited"]
-    assert len(waited) == 2 * jobs  # the lock's acquire and the admission; the settle and the release go later
-    assert [command for line, how, command in sent if line == locks and how == "later"] == ["EVAL"] * (2 * jobs)
-    assert all(line == locks for line, _, _ in sent)  # the broker's acks and fetches go through its own client
+    assert sent == ["lock_acquire", "admit", "settle", "lock_release"] * jobs  # each waited for, one at a time
 
 
 def test_two_workers_never_exceed_the_account_concurrency_limit(settings_factory: Any) -> None:

@@ -12,7 +12,7 @@ import pytest
 from calsync.core.model.calendar import Account, EventState, ExternalRef, Target
 from calsync.core.model.provider_io import request_sent
 from calsync.core.model.vocabulary import DeadLetterCause
-from calsync.core.redis.traffic import TrafficStore
+from calsync.core.traffic import TrafficStore
 from calsync.providers.memory import MemoryProvider
 from tests.support import Pipeline, wait_until
 

@@ -1,14 +1,18 @@
-"""Traffic control settings (issue 14): limits shared by every worker, circuit breakers.
+"""Traffic control settings: limits shared by every worker, circuit breakers; the :class:`Limits` one provider gets.
 
 Per-provider values are written ``provider=value`` pairs, comma-separated (``graph=4,google=2``); a provider
 left out keeps its default, 0 switches that limit off. Defaults follow the providers' published quotas
 (docs/notes/traffic.md): Graph and Exchange Online allow 4 concurrent requests and 10,000 requests per
 10 minutes per (app, mailbox), and 2,000 requests/s per app; Google allows 600 requests/min per user and
 10,000/min per project. The memory provider has no limits by default, so its jobs never touch Redis for them.
+
+This module imports nothing of calsync but core.model: ``core/config/settings.py`` mixes :class:`TrafficSettings`
+into the one settings class.
 """
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Annotated, Any, Final, get_args
 
 from pydantic import BaseModel, Field, ValidationInfo, field_validator
@@ -23,15 +27,8 @@ ACCOUNT_RATE: Final = {"google": 5.0, "exchange": 8.0, "graph": 8.0, "memory": 0
 PROVIDER_RATE: Final = {"google": 100.0, "exchange": 0.0, "graph": 1000.0, "memory": 0.0}
 BREAKER_FAILURES: Final = {"google": 5, "exchange": 5, "graph": 5, "memory": 0}
 
-_DEFAULTS: Final[dict[str, dict[str, float]]] = {
-    "account_concurrency": dict(ACCOUNT_CONCURRENCY),
-    "account_rate": dict(ACCOUNT_RATE),
-    "provider_rate": dict(PROVIDER_RATE),
-    "breaker_failures": dict(BREAKER_FAILURES),
-}
 
-
-def _per_provider(field: str, value: Any) -> dict[str, Any]:
+def _per_provider(value: Any, defaults: dict[str, Any]) -> dict[str, Any]:
     """``provider=value`` pairs (or a mapping) laid over the field's defaults; unknown providers are errors."""
     given: dict[str, Any]
     if isinstance(value, str):
@@ -48,14 +45,7 @@ def _per_provider(field: str, value: Any) -> dict[str, Any]:
     unknown = sorted(set(given) - set(PROVIDERS))
     if unknown:
         raise ValueError(f"unknown provider {unknown[0]!r}; choose from {', '.join(PROVIDERS)}")
-    return {**_DEFAULTS[field], **given}
-
-
-def _non_negative(values: dict[str, float]) -> dict[str, float]:
-    negative = sorted(name for name, number in values.items() if number < 0)
-    if negative:
-        raise ValueError(f"{negative[0]} must be 0 (off) or more, got {values[negative[0]]}")
-    return values
+    return {**defaults, **given}
 
 
 class TrafficSettings(BaseModel):
@@ -79,9 +69,53 @@ class TrafficSettings(BaseModel):
     @field_validator("account_concurrency", "account_rate", "provider_rate", "breaker_failures", mode="before")
     @classmethod
     def _split(cls, value: Any, info: ValidationInfo) -> dict[str, Any]:
-        return _per_provider(str(info.field_name), value)
+        return _per_provider(value, cls.model_fields[str(info.field_name)].get_default(call_default_factory=True))
 
     @field_validator("account_concurrency", "account_rate", "provider_rate", "breaker_failures")
     @classmethod
     def _check(cls, value: dict[str, float]) -> dict[str, float]:
-        return _non_negative(value)
+        negative = sorted(name for name, number in value.items() if number < 0)
+        if negative:
+            raise ValueError(f"{negative[0]} must be 0 (off) or more, got {value[negative[0]]}")
+        return value
+
+
+@dataclass(frozen=True)
+class Limits:
+    """What holds one provider's calls (0: that limit is off); ``governed`` False means no Redis work at all."""
+
+    concurrency: int = 0
+    account_rate: float = 0
+    tenant_rate: float = 0
+    provider_rate: float = 0
+    burst: float = 2
+    breaker_failures: int = 0
+    breaker_open: float = 15
+    retry_delay: float = 1
+    lease: float = 60  # a slot or probe outlives the call; a killed worker's is freed after it
+
+    @property
+    def governed(self) -> bool:
+        """Whether any limit or breaker applies to this provider."""
+        return any((self.concurrency, self.account_rate, self.tenant_rate, self.provider_rate, self.breaker_failures))
+
+
+def provider_limits(settings: TrafficSettings, *, lease: float) -> dict[str, Limits]:
+    """Every provider's limits (a provider with none is left out: not governed); ``lease``: how long a call's slot
+    or probe outlives it (the job time limit and a margin)."""
+    limits = {}
+    for name in PROVIDERS:
+        provider = Limits(
+            concurrency=settings.account_concurrency.get(name, 0),
+            account_rate=settings.account_rate.get(name, 0),
+            tenant_rate=settings.tenant_rate,
+            provider_rate=settings.provider_rate.get(name, 0),
+            burst=settings.traffic_burst,
+            breaker_failures=settings.breaker_failures.get(name, 0),
+            breaker_open=settings.breaker_open_seconds,
+            retry_delay=settings.traffic_retry_delay,
+            lease=lease,
+        )
+        if provider.governed:
+            limits[name] = provider
+    return limits

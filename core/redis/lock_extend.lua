@@ -1,0 +1,3 @@
+-- Extend a lock only if the token still holds it. KEYS: the lock; ARGV: the token, the TTL in ms.
+if redis.call('get', KEYS[1]) == ARGV[1] then return redis.call('pexpire', KEYS[1], ARGV[2]) end
+return 0
