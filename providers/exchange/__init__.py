@@ -4,10 +4,8 @@ Modules: ``provider`` (the adapter, :class:`ExchangeProvider`, and its idempoten
 ``classification`` (the one table from exchangelib/EWS failures to calsync errors), ``items`` (local
 state → calendar-item fields, the sync-key property, invitation modes), ``account_config`` (an
 account's options and credentials, validated), ``mailboxes`` (connecting and caching mailboxes),
-``config`` (what the adapter is configured with), ``transport`` (exchangelib's requests sessions: the
-environment read once, responses parsed whole, requests prepared in requests' steps without the merges they
-do not need), ``create_payload`` (a create's CreateItem XML, envelope and answer, done by hand as exchangelib
-does them). Library facts: docs/notes/exchange.md.
+``config`` (what the adapter is configured with), ``transport`` (the requests adapter of exchangelib's
+sessions: each request counted, the proxies read once). Library facts: docs/notes/exchange.md.
 
 Deployments served: Exchange Server on-premises (2016, 2019 and Subscription Edition, which keep EWS)
 and Exchange Online tenants that still allow EWS. Microsoft begins disabling EWS in Exchange Online on

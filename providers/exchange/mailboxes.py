@@ -17,12 +17,13 @@ from typing import Any
 from exchangelib import UTC, Configuration, FailFast, Version
 from exchangelib import Account as EwsAccount
 from exchangelib.folders import Calendar, Root
+from exchangelib.protocol import BaseProtocol
 from exchangelib.version import EXCHANGE_2016
 
 from calsync.core.model.calendar import Account
 from calsync.core.model.provider_io import request_sent
 from calsync.providers.exchange.account_config import AccountConfig
-from calsync.providers.exchange.transport import tune
+from calsync.providers.exchange.transport import CountingAdapter
 
 
 @dataclass(frozen=True)
@@ -35,6 +36,7 @@ class ConnectedMailbox:
 
 def connect(account: Account, config: AccountConfig, *, max_connections: int, timeout: float) -> ConnectedMailbox:
     """The account's mailbox and calendar folder, on a protocol pinned to our pool size, timeout and FailFast."""
+    BaseProtocol.HTTP_ADAPTER_CLS = CountingAdapter  # every session exchangelib opens from now on counts its requests
     ews_config = Configuration(
         service_endpoint=config.options.server_url,
         credentials=config.credentials(),
@@ -44,7 +46,7 @@ def connect(account: Account, config: AccountConfig, *, max_connections: int, ti
         max_connections=max_connections,
     )
     if config.options.autodiscover:
-        request_sent()  # autodiscover asks the server before the protocol (and its counted sessions) exists
+        request_sent()  # autodiscover asks DNS before its first (counted) HTTP request
     ews = EwsAccount(
         account.address,
         config=ews_config,
@@ -59,7 +61,6 @@ def connect(account: Account, config: AccountConfig, *, max_connections: int, ti
     protocol.TIMEOUT = timeout
     if not isinstance(protocol.retry_policy, FailFast):
         protocol.config.retry_policy = FailFast()
-    tune(protocol)
     # Not Account.calendar: its cached_property lock is one per process, so first use would serialize
     # every mailbox's GetFolder calls behind each other (docs/notes/exchange.md, "Folder lookup").
     calendar = Root.get_distinguished(account=ews).get_default_folder(Calendar)

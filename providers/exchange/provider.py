@@ -42,7 +42,6 @@ from calsync.core.model.errors import AuthRevoked, CalsyncError, ConfigurationEr
 from calsync.providers.exchange.account_config import AccountConfig, read_account_config
 from calsync.providers.exchange.classification import classify_error
 from calsync.providers.exchange.config import ExchangeConfig
-from calsync.providers.exchange.create_payload import create_item
 from calsync.providers.exchange.items import SEND_MODES, UPDATE_FIELDS, item_fields
 from calsync.providers.exchange.mailboxes import ConnectedMailbox, MailboxCache, connect
 
@@ -139,7 +138,9 @@ class ExchangeProvider:
 
     @staticmethod
     def _insert(mbx: ConnectedMailbox, fields: Mapping[str, Any], sync_key: str, mode: str) -> ExternalRef:
-        return ExternalRef(*create_item(mbx.account, mbx.calendar, fields, sync_key, mode))
+        item = CalendarItem(account=mbx.account, folder=mbx.calendar, calsync_sync_key=sync_key, **fields)
+        item.save(send_meeting_invitations=mode)
+        return ExternalRef(item.id, item.changekey)
 
     @staticmethod
     def _save(

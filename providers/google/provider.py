@@ -2,9 +2,8 @@
 
 from __future__ import annotations
 
-import functools
 import threading
-from collections.abc import Callable, Collection
+from collections.abc import Collection, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -16,7 +15,6 @@ from googleapiclient.errors import HttpError
 
 from calsync.core.model.calendar import Account, EventState, ExternalRef, ProviderName, SendUpdates, Target
 from calsync.core.model.errors import EntityNotFound, InvalidRequest, TemporaryError
-from calsync.providers.google import lean
 from calsync.providers.google.classification import classify
 from calsync.providers.google.config import GoogleConfig
 from calsync.providers.google.credentials import CredentialCache, account_option
@@ -29,7 +27,6 @@ from calsync.providers.google.event_body import (
     ref_of,
     shows,
 )
-from calsync.providers.google.lean import LeanHttp, PrebuiltInserts
 from calsync.providers.google.transport import SendingHttp
 
 MAX_CONFLICTS = 3
@@ -67,7 +64,6 @@ class GoogleProvider:
         self._https: dict[threading.Thread, httplib2.Http] = {}  # every thread's Http, for close()
         self._https_lock = threading.Lock()
         self._credentials = CredentialCache()
-        self._inserts = PrebuiltInserts()
 
     # --- Provider protocol -----------------------------------------------------------------------
 
@@ -129,12 +125,7 @@ class GoogleProvider:
             body = {**wanted, "id": event_id}
             try:
                 created = self._execute(
-                    session,
-                    "events.insert",
-                    functools.partial(
-                        self._inserts.request, calendar_id=session.calendar_id, body=body, send_updates=send_updates
-                    ),
-                    passthrough={409},
+                    session, "insert", {409}, body=body, sendUpdates=send_updates, calendarId=session.calendar_id
                 )
             except HttpError:
                 # Our earlier attempt (its response lost) or a cancelled event of ours holds the id.
@@ -150,11 +141,11 @@ class GoogleProvider:
         try:
             self._execute(
                 session,
-                "events.delete",
-                lambda events: events.delete(
-                    calendarId=session.calendar_id, eventId=event_id, sendUpdates=SEND_UPDATES[send_updates]
-                ),
-                passthrough={404, 410},
+                "delete",
+                {404, 410},
+                calendarId=session.calendar_id,
+                eventId=event_id,
+                sendUpdates=SEND_UPDATES[send_updates],
             )
         except HttpError as exc:
             gone = classify(exc, "events.delete", self._secrets(session))
@@ -172,14 +163,17 @@ class GoogleProvider:
         etag: str | None,
         passthrough: Collection[int],
     ) -> Any:
-        def request(events: Any) -> Any:
-            put = events.update(calendarId=session.calendar_id, eventId=event_id, body=body, sendUpdates=send_updates)
-            if etag:
-                # No ifMatch parameter exists; the header is the only way.
-                put.headers["If-Match"] = etag
-            return put
-
-        return self._execute(session, "events.update", request, passthrough=passthrough)
+        # No ifMatch parameter exists; the header is the only way.
+        return self._execute(
+            session,
+            "update",
+            passthrough,
+            {"If-Match": etag} if etag else {},
+            calendarId=session.calendar_id,
+            eventId=event_id,
+            body=body,
+            sendUpdates=send_updates,
+        )
 
     def _adopt(
         self, session: _Session, event_id: str, wanted: dict[str, Any], send_updates: str, target: Target
@@ -190,11 +184,7 @@ class GoogleProvider:
         under the next generation of the id. An event that already shows our state is not written again.
         """
         for _ in range(MAX_CONFLICTS):
-            current = self._execute(
-                session,
-                "events.get",
-                lambda events: events.get(calendarId=session.calendar_id, eventId=event_id),
-            )
+            current = self._execute(session, "get", calendarId=session.calendar_id, eventId=event_id)
             check_ours(current, target)
             cancelled = current.get("status") == "cancelled"
             if shows(current, wanted) or (cancelled and wanted["status"] == "cancelled"):
@@ -231,7 +221,7 @@ class GoogleProvider:
             return authorized
         http = getattr(self._local, "http", None)
         if http is None:
-            http = self._local.http = (LeanHttp if lean.ENABLED else SendingHttp)(timeout=self._timeout)
+            http = self._local.http = SendingHttp(timeout=self._timeout)
             with self._https_lock:
                 self._https[threading.current_thread()] = http
         authorized = self._local.authorized = google_auth_httplib2.AuthorizedHttp(credentials, http=http)
@@ -240,20 +230,24 @@ class GoogleProvider:
     def _execute(
         self,
         session: _Session,
-        operation: str,
-        request: Callable[[Any], Any],
+        method: str,
         passthrough: Collection[int] = (),
+        headers: Mapping[str, str] | None = None,
+        **params: Any,
     ) -> Any:
-        """Run one API call; HTTP statuses in ``passthrough`` reach the caller as HttpError, the rest are classified."""
+        """Run ``events.<method>(**params)``; HTTP statuses in ``passthrough`` reach the caller as HttpError, the
+        rest are classified."""
         try:
-            return request(self._events()).execute(http=self._http(session.credentials), num_retries=0)
+            request = getattr(self._events(), method)(**params)
+            request.headers.update(headers or {})
+            return request.execute(http=self._http(session.credentials), num_retries=0)
         except HttpError as exc:
             if exc.resp.status in passthrough:
                 raise
             failure = exc
         except Exception as exc:
             failure = exc
-        raise classify(failure, operation, self._secrets(session)) from None
+        raise classify(failure, f"events.{method}", self._secrets(session)) from None
 
     @staticmethod
     def _secrets(session: _Session) -> tuple[str, ...]:

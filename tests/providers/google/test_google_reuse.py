@@ -1,116 +1,32 @@
-"""providers/google/lean.py's prebuilt inserts against the discovery client's own, and the adapter's per-job
-shortcuts (its credential key, its AuthorizedHttp per thread) against what they replace."""
+"""What the Google adapter keeps between jobs: each thread's events resource and AuthorizedHttp, and the
+credentials per account (so access tokens are reused), never a stale one."""
 
 from __future__ import annotations
 
 import dataclasses
-import email.parser
-import importlib.metadata
 import threading
 import types
 from typing import Any
 
 import pytest
-from googleapiclient.http import HttpRequest
 
 from calsync.core.model.calendar import Account
 from calsync.core.model.errors import ConfigurationError
 from calsync.providers.google import GoogleProvider, credentials
 from calsync.providers.google.credentials import CredentialCache, secrets_of
-from calsync.providers.google.lean import PrebuiltInserts
 from calsync.providers.google.transport import SendingHttp
 from tests.providers.google.gcal_support import Emulator, make_event, target_for
 
-_BODY = {"id": "abc0", "summary": "Caf\u00e9 \u2615", "start": {"dateTime": "2030-01-02T10:00:00"}, "attendees": []}
 
-
-def _fields(request: HttpRequest) -> tuple[object, ...]:
-    return (request.uri, request.method, request.body, request.headers, request.methodId, request.postproc)
-
-
-class _Counting:
-    def __init__(self, events: Any) -> None:
-        self.events, self.inserts = events, 0
-
-    def insert(self, **kwargs: Any) -> Any:
-        self.inserts += 1
-        return self.events.insert(**kwargs)
-
-
-@pytest.mark.parametrize("calendar_id", ["alice@example.com", "team cal#1/\u00e9@group.calendar.google.com"])
-@pytest.mark.parametrize("send_updates", ["all", "externalOnly", "none"])
-def test_prebuilt_inserts_are_the_discovery_client_s(
-    provider: GoogleProvider, calendar_id: str, send_updates: str
-) -> None:
-    events = _Counting(provider._events())
-    inserts = PrebuiltInserts()
-    for n in range(3):
-        body = {**_BODY, "id": f"abc{n}", "description": "x" * n}
-        ours = inserts.request(events, calendar_id=calendar_id, body=body, send_updates=send_updates)
-        theirs = provider._events().insert(calendarId=calendar_id, body=body, sendUpdates=send_updates)
-        assert _fields(ours) == _fields(theirs)
-        assert type(ours) is type(theirs)
-    assert events.inserts == 1
-
-
-def test_a_prebuilt_insert_is_kept_only_when_the_model_serialises_the_body_as_the_client_did(
-    provider: GoogleProvider,
-) -> None:
-    class Odd(_Counting):
-        def insert(self, **kwargs: Any) -> Any:
-            request = super().insert(**kwargs)
-            request.body = request.body.replace('"', "'")
-            return request
-
-    events, inserts = Odd(provider._events()), PrebuiltInserts()
-    for _ in range(2):
-        inserts.request(events, calendar_id="alice@example.com", body=_BODY, send_updates="all")
-    assert events.inserts == 2
-
-
-def test_the_fast_paths_are_taken_only_with_the_libraries_they_were_compared_with() -> None:
-    from calsync.providers.google import lean
-
-    assert lean.prepared_for(lambda name: lean.PREPARED_AS[name])
-    assert not lean.prepared_for(lambda name: "0.0.1" if name == "httplib2" else lean.PREPARED_AS[name])
-
-    def missing(name: str) -> str:
-        raise importlib.metadata.PackageNotFoundError(name)
-
-    assert not lean.prepared_for(missing)
-    assert lean.ENABLED  # the pinned libraries (requirements.lock) are the compared ones
-
-
-def test_with_other_libraries_every_create_takes_the_library_paths(
-    provider: GoogleProvider, account: Account, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    from calsync.providers.google import lean
-
-    monkeypatch.setattr(lean, "ENABLED", False)
-    events = _Counting(provider._events())
-    for n in range(2):
-        body = {**_BODY, "id": f"abc{n}"}
-        provider._inserts.request(events, calendar_id="alice@example.com", body=body, send_updates="all")
-    assert events.inserts == 2
-    event = make_event("ev-plain")
-    assert provider.upsert(account, event, target_for(event, account)).etag
-    assert type(provider._local.http) is SendingHttp  # httplib2's own Http, requests counted (provider_io)
-
-
-def test_creates_after_the_first_skip_the_discovery_method_and_the_email_parser(
+def test_a_thread_builds_its_events_resource_once(
     provider: GoogleProvider, account: Account, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     first, second = make_event("ev-1"), make_event("ev-2")
     provider.upsert(account, first, target_for(first, account))
-    monkeypatch.setattr(provider._events(), "insert", lambda **kwargs: pytest.fail("discovery's insert ran"))
-    parsers: list[int] = []  # the emulator, in this process, parses its requests' headers in its own threads
-    real = email.parser.Parser.parsestr
-    monkeypatch.setattr(
-        email.parser.Parser, "parsestr", lambda *a, **k: parsers.append(threading.get_ident()) or real(*a, **k)
-    )
+    monkeypatch.setattr(provider._service, "events", lambda: pytest.fail("the events resource was built again"))
     fresh = dataclasses.replace(account, credentials=dict(account.credentials))  # as a job decrypts it
     assert provider.upsert(fresh, second, target_for(second, fresh)).etag
-    assert parsers and threading.get_ident() not in parsers
+    assert type(provider._local.http) is SendingHttp  # httplib2's own Http, requests counted (provider_io)
 
 
 def test_one_authorized_http_per_thread_and_credentials(provider: GoogleProvider, emulator: Emulator) -> None:
