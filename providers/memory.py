@@ -34,15 +34,7 @@ from calsync.core.model.errors import (
     RateLimited,
 )
 from calsync.core.model.provider_io import request_sent
-from calsync.providers.memory_store import (
-    CalendarStore,
-    CalendarTx,
-    Call,
-    DictStore,
-    MemoryFaultRule,
-    SqliteStore,
-    StoredEvent,
-)
+from calsync.providers.memory_store import CalendarStore, CalendarTx, Call, MemoryFaultRule, StoredEvent
 
 #: The options a memory account may have: only traffic control's (``accounts add`` refuses any other).
 OPTIONS: Final = frozenset({"max_concurrency"})
@@ -86,11 +78,7 @@ class MemoryProvider:
 
     def __init__(self, path: str | Path | None = None, *, sleep: Callable[[float], None] = time.sleep) -> None:
         self._sleep = sleep  # how a fault's delay waits (a test records it instead)
-        self._store: CalendarStore
-        if path is None or str(path) == ":memory:":
-            self._store = DictStore()
-        else:
-            self._store = SqliteStore(path)
+        self._store = CalendarStore(path)
 
     # --- the Provider protocol -----------------------------------------------------------------
 
