@@ -9,8 +9,6 @@ A mailbox is rebuilt when its account's options or credentials change.
 
 from __future__ import annotations
 
-import threading
-from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -65,40 +63,3 @@ def connect(account: Account, config: AccountConfig, *, max_connections: int, ti
     # every mailbox's GetFolder calls behind each other (docs/notes/exchange.md, "Folder lookup").
     calendar = Root.get_distinguished(account=ews).get_default_folder(Calendar)
     return ConnectedMailbox(ews, calendar)
-
-
-class _Entry:
-    def __init__(self, fingerprint: str) -> None:
-        self.fingerprint = fingerprint
-        self.lock = threading.Lock()
-        self.mailbox: ConnectedMailbox | None = None
-
-
-class MailboxCache:
-    """Mailboxes by calsync account id; each is connected once, without blocking other accounts meanwhile."""
-
-    def __init__(self) -> None:
-        self._lock = threading.Lock()
-        self._entries: dict[str, _Entry] = {}
-
-    def get(self, key: str, fingerprint: str, connect: Callable[[], ConnectedMailbox]) -> ConnectedMailbox:
-        """The cached mailbox, connecting it first when missing or when its configuration changed."""
-        with self._lock:
-            entry = self._entries.get(key)
-            if entry is None or entry.fingerprint != fingerprint:
-                entry = self._entries[key] = _Entry(fingerprint)
-        with entry.lock:
-            if entry.mailbox is None:
-                entry.mailbox = connect()
-            return entry.mailbox
-
-    def evict(self, key: str) -> None:
-        """Forget a mailbox so the next call connects afresh (after auth or configuration failures)."""
-        with self._lock:
-            self._entries.pop(key, None)
-
-    def drain(self) -> list[ConnectedMailbox]:
-        """Forget every mailbox, returning the connected ones."""
-        with self._lock:
-            entries, self._entries = list(self._entries.values()), {}
-        return [e.mailbox for e in entries if e.mailbox is not None]

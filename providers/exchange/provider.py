@@ -39,11 +39,12 @@ from exchangelib.errors import (
 
 from calsync.core.model.calendar import Account, EventState, ExternalRef, ProviderName, SendUpdates, Target
 from calsync.core.model.errors import AuthRevoked, CalsyncError, ConfigurationError
+from calsync.providers.accounts import AccountCache
 from calsync.providers.exchange.account_config import AccountConfig, read_account_config
 from calsync.providers.exchange.classification import classify_error
 from calsync.providers.exchange.config import ExchangeConfig
 from calsync.providers.exchange.items import SEND_MODES, UPDATE_FIELDS, item_fields
-from calsync.providers.exchange.mailboxes import ConnectedMailbox, MailboxCache, connect
+from calsync.providers.exchange.mailboxes import ConnectedMailbox, connect
 
 logger = logging.getLogger(__name__)
 
@@ -68,7 +69,7 @@ class ExchangeProvider:
     def __init__(self, config: ExchangeConfig) -> None:
         self._timeout = config.provider_timeout
         self._max_connections = config.worker_threads
-        self._mailboxes = MailboxCache()
+        self._mailboxes: AccountCache[ConnectedMailbox] = AccountCache()
 
     def upsert(self, account: Account, event: EventState, target: Target) -> ExternalRef:
         """Create (adopting an item a lost response already created) or update the target's item."""
@@ -123,7 +124,7 @@ class ExchangeProvider:
         return self._mailboxes.get(
             account.id,
             config.fingerprint,
-            lambda: connect(account, config, max_connections=self._max_connections, timeout=self._timeout),
+            lambda _: connect(account, config, max_connections=self._max_connections, timeout=self._timeout),
         )
 
     @staticmethod

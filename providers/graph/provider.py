@@ -40,11 +40,12 @@ from calsync.core.model.errors import CalsyncError, InvalidRequest, TemporaryErr
 from calsync.core.model.limits import ConcurrencyLimiter, CredentialWriter, DiscardCredentials, LocalLimiter
 from calsync.core.model.markers import GRAPH_SYNC_KEY_PROPERTY_ID
 from calsync.core.model.provider_io import request_sent
+from calsync.providers.accounts import AccountCache
 from calsync.providers.graph.classification import GraphHttpError, classify
 from calsync.providers.graph.config import GraphConfig
 from calsync.providers.graph.credentials import GraphAccount, read_graph_account
 from calsync.providers.graph.event_body import event_body, is_graph_ref, marker_of, ref_of
-from calsync.providers.graph.tokens import TokenSource, TokenSources
+from calsync.providers.graph.tokens import TokenSource
 
 logger = logging.getLogger(__name__)
 
@@ -119,7 +120,7 @@ class GraphProvider:
         self._http, self._tokens = self._connect()
         closing.close()
 
-    def _connect(self) -> tuple[httpx.Client, TokenSources]:
+    def _connect(self) -> tuple[httpx.Client, AccountCache[TokenSource]]:
         """One pooled client for API and token calls alike (proxies read once, here), and msal apps on it."""
         threads = self._config.worker_threads
         client = httpx.Client(
@@ -129,7 +130,7 @@ class GraphProvider:
             cookies=http.cookiejar.CookieJar(http.cookiejar.DefaultCookiePolicy(allowed_domains=[])),  # refuses all
             event_hooks={"request": [lambda _: request_sent()]},
         )
-        return client, TokenSources(self._scope, client)
+        return client, AccountCache()
 
     # --- flows -----------------------------------------------------------------------------------
 
@@ -230,7 +231,9 @@ class GraphProvider:
         config = read_graph_account(account)
         tokens: TokenSource | None = None
         try:
-            tokens = self._tokens.get(account, config)
+            tokens = self._tokens.get(
+                account.id, config.fingerprint, lambda seen: TokenSource(account, config, self._scope, self._http, seen)
+            )
             slot = f"graph:{config.login.client_id}:{account.address.lower()}"
             return flow(_Session(account, config, tokens, slot, f"users/{quote(account.address, safe='@')}"))
         except CalsyncError:

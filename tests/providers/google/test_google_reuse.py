@@ -12,7 +12,7 @@ import pytest
 
 from calsync.core.model.calendar import Account
 from calsync.core.model.errors import ConfigurationError
-from calsync.providers.google import GoogleProvider, credentials
+from calsync.providers.google import GoogleProvider
 from calsync.providers.google.credentials import CredentialCache, secrets_of
 from calsync.providers.google.transport import SendingHttp
 from tests.providers.google.gcal_support import Emulator, make_event, target_for
@@ -48,13 +48,10 @@ def _account(emulator: Emulator, refresh_token: str = "1//t", **options: Any) ->
                    credentials=emulator.user_credentials(refresh_token), options=options)  # fmt: skip
 
 
-def test_the_credential_cache_keys_flat_accounts_without_json(
-    emulator: Emulator, monkeypatch: pytest.MonkeyPatch
-) -> None:
+def test_the_credential_cache_keeps_an_accounts_credentials_until_a_field_changes(emulator: Emulator) -> None:
     cache, account = CredentialCache(), _account(emulator, delegate=True)
     built, secrets = cache.lookup(account)
     assert secrets == secrets_of(account)
-    monkeypatch.setattr(credentials.json, "dumps", lambda *a, **k: pytest.fail("json.dumps ran"))
     assert cache.lookup(dataclasses.replace(account, credentials=dict(account.credentials))) == (built, secrets)
     changed = [
         dataclasses.replace(account, credentials={**account.credentials, "refresh_token": "1//other"}),
@@ -66,10 +63,11 @@ def test_the_credential_cache_keys_flat_accounts_without_json(
     ]
     others = [cache.lookup(other) for other in changed]
     assert all(other[0] is not built for other in others)
+    assert cache.lookup(account)[0] is not built  # replaced by a changed one: built again
     assert others[0][1] == secrets_of(changed[0]) != secrets
 
 
-def test_credentials_that_are_no_dict_take_the_json_key(emulator: Emulator) -> None:
+def test_credentials_of_another_mapping_type_are_kept_and_no_mapping_is_refused(emulator: Emulator) -> None:
     account, cache = _account(emulator), CredentialCache()
     proxied = dataclasses.replace(account, credentials=types.MappingProxyType(dict(account.credentials)))
     assert cache.get(proxied) is cache.get(
