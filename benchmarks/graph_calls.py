@@ -37,7 +37,7 @@ from benchmarks.support import add_redis_option, bench_redis
 from calsync.core.model.calendar import Account, EventState, Target
 from calsync.core.redis.keys import RedisKeys
 from calsync.core.redis.limiter import RedisLimiter
-from calsync.providers.graph import GraphProvider
+from calsync.providers.graph.provider import GraphProvider
 from calsync.providers.registry import graph_config
 from calsync_emulators import graph
 from calsync_emulators.control import GraphControl

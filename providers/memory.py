@@ -39,6 +39,11 @@ from calsync.providers.memory_store import CalendarStore, CalendarTx, Call, Memo
 #: The options a memory account may have: only traffic control's (``accounts add`` refuses any other).
 OPTIONS: Final = frozenset({"max_concurrency"})
 
+
+def check_account(account: Account) -> None:
+    """A memory account has no fields of its own to check."""
+
+
 FAULT_ERRORS: dict[str, type[CalsyncError]] = {
     "unavailable": ProviderUnavailable,
     "timeout": ProviderTimeout,

@@ -14,24 +14,3 @@ the permanent shutdown on 1 Apr 2027. A blocked mailbox answers HTTP 403
 (→ :class:`~calsync.core.model.errors.Forbidden`). Exchange Online mailboxes go through the ``graph``
 adapter (providers/graph/), which reads and writes the same sync-key property.
 """
-
-from calsync.core.model.markers import SYNC_KEY_PROPERTY_NAME, SYNC_KEY_PROPERTY_SET
-from calsync.providers.exchange.account_config import AccountConfig, read_account_config
-from calsync.providers.exchange.classification import CLASSIFICATION, Classification, classify_error
-from calsync.providers.exchange.config import ExchangeConfig
-from calsync.providers.exchange.items import SEND_MODES, item_fields
-from calsync.providers.exchange.provider import ExchangeProvider
-
-__all__ = [
-    "CLASSIFICATION",
-    "SEND_MODES",
-    "SYNC_KEY_PROPERTY_NAME",
-    "SYNC_KEY_PROPERTY_SET",
-    "AccountConfig",
-    "Classification",
-    "ExchangeConfig",
-    "ExchangeProvider",
-    "classify_error",
-    "item_fields",
-    "read_account_config",
-]

@@ -155,3 +155,8 @@ def read_account_config(account: Account) -> AccountConfig:
     A changed value is a new key (core/model/kept.py).
     """
     return _read_kept(account)
+
+
+def check_account(account: Account) -> None:
+    """Refuse an account whose options or credentials cannot be read (at ``accounts add``)."""
+    read_account_config(account)

@@ -27,28 +27,3 @@ core/model/provider_io.py). The library facts behind these choices are in docs/n
 - Every failure goes through :data:`CLASSIFICATION`, which reads Google's ``errors[].reason`` (never
   ``error.status``).
 """
-
-from calsync.core.model.classification import Failure, Row
-from calsync.providers.google.classification import CLASSIFICATION, QUOTA_RETRY_AFTER, classify, describe
-from calsync.providers.google.config import GoogleConfig
-from calsync.providers.google.credentials import SCOPES, build_credentials
-from calsync.providers.google.event_body import SYNC_KEY_PROPERTY, VERSION_PROPERTY, event_body, event_id_for
-from calsync.providers.google.provider import MAX_CONFLICTS, GoogleProvider
-
-__all__ = [
-    "CLASSIFICATION",
-    "MAX_CONFLICTS",
-    "QUOTA_RETRY_AFTER",
-    "SCOPES",
-    "SYNC_KEY_PROPERTY",
-    "VERSION_PROPERTY",
-    "Failure",
-    "GoogleConfig",
-    "GoogleProvider",
-    "Row",
-    "build_credentials",
-    "classify",
-    "describe",
-    "event_body",
-    "event_id_for",
-]

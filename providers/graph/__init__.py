@@ -9,26 +9,3 @@ Deployments served: Exchange Online (EWS is being switched off there from 1 Oct 
 1 Apr 2027). Exchange Server on-premises keeps EWS: use the ``exchange`` adapter for it. Facts and
 sources: docs/notes/exchange.md ("Microsoft Graph").
 """
-
-from calsync.core.model.classification import Failure, Row
-from calsync.providers.graph.classification import CLASSIFICATION, GraphHttpError, TokenError, classify
-from calsync.providers.graph.config import GraphConfig
-from calsync.providers.graph.credentials import GraphAccount, read_graph_account
-from calsync.providers.graph.event_body import event_body, transaction_id_for
-from calsync.providers.graph.provider import MAX_CONFLICTS, GraphProvider
-
-__all__ = [
-    "CLASSIFICATION",
-    "MAX_CONFLICTS",
-    "Failure",
-    "GraphAccount",
-    "GraphConfig",
-    "GraphHttpError",
-    "GraphProvider",
-    "Row",
-    "TokenError",
-    "classify",
-    "event_body",
-    "read_graph_account",
-    "transaction_id_for",
-]

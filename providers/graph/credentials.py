@@ -107,6 +107,11 @@ def read_graph_account(account: Account) -> GraphAccount:
     return _kept(account)
 
 
+def check_account(account: Account) -> None:
+    """Refuse an account whose options or credentials cannot be read (at ``accounts add``)."""
+    read_graph_account(account)
+
+
 def _read(account_id: str, address: str, given_options: dict[str, Any], credentials: dict[str, Any]) -> GraphAccount:
     where = f"Graph account {account_id}"
     if not is_smtp_address(address):

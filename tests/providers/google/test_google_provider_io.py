@@ -10,8 +10,8 @@ import pytest
 from calsync.core.model.calendar import Account
 from calsync.core.model.errors import ProviderUnavailable
 from calsync.core.model.provider_io import RequestsSent
-from calsync.providers.google import GoogleProvider
 from calsync.providers.google import provider as google_provider
+from calsync.providers.google.provider import GoogleProvider
 from calsync.providers.registry import google_config
 from tests.providers.google.gcal_support import Emulator, make_event, target_for
 

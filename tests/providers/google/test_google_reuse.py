@@ -12,8 +12,8 @@ import pytest
 
 from calsync.core.model.calendar import Account
 from calsync.core.model.errors import ConfigurationError
-from calsync.providers.google import GoogleProvider
 from calsync.providers.google.credentials import CredentialCache, secrets_of
+from calsync.providers.google.provider import GoogleProvider
 from calsync.providers.google.transport import SendingHttp
 from tests.providers.google.gcal_support import Emulator, make_event, target_for
 

@@ -8,7 +8,8 @@ import pytest
 
 from calsync.core.model.errors import ConcurrencyLimited, InvalidRequest, RateLimited
 from calsync.core.model.markers import SYNC_KEY_PROPERTY_NAME
-from calsync.providers.graph import GraphProvider, transaction_id_for
+from calsync.providers.graph.event_body import transaction_id_for
+from calsync.providers.graph.provider import GraphProvider
 from calsync_emulators.control import GraphControl
 from tests.providers.graph.conftest import MakeAccount, MakeEvent, graph_ops, target_for
 
@@ -177,8 +178,8 @@ def test_send_updates_none_keeps_attendees_off_and_all_writes_them(
 def test_an_item_created_over_ews_is_visible_over_graph_with_the_same_marker(
     provider: GraphProvider, graph: GraphControl, make_account: MakeAccount, make_event: MakeEvent
 ) -> None:
-    from calsync.providers.exchange import ExchangeProvider
     from calsync.providers.exchange.config import ExchangeConfig
+    from calsync.providers.exchange.provider import ExchangeProvider
 
     ews = ExchangeProvider(ExchangeConfig(10, 2))
     try:
@@ -202,8 +203,8 @@ def test_an_item_created_over_ews_is_visible_over_graph_with_the_same_marker(
 def test_an_event_created_over_graph_is_adopted_by_the_ews_adapter(
     provider: GraphProvider, graph: GraphControl, make_account: MakeAccount, make_event: MakeEvent
 ) -> None:
-    from calsync.providers.exchange import ExchangeProvider
     from calsync.providers.exchange.config import ExchangeConfig
+    from calsync.providers.exchange.provider import ExchangeProvider
 
     account, event = make_account(), make_event()
     created = provider.upsert(account, event, target_for(account, event))
