@@ -1,8 +1,8 @@
 """Which adapter serves which ``provider_accounts.provider`` value, built once per process.
 
 This is the one place that reads adapter configuration out of Settings: each adapter gets its own
-small frozen config and never sees the rest. An adapter's modules (but its ``config``) load its client library,
-so they are imported where used: a worker loads only the stacks of the providers it serves.
+small frozen config (providers/config.py) and never sees the rest. An adapter's modules load its client
+library, so they are imported where used: a worker loads only the stacks of the providers it serves.
 """
 
 from __future__ import annotations
@@ -17,9 +17,7 @@ from calsync.core.model.account_rules import check_address
 from calsync.core.model.calendar import Account, Provider, ProviderName
 from calsync.core.model.errors import ConfigurationError
 from calsync.core.model.limits import ConcurrencyLimiter, CredentialWriter
-from calsync.providers.exchange.config import ExchangeConfig
-from calsync.providers.google.config import GoogleConfig
-from calsync.providers.graph.config import GraphConfig
+from calsync.providers.config import ExchangeConfig, GoogleConfig, GraphConfig
 
 logger = logging.getLogger(__name__)
 

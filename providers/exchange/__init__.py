@@ -1,11 +1,11 @@
 """Exchange adapter: calendar items over EWS with exchangelib, safe to run twice for the same change.
 
-Modules: ``provider`` (the adapter, :class:`ExchangeProvider`, and its idempotency rules),
+Modules: ``provider`` (the adapter, :class:`ExchangeProvider`, its idempotency rules and its mailboxes),
 ``classification`` (the one table from exchangelib/EWS failures to calsync errors), ``items`` (local
 state → calendar-item fields, the sync-key property, invitation modes), ``account_config`` (an
-account's options and credentials, validated), ``mailboxes`` (connecting and caching mailboxes),
-``config`` (what the adapter is configured with), ``transport`` (the requests adapter of exchangelib's
-sessions: each request counted, the proxies read once). Library facts: docs/notes/exchange.md.
+account's options and credentials, validated), ``transport`` (the requests adapter of exchangelib's
+sessions: each request counted, the proxies read once); its configuration is ``ExchangeConfig``
+(providers/config.py). Library facts: docs/notes/exchange.md.
 
 Deployments served: Exchange Server on-premises (2016, 2019 and Subscription Edition, which keep EWS)
 and Exchange Online tenants that still allow EWS. Microsoft begins disabling EWS in Exchange Online on

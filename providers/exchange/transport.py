@@ -1,5 +1,5 @@
 """The HTTP adapter of every session exchangelib opens, given to it through its documented hook
-``BaseProtocol.HTTP_ADAPTER_CLS`` (providers/exchange/mailboxes.py): exchangelib mounts one on each session, for
+``BaseProtocol.HTTP_ADAPTER_CLS`` (providers/exchange/provider.py): exchangelib mounts one on each session, for
 EWS calls, OAuth token fetches and autodiscover's requests alike.
 
 - Each request is counted as it goes out (core/model/provider_io.py), just before requests' own ``send``, so a

@@ -126,19 +126,12 @@ class CredentialCache:
     """One credentials object per account and fingerprint, so access tokens are reused across jobs and threads."""
 
     def __init__(self) -> None:
-        self._kept: AccountCache[tuple[Credentials, tuple[str, ...]]] = AccountCache()
+        self._kept: AccountCache[Credentials] = AccountCache()
 
     def get(self, account: Account) -> Credentials:
         """The account's cached credentials, built on first use or when its credentials, options or address changed
         (the address is a delegation's default subject)."""
-        return self.lookup(account)[0]
-
-    def lookup(self, account: Account) -> tuple[Credentials, tuple[str, ...]]:
-        """The account's cached credentials and :func:`secrets_of` it."""
         if not isinstance(account.credentials, Mapping) or not isinstance(account.options, Mapping):
             raise ConfigurationError(f"Google account {account.id}: credentials must be a JSON object")
-        return self._kept.get(
-            account.id,
-            fingerprint(account.address, account.credentials, account.options),
-            lambda _: (build_credentials(account), secrets_of(account)),
-        )
+        fields = fingerprint(account.address, account.credentials, account.options)
+        return self._kept.get(account.id, fields, lambda _: build_credentials(account))

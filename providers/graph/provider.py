@@ -41,8 +41,8 @@ from calsync.core.model.limits import ConcurrencyLimiter, CredentialWriter, Disc
 from calsync.core.model.markers import GRAPH_SYNC_KEY_PROPERTY_ID
 from calsync.core.model.provider_io import request_sent
 from calsync.providers.accounts import AccountCache
+from calsync.providers.config import GraphConfig
 from calsync.providers.graph.classification import GraphHttpError, classify
-from calsync.providers.graph.config import GraphConfig
 from calsync.providers.graph.credentials import GraphAccount, read_graph_account
 from calsync.providers.graph.event_body import event_body, is_graph_ref, marker_of, ref_of
 from calsync.providers.graph.tokens import TokenSource

@@ -12,9 +12,8 @@ import pytest
 
 from calsync.core.model.calendar import Account
 from calsync.core.model.errors import ConfigurationError
-from calsync.providers.google.credentials import CredentialCache, secrets_of
-from calsync.providers.google.provider import GoogleProvider
-from calsync.providers.google.transport import SendingHttp
+from calsync.providers.google.credentials import CredentialCache
+from calsync.providers.google.provider import GoogleProvider, SendingHttp
 from tests.providers.google.gcal_support import Emulator, make_event, target_for
 
 
@@ -50,9 +49,8 @@ def _account(emulator: Emulator, refresh_token: str = "1//t", **options: Any) ->
 
 def test_the_credential_cache_keeps_an_accounts_credentials_until_a_field_changes(emulator: Emulator) -> None:
     cache, account = CredentialCache(), _account(emulator, delegate=True)
-    built, secrets = cache.lookup(account)
-    assert secrets == secrets_of(account)
-    assert cache.lookup(dataclasses.replace(account, credentials=dict(account.credentials))) == (built, secrets)
+    built = cache.get(account)
+    assert cache.get(dataclasses.replace(account, credentials=dict(account.credentials))) is built
     changed = [
         dataclasses.replace(account, credentials={**account.credentials, "refresh_token": "1//other"}),
         dataclasses.replace(account, credentials={**account.credentials, "token_uri": emulator.token_uri + "/x"}),
@@ -61,10 +59,9 @@ def test_the_credential_cache_keeps_an_accounts_credentials_until_a_field_change
         dataclasses.replace(account, options={"delegate": True, "calendar_id": "team@example.com"}),
         dataclasses.replace(account, id="acct-2"),
     ]
-    others = [cache.lookup(other) for other in changed]
-    assert all(other[0] is not built for other in others)
-    assert cache.lookup(account)[0] is not built  # replaced by a changed one: built again
-    assert others[0][1] == secrets_of(changed[0]) != secrets
+    others = [cache.get(other) for other in changed]
+    assert all(other is not built for other in others)
+    assert cache.get(account) is not built  # replaced by a changed one: built again
 
 
 def test_credentials_of_another_mapping_type_are_kept_and_no_mapping_is_refused(emulator: Emulator) -> None:
