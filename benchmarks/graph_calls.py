@@ -9,7 +9,7 @@ gives it) against the Exchange emulator's Graph front, over https, in a child pr
 the load; one profiled round), the CPU per create of each round and the Redis commands per create (INFO
 commandstats of its own embedded Redis, scripts' inner commands included). To compare trees, put the other
 checkout first on PYTHONPATH (``PYTHONPATH=/other:/other/emulators python benchmarks/graph_calls.py``). It also times
-one response through httpx's default cookie jar and through the adapter's (which takes no cookies).
+one response through httpx's default cookie jar and through the adapter's (which refuses every cookie).
 It is a benchmark, not a test: numbers depend on the machine.
 """
 
@@ -35,7 +35,7 @@ from benchmarks.support import add_redis_option, bench_redis
 from calsync.core.model.calendar import Account, EventState, Target
 from calsync.core.redis.keys import RedisKeys
 from calsync.core.redis.limiter import RedisLimiter
-from calsync.providers.graph import GraphProvider
+from calsync.providers.graph.provider import GraphProvider
 from calsync.providers.registry import graph_config
 from calsync_emulators import graph
 from calsync_emulators.control import GraphControl
@@ -71,14 +71,9 @@ def _cookies() -> None:
     response = httpx.Response(201, request=request, headers={"Content-Type": "application/json", "ETag": 'W/"1"',
                                                               "Date": "Wed, 02 Dec 2026 03:00:00 GMT"})  # fmt: skip
     sides: dict[str, httpx.Cookies] = {"httpx's default jar": httpx.Cookies(http.cookiejar.CookieJar())}
-    provider_module = __import__("calsync.providers.graph.provider", fromlist=["_NoCookies"])
-    try:  # the tree's client keeps cookies that take nothing (since 2026-12-02, session 8)
-        from calsync.providers.graph import transport
-
-        sides["the adapter's cookies"] = transport.NoCookies(transport._NoCookieJar())
-    except ImportError:  # an older tree: a jar that takes none, behind httpx's own Cookies
-        if hasattr(provider_module, "_NoCookies"):
-            sides["the adapter's jar"] = httpx.Cookies(provider_module._NoCookies())
+    # The adapter's jar refuses every cookie (a policy that allows no domain); httpx still hands it each response.
+    refusing = http.cookiejar.CookieJar(http.cookiejar.DefaultCookiePolicy(allowed_domains=[]))
+    sides["the adapter's jar"] = httpx.Cookies(refusing)
     for name, cookies in sides.items():
         profile = cProfile.Profile()
         profile.runcall(lambda jar=cookies: [jar.extract_cookies(response) for _ in range(1000)])

@@ -14,12 +14,13 @@ provider (core/model/provider_io.py) before its faults are looked up: a fault is
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import hashlib
 import json
 import re
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any, Final, Literal
 
@@ -34,18 +35,15 @@ from calsync.core.model.errors import (
     RateLimited,
 )
 from calsync.core.model.provider_io import request_sent
-from calsync.providers.memory_store import (
-    CalendarStore,
-    CalendarTx,
-    Call,
-    DictStore,
-    MemoryFaultRule,
-    SqliteStore,
-    StoredEvent,
-)
+from calsync.providers.memory_store import CalendarStore, CalendarTx, Call, MemoryFaultRule, StoredEvent
 
 #: The options a memory account may have: only traffic control's (``accounts add`` refuses any other).
 OPTIONS: Final = frozenset({"max_concurrency"})
+
+
+def check_account(account: Account) -> None:
+    """A memory account has no fields of its own to check."""
+
 
 FAULT_ERRORS: dict[str, type[CalsyncError]] = {
     "unavailable": ProviderUnavailable,
@@ -86,23 +84,15 @@ class MemoryProvider:
 
     def __init__(self, path: str | Path | None = None, *, sleep: Callable[[float], None] = time.sleep) -> None:
         self._sleep = sleep  # how a fault's delay waits (a test records it instead)
-        self._store: CalendarStore
-        if path is None or str(path) == ":memory:":
-            self._store = DictStore()
-        else:
-            self._store = SqliteStore(path)
+        self._store = CalendarStore(path)
 
     # --- the Provider protocol -----------------------------------------------------------------
 
     def upsert(self, account: Account, event: EventState, target: Target) -> ExternalRef:
         """Create, adopt, restore or update the target's event."""
-        request_sent()
-        fault = self._take_fault("upsert", account.id, target.event_id, event.title)
-        if fault is not None and not fault.after:
-            self._fail(fault, "upsert", account.id, target.event_id)
         external_id = target.external_id or external_id_for(target.sync_key)
         body = _body(event)
-        with self._store.transaction() as tx:
+        with self._call("upsert", account.id, target.event_id, event.title), self._store.transaction() as tx:
             stored = tx.find(account.id, external_id)
             effect: Effect
             if stored is None:
@@ -118,26 +108,18 @@ class MemoryProvider:
                 etag = _etag(external_id, body, writes)
                 tx.save(dataclasses.replace(stored, etag=etag, body=body, status="confirmed", writes=writes))
             _log(tx, "upsert", account.id, target.event_id, external_id, effect, version=event.version)
-        if fault is not None and fault.after:
-            self._fail(fault, "upsert", account.id, target.event_id)
         return ExternalRef(external_id, etag)
 
     def delete(self, account: Account, target: Target, *, send_updates: SendUpdates = "none") -> None:
         """Cancel the target's event; an unknown or already cancelled event is success."""
-        request_sent()
-        fault = self._take_fault("delete", account.id, target.event_id, None)
-        if fault is not None and not fault.after:
-            self._fail(fault, "delete", account.id, target.event_id)
         external_id = target.external_id or external_id_for(target.sync_key)
-        with self._store.transaction() as tx:
+        with self._call("delete", account.id, target.event_id, None), self._store.transaction() as tx:
             stored = tx.find(account.id, external_id)
             effect: Effect = "already_gone"
             if stored is not None and stored.status == "confirmed":
                 effect = "deleted"
                 tx.save(dataclasses.replace(stored, status="cancelled", writes=stored.writes + 1))
             _log(tx, "delete", account.id, target.event_id, external_id, effect)
-        if fault is not None and fault.after:
-            self._fail(fault, "delete", account.id, target.event_id)
 
     def close(self) -> None:
         """Close the store's connections (the registry calls this when the worker shuts down)."""
@@ -174,6 +156,18 @@ class MemoryProvider:
         """Remove every fault rule."""
         with self._store.transaction() as tx:
             tx.clear(events=False, calls=False, faults=True)
+
+    @contextlib.contextmanager
+    def _call(self, op: str, account_id: str, entity_id: str, title: str | None) -> Iterator[None]:
+        """One call: counted as a request (a fault is the provider's answer), broken by the first matching fault
+        before its write, or after it (``after``: the write happens, its answer is lost)."""
+        request_sent()
+        fault = self._take_fault(op, account_id, entity_id, title)
+        if fault is not None and not fault.after:
+            self._fail(fault, op, account_id, entity_id)
+        yield
+        if fault is not None and fault.after:
+            self._fail(fault, op, account_id, entity_id)
 
     def _take_fault(self, op: str, account_id: str, entity_id: str, title: str | None) -> MemoryFaultRule | None:
         if not self._store.has_faults():

@@ -1,47 +1,39 @@
 """Which adapter serves which ``provider_accounts.provider`` value, built once per process.
 
 This is the one place that reads adapter configuration out of Settings: each adapter gets its own
-small frozen config and never sees the rest.
+small frozen config (providers/config.py) and never sees the rest. An adapter's modules load its client
+library, so they are imported where used: a worker loads only the stacks of the providers it serves.
 """
 
 from __future__ import annotations
 
+import importlib
 import logging
 import threading
-from typing import TYPE_CHECKING
+from typing import Any
 
 from calsync.core.config.settings import Settings
 from calsync.core.model.account_rules import check_address
 from calsync.core.model.calendar import Account, Provider, ProviderName
 from calsync.core.model.errors import ConfigurationError
 from calsync.core.model.limits import ConcurrencyLimiter, CredentialWriter
-
-if TYPE_CHECKING:  # imported where used: importing any module of an adapter's package loads its whole stack
-    from calsync.providers.exchange.config import ExchangeConfig
-    from calsync.providers.google.config import GoogleConfig
-    from calsync.providers.graph.config import GraphConfig
+from calsync.providers.config import ExchangeConfig, GoogleConfig, GraphConfig
 
 logger = logging.getLogger(__name__)
 
 
 def google_config(settings: Settings) -> GoogleConfig:
     """The Google adapter's part of the settings."""
-    from calsync.providers.google.config import GoogleConfig
-
     return GoogleConfig(settings.provider_timeout, settings.google_api_endpoint)
 
 
 def exchange_config(settings: Settings) -> ExchangeConfig:
     """The Exchange adapter's part of the settings."""
-    from calsync.providers.exchange.config import ExchangeConfig
-
     return ExchangeConfig(settings.provider_timeout, settings.worker_threads)
 
 
 def graph_config(settings: Settings) -> GraphConfig:
     """The Graph adapter's part of the settings."""
-    from calsync.providers.graph.config import GraphConfig
-
     return GraphConfig(
         settings.provider_timeout,
         settings.graph_api_endpoint,
@@ -58,7 +50,7 @@ def _build(
     limiter: ConcurrencyLimiter | None,
     credentials: CredentialWriter | None,
 ) -> Provider:
-    # Imported lazily: a worker that only serves memory accounts never loads the Google or EWS stacks.
+    # Imported here: a worker that only serves memory accounts never loads the Google or EWS stacks.
     if name == "memory":
         from calsync.providers.memory import MemoryProvider
 
@@ -78,23 +70,25 @@ def _build(
     raise ConfigurationError(f"unknown provider {name!r}")
 
 
+#: Where each provider's account rules live: ``OPTIONS`` (the option names its accounts take, traffic control's
+#: max_concurrency included) and ``check_account`` (its own checks of an account's fields).
+_ACCOUNT_RULES: dict[ProviderName, str] = {
+    "memory": "memory",
+    "google": "google.credentials",
+    "exchange": "exchange.account_config",
+    "graph": "graph.credentials",
+}
+
+
+def _account_rules(provider: ProviderName) -> Any:
+    # Imported on use: an adapter's account rules load its client library.
+    return importlib.import_module(f"calsync.providers.{_ACCOUNT_RULES[provider]}")
+
+
 def option_names(provider: ProviderName) -> frozenset[str]:
     """The options an account of ``provider`` may have (its adapter's, and traffic control's max_concurrency)."""
-    if provider == "graph":
-        from calsync.providers.graph.credentials import OPTIONS as graph_options
-
-        return graph_options
-    if provider == "exchange":
-        from calsync.providers.exchange.account_config import OPTIONS as exchange_options
-
-        return exchange_options
-    if provider == "google":
-        from calsync.providers.google.credentials import OPTIONS as google_options
-
-        return google_options
-    from calsync.providers.memory import OPTIONS as memory_options
-
-    return memory_options
+    names: frozenset[str] = _account_rules(provider).OPTIONS
+    return names
 
 
 def validate_account(account: Account) -> None:
@@ -112,18 +106,7 @@ def validate_account(account: Account) -> None:
     own = account.options.get("max_concurrency")  # traffic control's per-account limit, any provider
     if own is not None and (not isinstance(own, int) or isinstance(own, bool) or own < 1):
         raise ConfigurationError(f"account {account.id}: option max_concurrency must be a whole number of 1 or more")
-    if account.provider == "graph":
-        from calsync.providers.graph.credentials import read_graph_account
-
-        read_graph_account(account)
-    elif account.provider == "exchange":
-        from calsync.providers.exchange.account_config import read_account_config
-
-        read_account_config(account)
-    elif account.provider == "google":
-        from calsync.providers.google.credentials import check_account
-
-        check_account(account)
+    _account_rules(account.provider).check_account(account)
 
 
 def verify_account(account: Account, settings: Settings) -> None:

@@ -8,11 +8,11 @@ twice in a row is dead-lettered as a worker bug instead of walking the retry sch
 "Handed to the network" is each adapter's last step before the socket, called just before it runs, so a
 connection refused or a timeout counts as a request (the provider, or the way to it, failed):
 
-- Google: the worker thread's ``httplib2.Http.request`` (providers/google/transport.py), which the API call
-  and google-auth's token refresh both go through;
-- EWS: ``requests.Session.send`` of every session exchangelib creates for a tuned protocol (its token fetches
-  included), and an autodiscover lookup before the protocol exists (providers/exchange/);
-- Graph: ``GraphClient.send``, the one client of the API calls and msal's token calls (providers/graph/);
+- Google: the worker thread's ``httplib2.Http.request`` (``SendingHttp``, providers/google/provider.py), which
+  the API call and google-auth's token refresh both go through;
+- EWS: the ``send`` of the requests adapter exchangelib mounts on each of its sessions (providers/exchange/transport.py:
+  its token fetches included), and an autodiscover lookup before the first request (providers/exchange/);
+- Graph: the ``request`` event hook of the httpx client of the API calls and msal's token calls (providers/graph/);
 - memory: each write, which stands for the provider's answer (its faults included).
 
 The traffic gate (core/traffic/gate.py) enters the delivery's :class:`RequestsSent` around the provider

@@ -20,20 +20,17 @@ values or a wrong type raise :class:`~calsync.core.model.errors.ConfigurationErr
 
 from __future__ import annotations
 
-import hashlib
-import json
 from dataclasses import dataclass
 from typing import Any, Literal
-from urllib.parse import urlsplit
 
 from exchangelib import BASIC, NTLM, OAUTH2, Credentials, OAuth2Credentials
-from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError, field_validator, model_validator
+from pydantic import Field, SecretStr, field_validator, model_validator
 
 from calsync.core.model.account_rules import is_smtp_address
 from calsync.core.model.calendar import Account
 from calsync.core.model.errors import ConfigurationError
 from calsync.core.model.kept import kept_per_account
-from calsync.core.model.validation_wording import field_message
+from calsync.providers.accounts import KEPT_ACCOUNTS, Fields, fingerprint, url_check, validated
 
 _AUTH_TYPES: dict[str, str] = {"basic": BASIC, "ntlm": NTLM, "oauth2": OAUTH2}
 
@@ -52,16 +49,13 @@ class _TokenEndpointCredentials(OAuth2Credentials):  # type: ignore[misc]
 
 
 def _http_url(value: str | None) -> str | None:
-    if value is not None:
-        parts = urlsplit(value)
-        if parts.scheme not in ("http", "https") or not parts.netloc:
-            raise ValueError("must be an http(s) URL such as https://mail.example.com/EWS/Exchange.asmx")
-    return value
+    return None if value is None else url_check(value, https_only=False, example=_EXAMPLE)
 
 
-class _Options(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
+_EXAMPLE = "https://mail.example.com/EWS/Exchange.asmx"
 
+
+class _Options(Fields):
     server_url: str | None = None
     auth_type: Literal["basic", "ntlm", "oauth2"]
     access_type: Literal["delegate", "impersonation"] | None = None
@@ -81,16 +75,12 @@ class _Options(BaseModel):
 OPTIONS = frozenset(_Options.model_fields)
 
 
-class _PasswordLogin(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
-
+class _PasswordLogin(Fields):
     username: str = Field(min_length=1)
     password: SecretStr = Field(min_length=1)
 
 
-class _ClientLogin(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
-
+class _ClientLogin(Fields):
     client_id: str = Field(min_length=1)
     client_secret: SecretStr = Field(min_length=1)
     tenant_id: str = Field(min_length=1)
@@ -144,41 +134,29 @@ class AccountConfig:
         )
 
 
-#: How many accounts' validated configurations a process keeps (a worker reads its account's on every job).
-KEPT_CONFIGS = 1024
-
-
-def _invalid(account_id: str, section: str, exc: ValidationError) -> ConfigurationError:
-    # Built from locations and messages only: pydantic's own text would echo the (secret) input.
-    problems = "; ".join(f"{'.'.join([section, *(str(p) for p in err['loc'])])}: {field_message(err)}"
-                         for err in exc.errors())  # fmt: skip
-    return ConfigurationError(f"Exchange account {account_id}: {problems}")
-
-
 def _read(account_id: str, address: str, options: dict[str, Any], credentials: dict[str, Any]) -> AccountConfig:
+    where = f"Exchange account {account_id}"
     if not is_smtp_address(address):
-        raise ConfigurationError(f"Exchange account {account_id}: address must be the mailbox's SMTP address")
-    try:
-        parsed = _Options.model_validate(options)
-    except ValidationError as exc:
-        raise _invalid(account_id, "options", exc) from None
-    model: type[_PasswordLogin | _ClientLogin] = _ClientLogin if parsed.auth_type == "oauth2" else _PasswordLogin
-    try:
-        login = model.model_validate(credentials)
-    except ValidationError as exc:
-        raise _invalid(account_id, "credentials", exc) from None
-    identity = {"address": address.lower(), "options": options, "login": credentials}
-    fingerprint = hashlib.sha256(json.dumps(identity, sort_keys=True, default=str).encode()).hexdigest()
-    return AccountConfig(parsed, login, fingerprint)
+        raise ConfigurationError(f"{where}: address must be the mailbox's SMTP address")
+    parsed = validated(_Options, options, where, "options")
+    login = validated(
+        _ClientLogin if parsed.auth_type == "oauth2" else _PasswordLogin, credentials, where, "credentials"
+    )
+    return AccountConfig(parsed, login, fingerprint(address, credentials, options))
 
 
-_read_kept = kept_per_account(_read, maxsize=KEPT_CONFIGS)
+_read_kept = kept_per_account(_read, maxsize=KEPT_ACCOUNTS)
 
 
 def read_account_config(account: Account) -> AccountConfig:
     """The account's options and credentials, validated, with a fingerprint that changes when either does.
 
-    Kept per (id, address, options, credentials): pydantic's validation and the fingerprint's hash cost every job
-    ≈ 1.7 % of an EWS create's CPU in the deployed worker. A changed value is a new key (core/model/kept.py).
+    Kept per (id, address, options, credentials): validation and the fingerprint are a cost of every job otherwise.
+    A changed value is a new key (core/model/kept.py).
     """
     return _read_kept(account)
+
+
+def check_account(account: Account) -> None:
+    """Refuse an account whose options or credentials cannot be read (at ``accounts add``)."""
+    read_account_config(account)

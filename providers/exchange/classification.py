@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import fnmatch
 import re
 from collections.abc import Iterable
 from dataclasses import dataclass
@@ -34,9 +35,7 @@ class Classification:
 
     def matches(self, name: str) -> bool:
         """Exact name, or prefix when the pattern ends with ``*``."""
-        if self.match.endswith("*"):
-            return name.startswith(self.match[:-1])
-        return name == self.match
+        return fnmatch.fnmatchcase(name, self.match)
 
 
 # Names are tried most specific first (see _error_names): a status parsed from MalformedResponseError,

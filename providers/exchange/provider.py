@@ -17,15 +17,24 @@ Idempotency and repair rules:
   the lookup. The pipeline's per-target lock is what rules that out.
 - A bearer token rejected with 401 is retried once (exchangelib fetches a new token); a Basic/NTLM
   401 never is: repeating a wrong password can lock the account out. Both end as ``AuthRevoked``.
+
+Mailboxes: one exchangelib Account with its calendar folder per calsync account, connected once, and again
+when the account's options or credentials change. exchangelib runs with ``FailFast`` (the queue owns retries:
+``FaultTolerance`` would sleep in the worker thread and share its back-off across every mailbox on a connection
+pool), ``Version(EXCHANGE_2016)`` (the API of 2016, 2019, SE and Online) and the configured ``auth_type``, so no
+probing requests are sent; the pool holds one connection per worker thread and requests time out after the
+provider timeout.
 """
 
 from __future__ import annotations
 
 import logging
 from collections.abc import Callable, Mapping
+from dataclasses import dataclass
 from typing import Any, TypeVar
 
-from exchangelib import CalendarItem
+from exchangelib import UTC, CalendarItem, Configuration, FailFast, Version
+from exchangelib import Account as EwsAccount
 from exchangelib.errors import (
     ErrorChangeKeyRequiredForWriteOperations,
     ErrorInvalidChangeKey,
@@ -36,15 +45,19 @@ from exchangelib.errors import (
     EWSError,
     UnauthorizedError,
 )
+from exchangelib.folders import Calendar, Root
+from exchangelib.protocol import BaseProtocol
+from exchangelib.version import EXCHANGE_2016
 
 from calsync.core.model.calendar import Account, EventState, ExternalRef, ProviderName, SendUpdates, Target
 from calsync.core.model.errors import AuthRevoked, CalsyncError, ConfigurationError
+from calsync.core.model.provider_io import request_sent
+from calsync.providers.accounts import AccountCache
+from calsync.providers.config import ExchangeConfig
 from calsync.providers.exchange.account_config import AccountConfig, read_account_config
 from calsync.providers.exchange.classification import classify_error
-from calsync.providers.exchange.config import ExchangeConfig
-from calsync.providers.exchange.create_payload import create_item
 from calsync.providers.exchange.items import SEND_MODES, UPDATE_FIELDS, item_fields
-from calsync.providers.exchange.mailboxes import ConnectedMailbox, MailboxCache, connect
+from calsync.providers.exchange.transport import CountingAdapter
 
 logger = logging.getLogger(__name__)
 
@@ -60,6 +73,47 @@ _STALE_REFERENCE = (
 )
 
 
+@dataclass(frozen=True)
+class ConnectedMailbox:
+    """An exchangelib Account with its resolved calendar folder."""
+
+    account: Any
+    calendar: Any
+
+
+def connect(account: Account, config: AccountConfig, *, max_connections: int, timeout: float) -> ConnectedMailbox:
+    """The account's mailbox and calendar folder, on a protocol pinned to our pool size, timeout and FailFast."""
+    BaseProtocol.HTTP_ADAPTER_CLS = CountingAdapter  # every session exchangelib opens from now on counts its requests
+    ews_config = Configuration(
+        service_endpoint=config.options.server_url,
+        credentials=config.credentials(),
+        auth_type=config.auth_type,
+        version=Version(build=EXCHANGE_2016),
+        retry_policy=FailFast(),
+        max_connections=max_connections,
+    )
+    if config.options.autodiscover:
+        request_sent()  # autodiscover asks DNS before its first (counted) HTTP request
+    ews = EwsAccount(
+        account.address,
+        config=ews_config,
+        autodiscover=config.options.autodiscover,
+        access_type=config.access_type,
+        default_timezone=UTC,
+    )
+    # Protocols are cached process-wide per (endpoint, credentials) and the first Configuration's pool size
+    # and retry policy win, so pin them on the protocol itself (docs/notes/exchange.md, "Protocol cache").
+    protocol = ews.protocol
+    protocol.max_connections = max_connections
+    protocol.TIMEOUT = timeout
+    if not isinstance(protocol.retry_policy, FailFast):
+        protocol.config.retry_policy = FailFast()
+    # Not Account.calendar: its cached_property lock is one per process, so first use would serialize
+    # every mailbox's GetFolder calls behind each other (docs/notes/exchange.md, "Folder lookup").
+    calendar = Root.get_distinguished(account=ews).get_default_folder(Calendar)
+    return ConnectedMailbox(ews, calendar)
+
+
 class ExchangeProvider:
     """Pushes local events into Exchange calendars over EWS; one instance serves every worker thread."""
 
@@ -69,7 +123,7 @@ class ExchangeProvider:
     def __init__(self, config: ExchangeConfig) -> None:
         self._timeout = config.provider_timeout
         self._max_connections = config.worker_threads
-        self._mailboxes = MailboxCache()
+        self._mailboxes: AccountCache[ConnectedMailbox] = AccountCache()
 
     def upsert(self, account: Account, event: EventState, target: Target) -> ExternalRef:
         """Create (adopting an item a lost response already created) or update the target's item."""
@@ -124,7 +178,7 @@ class ExchangeProvider:
         return self._mailboxes.get(
             account.id,
             config.fingerprint,
-            lambda: connect(account, config, max_connections=self._max_connections, timeout=self._timeout),
+            lambda _: connect(account, config, max_connections=self._max_connections, timeout=self._timeout),
         )
 
     @staticmethod
@@ -139,7 +193,9 @@ class ExchangeProvider:
 
     @staticmethod
     def _insert(mbx: ConnectedMailbox, fields: Mapping[str, Any], sync_key: str, mode: str) -> ExternalRef:
-        return ExternalRef(*create_item(mbx.account, mbx.calendar, fields, sync_key, mode))
+        item = CalendarItem(account=mbx.account, folder=mbx.calendar, calsync_sync_key=sync_key, **fields)
+        item.save(send_meeting_invitations=mode)
+        return ExternalRef(item.id, item.changekey)
 
     @staticmethod
     def _save(

@@ -1,11 +1,10 @@
 """Google Calendar adapter: makes a Calendar v3 calendar show an :class:`EventState`, on the real client library.
 
-Modules: ``provider`` (the adapter, :class:`GoogleProvider`), ``classification`` (the one table of what
-is temporary and what is not), ``event_body`` (local state → event resource, deterministic ids),
-``credentials`` (Google's credential JSON → google-auth, cached), ``config`` (what the adapter is
-configured with), ``lean`` (the hand-written fast paths around httplib2, http.client and the discovery
-client, each falling back to the library), ``transport`` (the per-thread ``Http``, counting the requests it
-sends: core/model/provider_io.py). The library facts behind these choices are in docs/notes/google-calendar.md.
+Modules: ``provider`` (the adapter, :class:`GoogleProvider`, and the per-thread ``Http`` counting the requests
+it sends: core/model/provider_io.py), ``classification`` (the one table of what is temporary and what is not),
+``event_body`` (local state → event resource, deterministic ids), ``credentials`` (Google's credential JSON →
+google-auth, cached); its configuration is ``GoogleConfig`` (providers/config.py). The library facts behind
+these choices are in docs/notes/google-calendar.md.
 
 - One service object per adapter (static discovery, endpoint from ``CALSYNC_GOOGLE_API_ENDPOINT``) and
   one ``events`` resource per thread built from it once (building one costs ~2 ms), each call executed
@@ -28,28 +27,3 @@ sends: core/model/provider_io.py). The library facts behind these choices are in
 - Every failure goes through :data:`CLASSIFICATION`, which reads Google's ``errors[].reason`` (never
   ``error.status``).
 """
-
-from calsync.core.model.classification import Failure, Row
-from calsync.providers.google.classification import CLASSIFICATION, QUOTA_RETRY_AFTER, classify, describe
-from calsync.providers.google.config import GoogleConfig
-from calsync.providers.google.credentials import SCOPES, build_credentials
-from calsync.providers.google.event_body import SYNC_KEY_PROPERTY, VERSION_PROPERTY, event_body, event_id_for
-from calsync.providers.google.provider import MAX_CONFLICTS, GoogleProvider
-
-__all__ = [
-    "CLASSIFICATION",
-    "MAX_CONFLICTS",
-    "QUOTA_RETRY_AFTER",
-    "SCOPES",
-    "SYNC_KEY_PROPERTY",
-    "VERSION_PROPERTY",
-    "Failure",
-    "GoogleConfig",
-    "GoogleProvider",
-    "Row",
-    "build_credentials",
-    "classify",
-    "describe",
-    "event_body",
-    "event_id_for",
-]

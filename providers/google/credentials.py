@@ -17,10 +17,6 @@
 
 from __future__ import annotations
 
-import collections
-import hashlib
-import json
-import threading
 from collections.abc import Collection, Mapping
 from typing import Any
 
@@ -33,11 +29,10 @@ from calsync.core.model.account_rules import is_google_calendar_id, is_smtp_addr
 from calsync.core.model.calendar import Account
 from calsync.core.model.errors import ConfigurationError
 from calsync.core.model.ids import quoted
-from calsync.core.model.kept import account_key
+from calsync.providers.accounts import AccountCache, fingerprint
 
 SCOPES = ("https://www.googleapis.com/auth/calendar.events",)
 _SECRET_FIELDS = ("refresh_token", "client_secret", "private_key", "private_key_id", "token")
-_CACHE_SIZE = 1024
 
 
 def account_option(account: Account, name: str, kind: type, default: Any) -> Any:
@@ -128,36 +123,15 @@ def secrets_of(account: Account) -> tuple[str, ...]:
 
 
 class CredentialCache:
-    """One credentials object per account and secret, so access tokens are reused across jobs and threads."""
+    """One credentials object per account and fingerprint, so access tokens are reused across jobs and threads."""
 
-    def __init__(self, size: int = _CACHE_SIZE) -> None:
-        self._size = size
-        self._credentials: collections.OrderedDict[tuple[object, ...], tuple[Credentials, tuple[str, ...]]] = (
-            collections.OrderedDict()
-        )
-        self._lock = threading.Lock()
+    def __init__(self) -> None:
+        self._kept: AccountCache[Credentials] = AccountCache()
 
     def get(self, account: Account) -> Credentials:
-        """The account's cached credentials, built on first use or when its credentials or options changed."""
-        return self.lookup(account)[0]
-
-    def lookup(self, account: Account) -> tuple[Credentials, tuple[str, ...]]:
-        """The account's cached credentials and :func:`secrets_of` it."""
-        key: tuple[object, ...] | None = account_key(account)  # the address too: a delegation's default subject
-        if key is None:  # a value no key can hold (a list, a nested object): its JSON, digested
-            try:
-                material = json.dumps([account.credentials, account.options], sort_keys=True, default=str)
-            except (TypeError, ValueError):
-                raise ConfigurationError(f"Google account {account.id}: credentials must be a JSON object") from None
-            key = (account.id, account.address, hashlib.sha256(material.encode()).hexdigest())
-        with self._lock:
-            cached = self._credentials.get(key)
-            if cached is not None:
-                self._credentials.move_to_end(key)
-                return cached
-        built = (build_credentials(account), secrets_of(account))
-        with self._lock:
-            cached = self._credentials.setdefault(key, built)
-            while len(self._credentials) > self._size:
-                self._credentials.popitem(last=False)
-        return cached
+        """The account's cached credentials, built on first use or when its credentials, options or address changed
+        (the address is a delegation's default subject)."""
+        if not isinstance(account.credentials, Mapping) or not isinstance(account.options, Mapping):
+            raise ConfigurationError(f"Google account {account.id}: credentials must be a JSON object")
+        fields = fingerprint(account.address, account.credentials, account.options)
+        return self._kept.get(account.id, fields, lambda _: build_credentials(account))

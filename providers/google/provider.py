@@ -2,9 +2,8 @@
 
 from __future__ import annotations
 
-import functools
 import threading
-from collections.abc import Callable, Collection
+from collections.abc import Collection, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -16,10 +15,10 @@ from googleapiclient.errors import HttpError
 
 from calsync.core.model.calendar import Account, EventState, ExternalRef, ProviderName, SendUpdates, Target
 from calsync.core.model.errors import EntityNotFound, InvalidRequest, TemporaryError
-from calsync.providers.google import lean
+from calsync.core.model.provider_io import request_sent
+from calsync.providers.config import GoogleConfig
 from calsync.providers.google.classification import classify
-from calsync.providers.google.config import GoogleConfig
-from calsync.providers.google.credentials import CredentialCache, account_option
+from calsync.providers.google.credentials import CredentialCache, account_option, secrets_of
 from calsync.providers.google.event_body import (
     SEND_UPDATES,
     check_ours,
@@ -29,12 +28,26 @@ from calsync.providers.google.event_body import (
     ref_of,
     shows,
 )
-from calsync.providers.google.lean import LeanHttp, PrebuiltInserts
-from calsync.providers.google.transport import SendingHttp
 
 MAX_CONFLICTS = 3
 #: How many re-creations under a new id one target may need (each after Google refused to restore the last).
 MAX_GENERATIONS = 8
+
+
+class SendingHttp(httplib2.Http):  # type: ignore[misc]
+    """``httplib2.Http`` that tells calsync a request goes out (a refused connection included).
+
+    Each worker thread sends through its own (httplib2 is not thread-safe). Both the API calls (``HttpRequest.execute``
+    over google-auth-httplib2's ``AuthorizedHttp``) and google-auth's token refreshes end in its ``request``, so a
+    request counted here is one handed to the network (core/model/provider_io.py): a failure before it is calsync's
+    own, never Google's.
+    """
+
+    def request(self, *args: Any, **kwargs: Any) -> tuple[httplib2.Response, bytes]:
+        """``Http.request``, counted."""
+        request_sent()
+        answer: tuple[httplib2.Response, bytes] = super().request(*args, **kwargs)
+        return answer
 
 
 @dataclass(frozen=True)
@@ -67,7 +80,6 @@ class GoogleProvider:
         self._https: dict[threading.Thread, httplib2.Http] = {}  # every thread's Http, for close()
         self._https_lock = threading.Lock()
         self._credentials = CredentialCache()
-        self._inserts = PrebuiltInserts()
 
     # --- Provider protocol -----------------------------------------------------------------------
 
@@ -103,13 +115,11 @@ class GoogleProvider:
     def verify(self, account: Account) -> None:
         """One token call with the account's credentials (``accounts add --verify``); a refusal is permanent."""
         session = self._session(account)
-        http = httplib2.Http(timeout=self._timeout)
+        http = self._http(session.credentials).http  # this thread's Http, closed by close()
         try:
             session.credentials.refresh(google_auth_httplib2.Request(http))  # type: ignore[no-untyped-call]
         except Exception as exc:
             raise classify(exc, "token refresh", self._secrets(session)) from None
-        finally:
-            http.close()
 
     def close(self) -> None:
         """Close every thread's pooled connections (call once the worker threads stopped); a later call reconnects."""
@@ -128,14 +138,7 @@ class GoogleProvider:
             event_id = event_id_for(target.sync_key, generation)
             body = {**wanted, "id": event_id}
             try:
-                created = self._execute(
-                    session,
-                    "events.insert",
-                    functools.partial(
-                        self._inserts.request, calendar_id=session.calendar_id, body=body, send_updates=send_updates
-                    ),
-                    passthrough={409},
-                )
+                created = self._execute(session, "insert", {409}, body=body, sendUpdates=send_updates)
             except HttpError:
                 # Our earlier attempt (its response lost) or a cancelled event of ours holds the id.
                 adopted = self._adopt(session, event_id, wanted, send_updates, target)
@@ -148,14 +151,7 @@ class GoogleProvider:
     def _delete(self, session: _Session, event_id: str, send_updates: SendUpdates) -> int:
         """Delete one id; returns the HTTP status (204, or 404/410: already gone, which is fine)."""
         try:
-            self._execute(
-                session,
-                "events.delete",
-                lambda events: events.delete(
-                    calendarId=session.calendar_id, eventId=event_id, sendUpdates=SEND_UPDATES[send_updates]
-                ),
-                passthrough={404, 410},
-            )
+            self._execute(session, "delete", {404, 410}, eventId=event_id, sendUpdates=SEND_UPDATES[send_updates])
         except HttpError as exc:
             gone = classify(exc, "events.delete", self._secrets(session))
             if not isinstance(gone, EntityNotFound):
@@ -172,14 +168,10 @@ class GoogleProvider:
         etag: str | None,
         passthrough: Collection[int],
     ) -> Any:
-        def request(events: Any) -> Any:
-            put = events.update(calendarId=session.calendar_id, eventId=event_id, body=body, sendUpdates=send_updates)
-            if etag:
-                # No ifMatch parameter exists; the header is the only way.
-                put.headers["If-Match"] = etag
-            return put
-
-        return self._execute(session, "events.update", request, passthrough=passthrough)
+        headers = {"If-Match": etag} if etag else {}  # no ifMatch parameter exists; the header is the only way
+        return self._execute(
+            session, "update", passthrough, headers, eventId=event_id, body=body, sendUpdates=send_updates
+        )
 
     def _adopt(
         self, session: _Session, event_id: str, wanted: dict[str, Any], send_updates: str, target: Target
@@ -190,11 +182,7 @@ class GoogleProvider:
         under the next generation of the id. An event that already shows our state is not written again.
         """
         for _ in range(MAX_CONFLICTS):
-            current = self._execute(
-                session,
-                "events.get",
-                lambda events: events.get(calendarId=session.calendar_id, eventId=event_id),
-            )
+            current = self._execute(session, "get", eventId=event_id)
             check_ours(current, target)
             cancelled = current.get("status") == "cancelled"
             if shows(current, wanted) or (cancelled and wanted["status"] == "cancelled"):
@@ -214,8 +202,7 @@ class GoogleProvider:
 
     def _session(self, account: Account) -> _Session:
         calendar_id = account_option(account, "calendar_id", str, account.address)
-        credentials, secrets = self._credentials.lookup(account)
-        return _Session(calendar_id, credentials, secrets)
+        return _Session(calendar_id, self._credentials.get(account), secrets_of(account))
 
     def _events(self) -> Any:
         """This thread's ``events`` resource: building one costs milliseconds, and threads must not share one."""
@@ -231,7 +218,7 @@ class GoogleProvider:
             return authorized
         http = getattr(self._local, "http", None)
         if http is None:
-            http = self._local.http = (LeanHttp if lean.ENABLED else SendingHttp)(timeout=self._timeout)
+            http = self._local.http = SendingHttp(timeout=self._timeout)
             with self._https_lock:
                 self._https[threading.current_thread()] = http
         authorized = self._local.authorized = google_auth_httplib2.AuthorizedHttp(credentials, http=http)
@@ -240,20 +227,24 @@ class GoogleProvider:
     def _execute(
         self,
         session: _Session,
-        operation: str,
-        request: Callable[[Any], Any],
+        method: str,
         passthrough: Collection[int] = (),
+        headers: Mapping[str, str] | None = None,
+        **params: Any,
     ) -> Any:
-        """Run one API call; HTTP statuses in ``passthrough`` reach the caller as HttpError, the rest are classified."""
+        """Run ``events.<method>(calendarId=..., **params)`` on the session's calendar; HTTP statuses in
+        ``passthrough`` reach the caller as HttpError, the rest are classified."""
         try:
-            return request(self._events()).execute(http=self._http(session.credentials), num_retries=0)
+            request = getattr(self._events(), method)(calendarId=session.calendar_id, **params)
+            request.headers.update(headers or {})
+            return request.execute(http=self._http(session.credentials), num_retries=0)
         except HttpError as exc:
             if exc.resp.status in passthrough:
                 raise
             failure = exc
         except Exception as exc:
             failure = exc
-        raise classify(failure, operation, self._secrets(session)) from None
+        raise classify(failure, f"events.{method}", self._secrets(session)) from None
 
     @staticmethod
     def _secrets(session: _Session) -> tuple[str, ...]:

@@ -3,33 +3,10 @@
 Modules: ``provider`` (the adapter, :class:`GraphProvider`, and its idempotency rules), ``classification``
 (the one table from Graph/Entra/httpx failures to calsync errors), ``event_body`` (local state → event
 resource, transactionId, the shared marker, invitations), ``credentials`` (the credentials JSON and
-options, validated), ``tokens`` (msal apps and token caches per account), ``transport`` (the ``httpx.Client``:
-no cookies, API requests built in httpx's steps), ``config``.
+options, validated), ``tokens`` (msal apps and token caches per account); its configuration is
+``GraphConfig`` (providers/config.py).
 
 Deployments served: Exchange Online (EWS is being switched off there from 1 Oct 2026; for good on
 1 Apr 2027). Exchange Server on-premises keeps EWS: use the ``exchange`` adapter for it. Facts and
 sources: docs/notes/exchange.md ("Microsoft Graph").
 """
-
-from calsync.core.model.classification import Failure, Row
-from calsync.providers.graph.classification import CLASSIFICATION, GraphHttpError, TokenError, classify
-from calsync.providers.graph.config import GraphConfig
-from calsync.providers.graph.credentials import GraphAccount, read_graph_account
-from calsync.providers.graph.event_body import event_body, transaction_id_for
-from calsync.providers.graph.provider import MAX_CONFLICTS, GraphProvider
-
-__all__ = [
-    "CLASSIFICATION",
-    "MAX_CONFLICTS",
-    "Failure",
-    "GraphAccount",
-    "GraphConfig",
-    "GraphHttpError",
-    "GraphProvider",
-    "Row",
-    "TokenError",
-    "classify",
-    "event_body",
-    "read_graph_account",
-    "transaction_id_for",
-]

@@ -12,56 +12,34 @@ mailbox's primary calendar). Problems raise :class:`~calsync.core.model.errors.C
 the field, never a value.
 
 The adapter reads an account before every call, and an account's fields rarely change, so the validated
-result of the last :data:`KEPT_ACCOUNTS` accounts is kept (core/model/kept.py, thread-safe), keyed by
+result of the last ``KEPT_ACCOUNTS`` accounts is kept (core/model/kept.py, thread-safe), keyed by
 everything it is derived from: id, address and the items (with their values' types) of the decrypted
-credentials and of the options. Validation and the fingerprint were ~3 % of a Graph worker's CPU (py-spy,
-issue 15); kept, a read costs 7 Python calls and 2-6 µs instead of 31 and 28-31 µs (2026-12-02, one
-thread, a loaded VM). A changed field (a rotated refresh token, a new secret) is a new key, so it is
+credentials and of the options. A changed field (a rotated refresh token, a new secret) is a new key, so it is
 validated anew; errors are never kept.
 """
 
 from __future__ import annotations
 
-import hashlib
-import json
-from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Annotated, Any, Literal
-from urllib.parse import urlsplit
 
-from pydantic import (
-    BaseModel,
-    ConfigDict,
-    Field,
-    SecretStr,
-    TypeAdapter,
-    ValidationError,
-    field_validator,
-    model_validator,
-)
+from pydantic import Field, SecretStr, TypeAdapter, field_validator, model_validator
 
 from calsync.core.model.account_rules import is_smtp_address
 from calsync.core.model.calendar import Account
 from calsync.core.model.errors import ConfigurationError
 from calsync.core.model.kept import kept_per_account
-from calsync.core.model.validation_wording import field_message
+from calsync.providers.accounts import KEPT_ACCOUNTS, Fields, fingerprint, url_check, validated
 
 DEFAULT_AUTHORITY = "https://login.microsoftonline.com"
-#: How many accounts' validated logins are kept (one per account a worker syncs).
-KEPT_ACCOUNTS = 1024
 _SECRET_FIELDS = ("client_secret", "certificate_pem", "refresh_token")
 
 
 def _https(value: str) -> str:
-    parts = urlsplit(value)
-    if parts.scheme != "https" or not parts.netloc:
-        raise ValueError("must be an https URL such as https://login.microsoftonline.com")
-    return value.rstrip("/")
+    return url_check(value, https_only=True, example=DEFAULT_AUTHORITY).rstrip("/")
 
 
-class _Base(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
-
+class _Base(Fields):
     tenant_id: str = Field(min_length=1)
     client_id: str = Field(min_length=1)
     authority: str = DEFAULT_AUTHORITY
@@ -98,9 +76,7 @@ Login = Annotated[AppLogin | DelegatedLogin, Field(discriminator="type")]
 _LOGIN: TypeAdapter[AppLogin | DelegatedLogin] = TypeAdapter(Login)
 
 
-class _Options(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
-
+class _Options(Fields):
     calendar: str | None = Field(default=None, min_length=1)
     max_concurrency: int | None = Field(default=None, ge=1, strict=True)  # traffic control's, per account
 
@@ -126,45 +102,24 @@ class GraphAccount:
         return login.client_secret.get_secret_value() if login.client_secret is not None else None
 
 
-_TAGS = ("client_credentials", "refresh_token")
-
-
-def _problems(section: str, exc: ValidationError) -> str:
-    # Locations and messages only: pydantic's own text would echo the (secret) input.
-    found = []
-    for err in exc.errors():
-        loc = [str(p) for p in err["loc"]]
-        if len(loc) > 1 and loc[0] in _TAGS:
-            loc = loc[1:]
-        found.append(f"{'.'.join([section, *loc])}: {field_message(err)}")
-    return "; ".join(found)
-
-
-def fingerprint_of(address: str, credentials: Mapping[str, Any], options: Mapping[str, Any]) -> str:
-    """Identifies a login without revealing it."""
-    identity = {"address": address.lower(), "credentials": dict(credentials), "options": dict(options)}
-    return hashlib.sha256(json.dumps(identity, sort_keys=True, default=str).encode()).hexdigest()
-
-
 def read_graph_account(account: Account) -> GraphAccount:
     """The account's login and options, validated (kept per account identity: validation is a per-call cost)."""
     return _kept(account)
 
 
+def check_account(account: Account) -> None:
+    """Refuse an account whose options or credentials cannot be read (at ``accounts add``)."""
+    read_graph_account(account)
+
+
 def _read(account_id: str, address: str, given_options: dict[str, Any], credentials: dict[str, Any]) -> GraphAccount:
+    where = f"Graph account {account_id}"
     if not is_smtp_address(address):
-        raise ConfigurationError(f"Graph account {account_id}: address must be the mailbox's SMTP address or UPN")
-    try:
-        login = _LOGIN.validate_python(credentials)
-    except ValidationError as exc:
-        raise ConfigurationError(f"Graph account {account_id}: {_problems('credentials', exc)}") from None
-    try:
-        options = _Options.model_validate(given_options)
-    except ValidationError as exc:
-        raise ConfigurationError(f"Graph account {account_id}: {_problems('options', exc)}") from None
+        raise ConfigurationError(f"{where}: address must be the mailbox's SMTP address or UPN")
+    login = validated(_LOGIN, credentials, where, "credentials")
+    options = validated(_Options, given_options, where, "options")
     secrets = tuple(str(credentials[f]) for f in _SECRET_FIELDS if credentials.get(f))
-    fingerprint = fingerprint_of(address, credentials, given_options)
-    return GraphAccount(login, options.calendar, fingerprint, secrets)
+    return GraphAccount(login, options.calendar, fingerprint(address, credentials, given_options), secrets)
 
 
 _kept = kept_per_account(_read, maxsize=KEPT_ACCOUNTS)

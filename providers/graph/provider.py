@@ -17,13 +17,14 @@ Idempotency and repair rules (facts and sources: docs/notes/exchange.md, "Micros
 - Every request holds one of the mailbox's concurrency slots (at most 4 per app and mailbox, shared by all
   workers through the injected limiter); a 401 drops the access token and retries once.
 - No retries in the HTTP client; every failure goes through :data:`~.classification.CLASSIFICATION`.
-- No cookies: neither Graph nor the token calls need them (:class:`~.transport.GraphClient` keeps none, and
-  builds the API requests in httpx's own steps, less merged).
+- No cookies: neither Graph nor the token calls need them (the client's jar refuses every one, so none is sent).
+- Every request is counted as it goes out (core/model/provider_io.py) by the client's ``request`` event hook,
+  which httpx runs before handing a request to any transport (msal's token calls go through the same client).
 """
 
 from __future__ import annotations
 
-import functools
+import http.cookiejar
 import logging
 import ssl
 from collections.abc import Callable, Mapping
@@ -38,12 +39,13 @@ from calsync.core.model.calendar import Account, EventState, ExternalRef, Provid
 from calsync.core.model.errors import CalsyncError, InvalidRequest, TemporaryError
 from calsync.core.model.limits import ConcurrencyLimiter, CredentialWriter, DiscardCredentials, LocalLimiter
 from calsync.core.model.markers import GRAPH_SYNC_KEY_PROPERTY_ID
+from calsync.core.model.provider_io import request_sent
+from calsync.providers.accounts import AccountCache
+from calsync.providers.config import GraphConfig
 from calsync.providers.graph.classification import GraphHttpError, classify
-from calsync.providers.graph.config import GraphConfig
 from calsync.providers.graph.credentials import GraphAccount, read_graph_account
 from calsync.providers.graph.event_body import event_body, is_graph_ref, marker_of, ref_of
-from calsync.providers.graph.tokens import TokenSource, TokenSources
-from calsync.providers.graph.transport import GraphClient
+from calsync.providers.graph.tokens import TokenSource
 
 logger = logging.getLogger(__name__)
 
@@ -56,19 +58,6 @@ _EXPAND = f"singleValueExtendedProperties($filter=id eq '{GRAPH_SYNC_KEY_PROPERT
 
 def _odata_string(value: str) -> str:
     return "'" + value.replace("'", "''") + "'"
-
-
-@functools.lru_cache(maxsize=4096)
-def _parsed(url: str) -> httpx.URL:
-    """A mailbox's events collection, parsed once: httpx parses a ``str`` URL on every request (≈ 8 % of a
-    create's profiled CPU, 260 calls of 2,150), an ``httpx.URL`` it takes as it is."""
-    return httpx.URL(url)
-
-
-@functools.lru_cache(maxsize=4096)
-def _mailbox(client_id: str, address: str) -> tuple[str, str]:
-    """A mailbox's concurrency slot and its ``users/{id}`` path, formatted once (10 Python calls per create)."""
-    return f"graph:{client_id}:{address.lower()}", f"users/{quote(address, safe='@')}"
 
 
 def _ambiguous(exc: BaseException) -> bool:
@@ -131,15 +120,17 @@ class GraphProvider:
         self._http, self._tokens = self._connect()
         closing.close()
 
-    def _connect(self) -> tuple[GraphClient, TokenSources]:
+    def _connect(self) -> tuple[httpx.Client, AccountCache[TokenSource]]:
         """One pooled client for API and token calls alike (proxies read once, here), and msal apps on it."""
         threads = self._config.worker_threads
-        http = GraphClient(
+        client = httpx.Client(
             timeout=self._config.provider_timeout,
             limits=httpx.Limits(max_connections=threads * 2, max_keepalive_connections=threads),
             verify=self._trust,
+            cookies=http.cookiejar.CookieJar(http.cookiejar.DefaultCookiePolicy(allowed_domains=[])),  # refuses all
+            event_hooks={"request": [lambda _: request_sent()]},
         )
-        return http, TokenSources(self._scope, http)
+        return client, AccountCache()
 
     # --- flows -----------------------------------------------------------------------------------
 
@@ -167,7 +158,7 @@ class GraphProvider:
         path = f"{s.user}/calendars/{quote(s.config.calendar, safe='')}/events" if s.config.calendar else (
             f"{s.user}/calendar/events")  # fmt: skip
         try:
-            return ref_of(self._send(s, "POST", _parsed(self._base + path), json=body).json())
+            return ref_of(self._send(s, "POST", path, json=body).json())
         except GraphHttpError as exc:
             if exc.code != DUPLICATE_TRANSACTION and not _ambiguous(exc):
                 raise
@@ -240,9 +231,11 @@ class GraphProvider:
         config = read_graph_account(account)
         tokens: TokenSource | None = None
         try:
-            tokens = self._tokens.get(account, config)
-            slot, user = _mailbox(config.login.client_id, account.address)
-            return flow(_Session(account, config, tokens, slot, user))
+            tokens = self._tokens.get(
+                account.id, config.fingerprint, lambda seen: TokenSource(account, config, self._scope, self._http, seen)
+            )
+            slot = f"graph:{config.login.client_id}:{account.address.lower()}"
+            return flow(_Session(account, config, tokens, slot, f"users/{quote(account.address, safe='@')}"))
         except CalsyncError:
             raise
         except Exception as exc:
@@ -253,7 +246,7 @@ class GraphProvider:
         self,
         s: _Session,
         method: str,
-        path: str | httpx.URL,
+        path: str,
         *,
         json: Any = None,
         params: Mapping[str, str] | None = None,
@@ -264,8 +257,7 @@ class GraphProvider:
             token = s.tokens.access_token(self._writer)
             sent = {"Authorization": f"Bearer {token}", "Prefer": _PREFER, **(headers or {})}
             with self._limiter.slot(s.slot):
-                url = path if isinstance(path, httpx.URL) else self._base + path
-                response = self._http.api_request(method, url, json=json, params=params, headers=sent)
+                response = self._http.request(method, self._base + path, json=json, params=params, headers=sent)
             if response.status_code == 401 and attempt == 1:
                 logger.info("Graph %s %s: access token rejected, refreshing once", method, path)
                 s.tokens.invalidate()

@@ -1,19 +1,19 @@
 """Access tokens per account from Entra through msal: one msal app and token cache per account, thread-safe.
 
-- App-only (``client_credentials``): ``ConfidentialClientApplication.acquire_token_for_client`` (which would
-  also serve from the app's own ``TokenCache``; its lookup was ≈ 4 % of a create's CPU, so it is only asked
-  when our copy nears expiry).
+- App-only (``client_credentials``): ``ConfidentialClientApplication.acquire_token_for_client``, asked only
+  when our copy of the token nears expiry (msal's own cache lookup is a cost of every call otherwise).
 - Delegated (``refresh_token``): ``acquire_token_by_refresh_token``; a rotated refresh token replaces ours at
   once and is handed to the :class:`~calsync.core.model.limits.CredentialWriter` (the account row, encrypted).
 - msal talks through the adapter's ``httpx.Client`` (same timeout, no retries, proxies read once), with
   ``instance_discovery=False`` so nothing but the configured ``authority`` is contacted.
 - Either access token is kept until a minute before its ``expires_in``; ``invalidate`` drops it (and msal's
   copy) after a 401, so the one retry gets a fresh one.
+- The adapter keeps one source per account (providers/accounts.py): a rotation adds the fingerprint the
+  account will have once the rotated token is stored, so the source outlives the write-back.
 """
 
 from __future__ import annotations
 
-import collections
 import logging
 import threading
 import time
@@ -25,26 +25,28 @@ import msal
 
 from calsync.core.model.calendar import Account
 from calsync.core.model.limits import CredentialWriter
+from calsync.providers.accounts import fingerprint
 from calsync.providers.graph.classification import TokenError
-from calsync.providers.graph.credentials import AppLogin, GraphAccount, fingerprint_of
+from calsync.providers.graph.credentials import AppLogin, GraphAccount
 
 logger = logging.getLogger(__name__)
 
 _EARLY_REFRESH = 60.0
-_CACHE_SIZE = 1024
 
 
 class TokenSource:
     """One account's tokens; every method may be called from any worker thread."""
 
-    def __init__(self, account: Account, config: GraphAccount, scope: str, http: httpx.Client) -> None:
+    def __init__(
+        self, account: Account, config: GraphAccount, scope: str, http: httpx.Client, fingerprints: set[str]
+    ) -> None:
         self._account_id = account.id
         self._address = account.address
         self._credentials = dict(account.credentials)
         self._options = dict(account.options)
         self._login = config.login
         self._scopes = [scope]
-        self.fingerprints = {config.fingerprint}
+        self._fingerprints = fingerprints  # its cache entry's: the account's, and each after a rotation
         self._lock = threading.Lock()
         self._token: tuple[str, float] | None = None
         authority = f"{config.login.authority}/{config.login.tenant_id}"
@@ -94,7 +96,7 @@ class TokenSource:
     def _rotate(self, rotated: str, writer: CredentialWriter) -> None:
         self._refresh_token = rotated
         self._credentials["refresh_token"] = rotated
-        self.fingerprints.add(fingerprint_of(self._address, self._credentials, self._options))
+        self._fingerprints.add(fingerprint(self._address, self._credentials, self._options))
         try:
             writer.save(self._account_id, self._credentials)
         except Exception:  # the token still works in this process; the next rotation writes again
@@ -105,45 +107,3 @@ class TokenSource:
         if not result or "access_token" not in result:
             raise TokenError(result or {"error": "no_token", "error_description": "msal returned no token"})
         return str(result["access_token"])
-
-
-class TokenSources:
-    """Token sources by account id, rebuilt when an account's credentials or options change.
-
-    One thread builds an account's source while the others wait for it (other accounts are not held up):
-    8 threads starting at once built 8, each with its own discovery call and token, and kept one.
-    """
-
-    def __init__(self, scope: str, http: httpx.Client, size: int = _CACHE_SIZE) -> None:
-        self._scope = scope
-        self._http = http
-        self._size = size
-        self._sources: collections.OrderedDict[str, TokenSource] = collections.OrderedDict()
-        self._building: dict[str, threading.Lock] = {}
-        self._lock = threading.Lock()
-
-    def get(self, account: Account, config: GraphAccount) -> TokenSource:
-        """The account's source; building one contacts the authority's OIDC discovery document once."""
-        with self._lock:
-            if (source := self._current(account.id, config.fingerprint)) is not None:
-                return source
-            building = self._building.setdefault(account.id, threading.Lock())
-        with building:
-            with self._lock:
-                if (source := self._current(account.id, config.fingerprint)) is not None:
-                    return source  # built by the thread this one waited for
-            built = TokenSource(account, config, self._scope, self._http)
-            with self._lock:
-                self._sources[account.id] = built
-                self._building.pop(account.id, None)
-                while len(self._sources) > self._size:
-                    self._sources.popitem(last=False)
-        return built
-
-    def _current(self, account_id: str, fingerprint: str) -> TokenSource | None:
-        # Under self._lock.
-        source = self._sources.get(account_id)
-        if source is None or fingerprint not in source.fingerprints:
-            return None
-        self._sources.move_to_end(account_id)
-        return source

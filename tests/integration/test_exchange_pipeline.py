@@ -13,9 +13,9 @@ import pytest
 import redis
 
 from calsync.core.config.settings import Settings
+from calsync.core.model.markers import SYNC_KEY_PROPERTY_NAME
 from calsync.core.producer.reconcile import reconcile
 from calsync.core.store.crypto import generate_key
-from calsync.providers.exchange import SYNC_KEY_PROPERTY_NAME
 from calsync_emulators.control import EwsControl
 from calsync_emulators.server import RunningEmulator
 from tests.integration.provider_support import (

@@ -14,7 +14,7 @@ import pytest
 from calsync.core.config.settings import Settings
 from calsync.core.store import idempotency
 from calsync.core.store.crypto import generate_key
-from calsync.providers.google import SYNC_KEY_PROPERTY, VERSION_PROPERTY, event_id_for
+from calsync.providers.google.event_body import SYNC_KEY_PROPERTY, VERSION_PROPERTY, event_id_for
 from calsync_emulators.server import RunningEmulator
 from tests.integration.provider_support import (
     TENANT,

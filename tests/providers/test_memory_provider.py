@@ -1,4 +1,4 @@
-"""The memory provider behaves like a careful real provider, the same in both of its stores."""
+"""The memory provider behaves like a careful real provider, the same in this process and in a shared file."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ from calsync.core.model.calendar import Account, EventState, Target
 from calsync.core.model.errors import Forbidden, ProviderUnavailable, RateLimited
 from calsync.core.model.provider_io import RequestsSent
 from calsync.providers.memory import MemoryProvider, external_id_for
-from calsync.providers.memory_store import CalendarStore, Call, DictStore, MemoryFaultRule, SqliteStore, StoredEvent
+from calsync.providers.memory_store import CalendarStore, Call, MemoryFaultRule, StoredEvent
 
 ACCOUNT = Account(id="acc", tenant_id="t", provider="memory", address="a@b.c")
 TARGET = Target(event_id="e1", account_id="acc", tenant_id="t")
@@ -122,9 +122,9 @@ def test_in_process_calendars_are_separate() -> None:
     assert other.events() == [] and len(one.events()) == 1
 
 
-@pytest.fixture(params=["dict", "sqlite"])
+@pytest.fixture(params=["in-process", "sqlite-file"])
 def store(request: pytest.FixtureRequest, tmp_path: Path) -> CalendarStore:
-    return DictStore() if request.param == "dict" else SqliteStore(tmp_path / "store.sqlite3")
+    return CalendarStore() if request.param == "in-process" else CalendarStore(tmp_path / "store.sqlite3")
 
 
 def test_a_failed_step_leaves_nothing_behind(store: CalendarStore) -> None:
@@ -158,7 +158,7 @@ def test_a_delay_only_fault_waits_once_and_the_call_succeeds(tmp_path: Path, aft
     assert [c.error or c.effect for c in provider.calls()] == ["created", "deleted"]
 
 
-def test_a_file_calendar_serves_many_threads_on_their_own_connections(tmp_path: Path) -> None:
+def test_a_file_calendar_serves_many_threads(tmp_path: Path) -> None:
     provider = MemoryProvider(tmp_path / "memory.sqlite3")
 
     def sync(n: int) -> None:
@@ -178,9 +178,7 @@ def test_a_file_calendar_serves_many_threads_on_their_own_connections(tmp_path: 
 
 def test_the_call_log_keeps_only_the_newest_calls(store_kind: str, tmp_path: Path) -> None:
     limit = 20
-    store = (
-        DictStore(call_limit=limit) if store_kind == "dict" else SqliteStore(tmp_path / "s.sqlite3", call_limit=limit)
-    )
+    store = CalendarStore(None if store_kind == "in-process" else tmp_path / "s.sqlite3", call_limit=limit)
     for n in range(100):
         with store.transaction() as tx:
             tx.log(Call("upsert", "acc", f"e{n}", None, 1, "created", None, float(n)))
@@ -190,7 +188,7 @@ def test_the_call_log_keeps_only_the_newest_calls(store_kind: str, tmp_path: Pat
     assert kept == [f"e{n}" for n in range(100 - len(kept), 100)]  # the newest, in order
 
 
-@pytest.fixture(params=["dict", "sqlite"])
+@pytest.fixture(params=["in-process", "sqlite-file"])
 def store_kind(request: pytest.FixtureRequest) -> str:
     return str(request.param)
 

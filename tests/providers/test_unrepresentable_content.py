@@ -13,7 +13,7 @@ import pytest
 
 from calsync.core.model.calendar import EventState, Target
 from calsync.core.model.errors import UnrepresentableEvent, is_permanent
-from calsync.providers.exchange import item_fields
+from calsync.providers.exchange.items import item_fields
 from calsync.providers.google.event_body import event_body as google_body
 from calsync.providers.graph.event_body import event_body
 

@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 
 from calsync.core.model.calendar import Account, EventState
-from calsync.providers.exchange import ExchangeProvider
+from calsync.providers.exchange.provider import ExchangeProvider
 from calsync.providers.registry import exchange_config
 from calsync_emulators.control import EwsControl
 from calsync_emulators.server import RunningEmulator

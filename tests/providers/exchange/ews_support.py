@@ -7,7 +7,7 @@ from collections.abc import Callable
 from typing import Any
 
 from calsync.core.model.calendar import Account, EventState, ExternalRef, Target
-from calsync.providers.exchange import ExchangeProvider
+from calsync.providers.exchange.provider import ExchangeProvider
 from calsync_emulators.control import EwsControl
 
 # Logins of the emulator's DEFAULT_DIRECTORY: svc may impersonate anyone, alice only reaches her own mailbox.

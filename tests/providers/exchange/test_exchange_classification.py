@@ -19,7 +19,7 @@ from calsync.core.model.errors import (
     RateLimited,
     TemporaryError,
 )
-from calsync.providers.exchange import CLASSIFICATION
+from calsync.providers.exchange.classification import CLASSIFICATION
 from calsync_emulators.control import EwsControl
 from calsync_emulators.server import RunningEmulator
 from tests.providers.exchange.ews_support import ExchangeRig, MakeAccount, MakeEvent, MakeProvider, MakeTarget

@@ -10,7 +10,7 @@ import pytest
 from exchangelib.errors import ErrorServerBusy
 
 from calsync.core.model.errors import AuthRevoked, ConfigurationError, InvalidRequest, RateLimited
-from calsync.providers.exchange import classify_error
+from calsync.providers.exchange.classification import classify_error
 from tests.providers.exchange.ews_support import ExchangeRig
 
 

@@ -9,7 +9,7 @@ import pytest
 
 from calsync.core.model.calendar import needs_create_marker
 from calsync.core.model.errors import ProviderUnavailable
-from calsync.providers.exchange import ExchangeProvider
+from calsync.providers.exchange.provider import ExchangeProvider
 from tests.providers.exchange.ews_support import ExchangeRig
 
 

@@ -11,7 +11,8 @@ import pytest
 
 from calsync.core.model.calendar import Account, EventState
 from calsync.core.model.errors import ConfigurationError, InvalidRequest
-from calsync.providers.exchange import item_fields, read_account_config
+from calsync.providers.exchange.account_config import read_account_config
+from calsync.providers.exchange.items import item_fields
 
 _ACCOUNT = Account(
     id="acct-kept",

@@ -10,7 +10,7 @@ import pytest
 
 from calsync.core.model.calendar import SendUpdates
 from calsync.core.model.errors import AuthRevoked, Forbidden
-from calsync.providers.exchange import SYNC_KEY_PROPERTY_NAME
+from calsync.core.model.markers import SYNC_KEY_PROPERTY_NAME
 from tests.providers.exchange.ews_support import ExchangeRig
 
 

@@ -7,7 +7,7 @@ import socket
 import pytest
 
 from calsync.core.model.calendar import Account
-from calsync.providers.google import GoogleProvider
+from calsync.providers.google.provider import GoogleProvider
 from calsync.providers.registry import google_config
 from calsync_emulators import google
 from calsync_emulators.pytest_plugin import StartEmulator

@@ -18,7 +18,7 @@ from googleapiclient.errors import HttpError
 
 from calsync.core.config.settings import Settings
 from calsync.core.model.calendar import Account, EventState, Target
-from calsync.providers.google import SCOPES
+from calsync.providers.google.credentials import SCOPES
 from calsync_emulators.control import GoogleControl
 from calsync_emulators.server import RunningEmulator
 
@@ -109,7 +109,6 @@ class Api:
             page_token = page.get("nextPageToken")
             if not page_token:
                 return items
-
 
 
 def only_event(api: Api, calendar_id: str = CAL) -> dict[str, Any]:

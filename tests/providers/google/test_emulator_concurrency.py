@@ -5,7 +5,7 @@ from __future__ import annotations
 import dataclasses
 
 from calsync.core.model.calendar import Account
-from calsync.providers.google import GoogleProvider
+from calsync.providers.google.provider import GoogleProvider
 from tests.providers.google.gcal_support import Emulator, make_event, target_for
 
 

@@ -16,12 +16,8 @@ from calsync.core.model.errors import (
     ProviderUnavailable,
     TemporaryError,
 )
-from calsync.providers.google import (
-    SYNC_KEY_PROPERTY,
-    VERSION_PROPERTY,
-    GoogleProvider,
-    event_id_for,
-)
+from calsync.providers.google.event_body import SYNC_KEY_PROPERTY, VERSION_PROPERTY, event_id_for
+from calsync.providers.google.provider import GoogleProvider
 from tests.providers.google.gcal_support import CAL, Api, Emulator, make_event, only_event, target_for
 from tests.support import in_threads
 

@@ -1,4 +1,4 @@
-"""Every row of providers.google.CLASSIFICATION, provoked for real against the emulator."""
+"""Every row of providers.google.classification.CLASSIFICATION, provoked for real against the emulator."""
 
 from __future__ import annotations
 
@@ -13,8 +13,8 @@ from google.auth.exceptions import RefreshError
 
 from calsync.core.model.calendar import Account
 from calsync.core.model.errors import CalsyncError
-from calsync.providers.google import CLASSIFICATION, QUOTA_RETRY_AFTER, GoogleProvider
-from calsync.providers.google.classification import classify
+from calsync.providers.google.classification import CLASSIFICATION, QUOTA_RETRY_AFTER, classify
+from calsync.providers.google.provider import GoogleProvider
 from calsync.providers.registry import google_config
 from tests.providers.google.gcal_support import Emulator, make_event, target_for
 

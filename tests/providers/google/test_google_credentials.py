@@ -13,7 +13,8 @@ from cryptography.hazmat.primitives.asymmetric import rsa
 from calsync.core.model.calendar import Account
 from calsync.core.model.errors import AuthRevoked, ConfigurationError, InvalidRequest
 from calsync.core.model.redaction import redact
-from calsync.providers.google import SCOPES, GoogleProvider
+from calsync.providers.google.credentials import SCOPES
+from calsync.providers.google.provider import GoogleProvider
 from tests.providers.google.gcal_support import CAL, Api, Emulator, make_event, only_event, target_for
 
 

@@ -9,7 +9,8 @@ import pytest
 
 from calsync.core.model.calendar import Account
 from calsync.core.model.errors import FullSyncRequired, ProviderUnavailable
-from calsync.providers.google import SYNC_KEY_PROPERTY, GoogleProvider, event_id_for
+from calsync.providers.google.event_body import SYNC_KEY_PROPERTY, event_id_for
+from calsync.providers.google.provider import GoogleProvider
 from tests.providers.google.gcal_support import Api, Emulator, make_event, target_for
 
 CAL = "alice@example.com"

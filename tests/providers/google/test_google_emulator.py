@@ -12,7 +12,7 @@ from cryptography.hazmat.primitives.asymmetric import rsa
 from google.auth.exceptions import RefreshError
 from google.oauth2 import service_account
 
-from calsync.providers.google import SCOPES
+from calsync.providers.google.credentials import SCOPES
 from calsync_emulators.google import create_app
 from calsync_emulators.server import EmulatorApp
 from tests.providers.google.gcal_support import CAL, Api, Emulator, body, error_json, http_error, raw

@@ -1,7 +1,6 @@
 """The emulator's fault rules (count-down, matching, seeded probability, drops, delays, body styles), as the
 real client library sees them."""
 
-
 from __future__ import annotations
 
 import http.client

@@ -3,8 +3,7 @@
 from __future__ import annotations
 
 from calsync.core.model.calendar import Target
-from calsync.providers.google import event_body
-from calsync.providers.google.event_body import shows
+from calsync.providers.google.event_body import event_body, shows
 from tests.providers.google.gcal_support import make_event
 
 

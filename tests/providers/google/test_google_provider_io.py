@@ -1,5 +1,5 @@
-"""The Google adapter counts every request it hands to the network (token refreshes included), on the lean path
-and the library's, a refused connection too, and none when its own code fails before the first one."""
+"""The Google adapter counts every request it hands to the network (token refreshes included), a refused
+connection too, and none when its own code fails before the first one."""
 
 from __future__ import annotations
 
@@ -10,17 +10,13 @@ import pytest
 from calsync.core.model.calendar import Account
 from calsync.core.model.errors import ProviderUnavailable
 from calsync.core.model.provider_io import RequestsSent
-from calsync.providers.google import GoogleProvider, lean
 from calsync.providers.google import provider as google_provider
+from calsync.providers.google.provider import GoogleProvider
 from calsync.providers.registry import google_config
 from tests.providers.google.gcal_support import Emulator, make_event, target_for
 
 
-@pytest.mark.parametrize("lean_path", [True, False], ids=["lean", "library"])
-def test_every_request_of_a_call_is_counted(
-    emulator: Emulator, account: Account, lean_path: bool, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    monkeypatch.setattr(lean, "ENABLED", lean_path)
+def test_every_request_of_a_call_is_counted(emulator: Emulator, account: Account) -> None:
     provider = GoogleProvider(google_config(emulator.settings()))
     event = make_event()
     try:

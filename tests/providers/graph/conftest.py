@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 
 from calsync.core.model.calendar import Account, EventState, Target
-from calsync.providers.graph import GraphProvider
+from calsync.providers.graph.provider import GraphProvider
 from calsync.providers.registry import graph_config
 from calsync_emulators.control import GraphControl
 from calsync_emulators.graph.tls import TlsIdentity

@@ -12,7 +12,7 @@ from exchangelib import BASIC, IMPERSONATION, UTC, Account, CalendarItem, Config
 from exchangelib import Version as EwsVersion
 from exchangelib.version import EXCHANGE_2016
 
-import calsync.providers.exchange  # noqa: F401  (registers the calsync_sync_key property on CalendarItem)
+import calsync.providers.exchange.items  # noqa: F401  (registers the calsync_sync_key property on CalendarItem)
 from calsync.core.model.markers import GRAPH_SYNC_KEY_PROPERTY_ID
 from calsync_emulators.control import EwsControl, GraphControl
 from calsync_emulators.graph.tls import TlsIdentity

@@ -8,7 +8,7 @@ import pytest
 
 from calsync.core.model.calendar import Account
 from calsync.core.model.errors import ConfigurationError
-from calsync.providers.graph import read_graph_account
+from calsync.providers.graph.credentials import read_graph_account
 from tests.support import in_threads
 
 APP = {"type": "client_credentials", "tenant_id": "t", "client_id": "c", "client_secret": "secret-1"}

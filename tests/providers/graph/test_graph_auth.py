@@ -9,8 +9,9 @@ import msal
 import pytest
 
 from calsync.core.model.errors import AppCredentialsRejected, AuthRevoked, ConfigurationError, EntityNotFound, Forbidden
-from calsync.providers.graph import GraphProvider, read_graph_account
 from calsync.providers.graph.classification import AccessPolicyDenied, MailboxNotEnabled
+from calsync.providers.graph.credentials import read_graph_account
+from calsync.providers.graph.provider import GraphProvider
 from calsync_emulators.control import GraphControl
 from tests.providers.graph.conftest import MakeAccount, MakeEvent, Rotations, graph_ops, target_for
 

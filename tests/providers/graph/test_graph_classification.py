@@ -20,8 +20,15 @@ from calsync.core.model.errors import (
     TemporaryError,
     is_permanent,
 )
-from calsync.providers.graph import CLASSIFICATION, GraphHttpError, TokenError, classify
-from calsync.providers.graph.classification import AccessPolicyDenied, MailboxNotEnabled, describe
+from calsync.providers.graph.classification import (
+    CLASSIFICATION,
+    AccessPolicyDenied,
+    GraphHttpError,
+    MailboxNotEnabled,
+    TokenError,
+    classify,
+    describe,
+)
 
 
 def api(

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import httpx
 
-from calsync.providers.graph import GraphProvider
+from calsync.providers.graph.provider import GraphProvider
 
 
 def test_cookies_set_by_a_response_are_not_kept_nor_sent(provider: GraphProvider) -> None:

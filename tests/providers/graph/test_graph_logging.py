@@ -10,7 +10,7 @@ from collections.abc import Iterator
 import pytest
 
 from calsync.core.config.logging import configure_logging
-from calsync.providers.graph import GraphProvider
+from calsync.providers.graph.provider import GraphProvider
 from tests.providers.graph.conftest import MakeAccount, MakeEvent, target_for
 from tests.support import logging_kept
 
