@@ -10,7 +10,7 @@ from typing import Any
 import httpx
 import pytest
 
-from calsync.core.api.wiring import services_from_runtime
+from calsync.core.api.services import services_from_runtime
 from calsync.core.runtime import Runtime
 from calsync.core.store import api_keys, events
 from calsync.core.store.database import Database
