@@ -53,14 +53,6 @@ class TargetOut(BaseModel):
                                        "it waits, as last noted).")  # fmt: skip
     updated_at: dt.datetime
 
-    @classmethod
-    def of(cls, row: TargetRow) -> TargetOut:
-        """From a stored target."""
-        return cls(account_id=row.account_id, wanted=row.wanted, status=row.status, wanted_version=row.wanted_version,
-                   synced_version=row.synced_version, external_id=row.external_id, last_error=row.last_error,
-                   error_class=row.error_class, wait_reason=row.waiting, due_at=row.due_at,
-                   updated_at=row.updated_at)  # fmt: skip
-
 
 class EventOut(BaseModel):
     """An event's business state and the sync state of each of its targets."""
@@ -86,7 +78,7 @@ class EventOut(BaseModel):
                    start=event.start.isoformat(), end=event.end.isoformat(), time_zone=event.time_zone,
                    all_day=event.all_day, location=event.location, description=event.description,
                    attendees=list(event.attendees), send_updates=event.send_updates,
-                   targets=[TargetOut.of(row) for row in rows])  # fmt: skip
+                   targets=[TargetOut.model_validate(row.as_json()) for row in rows])  # fmt: skip
 
 
 class DeadLetterOut(BaseModel):
@@ -124,21 +116,6 @@ class DeadLetterPage(BaseModel):
     next_cursor: str | None
 
 
-class DeadLetterQuery(BaseModel):
-    """The filters and page of ``GET /v1/dead-letters`` (an unknown parameter is refused, not ignored)."""
-
-    model_config = ConfigDict(extra="forbid")
-
-    status: Literal["open", "replayed", "discarded", "all"] = "open"
-    account_id: Identifier | None = None
-    entity_id: Identifier | None = None
-    reason: str | None = Field(default=None, max_length=128)
-    error_class: str | None = Field(default=None, max_length=128)
-    job_type: str | None = Field(default=None, max_length=64)
-    limit: int = Field(default=100, ge=1, le=500)
-    cursor: str | None = Field(default=None, max_length=64, description="next_cursor of the previous page.")
-
-
 class DeadLetterSelection(BaseModel):
     """Which open dead letters of the tenant to replay (all given conditions must hold)."""
 
@@ -149,6 +126,14 @@ class DeadLetterSelection(BaseModel):
     reason: str | None = Field(default=None, max_length=128)
     error_class: str | None = Field(default=None, max_length=128)
     job_type: str | None = Field(default=None, max_length=64)
+
+
+class DeadLetterQuery(DeadLetterSelection):
+    """The filters and page of ``GET /v1/dead-letters`` (an unknown parameter is refused, not ignored)."""
+
+    status: Literal["open", "replayed", "discarded", "all"] = "open"
+    limit: int = Field(default=100, ge=1, le=500)
+    cursor: str | None = Field(default=None, max_length=64, description="next_cursor of the previous page.")
 
 
 class ReplayRequest(BaseModel):
