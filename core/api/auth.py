@@ -24,7 +24,6 @@ from calsync.core.model.vocabulary import ApiScope
 from calsync.core.store import api_keys
 
 _RANK: dict[ApiScope, int] = {"read": 0, "submit": 1, "admin": 2}  # a scope grants those ranked at or below it
-_MAX_KEY_LENGTH = 256
 _bearer = HTTPBearer(auto_error=False, description="An API key from `calsync api-keys create`.")
 
 
@@ -82,10 +81,8 @@ Admin = Annotated[Principal, Depends(require("admin"))]
 
 
 def _authenticate(deps: ApiServices, presented: str) -> Principal:
-    key = None
-    if len(presented) <= _MAX_KEY_LENGTH:
-        with deps.db.read() as conn:
-            key = api_keys.find_live(conn, presented)
+    with deps.db.read() as conn:
+        key = api_keys.find_live(conn, presented)
     if key is None:
         raise _unauthorized("the API key is unknown or revoked", error="invalid_token")
     age = (dt.datetime.now(dt.UTC) - key.last_used_at).total_seconds() if key.last_used_at else None

@@ -10,7 +10,6 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 from calsync.core.model.calendar import BusinessStatus, EventState, SendUpdates
 from calsync.core.model.ids import Identifier
 from calsync.core.model.vocabulary import DeadLetterKind, SyncStatus, WaitReason
-from calsync.core.producer.receipts import Receipt
 from calsync.core.store.targets import TargetRow
 
 MAX_REPLAY = 1000
@@ -26,11 +25,6 @@ class ReceiptOut(BaseModel):
     deferred_accounts: list[str] = Field(
         description="Accounts whose job could not be enqueued after the commit; the reconciler enqueues them."
     )
-
-    @classmethod
-    def of(cls, receipt: Receipt) -> ReceiptOut:
-        """From the intake's receipt."""
-        return cls.model_validate(receipt.as_json())
 
 
 class TargetOut(BaseModel):

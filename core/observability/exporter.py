@@ -13,7 +13,6 @@ from __future__ import annotations
 import time
 from collections.abc import Iterator
 from threading import Thread
-from typing import TYPE_CHECKING
 from wsgiref.simple_server import WSGIServer
 
 from prometheus_client import CollectorRegistry, start_http_server
@@ -22,9 +21,7 @@ from prometheus_client.registry import Collector
 
 from calsync.core.observability.pipeline_state import SOURCES, PipelineState, StateReader
 from calsync.core.redis.traffic import CIRCUIT_STATE_VALUES
-
-if TYPE_CHECKING:
-    from calsync.core.runtime import Runtime
+from calsync.core.runtime import Runtime
 
 #: Every gauge: its labels and help text, in the order of the exposition.
 GAUGES: dict[str, tuple[list[str], str]] = {

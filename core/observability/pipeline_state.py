@@ -35,7 +35,7 @@ from collections import Counter
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from importlib.resources import files
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import Any, TypeVar
 
 import redis
 from pydantic import BaseModel, ConfigDict, computed_field
@@ -48,10 +48,8 @@ from calsync.core.model.payload import SYNC_JOB
 from calsync.core.model.vocabulary import SYNC_STATUSES, WEBHOOK_DELIVERY_STATUSES
 from calsync.core.redis.keys import RedisKeys
 from calsync.core.redis.traffic import CircuitReading, TrafficStore
+from calsync.core.runtime import Runtime
 from calsync.core.store import dead_letters, targets, webhook_deliveries, webhook_endpoints
-
-if TYPE_CHECKING:
-    from calsync.core.runtime import Runtime
 
 T = TypeVar("T")
 

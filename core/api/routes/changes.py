@@ -48,4 +48,4 @@ def submit_change(
     receipt = services(request).intake.submit(
         principal.tenant_id, change, trace_id=trace_id_of(request), request_key=idempotency_key
     )
-    return ReceiptOut.of(receipt)
+    return ReceiptOut.model_validate(receipt.as_json())

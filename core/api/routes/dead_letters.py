@@ -25,7 +25,7 @@ from calsync.core.api.models import (
 from calsync.core.api.problems import FieldError, ProblemError, invalid, not_found
 from calsync.core.api.routes.common import AUTHENTICATED, problems
 from calsync.core.store import dead_letter_pages, dead_letters
-from calsync.core.store.dead_letters import DeadLetter, DeadLetterFilter
+from calsync.core.store.dead_letters import DeadLetterFilter
 
 router = APIRouter(tags=["dead letters"])
 
@@ -45,10 +45,6 @@ def _after(cursor: str | None) -> int | None:
     raise invalid("the cursor is not one this API returned", [error])
 
 
-def _out(record: DeadLetter) -> DeadLetterOut:
-    return DeadLetterOut.model_validate(record.as_json())
-
-
 @router.get(
     "/v1/dead-letters", response_model=DeadLetterPage, responses=problems(*AUTHENTICATED), summary="List dead letters"
 )
@@ -61,7 +57,10 @@ def list_dead_letters(deps: Services, principal: Admin, query: Annotated[DeadLet
         found = dead_letter_pages.page(conn, flt, after_id=_after(query.cursor), limit=query.limit + 1)
     more = len(found) > query.limit
     items = found[: query.limit]
-    return DeadLetterPage(items=[_out(r) for r in items], next_cursor=_cursor(items[-1].id) if more else None)
+    return DeadLetterPage(
+        items=[DeadLetterOut.model_validate(r.as_json()) for r in items],
+        next_cursor=_cursor(items[-1].id) if more else None,
+    )
 
 
 @router.post(
