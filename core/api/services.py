@@ -16,8 +16,7 @@ from calsync.core.producer.submit import Intake, Producer
 from calsync.core.runtime import Runtime
 from calsync.core.store.database import Database
 from calsync.core.store.dead_letters import DeadLetter
-from calsync.core.webhooks.registration import Registry
-from calsync.core.webhooks.transport import Transport
+from calsync.core.webhooks import Endpoints
 
 
 @dataclass(frozen=True)
@@ -36,7 +35,7 @@ class ApiServices:
     retry_after: int = 5
     # Set when several server processes share one port: /metrics then sums their multiprocess files.
     metrics_dir: Path | None = None
-    webhooks: Registry | None = None  # /v1/webhooks (None: answered 404)
+    webhooks: Endpoints | None = None  # /v1/webhooks (None: answered 404)
 
 
 def services_from_runtime(runtime: Runtime, *, metrics_dir: Path | None = None) -> ApiServices:
@@ -47,7 +46,6 @@ def services_from_runtime(runtime: Runtime, *, metrics_dir: Path | None = None) 
     def broker() -> None:
         reader.queues(time.time())  # Redis: one script on the queue keys; RabbitMQ: a passive declare
 
-    transport = Transport.from_settings(settings)
     return ApiServices(
         db=runtime.db,
         intake=Producer(runtime),
@@ -59,5 +57,5 @@ def services_from_runtime(runtime: Runtime, *, metrics_dir: Path | None = None) 
         key_cache_seconds=settings.api_key_cache_seconds,
         retry_after=settings.api_retry_after,
         metrics_dir=metrics_dir,
-        webhooks=Registry(runtime.db, runtime.cipher, transport, grace_seconds=settings.webhook_secret_grace),
+        webhooks=Endpoints.from_settings(runtime.db, runtime.cipher, settings),
     )

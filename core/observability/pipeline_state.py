@@ -49,7 +49,8 @@ from calsync.core.model.vocabulary import SYNC_STATUSES, WEBHOOK_DELIVERY_STATUS
 from calsync.core.redis.keys import RedisKeys
 from calsync.core.redis.traffic import CircuitReading, TrafficStore
 from calsync.core.runtime import Runtime
-from calsync.core.store import dead_letters, targets, webhook_deliveries, webhook_endpoints
+from calsync.core.store import dead_letters, targets
+from calsync.core.webhooks import count_deliveries, count_disabled
 
 T = TypeVar("T")
 
@@ -253,8 +254,8 @@ class StateReader:
             oldest_failure = dead_letters.oldest_open_failed_at(conn)
             by_status = targets.count_by_status(conn)
             oldest_due = targets.oldest_pending_due(conn)
-            disabled = webhook_endpoints.count_disabled(conn)
-            deliveries = webhook_deliveries.count_by_status(conn)
+            disabled = count_disabled(conn)
+            deliveries = count_deliveries(conn)
         by_reason: Counter[str] = Counter()
         by_job_type = Counter(dict.fromkeys(JOB_TYPES, 0))
         for (job_type, reason), n in sorted(open_counts.items()):

@@ -10,7 +10,7 @@ message whose key ends in ``:verify``; it never schedules another).
 :func:`target_deleted` tells whether every target of a cancelled event is now gone
 (core/store/cancelled_events.py), for the log line that says so. It is asked after the commit, so when the
 last two deletes commit at the same time both may log it. The ``event.cancelled`` webhook is not emitted
-here: core/worker/outbox.py records it inside the last delete's result transaction, with the event row
+here: core/webhooks/outbox.py records it inside the last delete's result transaction, with the event row
 locked, so concurrent last deletes serialise and exactly one records it (its id is keyed by tenant, event
 and cancelled version besides). Verification re-runs do not ask: the first delete already did.
 """

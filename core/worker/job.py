@@ -20,7 +20,7 @@ over a limit, blocked by a provider's back-off or behind an open breaker it rais
 which uses no attempt either. Before a create through an adapter without an idempotent create (EWS),
 once admitted, the target's ``create_attempted`` marker is committed (once per target), so a later
 attempt knows it must look for what this one may have made. The webhook outbox row, when the tenant
-wants one, is written in the result's transaction (core/worker/outbox.py). Failures are raised as
+wants one, is written in the result's transaction (core/webhooks/outbox.py). Failures are raised as
 they are; the retry middleware decides what follows.
 """
 
@@ -61,10 +61,10 @@ from calsync.core.store.crypto import CredentialCipher
 from calsync.core.store.database import Database
 from calsync.core.store.targets import TargetRow
 from calsync.core.store.unreadable_secrets import UnreadableSecrets
+from calsync.core.webhooks import Outbox
 from calsync.core.worker import cancellation
 from calsync.core.worker.context import REPAIR_OPTION, JobContext, current_job, detached_delivery
 from calsync.core.worker.metrics import lock_attempt, provider_request
-from calsync.core.worker.outbox import Outbox
 from calsync.core.worker.snapshot import Snapshot, Versions, left_as, load_snapshot, still_current
 from calsync.core.worker.traffic import TrafficGate
 

@@ -31,6 +31,7 @@ from calsync.core.store import accounts, dead_letters, targets
 from calsync.core.store.database import Database
 from calsync.core.store.dead_letters import DeadLetterRecord, fitted
 from calsync.core.store.targets import TargetKey
+from calsync.core.webhooks import Outbox
 from calsync.core.worker.context import JobContext, delivery_of
 from calsync.core.worker.failures import (
     RETRIES_OPTION,
@@ -43,7 +44,6 @@ from calsync.core.worker.failures import (
 )
 from calsync.core.worker.metrics import DEAD_LETTERS
 from calsync.core.worker.middleware.quarantine import quarantine_record
-from calsync.core.worker.outbox import Outbox
 
 log = logging.getLogger(__name__)
 
