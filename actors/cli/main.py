@@ -22,8 +22,8 @@ from calsync.core.config.settings import check_unknown_variables
 COMMAND_GROUP = "calsync.commands"
 
 # Each built-in command's module, imported when the command runs: importing them all (the HTTP server, every
-# provider's client library) made every invocation, `calsync --version` included, pay about 1 s more. A command
-# is its module's attribute of the command's name (`api-keys`: `api_keys`).
+# provider's client library) would make every invocation, `calsync --version` included, pay for all of them
+# (docs/notes/performance.md). A command is its module's attribute of the command's name (`api-keys`: `api_keys`).
 COMMANDS_OF_MODULE = {
     "accounts": ("accounts",),
     "api_keys": ("api-keys",),

@@ -12,7 +12,7 @@ import itertools
 import json
 import time
 from collections import Counter
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
@@ -148,9 +148,13 @@ def status(state: CliState, as_json: bool, watch: bool, interval: float, count: 
     # On a terminal, --watch redraws one view in place; otherwise each refresh is printed (NDJSON with --json).
     live = Live(console=stdout, auto_refresh=False) if watch and not as_json and stdout.is_terminal else None
     last = None
+    count = count if watch else 1  # --watch without --count: until Ctrl-C
     try:
         with live or contextlib.nullcontext(), contextlib.suppress(KeyboardInterrupt):
-            for last in _refreshes(reader, runtime.stats, interval, count if watch else 1):
+            for refresh in itertools.count() if count is None else range(count):
+                if refresh:
+                    time.sleep(interval)
+                last = read_status(reader, runtime.stats)
                 if live is not None:
                     live.update(render(last), refresh=True)
                 elif as_json:
@@ -162,13 +166,3 @@ def status(state: CliState, as_json: bool, watch: bool, interval: float, count: 
     if last is not None and last.state.errors:
         unread = sorted(last.state.errors.items())
         raise CliError("; ".join(f"{source} unavailable: {first_line(error)}" for source, error in unread))
-
-
-def _refreshes(reader: StateReader, stats: JobStats, interval: float, count: int | None) -> Iterator[Status]:
-    """A reading, then one every ``interval`` seconds, ``count`` in all (None: until Ctrl-C)."""
-    for done in itertools.count():
-        if count is not None and done >= count:
-            return
-        if done:
-            time.sleep(interval)
-        yield read_status(reader, stats)

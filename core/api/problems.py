@@ -116,18 +116,15 @@ def _location(loc: Sequence[Any]) -> str:
     return ".".join(parts) or "(body)"
 
 
-def is_json(content_type: str | None) -> bool:
-    """``application/json`` or an ``application/…+json`` type, whatever its parameters (``; charset=utf-8``)."""
-    media = (content_type or "").split(";", 1)[0].strip().lower()
-    return media == JSON or (media.startswith("application/") and media.endswith("+json"))
-
-
 def _unreadable(request: Request, exc: RequestValidationError) -> ProblemError:
     """FastAPI's validation report: 415 for a body sent as another media type than JSON (or as none), 400 for one
     that is not JSON, else 422 naming every bad field."""
     reported = exc.errors()
     content_type = request.headers.get("content-type")
-    if exc.body and not is_json(content_type) and any(err.get("loc", ("",))[0] == "body" for err in reported):
+    # application/json or an application/…+json type, whatever its parameters (; charset=utf-8)
+    media = (content_type or "").split(";", 1)[0].strip().lower()
+    as_json = media == JSON or (media.startswith("application/") and media.endswith("+json"))
+    if exc.body and not as_json and any(err.get("loc", ("",))[0] == "body" for err in reported):
         detail = f"the body must be sent as {JSON} (Content-Type: {content_type or 'none'})"
         errors = [FieldError(field="header.Content-Type", message=f"must be {JSON}")]
         return ProblemError(
