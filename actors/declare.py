@@ -23,7 +23,7 @@ from calsync.core.producer.submit import Producer
 from calsync.core.redis.traffic import TrafficStore
 from calsync.core.runtime import Runtime
 from calsync.core.webhooks import Deliverer, DeliveryPolicy, Outbox, Transport
-from calsync.core.worker.context import current_job
+from calsync.core.worker.delivery import current_delivery
 from calsync.core.worker.job import JobParts, sync_actor
 from calsync.core.worker.traffic import TrafficGate, provider_limits
 
@@ -108,7 +108,7 @@ def _webhook_actors(broker: dramatiq.Broker, runtime: Runtime) -> dict[str, dram
         """One signed attempt of one (notification, endpoint) delivery; retries and the DLQ are its own, and the
         job's outcome is the attempt's (a dead-lettered delivery is logged and counted as dead-lettered)."""
         attempted = deliverer.deliver(notification_id, endpoint_id)
-        delivery = current_job()
+        delivery = current_delivery()
         if delivery is not None:
             delivery.outcome, delivery.dead_letter_reason = attempted.job_outcome, attempted.dead_letter_reason
             delivery.result.update(attempted.fields)
@@ -124,13 +124,13 @@ def _webhook_actors(broker: dramatiq.Broker, runtime: Runtime) -> dict[str, dram
 
 
 def _message_id() -> str | None:
-    delivery = current_job()
+    delivery = current_delivery()
     return delivery.message_id if delivery is not None else None
 
 
 def _bind_intake(message: IntakeMessage) -> None:
     # Every log line of the delivery carries the ids the message had.
-    delivery = current_job()
+    delivery = current_delivery()
     if delivery is not None:
         ids = {"tenant_id": message.tenant_id, "request_id": message.request_id, "trace_id": message.trace_id}
         bind_job(delivery.log_fields() | {k: v for k, v in ids.items() if v is not None})

@@ -6,7 +6,7 @@ Before-hooks run top to bottom and after-hooks bottom to top (Dramatiq's rule). 
 
 0. in workers, ``first``: Dramatiq's ``Prometheus``, :class:`~core.worker.metrics.WorkerMetrics`,
    :class:`~core.worker.heartbeat.Heartbeat` (docs/METRICS.md), :class:`~core.worker.pause.PauseGate`
-   (holds the consumers while ``calsync pause`` is on; no hook around deliveries),
+   (pauses the consumers while ``calsync pause`` is on; no hook around deliveries),
    :class:`~core.messaging.outage.RedisOutage` (an unreachable Redis: said once, waited out by the
    consumers), :class:`~core.worker.maintenance.Maintenance` (the housekeeping thread);
 1. ``JobLifecycle`` — opens the delivery; its ack/nack hooks run last, logging and counting the outcome;
@@ -78,7 +78,7 @@ def observed_worker_middleware(
     from dramatiq.middleware.prometheus import Prometheus
 
     settings = runtime.settings
-    metrics = WorkerMetrics(runtime.db)
+    metrics = WorkerMetrics()
     timing = HeartbeatTiming(
         interval=settings.heartbeat_interval,
         ttl=settings.heartbeat_ttl,
