@@ -78,8 +78,6 @@ class EventOut(BaseModel):
 class DeadLetterOut(BaseModel):
     """One dead letter of the key's tenant."""
 
-    model_config = ConfigDict(extra="ignore")
-
     id: int
     kind: DeadLetterKind
     status: Literal["open", "replayed", "discarded"]
