@@ -67,7 +67,7 @@ def _change(accounts_: list[str], title: str) -> dict[str, Any]:
 
 
 def _queued(client: redis.Redis, settings: Settings) -> int:
-    # Each queue's .msgs hash holds its ready and fetched-but-unacked bodies (core/observability/readings.py).
+    # Each queue's .msgs hash holds its ready and fetched-but-unacked bodies (core/observability/pipeline_state.py).
     return sum(int(client.hlen(f"{settings.redis_namespace}:{queue}.msgs")) for queue in lanes_of(settings).queues)
 
 

@@ -32,7 +32,7 @@ import uvicorn
 from benchmarks.support import add_redis_option, bench_redis, namespace, remove_keys
 from calsync.core.api.app import create_app
 from calsync.core.api.server import listening_socket
-from calsync.core.api.wiring import services_from_runtime
+from calsync.core.api.services import services_from_runtime
 from calsync.core.config.settings import Settings
 from calsync.core.runtime import Runtime
 from calsync.core.store import accounts, api_keys, migrate

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import functools
-import sys
 from pathlib import Path
 from typing import Any, get_args
 
@@ -16,7 +14,8 @@ from calsync.actors.cli.common import (
     parse_options,
     pass_state,
     print_json,
-    print_table,
+    print_list,
+    progress,
     progress_enabled,
     read_json_file,
 )
@@ -108,7 +107,9 @@ def add(
     except IntegrityError:
         with db.read() as conn:  # a concurrent registration of the same calendar committed first: name it
             repo.check_calendar_free(conn, tenant, calendar_key(provider, address, parsed))
-        raise  # not the calendar: the id (reported as "account ID already exists")
+        if account_id is None:
+            raise
+        raise InvalidChange(f"account {account_id} already exists") from None  # not the calendar: the id
     print_json({"account_id": summary.id})
 
 
@@ -120,14 +121,9 @@ def list_(state: CliState, tenant: str | None, as_json: bool) -> None:
     """List accounts (never their credentials)."""
     with state.runtime.db.read() as conn:
         found = repo.list_accounts(conn, tenant)
-    if as_json:
-        print_json([a.as_json() for a in found])
-        return
-    print_table(
-        "accounts",
-        ["id", "tenant", "provider", "address", "status", "credentials"],
-        [(a.id, a.tenant_id, a.provider, a.address, a.status, "yes" if a.has_credentials else "no") for a in found],
-    )
+    columns = ["id", "tenant", "provider", "address", "status", "credentials"]
+    rows = [(a.id, a.tenant_id, a.provider, a.address, a.status, "yes" if a.has_credentials else "no") for a in found]
+    print_list(as_json, found, "accounts", columns, rows)
 
 
 @accounts.command("update")
@@ -197,18 +193,18 @@ def remove(state: CliState, account_id: str, detach: bool, send_updates: Any) ->
     the command again reports progress). Exit 3 when some deletes were saved but not enqueued (reconcile sends them).
     """
     runtime = state.runtime
-    remove_it = functools.partial(
-        remove_account, runtime.db, Producer(runtime) if detach else None, account_id,
-        quiet_seconds=state.settings.delete_verify_delay, send_updates=send_updates,
-    )  # fmt: skip
     total = 0
     if detach and progress_enabled(2):  # on a terminal: how many events to detach, for the progress bar
         with runtime.db.read() as conn:
             total = account_removal.left_in(conn, account_id).to_detach
-    if progress_enabled(total):
-        with click.progressbar(length=total, label="detaching", file=sys.stderr) as bar:
-            report = remove_it(progress=bar.update)
-    else:
-        report = remove_it()
+    with progress("detaching", total) as advance:
+        report = remove_account(
+            runtime.db,
+            Producer(runtime) if detach else None,
+            account_id,
+            quiet_seconds=state.settings.delete_verify_delay,
+            send_updates=send_updates,
+            progress=advance,
+        )
     print_json(report.as_json())
     exit_if_deferred(report.deferred_events)

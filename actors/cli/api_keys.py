@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import click
 
-from calsync.actors.cli.common import CliState, pass_state, print_json, print_table
+from calsync.actors.cli.common import CliState, pass_state, print_json, print_list
 from calsync.core.model.errors import EntityNotFound
 from calsync.core.model.ids import check_identifier
 from calsync.core.model.vocabulary import API_SCOPES, ApiScope
@@ -38,16 +38,9 @@ def list_(state: CliState, tenant: str | None, as_json: bool) -> None:
     """List keys with their scope and last use (never the secrets)."""
     with state.runtime.db.read() as conn:
         keys = repo.list_keys(conn, tenant)
-    if as_json:
-        print_json([key.as_json() for key in keys])
-        return
-    print_table(
-        "api keys",
-        ["id", "tenant", "scope", "name", "created", "last used", "revoked"],
-        [(k.id, k.tenant_id, k.scope, k.name, k.created_at.isoformat(timespec="seconds"),
-          k.last_used_at.isoformat(timespec="seconds") if k.last_used_at else None,
-          k.revoked_at.isoformat(timespec="seconds") if k.revoked_at else None) for k in keys],
-    )  # fmt: skip
+    columns = ["id", "tenant", "scope", "name", "created", "last used", "revoked"]
+    rows = [(k.id, k.tenant_id, k.scope, k.name, k.created_at, k.last_used_at, k.revoked_at) for k in keys]
+    print_list(as_json, keys, "api keys", columns, rows)
 
 
 @api_keys.command("revoke")

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 from pathlib import Path
 
 import click
@@ -55,21 +56,10 @@ def show(state: CliState, entity_id: str, tenant: str | None, as_json: bool) -> 
         if event is None:
             raise EntityNotFound(f"event {entity_id} does not exist")
         rows = target_repo.list_targets(conn, tenant, entity_id)
-    document = {
-        "entity_id": event.id,
-        "tenant_id": event.tenant_id,
-        "version": event.version,
-        "status": event.status,
-        "title": event.title,
-        "start": event.start.isoformat(),
-        "end": event.end.isoformat(),
-        "time_zone": event.time_zone,
-        "all_day": event.all_day,
-        "send_updates": event.send_updates,
-        "targets": [row.as_json() for row in rows],
-    }
-    if as_json:
-        print_json(document)
+    if as_json:  # the event as stored, with its targets
+        shown = dataclasses.asdict(event)
+        when = {"start": event.start.isoformat(), "end": event.end.isoformat()}
+        print_json({"entity_id": shown.pop("id"), **shown, **when, "targets": [row.as_json() for row in rows]})
         return
     click.echo(f"{event.id} v{event.version} {event.status}: {event.title}")
     print_table(

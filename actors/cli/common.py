@@ -2,21 +2,23 @@
 
 from __future__ import annotations
 
+import contextlib
+import datetime as dt
 import json
-import re
 import sys
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
 import click
+import dramatiq.errors
 import redis
 import sqlalchemy.exc
 from rich.console import Console
 from rich.table import Table
 
 from calsync.core.config.settings import Settings, load_settings
-from calsync.core.model.errors import InvalidChange
+from calsync.core.model.errors import CalsyncError, InvalidChange, PermanentError
 from calsync.core.runtime import Runtime
 
 # Tables stay readable when piped (rich would otherwise assume 80 columns).
@@ -74,13 +76,29 @@ def print_json(value: Any) -> None:
 
 
 def print_table(title: str, columns: Sequence[str], rows: Iterable[Sequence[Any]]) -> None:
-    """Human output: a table on stdout."""
+    """Human output: a table on stdout (a time to the second, nothing for None)."""
     table = Table(title=title, title_justify="left")
     for column in columns:
         table.add_column(column)
     for row in rows:
-        table.add_row(*("" if v is None else str(v) for v in row))
+        table.add_row(*(_cell(value) for value in row))
     stdout.print(table)
+
+
+def _cell(value: Any) -> str:
+    if isinstance(value, dt.datetime):
+        return value.isoformat(timespec="seconds")
+    return "" if value is None else str(value)
+
+
+def print_list(
+    as_json: bool, items: Sequence[Any], title: str, columns: Sequence[str], rows: Iterable[Sequence[Any]]
+) -> None:
+    """A list command's output: each item's ``as_json()`` in one JSON document, or the table of ``rows``."""
+    if as_json:
+        print_json([item.as_json() for item in items])
+    else:
+        print_table(title, columns, rows)
 
 
 def read_json_file(path: Path, what: str) -> Any:
@@ -117,9 +135,29 @@ def parse_options(pairs: Sequence[str]) -> dict[str, Any]:
     return options
 
 
+def empty_directory(directory: Path, pattern: str) -> None:
+    """Create ``directory`` or delete what a previous run left in it (only files calsync writes there)."""
+    directory.mkdir(parents=True, exist_ok=True)
+    for leftover in directory.glob(pattern):
+        leftover.unlink(missing_ok=True)
+
+
 def progress_enabled(count: int) -> bool:
     """Show progress bars only for interactive runs over several items."""
     return count > 1 and sys.stderr.isatty()
+
+
+@contextlib.contextmanager
+def progress(label: str, total: int) -> Iterator[Callable[[int], None]]:
+    """A progress bar on stderr for an interactive run over several items; yields what advances it by n."""
+    if not progress_enabled(total):
+        yield lambda n: None
+        return
+    from rich.progress import Progress  # only for a terminal: every command pays for what it imports
+
+    with Progress(console=stderr, transient=True) as bar:
+        task = bar.add_task(label, total=total)
+        yield lambda n: bar.advance(task, n)
 
 
 #: Exit codes, one table (README "Exit codes"): scripts branch on these.
@@ -128,7 +166,37 @@ EXIT_UNAVAILABLE = 1
 EXIT_BAD_INPUT = 2
 EXIT_DEFERRED = 3
 
-_NOUNS = {"provider_accounts": "account", "events": "event", "api_keys": "API key", "dead_letters": "dead letter"}
+
+class CliError(click.ClickException):
+    """A failure that a dependency caused, reported as one line on stderr (exit 1)."""
+
+    exit_code = EXIT_UNAVAILABLE
+    label = "error"
+
+    def show(self, file: Any = None) -> None:
+        click.echo(f"calsync: {self.label}: {' '.join(self.format_message().split())}", err=True)
+
+
+class BadInput(CliError):
+    """Bad input or configuration (exit 2)."""
+
+    exit_code = EXIT_BAD_INPUT
+
+
+class Deferred(CliError):
+    """Accepted, but not enqueued for some of it (exit 3): ``calsync reconcile`` enqueues the rest."""
+
+    exit_code = EXIT_DEFERRED
+    label = "deferred"
+
+
+def exit_if_deferred(deferred: Sequence[str]) -> None:
+    """Accepted but not enqueued for some accounts or events: say so on stderr and exit 3."""
+    if deferred:
+        raise Deferred(
+            f"saved, but the enqueue failed for {', '.join(deferred)}; "
+            "`calsync reconcile` re-enqueues them once the broker is back"
+        )
 
 
 def first_line(text: str) -> str:
@@ -136,33 +204,27 @@ def first_line(text: str) -> str:
     return next((line.strip() for line in text.splitlines() if line.strip()), "")
 
 
-def describe_failure(exc: BaseException) -> tuple[int, str]:
-    """A library exception as (exit code, one line in calsync's words): no SQL, no help URLs, no tracebacks."""
+#: What a command may fail with that is said in one line (anything else is a bug: its traceback is shown).
+FAILURES = (CalsyncError, dramatiq.errors.DramatiqError, redis.RedisError, sqlalchemy.exc.SQLAlchemyError, OSError)
+
+
+def failure(exc: BaseException) -> CliError:
+    """An error as one line in calsync's words (no SQL, no help URLs, no tracebacks) with its exit code."""
+    if isinstance(exc, PermanentError):
+        return BadInput(str(exc))
+    if isinstance(exc, CalsyncError):
+        return CliError(str(exc))
+    if isinstance(exc, dramatiq.errors.DramatiqError):
+        return CliError(f"broker unavailable: {type(exc).__name__}: {exc}")
     if isinstance(exc, sqlalchemy.exc.IntegrityError):
-        table = re.search(r"INSERT INTO (\w+)", str(exc.statement or ""))
-        noun = _NOUNS.get(table.group(1), "record") if table else "record"
-        params = exc.params if isinstance(exc.params, dict) else {}
-        if "id" in params:
-            return EXIT_BAD_INPUT, f"{noun} {params['id']} already exists"
-        return EXIT_BAD_INPUT, f"the {noun} conflicts with one already stored"
+        return BadInput("the record conflicts with one already stored")
     if isinstance(exc, sqlalchemy.exc.DBAPIError):
-        return EXIT_UNAVAILABLE, f"database unavailable: {first_line(str(exc.orig)) or type(exc.orig).__name__}"
+        return CliError(f"database unavailable: {first_line(str(exc.orig)) or type(exc.orig).__name__}")
     if isinstance(exc, sqlalchemy.exc.SQLAlchemyError):
-        return EXIT_UNAVAILABLE, f"database error: {first_line(str(exc)).split(' (Background on')[0]}"
+        return CliError(f"database error: {first_line(str(exc)).split(' (Background on')[0]}")
     if isinstance(exc, redis.RedisError):
-        return EXIT_UNAVAILABLE, f"Redis unavailable: {first_line(str(exc))}"
+        return CliError(f"Redis unavailable: {first_line(str(exc))}")
     if isinstance(exc, OSError):
         where = f" ({exc.filename})" if exc.filename else ""
-        return EXIT_UNAVAILABLE, f"{exc.strerror or type(exc).__name__}{where}"
-    return EXIT_UNAVAILABLE, f"{type(exc).__name__}: {first_line(str(exc))}"
-
-
-def exit_if_deferred(deferred_accounts: Sequence[str]) -> None:
-    """Accepted but not enqueued for some accounts: say so on stderr and exit 3 (reconcile re-enqueues them)."""
-    if deferred_accounts:
-        click.echo(
-            f"calsync: deferred: saved, but the enqueue failed for {', '.join(deferred_accounts)}; "
-            "`calsync reconcile` re-enqueues them once the broker is back",
-            err=True,
-        )
-        sys.exit(EXIT_DEFERRED)
+        return CliError(f"{exc.strerror or type(exc).__name__}{where}")
+    return CliError(f"{type(exc).__name__}: {first_line(str(exc))}")

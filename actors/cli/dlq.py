@@ -6,9 +6,8 @@ from collections.abc import Callable
 from typing import Any
 
 import click
-from rich.progress import Progress
 
-from calsync.actors.cli.common import CliState, pass_state, print_json, print_table, progress_enabled, stderr
+from calsync.actors.cli.common import CliState, pass_state, print_json, print_list, progress
 from calsync.core.model.errors import EntityNotFound, InvalidChange
 from calsync.core.model.vocabulary import DEAD_LETTER_KINDS
 from calsync.core.producer import dead_letters as ops
@@ -57,18 +56,13 @@ def list_(state: CliState, /, status: str, limit: int, as_json: bool, **given: A
     """List dead letters, oldest failure first."""
     with state.runtime.db.read() as conn:
         found = repo.find(conn, _flt(status, **given), limit=limit)
-    if as_json:
-        print_json([r.as_json() for r in found])
-        return
-    print_table(
-        "dead letters",
-        ["id", "kind", "status", "failed at", "reason", "tenant", "entity", "account", "attempts", "last error"],
-        [
-            (r.id, r.kind, r.status, r.failed_at.isoformat(timespec="seconds"), r.reason, r.tenant_id, r.entity_id,
-             r.account_id, r.attempts, (r.last_error or "")[:80])
-            for r in found
-        ],
-    )  # fmt: skip
+    columns = ["id", "kind", "status", "failed at", "reason", "tenant", "entity", "account", "attempts", "last error"]
+    rows = [
+        (r.id, r.kind, r.status, r.failed_at, r.reason, r.tenant_id, r.entity_id, r.account_id, r.attempts,
+         (r.last_error or "")[:80])
+        for r in found
+    ]  # fmt: skip
+    print_list(as_json, found, "dead letters", columns, rows)
 
 
 def _get(state: CliState, record_ids: tuple[int, ...]) -> list[DeadLetter]:
@@ -114,12 +108,8 @@ def replay(state: CliState, /, record_ids: tuple[int, ...], replay_all: bool, as
     else:
         with state.runtime.db.read() as conn:
             records = repo.find(conn, _flt("open", **given))
-    if progress_enabled(len(records)):
-        with Progress(console=stderr, transient=True) as progress:
-            task = progress.add_task("replaying", total=len(records))
-            report = ops.replay(state.runtime, records, on_progress=lambda _r: progress.advance(task))
-    else:
-        report = ops.replay(state.runtime, records)
+    with progress("replaying", len(records)) as advance:
+        report = ops.replay(state.runtime, records, on_progress=lambda _record: advance(1))
     print_json(report.as_json())
 
 

@@ -2,9 +2,8 @@
 
 from __future__ import annotations
 
+import contextlib
 import signal
-import threading
-from types import FrameType
 
 import click
 
@@ -24,18 +23,11 @@ def exporter(state: CliState, host: str | None, port: int | None) -> None:
     host = host or settings.exporter_host
     port = port or settings.exporter_port
     server, thread = serve(state.runtime, host=host, port=port)
-    stop = threading.Event()
-
-    def on_term(signum: int, frame: FrameType | None) -> None:
-        stop.set()
-
-    signal.signal(signal.SIGTERM, on_term)
+    signal.signal(signal.SIGTERM, signal.default_int_handler)  # SIGTERM stops it as Ctrl-C does
     click.echo(f"exporter listening on http://{host}:{port}/metrics", err=True)
     try:
-        while not stop.wait(1):
-            pass
-    except KeyboardInterrupt:
-        pass
+        with contextlib.suppress(KeyboardInterrupt):
+            thread.join()
     finally:
         server.shutdown()
         server.server_close()

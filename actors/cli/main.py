@@ -14,54 +14,30 @@ from importlib.metadata import entry_points
 from typing import Any
 
 import click
-import dramatiq.errors
-import redis
-import sqlalchemy.exc
 
-from calsync.actors.cli.common import EXIT_BAD_INPUT, CliState, describe_failure
+from calsync.actors.cli.common import FAILURES, BadInput, CliState, failure
 from calsync.core.config.logging import configure_logging
 from calsync.core.config.settings import check_unknown_variables
-from calsync.core.model.errors import CalsyncError, PermanentError
-
-
-class CliError(click.ClickException):
-    """A failure that a dependency caused, reported as one line on stderr (exit 1)."""
-
-    exit_code = 1
-
-    def show(self, file: Any = None) -> None:
-        click.echo(f"calsync: error: {' '.join(self.format_message().split())}", err=True)
-
-
-class BadInput(CliError):
-    """Bad input or configuration (exit 2)."""
-
-    exit_code = 2
-
 
 COMMAND_GROUP = "calsync.commands"
 
 # Each built-in command's module, imported when the command runs: importing them all (the HTTP server, every
-# provider's client library) made every invocation, `calsync --version` included, pay about 1 s more.
-BUILT_IN: dict[str, str] = {
-    "accounts": "accounts:accounts",
-    "api-keys": "api_keys:api_keys",
-    "dlq": "dlq:dlq",
-    "events": "changes:events",
-    "exporter": "exporter:exporter",
-    "migrate": "ops:migrate",
-    "pause": "pause:pause",
-    "reconcile": "ops:reconcile",
-    "resume": "pause:resume",
-    "retry-now": "retry_now:retry_now_command",
-    "secret-key": "ops:secret_key",
-    "serve": "serve:serve",
-    "status": "status:status",
-    "stop": "ops:stop",
-    "submit": "changes:submit",
-    "webhooks": "webhooks:webhooks",
-    "worker": "ops:worker",
+# provider's client library) would make every invocation, `calsync --version` included, pay for all of them
+# (docs/notes/performance.md). A command is its module's attribute of the command's name (`api-keys`: `api_keys`).
+COMMANDS_OF_MODULE = {
+    "accounts": ("accounts",),
+    "api_keys": ("api-keys",),
+    "changes": ("events", "submit"),
+    "dlq": ("dlq",),
+    "exporter": ("exporter",),
+    "ops": ("migrate", "reconcile", "secret-key", "stop", "worker"),
+    "pause": ("pause", "resume"),
+    "retry_now": ("retry-now",),
+    "serve": ("serve",),
+    "status": ("status",),
+    "webhooks": ("webhooks",),
 }
+BUILT_IN = {command: module for module, commands in COMMANDS_OF_MODULE.items() for command in commands}
 
 
 class CalsyncGroup(click.Group):
@@ -82,8 +58,8 @@ class CalsyncGroup(click.Group):
         if command is not None:
             return command
         if cmd_name in BUILT_IN:
-            module, _, attribute = BUILT_IN[cmd_name].partition(":")
-            loaded: click.Command = getattr(import_module(f"calsync.actors.cli.{module}"), attribute)
+            module = import_module(f"calsync.actors.cli.{BUILT_IN[cmd_name]}")
+            loaded: click.Command = getattr(module, cmd_name.replace("-", "_"))
             self.add_command(loaded, cmd_name)
             return loaded
         for entry in entry_points(group=COMMAND_GROUP, name=cmd_name):
@@ -105,15 +81,8 @@ class CalsyncGroup(click.Group):
         except click.UsageError as exc:
             where = exc.ctx.command_path if exc.ctx is not None else "calsync"
             raise BadInput(f"{exc.format_message()} (see `{where} --help`)") from None
-        except PermanentError as exc:
-            raise BadInput(str(exc)) from None
-        except CalsyncError as exc:
-            raise CliError(str(exc)) from None
-        except dramatiq.errors.DramatiqError as exc:
-            raise CliError(f"broker unavailable: {type(exc).__name__}: {exc}") from None
-        except (redis.RedisError, sqlalchemy.exc.SQLAlchemyError, OSError) as exc:
-            code, message = describe_failure(exc)
-            raise (BadInput if code == EXIT_BAD_INPUT else CliError)(message) from None
+        except FAILURES as exc:
+            raise failure(exc) from None
 
 
 @click.group(cls=CalsyncGroup, context_settings={"help_option_names": ["-h", "--help"]})

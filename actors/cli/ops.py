@@ -6,18 +6,16 @@ import errno
 import os
 import socket
 import sys
-from pathlib import Path
 
 import click
 import redis
-from rich.progress import Progress
 
-from calsync.actors.cli.common import CliState, pass_state, print_json, stderr
+from calsync.actors.cli.common import CliState, empty_directory, pass_state, print_json, progress
 from calsync.core.config.coalesce import poll_environment
 from calsync.core.config.settings import child_environment, metrics_environment
-from calsync.core.messaging.lanes import lanes_of
 from calsync.core.messaging.messages import reconcile_message
 from calsync.core.model.errors import ConfigurationError
+from calsync.core.observability.pipeline_state import consumed_queues, live_workers
 from calsync.core.producer.reconcile import reconcile as run_reconcile
 from calsync.core.redis.embedded import EmbeddedRedis
 from calsync.core.redis.keys import RedisKeys
@@ -35,17 +33,10 @@ def worker_command(state: CliState, processes: int, threads: int) -> list[str]:
     return [
         sys.executable, "-m", "dramatiq", "calsync.actors.app:broker",
         "--processes", str(processes), "--threads", str(threads),
-        "--queues", *dict.fromkeys((*lanes_of(settings).queues, settings.intake_queue, settings.webhook_queue)),
+        "--queues", *consumed_queues(settings),
         "--worker-shutdown-timeout", str(shutdown_ms),
         "--skip-logging",
     ]  # fmt: skip
-
-
-def _empty(directory: Path, pattern: str) -> None:
-    """Create ``directory`` or delete what a previous run left in it (only files calsync writes there)."""
-    directory.mkdir(parents=True, exist_ok=True)
-    for leftover in directory.glob(pattern):
-        leftover.unlink(missing_ok=True)
 
 
 def require_metrics_port(host: str, port: int) -> None:
@@ -84,8 +75,8 @@ def worker(state: CliState, processes: int | None, threads: int | None) -> None:
     env.update(poll_environment(settings))  # how late a due coalesced edit, retry or lock wait is released
     # Files of a previous run would inflate gauges and carry counters over, and a stale heartbeat
     # file would fail the liveness probe: both directories start empty (docs/notes/dramatiq.md §metrics).
-    _empty(settings.effective_metrics_dir, "*.db")
-    _empty(settings.effective_heartbeat_dir, "*" + HEARTBEAT_SUFFIX)
+    empty_directory(settings.effective_metrics_dir, "*.db")
+    empty_directory(settings.effective_heartbeat_dir, "*" + HEARTBEAT_SUFFIX)
     command = worker_command(state, processes or settings.worker_processes, threads or settings.worker_threads)
     state.close()
     sys.stdout.flush()
@@ -122,17 +113,6 @@ def migrate(state: CliState, target: str | None) -> None:
         db.dispose()
 
 
-def _live_workers(url: str | None, keys: RedisKeys) -> list[str]:
-    """The worker processes (``host:pid``) beating on the Redis at ``url``."""
-    if url is None:
-        return []
-    client = redis.Redis.from_url(url, socket_timeout=5)
-    try:
-        return sorted(key.decode().rsplit(":heartbeat:", 1)[-1] for key in client.scan_iter(keys.worker_heartbeats()))
-    finally:
-        client.close()
-
-
 @click.command("stop")
 @pass_state
 def stop(state: CliState) -> None:
@@ -142,7 +122,10 @@ def stop(state: CliState) -> None:
         click.echo("CALSYNC_BROKER_URL is set: there is no embedded Redis to stop", err=True)
         return
     embedded = EmbeddedRedis(settings.data_dir)
-    waiting = _live_workers(embedded.running_url(), RedisKeys(settings.redis_namespace))
+    waiting = []
+    if (url := embedded.running_url()) is not None:
+        with redis.Redis.from_url(url, socket_timeout=5) as client:
+            waiting = [worker.worker for worker in live_workers(client, RedisKeys(settings.redis_namespace))]
     stopped = embedded.stop()
     if waiting:  # they reconnect once a command starts it again, at the same address (README "Command line")
         click.echo(f"calsync: note: worker process(es) {', '.join(waiting)} still run and wait for Redis to come "
@@ -168,9 +151,6 @@ def rotate(state: CliState, batch: int) -> None:
     runtime = state.runtime
     if len(state.settings.cipher_keys) < 2:
         click.echo("calsync: note: only one secret key is configured; nothing can be rotated from an old key", err=True)
-    total = count_credentials(runtime.db)
-    with Progress(console=stderr, transient=not stderr.is_terminal) as progress:
-        task = progress.add_task("re-encrypting credentials", total=total)
-        report = rotate_credentials(runtime.db, runtime.cipher, batch=batch,
-                                    on_progress=lambda n: progress.advance(task, n))  # fmt: skip
+    with progress("re-encrypting credentials", count_credentials(runtime.db)) as advance:
+        report = rotate_credentials(runtime.db, runtime.cipher, batch=batch, on_progress=advance)
     print_json(report.as_json())

@@ -24,11 +24,8 @@ from calsync.core.runtime import resolve_broker_url, resolve_redis_url
 def _switch(state: CliState) -> Iterator[PauseSwitch]:
     settings = state.settings
     url = resolve_redis_url(settings, resolve_broker_url(settings))
-    client = redis.Redis.from_url(url)
-    try:
+    with redis.Redis.from_url(url) as client:
         yield PauseSwitch(client, RedisKeys(settings.redis_namespace))
-    finally:
-        client.close()
 
 
 def _operator() -> str:

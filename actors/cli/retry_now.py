@@ -6,7 +6,7 @@ import click
 
 from calsync.actors.cli.common import CliState, pass_state, print_json
 from calsync.core.model.errors import InvalidChange
-from calsync.core.producer.retry_now import RetrySelection, retry_now
+from calsync.core.producer import retry_now as delayed_retries
 
 
 @click.command("retry-now")
@@ -16,12 +16,12 @@ from calsync.core.producer.retry_now import RetrySelection, retry_now
 @click.option("--reason", help='Only jobs whose last failure had this reason or error class, e.g. "rate limited".')
 @click.option("--all", "everything", is_flag=True, help="Every delayed job.")
 @pass_state
-def retry_now_command(
+def retry_now(
     state: CliState, tenant_id: str | None, account_id: str | None, entity_id: str | None, reason: str | None,
     everything: bool,
 ) -> None:  # fmt: skip
     """Make delayed retries ready now; idempotency keys stay, so no effect happens twice."""
-    selection = RetrySelection(tenant_id, account_id, entity_id, reason, everything)
+    selection = delayed_retries.RetrySelection(tenant_id, account_id, entity_id, reason, everything)
     if selection.is_empty():
         raise InvalidChange("nothing selected: give --account, --entity, --tenant, --reason or --all")
-    print_json(retry_now(state.runtime, selection).as_json())
+    print_json(delayed_retries.retry_now(state.runtime, selection).as_json())

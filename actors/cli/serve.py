@@ -2,43 +2,34 @@
 
 from __future__ import annotations
 
+import functools
 import os
 import sys
-from pathlib import Path
 
 import click
 import uvicorn
 from fastapi import FastAPI
 from uvicorn.supervisors import Multiprocess
 
-from calsync.actors.cli.common import CliState, pass_state
+from calsync.actors.cli.common import CliState, empty_directory, pass_state
 from calsync.core.api.app import create_app, openapi_document
 from calsync.core.api.server import listening_socket
-from calsync.core.api.wiring import services_from_runtime
+from calsync.core.api.services import services_from_runtime
 from calsync.core.config.logging import configure_logging
-from calsync.core.config.settings import Settings, child_environment, load_settings
+from calsync.core.config.settings import child_environment, load_settings
 from calsync.core.runtime import Runtime
 
 APP_FACTORY = "calsync.actors.cli.serve:app_from_environment"
 
 
-def _metrics_dir(settings: Settings) -> Path | None:
-    return settings.effective_metrics_dir / "api" if settings.api_workers > 1 else None
-
-
 def app_from_environment() -> FastAPI:
-    """One server process's application, built from ``CALSYNC_*`` (uvicorn's factory for ``--workers`` > 1)."""
+    """One of several server processes' application, built from ``CALSYNC_*`` (uvicorn's factory for ``--workers``
+    > 1): its metrics go to the directory all of them share, which /metrics sums."""
     settings = load_settings()
     configure_logging(settings.log_level)
     runtime = Runtime(settings, role="producer")
-    services = services_from_runtime(runtime, metrics_dir=_metrics_dir(settings))
+    services = services_from_runtime(runtime, metrics_dir=settings.effective_metrics_dir / "api")
     return create_app(services, on_shutdown=runtime.close)
-
-
-def _config(target: FastAPI | str, host: str, port: int, workers: int) -> uvicorn.Config:
-    # uvicorn's own access log would repeat ours without the trace id; our JSON handler stays in place.
-    return uvicorn.Config(target, host=host, port=port, workers=workers, factory=isinstance(target, str),
-                          access_log=False, log_config=None, proxy_headers=False, server_header=False)  # fmt: skip
 
 
 @click.command("serve")
@@ -58,22 +49,22 @@ def serve(state: CliState, host: str | None, port: int | None, workers: int | No
     workers = workers or settings.api_workers
     configure_logging(settings.log_level)
     runtime = state.runtime  # resolves the broker (starting the embedded Redis) and checks the schema once
+    # uvicorn's own access log would repeat ours without the trace id; our JSON handler stays in place.
+    config = functools.partial(uvicorn.Config, host=host, port=port, workers=workers, access_log=False,
+                               log_config=None, proxy_headers=False, server_header=False)  # fmt: skip
+    sockets = [listening_socket(host, port)]
     if workers == 1:
-        app = create_app(services_from_runtime(runtime))
         click.echo(f"calsync serve listening on http://{host}:{port}", err=True)
-        uvicorn.Server(_config(app, host, port, 1)).run(sockets=[listening_socket(host, port)])
+        uvicorn.Server(config(create_app(services_from_runtime(runtime)))).run(sockets=sockets)
         return
     pinned = settings.model_copy(
         update={"broker_url": runtime.broker_url, "redis_url": runtime.redis_url, "api_workers": workers}
     )
     directory = settings.effective_metrics_dir / "api"
-    directory.mkdir(parents=True, exist_ok=True)
-    for leftover in directory.glob("*.db"):
-        leftover.unlink(missing_ok=True)  # counters of a previous run would carry over
+    empty_directory(directory, "*.db")  # counters of a previous run would carry over
     # The server processes are spawned: they read the same settings, and prometheus_client its directory.
     os.environ.update(child_environment(pinned))
     os.environ["PROMETHEUS_MULTIPROC_DIR"] = str(directory)
     state.close()
     click.echo(f"calsync serve listening on http://{host}:{port} ({workers} processes)", err=True)
-    config = _config(APP_FACTORY, host, port, workers)
-    Multiprocess(config, sockets=[listening_socket(host, port)]).run()
+    Multiprocess(config(APP_FACTORY, factory=True), sockets=sockets).run()

@@ -9,14 +9,15 @@ from importlib import metadata
 from typing import Any
 
 from fastapi import FastAPI, Request, Response
+from prometheus_client import CONTENT_TYPE_LATEST
 
-from calsync.core.api import metrics, problems
+from calsync.core.api import problems
 from calsync.core.api.auth import KeyCache
 from calsync.core.api.limits import BodyLimit
 from calsync.core.api.problems import Problem
 from calsync.core.api.routes import changes, dead_letters, events, health, webhooks
 from calsync.core.api.services import ApiServices
-from calsync.core.api.tracing import RequestObserver
+from calsync.core.api.tracing import RequestObserver, exposition
 
 TITLE = "calsync HTTP intake"
 DESCRIPTION = (
@@ -24,7 +25,6 @@ DESCRIPTION = (
     "(`Authorization: Bearer <key>`). Errors are RFC 9457 `application/problem+json`. "
     "The wire contract with examples: docs/PROTOCOL.md."
 )
-_DEFAULT_MAX_BODY = 1_048_576
 
 
 def create_app(services: ApiServices | None, *, on_shutdown: Callable[[], None] | None = None) -> FastAPI:
@@ -44,14 +44,14 @@ def create_app(services: ApiServices | None, *, on_shutdown: Callable[[], None] 
     app.state.key_cache = KeyCache(services.key_cache_seconds if services else 0)
     for module in (changes, events, dead_letters, webhooks, health):
         app.include_router(module.router)
-    problems.install(app, retry_after=services.retry_after if services else 5)
+    problems.install(app)
     multiprocess_dir = services.metrics_dir if services else None
 
     @app.get("/metrics", include_in_schema=False)
     def prometheus_metrics(request: Request) -> Response:
-        return Response(metrics.exposition(multiprocess_dir), media_type=metrics.CONTENT_TYPE)
+        return Response(exposition(multiprocess_dir), media_type=CONTENT_TYPE_LATEST)
 
-    app.add_middleware(BodyLimit, max_bytes=services.max_body_bytes if services else _DEFAULT_MAX_BODY)
+    app.add_middleware(BodyLimit, max_bytes=services.max_body_bytes if services else ApiServices.max_body_bytes)
     app.add_middleware(RequestObserver)
     _describe_problems(app)
     return app
@@ -65,9 +65,7 @@ def _describe_problems(app: FastAPI) -> None:
         if app.openapi_schema is None:
             schema = generate()
             problem = Problem.model_json_schema(ref_template="#/components/schemas/{model}")
-            for name, definition in problem.pop("$defs", {}).items():
-                schema["components"]["schemas"][name] = definition
-            schema["components"]["schemas"]["Problem"] = problem
+            schema["components"]["schemas"].update(problem.pop("$defs", {}), Problem=problem)
             app.openapi_schema = schema
         return app.openapi_schema
 

@@ -9,11 +9,10 @@ only its id does. Keys that authenticated are cached for ``CALSYNC_API_KEY_CACHE
 from __future__ import annotations
 
 import datetime as dt
-import threading
 import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
-from typing import Final
+from typing import Annotated
 
 from fastapi import Depends, Request
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
@@ -24,12 +23,7 @@ from calsync.core.api.services import ApiServices
 from calsync.core.model.vocabulary import ApiScope
 from calsync.core.store import api_keys
 
-GRANTS: Final[dict[ApiScope, frozenset[ApiScope]]] = {
-    "read": frozenset({"read"}),
-    "submit": frozenset({"read", "submit"}),
-    "admin": frozenset({"read", "submit", "admin"}),
-}
-_MAX_KEY_LENGTH = 256
+_RANK: dict[ApiScope, int] = {"read": 0, "submit": 1, "admin": 2}  # a scope grants those ranked at or below it
 _bearer = HTTPBearer(auto_error=False, description="An API key from `calsync api-keys create`.")
 
 
@@ -44,10 +38,11 @@ class Principal:
 
 def services(request: Request) -> ApiServices:
     """The services the application was created with."""
-    found: ApiServices | None = request.app.state.services
-    if found is None:
-        raise RuntimeError("this application was built without services (OpenAPI document only)")
+    found: ApiServices = request.app.state.services
     return found
+
+
+Services = Annotated[ApiServices, Depends(services)]
 
 
 def _unauthorized(detail: str, *, error: str | None = None) -> ProblemError:
@@ -65,31 +60,33 @@ def require(scope: ApiScope) -> Callable[..., Awaitable[Principal]]:
         if credentials is None or credentials.scheme.lower() != "bearer" or not credentials.credentials:
             raise _unauthorized("send an API key as Authorization: Bearer <key>")
         presented = credentials.credentials
-        deps = services(request)
         cache: KeyCache = request.app.state.key_cache
         principal = cache.get(presented)
         if principal is None:
-            principal = await run_in_threadpool(_authenticate, deps, presented)
+            principal = await run_in_threadpool(_authenticate, services(request), presented)
             cache.put(presented, principal)
         request.state.principal = principal
-        if scope not in GRANTS[principal.scope]:
-            raise ProblemError(
-                403, "forbidden", "Forbidden", f"this key's scope {principal.scope!r} does not include {scope!r}",
-                headers={"WWW-Authenticate": f'Bearer realm="calsync", error="insufficient_scope", scope="{scope}"'},
-            )  # fmt: skip
+        if _RANK[scope] > _RANK[principal.scope]:
+            detail = f"this key's scope {principal.scope!r} does not include {scope!r}"
+            challenge = f'Bearer realm="calsync", error="insufficient_scope", scope="{scope}"'
+            raise ProblemError(403, "forbidden", "Forbidden", detail, headers={"WWW-Authenticate": challenge})
         return principal
 
     return dependency
 
 
+Reader = Annotated[Principal, Depends(require("read"))]
+Submitter = Annotated[Principal, Depends(require("submit"))]
+Admin = Annotated[Principal, Depends(require("admin"))]
+
+
 def _authenticate(deps: ApiServices, presented: str) -> Principal:
-    key = None
-    if len(presented) <= _MAX_KEY_LENGTH:
-        with deps.db.read() as conn:
-            key = api_keys.find_live(conn, presented)
+    with deps.db.read() as conn:
+        key = api_keys.find_live(conn, presented)
     if key is None:
         raise _unauthorized("the API key is unknown or revoked", error="invalid_token")
-    if key.last_used_at is None or _age(key.last_used_at) >= deps.key_touch_interval:
+    age = (dt.datetime.now(dt.UTC) - key.last_used_at).total_seconds() if key.last_used_at else None
+    if age is None or age >= deps.key_touch_interval:
         with deps.db.write() as conn:
             api_keys.touch(conn, key.id, older_than=deps.key_touch_interval)
     return Principal(key.id, key.tenant_id, key.scope)
@@ -99,7 +96,8 @@ class KeyCache:
     """Keys that authenticated recently, by digest, for ``ttl`` seconds: spares a database read per request.
 
     Only successful look-ups are kept (an unknown key always reaches the database), so a revoked key is
-    refused at most ``ttl`` seconds after ``calsync api-keys revoke``; 0 disables the cache.
+    refused at most ``ttl`` seconds after ``calsync api-keys revoke``; 0 disables the cache (an entry is then
+    expired as it is put). A single dict operation needs no lock; past ``_MAX_ENTRIES`` the cache starts over.
     """
 
     _MAX_ENTRIES = 10_000
@@ -107,26 +105,14 @@ class KeyCache:
     def __init__(self, ttl: float) -> None:
         self._ttl = ttl
         self._entries: dict[str, tuple[float, Principal]] = {}
-        self._lock = threading.Lock()
 
     def get(self, presented: str) -> Principal | None:
         """The cached principal of a key, if it authenticated within ``ttl``."""
-        if self._ttl <= 0:
-            return None
-        entry = self._entries.get(api_keys.key_hash(presented))
-        if entry is None or entry[0] < time.monotonic():
-            return None
-        return entry[1]
+        expires, principal = self._entries.get(api_keys.key_hash(presented), (0.0, None))
+        return principal if expires > time.monotonic() else None
 
     def put(self, presented: str, principal: Principal) -> None:
         """Remember a key that just authenticated."""
-        if self._ttl <= 0:
-            return
-        with self._lock:
-            if len(self._entries) >= self._MAX_ENTRIES:
-                self._entries.clear()
-            self._entries[api_keys.key_hash(presented)] = (time.monotonic() + self._ttl, principal)
-
-
-def _age(when: dt.datetime) -> float:
-    return (dt.datetime.now(dt.UTC) - when).total_seconds()
+        if len(self._entries) >= self._MAX_ENTRIES:
+            self._entries.clear()
+        self._entries[api_keys.key_hash(presented)] = (time.monotonic() + self._ttl, principal)

@@ -7,10 +7,6 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 from calsync.core.api.problems import ProblemError
 
 
-def _too_large(limit: int) -> ProblemError:
-    return ProblemError(413, "too-large", "Content Too Large", f"the body exceeds {limit} bytes")
-
-
 class BodyLimit:
     """Reads the body up to the limit (answering 413 beyond it), then hands it on in one message."""
 
@@ -22,32 +18,22 @@ class BodyLimit:
         if scope["type"] != "http":
             await self.app(scope, receive, send)
             return
-        declared = dict(scope["headers"]).get(b"content-length")
-        if declared is not None and declared.isdigit() and int(declared) > self.max_bytes:
-            await _too_large(self.max_bytes).response()(scope, receive, send)
-            return
-        chunks: list[bytes] = []
-        size = 0
-        while True:
+        declared = dict(scope["headers"]).get(b"content-length", b"")
+        too_large = declared.isdigit() and int(declared) > self.max_bytes  # refused unread when it says so
+        body = b""
+        more = not too_large
+        while more:
             message = await receive()
-            if message["type"] != "http.request":
-                break
-            chunk = message.get("body", b"")
-            size += len(chunk)
-            if size > self.max_bytes:
-                await _too_large(self.max_bytes).response()(scope, receive, send)
-                return
-            chunks.append(chunk)
-            if not message.get("more_body", False):
-                break
-        body = b"".join(chunks)
-        delivered = False
+            body += message.get("body", b"")
+            too_large = len(body) > self.max_bytes
+            more = not too_large and message["type"] == "http.request" and message.get("more_body", False)
+        if too_large:
+            problem = ProblemError(413, "too-large", "Content Too Large", f"the body exceeds {self.max_bytes} bytes")
+            await problem.response()(scope, receive, send)
+            return
+        messages = iter([{"type": "http.request", "body": body, "more_body": False}])
 
         async def replay() -> Message:
-            nonlocal delivered
-            if not delivered:
-                delivered = True
-                return {"type": "http.request", "body": body, "more_body": False}
-            return await receive()
+            return next(messages, None) or await receive()
 
         await self.app(scope, replay, send)

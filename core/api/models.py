@@ -10,7 +10,6 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 from calsync.core.model.calendar import BusinessStatus, EventState, SendUpdates
 from calsync.core.model.ids import Identifier
 from calsync.core.model.vocabulary import DeadLetterKind, SyncStatus, WaitReason
-from calsync.core.producer.receipts import Receipt
 from calsync.core.store.targets import TargetRow
 
 MAX_REPLAY = 1000
@@ -26,11 +25,6 @@ class ReceiptOut(BaseModel):
     deferred_accounts: list[str] = Field(
         description="Accounts whose job could not be enqueued after the commit; the reconciler enqueues them."
     )
-
-    @classmethod
-    def of(cls, receipt: Receipt) -> ReceiptOut:
-        """From the intake's receipt."""
-        return cls.model_validate(receipt.as_json())
 
 
 class TargetOut(BaseModel):
@@ -52,14 +46,6 @@ class TargetOut(BaseModel):
     due_at: dt.datetime | None = Field(description="When a pending target's job is due (for a waiting one: until when "
                                        "it waits, as last noted).")  # fmt: skip
     updated_at: dt.datetime
-
-    @classmethod
-    def of(cls, row: TargetRow) -> TargetOut:
-        """From a stored target."""
-        return cls(account_id=row.account_id, wanted=row.wanted, status=row.status, wanted_version=row.wanted_version,
-                   synced_version=row.synced_version, external_id=row.external_id, last_error=row.last_error,
-                   error_class=row.error_class, wait_reason=row.waiting, due_at=row.due_at,
-                   updated_at=row.updated_at)  # fmt: skip
 
 
 class EventOut(BaseModel):
@@ -86,13 +72,11 @@ class EventOut(BaseModel):
                    start=event.start.isoformat(), end=event.end.isoformat(), time_zone=event.time_zone,
                    all_day=event.all_day, location=event.location, description=event.description,
                    attendees=list(event.attendees), send_updates=event.send_updates,
-                   targets=[TargetOut.of(row) for row in rows])  # fmt: skip
+                   targets=[TargetOut.model_validate(row.as_json()) for row in rows])  # fmt: skip
 
 
 class DeadLetterOut(BaseModel):
     """One dead letter of the key's tenant."""
-
-    model_config = ConfigDict(extra="ignore")
 
     id: int
     kind: DeadLetterKind
@@ -124,21 +108,6 @@ class DeadLetterPage(BaseModel):
     next_cursor: str | None
 
 
-class DeadLetterQuery(BaseModel):
-    """The filters and page of ``GET /v1/dead-letters`` (an unknown parameter is refused, not ignored)."""
-
-    model_config = ConfigDict(extra="forbid")
-
-    status: Literal["open", "replayed", "discarded", "all"] = "open"
-    account_id: Identifier | None = None
-    entity_id: Identifier | None = None
-    reason: str | None = Field(default=None, max_length=128)
-    error_class: str | None = Field(default=None, max_length=128)
-    job_type: str | None = Field(default=None, max_length=64)
-    limit: int = Field(default=100, ge=1, le=500)
-    cursor: str | None = Field(default=None, max_length=64, description="next_cursor of the previous page.")
-
-
 class DeadLetterSelection(BaseModel):
     """Which open dead letters of the tenant to replay (all given conditions must hold)."""
 
@@ -149,6 +118,14 @@ class DeadLetterSelection(BaseModel):
     reason: str | None = Field(default=None, max_length=128)
     error_class: str | None = Field(default=None, max_length=128)
     job_type: str | None = Field(default=None, max_length=64)
+
+
+class DeadLetterQuery(DeadLetterSelection):
+    """The filters and page of ``GET /v1/dead-letters`` (an unknown parameter is refused, not ignored)."""
+
+    status: Literal["open", "replayed", "discarded", "all"] = "open"
+    limit: int = Field(default=100, ge=1, le=500)
+    cursor: str | None = Field(default=None, max_length=64, description="next_cursor of the previous page.")
 
 
 class ReplayRequest(BaseModel):

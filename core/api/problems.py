@@ -77,20 +77,14 @@ class ProblemError(Exception):
         headers: Mapping[str, str] | None = None,
     ) -> None:
         super().__init__(detail or title)
-        self.status = status
-        self.slug = slug
-        self.title = title
-        self.detail = detail
-        self.errors = list(errors) if errors is not None else None
+        errors = None if errors is None else list(errors)
+        self.problem = Problem(type=_TYPE + slug, title=title, status=status, detail=detail, errors=errors)
         self.headers = dict(headers or {})
 
     def response(self) -> JSONResponse:
         """The problem as an HTTP response."""
-        doc = Problem(type=_TYPE + self.slug, title=self.title, status=self.status, detail=self.detail,
-                      errors=self.errors)  # fmt: skip
-        return JSONResponse(
-            doc.model_dump(exclude_none=True), status_code=self.status, media_type=PROBLEM_JSON, headers=self.headers
-        )
+        document = self.problem.model_dump(exclude_none=True)
+        return JSONResponse(document, self.problem.status, self.headers, media_type=PROBLEM_JSON)
 
 
 def not_found(what: str) -> ProblemError:
@@ -98,15 +92,21 @@ def not_found(what: str) -> ProblemError:
     return ProblemError(404, "not-found", "Not Found", f"{what} does not exist")
 
 
+def invalid(detail: str, errors: list[FieldError]) -> ProblemError:
+    """422: the request breaks the contract; ``errors`` names every bad field."""
+    return ProblemError(422, "validation", "Unprocessable Content", detail, errors=errors)
+
+
+def _malformed(why: str) -> ProblemError:
+    return ProblemError(400, "malformed", "Malformed Request Body", why)
+
+
 def field_errors_of(message: str) -> list[FieldError]:
     """Split an intake message (``a.b: why; c: why``) into one entry per field."""
-    found = []
-    for part in message.split("; "):
-        match = _FIELD_MESSAGE.match(part)
-        found.append(
-            FieldError(field=match[1], message=match[2]) if match else FieldError(field="(body)", message=part)
-        )
-    return found
+    matches = ((_FIELD_MESSAGE.match(part), part) for part in message.split("; "))
+    return [
+        FieldError(field=m[1], message=m[2]) if m else FieldError(field="(body)", message=part) for m, part in matches
+    ]
 
 
 def _location(loc: Sequence[Any]) -> str:
@@ -116,91 +116,71 @@ def _location(loc: Sequence[Any]) -> str:
     return ".".join(parts) or "(body)"
 
 
-def validation_problem(exc: RequestValidationError) -> ProblemError:
-    """FastAPI's validation report as a 400 (not JSON) or a 422 naming every bad field."""
-    errors = exc.errors()
-    if any(err.get("type") == "json_invalid" for err in errors):
-        detail = "; ".join(str(err.get("msg", "")) for err in errors if err.get("type") == "json_invalid")
-        return ProblemError(400, "malformed", "Malformed Request Body", f"the body is not valid JSON: {detail}")
-    fields = [FieldError(field=_location(err.get("loc", ())), message=field_message(err)) for err in errors]
-    return ProblemError(422, "validation", "Unprocessable Content", "the request breaks the contract", errors=fields)
-
-
-def is_json(content_type: str | None) -> bool:
-    """``application/json`` or an ``application/…+json`` type, whatever its parameters (``; charset=utf-8``)."""
-    media = (content_type or "").split(";", 1)[0].strip().lower()
-    return media == JSON or (media.startswith("application/") and media.endswith("+json"))
-
-
-def unsupported_media_type(request: Request, exc: RequestValidationError) -> ProblemError | None:
-    """415 for a body the route could not read because it came as another media type than JSON (or as none)."""
+def _unreadable(request: Request, exc: RequestValidationError) -> ProblemError:
+    """FastAPI's validation report: 415 for a body sent as another media type than JSON (or as none), 400 for one
+    that is not JSON, else 422 naming every bad field."""
+    reported = exc.errors()
     content_type = request.headers.get("content-type")
-    if not exc.body or is_json(content_type) or not any(err.get("loc", ("",))[0] == "body" for err in exc.errors()):
-        return None
-    return ProblemError(
-        415, "unsupported-media-type", "Unsupported Media Type",
-        f"the body must be sent as {JSON} (Content-Type: {content_type or 'none'})",
-        errors=[FieldError(field="header.Content-Type", message=f"must be {JSON}")], headers={"Accept": JSON},
-    )  # fmt: skip
+    # application/json or an application/…+json type, whatever its parameters (; charset=utf-8)
+    media = (content_type or "").split(";", 1)[0].strip().lower()
+    as_json = media == JSON or (media.startswith("application/") and media.endswith("+json"))
+    if exc.body and not as_json and any(err.get("loc", ("",))[0] == "body" for err in reported):
+        detail = f"the body must be sent as {JSON} (Content-Type: {content_type or 'none'})"
+        errors = [FieldError(field="header.Content-Type", message=f"must be {JSON}")]
+        return ProblemError(
+            415, "unsupported-media-type", "Unsupported Media Type", detail, errors=errors, headers={"Accept": JSON}
+        )
+    if any(err.get("type") == "json_invalid" for err in reported):
+        detail = "; ".join(str(err.get("msg", "")) for err in reported if err.get("type") == "json_invalid")
+        return _malformed(f"the body is not valid JSON: {detail}")
+    fields = [FieldError(field=_location(err.get("loc", ())), message=field_message(err)) for err in reported]
+    return invalid("the request breaks the contract", fields)
 
 
-def unreadable_body(exc: StarletteHTTPException) -> ProblemError | None:
-    """400 for a body that is JSON the parser refused (FastAPI's 400 carries the parser's error as its cause)."""
-    if exc.status_code != 400 or exc.__cause__ is None:
-        return None
-    why = str(exc.__cause__).split(";", 1)[0] or type(exc.__cause__).__name__
-    return ProblemError(400, "malformed", "Malformed Request Body", f"the body cannot be read as JSON: {why}")
+def _problem_of(request: Request, exc: Exception) -> ProblemError:
+    """The answer to an error a route or dependency raised (most specific class first)."""
+    match exc:
+        case ProblemError():
+            return exc
+        case RequestValidationError():
+            return _unreadable(request, exc)
+        case StarletteHTTPException(status_code=400) if exc.__cause__ is not None:
+            # JSON the parser refused (a number of more than 4300 digits): FastAPI's 400 carries its error as cause.
+            why = str(exc.__cause__).split(";", 1)[0] or type(exc.__cause__).__name__
+            return _malformed(f"the body cannot be read as JSON: {why}")
+        case StarletteHTTPException():
+            title = {404: "Not Found", 405: "Method Not Allowed"}.get(exc.status_code, "HTTP Error")
+            return ProblemError(exc.status_code, "http", title, str(exc.detail), headers=exc.headers)
+        case IdempotencyKeyReused():
+            errors = [FieldError(field="header.Idempotency-Key", message=str(exc))]
+            return ProblemError(422, "idempotency-key-reused", "Idempotency-Key Reused", str(exc), errors=errors)
+        case InvalidChange() | EntityNotFound():
+            return invalid(str(exc), field_errors_of(str(exc)))
+        case PermanentError():
+            return ProblemError(422, "rejected", "Unprocessable Content", f"{exc.reason}: {exc}")
+        case DataError():
+            # A value the model accepts but the database cannot store (e.g. a NUL character on PostgreSQL).
+            detail = f"a value cannot be stored: {str(exc.orig).splitlines()[0]}"
+            return ProblemError(422, "unstorable", "Unprocessable Content", detail)
+        case TemporaryError():
+            log.warning("dependency unavailable: %s", exc, extra={"fields": {"error_class": exc.error_class}})
+            detail = "a dependency is unreachable; nothing was saved"
+            headers = {"Retry-After": str(request.app.state.services.retry_after)}
+            return ProblemError(503, "unavailable", "Service Unavailable", detail, headers=headers)
+    raise exc
 
 
-def install(app: FastAPI, *, retry_after: int) -> None:
+_ANSWERED = (ProblemError, RequestValidationError, StarletteHTTPException, PermanentError, TemporaryError, DataError)
+
+
+def install(app: FastAPI) -> None:
     """Answer every error the application can raise with a problem document."""
 
-    @app.exception_handler(ProblemError)
-    async def _problem(request: Request, exc: ProblemError) -> JSONResponse:
-        return exc.response()
+    async def answer(request: Request, exc: Exception) -> JSONResponse:
+        return _problem_of(request, exc).response()
 
-    @app.exception_handler(RequestValidationError)
-    async def _validation(request: Request, exc: RequestValidationError) -> JSONResponse:
-        return (unsupported_media_type(request, exc) or validation_problem(exc)).response()
-
-    @app.exception_handler(StarletteHTTPException)
-    async def _http(request: Request, exc: StarletteHTTPException) -> JSONResponse:
-        if (unreadable := unreadable_body(exc)) is not None:
-            return unreadable.response()
-        title = {404: "Not Found", 405: "Method Not Allowed"}.get(exc.status_code, "HTTP Error")
-        headers = dict(exc.headers or {})
-        return ProblemError(exc.status_code, "http", title, str(exc.detail), headers=headers).response()
-
-    @app.exception_handler(IdempotencyKeyReused)
-    async def _reused(request: Request, exc: IdempotencyKeyReused) -> JSONResponse:
-        errors = [FieldError(field="header.Idempotency-Key", message=str(exc))]
-        return ProblemError(422, "idempotency-key-reused", "Idempotency-Key Reused", str(exc), errors=errors).response()
-
-    @app.exception_handler(InvalidChange)
-    async def _invalid(request: Request, exc: InvalidChange) -> JSONResponse:
-        return ProblemError(422, "validation", "Unprocessable Content", str(exc),
-                            errors=field_errors_of(str(exc))).response()  # fmt: skip
-
-    @app.exception_handler(EntityNotFound)
-    async def _missing(request: Request, exc: EntityNotFound) -> JSONResponse:
-        return ProblemError(422, "validation", "Unprocessable Content", str(exc),
-                            errors=field_errors_of(str(exc))).response()  # fmt: skip
-
-    @app.exception_handler(PermanentError)
-    async def _permanent(request: Request, exc: PermanentError) -> JSONResponse:
-        return ProblemError(422, "rejected", "Unprocessable Content", f"{exc.reason}: {exc}").response()
-
-    @app.exception_handler(DataError)
-    async def _unstorable(request: Request, exc: DataError) -> JSONResponse:
-        # A value the model accepts but the database cannot store (e.g. a NUL character on PostgreSQL).
-        detail = f"a value cannot be stored: {str(exc.orig).splitlines()[0]}"
-        return ProblemError(422, "unstorable", "Unprocessable Content", detail).response()
-
-    @app.exception_handler(TemporaryError)
-    async def _unavailable(request: Request, exc: TemporaryError) -> JSONResponse:
-        log.warning("dependency unavailable: %s", exc, extra={"fields": {"error_class": exc.error_class}})
-        return ProblemError(503, "unavailable", "Service Unavailable", "a dependency is unreachable; nothing was saved",
-                            headers={"Retry-After": str(retry_after)}).response()  # fmt: skip
+    for kind in _ANSWERED:
+        app.add_exception_handler(kind, answer)
 
 
 async def answer_unexpected(error: Exception, scope: Scope, receive: Receive, send: Send) -> None:
@@ -210,6 +190,5 @@ async def answer_unexpected(error: Exception, scope: Scope, receive: Receive, se
     it would answer it too and re-raise it for the server to log again (one error, two tracebacks).
     """
     log.error("unhandled error", exc_info=error)
-    await ProblemError(500, "internal", "Internal Server Error", "an unexpected error; see the server log").response()(
-        scope, receive, send
-    )
+    problem = ProblemError(500, "internal", "Internal Server Error", "an unexpected error; see the server log")
+    await problem.response()(scope, receive, send)

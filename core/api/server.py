@@ -2,9 +2,9 @@
 
 asyncio turns on ``TCP_NODELAY`` only for sockets whose ``proto`` is ``IPPROTO_TCP``; a socket made with
 ``socket.socket(family)`` (uvicorn's ``bind_socket`` for ``--workers`` > 1, or a test's) has ``proto`` 0, so
-the headers and the body of an answer, written separately, wait for the client's delayed ACK: about 40 ms
-per request on Linux (measured: 44 ms for ``/healthz``, 2 ms with the option). Linux hands the listening
-socket's ``TCP_NODELAY`` on to every connection it accepts, so it is set here once.
+the headers and the body of an answer, written separately, wait for the client's delayed ACK (tens of
+milliseconds per request on Linux: docs/notes/performance.md). Linux hands the listening socket's
+``TCP_NODELAY`` on to every connection it accepts, so it is set here once.
 """
 
 from __future__ import annotations

@@ -1,21 +1,22 @@
-"""What the HTTP application uses, handed in by its composition root (tests build their own)."""
+"""What the HTTP application uses, handed in by its composition root (tests build their own), and the services of
+one runtime: its database, its intake, the DLQ operations and readiness checks."""
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
+from functools import partial
 from pathlib import Path
 
+from calsync.core.observability.pipeline_state import StateReader
+from calsync.core.producer import dead_letters
 from calsync.core.producer.dead_letters import ReplayReport
-from calsync.core.producer.submit import Intake
+from calsync.core.producer.submit import Intake, Producer
+from calsync.core.runtime import Runtime
 from calsync.core.store.database import Database
 from calsync.core.store.dead_letters import DeadLetter
 from calsync.core.webhooks import Endpoints
-
-Replay = Callable[[list[DeadLetter]], ReplayReport]
-Discard = Callable[[Iterable[int], str | None], list[int]]
-# A readiness check raises when its dependency cannot be reached (the database is always checked).
-Check = Callable[[], object]
 
 
 @dataclass(frozen=True)
@@ -24,9 +25,10 @@ class ApiServices:
 
     db: Database
     intake: Intake
-    replay: Replay
-    discard: Discard
-    checks: Mapping[str, Check] = field(default_factory=dict)
+    replay: Callable[[list[DeadLetter]], ReplayReport]
+    discard: Callable[[Iterable[int], str | None], list[int]]  # the ids discarded
+    # A readiness check raises when its dependency cannot be reached (the database is always checked).
+    checks: Mapping[str, Callable[[], object]] = field(default_factory=dict)
     max_body_bytes: int = 1_048_576
     key_touch_interval: float = 60
     key_cache_seconds: float = 5
@@ -34,3 +36,26 @@ class ApiServices:
     # Set when several server processes share one port: /metrics then sums their multiprocess files.
     metrics_dir: Path | None = None
     webhooks: Endpoints | None = None  # /v1/webhooks (None: answered 404)
+
+
+def services_from_runtime(runtime: Runtime, *, metrics_dir: Path | None = None) -> ApiServices:
+    """Everything the application needs, bound to ``runtime`` (which the caller closes)."""
+    settings = runtime.settings
+    reader = StateReader(runtime)
+
+    def broker() -> None:
+        reader.queues(time.time())  # Redis: one script on the queue keys; RabbitMQ: a passive declare
+
+    return ApiServices(
+        db=runtime.db,
+        intake=Producer(runtime),
+        replay=partial(dead_letters.replay, runtime),
+        discard=lambda record_ids, note: dead_letters.discard(runtime, record_ids, note=note),
+        checks={"broker": broker},
+        max_body_bytes=settings.api_max_body_bytes,
+        key_touch_interval=settings.api_key_touch_interval,
+        key_cache_seconds=settings.api_key_cache_seconds,
+        retry_after=settings.api_retry_after,
+        metrics_dir=metrics_dir,
+        webhooks=Endpoints.from_settings(runtime.db, runtime.cipher, settings),
+    )

@@ -135,7 +135,7 @@ class RedisKeys:
         """Hash of one account's traffic state: token bucket, "blocked until", circuit breaker (ms, Redis time).
 
         Written by the admit and settle scripts of :class:`core.traffic.store.TrafficStore` in workers; read by
-        the same scripts and by ``calsync status`` / the exporter (core.observability.readings). TTL a day.
+        the same scripts and by ``calsync status`` / the exporter (core.observability.pipeline_state). TTL a day.
         """
         return f"{self.namespace}:traffic:account:{provider}:{account_id}"
 

@@ -7,7 +7,7 @@ from dataclasses import replace
 
 import pytest
 
-from calsync.core.api.wiring import services_from_runtime
+from calsync.core.api.services import services_from_runtime
 from tests.api.live import LiveApi, serving
 from tests.support import Pipeline
 

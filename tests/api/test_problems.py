@@ -10,7 +10,7 @@ from typing import Any
 import httpx
 import pytest
 
-from calsync.core.api.wiring import services_from_runtime
+from calsync.core.api.services import services_from_runtime
 from calsync.core.runtime import Runtime
 from calsync.core.store import api_keys, events
 from calsync.core.store.database import Database
@@ -45,8 +45,12 @@ def test_every_bad_field_is_named_in_one_422(api: LiveApi, pipeline: Pipeline) -
     with api.client(api.key()) as http:
         answer = http.post("/v1/changes", json=doc)
     messages = {error["field"]: error["message"] for error in _problem(answer, 422)["errors"]}
-    assert messages == {"event.title": "must not be empty", "event.attendees.0": "must be an email address",
-                        "send_updates": "must be 'all', 'external_only' or 'none'", "colour": "is not a known field"}
+    assert messages == {
+        "event.title": "must not be empty",
+        "event.attendees.0": "must be an email address",
+        "send_updates": "must be 'all', 'external_only' or 'none'",
+        "colour": "is not a known field",
+    }
     assert pipeline.dead_letters() == []
 
 

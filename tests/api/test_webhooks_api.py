@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from calsync.core.api.wiring import services_from_runtime
+from calsync.core.api.services import services_from_runtime
 from calsync.core.store.crypto import generate_key
 from tests.api.live import LiveApi, serving
 from tests.support import Pipeline

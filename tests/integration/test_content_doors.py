@@ -22,7 +22,7 @@ from typing import Any, Literal
 import pytest
 from hypothesis import HealthCheck, example, given, settings
 
-from calsync.core.api.wiring import services_from_runtime
+from calsync.core.api.services import services_from_runtime
 from calsync.core.model.calendar import Target
 from calsync.core.model.errors import PermanentError
 from calsync.core.producer.intake_job import intake_actor

@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 
 from calsync.core.messaging.consumer_pause import pause_of
-from calsync.core.observability.readings import StatusReader
+from calsync.core.observability.pipeline_state import StateReader
 from calsync.core.worker.pause import PauseGate
 from tests.cli.process import calsync, json_out
 from tests.support import Pipeline, wait_until
@@ -24,7 +24,7 @@ def paused_pipeline(settings_factory: Any) -> Any:
 
 
 def _every_worker_paused(pipeline: Pipeline) -> bool:
-    workers = StatusReader(pipeline.runtime).workers()
+    workers = StateReader(pipeline.runtime).workers()
     return bool(workers) and all(w.paused for w in workers)
 
 

@@ -13,7 +13,7 @@ import pytest
 from sqlalchemy import func, select
 
 from calsync.actors.cli.common import EXIT_BAD_INPUT
-from calsync.core.api.wiring import services_from_runtime
+from calsync.core.api.services import services_from_runtime
 from calsync.core.model.errors import InvalidChange
 from calsync.core.model.intake import INTAKE_JOB
 from calsync.core.store.schema import events

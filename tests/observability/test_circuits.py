@@ -10,7 +10,7 @@ from prometheus_client import generate_latest
 
 from calsync.actors.cli.main import cli
 from calsync.core.observability.exporter import exporter_registry
-from calsync.core.observability.readings import StatusReader
+from calsync.core.observability.pipeline_state import StateReader
 from calsync.core.traffic import Limits, TrafficStore
 from tests.observability.conftest import parse
 from tests.support import Pipeline
@@ -26,7 +26,7 @@ def _fail(traffic: TrafficStore, provider: str, account: str, times: int, ending
 
 
 def _since(moment: float) -> float:
-    # Seconds since ``moment``, plus the readings' millisecond rounding: the block can only have shrunk by that.
+    # Seconds since ``moment``, plus the state's millisecond rounding: the block can only have shrunk by that.
     return time.monotonic() - moment + 0.002
 
 
@@ -51,7 +51,7 @@ def test_an_open_provider_breaker_and_open_account_breakers_show_in_status_and_m
     table = CliRunner().invoke(cli, ["status"], env=pipeline.settings.as_environment()).output
     assert "circuit breakers" in table and "calendar-1" in table
 
-    page = parse(generate_latest(exporter_registry(StatusReader(pipeline.runtime))).decode())
+    page = parse(generate_latest(exporter_registry(StateReader(pipeline.runtime))).decode())
     assert page.value("calsync_circuit_state", provider="graph", scope="provider") == 2
     assert page.value("calsync_circuit_state", provider="google", scope="provider") == 0
     assert page.value("calsync_circuit_state", provider="google", scope="account") == 2

@@ -1,4 +1,4 @@
-"""``calsync status``: the same readings as the exporter, plus recent throughput, as JSON, a table or a live view."""
+"""``calsync status``: the same state as the exporter, plus recent throughput, as JSON, a table or a live view."""
 
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ from calsync.actors.cli.status import Status, format_age, read_status
 from calsync.core.model.intake import INTAKE_JOB
 from calsync.core.model.payload import SYNC_JOB
 from calsync.core.model.vocabulary import Outcome
-from calsync.core.observability.readings import StatusReader
+from calsync.core.observability.pipeline_state import StateReader
 from calsync.core.redis.stats import JobStats
 from tests.support import Pipeline
 
@@ -66,7 +66,7 @@ def test_watch_refreshes_until_its_count(pipeline: Pipeline, monkeypatch: pytest
     _busy(pipeline)
     reads: list[Status] = []
 
-    def counted(reader: StatusReader, stats: JobStats) -> Status:
+    def counted(reader: StateReader, stats: JobStats) -> Status:
         reads.append(read_status(reader, stats))
         return reads[-1]
 

@@ -14,7 +14,7 @@ import pytest
 from prometheus_client import REGISTRY
 
 from calsync.actors.cli.status import read_status, render
-from calsync.core.observability.readings import StatusReader, worker_reading
+from calsync.core.observability.pipeline_state import StateReader, live_worker
 from calsync.core.worker.heartbeat import Heartbeat, ThreadCount, probe_command
 from tests.support import Pipeline, wait_until
 
@@ -54,7 +54,7 @@ def test_a_worker_thread_that_dies_fails_the_liveness_probe(
     kill = dramatiq.actor(broker=pipeline.broker, queue_name=settings.queue, actor_name=KILLER)(lambda: None)
     [heartbeat] = [m for m in pipeline.broker.middleware if isinstance(m, Heartbeat)]
     directory = settings.effective_heartbeat_dir
-    reader = StatusReader(pipeline.runtime)
+    reader = StateReader(pipeline.runtime)
     try:
         with pipeline.worker(threads=2):
             wait_until(lambda: _gauge("calsync_worker_threads_alive", heartbeat) == 2, what="two live threads")
@@ -71,7 +71,7 @@ def test_a_worker_thread_that_dies_fails_the_liveness_probe(
             stored = json.loads(pipeline.runtime.redis.get(heartbeat.key) or "{}")
             assert (stored["threads"], stored["threads_alive"]) == (2, 1)  # still renewed: status names it
             status = read_status(reader, pipeline.runtime.stats)
-            [unhealthy] = status.reading.workers_unhealthy or []
+            [unhealthy] = [w for w in status.state.workers or [] if not w.healthy]
             assert (unhealthy.worker, unhealthy.threads_alive, unhealthy.threads) == (heartbeat.worker, 1, 2)
             doc = status.as_json()
             assert doc["workers"] == [{"worker": heartbeat.worker, "threads": 2, "threads_alive": 1, "healthy": False,
@@ -97,12 +97,12 @@ def test_a_graceful_stop_is_not_a_lost_thread(settings_factory: Any) -> None:
 
 
 def test_a_heartbeat_value_is_read_back_whatever_it_holds() -> None:
-    assert worker_reading("ns:heartbeat:h:1", b'{"worker": "h:1", "threads": 4, "threads_alive": 3}').healthy is False
-    assert worker_reading("ns:heartbeat:h:1", b'{"worker": "h:1", "threads": 4, "threads_alive": 4}').healthy
-    older = worker_reading("ns:heartbeat:h:2", b'{"worker": "h:2"}')  # written before threads were counted
+    assert live_worker("ns:heartbeat:h:1", b'{"worker": "h:1", "threads": 4, "threads_alive": 3}').healthy is False
+    assert live_worker("ns:heartbeat:h:1", b'{"worker": "h:1", "threads": 4, "threads_alive": 4}').healthy
+    older = live_worker("ns:heartbeat:h:2", b'{"worker": "h:2"}')  # written before threads were counted
     assert (older.worker, older.threads, older.healthy) == ("h:2", None, True)
-    assert worker_reading("ns:heartbeat:h:3", b"not json").worker == "h:3"
-    assert worker_reading("ns:heartbeat:h:4", b'{"threads": true, "threads_alive": "2"}').threads is None
+    assert live_worker("ns:heartbeat:h:3", b"not json").worker == "h:3"
+    assert live_worker("ns:heartbeat:h:4", b'{"threads": true, "threads_alive": "2"}').threads is None
 
 
 def _text(renderable: Any) -> str:

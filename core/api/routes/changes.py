@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from typing import Annotated
 
-from fastapi import APIRouter, Body, Depends, Header, Request
+from fastapi import APIRouter, Body, Header, Request
 
-from calsync.core.api.auth import Principal, require, services
+from calsync.core.api.auth import Submitter, services
 from calsync.core.api.models import ReceiptOut
 from calsync.core.api.routes.common import AUTHENTICATED, problems
 from calsync.core.api.tracing import trace_id_of
@@ -37,7 +37,7 @@ IdempotencyKey = Annotated[
 def submit_change(
     request: Request,
     change: Annotated[Change, Body()],
-    principal: Annotated[Principal, Depends(require("submit"))],
+    principal: Submitter,
     idempotency_key: IdempotencyKey = None,
 ) -> ReceiptOut:
     """202 once the new version and every affected target are committed; jobs enqueued after the commit.
@@ -48,4 +48,4 @@ def submit_change(
     receipt = services(request).intake.submit(
         principal.tenant_id, change, trace_id=trace_id_of(request), request_key=idempotency_key
     )
-    return ReceiptOut.of(receipt)
+    return ReceiptOut.model_validate(receipt.as_json())

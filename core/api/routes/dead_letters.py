@@ -4,11 +4,12 @@ from __future__ import annotations
 
 import base64
 import binascii
+import contextlib
 from typing import Annotated
 
-from fastapi import APIRouter, Body, Depends, Path, Query, Request
+from fastapi import APIRouter, Body, Path, Query
 
-from calsync.core.api.auth import Principal, require, services
+from calsync.core.api.auth import Admin, Services
 from calsync.core.api.models import (
     MAX_RECORD_ID,
     MAX_REPLAY,
@@ -21,52 +22,45 @@ from calsync.core.api.models import (
     ReplayRequest,
     SkippedOut,
 )
-from calsync.core.api.problems import FieldError, ProblemError, not_found
+from calsync.core.api.problems import FieldError, ProblemError, invalid, not_found
 from calsync.core.api.routes.common import AUTHENTICATED, problems
 from calsync.core.store import dead_letter_pages, dead_letters
-from calsync.core.store.dead_letters import DeadLetter, DeadLetterFilter
+from calsync.core.store.dead_letters import DeadLetterFilter
 
 router = APIRouter(tags=["dead letters"])
-Admin = Annotated[Principal, Depends(require("admin"))]
-_CURSOR_PREFIX = "after:"
 
 
 def _cursor(record_id: int) -> str:
-    return base64.urlsafe_b64encode(f"{_CURSOR_PREFIX}{record_id}".encode()).decode()
+    return base64.urlsafe_b64encode(f"after:{record_id}".encode()).decode()
 
 
 def _after(cursor: str | None) -> int | None:
     if cursor is None:
         return None
-    try:
-        text = base64.urlsafe_b64decode(cursor.encode()).decode()
-        if text.startswith(_CURSOR_PREFIX) and text[len(_CURSOR_PREFIX) :].isdigit():
-            return int(text[len(_CURSOR_PREFIX) :])
-    except (binascii.Error, UnicodeError, ValueError):
-        pass
-    raise ProblemError(422, "validation", "Unprocessable Content", "the cursor is not one this API returned",
-                       errors=[FieldError(field="query.cursor", message="not a cursor from next_cursor")])  # fmt: skip
-
-
-def _out(record: DeadLetter) -> DeadLetterOut:
-    return DeadLetterOut.model_validate(record.as_json())
+    with contextlib.suppress(binascii.Error, UnicodeError, ValueError):
+        prefix, _, record_id = base64.urlsafe_b64decode(cursor).decode().partition(":")
+        if prefix == "after" and record_id.isdigit():
+            return int(record_id)
+    error = FieldError(field="query.cursor", message="not a cursor from next_cursor")
+    raise invalid("the cursor is not one this API returned", [error])
 
 
 @router.get(
     "/v1/dead-letters", response_model=DeadLetterPage, responses=problems(*AUTHENTICATED), summary="List dead letters"
 )
-def list_dead_letters(request: Request, principal: Admin, query: Annotated[DeadLetterQuery, Query()]) -> DeadLetterPage:
+def list_dead_letters(deps: Services, principal: Admin, query: Annotated[DeadLetterQuery, Query()]) -> DeadLetterPage:
     """The key's tenant's dead letters matching every filter given, oldest first."""
-    flt = DeadLetterFilter(
-        status=None if query.status == "all" else query.status, tenant_id=principal.tenant_id,
-        account_id=query.account_id, entity_id=query.entity_id, reason=query.reason, error_class=query.error_class,
-        job_type=query.job_type,
-    )  # fmt: skip
-    with services(request).db.read() as conn:
+    selection = query.model_dump(exclude={"status", "limit", "cursor"})
+    status = None if query.status == "all" else query.status
+    flt = DeadLetterFilter(status=status, tenant_id=principal.tenant_id, **selection)
+    with deps.db.read() as conn:
         found = dead_letter_pages.page(conn, flt, after_id=_after(query.cursor), limit=query.limit + 1)
     more = len(found) > query.limit
     items = found[: query.limit]
-    return DeadLetterPage(items=[_out(r) for r in items], next_cursor=_cursor(items[-1].id) if more else None)
+    return DeadLetterPage(
+        items=[DeadLetterOut.model_validate(r.as_json()) for r in items],
+        next_cursor=_cursor(items[-1].id) if more else None,
+    )
 
 
 @router.post(
@@ -76,24 +70,18 @@ def list_dead_letters(request: Request, principal: Admin, query: Annotated[DeadL
     summary="Replay dead letters by ids or by filter",
 )
 def replay_dead_letters(
-    request: Request, principal: Admin, selection: Annotated[ReplayRequest, Body()]
+    deps: Services, principal: Admin, selection: Annotated[ReplayRequest, Body()]
 ) -> ReplayReportOut:
     """Re-enqueue open records of the tenant (at most 1000 per call); ids of other tenants are skipped as not found."""
-    deps = services(request)
-    skipped: list[SkippedOut] = []
     with deps.db.read() as conn:
-        if selection.ids is not None:
-            records = []
-            for record_id in dict.fromkeys(selection.ids):
-                record = dead_letter_pages.get_of_tenant(conn, principal.tenant_id, record_id)
-                if record is None:
-                    skipped.append(SkippedOut(id=record_id, job_id=None, why="not found"))
-                else:
-                    records.append(record)
+        if selection.filter is None:
+            ids = dict.fromkeys(selection.ids or ())
+            found = {i: dead_letter_pages.get_of_tenant(conn, principal.tenant_id, i) for i in ids}
         else:
-            assert selection.filter is not None
             flt = DeadLetterFilter(status="open", tenant_id=principal.tenant_id, **selection.filter.model_dump())
-            records = dead_letters.find(conn, flt, limit=MAX_REPLAY)
+            found = {record.id: record for record in dead_letters.find(conn, flt, limit=MAX_REPLAY)}
+    records = [record for record in found.values() if record is not None]
+    skipped = [SkippedOut(id=i, job_id=None, why="not found") for i, record in found.items() if record is None]
     report = ReplayReportOut.model_validate(deps.replay(records).as_json())
     report.skipped.extend(skipped)
     return report
@@ -106,13 +94,12 @@ def replay_dead_letters(
     summary="Discard one dead letter",
 )
 def discard_dead_letter(
-    request: Request,
+    deps: Services,
     principal: Admin,
     record_id: Annotated[int, Path(ge=1, le=MAX_RECORD_ID)],
     body: Annotated[DiscardRequest | None, Body()] = None,
 ) -> DiscardedOut:
     """Close an open record of the tenant without replaying it."""
-    deps = services(request)
     with deps.db.read() as conn:
         record = dead_letter_pages.get_of_tenant(conn, principal.tenant_id, record_id)
     if record is None:

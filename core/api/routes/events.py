@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from typing import Annotated
 
-from fastapi import APIRouter, Depends, Path, Request
+from fastapi import APIRouter, Path
 
-from calsync.core.api.auth import Principal, require, services
+from calsync.core.api.auth import Reader, Services
 from calsync.core.api.models import EventOut
 from calsync.core.api.problems import not_found
 from calsync.core.api.routes.common import AUTHENTICATED, problems
@@ -23,12 +23,12 @@ router = APIRouter(tags=["events"])
     summary="Read an event and its sync state",
 )
 def get_event(
-    request: Request,
+    deps: Services,
     entity_id: Annotated[Identifier, Path(description="The entity id of the receipt.")],
-    principal: Annotated[Principal, Depends(require("read"))],
+    principal: Reader,
 ) -> EventOut:
     """The event of the key's tenant; another tenant's event is answered exactly like a missing one (404)."""
-    with services(request).db.read() as conn:
+    with deps.db.read() as conn:
         event = events.get_event(conn, principal.tenant_id, entity_id)
         if event is None:
             raise not_found(f"event {entity_id}")

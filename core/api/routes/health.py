@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-from fastapi import APIRouter, Request
+from fastapi import APIRouter
 from sqlalchemy import text
 
-from calsync.core.api.auth import services
+from calsync.core.api.auth import Services
 from calsync.core.api.models import Health
 from calsync.core.api.problems import ProblemError
 from calsync.core.api.routes.common import problems
@@ -20,9 +20,8 @@ def healthz() -> Health:
 
 
 @router.get("/readyz", response_model=Health, responses=problems(503), summary="Readiness")
-def readyz(request: Request) -> Health:
+def readyz(deps: Services) -> Health:
     """Every dependency answers; 503 names those that do not."""
-    deps = services(request)
 
     def database() -> None:
         with deps.db.read() as conn:
@@ -36,6 +35,8 @@ def readyz(request: Request) -> Health:
         except Exception as exc:
             failed.append(f"{name}: {type(exc).__name__}")
     if failed:
-        raise ProblemError(503, "not-ready", "Service Unavailable", "unreachable: " + ", ".join(failed),
-                           headers={"Retry-After": str(deps.retry_after)})  # fmt: skip
+        headers = {"Retry-After": str(deps.retry_after)}
+        raise ProblemError(
+            503, "not-ready", "Service Unavailable", "unreachable: " + ", ".join(failed), headers=headers
+        )
     return Health(status="ok", checks=dict.fromkeys(checks, "ok"))

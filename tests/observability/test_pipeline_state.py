@@ -1,4 +1,4 @@
-"""Each exporter reading against the real Redis, database and (when present) RabbitMQ: ready, delayed,
+"""The pipeline's state against the real Redis, database and (when present) RabbitMQ: ready, delayed,
 in flight, oldest age, dead letters, targets, workers, and what a source failure looks like."""
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ from calsync.core.messaging.messages import sync_message
 from calsync.core.model.intake import INTAKE_JOB
 from calsync.core.model.payload import SYNC_JOB, JobPayload, new_payload
 from calsync.core.observability.exporter import exporter_registry
-from calsync.core.observability.readings import QueueReading, StatusReader, ready_since
+from calsync.core.observability.pipeline_state import QueueDepth, StateReader, ready_since
 from calsync.core.runtime import Runtime
 from calsync.core.store import dead_letters, targets
 from calsync.core.store.dead_letters import DeadLetterRecord
@@ -27,7 +27,7 @@ from tests.support import Pipeline, utcnow, wait_until
 
 def _payload(entity: str = "evt-1", *, scheduled_at: dt.datetime | None = None) -> JobPayload:
     payload = new_payload(tenant_id="tenant-1", entity_id=entity, account_id="acc-1", operation="create",
-                          version=1, trace_id="trace-readings")  # fmt: skip
+                          version=1, trace_id="trace-state")  # fmt: skip
     return payload.model_copy(update={"scheduled_at": scheduled_at}) if scheduled_at else payload
 
 
@@ -36,8 +36,8 @@ def _message(queue: str, payload: JobPayload, *, created: float) -> dramatiq.Mes
     return fresh.copy(message_timestamp=int(created * 1000))
 
 
-def _queue(pipeline: Pipeline) -> QueueReading:
-    calendar, bulk, intake, webhooks = StatusReader(pipeline.runtime).queues(time.time())
+def _queue(pipeline: Pipeline) -> QueueDepth:
+    calendar, bulk, intake, webhooks = StateReader(pipeline.runtime).queues(time.time())
     settings = pipeline.settings
     assert (calendar.queue, bulk.queue, intake.queue, webhooks.queue) == (
         settings.queue, settings.effective_bulk_queue, settings.intake_queue, settings.webhook_queue)  # fmt: skip
@@ -119,10 +119,11 @@ def test_open_dead_letters_by_job_type_and_reason_and_the_oldest_age(pipeline: P
     with pipeline.runtime.db.write() as conn:
         [discarded] = dead_letters.find(conn, dead_letters.DeadLetterFilter(reason="invalid payload"))
         dead_letters.mark_discarded(conn, discarded.id, note="closed records do not count")
-    store = StatusReader(pipeline.runtime).store(time.time())
-    assert store.open_by_job_type() == {SYNC_JOB: 2, INTAKE_JOB: 0, "reconcile": 1}
-    assert store.open_by_reason() == {"forbidden": 2, "retries exhausted": 1}
-    assert 300 <= store.dead_letter_oldest_age_seconds < 330
+    store = StateReader(pipeline.runtime).store(time.time())
+    assert store.dead_letters.open == 3
+    assert store.dead_letters.open_by_job_type == {SYNC_JOB: 2, INTAKE_JOB: 0, "reconcile": 1}
+    assert store.dead_letters.open_by_reason == {"forbidden": 2, "retries exhausted": 1}
+    assert 300 <= store.dead_letters.oldest_age_seconds < 330
 
 
 def test_targets_by_status_and_the_most_overdue_pending_one(pipeline: Pipeline) -> None:
@@ -131,9 +132,9 @@ def test_targets_by_status_and_the_most_overdue_pending_one(pipeline: Pipeline) 
     with pipeline.runtime.db.write() as conn:
         targets.postpone(conn, TargetKey("tenant-1", late, account), due_at=utcnow() - dt.timedelta(seconds=100))
         targets.record_failed(conn, TargetKey("tenant-1", broken, account), version=1, error_class="X", message="x")
-    store = StatusReader(pipeline.runtime).store(time.time())
-    assert store.targets == {"pending": 2, "synced": 0, "failed": 1, "deleted": 0}
-    assert 100 <= store.pending_oldest_age_seconds < 130
+    store = StateReader(pipeline.runtime).store(time.time())
+    assert store.targets.by_status == {"pending": 2, "synced": 0, "failed": 1, "deleted": 0}
+    assert 100 <= store.targets.pending_oldest_age_seconds < 130
 
 
 def test_active_workers_are_the_unexpired_heartbeat_keys_of_this_namespace(pipeline: Pipeline) -> None:
@@ -143,8 +144,8 @@ def test_active_workers_are_the_unexpired_heartbeat_keys_of_this_namespace(pipel
     client.set(keys.worker_heartbeat("pod-c:7"), "{}", px=50)
     client.set(f"other{keys.worker_heartbeat('pod-d:7')}", "{}", px=60_000)
     try:
-        reader = StatusReader(pipeline.runtime)
-        wait_until(lambda: reader.workers_active() == 2, what="the short-lived heartbeat to expire")
+        reader = StateReader(pipeline.runtime)
+        wait_until(lambda: len(reader.workers()) == 2, what="the short-lived heartbeat to expire")
     finally:
         client.delete(f"other{keys.worker_heartbeat('pod-d:7')}")
 
@@ -153,9 +154,9 @@ def test_the_exporter_reports_a_source_it_cannot_read_and_keeps_the_others(setti
     settings = settings_factory(database_url="postgresql+psycopg://postgres@127.0.0.1:1/nowhere")
     runtime = Runtime(settings, check_schema=False)
     try:
-        reading = StatusReader(runtime).read()
+        reading = StateReader(runtime).read()
         assert set(reading.errors) == {"database"} and reading.store is None
-        page = parse(generate_latest(exporter_registry(StatusReader(runtime))).decode())
+        page = parse(generate_latest(exporter_registry(StateReader(runtime))).decode())
         up = [page.value("calsync_exporter_source_up", source=s) for s in ("broker", "database", "redis")]
         assert up == [1, 0, 1]
         assert page.value("calsync_queue_ready_messages", queue=settings.queue) == 0
@@ -171,7 +172,7 @@ def test_rabbitmq_reports_only_the_ready_count(pipeline: Pipeline, broker_kind: 
     pipeline.submit([account], title="two")
     reading = _queue(pipeline)
     assert reading.ready == 2
-    page = parse(generate_latest(exporter_registry(StatusReader(pipeline.runtime))).decode())
+    page = parse(generate_latest(exporter_registry(StateReader(pipeline.runtime))).decode())
     present = {name: bool(page.series(name)) for name in (
         "calsync_queue_ready_messages", "calsync_queue_delayed_messages", "calsync_queue_inflight_messages",
         "calsync_queue_oldest_message_age_seconds")}  # fmt: skip
@@ -181,7 +182,7 @@ def test_rabbitmq_reports_only_the_ready_count(pipeline: Pipeline, broker_kind: 
         missing = pipeline.settings.model_copy(update={"queue": f"missing{uuid.uuid4().hex[:8]}"})
         runtime = Runtime(missing, check_schema=False)
         try:
-            undeclared, _bulk, intake, _webhooks = StatusReader(runtime).queues(time.time())
+            undeclared, _bulk, intake, _webhooks = StateReader(runtime).queues(time.time())
             assert undeclared.ready == 0 and undeclared.queue == missing.queue and intake.queue == missing.intake_queue
         finally:
             runtime.close()
