@@ -198,7 +198,7 @@ def install(app: FastAPI, *, retry_after: int) -> None:
 
     @app.exception_handler(TemporaryError)
     async def _unavailable(request: Request, exc: TemporaryError) -> JSONResponse:
-        log.warning("dependency unavailable: %s", exc, extra={"fields": {"error_class": exc.error_class}})
+        log.warning("dependency unavailable: %s", exc, extra={"fields": {"error_class": type(exc).__name__}})
         return ProblemError(503, "unavailable", "Service Unavailable", "a dependency is unreachable; nothing was saved",
                             headers={"Retry-After": str(retry_after)}).response()  # fmt: skip
 
