@@ -30,9 +30,9 @@ from exchangelib import BASIC, NTLM, OAUTH2, Credentials, OAuth2Credentials
 from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError, field_validator, model_validator
 
 from calsync.core.model.account_rules import is_smtp_address
+from calsync.core.model.account_settings import settings_per_account
 from calsync.core.model.calendar import Account
 from calsync.core.model.errors import ConfigurationError
-from calsync.core.model.kept import kept_per_account
 from calsync.core.model.validation_wording import field_message
 
 _AUTH_TYPES: dict[str, str] = {"basic": BASIC, "ntlm": NTLM, "oauth2": OAUTH2}
@@ -172,13 +172,14 @@ def _read(account_id: str, address: str, options: dict[str, Any], credentials: d
     return AccountConfig(parsed, login, fingerprint)
 
 
-_read_kept = kept_per_account(_read, maxsize=KEPT_CONFIGS)
+_read_kept = settings_per_account(_read, maxsize=KEPT_CONFIGS)
 
 
 def read_account_config(account: Account) -> AccountConfig:
     """The account's options and credentials, validated, with a fingerprint that changes when either does.
 
     Kept per (id, address, options, credentials): pydantic's validation and the fingerprint's hash cost every job
-    ≈ 1.7 % of an EWS create's CPU in the deployed worker. A changed value is a new key (core/model/kept.py).
+    ≈ 1.7 % of an EWS create's CPU in the deployed worker. A changed value is a new key
+    (core/model/account_settings.py).
     """
     return _read_kept(account)

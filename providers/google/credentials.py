@@ -30,10 +30,10 @@ from google.oauth2 import credentials as user_credentials
 from google.oauth2 import service_account
 
 from calsync.core.model.account_rules import is_google_calendar_id, is_smtp_address
+from calsync.core.model.account_settings import account_key
 from calsync.core.model.calendar import Account
 from calsync.core.model.errors import ConfigurationError
 from calsync.core.model.ids import quoted
-from calsync.core.model.kept import account_key
 
 SCOPES = ("https://www.googleapis.com/auth/calendar.events",)
 _SECRET_FIELDS = ("refresh_token", "client_secret", "private_key", "private_key_id", "token")

@@ -12,7 +12,7 @@ mailbox's primary calendar). Problems raise :class:`~calsync.core.model.errors.C
 the field, never a value.
 
 The adapter reads an account before every call, and an account's fields rarely change, so the validated
-result of the last :data:`KEPT_ACCOUNTS` accounts is kept (core/model/kept.py, thread-safe), keyed by
+result of the last :data:`KEPT_ACCOUNTS` accounts is kept (core/model/account_settings.py, thread-safe), keyed by
 everything it is derived from: id, address and the items (with their values' types) of the decrypted
 credentials and of the options. Validation and the fingerprint were ~3 % of a Graph worker's CPU (py-spy,
 issue 15); kept, a read costs 7 Python calls and 2-6 µs instead of 31 and 28-31 µs (2026-12-02, one
@@ -41,9 +41,9 @@ from pydantic import (
 )
 
 from calsync.core.model.account_rules import is_smtp_address
+from calsync.core.model.account_settings import settings_per_account
 from calsync.core.model.calendar import Account
 from calsync.core.model.errors import ConfigurationError
-from calsync.core.model.kept import kept_per_account
 from calsync.core.model.validation_wording import field_message
 
 DEFAULT_AUTHORITY = "https://login.microsoftonline.com"
@@ -167,4 +167,4 @@ def _read(account_id: str, address: str, given_options: dict[str, Any], credenti
     return GraphAccount(login, options.calendar, fingerprint, secrets)
 
 
-_kept = kept_per_account(_read, maxsize=KEPT_ACCOUNTS)
+_kept = settings_per_account(_read, maxsize=KEPT_ACCOUNTS)
