@@ -16,7 +16,8 @@ import json
 import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass, field
-from typing import Any
+from importlib.resources import files
+from typing import Any, Final
 
 import redis
 
@@ -27,27 +28,17 @@ from calsync.core.model.payload import parse_payload
 from calsync.core.redis.keys import RedisKeys
 from calsync.core.runtime import Runtime
 
-_MOVE = """
-if redis.call('HEXISTS', KEYS[2], ARGV[1]) == 0 then return -1 end
-if redis.call('EXISTS', KEYS[5]) == 1 then return -2 end
-local removed = redis.call('LREM', KEYS[1], 0, ARGV[1])
-if removed > 0 then redis.call('HDEL', KEYS[2], ARGV[1]) else redis.call('SET', KEYS[5], '1', 'EX', ARGV[4]) end
-redis.call('HSET', KEYS[4], ARGV[2], ARGV[3])
-redis.call('RPUSH', KEYS[3], ARGV[2])
-return removed
-"""
-
+_PULL_FORWARD: Final = files(__package__).joinpath("pull_forward.lua").read_text()
 _DELIVERY_OPTIONS = ("eta", "redis_message_id")
 
 
-def _reasons() -> dict[str, str]:
-    found: dict[str, str] = {}
-    pending = [CalsyncError]
-    while pending:
-        cls = pending.pop()
-        found[cls.__name__] = cls.reason
-        pending.extend(cls.__subclasses__())
-    return found
+def _reason_of(error_class: str) -> str | None:
+    classes: list[type[CalsyncError]] = [CalsyncError]
+    for cls in classes:  # the error tree, walked breadth first
+        if cls.__name__ == error_class:
+            return cls.reason
+        classes += cls.__subclasses__()
+    return None
 
 
 @dataclass(frozen=True)
@@ -77,7 +68,7 @@ class RetrySelection:
         if self.reason is not None:
             history = body.get("options", {}).get("errors") or [{}]
             error_class = str(history[-1].get("error_class", ""))
-            if self.reason not in (error_class, _reasons().get(error_class)):
+            if self.reason not in (error_class, _reason_of(error_class)):
                 return None
         return payload.job_id
 
@@ -124,7 +115,7 @@ def retry_now(runtime: Runtime, selection: RetrySelection) -> RetryNowReport:
         raise ConfigurationError("retry-now needs the Redis broker: RabbitMQ holds delayed messages in the workers")
     keys = runtime.keys
     client = runtime.redis if runtime.broker_url == runtime.redis_url else redis.Redis.from_url(runtime.broker_url)
-    move = client.register_script(_MOVE)
+    move = client.register_script(_PULL_FORWARD)
     report = RetryNowReport()
     try:
         for queue, redis_id, body in [(q, *found) for q in lanes_of(runtime.settings).queues
