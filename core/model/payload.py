@@ -104,14 +104,12 @@ def raw_ids(raw: Any) -> dict[str, str]:
     """The ids a raw payload carries, as far as they can be read (bounded strings), whatever else is wrong."""
     if isinstance(raw, list | tuple) and len(raw) == 1:
         raw = raw[0]
-    if not isinstance(raw, dict):
-        return {}
-    found = {}
-    for name in PAYLOAD_IDS:
-        value = raw.get(name)
-        if isinstance(value, str | int) and not isinstance(value, bool) and str(value):
-            found[name] = str(value)[:_RAW_ID_LIMIT]
-    return found
+    found = {name: raw.get(name) for name in PAYLOAD_IDS} if isinstance(raw, dict) else {}
+    return {
+        name: str(value)[:_RAW_ID_LIMIT]
+        for name, value in found.items()
+        if isinstance(value, str | int) and not isinstance(value, bool) and str(value)
+    }
 
 
 def parse_payload(args: Any) -> JobPayload:

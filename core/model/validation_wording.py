@@ -6,6 +6,7 @@ Every message a producer or operator sees about a change, a payload or a request
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 from typing import Any
 
@@ -72,12 +73,7 @@ def field_message(err: ErrorDetails) -> str:
         return f"must be {shape}" if shape else f"must match the pattern {ctx.get('pattern')}"
     if kind in ("literal_error", "enum"):
         return f"must be {ctx.get('expected')}"
-    text = str(err["msg"])  # a type not mapped above: at least no pydantic phrasing
-    for theirs, ours in (("Input should be", "must be"), ("Input should", "must"), ("String should", "must"),
-                         ("Value should", "must")):  # fmt: skip
-        if text.startswith(theirs):
-            return ours + text[len(theirs) :]
-    return text
+    return re.sub(r"^(Input|String|Value) should", "must", str(err["msg"]))  # not mapped above: in our phrasing
 
 
 def describe_validation_error(exc: ValidationError) -> str:

@@ -61,9 +61,8 @@ def body_hash(change: Change) -> str:
 class FirstReceipts:
     """The receipt of each request key's first request: stored once, read (and waited for) by its replays."""
 
-    def __init__(self, db: Database, *, owner_grace: float = OWNER_GRACE) -> None:
+    def __init__(self, db: Database) -> None:
         self._db = db
-        self._grace = dt.timedelta(seconds=owner_grace)
 
     def first(self, tenant_id: str, request_key: str, digest: str) -> Receipt | None:
         """The first request's receipt, once it is stored; None when the key is free (never used, or expired).
@@ -80,7 +79,7 @@ class FirstReceipts:
                 raise IdempotencyKeyReused(f"Idempotency-Key {request_key!r} was already used for a different change")
             if first.receipt is not None:
                 return Receipt(**first.receipt)
-            if dt.datetime.now(dt.UTC) - first.created_at >= self._grace:
+            if dt.datetime.now(dt.UTC) - first.created_at >= dt.timedelta(seconds=OWNER_GRACE):
                 return self._complete(tenant_id, request_key, first)
             time.sleep(pause)  # the owner is between its commit and its receipt
             pause = min(2 * pause, _LONGEST_PAUSE)

@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import json
 import uuid
-from collections.abc import Iterator
 from dataclasses import dataclass, field
 from importlib.resources import files
 from typing import Any, Final
@@ -25,7 +24,6 @@ from calsync.core.config.settings import MAX_DELAY_SECONDS, broker_kind
 from calsync.core.messaging.lanes import lanes_of
 from calsync.core.model.errors import CalsyncError, ConfigurationError, InvalidPayload
 from calsync.core.model.payload import parse_payload
-from calsync.core.redis.keys import RedisKeys
 from calsync.core.runtime import Runtime
 
 _PULL_FORWARD: Final = files(__package__).joinpath("pull_forward.lua").read_text()
@@ -93,16 +91,6 @@ class RetryNowReport:
         }
 
 
-def _delayed(client: redis.Redis, keys: RedisKeys, queue: str) -> Iterator[tuple[str, dict[str, Any]]]:
-    for raw_id, raw_body in client.hscan_iter(keys.delayed_messages(queue), count=500):
-        try:
-            body = json.loads(raw_body)
-        except (ValueError, UnicodeDecodeError):
-            continue  # not ours to judge: the worker dead-letters what it cannot decode
-        if isinstance(body, dict):
-            yield raw_id.decode(), body
-
-
 def _ready_copy(body: dict[str, Any], queue: str, new_id: str) -> str:
     options = {k: v for k, v in body.get("options", {}).items() if k not in _DELIVERY_OPTIONS}
     options["redis_message_id"] = new_id
@@ -118,23 +106,28 @@ def retry_now(runtime: Runtime, selection: RetrySelection) -> RetryNowReport:
     move = client.register_script(_PULL_FORWARD)
     report = RetryNowReport()
     try:
-        for queue, redis_id, body in [(q, *found) for q in lanes_of(runtime.settings).queues
-                                      for found in _delayed(client, keys, q)]:  # fmt: skip
-            report.delayed_seen += 1
-            job_id = selection.selected(body)
-            if job_id is None:
-                continue
-            new_id = str(uuid.uuid4())
-            routing = [keys.delayed_queue(queue), keys.delayed_messages(queue), keys.ready_queue(queue),
-                       keys.queue_messages(queue), keys.pulled_forward(queue, redis_id)]  # fmt: skip
-            args: list[str | int] = [redis_id, new_id, _ready_copy(body, queue, new_id), int(MAX_DELAY_SECONDS)]
-            done = int(move(keys=routing, args=args))
-            if done > 0:
-                report.moved.append(job_id)
-            elif done == 0:
-                report.copied.append(job_id)
-            elif done == -2:
-                report.already_pulled += 1
+        for queue in lanes_of(runtime.settings).queues:
+            for raw_id, raw_body in client.hscan_iter(keys.delayed_messages(queue), count=500):
+                try:
+                    body = json.loads(raw_body)
+                except ValueError:  # UnicodeDecodeError is one too
+                    continue  # not ours to judge: the worker dead-letters what it cannot decode
+                report.delayed_seen += isinstance(body, dict)
+                job_id = selection.selected(body) if isinstance(body, dict) else None
+                if job_id is None:
+                    continue
+                redis_id = raw_id.decode()
+                new_id = str(uuid.uuid4())
+                routing = [keys.delayed_queue(queue), keys.delayed_messages(queue), keys.ready_queue(queue),
+                           keys.queue_messages(queue), keys.pulled_forward(queue, redis_id)]  # fmt: skip
+                args = [redis_id, new_id, _ready_copy(body, queue, new_id), int(MAX_DELAY_SECONDS)]
+                done = int(move(keys=routing, args=args))
+                if done > 0:
+                    report.moved.append(job_id)
+                elif done == 0:
+                    report.copied.append(job_id)
+                elif done == -2:
+                    report.already_pulled += 1
     finally:
         if client is not runtime.redis:
             client.close()

@@ -183,9 +183,8 @@ class Intake:
                 raise InvalidChange("accounts: required when creating an event")
             entity_id = change.entity_id or new_id("evt")
             if not events.insert_event(conn, tenant_id, entity_id, change.event, send_updates):
-                return self._save_intent(
-                    conn, tenant_id, change, trace
-                )  # a concurrent create came first: ours follows it
+                # A concurrent create of this entity_id came first: ours applies to the event it created.
+                return self._save_intent(conn, tenant_id, change, trace)
             keys = [TargetKey(tenant_id, entity_id, account_id) for account_id in change.accounts]
             targets.plan_targets(conn, [(key, "present") for key in keys], version=1, due_at=now, existing=())
             return entity_id, 1, [_job(key, None, 1, trace, present=True) for key in keys]
