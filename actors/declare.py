@@ -22,19 +22,16 @@ from calsync.core.producer.reconcile import reconcile as reconcile_overdue
 from calsync.core.producer.submit import Producer
 from calsync.core.redis.traffic import TrafficStore
 from calsync.core.runtime import Runtime
-from calsync.core.webhooks.delivery import Deliverer, DeliveryPolicy
-from calsync.core.webhooks.dispatch import dispatch
-from calsync.core.webhooks.transport import Transport
-from calsync.core.worker.context import current_job
+from calsync.core.webhooks import Deliverer, DeliveryPolicy, Outbox, Transport
+from calsync.core.worker.delivery import current_delivery
 from calsync.core.worker.job import JobParts, sync_actor
-from calsync.core.worker.outbox import outbox_of
 from calsync.core.worker.traffic import TrafficGate, provider_limits
 
 
 def declare(
-    broker: dramatiq.Broker, runtime: Runtime, providers: ProviderLookup
+    broker: dramatiq.Broker, runtime: Runtime, providers: ProviderLookup, outbox: Outbox
 ) -> dict[str, dramatiq.Actor[Any, Any]]:
-    """Register every calsync actor on ``broker``; returns them by name."""
+    """Register every calsync actor on ``broker``; returns them by name (``outbox``: the process' webhook outbox)."""
     settings = runtime.settings
     # A job's traffic scripts share its thread's lock connection: one connection per worker thread, and a
     # success's settle is read with the next job's lock command (closed with the lock manager).
@@ -50,7 +47,7 @@ def declare(
         idempotency_ttl=settings.idempotency_ttl,
         delete_verify_delay=settings.delete_verify_delay,
         trust_handover=settings.lock_handover,
-        outbox=outbox_of(runtime),
+        outbox=outbox,
         traffic=TrafficGate(traffic, provider_limits(settings)),
     )
 
@@ -105,13 +102,13 @@ def _webhook_actors(broker: dramatiq.Broker, runtime: Runtime) -> dict[str, dram
     def dispatch_webhook(*notification_ids: str) -> None:
         """Create notifications' deliveries, one per subscribed endpoint, and enqueue them."""
         for notification_id in notification_ids:
-            dispatch(runtime.db, broker, queue, notification_id)
+            deliverer.dispatch(notification_id)
 
     def deliver_webhook(notification_id: str, endpoint_id: str) -> None:
         """One signed attempt of one (notification, endpoint) delivery; retries and the DLQ are its own, and the
         job's outcome is the attempt's (a dead-lettered delivery is logged and counted as dead-lettered)."""
         attempted = deliverer.deliver(notification_id, endpoint_id)
-        delivery = current_job()
+        delivery = current_delivery()
         if delivery is not None:
             delivery.outcome, delivery.dead_letter_reason = attempted.job_outcome, attempted.dead_letter_reason
             delivery.result.update(attempted.fields)
@@ -127,13 +124,13 @@ def _webhook_actors(broker: dramatiq.Broker, runtime: Runtime) -> dict[str, dram
 
 
 def _message_id() -> str | None:
-    delivery = current_job()
+    delivery = current_delivery()
     return delivery.message_id if delivery is not None else None
 
 
 def _bind_intake(message: IntakeMessage) -> None:
     # Every log line of the delivery carries the ids the message had.
-    delivery = current_job()
+    delivery = current_delivery()
     if delivery is not None:
         ids = {"tenant_id": message.tenant_id, "request_id": message.request_id, "trace_id": message.trace_id}
         bind_job(delivery.log_fields() | {k: v for k, v in ids.items() if v is not None})

@@ -18,6 +18,7 @@ from calsync.core.redis.limiter import RedisLimiter
 from calsync.core.runtime import Runtime
 from calsync.core.store.key_rotation import require_secret_key
 from calsync.core.store.rotated_credentials import StoredCredentials
+from calsync.core.webhooks import Outbox
 from calsync.core.worker.stack import observed_worker_middleware
 from calsync.providers.registry import ProviderRegistry
 
@@ -64,7 +65,7 @@ def build_worker(settings: Settings, *, providers: Mapping[str, Provider] | None
         def requeue() -> int:  # in every housekeeping pass: the CronJob's re-enqueueing, with no CronJob needed
             return requeue_lost(runtime).enqueued
 
-        return [*observed_worker_middleware(runtime, requeue=requeue), CloseOnShutdown(registry.close)]
+        return [*observed_worker_middleware(runtime, outbox, requeue=requeue), CloseOnShutdown(registry.close)]
 
     runtime = Runtime(settings, role="worker", middleware=middleware)
     try:
@@ -72,6 +73,8 @@ def build_worker(settings: Settings, *, providers: Mapping[str, Provider] | None
     except ConfigurationError:
         runtime.close()
         raise
+    # The one webhook outbox of this process: the sync job and the DLQ recorder record into it.
+    outbox = Outbox(runtime.db, settings.webhook_queue, ttl=settings.webhook_directory_ttl)
     registry = ProviderRegistry(
         settings,
         dict(providers or {}),
@@ -79,4 +82,4 @@ def build_worker(settings: Settings, *, providers: Mapping[str, Provider] | None
         credentials=StoredCredentials(runtime.db, runtime.cipher),
     )
     broker = runtime.broker
-    return Worker(runtime, registry, broker, declare(broker, runtime, registry))
+    return Worker(runtime, registry, broker, declare(broker, runtime, registry, outbox))

@@ -31,15 +31,18 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import dramatiq
+from sqlalchemy import func, select
 
 from benchmarks.support import add_redis_option, bench_redis, finished_jobs, namespace, remove_keys, seed
 from calsync.actors.worker import build_worker
 from calsync.core.config.settings import Settings
 from calsync.core.messaging.messages import sync_message, webhook_delivery_message
-from calsync.core.model.webhooks import notification
 from calsync.core.runtime import Runtime
-from calsync.core.store import migrate, webhook_deliveries, webhook_endpoints, webhook_notifications
+from calsync.core.store import migrate
 from calsync.core.store.crypto import generate_key
+from calsync.core.store.schema import webhook_notifications
+from calsync.core.webhooks import store
+from calsync.core.webhooks.model import notification
 from calsync.providers.memory import MemoryProvider
 
 RECEIVER = """
@@ -101,8 +104,8 @@ def sync_path(url: str, scratch: Path, database_url: str | None, jobs: int, thre
     payloads = seed(runtime.db, jobs)
     if webhooks:
         with runtime.db.write() as conn:
-            webhook_endpoints.create(conn, runtime.cipher, tenant_id=payloads[0].tenant_id,
-                                     url="http://127.0.0.1:9/unused", event_types=["sync.succeeded"])  # fmt: skip
+            store.create_endpoint(conn, runtime.cipher, tenant_id=payloads[0].tenant_id,
+                                  url="http://127.0.0.1:9/unused", events=["sync.succeeded"])  # fmt: skip
     for payload in payloads:
         broker.enqueue(sync_message(settings.queue, payload))
     finished = finished_jobs(broker)
@@ -110,7 +113,8 @@ def sync_path(url: str, scratch: Path, database_url: str | None, jobs: int, thre
         measured = _timed(broker, settings.queue, threads, jobs, lambda: finished() >= jobs)
         if webhooks:
             with runtime.db.read() as conn:
-                assert len(webhook_notifications.find(conn, tenant_id=payloads[0].tenant_id)) == jobs
+                recorded = select(func.count()).where(webhook_notifications.c.tenant_id == payloads[0].tenant_id)
+                assert conn.execute(recorded).scalar_one() == jobs
         return measured
     finally:
         runtime.close()
@@ -128,21 +132,21 @@ def deliveries(url: str, scratch: Path, database_url: str | None, count: int, th
     try:
         with runtime.db.write() as conn:
             receiver_url = f"http://127.0.0.1:{port}/hooks"
-            _, endpoint = webhook_endpoints.create(conn, runtime.cipher, tenant_id="bench", url=receiver_url,
-                                                   event_types=["sync.succeeded"])  # fmt: skip
+            _, endpoint = store.create_endpoint(conn, runtime.cipher, tenant_id="bench", url=receiver_url,
+                                                events=["sync.succeeded"])  # fmt: skip
             ids = []
             for n in range(count):
                 data = {"tenant_id": "bench", "entity_id": f"evt{n}", "version": 1, "status": "synced"}
                 notification_id, doc = notification("sync.succeeded", data, key=[n])
-                webhook_notifications.record_on(conn, notification_id, "bench", "sync.succeeded", doc)
-                webhook_deliveries.create(conn, notification_id, [endpoint.id])
+                store.record_notification(conn, notification_id, "bench", "sync.succeeded", doc)
+                store.create_deliveries(conn, notification_id, [endpoint.id])
                 ids.append(notification_id)
         for notification_id in ids:
             broker.enqueue(webhook_delivery_message(settings.webhook_queue, notification_id, endpoint.id))
 
         def delivered() -> bool:
             with runtime.db.read() as conn:
-                return webhook_deliveries.count_by_status(conn).get("delivered", 0) >= count
+                return store.count_deliveries(conn).get("delivered", 0) >= count
 
         return _timed(broker, settings.webhook_queue, threads, count, delivered)
     finally:

@@ -16,14 +16,12 @@ import redis
 
 from calsync.core.config.settings import Settings, broker_kind, load_settings
 from calsync.core.messaging.broker import connect_broker
-from calsync.core.messaging.redis_consumer import SafeRedisBroker
 from calsync.core.model.errors import ConfigurationError
 from calsync.core.model.vocabulary import Role
 from calsync.core.redis.embedded import EmbeddedRedis
 from calsync.core.redis.keys import RedisKeys
 from calsync.core.redis.locks import LockManager
 from calsync.core.redis.stats import JobStats
-from calsync.core.redis.thread_connections import ThreadConnections
 from calsync.core.store import migrate
 from calsync.core.store.crypto import CredentialCipher
 from calsync.core.store.database import Database
@@ -92,7 +90,6 @@ class Runtime:
         self._middleware = middleware
         self._broker_lock = threading.Lock()
         self._broker: dramatiq.Broker | None = None
-        self._ack_lines: ThreadConnections | None = None
 
     @classmethod
     def create(cls, settings: Settings | None = None, **kwargs: object) -> Runtime:
@@ -111,19 +108,11 @@ class Runtime:
             with self._broker_lock:
                 if self._broker is None:
                     stack = self._middleware(self) if self._middleware else ()
-                    broker = connect_broker(self.broker_url, self.settings, stack)
-                    if self.role == "worker" and isinstance(broker, SafeRedisBroker):
-                        # A worker thread's ack is sent on a connection of its own, without waiting for the answer.
-                        self._ack_lines = ThreadConnections(broker.client)
-                        broker.send_acks_with(self._ack_lines)
-                        broker.fetch_with(self._ack_lines)  # the consumer thread's fetch on its own connection
-                    self._broker = broker
+                    self._broker = connect_broker(self.broker_url, self.settings, stack)
         return self._broker
 
     def close(self) -> None:
         """Release connections and threads (tests, CLI exit)."""
-        if self._ack_lines is not None:
-            self._ack_lines.close()
         if self._broker is not None:
             self._broker.close()
         if "locks" in self.__dict__:

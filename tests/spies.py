@@ -1,4 +1,4 @@
-"""A spy on ``broker.enqueue`` and ``enqueue_many``: what was sent, with which delay, without changing what happens;
+"""A spy on ``broker.enqueue``: what was sent, with which delay, without changing what happens;
 and a job's deliveries through the retry middleware, one after another, each the message the previous one sent."""
 
 from __future__ import annotations
@@ -12,11 +12,10 @@ import pytest
 from dramatiq.broker import MessageProxy
 from dramatiq.brokers.stub import StubBroker
 
-from calsync.core.messaging.batch import BatchBroker, Outgoing
 from calsync.core.messaging.messages import sync_message
 from calsync.core.model.payload import JobPayload, parse_payload
 from calsync.core.store.database import Database
-from calsync.core.worker.context import JobContext, start_job
+from calsync.core.worker.delivery import Delivery, start_delivery
 from calsync.core.worker.middleware.retries import RetryPolicy, ScheduledRetries
 
 
@@ -34,7 +33,7 @@ class Sent:
 
 
 class EnqueueSpy:
-    """Records every message sent by ``broker.enqueue`` or its batch enqueue, then lets the real broker enqueue it."""
+    """Records every message sent by ``broker.enqueue``, then lets the real broker enqueue it."""
 
     def __init__(self, broker: dramatiq.Broker, monkeypatch: pytest.MonkeyPatch) -> None:
         self.sent: list[Sent] = []
@@ -45,14 +44,6 @@ class EnqueueSpy:
             return real(message, delay=delay)
 
         monkeypatch.setattr(broker, "enqueue", spy)
-        if isinstance(broker, BatchBroker):
-            real_many = broker.enqueue_many
-
-            def spy_many(outgoing: Sequence[Outgoing]) -> list[bool]:
-                self.sent.extend(Sent(message, delay) for message, delay in outgoing)
-                return real_many(outgoing)
-
-            monkeypatch.setattr(broker, "enqueue_many", spy_many)
 
     def delayed(self) -> list[Sent]:
         """Calls asking for a later delivery (the worker moving a due message back to its queue passes none)."""
@@ -76,7 +67,7 @@ def redelivered(
     policy: RetryPolicy,
     payload: JobPayload,
     errors: Sequence[BaseException],
-) -> tuple[list[JobContext], dramatiq.Message[Any]]:
+) -> tuple[list[Delivery], dramatiq.Message[Any]]:
     """The job delivered once per error, each delivery raising it: what the retry middleware made of each, and the
     message the last one enqueued (a delivery is the message the previous one re-enqueued: its options carry over)."""
     retries, stub = ScheduledRetries(db, policy), StubBroker(middleware=[])
@@ -87,10 +78,10 @@ def redelivered(
     try:
         for error in errors:
             proxy = MessageProxy(message)
-            ctx = JobContext(proxy.message_id, proxy.actor_name, proxy.queue_name, payload=payload)
-            start_job(ctx)
+            delivery = Delivery(proxy.message_id, proxy.actor_name, proxy.queue_name, payload=payload)
+            start_delivery(delivery)
             retries.after_process_message(stub, proxy, exception=error)
-            delivered.append(ctx)
+            delivered.append(delivery)
             message = spy.sent[-1].message
     finally:
         stub.close()

@@ -9,18 +9,14 @@ from calsync.actors.cli.common import CliState, pass_state, print_json, print_ta
 from calsync.core.model.errors import InvalidWebhookEndpoint
 from calsync.core.model.ids import Identifier
 from calsync.core.model.vocabulary import WEBHOOK_EVENT_TYPES
-from calsync.core.webhooks.registration import Registry
-from calsync.core.webhooks.transport import Transport
+from calsync.core.webhooks import Endpoints
 
 _tenant = TypeAdapter(Identifier)
 
 
-def registry(state: CliState) -> Registry:
-    """The endpoints' registry, with the URL rules the settings give (the same as at delivery)."""
-    runtime = state.runtime
-    settings = runtime.settings
-    transport = Transport.from_settings(settings)
-    return Registry(runtime.db, runtime.cipher, transport, grace_seconds=settings.webhook_secret_grace)
+def endpoints(state: CliState) -> Endpoints:
+    """The webhook endpoints, with the URL rules the settings give (the same as at delivery)."""
+    return Endpoints.from_settings(state.runtime.db, state.runtime.cipher, state.runtime.settings)
 
 
 @click.group("webhooks")
@@ -39,7 +35,7 @@ def add(state: CliState, tenant: str, url: str, events: str) -> None:
         _tenant.validate_python(tenant)
     except ValidationError:
         raise InvalidWebhookEndpoint(f"--tenant: {tenant!r} is not a valid identifier") from None
-    secret, endpoint = registry(state).add(tenant, url, events.split(","))
+    secret, endpoint = endpoints(state).add(tenant, url, events.split(","))
     print_json({"secret": secret, **endpoint.as_json()})
 
 
@@ -49,7 +45,7 @@ def add(state: CliState, tenant: str, url: str, events: str) -> None:
 @pass_state
 def list_(state: CliState, tenant: str | None, as_json: bool) -> None:
     """List endpoints, their status and failure streak (never the secrets)."""
-    found = registry(state).list(tenant)
+    found = endpoints(state).list(tenant)
     if as_json:
         print_json([e.as_json() for e in found])
         return
@@ -68,7 +64,7 @@ def list_(state: CliState, tenant: str | None, as_json: bool) -> None:
 @pass_state
 def disable(state: CliState, endpoint_id: str, reason: str | None) -> None:
     """Stop delivering; pending deliveries go to the DLQ (replay them after enable)."""
-    print_json(registry(state).disable(endpoint_id, reason=reason).as_json())
+    print_json(endpoints(state).disable(endpoint_id, reason=reason).as_json())
 
 
 @webhooks.command("enable")
@@ -76,7 +72,7 @@ def disable(state: CliState, endpoint_id: str, reason: str | None) -> None:
 @pass_state
 def enable(state: CliState, endpoint_id: str) -> None:
     """Deliver again, also after the breaker disabled the endpoint; replay its dead letters next."""
-    print_json(registry(state).enable(endpoint_id).as_json())
+    print_json(endpoints(state).enable(endpoint_id).as_json())
 
 
 @webhooks.command("remove")
@@ -84,7 +80,7 @@ def enable(state: CliState, endpoint_id: str) -> None:
 @pass_state
 def remove(state: CliState, endpoint_id: str) -> None:
     """Delete an endpoint and its deliveries."""
-    registry(state).remove(endpoint_id)
+    endpoints(state).remove(endpoint_id)
     print_json({"removed": endpoint_id})
 
 
@@ -93,5 +89,5 @@ def remove(state: CliState, endpoint_id: str) -> None:
 @pass_state
 def rotate_secret(state: CliState, endpoint_id: str) -> None:
     """Print a new secret once; the old one signs too for CALSYNC_WEBHOOK_SECRET_GRACE seconds."""
-    secret, endpoint = registry(state).rotate_secret(endpoint_id)
+    secret, endpoint = endpoints(state).rotate_secret(endpoint_id)
     print_json({"secret": secret, **endpoint.as_json()})

@@ -10,7 +10,7 @@ from calsync.core.producer.dead_letters import ReplayReport
 from calsync.core.producer.submit import Intake
 from calsync.core.store.database import Database
 from calsync.core.store.dead_letters import DeadLetter
-from calsync.core.webhooks.registration import Registry
+from calsync.core.webhooks import Endpoints
 
 Replay = Callable[[list[DeadLetter]], ReplayReport]
 Discard = Callable[[Iterable[int], str | None], list[int]]
@@ -33,4 +33,4 @@ class ApiServices:
     retry_after: int = 5
     # Set when several server processes share one port: /metrics then sums their multiprocess files.
     metrics_dir: Path | None = None
-    webhooks: Registry | None = None  # /v1/webhooks (None: answered 404)
+    webhooks: Endpoints | None = None  # /v1/webhooks (None: answered 404)

@@ -13,8 +13,7 @@ from calsync.core.producer.dead_letters import ReplayReport
 from calsync.core.producer.submit import Producer
 from calsync.core.runtime import Runtime
 from calsync.core.store.dead_letters import DeadLetter
-from calsync.core.webhooks.registration import Registry
-from calsync.core.webhooks.transport import Transport
+from calsync.core.webhooks import Endpoints
 
 
 def services_from_runtime(runtime: Runtime, *, metrics_dir: Path | None = None) -> ApiServices:
@@ -31,8 +30,6 @@ def services_from_runtime(runtime: Runtime, *, metrics_dir: Path | None = None) 
     def discard(record_ids: Iterable[int], note: str | None) -> list[int]:
         return dead_letters.discard(runtime, record_ids, note=note)
 
-    transport = Transport.from_settings(settings)
-    registry = Registry(runtime.db, runtime.cipher, transport, grace_seconds=settings.webhook_secret_grace)
     return ApiServices(
         db=runtime.db,
         intake=Producer(runtime),
@@ -44,5 +41,5 @@ def services_from_runtime(runtime: Runtime, *, metrics_dir: Path | None = None) 
         key_cache_seconds=settings.api_key_cache_seconds,
         retry_after=settings.api_retry_after,
         metrics_dir=metrics_dir,
-        webhooks=registry,
+        webhooks=Endpoints.from_settings(runtime.db, runtime.cipher, settings),
     )

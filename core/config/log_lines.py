@@ -1,18 +1,15 @@
 """Log lines written whole to the process' own stdout, so Dramatiq's parent process need not relay them.
 
 Dramatiq's CLI points each worker process' ``sys.stdout`` at a pipe to its parent, which reads every
-line and writes it again to its stderr: a second process' CPU per job line (5-6 % of a deployed
-worker's CPU, docs/notes/dramatiq.md §logs). A worker's JSON lines go instead straight to the
-descriptor the process was started with (``calsync worker``'s stdout, the container's), one
-``write`` per line.
+line and writes it again to its stderr: a second process' CPU per job line (docs/notes/dramatiq.md §logs).
+A worker's JSON lines go instead straight to the descriptor the process was started with (``calsync
+worker``'s stdout, the container's), one ``write`` per line.
 
 Lines of several processes sharing that descriptor must not interleave. A write of at most
 ``PIPE_BUF`` bytes to a pipe is atomic, and so is an append to a file; a longer write to a pipe can be
 split when the pipe is full, and another process' line lands inside it. So only lines of at most
 ``PIPE_BUF`` bytes (a job's line is about 400) are written directly; a longer one (a traceback) goes
-to the stream it would have gone to anyway, Dramatiq's relay, whose one writer keeps it whole. A lock
-across processes around every line (two more system calls per line, each releasing the GIL) was no
-faster than the relay (docs/notes/performance.md, session 9).
+to the stream it would have gone to anyway, Dramatiq's relay, whose one writer keeps it whole.
 """
 
 from __future__ import annotations
@@ -41,14 +38,10 @@ class LineOutput:
     @classmethod
     def stdout(cls) -> LineOutput | TextIO:
         """The process' original stdout as a line output (``sys.stdout`` itself when it has no descriptor)."""
-        original = sys.__stdout__
         try:
-            fd = original.fileno() if original is not None else -1
-        except (OSError, ValueError):  # closed, or a stream without a descriptor
-            fd = -1
-        if fd < 0:
+            return cls(sys.__stdout__.fileno(), long_lines=sys.stdout)  # type: ignore[union-attr]
+        except (AttributeError, OSError, ValueError):  # none, closed, or a stream without a descriptor
             return sys.stdout
-        return cls(fd, long_lines=sys.stdout)
 
     def write(self, text: str) -> int:
         """Write ``text`` (one formatted record and its newline) with nothing of another writer inside it."""
@@ -59,7 +52,7 @@ class LineOutput:
             return len(text)
         view = memoryview(data)
         while view:  # a signal can cut a write to a file or terminal short (a pipe takes such a line whole)
-            view = view[os.write(self.fd, view):]
+            view = view[os.write(self.fd, view) :]
         return len(text)
 
     def flush(self) -> None:

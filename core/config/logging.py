@@ -9,11 +9,10 @@ pass them around. Secrets never reach a log line: every message goes through
 from __future__ import annotations
 
 import contextvars
+import datetime as dt
 import json
 import logging
-import math
 import sys
-import time
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from typing import Any
@@ -40,30 +39,12 @@ def bind_job(fields: Mapping[str, Any] | None) -> None:
     _job_fields.set(fields)
 
 
-_encoder = json.JSONEncoder(default=str)  # one encoder: json.dumps(default=...) builds a new one per call
-_second: list[tuple[float, str]] = [(-1.0, "")]  # the last whole second formatted, and its text
-
-
-def _timestamp(created: float) -> str:
-    # datetime's isoformat(timespec="milliseconds") in UTC (microseconds rounded half-even, then cut),
-    # with the seconds part formatted once per second.
-    fraction, whole = math.modf(created)
-    micros = round(fraction * 1e6)
-    if micros >= 1_000_000:
-        whole, micros = whole + 1, micros - 1_000_000
-    second, text = _second[0]
-    if second != whole:
-        text = time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(whole))
-        _second[0] = (whole, text)
-    return f"{text}.{micros // 1000:03d}+00:00"
-
-
 class JsonFormatter(logging.Formatter):
     """One JSON object per line: time, level, logger, message, job fields and extra ``fields``."""
 
     def format(self, record: logging.LogRecord) -> str:
         entry: dict[str, Any] = {
-            "ts": _timestamp(record.created),
+            "ts": dt.datetime.fromtimestamp(record.created, dt.UTC).isoformat(timespec="milliseconds"),
             "level": record.levelname.lower(),
             "logger": record.name,
             "message": redact(record.getMessage()),
@@ -76,25 +57,15 @@ class JsonFormatter(logging.Formatter):
             entry.update(extra)
         if record.exc_info:
             entry["exc"] = redact(self.formatException(record.exc_info))
-        return _encoder.encode(entry)
+        return json.dumps(entry, default=str)
 
 
 def configure_logging(level: str = "INFO", stream: Any = None) -> None:
     """Send every logger's records to stdout as JSON (idempotent; replaces other root handlers)."""
     handler = logging.StreamHandler(stream or sys.stdout)
     handler.setFormatter(JsonFormatter())
-    root = logging.getLogger()
-    for existing in list(root.handlers):
-        root.removeHandler(existing)
-    root.addHandler(handler)
-    root.setLevel(level)
-    # The JSON lines carry no caller, thread or process fields: skip collecting them for every record
-    # (the logging HOWTO's "Optimization" switches; a job's line cost 30 % less; docs/notes/performance.md).
-    logging._srcfile = None
-    logging.logThreads = False
-    logging.logProcesses = False
-    logging.logMultiprocessing = False
+    logging.basicConfig(level=level, handlers=[handler], force=True)
     # httpx writes an INFO line per request (the Graph adapter's and msal's): a second line per job, relayed
     # again by Dramatiq's parent process (docs/notes/performance.md, "The adapters' client libraries").
     for noisy in ("pika", "urllib3", "googleapiclient.discovery_cache", "exchangelib", "alembic", "httpx"):
-        logging.getLogger(noisy).setLevel(max(logging.WARNING, root.level))
+        logging.getLogger(noisy).setLevel(max(logging.WARNING, logging.getLogger().level))

@@ -22,9 +22,9 @@ from calsync.core.config.coalesce import CoalesceSettings
 from calsync.core.config.fairness import FairnessSettings
 from calsync.core.config.housekeeping import HousekeepingSettings
 from calsync.core.config.traffic import TrafficSettings
-from calsync.core.config.webhooks import WebhookSettings
 from calsync.core.model.calendar import SendUpdates
 from calsync.core.model.errors import ConfigurationError
+from calsync.core.webhooks.settings import WebhookSettings
 
 ENV_PREFIX = "CALSYNC_"
 

@@ -57,16 +57,6 @@ def _no_constants(name: str) -> None:
     raise ValueError(f"{name} is not JSON")
 
 
-# One decoder: json.loads(text, parse_constant=...) builds a decoder and its scanner for every message.
-_DECODER: Final = json.JSONDecoder(parse_constant=_no_constants)
-
-
-def _decode(text: str) -> Any:
-    if text.startswith("\ufeff"):  # what json.loads refuses before decoding
-        raise json.JSONDecodeError("Unexpected UTF-8 BOM (decode using utf-8-sig)", text, 0)
-    return _DECODER.decode(text)
-
-
 def _is_int(value: Any) -> bool:
     return isinstance(value, int) and not isinstance(value, bool)
 
@@ -116,25 +106,14 @@ def _option_problem(options: dict[str, Any], broker_message_id: str | None) -> t
     return None
 
 
-_ANY: Final = {inspect.Parameter.VAR_POSITIONAL, inspect.Parameter.VAR_KEYWORD}
-
-
 @functools.lru_cache(maxsize=256)
-def _signature(fn: Any) -> inspect.Signature | None:
-    # Built once per actor function: inspect.signature() cost a consumer thread 15 % of its CPU per message.
-    # None for ``(*args, **kwargs)``, which binds anything: the sync actor checks its payload itself. Binding
-    # it anyway was 15 of the 70 Python calls the door made per sync message (cProfile) and 2 % of a Google
-    # job's worker CPU (py-spy on benchmarks/adapters.py, 2026-12-02).
-    signature = inspect.signature(fn)
-    return None if {p.kind for p in signature.parameters.values()} == _ANY else signature
+def _signature(fn: Any) -> inspect.Signature:
+    return inspect.signature(fn)  # once per actor function, not per message
 
 
 def _arguments_problem(actor: dramatiq.Actor[Any, Any], args: list[Any], kwargs: dict[str, Any]) -> str | None:
-    signature = _signature(actor.fn)
-    if signature is None:
-        return None
     try:
-        signature.bind(*args, **kwargs)
+        _signature(actor.fn).bind(*args, **kwargs)
     except TypeError as exc:
         return f"actor {actor.actor_name}: {exc}"
     return None
@@ -169,7 +148,7 @@ def read_message(
     except UnicodeDecodeError as exc:
         return Refused(Refusal.NOT_UTF8, f"byte {exc.start}: {exc.reason}")
     try:
-        doc = _decode(text)
+        doc = json.loads(text, parse_constant=_no_constants)
     except ValueError as exc:
         return Refused(Refusal.NOT_JSON, str(exc)[:300])
     problem = _envelope_problem(doc)

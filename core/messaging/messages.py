@@ -13,13 +13,16 @@ from typing import Any
 import dramatiq
 
 from calsync.core.model.intake import INTAKE_JOB, IntakeMessage
-from calsync.core.model.payload import SYNC_JOB, JobPayload
+from calsync.core.model.payload import SYNC_JOB, JobPayload, Operation, new_payload
 
 RECONCILE_JOB = "reconcile"
 # The webhook actors (queue CALSYNC_WEBHOOK_QUEUE): a notification's fan-out to its endpoints, one delivery.
 DISPATCH_WEBHOOK_JOB = "dispatch_webhook"
 DELIVER_WEBHOOK_JOB = "deliver_webhook"
 
+#: Message option of a re-run of one target (a repair, a delete's verification): it runs even when its version
+#: is synced already (core/worker/job.py).
+REPAIR_OPTION = "repair"
 # Options that describe one delivery and must not leak into the next one.
 _DELIVERY_OPTIONS = ("eta", "redis_message_id", "traceback", "requeue_timestamp")
 
@@ -33,6 +36,23 @@ def sync_message(queue: str, payload: JobPayload, *, options: Mapping[str, Any] 
         kwargs={},
         options=dict(options or {}),
     )
+
+
+def rerun_message(
+    queue: str, payload: JobPayload, operation: Operation, version: int, key: str
+) -> dramatiq.Message[Any]:
+    """A sync job running ``payload``'s target again, as ``operation`` of ``version`` under its own idempotency
+    ``key``; marked with :data:`REPAIR_OPTION`."""
+    again = new_payload(
+        tenant_id=payload.tenant_id,
+        entity_id=payload.entity_id,
+        account_id=payload.account_id,
+        operation=operation,
+        version=version,
+        trace_id=payload.trace_id,
+        key=key,
+    )
+    return sync_message(queue, again, options={REPAIR_OPTION: True})
 
 
 def intake_message(queue: str, intake: IntakeMessage, *, message_id: str | None = None) -> dramatiq.Message[Any]:

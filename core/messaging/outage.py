@@ -62,9 +62,10 @@ class RedisOutage(dramatiq.Middleware):
         log.warning(
             "Redis unreachable: no job starts until it answers; this worker tries again every %.0f s at most and "
             "resumes by itself (an embedded Redis stopped by `calsync stop` comes back at the same address with the "
-            "next `calsync worker`, `serve` or `submit`)", MAX_WAIT,
+            "next `calsync worker`, `serve` or `submit`)",
+            MAX_WAIT,
             extra={"fields": {"redis": address, "error": f"{type(error).__name__}: {error}"}},
-        )  # fmt: skip
+        )
 
     def answered(self, address: str) -> None:
         """``address`` answered: logged only when it had been reported unreachable."""
@@ -77,11 +78,6 @@ class RedisOutage(dramatiq.Middleware):
     def of(self, url: str) -> RedisWatch:
         """What a thread using the Redis at ``url`` reports to (the heartbeat, housekeeping)."""
         return RedisWatch(self, redis_address(url))
-
-    def unreachable(self, address: str) -> bool:
-        """Whether ``address`` is reported unreachable right now."""
-        with self._lock:
-            return address in self._since
 
     def wait(self, attempt: int) -> bool:
         """Sleep before try ``attempt`` + 1; False (at once) when the worker is shutting down."""
@@ -109,15 +105,7 @@ class RedisWatch:
         """The server answered (logged when it ends an outage)."""
         self.outage.answered(self.address)
 
-    @property
-    def unreachable(self) -> bool:
-        """Whether the server is reported unreachable right now."""
-        return self.outage.unreachable(self.address)
-
 
 def outage_of(broker: dramatiq.Broker) -> RedisOutage | None:
     """The broker's :class:`RedisOutage` middleware, if it has one (workers do; producers do not)."""
-    for middleware in broker.middleware:
-        if isinstance(middleware, RedisOutage):
-            return middleware
-    return None
+    return next((m for m in broker.middleware if isinstance(m, RedisOutage)), None)

@@ -83,10 +83,7 @@ class QuarantineUnavailable(Exception):
 
 def sink_of(broker: dramatiq.Broker) -> QuarantineSink | None:
     """The middleware of ``broker`` that stores quarantined deliveries, if it has one."""
-    for middleware in broker.middleware:
-        if isinstance(middleware, QuarantineSink):
-            return middleware
-    return None
+    return next((m for m in broker.middleware if isinstance(m, QuarantineSink)), None)
 
 
 @dataclass

@@ -1,35 +1,45 @@
-"""Dramatiq's RabbitmqBroker with a consumer that no message can poison.
+"""Dramatiq's RabbitmqBroker with a consumer that no message can poison; the one module that relies on the
+private parts of Dramatiq's RabbitMQ broker.
 
 Dramatiq's RabbitMQ consumer rejects a body it cannot decode into its XQ only, and hands any decodable
 envelope to the worker threads, whatever its ``queue_name`` (which kills the thread that runs it). This
 consumer puts every delivery through the :class:`~core.messaging.quarantine.Door` first: what is refused
-is stored by the quarantine, then acked (docs/notes/dramatiq.md §poison).
+is stored by the quarantine, then acked (docs/notes/dramatiq.md §poison). While ``calsync pause`` is on it
+cancels its consumer, so RabbitMQ takes back what the channel had buffered (a requeue, not an attempt).
+
+Reliance on Dramatiq's private API (read in Dramatiq 2.2's source; pinned by
+tests/messaging/test_dramatiq_contract.py, which fails on an upgrade that changes any of it):
+
+- ``dramatiq.brokers.rabbitmq._RabbitmqConsumer``, subclassed: its constructor ``(broker, queue_name,
+  prefetch, timeout)``, its ``ack``/``nack``/``requeue``/``close`` and its attributes ``connection``,
+  ``channel``, ``iterator`` and ``known_tags`` (the delivery tags its ack and nack accept): the consumer
+  replaces only ``__next__``.
+- ``dramatiq.brokers.rabbitmq._RabbitmqMessage(redelivered, tag, message)``: the delivery Dramatiq's ack and
+  nack read the tag of.
+- ``RabbitmqBroker.consumer_class``: the property ``consume()`` builds each queue's consumer from.
+- ``broker.queues_pending``: where Dramatiq's consumer notes a queue that vanished (404), to declare it again.
 """
 
 from __future__ import annotations
 
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from functools import partial
 from typing import Any
 
+import dramatiq
 import pika.exceptions
-from dramatiq.broker import MessageProxy
 from dramatiq.brokers.rabbitmq import RabbitmqBroker, _RabbitmqConsumer, _RabbitmqMessage
 from dramatiq.common import q_name
 from dramatiq.errors import ConnectionClosed
 
-from calsync.core.messaging.hold import ConsumerHold, hold_of
-from calsync.core.messaging.hooks import HookedEmitter
-from calsync.core.messaging.proxy import FieldedProxy
+from calsync.core.messaging.consumer_pause import pause_of
 from calsync.core.messaging.quarantine import Arrival, Door, Quarantined, QuarantineUnavailable
 
-
-class _FieldedRabbitmqMessage(FieldedProxy, _RabbitmqMessage):
-    """Dramatiq's RabbitMQ delivery (its tag and redelivered flag), with the message's fields as properties."""
+_AMQP_ERRORS = (pika.exceptions.AMQPConnectionError, pika.exceptions.AMQPChannelError)
 
 
-class SafeRabbitmqBroker(HookedEmitter, RabbitmqBroker):
+class SafeRabbitmqBroker(RabbitmqBroker):
     """A RabbitmqBroker whose consumers admit only messages a worker thread can run (the rest is quarantined)."""
 
     def __init__(self, *, max_message_bytes: int, overflow: Mapping[str, str] | None = None, **kwargs: Any) -> None:
@@ -50,47 +60,51 @@ class _SafeRabbitmqConsumer(_RabbitmqConsumer):
     def __init__(self, broker: SafeRabbitmqBroker, queue_name: str, prefetch: int, timeout: int) -> None:
         super().__init__(broker, queue_name, prefetch, timeout)  # type: ignore[no-untyped-call]
         self.timeout = timeout  # ms; the pause before a delivery the quarantine could not take comes back
-        self.hold: ConsumerHold | None = hold_of(broker)  # consumers are built after the middleware
+        self.pause = pause_of(broker)  # consumers are built after the middleware
         self.consuming = True  # Dramatiq's __init__ started the basic_consume
 
-    def __next__(self) -> MessageProxy | None:
+    def __next__(self) -> dramatiq.MessageProxy | None:
         try:
-            if self._held():
+            if self._paused():
                 return None
             method, properties, body = next(self.iterator)
             if method is None:
                 return None
-        except (AssertionError, pika.exceptions.AMQPConnectionError, pika.exceptions.AMQPChannelError) as e:
+        except (AssertionError, *_AMQP_ERRORS) as e:
             if getattr(e, "reply_code", None) == 404:  # as Dramatiq: the queue vanished, declare it again
                 self.broker.queues_pending.add(q_name(self.queue_name))
             raise ConnectionClosed(e) from None  # type: ignore[no-untyped-call]
         tag = method.delivery_tag
-        arrival = Arrival("rabbitmq", self.queue_name, str(tag), f"basic_deliver {self.queue_name}", unique_id=False,
-                          details={"exchange": method.exchange, "routing_key": method.routing_key,
-                                   "redelivered": bool(method.redelivered),
-                                   "amqp_message_id": getattr(properties, "message_id", None)})  # fmt: skip
+        details = {
+            "exchange": method.exchange,
+            "routing_key": method.routing_key,
+            "redelivered": bool(method.redelivered),
+            "amqp_message_id": getattr(properties, "message_id", None),
+        }
+        how = f"basic_deliver {self.queue_name}"
+        arrival = Arrival("rabbitmq", self.queue_name, str(tag), how, unique_id=False, details=details)
         admitted = self.broker.door.admit(body, arrival)
         if not isinstance(admitted, Quarantined):
             self.known_tags.add(tag)
-            return _FieldedRabbitmqMessage(method.redelivered, tag, admitted)  # type: ignore[no-untyped-call]
+            return _RabbitmqMessage(method.redelivered, tag, admitted)  # type: ignore[no-untyped-call]
         try:
             stored = self.broker.door.store(admitted)
         except QuarantineUnavailable:
-            self._settle(partial(self.channel.basic_nack, tag, requeue=True))  # redelivered later
+            self._on_connection(partial(self.channel.basic_nack, tag, requeue=True))  # redelivered later
             time.sleep(self.timeout / 1000)
             return None
         if stored:
-            self._settle(partial(self.channel.basic_ack, tag))
+            self._on_connection(partial(self.channel.basic_ack, tag))
         else:
-            self._settle(partial(self.channel.basic_nack, tag, requeue=False))
+            self._on_connection(partial(self.channel.basic_nack, tag, requeue=False))
         return None
 
-    def _held(self) -> bool:
-        """While the hold is on, no consumer: what the channel had buffered goes back to the queue (a requeue,
-        not an attempt); the connection keeps serving heartbeats and the worker threads' acks. Off: consume again."""
-        if self.hold is None:
+    def _paused(self) -> bool:
+        """While paused, no consumer: what the channel had buffered goes back to the queue (a requeue, not an
+        attempt); the connection keeps serving heartbeats and the worker threads' acks. Resumed: consume again."""
+        if self.pause is None:
             return False
-        if not self.hold.holding(self.queue_name):
+        if not self.pause.paused(self.queue_name):
             if not self.consuming:
                 self.iterator = self.channel.consume(self.queue_name, inactivity_timeout=self.timeout / 1000)
                 self.consuming = True
@@ -101,8 +115,9 @@ class _SafeRabbitmqConsumer(_RabbitmqConsumer):
         self.connection.process_data_events(time_limit=self.timeout / 1000)
         return True
 
-    def _settle(self, call: partial[None]) -> None:
+    def _on_connection(self, ack_or_nack: Callable[[], None]) -> None:
+        # Acks and nacks run on the connection's own thread, as Dramatiq's do.
         try:
-            self.connection.add_callback_threadsafe(call)
-        except (pika.exceptions.AMQPConnectionError, pika.exceptions.AMQPChannelError) as e:
+            self.connection.add_callback_threadsafe(ack_or_nack)
+        except _AMQP_ERRORS as e:
             raise ConnectionClosed(e) from None  # type: ignore[no-untyped-call]

@@ -43,7 +43,8 @@ from calsync.core.model.intake import INTAKE_JOB
 from calsync.core.model.payload import SYNC_JOB
 from calsync.core.model.vocabulary import SYNC_STATUSES, WEBHOOK_DELIVERY_STATUSES
 from calsync.core.redis.traffic import CircuitReading, TrafficStore
-from calsync.core.store import dead_letters, targets, webhook_deliveries, webhook_endpoints
+from calsync.core.store import dead_letters, targets
+from calsync.core.webhooks import count_deliveries, count_disabled
 
 if TYPE_CHECKING:
     from calsync.core.runtime import Runtime
@@ -275,8 +276,8 @@ class StatusReader:
             oldest_failure = dead_letters.oldest_open_failed_at(conn)
             by_status = targets.count_by_status(conn)
             oldest_due = targets.oldest_pending_due(conn)
-            disabled = webhook_endpoints.count_disabled(conn)
-            deliveries = webhook_deliveries.count_by_status(conn)
+            disabled = count_disabled(conn)
+            deliveries = count_deliveries(conn)
         return StoreReading(
             dead_letters_open=open_counts,
             dead_letter_oldest_age_seconds=_age(oldest_failure, now),

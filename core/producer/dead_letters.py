@@ -5,7 +5,7 @@ idempotency key, so an effect that did happen is not repeated and a job made sta
 is skipped. An intake message (``submit_change``) is sent again as it was, under its original message
 id, so it stays idempotent under the same request key. Records of accounts still awaiting
 re-authorization are not replayed (they would fail again at once); re-authorize the account first.
-A webhook delivery (kind ``webhook``) is delivered again under its ``webhook-id`` (webhook_replay.py).
+A webhook delivery (kind ``webhook``) is delivered again under its ``webhook-id`` (core/webhooks/recovery.py).
 
 A quarantined message (kind ``quarantined``) is replayed only when its stored body is complete and
 decodes to the envelope of a job this module knows (a sync job or the reconciler): it is then enqueued
@@ -29,11 +29,11 @@ from calsync.core.model.ids import new_id
 from calsync.core.model.intake import INTAKE_JOB, parse_intake
 from calsync.core.model.payload import SYNC_JOB, parse_payload
 from calsync.core.producer.fairness import lane_choice
-from calsync.core.producer.webhook_replay import WEBHOOK_JOBS, replay_webhook
 from calsync.core.runtime import Runtime
 from calsync.core.store import accounts, dead_letters, targets
 from calsync.core.store.dead_letters import DeadLetter
 from calsync.core.store.targets import TargetKey
+from calsync.core.webhooks import WEBHOOK_JOBS, replay_webhook
 
 log = logging.getLogger(__name__)
 
@@ -123,7 +123,7 @@ def _replay_one(runtime: Runtime, record: DeadLetter) -> Entry | str:
     if record.job_type == INTAKE_JOB:
         return _replay_intake(runtime, record)
     if record.kind == "webhook" or record.job_type in WEBHOOK_JOBS:
-        why, entry = replay_webhook(runtime, record)
+        why, entry = replay_webhook(runtime.db, runtime.broker, runtime.settings.webhook_queue, record)
         return entry if entry is not None else str(why)
     if record.job_type != SYNC_JOB:
         return f"unknown job type {record.job_type!r}: discard it"

@@ -6,7 +6,7 @@ or Redis was flushed), so a fresh job for the event's latest version is enqueued
 enqueue failed has no due time at all (``targets.mark_unqueued``): it is due at once, and the very
 next pass re-enqueues it.
 Duplicates are harmless: jobs are idempotent. The same pass re-enqueues lost webhook dispatches and
-deliveries (webhook_reconcile.py) and runs one housekeeping pass (core/store/pruning.py).
+deliveries (core/webhooks/recovery.py) and runs one housekeeping pass (core/store/pruning.py).
 
 Workers run the re-enqueueing part (:func:`requeue_lost`) in their housekeeping pass, every
 ``MAINTENANCE_INTERVAL`` under its lease (core/worker/maintenance.py): so a target whose enqueue failed
@@ -28,10 +28,10 @@ from calsync.core.model.ids import new_trace_id
 from calsync.core.model.planner import plan
 from calsync.core.model.vocabulary import PRUNED_TABLES
 from calsync.core.producer.fairness import lane_choice
-from calsync.core.producer.webhook_reconcile import reconcile_webhooks
 from calsync.core.runtime import Runtime
 from calsync.core.store import events, targets
 from calsync.core.store.pruning import PruneReport, Retention, prune
+from calsync.core.webhooks import reconcile_webhooks
 
 log = logging.getLogger(__name__)
 
@@ -121,5 +121,8 @@ def requeue_lost(
         with runtime.db.write() as conn:
             targets.postpone(conn, row.key, due_at=dt.datetime.now(dt.UTC))
         report.requeued.append(payload.job_id)
-    report.webhooks_requeued = reconcile_webhooks(runtime, before=now - dt.timedelta(seconds=threshold), limit=limit)
+    before = now - dt.timedelta(seconds=threshold)
+    report.webhooks_requeued = reconcile_webhooks(
+        runtime.db, runtime.broker, runtime.settings.webhook_queue, before=before, limit=limit
+    )
     return report

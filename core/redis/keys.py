@@ -67,23 +67,21 @@ class RedisKeys:
     def ready_queue(self, queue: str) -> str:
         """Dramatiq's list of ready message ids (what KEDA scales on).
 
-        Written by Dramatiq (producers and workers) and, in Dramatiq's layout, by the producer's batch enqueue
-        (core.messaging.redis_batch); read by the queue exporter and KEDA.
+        Written by Dramatiq (producers and workers); read by the queue exporter and KEDA.
         """
         return f"{self.namespace}:{queue}"
 
     def queue_messages(self, queue: str) -> str:
         """Dramatiq's hash of ready and in-flight message bodies.
 
-        Written by Dramatiq and the producer's batch enqueue (core.messaging.redis_batch); read by the exporter.
+        Written by Dramatiq; read by the exporter.
         """
         return f"{self.namespace}:{queue}.msgs"
 
     def delayed_messages(self, queue: str) -> str:
         """Dramatiq's hash of delayed (retry) message bodies, including those held in worker memory.
 
-        Written by Dramatiq and the producer's batch enqueue (core.messaging.redis_batch); read by the exporter
-        (its LLEN twin reads 0 while workers hold the messages).
+        Written by Dramatiq; read by the exporter (its LLEN twin reads 0 while workers hold the messages).
         """
         return f"{self.namespace}:{queue}.DQ.msgs"
 

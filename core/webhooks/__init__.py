@@ -1,4 +1,52 @@
-"""Webhook delivery (docs/PROTOCOL.md, "Webhooks"): registration, the SSRF-safe transport, fan-out, delivery.
+"""Webhooks, one feature (docs/PROTOCOL.md, "Webhooks"): signed notifications of what happened to a tenant's
+receivers, from an outbox written in the transaction of what it reports.
 
-A sibling of core.worker and core.producer: it imports the store, messaging and model, never the job.
+Inside, layered (pyproject's contracts): ``settings`` and ``model`` (ids, URL and address rules, signatures)
+at the bottom; ``store`` (the three tables) and ``transport`` (SSRF-safe HTTP) above them; on top
+``outbox`` (recorded by the sync job and the DLQ recorder), ``delivery`` (fan-out, sign, post, retry, DLQ,
+the breaker, metrics), ``endpoints`` (registration) and ``recovery`` (replay, reconcile). The worker, the
+producer, the API, the CLI and the composition root import the names below from here, never a module inside.
+
+They load on first use (PEP 562): core/config/settings.py imports ``.settings``, which runs this file in
+every process, and one that never touches webhooks (a ``calsync`` command, a service calling
+``submit_change``) must not pay for httpx and Prometheus at start.
 """
+
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from calsync.core.webhooks.delivery import Deliverer as Deliverer
+    from calsync.core.webhooks.delivery import DeliveryPolicy as DeliveryPolicy
+    from calsync.core.webhooks.endpoints import Endpoints as Endpoints
+    from calsync.core.webhooks.outbox import Outbox as Outbox
+    from calsync.core.webhooks.recovery import WEBHOOK_JOBS as WEBHOOK_JOBS
+    from calsync.core.webhooks.recovery import reconcile_webhooks as reconcile_webhooks
+    from calsync.core.webhooks.recovery import replay_webhook as replay_webhook
+    from calsync.core.webhooks.store import Endpoint as Endpoint
+    from calsync.core.webhooks.store import count_deliveries as count_deliveries
+    from calsync.core.webhooks.store import count_disabled as count_disabled
+    from calsync.core.webhooks.transport import Transport as Transport
+
+_HOMES = {
+    "Deliverer": "delivery",
+    "DeliveryPolicy": "delivery",
+    "Endpoints": "endpoints",
+    "Outbox": "outbox",
+    "WEBHOOK_JOBS": "recovery",
+    "reconcile_webhooks": "recovery",
+    "replay_webhook": "recovery",
+    "Endpoint": "store",
+    "count_deliveries": "store",
+    "count_disabled": "store",
+    "Transport": "transport",
+}
+__all__ = list(_HOMES)
+
+
+def __getattr__(name: str) -> Any:
+    if name not in _HOMES:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    return getattr(importlib.import_module(f"{__name__}.{_HOMES[name]}"), name)

@@ -1,7 +1,7 @@
 """The SSRF-safe HTTP client of webhook deliveries: resolve, check every address, connect to the checked one.
 
 A receiver's host is resolved for every attempt and each address it resolves to is checked
-(:func:`~core.model.webhooks.refused_address`): one refused address refuses the URL. The request then
+(:func:`~core.webhooks.model.refused_address`): one refused address refuses the URL. The request then
 goes to that checked IP, with the URL's host in the ``Host`` header and as the TLS server name (so the
 certificate is verified against the host), never to whatever a second DNS answer might say: a DNS
 rebinding cannot slip a private address in between the check and the connection. Redirects are not
@@ -15,13 +15,13 @@ import socket
 import time
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
-from typing import Any
 
 import httpx
 
 from calsync.core.model.errors import InvalidWebhookUrl
 from calsync.core.model.retry_after import parse_retry_after
-from calsync.core.model.webhooks import IpAddress, Network, checked_url, parse_networks, refused_address
+from calsync.core.webhooks.model import IpAddress, Network, checked_url, parse_networks, refused_address
+from calsync.core.webhooks.settings import WebhookSettings
 
 Resolver = Callable[[str, int], list[IpAddress]]
 
@@ -30,21 +30,9 @@ def system_resolver(host: str, port: int) -> list[IpAddress]:
     """Every address the system resolver gives for ``host`` (an IP literal resolves to itself)."""
     try:
         infos = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)
-    except socket.gaierror as exc:
-        raise httpx.ConnectError(f"cannot resolve {host}: {exc.strerror}") from None
-    except (UnicodeError, ValueError, OSError) as exc:  # a name no resolver takes (IDNA, length, NUL)
-        raise httpx.ConnectError(f"cannot resolve {host}: {exc}") from None
+    except (UnicodeError, ValueError, OSError) as exc:  # unknown, or a name no resolver takes (IDNA, length, NUL)
+        raise httpx.ConnectError(f"cannot resolve {host}: {getattr(exc, 'strerror', None) or exc}") from None
     return list(dict.fromkeys(ipaddress.ip_address(str(info[4][0]).split("%")[0]) for info in infos))
-
-
-@dataclass(frozen=True)
-class Target:
-    """Where one attempt connects: the URL's parts and the checked address."""
-
-    scheme: str
-    host: str
-    port: int
-    address: IpAddress
 
 
 @dataclass(frozen=True)
@@ -78,19 +66,19 @@ class Transport:
         self._client = httpx.Client(timeout=limit, follow_redirects=False, trust_env=False)
 
     @classmethod
-    def from_settings(cls, settings: Any) -> Transport:
+    def from_settings(cls, settings: WebhookSettings) -> Transport:
         """The transport the webhook settings describe."""
         return cls(
             allow_http=settings.webhook_allow_http,
-            allowed_networks=settings.webhook_networks,
+            allowed_networks=settings.webhook_allowed_networks.split(","),
             connect_timeout=settings.webhook_connect_timeout,
             timeout=settings.webhook_timeout,
             body_limit=settings.webhook_body_limit,
         )
 
-    def check(self, url: str) -> Target:
+    def check(self, url: str) -> IpAddress:
         """The address an attempt may connect to; raises InvalidWebhookUrl (not https, refused address)."""
-        scheme, host, port = checked_url(url, allow_http=self.allow_http)
+        _, host, port = checked_url(url, allow_http=self.allow_http)
         try:
             addresses = self.resolver(host, port)
         except httpx.ConnectError as exc:
@@ -103,18 +91,18 @@ class Transport:
                 hint = " (a receiver of your own network: CALSYNC_WEBHOOK_ALLOWED_NETWORKS)"
                 said = why if host.strip("[]") == str(address) else f"{host} resolves to {why}"
                 raise InvalidWebhookUrl(f"{said}: refused{hint}")
-        return Target(scheme, host, port, addresses[0])
+        return addresses[0]
 
-    def post(self, url: str, target: Target, headers: Mapping[str, str], body: bytes) -> Answer:
-        """POST ``body`` to the checked address; raises httpx's timeout and transport errors."""
+    def post(self, url: str, address: IpAddress, headers: Mapping[str, str], body: bytes) -> Answer:
+        """POST ``body`` to the checked address; raises httpx's timeout and transport errors.
+
+        httpx sets the ``Host`` header from the URL when it builds the request; the URL's host is then
+        replaced by the address, and stays the TLS server name.
+        """
         deadline = time.monotonic() + self.timeout
-        literal = f"[{target.address}]" if target.address.version == 6 else str(target.address)
         request = self._client.build_request("POST", url, headers=headers, content=body)
-        request.url = request.url.copy_with(host=literal.strip("[]"))
-        default_port = 443 if target.scheme == "https" else 80
-        request.headers["host"] = target.host if target.port == default_port else f"{target.host}:{target.port}"
-        if target.scheme == "https":
-            request.extensions["sni_hostname"] = target.host
+        request.extensions["sni_hostname"] = request.url.host
+        request.url = request.url.copy_with(host=str(address))
         response = self._client.send(request, stream=True)
         try:
             kept = bytearray()

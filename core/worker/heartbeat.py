@@ -8,11 +8,11 @@ A thread started at worker boot, in every worker process, each interval:
   without starting Python (:func:`probe_command`; the dir is emptied by ``calsync worker`` at start);
 - sets ``calsync_worker_heartbeat_timestamp_seconds{worker="<host>:<pid>"}``.
 
-It also watches the deliveries in flight on the process' worker threads. Dramatiq's TimeLimit
+It also watches the messages running on the process' worker threads. Dramatiq's TimeLimit
 interrupts a job at its time limit, but only between Python bytecodes: a thread blocked in C code or
-a syscall stays blocked (docs/notes/dramatiq-worker.md). When a delivery has run longer than its
-time limit plus ``STUCK_GRACE``, the thread is stuck: the heartbeat stops for good (logged at
-CRITICAL with the delivery), the key expires, the file goes stale, and the probe restarts the pod.
+a syscall stays blocked (docs/notes/dramatiq-worker.md). When a message has run longer than its
+time limit plus ``STUCK_GRACE``, its thread is stuck: the heartbeat stops for good (logged at
+CRITICAL with the message), the key expires, the file goes stale, and the probe restarts the pod.
 A Redis outage does not stop the file: restarting a healthy worker would not bring Redis back.
 
 It counts the process' live worker threads too. A worker thread that died (an exception escaping
@@ -34,6 +34,7 @@ import shlex
 import socket
 import threading
 import time
+from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -81,8 +82,8 @@ def probe_command(directory: Path, max_age: float) -> list[str]:
 
 
 @dataclass(frozen=True)
-class Delivery:
-    """A delivery running on a worker thread."""
+class Running:
+    """A message on a worker thread: since when (monotonic), and its time limit in seconds."""
 
     message_id: str
     actor: str
@@ -90,29 +91,10 @@ class Delivery:
     time_limit: float
 
 
-class InFlight:
-    """Deliveries running on this process' worker threads, to tell a slow job from a stuck thread."""
-
-    def __init__(self, grace: float) -> None:
-        self.grace = grace
-        self._running: dict[int, Delivery] = {}
-        self._lock = threading.Lock()
-
-    def start(self, thread: int, delivery: Delivery) -> None:
-        """A worker thread began a delivery."""
-        with self._lock:
-            self._running[thread] = delivery
-
-    def finish(self, thread: int) -> None:
-        """A worker thread is done with its delivery (whatever happened)."""
-        with self._lock:
-            self._running.pop(thread, None)
-
-    def stuck(self, now: float) -> Delivery | None:
-        """The longest-running delivery past its time limit plus the grace period, if any."""
-        with self._lock:
-            late = [d for d in self._running.values() if now - d.started > d.time_limit + self.grace]
-        return min(late, key=lambda d: d.started, default=None)
+def stuck(running: Iterable[Running], now: float, grace: float) -> Running | None:
+    """The longest-running of ``running`` past its time limit plus ``grace``, if any: a stuck thread."""
+    late = [r for r in running if now - r.started > r.time_limit + grace]
+    return min(late, key=lambda r: r.started, default=None)
 
 
 @dataclass(frozen=True)
@@ -121,17 +103,6 @@ class ThreadCount:
 
     alive: int
     configured: int
-
-    @property
-    def complete(self) -> bool:
-        """Every configured thread is alive."""
-        return self.alive >= self.configured
-
-
-def thread_count(worker: dramatiq.Worker) -> ThreadCount:
-    """The live worker threads of a Dramatiq worker (its ``workers`` list) against its ``worker_threads``."""
-    threads: list[threading.Thread] = list(worker.workers)
-    return ThreadCount(sum(1 for t in threads if t.is_alive()), int(worker.worker_threads))
 
 
 @dataclass(frozen=True)
@@ -146,28 +117,22 @@ class HeartbeatTiming:
 
 
 class Heartbeat(dramatiq.Middleware):
-    """Runs this worker process' heartbeat thread and tracks its deliveries in flight."""
+    """Runs this worker process' heartbeat thread and tracks the messages running on its worker threads."""
 
     def __init__(
-        self,
-        client: redis.Redis,
-        keys: RedisKeys,
-        timing: HeartbeatTiming,
-        pause: PauseGate | None = None,
-        watch: RedisWatch | None = None,
+        self, client: redis.Redis, keys: RedisKeys, timing: HeartbeatTiming, pause: PauseGate, watch: RedisWatch
     ) -> None:
-        self.timing = timing
-        self.watch = watch  # an unreachable Redis is reported there (once per outage), not logged every beat
-        self.pause = pause
         self.redis = client
         self.keys = keys
-        self.inflight = InFlight(timing.stuck_grace)
+        self.timing = timing
+        self.pause = pause
+        self.watch = watch  # an unreachable Redis is reported there (once per outage), not logged every beat
         self.worker = worker_id()
-        self.stuck: Delivery | None = None
+        self.stuck: Running | None = None  # set for good when a worker thread is stuck
         self.threads_lost: ThreadCount | None = None  # set for good when a worker thread died
+        self._running: dict[int, Running] = {}  # by worker thread
         self._worker: dramatiq.Worker | None = None
         self._stopping = False
-        self._default_limit = timing.job_time_limit
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
         self._started_at = time.time()
@@ -182,29 +147,18 @@ class Heartbeat(dramatiq.Middleware):
         """This process' heartbeat file."""
         return heartbeat_file(self.timing.directory, os.getpid())
 
-    # --- deliveries -----------------------------------------------------------------------------
-
     def before_process_message(self, broker: dramatiq.Broker, message: dramatiq.MessageProxy) -> None:
         actor = broker.actors.get(message.actor_name)
         limit_ms = message.options.get("time_limit") or (actor.options.get("time_limit") if actor else None)
-        limit = limit_ms / 1000 if limit_ms else self._default_limit
-        delivery = Delivery(message.message_id, message.actor_name, time.monotonic(), limit)
-        self.inflight.start(threading.get_ident(), delivery)
+        limit = limit_ms / 1000 if limit_ms else self.timing.job_time_limit
+        running = Running(message.message_id, message.actor_name, time.monotonic(), limit)
+        self._running[threading.get_ident()] = running
 
-    def after_process_message(
-        self,
-        broker: dramatiq.Broker,
-        message: dramatiq.MessageProxy,
-        *,
-        result: object = None,
-        exception: BaseException | None = None,
-    ) -> None:
-        self.inflight.finish(threading.get_ident())
+    def after_process_message(self, broker: dramatiq.Broker, message: dramatiq.MessageProxy, **outcome: object) -> None:
+        self._running.pop(threading.get_ident(), None)
 
     def after_skip_message(self, broker: dramatiq.Broker, message: dramatiq.MessageProxy) -> None:
-        self.inflight.finish(threading.get_ident())
-
-    # --- the heartbeat thread -------------------------------------------------------------------
+        self._running.pop(threading.get_ident(), None)
 
     def before_worker_boot(self, broker: dramatiq.Broker, worker: dramatiq.Worker) -> None:
         # Beat once before the worker threads start: the locks their first jobs take then name a live
@@ -219,8 +173,10 @@ class Heartbeat(dramatiq.Middleware):
         self._stopping = False
         self._stop.clear()
         self.beat()
-        self._thread = start_repeating("calsync-heartbeat", self._stop, self.timing.interval, self.beat,
-                                       log=log, failure="heartbeat failed; trying again next interval")  # fmt: skip
+        failure = "heartbeat failed; trying again next interval"
+        self._thread = start_repeating(
+            "calsync-heartbeat", self._stop, self.timing.interval, self.beat, log=log, failure=failure
+        )
 
     def before_worker_shutdown(self, broker: dramatiq.Broker, worker: dramatiq.Worker) -> None:
         self._stopping = True  # threads now end on purpose: not a loss
@@ -232,23 +188,28 @@ class Heartbeat(dramatiq.Middleware):
             self._thread = None
         try:
             self.redis.delete(self.key)
+        except redis.ConnectionError as exc:
+            self.watch.lost(exc)  # said once per outage; the key expires by itself
         except redis.RedisError:
-            if self.watch is None or not self.watch.unreachable:  # else the outage was said already
-                log.warning("could not delete the heartbeat key; it expires by itself", exc_info=True)
+            log.warning("could not delete the heartbeat key; it expires by itself", exc_info=True)
         self.file.unlink(missing_ok=True)
 
     def beat(self) -> bool:
         """Renew the key, the file and the gauge, unless a worker thread is stuck (then never again)."""
         if self.stuck is None:
-            self.stuck = self.inflight.stuck(time.monotonic())
+            self.stuck = stuck(self._running.copy().values(), time.monotonic(), self.timing.stuck_grace)
             if self.stuck is not None:
-                running = time.monotonic() - self.stuck.started
+                fields = {
+                    "message_id": self.stuck.message_id,
+                    "job_type": self.stuck.actor,
+                    "running_seconds": round(time.monotonic() - self.stuck.started, 1),
+                    "time_limit_seconds": self.stuck.time_limit,
+                    "worker": self.worker,
+                }
                 log.critical(
                     "a worker thread is stuck: heartbeat stopped so that the liveness probe restarts this worker",
-                    extra={"fields": {"message_id": self.stuck.message_id, "job_type": self.stuck.actor,
-                                      "running_seconds": round(running, 1), "time_limit_seconds": self.stuck.time_limit,
-                                      "worker": self.worker}},
-                )  # fmt: skip
+                    extra={"fields": fields},
+                )
         if self.stuck is not None:
             return False
         threads = self._count_threads()
@@ -256,23 +217,29 @@ class Heartbeat(dramatiq.Middleware):
         self._renew_key(now, threads)
         if self.threads_lost is not None:
             return False
-        self._touch_file()
+        try:
+            self.file.parent.mkdir(parents=True, exist_ok=True)
+            self.file.touch()
+        except OSError:
+            log.warning("could not touch the heartbeat file", exc_info=True, extra={"fields": {"path": str(self.file)}})
         WORKER_HEARTBEAT.labels(self.worker).set(now)
         return True
 
     def _count_threads(self) -> ThreadCount | None:
         if self._worker is None:
             return None
-        threads = thread_count(self._worker)
+        workers: list[threading.Thread] = list(self._worker.workers)
+        threads = ThreadCount(sum(1 for t in workers if t.is_alive()), int(self._worker.worker_threads))
         WORKER_THREADS_ALIVE.labels(self.worker).set(threads.alive)
         WORKER_THREADS_CONFIGURED.labels(self.worker).set(threads.configured)
-        if self.threads_lost is None and not threads.complete and not self._stopping:
+        if self.threads_lost is None and threads.alive < threads.configured and not self._stopping:
             self.threads_lost = threads
             log.critical(
                 "worker threads died: heartbeat file stopped so that the liveness probe restarts this worker",
-                extra={"fields": {"threads_alive": threads.alive, "threads": threads.configured,
-                                  "worker": self.worker}},
-            )  # fmt: skip
+                extra={
+                    "fields": {"threads_alive": threads.alive, "threads": threads.configured, "worker": self.worker}
+                },
+            )
         return threads
 
     def _renew_key(self, now: float, threads: ThreadCount | None) -> None:
@@ -284,28 +251,15 @@ class Heartbeat(dramatiq.Middleware):
             "started_at": self._started_at,
             "beat_at": now,
         }
-        if threads is not None:
+        if threads is not None and self._worker is not None:
             value.update(threads=threads.configured, threads_alive=threads.alive)
-        if self.pause is not None and self._worker is not None:
             value["paused"] = self.pause.paused_on(self._worker.consumers)  # every consumer holds
         try:
             self.redis.set(self.key, json.dumps(value), px=int(self.timing.ttl * 1000))
         except redis.ConnectionError as exc:
-            if self.watch is None:
-                log.warning("could not renew the heartbeat key", exc_info=True)
-            else:
-                self.watch.lost(exc)
+            self.watch.lost(exc)
             return
         except redis.RedisError:
             log.warning("could not renew the heartbeat key", exc_info=True)
             return
-        if self.watch is not None:
-            self.watch.answered()
-
-    def _touch_file(self) -> None:
-        path = self.file
-        try:
-            path.parent.mkdir(parents=True, exist_ok=True)
-            path.touch()
-        except OSError:
-            log.warning("could not touch the heartbeat file", exc_info=True, extra={"fields": {"path": str(path)}})
+        self.watch.answered()

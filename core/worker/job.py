@@ -20,7 +20,7 @@ over a limit, blocked by a provider's back-off or behind an open breaker it rais
 which uses no attempt either. Before a create through an adapter without an idempotent create (EWS),
 once admitted, the target's ``create_attempted`` marker is committed (once per target), so a later
 attempt knows it must look for what this one may have made. The webhook outbox row, when the tenant
-wants one, is written in the result's transaction (core/worker/outbox.py). Failures are raised as
+wants one, is written in the result's transaction (core/webhooks/outbox.py). Failures are raised as
 they are; the retry middleware decides what follows.
 """
 
@@ -34,7 +34,7 @@ from typing import Any
 import dramatiq
 
 from calsync.core.config.logging import bind_job
-from calsync.core.messaging.messages import sync_message
+from calsync.core.messaging.messages import rerun_message
 from calsync.core.model.calendar import (
     Account,
     EventState,
@@ -51,7 +51,7 @@ from calsync.core.model.errors import (
     SecretKeyMismatch,
     TargetLocked,
 )
-from calsync.core.model.payload import JobPayload, Operation, new_payload, parse_payload, raw_ids
+from calsync.core.model.payload import JobPayload, Operation, parse_payload, raw_ids
 from calsync.core.model.planner import operation_for
 from calsync.core.model.vocabulary import Outcome
 from calsync.core.redis.keys import RedisKeys
@@ -61,11 +61,11 @@ from calsync.core.store.crypto import CredentialCipher
 from calsync.core.store.database import Database
 from calsync.core.store.targets import TargetRow
 from calsync.core.store.unreadable_secrets import UnreadableSecrets
+from calsync.core.webhooks import Outbox
 from calsync.core.worker import cancellation
-from calsync.core.worker.context import REPAIR_OPTION, JobContext, current_job, detached_delivery
+from calsync.core.worker.delivery import Delivery, current_delivery, detached_delivery
 from calsync.core.worker.metrics import lock_attempt, provider_request
-from calsync.core.worker.outbox import Outbox
-from calsync.core.worker.snapshot import Snapshot, Versions, left_as, load_snapshot, still_current
+from calsync.core.worker.snapshot import Snapshot, left_as, load_snapshot, still_current
 from calsync.core.worker.traffic import TrafficGate
 
 log = logging.getLogger(__name__)
@@ -90,14 +90,16 @@ class JobParts:
     unreadable: UnreadableSecrets = field(default_factory=UnreadableSecrets)  # credentials the keys cannot open
 
 
-def run_sync(parts: JobParts, delivery: JobContext, args: Sequence[Any], kwargs: Mapping[str, Any]) -> Outcome:
+def run_sync(parts: JobParts, delivery: Delivery, args: Sequence[Any], kwargs: Mapping[str, Any]) -> Outcome:
     """Make one target match its event's latest state, exactly once per logical effect."""
     payload = _parse(delivery, args, kwargs)
     delivery.begin(payload)
     early = _snapshot(parts, payload)  # before the lock: a finished or stale job never waits
+    if early.account is not None:
+        delivery.provider = early.account.provider  # for its metrics, however it ends
     if early.already_done:
         return Outcome.ALREADY_DONE
-    if _superseded(early.versions, payload, repair=delivery.repair):
+    if _superseded(early, payload, repair=delivery.repair):
         return Outcome.STALE
     key = (payload.tenant_id, payload.entity_id, payload.account_id)
     held = parts.locks.acquire(parts.keys.lock(*key), handover=parts.keys.handover(*key))
@@ -108,12 +110,10 @@ def run_sync(parts: JobParts, delivery: JobContext, args: Sequence[Any], kwargs:
     try:
         current = parts.trust_handover and still_current(early, held.handed_over, taken_over=held.taken_over)
         snapshot = early if current else _snapshot(parts, payload)  # a holder wrote since
-        if snapshot.account is not None:
-            delivery.provider = snapshot.account.provider
         leaves = left_as(snapshot.target) if snapshot.target is not None else None
         if snapshot.already_done:
             return Outcome.ALREADY_DONE
-        if _superseded(snapshot.versions, payload, repair=delivery.repair):
+        if _superseded(snapshot, payload, repair=delivery.repair):
             return Outcome.STALE  # the same check, exact under the lock
         account, event, target = _checked(snapshot, payload)
         effect = effective_operation(event, target, leaving=account.status == "removing")
@@ -122,7 +122,8 @@ def run_sync(parts: JobParts, delivery: JobContext, args: Sequence[Any], kwargs:
         with parts.traffic.call(account):  # over a limit or behind an open breaker: Held, a deferral
             if _needs_marker(provider, target, effect):  # committed before anything is sent
                 leaves = None  # unknown until the commit returns
-                _mark_create_attempted(parts, target)
+                with parts.db.direct_write() as tx:
+                    targets.mark_create_attempted(tx, target.key)
                 stored = replace(stored, create_attempted=True)  # the call's view (target) still says none was
                 leaves = left_as(stored)
             ref = _call_provider(provider, account, event, target, effect, taken_over=held.taken_over)
@@ -148,7 +149,7 @@ def sync_actor(parts: JobParts) -> Callable[..., None]:
 
     def sync_calendar_event(*args: Any, **kwargs: Any) -> None:
         """Make one event appear (or disappear) in one account, as its latest version says."""
-        delivery = current_job() or detached_delivery()
+        delivery = current_delivery() or detached_delivery()
         delivery.outcome = run_sync(parts, delivery, args, kwargs)
 
     return sync_calendar_event
@@ -161,7 +162,7 @@ def effective_operation(event: EventState, target: TargetRow, *, leaving: bool =
     return operation_for(target, wanted_present=wanted, cancelled=event.status == "cancelled")
 
 
-def _parse(delivery: JobContext, args: Sequence[Any], kwargs: Mapping[str, Any]) -> JobPayload:
+def _parse(delivery: Delivery, args: Sequence[Any], kwargs: Mapping[str, Any]) -> JobPayload:
     try:
         if kwargs:
             raise InvalidPayload("keyword arguments are not part of the job schema", ids=raw_ids(args))
@@ -179,13 +180,13 @@ def _snapshot(parts: JobParts, payload: JobPayload) -> Snapshot:
         raise parts.unreadable.held(payload.account_id, "account") from None
 
 
-def _superseded(versions: Versions | None, payload: JobPayload, *, repair: bool) -> bool:
+def _superseded(snapshot: Snapshot, payload: JobPayload, *, repair: bool) -> bool:
     # A newer version exists (its own job will sync it), or this version is synced already. When the
-    # event or target is missing (None), _checked says what exactly.
-    if versions is None:
+    # event or target is missing, _checked says what exactly.
+    if snapshot.event is None or snapshot.target is None:
         return False
     wanted = payload.target_version
-    return versions.event > wanted or (versions.synced >= wanted and not repair)
+    return snapshot.event.version > wanted or (snapshot.target.synced_version >= wanted and not repair)
 
 
 def _checked(snapshot: Snapshot, payload: JobPayload) -> tuple[Account, EventState, TargetRow]:
@@ -208,11 +209,6 @@ def _needs_marker(provider: Provider, target: TargetRow, effect: Operation) -> b
     # create was ever sent: say that one may have been, durably, before this one goes out. This attempt's view
     # still says none was (the snapshot's), so its create skips the lookup; every later attempt makes it.
     return effect == "create" and not target.create_attempted and needs_create_marker(provider)
-
-
-def _mark_create_attempted(parts: JobParts, target: TargetRow) -> None:
-    with parts.db.direct_write() as tx:
-        targets.mark_create_attempted(tx, target.key)
 
 
 def _call_provider(
@@ -267,17 +263,11 @@ def _repair_if_overtaken(parts: JobParts, payload: JobPayload, target: TargetRow
         latest = targets.get_target(conn, target.key)
     if latest is None or latest.synced_version <= version:
         return
-    repair = new_payload(
-        tenant_id=payload.tenant_id,
-        entity_id=payload.entity_id,
-        account_id=payload.account_id,
-        operation="delete" if latest.wanted == "absent" else "update",
-        version=latest.synced_version,
-        trace_id=payload.trace_id,
-        key=f"{payload.idempotency_key}:repair:{payload.job_id}",
-    )
-    parts.broker.enqueue(sync_message(parts.queue, repair, options={REPAIR_OPTION: True}))
+    operation: Operation = "delete" if latest.wanted == "absent" else "update"
+    key = f"{payload.idempotency_key}:repair:{payload.job_id}"
+    repair = rerun_message(parts.queue, payload, operation, latest.synced_version, key)
+    parts.broker.enqueue(repair)
     log.warning(
         "older write landed after a newer one; repair sync enqueued",
-        extra={"fields": {"repair_job_id": repair.job_id, "latest_version": latest.synced_version}},
+        extra={"fields": {"repair_job_id": repair.args[0]["job_id"], "latest_version": latest.synced_version}},
     )

@@ -70,8 +70,8 @@ class Maintenance(dramatiq.Middleware):
         *,
         interval: float,
         retention: Retention,
+        watch: RedisWatch,
         requeue: Callable[[], int] | None = None,
-        watch: RedisWatch | None = None,
     ) -> None:
         self.db = db
         self.redis = client
@@ -90,8 +90,9 @@ class Maintenance(dramatiq.Middleware):
     def after_worker_boot(self, broker: dramatiq.Broker, worker: dramatiq.Worker) -> None:
         self._stop.clear()
         failure = "housekeeping pass failed; trying again next interval"
-        self._thread = start_repeating("calsync-maintenance", self._stop, self.interval, self.run_once,
-                                       log=log, failure=failure)  # fmt: skip
+        self._thread = start_repeating(
+            "calsync-maintenance", self._stop, self.interval, self.run_once, log=log, failure=failure
+        )
 
     def after_worker_shutdown(self, broker: dramatiq.Broker, worker: dramatiq.Worker) -> None:
         self._stop.set()
@@ -102,13 +103,9 @@ class Maintenance(dramatiq.Middleware):
     def take_lease(self) -> bool:
         """Whether this process runs the pass of this interval (no other process took it)."""
         token = f"{worker_id()}|{uuid.uuid4().hex}"
-        return bool(self.redis.set(self.keys.maintenance_lease(), token, nx=True, px=max(1, int(self.interval * 1000))))
-
-    def _leased(self) -> bool:
-        if self.watch is None:
-            return self.take_lease()
+        lease = self.keys.maintenance_lease()
         try:
-            taken = self.take_lease()
+            taken = bool(self.redis.set(lease, token, nx=True, px=max(1, int(self.interval * 1000))))
         except redis.ConnectionError as exc:
             self.watch.lost(exc)  # said once for the outage, by whichever thread found it first
             return False
@@ -117,7 +114,7 @@ class Maintenance(dramatiq.Middleware):
 
     def run_once(self) -> PruneReport | None:
         """One pass if this process holds the interval's lease; None when another process has it."""
-        if not self._leased():
+        if not self.take_lease():
             return None
         started = time.monotonic()
         requeued = 0

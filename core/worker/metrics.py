@@ -22,31 +22,26 @@ import functools
 import logging
 import os
 import socket
-import threading
 import time
 from collections.abc import Iterator
 from importlib import metadata
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 import dramatiq
 from prometheus_client import Counter, Gauge, Histogram, values
 
 from calsync.core.model.errors import ConfigurationError, error_class_of, is_permanent
 from calsync.core.model.vocabulary import Outcome
-from calsync.core.store import accounts
-from calsync.core.store.database import Database
-from calsync.core.worker.context import JobContext
+from calsync.core.worker.delivery import Delivery
 
 if TYPE_CHECKING:
     from calsync.core.config.settings import Settings
 
 log = logging.getLogger(__name__)
 
-UNKNOWN_PROVIDER = "unknown"
 _JOB_BUCKETS = (0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300)
 _PROVIDER_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30)
-_PROVIDER_CACHE_LIMIT = 10_000
 
 JOBS = Counter(
     "calsync_jobs_total",
@@ -118,7 +113,7 @@ BUILD_INFO = Gauge(
 )
 
 
-@functools.cache  # the code running is what was installed at start; the metadata read took 4-8 ms per heartbeat
+@functools.cache  # the code running is what was installed at start: read once, not at every heartbeat
 def calsync_version() -> str:
     """The installed calsync version, the value of ``calsync_build_info{version}``."""
     try:
@@ -139,37 +134,14 @@ def status_class(exc: BaseException | None) -> str:
     return "permanent_error" if is_permanent(exc) else "temporary_error"
 
 
-class _Children:
-    """A metric's labelled children, looked up once per label values (``labels()`` validates on every call)."""
-
-    def __init__(self, metric: Counter | Histogram) -> None:
-        self._metric = metric
-        self._children: dict[tuple[str, ...], Any] = {}
-
-    def __call__(self, *values: str) -> Any:
-        child = self._children.get(values)
-        if child is None:
-            # Racing threads may both create it: labels() returns the same child to both.
-            child = self._children[values] = self._metric.labels(*values)
-        return child
-
-
-_jobs = _Children(JOBS)
-_job_duration = _Children(JOB_DURATION)
-_provider_requests = _Children(PROVIDER_REQUESTS)
-_provider_duration = _Children(PROVIDER_DURATION)
-_lock_acquisitions = _Children(LOCK_ACQUISITIONS)
-_traffic_deferrals = _Children(TRAFFIC_DEFERRALS)
-
-
 def lock_attempt(*, acquired: bool) -> None:
     """Count one attempt to take a per-target lock (every delivery of a sync job with a valid payload makes one)."""
-    _lock_acquisitions("acquired" if acquired else "busy").inc()
+    LOCK_ACQUISITIONS.labels("acquired" if acquired else "busy").inc()
 
 
 def traffic_deferral(provider: str, limit: str) -> None:
     """Count one call traffic control held back (``limit``: what held it, core.redis.traffic.HoldReason)."""
-    _traffic_deferrals(provider, limit).inc()
+    TRAFFIC_DEFERRALS.labels(provider, limit).inc()
 
 
 @contextlib.contextmanager
@@ -183,8 +155,8 @@ def provider_request(provider: str, operation: str) -> Iterator[None]:
         failure = exc
         raise
     finally:
-        _provider_requests(provider, operation, status_class(failure)).inc()
-        _provider_duration(provider, operation).observe(time.perf_counter() - started)
+        PROVIDER_REQUESTS.labels(provider, operation, status_class(failure)).inc()
+        PROVIDER_DURATION.labels(provider, operation).observe(time.perf_counter() - started)
 
 
 def require_multiprocess(settings: Settings) -> None:
@@ -206,50 +178,19 @@ def require_multiprocess(settings: Settings) -> None:
 class WorkerMetrics(dramatiq.Middleware):
     """Turns the deliveries' ends into calsync_* metrics (the job counts its lock attempts and provider calls)."""
 
-    def __init__(self, db: Database) -> None:
-        self.db = db
-        self._providers: dict[str, str] = {}
-        self._providers_lock = threading.Lock()
-
     def after_process_boot(self, broker: dramatiq.Broker) -> None:
         BUILD_INFO.labels(calsync_version()).set(1)
 
-    def observe_job(self, ctx: JobContext, outcome: Outcome, duration: float) -> None:
-        """JobLifecycle observer: one delivery ended with ``outcome`` after ``duration`` seconds."""
+    def observe_job(self, delivery: Delivery, outcome: Outcome, duration: float) -> None:
+        """JobLifecycle observer: one delivery ended with ``outcome`` after ``duration`` seconds. Its provider is
+        the account's when the job read its state (``unknown`` for a payload it could not read)."""
         try:
-            provider = self._provider_of(ctx)
-            _jobs(ctx.actor, provider, outcome).inc()
-            _job_duration(ctx.actor, provider).observe(duration)
+            JOBS.labels(delivery.actor, delivery.provider, outcome).inc()
+            JOB_DURATION.labels(delivery.actor, delivery.provider).observe(duration)
             if outcome is Outcome.RETRY_SCHEDULED:
-                error_class = error_class_of(ctx.error) if ctx.error is not None else "unknown"
-                JOB_RETRIES.labels(ctx.actor, provider, error_class).inc()
+                error_class = error_class_of(delivery.error) if delivery.error is not None else "unknown"
+                JOB_RETRIES.labels(delivery.actor, delivery.provider, error_class).inc()
             elif outcome is Outcome.DEAD_LETTERED:
-                DEAD_LETTERS.labels(ctx.actor, ctx.dead_lettered_because()).inc()
+                DEAD_LETTERS.labels(delivery.actor, delivery.dead_lettered_because()).inc()
         except Exception:
             log.warning("could not record job metrics", exc_info=True)
-
-    def _provider_of(self, ctx: JobContext) -> str:
-        # Deliveries that end before the state is loaded (lock_busy, corrupt payloads) know only the
-        # account id; the provider is looked up once per account (an account never changes provider).
-        account_id = ctx.payload.account_id if ctx.payload is not None else None
-        if ctx.provider != UNKNOWN_PROVIDER:
-            if account_id is not None:
-                self._remember(account_id, ctx.provider)
-            return ctx.provider
-        if account_id is None:
-            return UNKNOWN_PROVIDER
-        known = self._providers.get(account_id)
-        if known is not None:
-            return known
-        with self.db.read() as conn:
-            summary = accounts.get_summary(conn, account_id)
-        if summary is None:
-            return UNKNOWN_PROVIDER
-        self._remember(account_id, summary.provider)
-        return summary.provider
-
-    def _remember(self, account_id: str, provider: str) -> None:
-        with self._providers_lock:
-            if len(self._providers) >= _PROVIDER_CACHE_LIMIT:
-                self._providers.clear()
-            self._providers[account_id] = provider

@@ -68,15 +68,6 @@ _SNAPSHOT = DirectStatement(_JOINED)
 
 
 @dataclass(frozen=True)
-class Versions:
-    """How far one target is: its event's latest version, the version it must reach and the one it reached."""
-
-    event: int
-    wanted: int
-    synced: int
-
-
-@dataclass(frozen=True)
 class Snapshot:
     """The account, event and target a job is about."""
 
@@ -84,14 +75,6 @@ class Snapshot:
     event: EventState | None
     target: TargetRow | None
     already_done: bool = False  # the job's idempotency key is recorded as succeeded
-
-    @property
-    def versions(self) -> Versions | None:
-        """The target's versions, for the stale check (None if the event or target is missing)."""
-        if self.event is None or self.target is None:
-            return None
-        target = self.target
-        return Versions(self.event.version, target.wanted_version, target.synced_version)
 
 
 def left_as(target: TargetRow) -> str:

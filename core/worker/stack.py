@@ -6,7 +6,7 @@ Before-hooks run top to bottom and after-hooks bottom to top (Dramatiq's rule). 
 
 0. in workers, ``first``: Dramatiq's ``Prometheus``, :class:`~core.worker.metrics.WorkerMetrics`,
    :class:`~core.worker.heartbeat.Heartbeat` (docs/METRICS.md), :class:`~core.worker.pause.PauseGate`
-   (holds the consumers while ``calsync pause`` is on; no hook around deliveries),
+   (pauses the consumers while ``calsync pause`` is on; no hook around deliveries),
    :class:`~core.messaging.outage.RedisOutage` (an unreachable Redis: said once, waited out by the
    consumers), :class:`~core.worker.maintenance.Maintenance` (the housekeeping thread);
 1. ``JobLifecycle`` — opens the delivery; its ack/nack hooks run last, logging and counting the outcome;
@@ -27,13 +27,13 @@ from dramatiq.middleware import ShutdownNotifications, TimeLimit
 from calsync.core.messaging.outage import RedisOutage
 from calsync.core.redis.pause import PauseSwitch
 from calsync.core.store.pruning import Retention
+from calsync.core.webhooks import Outbox
 from calsync.core.worker.heartbeat import Heartbeat, HeartbeatTiming
 from calsync.core.worker.maintenance import Maintenance
 from calsync.core.worker.metrics import WorkerMetrics
 from calsync.core.worker.middleware.dead_letters import DeadLetterRecorder
 from calsync.core.worker.middleware.lifecycle import JobLifecycle, JobObserver
 from calsync.core.worker.middleware.retries import RetryPolicy, ScheduledRetries
-from calsync.core.worker.outbox import outbox_of
 from calsync.core.worker.pause import PauseGate
 
 if TYPE_CHECKING:
@@ -41,7 +41,11 @@ if TYPE_CHECKING:
 
 
 def worker_middleware(
-    runtime: Runtime, *, first: Sequence[dramatiq.Middleware] = (), job_observers: Sequence[JobObserver] = ()
+    runtime: Runtime,
+    outbox: Outbox,
+    *,
+    first: Sequence[dramatiq.Middleware] = (),
+    job_observers: Sequence[JobObserver] = (),
 ) -> list[dramatiq.Middleware]:
     """The worker's middleware list; ``first`` goes before everything (Prometheus must come first)."""
     settings = runtime.settings
@@ -57,13 +61,13 @@ def worker_middleware(
         JobLifecycle(runtime.stats, job_observers),
         TimeLimit(time_limit=int(settings.job_time_limit * 1000)),
         ShutdownNotifications(),
-        DeadLetterRecorder(runtime.db, outbox_of(runtime)),
+        DeadLetterRecorder(runtime.db, outbox),
         ScheduledRetries(runtime.db, policy),
     ]
 
 
 def observed_worker_middleware(
-    runtime: Runtime, *, requeue: Callable[[], int] | None = None
+    runtime: Runtime, outbox: Outbox, *, requeue: Callable[[], int] | None = None
 ) -> list[dramatiq.Middleware]:
     """The worker's middleware with metrics and heartbeats wired in (docs/METRICS.md).
 
@@ -74,7 +78,7 @@ def observed_worker_middleware(
     from dramatiq.middleware.prometheus import Prometheus
 
     settings = runtime.settings
-    metrics = WorkerMetrics(runtime.db)
+    metrics = WorkerMetrics()
     timing = HeartbeatTiming(
         interval=settings.heartbeat_interval,
         ttl=settings.heartbeat_ttl,
@@ -91,4 +95,4 @@ def observed_worker_middleware(
     if settings.maintenance_enabled:  # housekeeping, one pass per interval across workers (docs/RUNBOOK.md)
         first.append(Maintenance(runtime.db, runtime.redis, runtime.keys, interval=settings.maintenance_interval,
                                  retention=Retention.of(settings), requeue=requeue, watch=watch))  # fmt: skip
-    return worker_middleware(runtime, first=first, job_observers=[metrics.observe_job])
+    return worker_middleware(runtime, outbox, first=first, job_observers=[metrics.observe_job])

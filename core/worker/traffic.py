@@ -45,7 +45,7 @@ from calsync.core.model.errors import (
 )
 from calsync.core.model.provider_io import RequestsSent
 from calsync.core.redis.traffic import Admission, Ending, HoldReason, Limits, Scope, Settled, TrafficStore
-from calsync.core.worker.context import current_job
+from calsync.core.worker.delivery import current_delivery
 from calsync.core.worker.metrics import traffic_deferral
 
 log = logging.getLogger(__name__)
@@ -125,7 +125,7 @@ class TrafficGate:
 
         The requests the block sends are counted into the current delivery's ``provider_requests``.
         """
-        delivery = current_job()
+        delivery = current_delivery()
         sent = delivery.provider_requests if delivery is not None else RequestsSent()
         limits = self._limits.get(account.provider)
         if limits is None:
@@ -172,7 +172,7 @@ class TrafficGate:
             if exc is None:  # a success's answer is unused: settled without waiting
                 self._store.settle_later(account.provider, account.id, admission, limits)
                 return None
-            delivery = current_job()
+            delivery = current_delivery()
             payload = delivery.payload if delivery is not None else None
             job = (payload.job_id, payload.attempt) if payload is not None else None  # no job known: nothing excused
             event = f"{payload.tenant_id}/{payload.entity_id}" if payload is not None else None

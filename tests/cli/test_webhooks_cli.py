@@ -12,11 +12,11 @@ from standardwebhooks.webhooks import Webhook
 
 from calsync.actors.cli.main import cli
 from calsync.core.config.settings import Settings
-from calsync.core.model.webhook_signing import request_headers
 from calsync.core.store import migrate
 from calsync.core.store.crypto import generate_key
 from calsync.core.store.database import Database
 from calsync.core.store.schema import webhook_endpoints
+from calsync.core.webhooks.model import request_headers
 
 
 @pytest.fixture

@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from calsync.core.messaging.hold import hold_of
+from calsync.core.messaging.consumer_pause import pause_of
 from calsync.core.observability.readings import StatusReader
 from calsync.core.worker.pause import PauseGate
 from tests.cli.process import calsync, json_out
@@ -32,7 +32,7 @@ def _every_worker_paused(pipeline: Pipeline) -> bool:
 def test_a_paused_worker_holds_every_job_until_resumed(paused_pipeline: Pipeline) -> None:
     pipeline = paused_pipeline
     settings, queue = pipeline.settings, pipeline.settings.queue
-    gate = hold_of(pipeline.broker)
+    gate = pause_of(pipeline.broker)
     assert isinstance(gate, PauseGate)
     account = pipeline.account()
     with pipeline.worker(threads=2):
@@ -43,7 +43,7 @@ def test_a_paused_worker_holds_every_job_until_resumed(paused_pipeline: Pipeline
 
         receipt = pipeline.submit([account], title="held")
         turns = gate.turns[queue]
-        wait_until(lambda: gate.turns[queue] >= turns + 3, what="the consumer to look again and hold")
+        wait_until(lambda: gate.turns[queue] >= turns + 3, what="the consumer to look again and stay paused")
         assert pipeline.target(receipt.entity_id, account).status == "pending"
         assert pipeline.provider.calls() == []
         status = json_out(calsync("status", "--json", settings=settings))

@@ -48,7 +48,6 @@ def test_a_failed_enqueue_after_commit_is_deferred_then_reconciled(
         raise ConnectionError("broker unreachable")
 
     monkeypatch.setattr(pipeline.broker, "enqueue", broker_down)
-    monkeypatch.setattr(pipeline.broker, "enqueue_many", broker_down, raising=False)  # the producer's batch path
     receipt = pipeline.submit([account])
     assert receipt.job_ids == [] and receipt.deferred_accounts == [account]
     assert pipeline.target(receipt.entity_id, account).status == "pending"  # the intent was saved
@@ -77,9 +76,7 @@ def _calsync() -> str:
 
 @pytest.mark.slow
 @pytest.mark.both_brokers
-def test_a_worker_killed_mid_job_is_redelivered_without_a_second_effect(
-    settings_factory: Any, tmp_path: Path
-) -> None:
+def test_a_worker_killed_mid_job_is_redelivered_without_a_second_effect(settings_factory: Any, tmp_path: Path) -> None:
     # Production broker recovery settings (heartbeat 20 s, 10 % maintenance): the claim under test is theirs.
     settings = settings_factory(
         memory_provider_path=tmp_path / "memory.sqlite3",

@@ -8,13 +8,15 @@ import time
 import pytest
 from standardwebhooks.webhooks import Webhook, WebhookVerificationError
 
-from calsync.core.model.webhook_signing import new_secret, request_headers, signature
-from calsync.core.model.webhooks import (
-    WebhookNotification,
+from calsync.core.model.webhooks import WebhookNotification
+from calsync.core.webhooks.model import (
+    new_secret,
     notification,
     notification_id,
     parse_networks,
     refused_address,
+    request_headers,
+    signature,
 )
 
 

@@ -32,6 +32,7 @@ REDACTION = "core/model/redaction.py"
 LOCKS = "core/redis/locks.py"
 JOB = "core/worker/job.py"
 RETRIES = "core/worker/middleware/retries.py"
+MESSAGES = "core/messaging/messages.py"
 FAILURES = "core/worker/failures.py"
 DEAD_LETTERS = "core/worker/middleware/dead_letters.py"
 SUBMIT = "core/producer/submit.py"
@@ -64,8 +65,8 @@ _RESULT_BODY = (
     '            final_status="deleted" if effect == "delete" else "synced",\n'
     "        )\n"
 )
-_DEFER_OPTIONS = "options={DEFERRALS_OPTION: waits + 1}"
-_SAME_ATTEMPT = 'ctx.payload.model_copy(update={"scheduled_at": later})'
+_DEFER_OPTIONS = "{DEFERRALS_OPTION: waits + 1}"
+_SAME_ATTEMPT = 'delivery.payload.model_copy(update={"scheduled_at": later})'
 _DEDUP_SET = '"NX", "EX", ARGV[1])'
 
 # fmt: off
@@ -135,7 +136,7 @@ MUTATIONS: tuple[Mutation, ...] = (
              'wanted = target.wanted == "present"', "an account being removed gets no event back"),
     Mutation("job-cancel-not-deleted", JOB, 'cancelled=event.status == "cancelled"', "cancelled=False",
              "a cancelled event is deleted"),
-    Mutation("job-lock-not-released", JOB, "            parts.locks.release(held)\n", "            pass\n",
+    Mutation("job-lock-not-released", JOB, "parts.locks.release_later(held, leaves=leaves)", "None",
              "the target lock is freed when the job ends"),
     # job: the result
     Mutation("job-idempotency-own-tx", JOB, _RESULT_TX + _RESULT_BODY + _RECORD + _IDEMPOTENCY_RECORD,
@@ -148,12 +149,12 @@ MUTATIONS: tuple[Mutation, ...] = (
              ".where(_BY_KEY)", "synced_version only grows"),
     Mutation("job-no-repair", JOB, "if latest is None or latest.synced_version <= version:", "if True:",
              "a lost compare-and-set enqueues a repair"),
-    Mutation("job-repair-not-marked", JOB, "options={REPAIR_OPTION: True}", "options={}",
+    Mutation("job-repair-not-marked", MESSAGES, "options={REPAIR_OPTION: True}", "options={}",
              "a repair bypasses the already-synced check"),
-    Mutation("job-repair-old-version", JOB, "version=latest.synced_version,", "version=version,",
+    Mutation("job-repair-old-version", JOB, "operation, latest.synced_version, key)", "operation, version, key)",
              "a repair syncs the newest recorded version"),
-    Mutation("job-repair-never-deletes", JOB, 'operation="delete" if latest.wanted == "absent" else "update",',
-             'operation="update",', "a repair of a removal is labelled delete"),
+    Mutation("job-repair-never-deletes", JOB, '= "delete" if latest.wanted == "absent" else "update"', '= "update"',
+             "a repair of a removal is labelled delete"),
     # retries
     Mutation("retries-index-plus-one", RETRIES, "retry_delay(self.policy.schedule, retries,",
              "retry_delay(self.policy.schedule, retries + 1,", "retry n waits schedule[n-1]"),
@@ -173,20 +174,21 @@ MUTATIONS: tuple[Mutation, ...] = (
              "the history keeps the newest entries"),
     Mutation("retries-due-now", RETRIES, "due_at=dt.datetime.now(dt.UTC) + dt.timedelta(seconds=delay),",
              "due_at=dt.datetime.now(dt.UTC),", "a waiting retry's target is not overdue for the reconciler"),
-    Mutation("retries-attempt-not-advanced", RETRIES, "[ctx.payload.next_attempt(delay).to_message_arg()]",
-             "[ctx.payload.to_message_arg()]", "a retry is the next attempt"),
+    Mutation("retries-attempt-not-advanced", RETRIES, "[delivery.payload.next_attempt(delay).to_message_arg()]",
+             "[delivery.payload.to_message_arg()]", "a retry is the next attempt"),
     Mutation("retries-noted-on-no-version", RETRIES, "version=p.target_version,", "version=0,",
              "a waiting retry is noted on its target"),
     Mutation("retries-enqueue-failure-lost", RETRIES,
-             "            self._dead_letter(message, ctx, DeadLetterCause.ENQUEUE_FAILED)\n", "",
+             "                self._dead_letter(message, delivery, DeadLetterCause.ENQUEUE_FAILED)\n", "",
              "a retry that cannot be enqueued is dead-lettered, not lost"),
-    Mutation("retries-worker-bug-retried", RETRIES, "        if is_worker_bug(before, entry, error):",
-             "        if False:", "the same error twice before any provider request is dead-lettered as a worker bug"),
+    Mutation("retries-worker-bug-retried", RETRIES, "        elif is_worker_bug(before, entry, error):",
+             "        elif False:",
+             "the same error twice before any provider request is dead-lettered as a worker bug"),
     # retries: deferral of a busy lock
     Mutation("defer-busy-lock-is-failure", RETRIES, "        if isinstance(error, Deferred):\n", "        if False:\n",
              "a busy lock defers the job instead of failing it"),
     Mutation("defer-burns-retry", RETRIES, _DEFER_OPTIONS,
-             "options={DEFERRALS_OPTION: waits + 1, RETRIES_OPTION: int(message.options.get(RETRIES_OPTION, 0)) + 1}",
+             "{DEFERRALS_OPTION: waits + 1, RETRIES_OPTION: int(message.options.get(RETRIES_OPTION, 0)) + 1}",
              "a deferral uses no retry"),
     Mutation("defer-burns-attempt", RETRIES, _SAME_ATTEMPT, "ctx.payload.next_attempt(delay)",
              "a deferral keeps the payload's attempt"),
@@ -194,11 +196,11 @@ MUTATIONS: tuple[Mutation, ...] = (
              "deferrals are bounded by LOCK_MAX_WAITS"),
     Mutation("defer-one-too-many", RETRIES, "if waits >= self.policy.max_deferrals:",
              "if waits > self.policy.max_deferrals:", "at most LOCK_MAX_WAITS deferrals"),
-    Mutation("defer-count-frozen", RETRIES, _DEFER_OPTIONS, "options={DEFERRALS_OPTION: waits}",
+    Mutation("defer-count-frozen", RETRIES, _DEFER_OPTIONS, "{DEFERRALS_OPTION: waits}",
              "deferrals are counted"),
-    Mutation("defer-no-jitter", RETRIES, "delay = jittered(self.policy.defer_delay, self.policy.jitter)",
-             "delay = self.policy.defer_delay", "deferrals behind one lock are spread by the jitter"),
-    Mutation("defer-at-once", RETRIES, "broker.enqueue(again, delay=int(delay * 1000))", "broker.enqueue(again)",
+    Mutation("defer-no-jitter", RETRIES, "delay = jittered(wait, self.policy.jitter)", "delay = wait",
+             "deferrals behind one lock are spread by the jitter"),
+    Mutation("defer-at-once", RETRIES, "options=options), delay=int(delay * 1000))", "options=options))",
              "a deferred job waits LOCK_RETRY_DELAY"),
     # failures (history entries, stored messages, causes)
     Mutation("failures-unredacted", FAILURES, "return redact(str(error))[:MESSAGE_LIMIT]",
@@ -227,14 +229,13 @@ MUTATIONS: tuple[Mutation, ...] = (
              "            if False:\n", "revoked credentials mark the account"),
     Mutation("dlq-target-not-failed", DEAD_LETTERS, "version=payload.target_version, error_class=",
              "version=0, error_class=", "a dead-lettered target is marked failed"),
-    Mutation("dlq-cause-ignored", DEAD_LETTERS,
-             "cause = (ctx.dead_letter_cause if ctx is not None else None) or rejection_cause(error)",
-             "cause = rejection_cause(error)", "the reason says retries were exhausted"),
-    Mutation("dlq-reauth-over-disabled", DEAD_LETTERS, 'if account is not None and account.status == "active":',
-             "if account is not None:", "revoked credentials never re-enable a disabled account"),
+    Mutation("dlq-cause-ignored", DEAD_LETTERS, "delivery.dead_letter_cause or rejection_cause(error))",
+             "rejection_cause(error))", "the reason says retries were exhausted"),
+    Mutation("dlq-reauth-over-disabled", DEAD_LETTERS, 'reauth = account is not None and account.status == "active"',
+             "reauth = account is not None", "revoked credentials never re-enable a disabled account"),
     Mutation("dlq-history-duplicated", DEAD_LETTERS, 'if not history or history[-1].get("attempt") != attempt:',
              "if True:", "one history entry per attempt"),
-    Mutation("dlq-history-dropped", DEAD_LETTERS, "history = list(message.options.get(ERRORS_OPTION, []))",
+    Mutation("dlq-history-dropped", DEAD_LETTERS, "history = history_option(message.options)",
              "history = []", "the DLQ record keeps every attempt's error"),
     # producer
     Mutation("submit-tenant-unchecked", SUBMIT, "known = {a: s for a, s in found.items() if s.tenant_id == tenant_id}",

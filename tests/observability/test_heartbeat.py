@@ -14,7 +14,7 @@ from prometheus_client import REGISTRY
 
 from calsync.core.config.settings import Settings, load_settings, metrics_environment
 from calsync.core.model.errors import ConfigurationError
-from calsync.core.worker.heartbeat import Delivery, Heartbeat, InFlight, heartbeat_file, probe_command, probe_script
+from calsync.core.worker.heartbeat import Heartbeat, Running, heartbeat_file, probe_command, probe_script, stuck
 from calsync.core.worker.metrics import require_multiprocess
 from calsync.providers.memory import MemoryProvider
 from tests.support import Pipeline, wait_until
@@ -58,16 +58,13 @@ def test_the_documented_probe_is_the_one_the_code_renders() -> None:
     assert probe_script(Path("/tmp/calsync/heartbeats"), 30) in DOCS.read_text()
 
 
-def test_a_delivery_is_stuck_only_past_its_time_limit_plus_the_grace() -> None:
-    inflight = InFlight(grace=10)
-    inflight.start(1, Delivery("m1", "sync_calendar_event", started=100, time_limit=45))
-    inflight.start(2, Delivery("m2", "reconcile", started=90, time_limit=300))
-    assert inflight.stuck(now=155) is None
-    assert inflight.stuck(now=155.5) == Delivery("m1", "sync_calendar_event", 100, 45)
-    inflight.finish(1)
-    inflight.finish(3)  # a thread without a delivery (after_skip_message without before) is fine
-    assert inflight.stuck(now=155.5) is None
-    assert inflight.stuck(now=401) is not None
+def test_a_message_is_stuck_only_past_its_time_limit_plus_the_grace() -> None:
+    sync = Running("m1", "sync_calendar_event", started=100, time_limit=45)
+    reconcile = Running("m2", "reconcile", started=90, time_limit=300)
+    assert stuck([sync, reconcile], now=155, grace=10) is None
+    assert stuck([sync, reconcile], now=155.5, grace=10) == sync
+    assert stuck([reconcile], now=155.5, grace=10) is None
+    assert stuck([reconcile], now=401, grace=10) == reconcile
 
 
 def test_a_running_worker_beats_and_cleans_up_when_it_stops(settings_factory: Any) -> None:

@@ -9,10 +9,11 @@ from __future__ import annotations
 import pytest
 
 from calsync.core.model.errors import ConfigurationError, SecretKeyMismatch
-from calsync.core.store import accounts, webhook_endpoints
+from calsync.core.store import accounts
 from calsync.core.store.crypto import CredentialCipher, generate_key
 from calsync.core.store.database import Database
 from calsync.core.store.key_rotation import CHECK_BATCH, require_secret_key
+from calsync.core.webhooks import store
 
 pytestmark = pytest.mark.both_databases
 
@@ -55,6 +56,6 @@ def test_the_check_reads_every_stored_secret_in_batches_webhook_endpoints_too(db
     with pytest.raises(SecretKeyMismatch, match=f"none of the {CHECK_BATCH + 1} stored credentials"):
         require_secret_key(CredentialCipher(right), db)
     with db.write() as conn:  # only a webhook endpoint's signing secret is stored with the right key
-        webhook_endpoints.create(conn, CredentialCipher(right), tenant_id="t", url="https://example.com/hook",
-                                 event_types=["sync.succeeded"])  # fmt: skip
+        cipher = CredentialCipher(right)
+        store.create_endpoint(conn, cipher, tenant_id="t", url="https://example.com/hook", events=["sync.succeeded"])
     require_secret_key(CredentialCipher(right), db)

@@ -9,12 +9,13 @@ from typing import Any
 import pytest
 from sqlalchemy import func, select
 
-from calsync.core.store import dead_letters, webhook_deliveries, webhook_notifications
+from calsync.core.store import dead_letters
 from calsync.core.store.database import Database
 from calsync.core.store.dead_letters import DeadLetterRecord
 from calsync.core.store.pruning import Retention, prune
 from calsync.core.store.schema import webhook_deliveries as deliveries_table
 from calsync.core.store.schema import webhook_notifications as notifications_table
+from calsync.core.webhooks import store
 
 pytestmark = pytest.mark.both_databases
 
@@ -36,16 +37,16 @@ def notification(db: Database, nid: str, endpoints: list[str] | None) -> None:
     """A recorded notification, dispatched to ``endpoints`` (None: not dispatched yet)."""
     payload: dict[str, Any] = {"type": "sync.succeeded", "data": {"tenant_id": "t"}}
     with db.write() as conn:
-        webhook_notifications.record_on(conn, nid, "t", "sync.succeeded", payload)
+        store.record_notification(conn, nid, "t", "sync.succeeded", payload)
         if endpoints is not None:
-            assert webhook_notifications.claim_dispatch(conn, nid)
-            webhook_deliveries.create(conn, nid, endpoints)
+            assert store.claim_dispatch(conn, nid)
+            store.create_deliveries(conn, nid, endpoints)
 
 
 def attempt(db: Database, nid: str, endpoint: str, status: str) -> None:
     """One attempt of a pending delivery that ended ``status``."""
     with db.write() as conn:
-        assert webhook_deliveries.record_attempt(conn, nid, endpoint, status=status, status_code=200,  # type: ignore[arg-type]
+        assert store.record_attempt(conn, nid, endpoint, status=status, status_code=200,  # type: ignore[arg-type]
                                                  error=None, next_attempt_at=None)  # fmt: skip
 
 
@@ -124,7 +125,7 @@ def test_a_replayed_dead_letter_keeps_its_delivery_until_it_finishes_again(db: D
 
     with db.write() as conn:  # what `calsync dlq replay` does in one transaction
         assert dead_letters.mark_replayed(conn, record, replay_job_id="whd-2")
-        assert webhook_deliveries.reopen(conn, "n", "e1")
+        assert store.reopen_delivery(conn, "n", "e1")
     assert prune(db, RETENTION, now=later(8)).purged["webhook_notifications"] == 0  # pending again
 
     attempt(db, "n", "e1", "delivered")

@@ -6,10 +6,13 @@ from collections.abc import Callable, Iterator
 from typing import Any
 
 import pytest
+from sqlalchemy import Row, select
 
-from calsync.core.store import webhook_deliveries, webhook_notifications
-from calsync.core.store.webhook_deliveries import Delivery
-from calsync.core.webhooks.registration import Registry
+from calsync.core.store.schema import webhook_notifications
+from calsync.core.webhooks import store
+from calsync.core.webhooks.delivery import Deliverer, DeliveryPolicy
+from calsync.core.webhooks.endpoints import Endpoints
+from calsync.core.webhooks.store import Delivery
 from calsync.core.webhooks.transport import Transport
 from tests.support import Pipeline
 from tests.webhooks.receiver import Receiver, serve
@@ -25,36 +28,48 @@ WEBHOOK_TEST_SETTINGS: dict[str, Any] = {
 }
 
 
+# A policy for the tests that only dispatch, or deliver once.
+NO_RETRY = DeliveryPolicy(schedule=(1,), jitter=0, max_retry_after=1, disable_after=3600, disable_min_failures=10)
+
+
 class Hooks:
     """A pipeline with webhooks, plus shortcuts to register endpoints and read deliveries."""
 
     def __init__(self, pipeline: Pipeline) -> None:
         self.pipeline = pipeline
-        settings = pipeline.settings
-        self.registry = Registry(pipeline.runtime.db, pipeline.runtime.cipher, Transport.from_settings(settings),
-                                 grace_seconds=settings.webhook_secret_grace)  # fmt: skip
+        self.endpoints = Endpoints.from_settings(pipeline.runtime.db, pipeline.runtime.cipher, pipeline.settings)
 
     def endpoint(self, receiver: Receiver, events: str = "sync.succeeded", tenant: str = "tenant-1") -> str:
         """Register ``receiver`` and give it the secret."""
-        secret, endpoint = self.registry.add(tenant, receiver.url, events.split(","))
+        secret, endpoint = self.endpoints.add(tenant, receiver.url, events.split(","))
         receiver.secrets.append(secret)
         return endpoint.id
 
-    def notifications(self, event_type: str | None = None) -> list[webhook_notifications.Notification]:
-        """Outbox rows (of a type)."""
+    def notifications(self, event_type: str | None = None) -> list[Row[Any]]:
+        """Outbox rows (of a type), oldest first."""
+        query = select(webhook_notifications).order_by(webhook_notifications.c.created_at, webhook_notifications.c.id)
+        if event_type is not None:
+            query = query.where(webhook_notifications.c.event_type == event_type)
         with self.pipeline.runtime.db.read() as conn:
-            return webhook_notifications.find(conn, event_type=event_type)
+            return list(conn.execute(query))
+
+    def deliverer(self, policy: DeliveryPolicy = NO_RETRY, transport: Transport | None = None) -> Deliverer:
+        """A deliverer of this pipeline (the settings' transport unless given)."""
+        pipeline, settings = self.pipeline, self.pipeline.settings
+        transport = transport or Transport.from_settings(settings)
+        runtime = pipeline.runtime
+        return Deliverer(runtime.db, runtime.cipher, transport, pipeline.broker, settings.webhook_queue, policy)
 
     def status(self, notification_id: str, endpoint_id: str) -> str | None:
         """A delivery's status, None before the dispatch created it."""
         with self.pipeline.runtime.db.read() as conn:
-            found = webhook_deliveries.get(conn, notification_id, endpoint_id)
+            found = store.get_delivery(conn, notification_id, endpoint_id)
         return found.status if found else None
 
     def delivery(self, notification_id: str, endpoint_id: str) -> Delivery:
         """One delivery row."""
         with self.pipeline.runtime.db.read() as conn:
-            found = webhook_deliveries.get(conn, notification_id, endpoint_id)
+            found = store.get_delivery(conn, notification_id, endpoint_id)
         assert found is not None
         return found
 

@@ -8,12 +8,10 @@ from collections.abc import Iterator
 import pytest
 
 from calsync.core.model.vocabulary import WebhookOutcome
-from calsync.core.model.webhooks import notification
-from calsync.core.store import webhook_notifications
 from calsync.core.store.schema import webhook_endpoints
+from calsync.core.webhooks import store
 from calsync.core.webhooks.delivery import Deliverer, DeliveryPolicy
-from calsync.core.webhooks.dispatch import dispatch
-from calsync.core.webhooks.transport import Transport
+from calsync.core.webhooks.model import notification
 from tests.webhooks.conftest import Hooks
 from tests.webhooks.receiver import Receiver, serve
 
@@ -33,13 +31,11 @@ def _one(hooks: Hooks, receiver: Receiver, *, max_retry_after: float = 50) -> tu
     notification_id, doc = notification("sync.succeeded", {"tenant_id": "tenant-1", "status": "synced"},
                                         key=[receiver.url])  # fmt: skip
     with db.write() as conn:
-        webhook_notifications.record_on(conn, notification_id, "tenant-1", "sync.succeeded", doc)
-    dispatch(db, pipeline.broker, pipeline.settings.webhook_queue, notification_id)
+        store.record_notification(conn, notification_id, "tenant-1", "sync.succeeded", doc)
     policy = DeliveryPolicy(schedule=(1, 2), jitter=0, max_retry_after=max_retry_after, disable_after=3600,
                             disable_min_failures=10)  # fmt: skip
-    transport = Transport.from_settings(pipeline.settings)
-    deliverer = Deliverer(db, pipeline.runtime.cipher, transport, pipeline.broker, pipeline.settings.webhook_queue,
-                          policy)  # fmt: skip
+    deliverer = hooks.deliverer(policy)
+    deliverer.dispatch(notification_id)
     return deliverer, notification_id, endpoint_id
 
 

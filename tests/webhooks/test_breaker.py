@@ -7,7 +7,7 @@ from collections.abc import Callable, Iterator
 import pytest
 
 from calsync.core.producer.dead_letters import replay
-from calsync.core.webhooks.metrics import ENDPOINTS_DISABLED
+from calsync.core.webhooks.delivery import ENDPOINTS_DISABLED
 from tests.support import wait_until
 from tests.webhooks.conftest import Hooks
 from tests.webhooks.receiver import Receiver, serve
@@ -32,7 +32,7 @@ def test_an_endpoint_failing_long_enough_is_disabled_until_the_operator_enables_
     with pipeline.worker():
         pipeline.submit([pipeline.account()])
         (record,) = wait_until(lambda: pipeline.dead_letters(kind="webhook"), what="the dead letter")
-        endpoint = hooks.registry.get(endpoint_id)
+        endpoint = hooks.endpoints.get(endpoint_id)
         assert endpoint.status == "disabled" and endpoint.disabled_by == "auto"
         assert "2 attempts in a row" in (endpoint.disabled_reason or "")
         assert ENDPOINTS_DISABLED._value.get() == tripped + 1
@@ -41,7 +41,7 @@ def test_an_endpoint_failing_long_enough_is_disabled_until_the_operator_enables_
         assert replay(pipeline.runtime, [record]).skipped[0]["why"].endswith("enable it first")
 
         failing.answer = lambda n: 200
-        enabled = hooks.registry.enable(endpoint_id)
+        enabled = hooks.endpoints.enable(endpoint_id)
         assert enabled.status == "enabled" and enabled.consecutive_failures == 0 and enabled.failing_since is None
         assert replay(pipeline.runtime, [record]).replayed
         wait_until(lambda: len(failing.received) == 3 and failing.received[-1].status == 200, what="redelivery")

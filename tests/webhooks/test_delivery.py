@@ -15,11 +15,10 @@ import pytest
 from calsync.core.model.schemas import published
 from calsync.core.model.webhooks import WebhookNotification
 from calsync.core.producer.dead_letters import replay
-from calsync.core.store import unreadable_secrets, webhook_deliveries
+from calsync.core.store import unreadable_secrets
 from calsync.core.store.crypto import CredentialCipher, generate_key
-from calsync.core.webhooks.dispatch import dispatch
-from calsync.core.webhooks.registration import Registry
-from calsync.core.webhooks.transport import Transport
+from calsync.core.webhooks import store
+from calsync.core.webhooks.endpoints import Endpoints
 from tests.support import wait_until
 from tests.webhooks.conftest import WEBHOOK_TEST_SETTINGS, Hooks
 from tests.webhooks.receiver import Receiver, serve
@@ -35,7 +34,7 @@ def test_every_delivery_verifies_across_a_secret_rotation(hooks: Hooks, receiver
         first = pipeline.submit([account], title="before")
         wait_until(lambda: len(receiver.received) == 1, what="the first delivery")
         old_secret = receiver.secrets[0]
-        new_secret, _ = hooks.registry.rotate_secret(endpoint_id)
+        new_secret, _ = hooks.endpoints.rotate_secret(endpoint_id)
         receiver.secrets.append(new_secret)
         pipeline.submit([account], entity_id=first.entity_id, title="after")
         wait_until(lambda: len(receiver.received) == 2, what="the delivery after the rotation")
@@ -64,7 +63,7 @@ def test_after_the_grace_period_only_the_new_secret_signs(hooks_factory: object,
     hooks = hooks_factory(webhook_secret_grace=0)  # type: ignore[operator]
     pipeline = hooks.pipeline
     endpoint_id = hooks.endpoint(receiver)
-    new_secret, _ = hooks.registry.rotate_secret(endpoint_id)
+    new_secret, _ = hooks.endpoints.rotate_secret(endpoint_id)
     receiver.secrets.append(new_secret)
     with pipeline.worker():
         pipeline.submit([pipeline.account()])
@@ -132,9 +131,9 @@ def test_one_delivery_per_notification_and_endpoint(
         # A receiver has the request before the worker records its answer: wait for both records.
         wait_until(lambda: {hooks.delivery(notification.id, e).status for e in (first, second)} == {"delivered"},
                    what="both deliveries recorded")  # fmt: skip
-        assert dispatch(pipeline.runtime.db, pipeline.broker, pipeline.settings.webhook_queue, notification.id) == []
+        assert hooks.deliverer().dispatch(notification.id) == []
         with pipeline.runtime.db.read() as conn:
-            assert webhook_deliveries.count_by_status(conn) == {"delivered": 2}
+            assert store.count_deliveries(conn) == {"delivered": 2}
     assert receiver.ids() == [notification.id] and second_receiver.ids() == [notification.id]
     assert {hooks.delivery(notification.id, e).status for e in (first, second)} == {"delivered"}
     assert third_receiver.received == []
@@ -148,8 +147,7 @@ def test_a_signing_secret_the_worker_cannot_open_holds_the_delivery_until_one_ca
     other = generate_key()
     hooks = hooks_factory()
     pipeline = hooks.pipeline
-    transport = Transport.from_settings(pipeline.settings)
-    stored_elsewhere = Registry(pipeline.runtime.db, CredentialCipher(other), transport, grace_seconds=0)
+    stored_elsewhere = Endpoints.from_settings(pipeline.runtime.db, CredentialCipher(other), pipeline.settings)
     secret, endpoint = stored_elsewhere.add("tenant-1", receiver.url, ["sync.succeeded"])
     receiver.secrets.append(secret)
     with pipeline.worker():

@@ -8,9 +8,7 @@ import pytest
 
 from calsync.core.producer.dead_letters import replay
 from calsync.core.producer.reconcile import reconcile
-from calsync.core.store import webhook_notifications
-from calsync.core.webhooks import dispatch as dispatch_module
-from calsync.core.worker import outbox
+from calsync.core.webhooks import delivery, outbox, store
 from tests.support import wait_until
 from tests.webhooks.conftest import Hooks
 from tests.webhooks.receiver import Receiver
@@ -23,7 +21,7 @@ def test_a_crash_before_the_commit_sends_exactly_one_notification(
 ) -> None:
     pipeline = hooks.pipeline
     hooks.endpoint(receiver)
-    real = webhook_notifications.record
+    real = store.record_notification
     crashes: list[str] = []
 
     def crash_once(tx: Any, notification_id: str, *args: Any) -> None:
@@ -32,7 +30,7 @@ def test_a_crash_before_the_commit_sends_exactly_one_notification(
             crashes.append(notification_id)
             raise ConnectionError("the database went away before the commit")
 
-    monkeypatch.setattr(webhook_notifications, "record", crash_once)
+    monkeypatch.setattr(store, "record_notification", crash_once)
     account = pipeline.account()
     with pipeline.worker():
         receipt = pipeline.submit([account])
@@ -128,7 +126,7 @@ def test_a_lost_delivery_message_is_enqueued_by_the_reconciler(
 
     account = pipeline.account()
     with pipeline.worker():
-        monkeypatch.setattr(dispatch_module, "webhook_delivery_message", broker_down)
+        monkeypatch.setattr(delivery, "webhook_delivery_message", broker_down)
         pipeline.submit([account])
         (notification,) = wait_until(lambda: hooks.notifications(), what="the notification")
         wait_until(lambda: hooks.status(notification.id, endpoint_id) == "pending", what="the delivery row")

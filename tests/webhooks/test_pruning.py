@@ -9,7 +9,7 @@ import pytest
 
 from calsync.core.producer.dead_letters import replay
 from calsync.core.producer.reconcile import reconcile
-from calsync.core.store import webhook_deliveries
+from calsync.core.webhooks import store
 from tests.support import wait_until
 from tests.webhooks.conftest import Hooks
 from tests.webhooks.receiver import Receiver, serve
@@ -52,4 +52,4 @@ def test_a_notification_is_pruned_once_its_dead_letter_was_replayed_and_delivere
     assert (pruned["purged_webhook_notifications"], pruned["purged_webhook_deliveries"]) == (1, 2)
     assert hooks.notifications() == [] and refusing.ids() == [notification_id, notification_id]
     with pipeline.runtime.db.read() as conn:
-        assert webhook_deliveries.count_by_status(conn) == {}
+        assert store.count_deliveries(conn) == {}

@@ -10,11 +10,10 @@ import pytest
 
 from calsync.core.model.errors import InvalidWebhookUrl
 from calsync.core.model.vocabulary import WebhookOutcome
-from calsync.core.model.webhooks import IpAddress, notification
-from calsync.core.store import webhook_notifications
-from calsync.core.webhooks.delivery import Deliverer, DeliveryPolicy
-from calsync.core.webhooks.dispatch import dispatch
-from calsync.core.webhooks.registration import Registry
+from calsync.core.webhooks import store
+from calsync.core.webhooks.delivery import DeliveryPolicy
+from calsync.core.webhooks.endpoints import Endpoints
+from calsync.core.webhooks.model import IpAddress, notification
 from calsync.core.webhooks.transport import Transport, system_resolver
 from tests.webhooks.conftest import Hooks
 from tests.webhooks.receiver import Receiver
@@ -49,8 +48,8 @@ def test_refused_addresses(url: str, why: str) -> None:
 
 def test_allow_listed_networks_are_accepted() -> None:
     transport = _transport(allowed=("127.0.0.0/8", "10.0.0.0/8"))
-    assert str(transport.check("http://127.0.0.1/hooks").address) == "127.0.0.1"
-    assert transport.check("http://10.0.0.1/").port == 80
+    assert str(transport.check("http://127.0.0.1/hooks")) == "127.0.0.1"
+    assert str(transport.check("http://10.0.0.1/")) == "10.0.0.1"
     with pytest.raises(InvalidWebhookUrl, match="link-local"):
         transport.check("http://169.254.169.254/")
 
@@ -77,11 +76,11 @@ def test_one_refused_address_among_several_refuses_the_url() -> None:
 
 
 def test_registration_refuses_before_storing(hooks: Hooks) -> None:
-    registry = Registry(hooks.pipeline.runtime.db, hooks.pipeline.runtime.cipher, _transport(), grace_seconds=60)
+    endpoints = Endpoints(hooks.pipeline.runtime.db, hooks.pipeline.runtime.cipher, _transport(), grace_seconds=60)
     for url in ("http://127.0.0.1/x", "http://169.254.169.254/", "http://10.0.0.1/", "http://localhost/"):
         with pytest.raises(InvalidWebhookUrl):
-            registry.add("tenant-1", url, ["sync.succeeded"])
-    assert registry.list() == []
+            endpoints.add("tenant-1", url, ["sync.succeeded"])
+    assert endpoints.list() == []
 
 
 def test_the_request_goes_to_the_checked_address(receiver: Receiver) -> None:
@@ -100,16 +99,15 @@ def test_delivery_checks_again_when_dns_changed(hooks: Hooks, receiver: Receiver
     db = pipeline.runtime.db
     answers = {"now": [PUBLIC]}
     transport = _transport(resolver=lambda host, port: answers["now"])
-    registry = Registry(db, pipeline.runtime.cipher, transport, grace_seconds=60)
-    _, endpoint = registry.add("tenant-1", "https://hooks.example.com/x", ["sync.succeeded"])
+    endpoints = Endpoints(db, pipeline.runtime.cipher, transport, grace_seconds=60)
+    _, endpoint = endpoints.add("tenant-1", "https://hooks.example.com/x", ["sync.succeeded"])
     notification_id, doc = notification("sync.succeeded", {"tenant_id": "tenant-1", "status": "synced"}, key=[1])
     with db.write() as conn:
-        webhook_notifications.record_on(conn, notification_id, "tenant-1", "sync.succeeded", doc)
-    assert dispatch(db, pipeline.broker, pipeline.settings.webhook_queue, notification_id) == [endpoint.id]
-    answers["now"] = [ipaddress.ip_address("127.0.0.1")]  # rebound to loopback after the registration
+        store.record_notification(conn, notification_id, "tenant-1", "sync.succeeded", doc)
     policy = DeliveryPolicy(schedule=(0.05,), jitter=0, max_retry_after=1, disable_after=60, disable_min_failures=5)
-    deliverer = Deliverer(db, pipeline.runtime.cipher, transport, pipeline.broker, pipeline.settings.webhook_queue,
-                          policy)  # fmt: skip
+    deliverer = hooks.deliverer(policy, transport)
+    assert deliverer.dispatch(notification_id) == [endpoint.id]
+    answers["now"] = [ipaddress.ip_address("127.0.0.1")]  # rebound to loopback after the registration
     assert deliverer.deliver(notification_id, endpoint.id).outcome is WebhookOutcome.REFUSED
     (record,) = pipeline.dead_letters(kind="webhook")
     assert record.reason == "webhook address refused" and "127.0.0.1 is a loopback" in record.last_error

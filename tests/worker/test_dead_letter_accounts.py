@@ -11,7 +11,7 @@ from calsync.core.model.calendar import AccountStatus
 from calsync.core.model.errors import AuthRevoked
 from calsync.core.model.payload import new_payload
 from calsync.core.store import accounts
-from calsync.core.worker.context import JobContext, start_job
+from calsync.core.worker.delivery import Delivery, start_delivery
 from calsync.core.worker.middleware.dead_letters import DeadLetterRecorder
 from tests.support import Pipeline
 
@@ -31,13 +31,13 @@ def test_revoked_credentials_mark_only_an_active_account(
     payload = new_payload(tenant_id="tenant-1", entity_id=receipt.entity_id, account_id=account, operation="create",
                           version=1, trace_id="trace-dlq")  # fmt: skip
     message = MessageProxy(sync_message(pipeline.settings.queue, payload))
-    ctx = JobContext(message.message_id, message.actor_name, message.queue_name, payload=payload)
-    ctx.error = AuthRevoked("the refresh token was revoked")
-    start_job(ctx)
+    delivery = Delivery(message.message_id, message.actor_name, message.queue_name, payload=payload)
+    delivery.error = AuthRevoked("the refresh token was revoked")
+    start_delivery(delivery)
     try:
         DeadLetterRecorder(pipeline.runtime.db).before_nack(stub, message)
     finally:
-        start_job(None)
+        start_delivery(None)
     [record] = pipeline.dead_letters()
     assert record.error_class == "AuthRevoked"
     with pipeline.runtime.db.read() as conn:

@@ -27,7 +27,7 @@ from calsync.core.model.vocabulary import DeadLetterCause, Outcome
 from calsync.core.store import idempotency, targets
 from calsync.core.store.schema import idempotency_records
 from calsync.core.store.targets import TargetKey
-from calsync.core.worker.context import JobContext, current_job, start_job
+from calsync.core.worker.delivery import Delivery, current_delivery, start_delivery
 from calsync.core.worker.job import run_sync
 from calsync.core.worker.middleware.dead_letters import DeadLetterRecorder, DeadLetterStoreUnavailable
 from calsync.core.worker.middleware.retries import RetryPolicy, ScheduledRetries
@@ -37,9 +37,9 @@ from tests.support import Pipeline, wait_until
 def _delivery(pipeline: Pipeline, payload: JobPayload | None, **options: Any) -> dramatiq.MessageProxy:
     message = sync_message(pipeline.settings.queue, payload or _payload("e1"))
     proxy = dramatiq.broker.MessageProxy(message.copy(options=options))
-    ctx = JobContext(proxy.message_id, proxy.actor_name, proxy.queue_name, repair=bool(options.get("repair")),
+    delivery = Delivery(proxy.message_id, proxy.actor_name, proxy.queue_name, repair=bool(options.get("repair")),
                      payload=payload)  # fmt: skip
-    start_job(ctx)
+    start_delivery(delivery)
     return proxy
 
 
@@ -60,9 +60,9 @@ def _queued(stub: StubBroker, queue: str) -> list[dramatiq.Message[Any]]:
 
 def _run(
     pipeline: Pipeline, stub: StubBroker, payload: JobPayload, *, repair: bool = False
-) -> tuple[Outcome, JobContext]:
-    ctx = JobContext("m-1", "sync_calendar_event", "calendar", repair=repair)
-    return run_sync(pipeline.job_parts(stub), ctx, [payload.to_message_arg()], {}), ctx
+) -> tuple[Outcome, Delivery]:
+    delivery = Delivery("m-1", "sync_calendar_event", "calendar", repair=repair)
+    return run_sync(pipeline.job_parts(stub), delivery, [payload.to_message_arg()], {}), delivery
 
 
 def _lock_attempts(result: str) -> float:
@@ -74,17 +74,17 @@ def _lock_attempts(result: str) -> float:
 
 def test_a_corrupt_payload_is_invalid_and_dead_lettered_at_once(pipeline: Pipeline, stub: StubBroker) -> None:
     parts = pipeline.job_parts(stub)
-    ctx = JobContext("m-1", "sync_calendar_event", "calendar")
+    delivery = Delivery("m-1", "sync_calendar_event", "calendar")
     with pytest.raises(InvalidPayload):
-        run_sync(parts, ctx, [{"job_id": 1}], {})
+        run_sync(parts, delivery, [{"job_id": 1}], {})
     with pytest.raises(InvalidPayload, match="keyword arguments"):
-        run_sync(parts, ctx, [_payload("e1").to_message_arg()], {"extra": 1})
-    assert ctx.payload is None
+        run_sync(parts, delivery, [_payload("e1").to_message_arg()], {"extra": 1})
+    assert delivery.payload is None
 
     retries = _retries(pipeline, stub)
     message = _delivery(pipeline, None)
     retries.after_process_message(stub, message, exception=InvalidPayload("corrupt"))
-    delivery = current_job()
+    delivery = current_delivery()
     assert message.failed and not _queued(stub, "calendar.DQ")
     assert delivery is not None and delivery.dead_letter_cause is DeadLetterCause.INVALID_PAYLOAD
     assert delivery.outcome is Outcome.DEAD_LETTERED and isinstance(delivery.error, InvalidPayload)
@@ -92,9 +92,9 @@ def test_a_corrupt_payload_is_invalid_and_dead_lettered_at_once(pipeline: Pipeli
 
 def test_the_job_tells_its_delivery_the_payload_and_provider(pipeline: Pipeline, stub: StubBroker) -> None:
     entity, account, payload = _submitted(pipeline)
-    outcome, ctx = _run(pipeline, stub, payload)
-    assert outcome is Outcome.SUCCESS and ctx.payload == payload and ctx.provider == "memory"
-    assert ctx.log_fields()["trace_id"] == "trace-unit"
+    outcome, delivery = _run(pipeline, stub, payload)
+    assert outcome is Outcome.SUCCESS and delivery.payload == payload and delivery.provider == "memory"
+    assert delivery.log_fields()["trace_id"] == "trace-unit"
     assert pipeline.target(entity, account).status == "synced"
 
 
@@ -198,8 +198,13 @@ def test_a_deferred_job_is_reenqueued_later_without_using_an_attempt(pipeline: P
     delay = (again.options["eta"] - again.message_timestamp) / 1000
     settings = pipeline.settings
     assert settings.lock_retry_delay * (1 - settings.retry_jitter) - 0.05 <= delay
-    ctx = current_job()
-    assert ctx is not None and ctx.outcome is Outcome.LOCK_BUSY and ctx.error is None and ctx.retry_in is not None
+    delivery = current_delivery()
+    assert (
+        delivery is not None
+        and delivery.outcome is Outcome.LOCK_BUSY
+        and delivery.error is None
+        and delivery.retry_in is not None
+    )
 
 
 def test_after_lock_max_waits_a_busy_lock_is_a_lock_busy_failure_on_the_schedule(
@@ -212,8 +217,8 @@ def test_after_lock_max_waits_a_busy_lock_is_a_lock_busy_failure_on_the_schedule
     [again] = _queued(stub, "calendar.DQ")
     assert again.options["retries"] == 1 and again.args[0]["attempt"] == 2
     assert again.options["errors"][0]["error_class"] == "LockBusy"
-    ctx = current_job()
-    assert ctx is not None and ctx.outcome is Outcome.RETRY_SCHEDULED and isinstance(ctx.error, LockBusy)
+    delivery = current_delivery()
+    assert delivery is not None and delivery.outcome is Outcome.RETRY_SCHEDULED and isinstance(delivery.error, LockBusy)
 
 
 def test_a_lock_busy_to_the_end_is_dead_lettered_as_exhausted_retries(pipeline: Pipeline, stub: StubBroker) -> None:
@@ -222,9 +227,13 @@ def test_a_lock_busy_to_the_end_is_dead_lettered_as_exhausted_retries(pipeline: 
     settings = pipeline.settings
     message = _delivery(pipeline, payload, lock_waits=settings.lock_max_waits, retries=settings.max_retries)
     retries.after_process_message(stub, message, exception=TargetLocked("busy"))
-    ctx = current_job()
+    delivery = current_delivery()
     assert message.failed and not _queued(stub, "calendar.DQ")
-    assert ctx is not None and ctx.dead_letter_cause is DeadLetterCause.EXHAUSTED and isinstance(ctx.error, LockBusy)
+    assert (
+        delivery is not None
+        and delivery.dead_letter_cause is DeadLetterCause.EXHAUSTED
+        and isinstance(delivery.error, LockBusy)
+    )
 
     DeadLetterRecorder(pipeline.runtime.db).before_nack(stub, message)
     [record] = pipeline.dead_letters()
@@ -250,9 +259,9 @@ def test_a_retry_or_deferral_that_cannot_be_enqueued_is_dead_lettered_not_lost(
     monkeypatch.setattr(stub, "enqueue", down)
     message = _delivery(pipeline, _payload("e1"))
     retries.after_process_message(stub, message, exception=failure)
-    ctx = current_job()
-    assert message.failed and ctx is not None and ctx.dead_letter_cause is DeadLetterCause.ENQUEUE_FAILED
-    assert isinstance(ctx.error, recorded) and message.options["retries"] == 1
+    delivery = current_delivery()
+    assert message.failed and delivery is not None and delivery.dead_letter_cause is DeadLetterCause.ENQUEUE_FAILED
+    assert isinstance(delivery.error, recorded) and message.options["retries"] == 1
 
 
 # --- ScheduledRetries: failures ------------------------------------------------------------------------
@@ -280,8 +289,8 @@ def test_a_temporary_error_is_retried_on_schedule_as_the_next_attempt(pipeline: 
     schedule, jitter = pipeline.settings.retry_schedule, pipeline.settings.retry_jitter
     delay = (again.options["eta"] - again.message_timestamp) / 1000
     assert delay >= schedule[0] * (1 - jitter) - 0.05
-    ctx = current_job()
-    assert ctx is not None and ctx.outcome is Outcome.RETRY_SCHEDULED
+    delivery = current_delivery()
+    assert delivery is not None and delivery.outcome is Outcome.RETRY_SCHEDULED
     row = pipeline.target(entity, account)
     assert row.error_class == "ProviderUnavailable" and row.due_at is not None
 
@@ -302,8 +311,8 @@ def test_a_permanent_error_and_exhausted_retries_fail_the_message(pipeline: Pipe
 
     message = _delivery(pipeline, _payload("e1"), retries=pipeline.settings.max_retries)
     retries.after_process_message(stub, message, exception=ProviderUnavailable("still down"))
-    ctx = current_job()
-    assert message.failed and ctx is not None and ctx.dead_letter_cause is DeadLetterCause.EXHAUSTED
+    delivery = current_delivery()
+    assert message.failed and delivery is not None and delivery.dead_letter_cause is DeadLetterCause.EXHAUSTED
 
 
 # --- DeadLetterRecorder -----------------------------------------------------------------------------

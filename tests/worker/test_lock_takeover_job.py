@@ -13,7 +13,7 @@ from calsync.core.model.vocabulary import Outcome
 from calsync.core.redis.locks import HeldLock, LockManager
 from calsync.core.store import idempotency, targets
 from calsync.core.store.targets import TargetKey
-from calsync.core.worker.context import JobContext
+from calsync.core.worker.delivery import Delivery
 from calsync.core.worker.heartbeat import Heartbeat
 from calsync.core.worker.job import run_sync
 from tests.support import Pipeline
@@ -45,8 +45,8 @@ def _crashed_holding(pipeline: Pipeline, dead_owner: LockManager) -> tuple[JobPa
 
 
 def _run(pipeline: Pipeline, stub: StubBroker, payload: JobPayload) -> Outcome:
-    ctx = JobContext("m-2", "sync_calendar_event", "calendar")
-    return run_sync(pipeline.job_parts(stub), ctx, [payload.to_message_arg()], {})
+    delivery = Delivery("m-2", "sync_calendar_event", "calendar")
+    return run_sync(pipeline.job_parts(stub), delivery, [payload.to_message_arg()], {})
 
 
 def test_a_dead_workers_lock_is_taken_over_and_the_job_completes(

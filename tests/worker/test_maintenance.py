@@ -10,6 +10,7 @@ import redis
 from prometheus_client import REGISTRY
 from sqlalchemy import func, select
 
+from calsync.core.messaging.outage import RedisOutage
 from calsync.core.redis.keys import RedisKeys
 from calsync.core.store import idempotency
 from calsync.core.store.database import Database
@@ -38,7 +39,8 @@ def purged(table: str) -> float:
 def maintenance(db: Database, redis_url: str, namespace: str, interval: float = 60) -> Maintenance:
     """A worker process's maintenance middleware on this test's database and namespace."""
     client: redis.Redis = redis.Redis.from_url(redis_url)
-    return Maintenance(db, client, RedisKeys(namespace), interval=interval, retention=RETENTION)
+    watch = RedisOutage().of(redis_url)
+    return Maintenance(db, client, RedisKeys(namespace), interval=interval, retention=RETENTION, watch=watch)
 
 
 def test_one_process_per_interval_runs_the_pass(db: Database, redis_url: str, namespace: str) -> None:
@@ -84,7 +86,8 @@ def test_the_pass_re_enqueues_what_the_broker_lost_under_the_same_lease(
         return 2
 
     client: redis.Redis = redis.Redis.from_url(redis_url)
-    first, second = (Maintenance(db, client, RedisKeys(namespace), interval=60, retention=RETENTION, requeue=requeue)
-                     for _ in range(2))  # fmt: skip
+    watch = RedisOutage().of(redis_url)
+    first, second = (Maintenance(db, client, RedisKeys(namespace), interval=60, retention=RETENTION, watch=watch,
+                                 requeue=requeue) for _ in range(2))  # fmt: skip
     assert first.run_once() is not None and calls == [1]
     assert second.run_once() is None and calls == [1]  # another process' pass of this interval: not again

@@ -18,7 +18,7 @@ from calsync.core.model.payload import JobPayload, new_payload
 from calsync.core.model.vocabulary import Outcome
 from calsync.core.redis.locks import HELD, HeldLock
 from calsync.core.worker import job
-from calsync.core.worker.context import JobContext
+from calsync.core.worker.delivery import Delivery
 from calsync.core.worker.job import run_sync
 from tests.support import Pipeline
 
@@ -47,7 +47,7 @@ def _payload(entity: str, account: str, version: int, operation: str = "create")
 
 
 def _run(pipeline: Pipeline, stub: StubBroker, payload: JobPayload) -> Outcome:
-    return run_sync(pipeline.job_parts(stub), JobContext("m-1", "sync_calendar_event", "calendar"),
+    return run_sync(pipeline.job_parts(stub), Delivery("m-1", "sync_calendar_event", "calendar"),
                     [payload.to_message_arg()], {})  # fmt: skip
 
 
@@ -142,6 +142,6 @@ def test_with_the_handover_not_trusted_a_job_reads_again_under_the_lock(
     account = pipeline.account()
     entity = pipeline.submit([account]).entity_id
     parts = replace(pipeline.job_parts(stub), trust_handover=False)  # LOCK_HANDOVER=false, for a rolling upgrade
-    ctx = JobContext("m-1", "sync_calendar_event", "calendar")
-    assert run_sync(parts, ctx, [_payload(entity, account, 1).to_message_arg()], {}) is Outcome.SUCCESS
+    delivery = Delivery("m-1", "sync_calendar_event", "calendar")
+    assert run_sync(parts, delivery, [_payload(entity, account, 1).to_message_arg()], {}) is Outcome.SUCCESS
     assert reads == ["read", "read"] and _handover(pipeline, entity, account) == b"1:0"  # written all the same

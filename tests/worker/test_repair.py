@@ -8,11 +8,12 @@ import dramatiq
 import pytest
 from dramatiq.brokers.stub import StubBroker
 
+from calsync.core.messaging.messages import REPAIR_OPTION
 from calsync.core.model.payload import JobPayload, new_payload
 from calsync.core.model.vocabulary import Outcome
 from calsync.core.store import targets
 from calsync.core.store.targets import TargetKey
-from calsync.core.worker.context import REPAIR_OPTION, JobContext
+from calsync.core.worker.delivery import Delivery
 from calsync.core.worker.job import run_sync
 from tests.support import Pipeline
 
@@ -36,7 +37,7 @@ def test_an_older_write_overtaken_by_a_removal_enqueues_a_delete_of_the_newest_v
     parts = pipeline.job_parts(stub)
     payload = new_payload(tenant_id="tenant-1", entity_id=first.entity_id, account_id=removed, operation="create",
                           version=1, trace_id="trace-repair")  # fmt: skip
-    delivery = JobContext("m-1", "sync_calendar_event", "calendar")
+    delivery = Delivery("m-1", "sync_calendar_event", "calendar")
     assert run_sync(parts, delivery, [payload.to_message_arg()], {}) is Outcome.SUCCESS
 
     [sent] = [dramatiq.Message.decode(body) for body in stub.queues["calendar"].queue]

@@ -10,7 +10,7 @@ from calsync.core.model.payload import JobPayload, new_payload
 from calsync.core.model.vocabulary import Outcome
 from calsync.core.store import targets
 from calsync.core.store.targets import TargetKey
-from calsync.core.worker.context import JobContext
+from calsync.core.worker.delivery import Delivery
 from calsync.core.worker.job import run_sync
 from tests.support import Pipeline
 
@@ -21,8 +21,8 @@ def _payload(entity: str, account: str, version: int) -> JobPayload:
 
 
 def _run(pipeline: Pipeline, stub: StubBroker, payload: JobPayload) -> Outcome:
-    ctx = JobContext("m-1", "sync_calendar_event", "calendar")
-    return run_sync(pipeline.job_parts(stub), ctx, [payload.to_message_arg()], {})
+    delivery = Delivery("m-1", "sync_calendar_event", "calendar")
+    return run_sync(pipeline.job_parts(stub), delivery, [payload.to_message_arg()], {})
 
 
 def _target(pipeline: Pipeline) -> tuple[str, str]:

@@ -19,7 +19,7 @@ from calsync.core.model.errors import (
 from calsync.core.model.payload import new_payload
 from calsync.core.model.vocabulary import WAIT_REASONS
 from calsync.core.store.targets import TargetRow
-from calsync.core.worker.context import JobContext
+from calsync.core.worker.delivery import Delivery
 from calsync.core.worker.middleware.retries import RetryPolicy
 from tests.spies import redelivered
 from tests.support import Pipeline, utcnow, wait_until
@@ -88,7 +88,7 @@ def test_a_target_behind_a_busy_lock_says_so_and_forgets_it_once_synced(pipeline
 # --- the rule, one deferral at a time ------------------------------------------------------------------------------
 
 
-def _deliveries(pipeline: Pipeline, monkeypatch: pytest.MonkeyPatch, errors: list[Deferred]) -> list[JobContext]:
+def _deliveries(pipeline: Pipeline, monkeypatch: pytest.MonkeyPatch, errors: list[Deferred]) -> list[Delivery]:
     """Each error raised by one delivery of the same job in turn."""
     account = pipeline.account()
     receipt = pipeline.submit([account])
@@ -114,12 +114,12 @@ def test_a_job_held_again_and_again_is_told_once_per_reason_and_for_each_provide
     circuit, slots = CircuitOpen("provider_circuit", retry_after=5), ConcurrencyLimited("concurrency", retry_after=1)
     held = [circuit, circuit, slots, slots, _excused("503 at the backend"), _excused("503 again"), circuit, circuit]
     deliveries = _deliveries(pipeline, monkeypatch, held)
-    assert [ctx.quiet for ctx in deliveries] == [False, True, False, True, False, False, False, True]
-    assert [ctx.result["wait_reason"] for ctx in deliveries] == [
+    assert [delivery.quiet for delivery in deliveries] == [False, True, False, True, False, False, False, True]
+    assert [delivery.result["wait_reason"] for delivery in deliveries] == [
         "circuit open", "circuit open", "concurrency limited", "concurrency limited", "outage suspected",
         "outage suspected", "circuit open", "circuit open"]  # fmt: skip
-    assert [type(ctx.error).__name__ for ctx in deliveries] == ["NoneType"] * 4 + ["ProviderUnavailable"] * 2 + [
-        "NoneType"] * 2  # fmt: skip
+    errors = [type(delivery.error).__name__ for delivery in deliveries]
+    assert errors == ["NoneType"] * 4 + ["ProviderUnavailable"] * 2 + ["NoneType"] * 2
     assert deliveries[0].payload is not None
     row = pipeline.target(deliveries[0].payload.entity_id, deliveries[0].payload.account_id)
     # what holds it now, and the provider's last error, kept while holds without a provider call go on
@@ -130,7 +130,7 @@ def test_only_the_first_wait_for_a_lock_is_told(pipeline: Pipeline, monkeypatch:
     from calsync.core.model.errors import TargetLocked
 
     deliveries = _deliveries(pipeline, monkeypatch, [TargetLocked("busy") for _ in range(3)])
-    assert [ctx.quiet for ctx in deliveries] == [False, True, True]
+    assert [delivery.quiet for delivery in deliveries] == [False, True, True]
     assert deliveries[0].payload is not None
     row = pipeline.target(deliveries[0].payload.entity_id, deliveries[0].payload.account_id)
     assert (row.waiting, row.last_error) == ("lock busy", None)

@@ -1,39 +1,89 @@
 """The tenant's webhook endpoints: register (the secret is answered once), list, show, disable, enable,
-rotate the secret, remove. Admin scope."""
+rotate the secret, remove. Admin scope. The bodies (docs/PROTOCOL.md, "Webhooks"): registration in,
+endpoints out, never a secret except the one answer that creates or rotates it."""
 
 from __future__ import annotations
 
-from typing import Annotated
+from collections.abc import Callable
+from typing import Annotated, TypeVar
 
 from fastapi import APIRouter, Body, Depends, Path, Request, Response
+from pydantic import BaseModel, ConfigDict, Field
 
 from calsync.core.api.auth import Principal, require, services
 from calsync.core.api.problems import FieldError, ProblemError, not_found
 from calsync.core.api.routes.common import AUTHENTICATED, problems
-from calsync.core.api.webhook_models import WebhookEndpointIn, WebhookEndpointList, WebhookEndpointOut, WebhookSecretOut
 from calsync.core.model.errors import InvalidWebhookEndpoint, InvalidWebhookUrl, WebhookEndpointNotFound
-from calsync.core.store.webhook_endpoints import Endpoint
-from calsync.core.webhooks.registration import Registry
+from calsync.core.model.vocabulary import (
+    WEBHOOK_EVENT_TYPES,
+    WebhookDisabledBy,
+    WebhookEndpointStatus,
+    WebhookEventType,
+)
+from calsync.core.webhooks import Endpoint, Endpoints
 
+T = TypeVar("T")
 router = APIRouter(tags=["webhooks"])
 Admin = Annotated[Principal, Depends(require("admin"))]
 EndpointId = Annotated[str, Path(min_length=1, max_length=64, pattern=r"^[A-Za-z0-9_-]+$")]
 
 
-def _registry(request: Request) -> Registry:
-    registry = services(request).webhooks
-    if registry is None:
+class WebhookEndpointIn(BaseModel):
+    """A receiver to register for the key's tenant."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    url: Annotated[str, Field(min_length=1, max_length=2048, description="https (http only in development)")]
+    events: Annotated[list[WebhookEventType], Field(min_length=1, max_length=len(WEBHOOK_EVENT_TYPES))]
+
+
+class WebhookEndpointOut(BaseModel):
+    """A registered endpoint (without its secrets)."""
+
+    model_config = ConfigDict(extra="ignore")
+
+    id: str
+    url: str
+    events: list[WebhookEventType]
+    status: WebhookEndpointStatus
+    disabled_by: WebhookDisabledBy | None
+    disabled_reason: str | None
+    consecutive_failures: int
+    failing_since: str | None
+    previous_secret_expires_at: str | None
+    created_at: str
+
+
+class WebhookSecretOut(WebhookEndpointOut):
+    """An endpoint with its new signing secret: shown in this answer only."""
+
+    secret: Annotated[str, Field(description="whsec_ + base64; verify with any Standard Webhooks library")]
+
+
+class WebhookEndpointList(BaseModel):
+    """The key's tenant's endpoints, oldest first."""
+
+    items: list[WebhookEndpointOut]
+
+
+def _endpoints(request: Request) -> Endpoints:
+    endpoints = services(request).webhooks
+    if endpoints is None:
         raise ProblemError(404, "not-found", "Not Found", "webhooks are not served by this deployment")
-    return registry
+    return endpoints
+
+
+WebhookEndpoints = Annotated[Endpoints, Depends(_endpoints)]
 
 
 def _out(endpoint: Endpoint) -> WebhookEndpointOut:
     return WebhookEndpointOut.model_validate(endpoint.as_json())
 
 
-def _found(registry: Registry, endpoint_id: str, principal: Principal) -> Endpoint:
+def _found(call: Callable[[], T], endpoint_id: str) -> T:
+    # Another tenant's endpoint is not found, as one that does not exist.
     try:
-        return registry.get(endpoint_id, principal.tenant_id)
+        return call()
     except WebhookEndpointNotFound:
         raise not_found(f"webhook endpoint {endpoint_id}") from None
 
@@ -41,12 +91,11 @@ def _found(registry: Registry, endpoint_id: str, principal: Principal) -> Endpoi
 @router.post("/v1/webhooks", status_code=201, response_model=WebhookSecretOut, responses=problems(400, *AUTHENTICATED),
              summary="Register a webhook endpoint")  # fmt: skip
 async def add_webhook(
-    request: Request, principal: Admin, body: Annotated[WebhookEndpointIn, Body()]
+    principal: Admin, endpoints: WebhookEndpoints, body: Annotated[WebhookEndpointIn, Body()]
 ) -> WebhookSecretOut:
     """Register a receiver for the key's tenant; the answer carries its signing secret, once."""
-    registry = _registry(request)
     try:
-        secret, endpoint = registry.add(principal.tenant_id, body.url, body.events)
+        secret, endpoint = endpoints.add(principal.tenant_id, body.url, body.events)
     except InvalidWebhookEndpoint as exc:
         field = "url" if isinstance(exc, InvalidWebhookUrl) else "events"  # named as the body's own fields are
         raise ProblemError(422, "validation", "Unprocessable Content", str(exc),
@@ -56,51 +105,44 @@ async def add_webhook(
 
 @router.get("/v1/webhooks", response_model=WebhookEndpointList, responses=problems(*AUTHENTICATED),
             summary="List webhook endpoints")  # fmt: skip
-def list_webhooks(request: Request, principal: Admin) -> WebhookEndpointList:
+def list_webhooks(principal: Admin, endpoints: WebhookEndpoints) -> WebhookEndpointList:
     """The key's tenant's endpoints, oldest first (never their secrets)."""
-    return WebhookEndpointList(items=[_out(e) for e in _registry(request).list(principal.tenant_id)])
+    return WebhookEndpointList(items=[_out(e) for e in endpoints.list(principal.tenant_id)])
 
 
 @router.get("/v1/webhooks/{endpoint_id}", response_model=WebhookEndpointOut,
             responses=problems(404, *AUTHENTICATED), summary="Show one webhook endpoint")  # fmt: skip
-def get_webhook(request: Request, principal: Admin, endpoint_id: EndpointId) -> WebhookEndpointOut:
+def get_webhook(principal: Admin, endpoints: WebhookEndpoints, endpoint_id: EndpointId) -> WebhookEndpointOut:
     """One endpoint of the key's tenant."""
-    return _out(_found(_registry(request), endpoint_id, principal))
+    return _out(_found(lambda: endpoints.get(endpoint_id, principal.tenant_id), endpoint_id))
 
 
 @router.post("/v1/webhooks/{endpoint_id}/disable", response_model=WebhookEndpointOut,
              responses=problems(404, *AUTHENTICATED), summary="Disable a webhook endpoint")  # fmt: skip
-def disable_webhook(request: Request, principal: Admin, endpoint_id: EndpointId) -> WebhookEndpointOut:
+def disable_webhook(principal: Admin, endpoints: WebhookEndpoints, endpoint_id: EndpointId) -> WebhookEndpointOut:
     """Stop delivering; pending deliveries go to the DLQ, to be replayed after enabling."""
-    registry = _registry(request)
-    _found(registry, endpoint_id, principal)
-    return _out(registry.disable(endpoint_id, principal.tenant_id, reason="disabled over the API"))
+    why = "disabled over the API"
+    return _out(_found(lambda: endpoints.disable(endpoint_id, principal.tenant_id, reason=why), endpoint_id))
 
 
 @router.post("/v1/webhooks/{endpoint_id}/enable", response_model=WebhookEndpointOut,
              responses=problems(404, *AUTHENTICATED), summary="Enable a webhook endpoint")  # fmt: skip
-def enable_webhook(request: Request, principal: Admin, endpoint_id: EndpointId) -> WebhookEndpointOut:
+def enable_webhook(principal: Admin, endpoints: WebhookEndpoints, endpoint_id: EndpointId) -> WebhookEndpointOut:
     """Deliver again (also after the breaker disabled it); the failure streak starts from zero."""
-    registry = _registry(request)
-    _found(registry, endpoint_id, principal)
-    return _out(registry.enable(endpoint_id, principal.tenant_id))
+    return _out(_found(lambda: endpoints.enable(endpoint_id, principal.tenant_id), endpoint_id))
 
 
 @router.post("/v1/webhooks/{endpoint_id}/rotate-secret", response_model=WebhookSecretOut,
              responses=problems(404, *AUTHENTICATED), summary="Rotate a webhook endpoint's secret")  # fmt: skip
-def rotate_webhook_secret(request: Request, principal: Admin, endpoint_id: EndpointId) -> WebhookSecretOut:
+def rotate_webhook_secret(principal: Admin, endpoints: WebhookEndpoints, endpoint_id: EndpointId) -> WebhookSecretOut:
     """A new secret, answered once; the previous one signs too during the grace period."""
-    registry = _registry(request)
-    _found(registry, endpoint_id, principal)
-    secret, endpoint = registry.rotate_secret(endpoint_id, principal.tenant_id)
+    secret, endpoint = _found(lambda: endpoints.rotate_secret(endpoint_id, principal.tenant_id), endpoint_id)
     return WebhookSecretOut.model_validate({**endpoint.as_json(), "secret": secret})
 
 
 @router.delete("/v1/webhooks/{endpoint_id}", status_code=204, responses=problems(404, *AUTHENTICATED),
                summary="Remove a webhook endpoint")  # fmt: skip
-def remove_webhook(request: Request, principal: Admin, endpoint_id: EndpointId) -> Response:
+def remove_webhook(principal: Admin, endpoints: WebhookEndpoints, endpoint_id: EndpointId) -> Response:
     """Delete an endpoint of the key's tenant and its deliveries."""
-    registry = _registry(request)
-    _found(registry, endpoint_id, principal)
-    registry.remove(endpoint_id, principal.tenant_id)
+    _found(lambda: endpoints.remove(endpoint_id, principal.tenant_id), endpoint_id)
     return Response(status_code=204)

@@ -1,6 +1,6 @@
-"""Opens each delivery's context and, when the delivery ends (ack or nack), logs and counts its outcome.
+"""Opens each delivery and, when it ends (ack or nack), logs and counts its outcome.
 
-Its line is the one warning a dead letter or a scheduled retry writes (job ids bound by the context,
+Its line is the one warning a dead letter or a scheduled retry writes (job ids bound by the delivery,
 outcome, reason, error class and the redacted message): expected failures carry no traceback (the actors
 declare them in ``throws``); only an unexpected exception gets Dramatiq's error line with its traceback.
 """
@@ -14,15 +14,16 @@ from collections.abc import Callable, Sequence
 import dramatiq
 
 from calsync.core.config.logging import bind_job
+from calsync.core.messaging.messages import REPAIR_OPTION
 from calsync.core.model.errors import InvalidPayload, error_class_of
 from calsync.core.model.redaction import redact
 from calsync.core.model.vocabulary import Outcome
 from calsync.core.redis.stats import JobStats
-from calsync.core.worker.context import REPAIR_OPTION, JobContext, delivery_of, start_job
+from calsync.core.worker.delivery import Delivery, delivery_of, start_delivery
 
 log = logging.getLogger("calsync.jobs")
 
-JobObserver = Callable[[JobContext, Outcome, float], None]
+JobObserver = Callable[[Delivery, Outcome, float], None]
 
 
 class JobLifecycle(dramatiq.Middleware):
@@ -33,10 +34,10 @@ class JobLifecycle(dramatiq.Middleware):
         self.observers = list(observers)
 
     def before_process_message(self, broker: dramatiq.Broker, message: dramatiq.MessageProxy) -> None:
-        ctx = JobContext(message.message_id, message.actor_name, message.queue_name,
-                         repair=bool(message.options.get(REPAIR_OPTION)))  # fmt: skip
-        start_job(ctx)
-        bind_job(ctx.log_fields())
+        repair = bool(message.options.get(REPAIR_OPTION))
+        delivery = Delivery(message.message_id, message.actor_name, message.queue_name, repair=repair)
+        start_delivery(delivery)
+        bind_job(delivery.log_fields())
 
     def after_ack(self, broker: dramatiq.Broker, message: dramatiq.MessageProxy) -> None:
         self._finish(message, acked=True)
@@ -51,28 +52,22 @@ class JobLifecycle(dramatiq.Middleware):
             log.warning("could not write the last job outcome counts", exc_info=True)
 
     def _finish(self, message: dramatiq.MessageProxy, *, acked: bool) -> None:
-        ctx = delivery_of(message.message_id)
-        if ctx is None:
-            if not acked:  # e.g. a message for an actor this worker does not know
-                log.error("message dead-lettered before processing", extra={"fields": {"actor": message.actor_name}})
-                unprocessed = JobContext(message.message_id, message.actor_name, message.queue_name)
-                unprocessed.error = getattr(message, "_exception", None)
-                for observer in self.observers:
-                    observer(unprocessed, Outcome.DEAD_LETTERED, 0.0)
+        delivery = delivery_of(message.message_id)
+        if delivery is None:  # never opened: the door lets through only messages of declared actors
             return
-        outcome = (ctx.outcome or Outcome.SUCCESS) if acked else Outcome.DEAD_LETTERED
-        duration = time.monotonic() - ctx.started
-        fields: dict[str, object] = {"outcome": outcome, "duration_seconds": round(duration, 4), **ctx.result}
+        outcome = (delivery.outcome or Outcome.SUCCESS) if acked else Outcome.DEAD_LETTERED
+        duration = time.monotonic() - delivery.started
+        fields: dict[str, object] = {"outcome": outcome, "duration_seconds": round(duration, 4), **delivery.result}
         if outcome is Outcome.DEAD_LETTERED:
-            fields["reason"] = ctx.dead_lettered_because()
-        if ctx.error is not None:
-            fields.update(error_class=error_class_of(ctx.error), error=redact(str(ctx.error))[:500])
-        if ctx.payload is None and isinstance(ctx.error, InvalidPayload):
-            fields.update(ctx.error.ids)  # what the rejected payload carried, so the producer can be found
-        if ctx.retry_in is not None:
-            fields["retry_in_seconds"] = round(ctx.retry_in, 3)
+            fields["reason"] = delivery.dead_lettered_because()
+        if delivery.error is not None:
+            fields.update(error_class=error_class_of(delivery.error), error=redact(str(delivery.error))[:500])
+        if delivery.payload is None and isinstance(delivery.error, InvalidPayload):
+            fields.update(delivery.error.ids)  # what the rejected payload carried, so the producer can be found
+        if delivery.retry_in is not None:
+            fields["retry_in_seconds"] = round(delivery.retry_in, 3)
         level = logging.WARNING if outcome in (Outcome.DEAD_LETTERED, Outcome.RETRY_SCHEDULED) else logging.INFO
-        if ctx.quiet:  # a job deferred again for a reason already told (docs/RUNBOOK.md, "Why is my job waiting?")
+        if delivery.quiet:  # deferred again for a reason already told (docs/RUNBOOK.md, "Why is my job waiting?")
             level = logging.DEBUG
         log.log(level, "job %s", outcome, extra={"fields": fields})
         try:
@@ -80,6 +75,6 @@ class JobLifecycle(dramatiq.Middleware):
         except Exception:
             log.warning("could not count job outcome", exc_info=True)
         for observer in self.observers:
-            observer(ctx, outcome, duration)
+            observer(delivery, outcome, duration)
         bind_job(None)
-        start_job(None)
+        start_delivery(None)

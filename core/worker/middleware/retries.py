@@ -40,7 +40,7 @@ from calsync.core.model.vocabulary import DeadLetterCause, Outcome
 from calsync.core.store import targets
 from calsync.core.store.database import Database
 from calsync.core.store.targets import TargetKey
-from calsync.core.worker.context import JobContext, delivery_of
+from calsync.core.worker.delivery import Delivery, delivery_of
 from calsync.core.worker.failures import (
     ERRORS_OPTION,
     HISTORY_LIMIT,
@@ -92,120 +92,96 @@ class ScheduledRetries(Retries):
     ) -> None:
         if exception is None:
             return
-        ctx = delivery_of(message.message_id)
+        delivery = delivery_of(message.message_id) or Delivery(
+            message.message_id, message.actor_name, message.queue_name
+        )
         error = exception
-        if isinstance(error, Held):
-            try:
-                self._hold(broker, message, ctx, error)
-                return
-            except Exception as exc:
-                log.exception("could not re-enqueue the held job; it is retried as a failure instead")
-                error = exc
-        elif isinstance(error, Deferred):
+        if isinstance(error, Deferred) and not isinstance(error, Held):
             waits = count_option(message.options, DEFERRALS_OPTION)
             if waits >= self.policy.max_deferrals:
                 error = error.give_up(waits)
-            else:
-                try:
-                    self._defer(broker, message, ctx, error, self.policy.defer_delay, {DEFERRALS_OPTION: waits + 1},
-                                Outcome.LOCK_BUSY, told=waits == 0)  # fmt: skip
-                    return
-                except Exception as exc:
-                    log.exception("could not re-enqueue the deferred job; it is retried as a failure instead")
-                    error = exc
-        self._failed(broker, message, ctx, error)
-
-    def _hold(
-        self, broker: dramatiq.Broker, message: dramatiq.MessageProxy, ctx: JobContext | None, error: Held
-    ) -> None:
-        now, reason = time.time(), wait_reason_of(error)
-        noted = message.options.get(HELD_NOTED_OPTION)
-        told = (not isinstance(noted, int | float) or now - noted >= self.policy.held_note_every
-                or message.options.get(HELD_REASON_OPTION) != reason
-                or provider_error_of(error) is not None)  # fmt: skip
-        options: dict[str, int | str] = {HELD_OPTION: count_option(message.options, HELD_OPTION) + 1}
-        if told:
-            options.update({HELD_NOTED_OPTION: int(now), HELD_REASON_OPTION: reason})
-        wait = error.retry_after or self.policy.defer_delay
-        self._defer(broker, message, ctx, error, wait, options, Outcome.DEFERRED, told=told)
+        if isinstance(error, Deferred):
+            try:
+                self._defer(broker, message, delivery, error)
+                return
+            except Exception as exc:
+                log.exception("could not re-enqueue the deferred job; it is retried as a failure instead")
+                error = exc
+        self._failed(broker, message, delivery, error)
 
     def _defer(
-        self,
-        broker: dramatiq.Broker,
-        message: dramatiq.MessageProxy,
-        ctx: JobContext | None,
-        error: Deferred,
-        wait: float,
-        options: dict[str, int | str],
-        outcome: Outcome,
-        *,
-        told: bool,
+        self, broker: dramatiq.Broker, message: dramatiq.MessageProxy, delivery: Delivery, error: Deferred
     ) -> None:
+        # A busy lock: LOCK_RETRY_DELAY, counted; a hold of traffic control: the wait it answered, noted again
+        # every held_note_every seconds, for another reason, or with a provider's error.
+        now, reason = time.time(), wait_reason_of(error)
+        if isinstance(error, Held):
+            noted = message.options.get(HELD_NOTED_OPTION)
+            told = (
+                not isinstance(noted, int | float)
+                or now - noted >= self.policy.held_note_every
+                or message.options.get(HELD_REASON_OPTION) != reason
+                or provider_error_of(error) is not None
+            )
+            options: dict[str, int | str] = {HELD_OPTION: count_option(message.options, HELD_OPTION) + 1}
+            if told:
+                options.update({HELD_NOTED_OPTION: int(now), HELD_REASON_OPTION: reason})
+            wait, outcome = error.retry_after or self.policy.defer_delay, Outcome.DEFERRED
+        else:
+            waits = count_option(message.options, DEFERRALS_OPTION)
+            told, options = waits == 0, {DEFERRALS_OPTION: waits + 1}
+            wait, outcome = self.policy.defer_delay, Outcome.LOCK_BUSY
         delay = jittered(wait, self.policy.jitter)
         args = None
-        if ctx is not None and ctx.payload is not None:
+        if delivery.payload is not None:
             later = dt.datetime.now(dt.UTC) + dt.timedelta(seconds=delay)
-            args = [ctx.payload.model_copy(update={"scheduled_at": later}).to_message_arg()]
-        again = redelivery(message, args=args, options=options)
-        broker.enqueue(again, delay=int(delay * 1000))
-        if ctx is not None:
-            ctx.outcome = outcome
-            ctx.retry_in = delay
-            ctx.error = provider_error_of(error)  # the provider's failure an excused hold carries, for the line
-            ctx.result["wait_reason"] = wait_reason_of(error)
-            ctx.quiet = not told
-            if told and ctx.payload is not None:
-                self._note_retry(ctx, error, delay)
+            args = [delivery.payload.model_copy(update={"scheduled_at": later}).to_message_arg()]
+        broker.enqueue(redelivery(message, args=args, options=options), delay=int(delay * 1000))
+        delivery.outcome, delivery.retry_in, delivery.quiet = outcome, delay, not told
+        delivery.error = provider_error_of(error)  # the provider's failure an excused hold carries, for the line
+        delivery.result["wait_reason"] = reason
+        if told:
+            self._note_retry(delivery, error, delay)
 
     def _failed(
-        self, broker: dramatiq.Broker, message: dramatiq.MessageProxy, ctx: JobContext | None, error: BaseException
+        self, broker: dramatiq.Broker, message: dramatiq.MessageProxy, delivery: Delivery, error: BaseException
     ) -> None:
         retries = count_option(message.options, RETRIES_OPTION)
-        attempt = ctx.payload.attempt if ctx and ctx.payload else retries + 1
+        attempt = delivery.payload.attempt if delivery.payload else retries + 1
         before = history_option(message.options)
-        entry = error_entry(attempt, error, provider_io=ctx.provider_requests.count > 0 if ctx else None)
-        history = [*before, entry][-HISTORY_LIMIT:]
-        message.options[ERRORS_OPTION] = history
+        entry = error_entry(attempt, error, provider_io=delivery.provider_requests.count > 0)
+        message.options[ERRORS_OPTION] = [*before, entry][-HISTORY_LIMIT:]
         message.options[RETRIES_OPTION] = retries + 1
-        if ctx is not None:
-            ctx.error = error
-
+        delivery.error = error
         if is_permanent(error):
-            self._dead_letter(message, ctx, rejection_cause(error))
-            return
-        if is_worker_bug(before, entry, error):  # the same error again, the provider never reached: ours
-            self._dead_letter(message, ctx, DeadLetterCause.WORKER_BUG)
-            return
-        if retries >= len(self.policy.schedule):
-            self._dead_letter(message, ctx, DeadLetterCause.EXHAUSTED)
-            return
+            self._dead_letter(message, delivery, rejection_cause(error))
+        elif is_worker_bug(before, entry, error):  # the same error again, the provider never reached: ours
+            self._dead_letter(message, delivery, DeadLetterCause.WORKER_BUG)
+        elif retries >= len(self.policy.schedule):
+            self._dead_letter(message, delivery, DeadLetterCause.EXHAUSTED)
+        else:
+            hint = error.retry_after if isinstance(error, TemporaryError) else None
+            delay = retry_delay(self.policy.schedule, retries, jitter=self.policy.jitter, retry_after=hint)
+            args = [delivery.payload.next_attempt(delay).to_message_arg()] if delivery.payload else None
+            try:
+                broker.enqueue(redelivery(message, args=args), delay=int(delay * 1000))
+            except Exception:
+                log.exception("could not enqueue the retry; dead-lettering instead of losing the message")
+                self._dead_letter(message, delivery, DeadLetterCause.ENQUEUE_FAILED)
+                return
+            delivery.outcome, delivery.retry_in = Outcome.RETRY_SCHEDULED, delay
+            self._note_retry(delivery, error, delay)
 
-        hint = error.retry_after if isinstance(error, TemporaryError) else None
-        delay = retry_delay(self.policy.schedule, retries, jitter=self.policy.jitter, retry_after=hint)
-        args = [ctx.payload.next_attempt(delay).to_message_arg()] if ctx and ctx.payload else None
-        try:
-            broker.enqueue(redelivery(message, args=args), delay=int(delay * 1000))
-        except Exception:
-            log.exception("could not enqueue the retry; dead-lettering instead of losing the message")
-            self._dead_letter(message, ctx, DeadLetterCause.ENQUEUE_FAILED)
-            return
-        if ctx is not None:
-            ctx.outcome = Outcome.RETRY_SCHEDULED
-            ctx.retry_in = delay
-            if ctx.payload is not None:
-                self._note_retry(ctx, error, delay)
-
-    def _dead_letter(self, message: dramatiq.MessageProxy, ctx: JobContext | None, cause: DeadLetterCause) -> None:
+    def _dead_letter(self, message: dramatiq.MessageProxy, delivery: Delivery, cause: DeadLetterCause) -> None:
         message.fail()
-        if ctx is not None:
-            ctx.outcome = Outcome.DEAD_LETTERED
-            ctx.dead_letter_cause = cause
+        delivery.outcome, delivery.dead_letter_cause = Outcome.DEAD_LETTERED, cause
 
-    def _note_retry(self, ctx: JobContext, error: BaseException, delay: float) -> None:
+    def _note_retry(self, delivery: Delivery, error: BaseException, delay: float) -> None:
         # Best effort: the target's due time tells the reconciler the message is not lost, only waiting; its reason
         # and the provider's last error tell people why (`calsync events show`, GET /v1/events/{id}).
-        assert ctx.payload is not None
-        p = ctx.payload
+        p = delivery.payload
+        if p is None:
+            return
         cause = provider_error_of(error)
         try:
             with self.db.write() as conn:

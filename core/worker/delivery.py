@@ -1,4 +1,4 @@
-"""What is known about the delivery being processed on this worker thread: who opened it, how it ended.
+"""The delivery: one delivery of a message to a worker thread, what it is about and how it ended.
 
 Dramatiq runs ``before_process_message``, the actor, ``after_process_message`` and the ack/nack hooks
 of a message on the same worker thread, so a context variable holds the delivery; a message id would
@@ -22,13 +22,11 @@ from calsync.core.model.provider_io import RequestsSent
 from calsync.core.model.vocabulary import DeadLetterCause, Outcome
 from calsync.core.worker.failures import rejection_cause
 
-REPAIR_OPTION = "repair"  # message option of a repair sync (see core.worker.job)
-
-_current: contextvars.ContextVar[JobContext | None] = contextvars.ContextVar("calsync_delivery", default=None)
+_current: contextvars.ContextVar[Delivery | None] = contextvars.ContextVar("calsync_delivery", default=None)
 
 
 @dataclass
-class JobContext:
+class Delivery:
     """One delivery of a message: what it is about, and how it ended."""
 
     message_id: str
@@ -62,40 +60,29 @@ class JobContext:
         return (self.dead_letter_cause or rejection_cause(self.error)).reason(self.error)
 
     def log_fields(self) -> dict[str, Any]:
-        """The fields every log line about this job carries."""
+        """The fields every log line about this delivery carries: the message, and its payload's ids once known."""
         fields: dict[str, Any] = {"message_id": self.message_id, "job_type": self.actor}
         if self.payload is not None:
-            p = self.payload
-            fields.update(
-                job_id=p.job_id,
-                tenant_id=p.tenant_id,
-                entity_id=p.entity_id,
-                account_id=p.account_id,
-                idempotency_key=p.idempotency_key,
-                trace_id=p.trace_id,
-                attempt=p.attempt,
-                operation=p.operation,
-                target_version=p.target_version,
-            )
+            fields.update(self.payload.model_dump(exclude={"job_type", "scheduled_at"}))
         return fields
 
 
-def current_job() -> JobContext | None:
+def current_delivery() -> Delivery | None:
     """The delivery being processed on this thread, if any."""
     return _current.get()
 
 
-def start_job(ctx: JobContext | None) -> None:
-    """Make ``ctx`` the current delivery of this thread (None clears it)."""
-    _current.set(ctx)
+def start_delivery(delivery: Delivery | None) -> None:
+    """Make ``delivery`` the current one of this thread (None clears it)."""
+    _current.set(delivery)
 
 
-def delivery_of(message_id: str) -> JobContext | None:
+def delivery_of(message_id: str) -> Delivery | None:
     """The current delivery if it is this message's (hooks of another message must not touch it)."""
-    ctx = _current.get()
-    return ctx if ctx is not None and ctx.message_id == message_id else None
+    delivery = _current.get()
+    return delivery if delivery is not None and delivery.message_id == message_id else None
 
 
-def detached_delivery() -> JobContext:
+def detached_delivery() -> Delivery:
     """A delivery for a job called without the worker's middleware (a direct call of the actor function)."""
-    return JobContext(message_id="direct", actor=SYNC_JOB, queue="")
+    return Delivery(message_id="direct", actor=SYNC_JOB, queue="")

@@ -1,4 +1,8 @@
-"""Webhook settings (a mixin of :class:`~core.config.settings.Settings`): queue, SSRF rules, timeouts, retries."""
+"""Webhook settings (a mixin of :class:`~core.config.settings.Settings`): queue, SSRF rules, timeouts, retries.
+
+It imports nothing of calsync, so core/config/settings.py may import it (the one import into this package
+that pyproject's contracts allow besides the package's own ``__init__``).
+"""
 
 from __future__ import annotations
 
@@ -7,12 +11,6 @@ from typing import Annotated, Any
 
 from pydantic import BaseModel, Field, field_validator
 from pydantic_settings import NoDecode
-
-
-def _split(value: Any) -> Any:
-    if isinstance(value, str):
-        return tuple(p.strip() for p in value.split(",") if p.strip())
-    return value
 
 
 class WebhookSettings(BaseModel):
@@ -42,13 +40,13 @@ class WebhookSettings(BaseModel):
 
     @field_validator("webhook_retry_schedule", mode="before")
     @classmethod
-    def _split_lists(cls, value: Any) -> Any:
-        return _split(value)
+    def _split_webhook_schedule(cls, value: Any) -> Any:
+        return tuple(p.strip() for p in value.split(",") if p.strip()) if isinstance(value, str) else value
 
     @field_validator("webhook_allowed_networks")
     @classmethod
-    def _check_networks(cls, value: str) -> str:
-        for item in _split(value):
+    def _check_webhook_networks(cls, value: str) -> str:
+        for item in filter(None, map(str.strip, value.split(","))):
             try:
                 ipaddress.ip_network(item, strict=False)
             except ValueError:
@@ -57,12 +55,7 @@ class WebhookSettings(BaseModel):
 
     @field_validator("webhook_retry_schedule")
     @classmethod
-    def _check_schedule(cls, value: tuple[float, ...]) -> tuple[float, ...]:
+    def _check_webhook_schedule(cls, value: tuple[float, ...]) -> tuple[float, ...]:
         if not value or any(float(v) < 0 for v in value):
             raise ValueError("must list at least one delay in seconds, none negative, e.g. 5,30,120")
         return tuple(float(v) for v in value)
-
-    @property
-    def webhook_networks(self) -> tuple[str, ...]:
-        """``WEBHOOK_ALLOWED_NETWORKS`` as a list."""
-        return tuple(_split(self.webhook_allowed_networks))
