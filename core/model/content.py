@@ -42,8 +42,6 @@ _NAMES: Final = {0: "NUL", 0x7F: "DEL"}
 
 FIRST_YEAR: Final = 1601
 LAST_YEAR: Final = 4500
-EARLIEST: Final = dt.datetime(FIRST_YEAR, 1, 1, tzinfo=dt.UTC)
-LATEST: Final = dt.datetime(LAST_YEAR + 1, 1, 1, tzinfo=dt.UTC)  # exclusive
 
 #: Longest values, in characters: what Exchange (exchangelib's 255-character subject and address fields) and
 #: Google (a description of about 8,192 characters) accept; docs/notes/content.md.
@@ -102,7 +100,7 @@ def within_years(value: dt.date | dt.datetime, zone: dt.tzinfo) -> dt.date | dt.
         raise ValueError(f"must lie in the years {FIRST_YEAR} to {LAST_YEAR}") from None
     if not FIRST_YEAR <= value.year <= LAST_YEAR:
         raise ValueError(f"must lie in the years {FIRST_YEAR} to {LAST_YEAR}")
-    if not EARLIEST <= utc < LATEST:
+    if not FIRST_YEAR <= utc.year <= LAST_YEAR:
         raise ValueError(f"must lie in the years {FIRST_YEAR} to {LAST_YEAR} in UTC too (it is {utc:%Y-%m-%dT%H:%M}Z)")
     return value
 
