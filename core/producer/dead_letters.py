@@ -188,9 +188,5 @@ def discard_records(runtime: Runtime, records: Iterable[DeadLetter], *, note: st
 
 def discard(runtime: Runtime, record_ids: Iterable[int], *, note: str | None = None) -> list[int]:
     """Close open records without replaying them; returns the ids actually discarded."""
-    done = []
     with runtime.db.write() as conn:
-        for record_id in record_ids:
-            if dead_letters.mark_discarded(conn, record_id, note=note):
-                done.append(record_id)
-    return done
+        return [record_id for record_id in record_ids if dead_letters.mark_discarded(conn, record_id, note=note)]
