@@ -12,7 +12,7 @@ returning) until the newest version is at the provider in every account (for "af
 worker's boot: its heartbeat key appears once its consumers run); the deliveries' outcomes from the
 worker's log (stale and lock-busy ones never wrote); the longest pause between two edits' submits
 returning (a pause longer than the window splits a burst in two). The events are created and synced
-before the rounds, which wait out the settle window first, so the create is not part of a burst.
+before the rounds, which wait out the coalesce window first, so the create is not part of a burst.
 Default settings unless ``--set`` overrides one (e.g. ``--set coalesce_window=0`` for the uncoalesced
 figures). Its own embedded Redis unless ``--redis-url`` is given; every key it wrote is deleted at
 the end, with the scratch directory.
@@ -196,7 +196,7 @@ def run_case(bench: Bench, mode: str, count: int, rounds: int, edits: int, span:
         bench.start_worker()
     for entity in entities:
         bench.create(entity, count)
-    time.sleep(bench.settings.coalesce_window + 0.2)  # the creates' settle windows must not cover the bursts
+    time.sleep(bench.settings.coalesce_window + 0.2)  # the creates' coalesce windows must not cover the bursts
     results = []
     for entity in entities:
         if mode == "after":

@@ -163,7 +163,7 @@ def _problem_of(request: Request, exc: Exception) -> ProblemError:
             detail = f"a value cannot be stored: {str(exc.orig).splitlines()[0]}"
             return ProblemError(422, "unstorable", "Unprocessable Content", detail)
         case TemporaryError():
-            log.warning("dependency unavailable: %s", exc, extra={"fields": {"error_class": exc.error_class}})
+            log.warning("dependency unavailable: %s", exc, extra={"fields": {"error_class": type(exc).__name__}})
             detail = "a dependency is unreachable; nothing was saved"
             headers = {"Retry-After": str(request.app.state.services.retry_after)}
             return ProblemError(503, "unavailable", "Service Unavailable", detail, headers=headers)

@@ -1,10 +1,10 @@
-"""Coalescing settings: how long a target settles after an edit, and how late a worker releases a due delay."""
+"""Coalescing settings: how long a target's next edits are coalesced, and how late a worker releases a due delay."""
 
 from __future__ import annotations
 
 from pydantic import BaseModel, Field, model_validator
 
-#: A settle window longer than this would hold every edit of a busy event back for minutes.
+#: A coalesce window longer than this would hold every edit of a busy event back for minutes.
 MAX_COALESCE_WINDOW = 60.0
 
 
@@ -13,7 +13,7 @@ def _ms(seconds: float) -> int:
 
 
 class CoalesceSettings(BaseModel):
-    """The producer's per-target settle window and the worker's poll (docs/notes/coalescing.md)."""
+    """The producer's per-target coalesce window and the worker's poll (docs/notes/coalescing.md)."""
 
     # Seconds. The first edit of a burst is enqueued at once; an edit within the window of the previous
     # one is delayed by the window, so only the newest of them writes. 0 enqueues every edit at once.
@@ -31,7 +31,7 @@ class CoalesceSettings(BaseModel):
 
     @property
     def coalesce_max_wait_ms(self) -> int:
-        """The longest hold in milliseconds, as the settle script takes it."""
+        """The longest hold in milliseconds, as the markers' script takes it."""
         return _ms(self.coalesce_max_wait)
 
     @model_validator(mode="after")

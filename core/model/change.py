@@ -43,13 +43,11 @@ from calsync.core.model.calendar import SendUpdates
 from calsync.core.model.content import (
     ADDRESS_MAX,
     DESCRIPTION_MAX,
-    FIRST_YEAR,
-    LAST_YEAR,
     LOCATION_MAX,
     STORABLE,
     TITLE_MAX,
     UNSTORABLE_CHARACTERS,
-    out_of_range,
+    within_years,
 )
 from calsync.core.model.errors import InvalidChange
 from calsync.core.model.ids import Identifier
@@ -128,26 +126,16 @@ class EventFields(BaseModel):
             raise ValueError("must be a string: an ISO 8601 date-time, or a date for all-day events")
         if "time_zone" not in info.data:
             return value  # the time_zone validator reports the real problem
-        zone = ZoneInfo(info.data["time_zone"])
-        if isinstance(value, dt.datetime):
-            value = _in_zone(value, zone)
-        problem = out_of_range(value, zone)
-        if problem is not None:
-            raise ValueError(problem)
-        return value
+        return within_years(value, ZoneInfo(info.data["time_zone"]))
 
     @model_validator(mode="after")
     def _ordered(self) -> EventFields:
-        if self.all_day:
-            if isinstance(self.start, dt.datetime) or isinstance(self.end, dt.datetime):
+        if {isinstance(self.start, dt.datetime), isinstance(self.end, dt.datetime)} != {not self.all_day}:
+            if self.all_day:
                 raise ValueError("all-day events take dates (YYYY-MM-DD) for start and end")
-            if self.end <= self.start:
-                raise ValueError("end must be after start (all-day end dates are exclusive)")
-        else:
-            if not isinstance(self.start, dt.datetime) or not isinstance(self.end, dt.datetime):
-                raise ValueError("timed events take date-times for start and end (or set all_day)")
-            if self.end <= self.start:
-                raise ValueError("end must be after start")
+            raise ValueError("timed events take date-times for start and end (or set all_day)")
+        if self.end <= self.start:
+            raise ValueError("end must be after start" + (" (all-day end dates are exclusive)" if self.all_day else ""))
         return self
 
 
@@ -163,14 +151,6 @@ def _parse_instant(raw: str, *, all_day: bool) -> dt.date | dt.datetime:
     except ValueError:
         kind = "date (YYYY-MM-DD)" if all_day else "ISO 8601 date-time"
         raise ValueError(f"not a valid {kind}: {raw!r}") from None
-
-
-def _in_zone(value: dt.datetime, zone: ZoneInfo) -> dt.datetime:
-    """A date-time in the event's zone: a naive one is wall time there, an aware one the same instant shown there."""
-    try:
-        return value.replace(tzinfo=zone) if value.tzinfo is None else value.astimezone(zone)
-    except OverflowError:  # an offset that crosses year 1 or 9999
-        raise ValueError(f"must lie in the years {FIRST_YEAR} to {LAST_YEAR}") from None
 
 
 class Change(BaseModel):

@@ -42,8 +42,6 @@ _NAMES: Final = {0: "NUL", 0x7F: "DEL"}
 
 FIRST_YEAR: Final = 1601
 LAST_YEAR: Final = 4500
-EARLIEST: Final = dt.datetime(FIRST_YEAR, 1, 1, tzinfo=dt.UTC)
-LATEST: Final = dt.datetime(LAST_YEAR + 1, 1, 1, tzinfo=dt.UTC)  # exclusive
 
 #: Longest values, in characters: what Exchange (exchangelib's 255-character subject and address fields) and
 #: Google (a description of about 8,192 characters) accept; docs/notes/content.md.
@@ -86,20 +84,25 @@ class _Storable:
 STORABLE: Final = _Storable()
 
 
-def out_of_range(value: dt.date | dt.datetime, zone: dt.tzinfo) -> str | None:
-    """Why a start or end is outside the years every calendar holds (None when inside), as written and in UTC.
+def within_years(value: dt.date | dt.datetime, zone: dt.tzinfo) -> dt.date | dt.datetime:
+    """``value`` shown in the event's ``zone`` when it lies in the years every calendar holds, as written and in
+    UTC; else a ValueError saying so.
 
-    ``value`` is a date-time shown in the event's ``zone`` (a naive one is wall time there), or an all-day
-    date, which counts as its midnight in ``zone``.
+    A naive date-time is wall time in ``zone``, an aware one the same instant shown there; an all-day date counts
+    as its midnight in ``zone``.
     """
+    try:
+        if isinstance(value, dt.datetime):
+            value = value.replace(tzinfo=zone) if value.tzinfo is None else value.astimezone(zone)
+        moment = value if isinstance(value, dt.datetime) else dt.datetime.combine(value, dt.time(), zone)
+        utc = moment.astimezone(dt.UTC)
+    except OverflowError:  # a time whose offset crosses year 1 or 9999
+        raise ValueError(f"must lie in the years {FIRST_YEAR} to {LAST_YEAR}") from None
     if not FIRST_YEAR <= value.year <= LAST_YEAR:
-        return f"must lie in the years {FIRST_YEAR} to {LAST_YEAR}"
-    moment = value if isinstance(value, dt.datetime) else dt.datetime.combine(value, dt.time())
-    moment = moment if moment.tzinfo is not None else moment.replace(tzinfo=zone)
-    utc = moment.astimezone(dt.UTC)  # cannot overflow: within a day of a year from 1601 to 4500
-    if not EARLIEST <= utc < LATEST:
-        return f"must lie in the years {FIRST_YEAR} to {LAST_YEAR} in UTC too (it is {utc:%Y-%m-%dT%H:%M}Z)"
-    return None
+        raise ValueError(f"must lie in the years {FIRST_YEAR} to {LAST_YEAR}")
+    if not FIRST_YEAR <= utc.year <= LAST_YEAR:
+        raise ValueError(f"must lie in the years {FIRST_YEAR} to {LAST_YEAR} in UTC too (it is {utc:%Y-%m-%dT%H:%M}Z)")
+    return value
 
 
 @contextlib.contextmanager

@@ -29,7 +29,7 @@ TraceId = Annotated[str, StringConstraints(min_length=1, max_length=128), STORAB
 class IntakeMessage(BaseModel):
     """A ``submit_change`` message's argument: who submits which change, under which request id."""
 
-    model_config = ConfigDict(extra="forbid", frozen=True, title="calsync submit_change message argument")
+    model_config = ConfigDict(extra="forbid", frozen=True)
 
     tenant_id: Identifier = Field(description="The tenant submitting the change; its accounts are the only ones named.")
     change: Change = Field(description="The change, exactly as in change.schema.json.")

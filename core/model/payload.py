@@ -44,7 +44,7 @@ def verification_key(key: str) -> str:
 class JobPayload(BaseModel):
     """A ``sync_calendar_event`` job, exactly the seed's fields plus ``account_id`` and ``target_version``."""
 
-    model_config = ConfigDict(extra="forbid", frozen=True, title="calsync sync_calendar_event job payload")
+    model_config = ConfigDict(extra="forbid", frozen=True)
 
     job_id: Identifier
     job_type: Literal["sync_calendar_event"] = SYNC_JOB
@@ -104,14 +104,12 @@ def raw_ids(raw: Any) -> dict[str, str]:
     """The ids a raw payload carries, as far as they can be read (bounded strings), whatever else is wrong."""
     if isinstance(raw, list | tuple) and len(raw) == 1:
         raw = raw[0]
-    if not isinstance(raw, dict):
-        return {}
-    found = {}
-    for name in PAYLOAD_IDS:
-        value = raw.get(name)
-        if isinstance(value, str | int) and not isinstance(value, bool) and str(value):
-            found[name] = str(value)[:_RAW_ID_LIMIT]
-    return found
+    found = {name: raw.get(name) for name in PAYLOAD_IDS} if isinstance(raw, dict) else {}
+    return {
+        name: str(value)[:_RAW_ID_LIMIT]
+        for name, value in found.items()
+        if isinstance(value, str | int) and not isinstance(value, bool) and str(value)
+    }
 
 
 def parse_payload(args: Any) -> JobPayload:
@@ -122,11 +120,3 @@ def parse_payload(args: Any) -> JobPayload:
         return JobPayload.model_validate(args[0])
     except ValidationError as exc:
         raise InvalidPayload(describe_validation_error(exc), ids=raw_ids(args)) from None
-
-
-def payload_json_schema() -> dict[str, Any]:
-    """The payload's JSON Schema as published in docs/schemas/."""
-    schema = JobPayload.model_json_schema()
-    schema["$schema"] = "https://json-schema.org/draft/2020-12/schema"
-    schema["$id"] = "https://calsync.dev/schemas/job-payload.schema.json"
-    return schema

@@ -1,20 +1,18 @@
-"""The one rule that turns a target's state and a change into an operation and its idempotency key.
+"""The one rule that turns a target's state and a change into the job to enqueue: its operation and idempotency key.
 
-The provider's effect follows the latest state: delete when the event is cancelled or the target is
-no longer wanted, create while the target has no external id, else update. A job's label decides
-its idempotency key, and a create key has no version (a target is created once), so a job may only
-be labelled ``create`` while no earlier job can hold or have spent that key: for a target seen for
-the first time, or, when the earlier jobs are presumed lost (the reconciler), for a target never
-synced. Everything else that would create is labelled ``update`` of its version; the worker still
-creates from state.
+The operation (create, update or delete at the provider) follows the latest state: delete when the event is
+cancelled or the target is no longer wanted, create while the target has no external id, else update. A job's
+label decides its idempotency key, and a create key has no version (a target is created once), so a job may
+only be labelled ``create`` while no earlier job can hold or have spent that key: for a target seen for the
+first time, or, when the earlier jobs are presumed lost (the reconciler), for a target never synced.
+Everything else that would create is labelled ``update`` of its version; the worker still creates from state.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Protocol
 
-from calsync.core.model.payload import Operation, idempotency_key
+from calsync.core.model.payload import JobPayload, Operation, new_payload
 
 # (tenant_id, entity_id, account_id): the store's TargetKey is one.
 TargetIds = tuple[str, str, str]
@@ -34,16 +32,8 @@ class TargetState(Protocol):
         ...
 
 
-@dataclass(frozen=True)
-class Plan:
-    """The job to enqueue for one target: its operation and the key its effect is recorded under."""
-
-    operation: Operation
-    idempotency_key: str
-
-
-def effect(target: TargetState | None, *, wanted_present: bool, cancelled: bool) -> Operation:
-    """What the provider must do so the target shows the latest state, whatever a payload said."""
+def operation_for(target: TargetState | None, *, wanted_present: bool, cancelled: bool) -> Operation:
+    """What the provider must do so the target shows the latest state, whatever a payload's label said."""
     if cancelled or not wanted_present:
         return "delete"
     return "update" if target is not None and target.external_id is not None else "create"
@@ -56,11 +46,19 @@ def plan(
     version: int,
     wanted_present: bool,
     cancelled: bool,
+    trace_id: str,
     earlier_jobs_lost: bool = False,
-) -> Plan:
-    """The operation and idempotency key of a new job bringing the target ``ids`` to ``version``."""
-    operation = effect(target, wanted_present=wanted_present, cancelled=cancelled)
+) -> JobPayload:
+    """The new job bringing the target ``ids`` to ``version``: its operation, and the idempotency key that follows."""
+    operation = operation_for(target, wanted_present=wanted_present, cancelled=cancelled)
     if operation == "create" and target is not None and (not earlier_jobs_lost or target.synced_version > 0):
         operation = "update"  # an earlier job may hold (or has spent) the create key
     tenant_id, entity_id, account_id = ids
-    return Plan(operation, idempotency_key(tenant_id, entity_id, account_id, operation, version))
+    return new_payload(
+        tenant_id=tenant_id,
+        entity_id=entity_id,
+        account_id=account_id,
+        operation=operation,
+        version=version,
+        trace_id=trace_id,
+    )

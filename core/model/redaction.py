@@ -50,14 +50,6 @@ _PATTERNS = (
     re.compile(r"(?i)(authorization:\s*basic\s+)[A-Za-z0-9+/=]+"),
 )
 
-# Each pattern needs one of these words in the text: without any, no pattern can match, and the seven
-# substitutions are skipped (most log messages: redact() of a short message took 3x as long without this check).
-_PATTERN_HINT = re.compile(
-    r"(?i)bearer|ya29\.|1//|eyj|access_token|refresh_token|id_token|client_secret|password|private_key|assertion"
-    r"|private key|authorization"
-)
-
-
 #: Credential fields whose values are secrets (compared lower-case); see also :data:`_SECRET_SUFFIXES`.
 SECRET_FIELDS = frozenset(
     {
@@ -75,14 +67,18 @@ def is_secret_field(name: str) -> bool:
     return lowered in SECRET_FIELDS or lowered.endswith(_SECRET_SUFFIXES)
 
 
-def _secret_values(value: Any) -> Iterator[str]:
-    """The strings under secret fields of a credentials structure (strings elsewhere are identifiers)."""
-    if isinstance(value, Mapping):
+def _strings(value: Any, secret: bool) -> Iterator[str]:
+    """The maskable strings of a credentials structure under secret fields (all of them when ``secret``)."""
+    if isinstance(value, str):
+        if secret and maskable(value):
+            yield value
+            yield from (line.strip() for line in value.splitlines() if len(line.strip()) >= _MIN_LINE)
+    elif isinstance(value, Mapping):
         for name, item in value.items():
-            yield from _walk_strings(item) if is_secret_field(str(name)) else _secret_values(item)
+            yield from _strings(item, secret or is_secret_field(str(name)))
     elif isinstance(value, list | tuple):
         for item in value:
-            yield from _secret_values(item)
+            yield from _strings(item, secret)
 
 
 def register_secrets(values: Any) -> None:
@@ -90,7 +86,7 @@ def register_secrets(values: Any) -> None:
     global _secrets_snapshot
     given = values if isinstance(values, list | tuple) else [values]
     # Strings given directly are secrets; in a mapping only the values of secret fields are.
-    found = {s for item in given for s in (_walk_strings(item) if isinstance(item, str) else _secret_values(item))}
+    found = {s for item in given for s in _strings(item, secret=isinstance(item, str))}
     if not found - _secrets:
         return
     with _secrets_lock:
@@ -104,29 +100,12 @@ def maskable(value: str, minimum: int = MIN_REGISTERED) -> bool:
     return len(value) >= minimum and (len(value) >= _WORD_MAX or _WORD.fullmatch(value) is None)
 
 
-def _walk_strings(value: Any) -> Iterator[str]:
-    if isinstance(value, str):
-        if maskable(value):
-            yield value
-            for line in value.splitlines():
-                if len(line.strip()) >= _MIN_LINE:
-                    yield line.strip()
-    elif isinstance(value, Mapping):
-        for item in value.values():
-            yield from _walk_strings(item)
-    elif isinstance(value, list | tuple):
-        for item in value:
-            yield from _walk_strings(item)
-
-
 def redact(text: str, secrets: Iterable[str] = ()) -> str:
     """The text with ``secrets``, every registered secret and token-shaped strings masked."""
     given = sorted((s for s in secrets if maskable(s, MIN_GIVEN)), key=len, reverse=True)
     for secret in (*given, *_secrets_snapshot):
         if secret in text:
             text = text.replace(secret, MASK)
-    if _PATTERN_HINT.search(text) is None:
-        return text
     for pattern in _PATTERNS:
         text = pattern.sub(lambda m: (m.group(1) if m.groups() else "") + MASK, text)
     return text

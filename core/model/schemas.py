@@ -16,43 +16,25 @@ from pydantic import BaseModel
 
 from calsync.core.model.change import Change
 from calsync.core.model.intake import IntakeMessage
-from calsync.core.model.payload import payload_json_schema
+from calsync.core.model.payload import JobPayload
 from calsync.core.model.webhooks import WebhookNotification
 
 DIALECT = "https://json-schema.org/draft/2020-12/schema"
-BASE_ID = "https://calsync.dev/schemas/"
-
-
-def _published(model: type[BaseModel], name: str, title: str) -> dict[str, Any]:
-    schema = model.model_json_schema()
-    schema["$schema"] = DIALECT
-    schema["$id"] = BASE_ID + name
-    schema["title"] = title
-    return schema
-
-
-def change_json_schema() -> dict[str, Any]:
-    """The change file's JSON Schema (``calsync submit --file``, ``POST /v1/changes``, the intake message's change)."""
-    return _published(Change, "change.schema.json", "calsync change file")
-
-
-def intake_json_schema() -> dict[str, Any]:
-    """The JSON Schema of the ``submit_change`` message's one positional argument."""
-    return _published(IntakeMessage, "intake-message.schema.json", "calsync submit_change message argument")
-
-
-def webhook_json_schema() -> dict[str, Any]:
-    """The JSON Schema of every webhook request's body (docs/PROTOCOL.md, "Webhooks")."""
-    return _published(WebhookNotification, "webhook-notification.schema.json", "calsync webhook notification")
+#: File name → the model it publishes and the schema's title: everything under docs/schemas/.
+_PUBLISHED: dict[str, tuple[type[BaseModel], str]] = {
+    "job-payload.schema.json": (JobPayload, "calsync sync_calendar_event job payload"),
+    "change.schema.json": (Change, "calsync change file"),  # calsync submit --file, POST /v1/changes
+    "intake-message.schema.json": (IntakeMessage, "calsync submit_change message argument"),
+    "webhook-notification.schema.json": (WebhookNotification, "calsync webhook notification"),
+}
 
 
 def published() -> dict[str, dict[str, Any]]:
     """File name → schema, for everything under docs/schemas/."""
     return {
-        "job-payload.schema.json": payload_json_schema(),
-        "change.schema.json": change_json_schema(),
-        "intake-message.schema.json": intake_json_schema(),
-        "webhook-notification.schema.json": webhook_json_schema(),
+        name: model.model_json_schema()
+        | {"$schema": DIALECT, "$id": f"https://calsync.dev/schemas/{name}", "title": title}
+        for name, (model, title) in _PUBLISHED.items()
     }
 
 

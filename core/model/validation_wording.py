@@ -6,7 +6,7 @@ Every message a producer or operator sees about a change, a payload or a request
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import re
 from typing import Any
 
 from pydantic import ValidationError
@@ -39,18 +39,14 @@ _TYPES: dict[str, str] = {
 }
 
 
-def _field(loc: Sequence[int | str]) -> str:
-    names = [p for p in loc if isinstance(p, str)]
-    return names[-1] if names else ""
-
-
 def _count(n: Any, one: str, many: str) -> str:
     return f"{n} {one if n == 1 else many}"
 
 
 def field_message(err: ErrorDetails) -> str:
     """One error of a pydantic report, in our words (the location is the caller's business)."""
-    kind, ctx, name = err["type"], err.get("ctx") or {}, _field(err["loc"])
+    kind, ctx = err["type"], err.get("ctx") or {}
+    name = next((part for part in reversed(err["loc"]) if isinstance(part, str)), "")  # the field, not its index
     one, many = _ITEMS.get(name, ("item", "items"))
     if kind in ("value_error", "assertion_error"):
         return str(err["msg"]).removeprefix("Value error, ").removeprefix("Assertion failed, ")
@@ -72,12 +68,7 @@ def field_message(err: ErrorDetails) -> str:
         return f"must be {shape}" if shape else f"must match the pattern {ctx.get('pattern')}"
     if kind in ("literal_error", "enum"):
         return f"must be {ctx.get('expected')}"
-    text = str(err["msg"])  # a type not mapped above: at least no pydantic phrasing
-    for theirs, ours in (("Input should be", "must be"), ("Input should", "must"), ("String should", "must"),
-                         ("Value should", "must")):  # fmt: skip
-        if text.startswith(theirs):
-            return ours + text[len(theirs) :]
-    return text
+    return re.sub(r"^(Input|String|Value) should", "must", str(err["msg"]))  # not mapped above: in our phrasing
 
 
 def describe_validation_error(exc: ValidationError) -> str:

@@ -33,12 +33,11 @@ WaitReason = Literal[
     "circuit open", "outage suspected", "credentials unreadable", "deferred", "not enqueued",
 ]  # fmt: skip
 WAIT_REASONS: Final[tuple[WaitReason, ...]] = get_args(WaitReason)
-_WAITS: Final[dict[str, WaitReason]] = {reason: reason for reason in WAIT_REASONS}
 
 
 def as_wait_reason(text: str) -> WaitReason:
     """A reason as the vocabulary spells it; an unknown one (a newer release's) reads as ``deferred``."""
-    return _WAITS.get(text, "deferred")
+    return text if text in WAIT_REASONS else "deferred"
 
 
 Role = Literal["worker", "producer", "cli"]
@@ -64,7 +63,6 @@ API_SCOPES: Final[tuple[ApiScope, ...]] = get_args(ApiScope)
 
 # Which queue a sync job takes: the normal one, or the bulk lane of a tenant over its enqueue rate.
 Lane = Literal["normal", "bulk"]
-LANES: Final[tuple[Lane, ...]] = get_args(Lane)
 
 # What a webhook notification tells a tenant's services (docs/PROTOCOL.md, "Webhooks").
 WebhookEventType = Literal["sync.succeeded", "sync.dead_lettered", "event.cancelled", "account.needs_reauth"]
@@ -105,7 +103,7 @@ class DeadLetterCause(StrEnum):
         if self is DeadLetterCause.PERMANENT:
             return reason_of(error) if error is not None else "permanent failure"
         if self is DeadLetterCause.QUARANTINED:
-            return f"{_QUARANTINED}: {getattr(error, 'refusal', 'malformed')}"
+            return f"{self.value}: {getattr(error, 'refusal', 'malformed')}"
         return _REASONS[self]
 
     def detail(self, attempts: int) -> str | None:
@@ -127,7 +125,6 @@ _REASONS: Final = {
     DeadLetterCause.WORKER_BUG: "worker bug",
 }
 _CAUSES_BY_REASON: Final = {reason: cause for cause, reason in _REASONS.items()}
-_QUARANTINED: Final = "quarantined"
 
 
 class Refusal(StrEnum):
@@ -147,6 +144,6 @@ class Refusal(StrEnum):
 
 def cause_of_reason(reason: str) -> DeadLetterCause:
     """The cause a stored DLQ ``reason`` states (every reason that is not one of the causes' own is permanent)."""
-    if reason.startswith(_QUARANTINED + ":"):
+    if reason.startswith(f"{DeadLetterCause.QUARANTINED.value}:"):
         return DeadLetterCause.QUARANTINED
     return _CAUSES_BY_REASON.get(reason, DeadLetterCause.PERMANENT)

@@ -71,32 +71,12 @@ def remove_account(
         if account.status != "removing":
             accounts.update_account(conn, account_id, status="removing")
     report = RemovalReport(account_id, "removing")
-    if intake is not None:
-        _detach_all(db, intake, account.tenant_id, account_id, send_updates, report, progress)
-    quiet_since = dt.datetime.now(dt.UTC) - dt.timedelta(seconds=quiet_seconds)
-    with db.write() as conn:
-        if account_removal.remove_if_done(conn, account_id, quiet_since=quiet_since):
-            report.status = "removed"
-        else:
-            report.targets_left = account_removal.left_in(conn, account_id).targets
-    return report
-
-
-def _detach_all(
-    db: Database,
-    intake: Intake,
-    tenant_id: str,
-    account_id: str,
-    send_updates: SendUpdates | None,
-    report: RemovalReport,
-    progress: Callable[[int], None] | None,
-) -> None:
     after: str | None = None
-    while True:
+    while intake is not None:
         with db.read() as conn:
             page = account_removal.events_to_detach(conn, account_id, after=after, limit=PAGE)
         for event_id in page:
-            receipt = intake.detach(tenant_id, event_id, account_id, send_updates=send_updates)
+            receipt = intake.detach(account.tenant_id, event_id, account_id, send_updates=send_updates)
             report.detached_events += bool(receipt.job_ids or receipt.deferred_accounts)
             report.job_ids += receipt.job_ids
             if receipt.deferred_accounts:
@@ -104,5 +84,12 @@ def _detach_all(
             if progress is not None:
                 progress(1)
         if len(page) < PAGE:
-            return
+            break
         after = page[-1]
+    quiet_since = dt.datetime.now(dt.UTC) - dt.timedelta(seconds=quiet_seconds)
+    with db.write() as conn:
+        if account_removal.remove_if_done(conn, account_id, quiet_since=quiet_since):
+            report.status = "removed"
+        else:
+            report.targets_left = account_removal.left_in(conn, account_id).targets
+    return report

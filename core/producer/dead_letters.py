@@ -20,7 +20,7 @@ import datetime as dt
 import json
 import logging
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass, field, replace
+from dataclasses import asdict, dataclass, field, replace
 
 from calsync.core.messaging.lanes import lanes_of
 from calsync.core.messaging.messages import RECONCILE_JOB, intake_message, reconcile_message, sync_message
@@ -37,8 +37,10 @@ from calsync.core.webhooks import WEBHOOK_JOBS, replay_webhook
 
 log = logging.getLogger(__name__)
 
+Entry = dict[str, object]  # one record in a report: its id and job id (and why it was skipped, or deferred)
 
-def skipped_entry(record: DeadLetter, why: str) -> dict[str, object]:
+
+def skipped_entry(record: DeadLetter, why: str) -> Entry:
     """One record a replay or discard left alone, and why (the same keys in every report)."""
     return {"id": record.id, "job_id": record.job_id, "why": why}
 
@@ -47,24 +49,24 @@ def skipped_entry(record: DeadLetter, why: str) -> dict[str, object]:
 class ReplayReport:
     """Per-record outcome of a replay: ``replayed`` and ``skipped`` entries carry ``id`` and ``job_id``."""
 
-    replayed: list[dict[str, object]] = field(default_factory=list)
-    skipped: list[dict[str, object]] = field(default_factory=list)
+    replayed: list[Entry] = field(default_factory=list)
+    skipped: list[Entry] = field(default_factory=list)
 
     def as_json(self) -> dict[str, object]:
         """Printed by ``calsync dlq replay``; the same shape as :class:`DiscardReport`."""
-        return {"replayed": self.replayed, "skipped": self.skipped}
+        return asdict(self)
 
 
 @dataclass
 class DiscardReport:
     """Per-record outcome of a discard or purge: the shape of :class:`ReplayReport`, ``discarded`` for ``replayed``."""
 
-    discarded: list[dict[str, object]] = field(default_factory=list)
-    skipped: list[dict[str, object]] = field(default_factory=list)
+    discarded: list[Entry] = field(default_factory=list)
+    skipped: list[Entry] = field(default_factory=list)
 
     def as_json(self) -> dict[str, object]:
         """Printed by ``calsync dlq discard`` and ``calsync dlq purge-quarantined``."""
-        return {"discarded": self.discarded, "skipped": self.skipped}
+        return asdict(self)
 
 
 def replay(
@@ -73,9 +75,11 @@ def replay(
     """Re-enqueue open records whose cause is fixed; reports what was skipped and why."""
     report = ReplayReport()
     for record in records:
-        why = _replay_one(runtime, record, report)
-        if why is not None:
-            report.skipped.append(skipped_entry(record, why))
+        done = _replay_one(runtime, record)
+        if isinstance(done, str):
+            report.skipped.append(skipped_entry(record, done))
+        else:
+            report.replayed.append(done)
         if on_progress is not None:
             on_progress(record)
     return report
@@ -100,7 +104,8 @@ def _recovered(record: DeadLetter) -> DeadLetter | str:
     return replace(record, job_type=SYNC_JOB, payload=args[0] if len(args) == 1 else args)
 
 
-def _replay_one(runtime: Runtime, record: DeadLetter, report: ReplayReport) -> str | None:
+def _replay_one(runtime: Runtime, record: DeadLetter) -> Entry | str:
+    """The replayed entry, or why the record was skipped."""
     if record.status != "open":
         return f"record is {record.status}"
     if record.kind == "quarantined":
@@ -114,15 +119,12 @@ def _replay_one(runtime: Runtime, record: DeadLetter, report: ReplayReport) -> s
             if not dead_letters.mark_replayed(conn, record.id, replay_job_id=replay_id):
                 return "record is no longer open"
         runtime.broker.enqueue(reconcile_message(runtime.settings.queue))
-        report.replayed.append({"id": record.id, "job_id": replay_id})
-        return None
+        return {"id": record.id, "job_id": replay_id}
     if record.job_type == INTAKE_JOB:
-        return _replay_intake(runtime, record, report)
+        return _replay_intake(runtime, record)
     if record.kind == "webhook" or record.job_type in WEBHOOK_JOBS:
         why, entry = replay_webhook(runtime.db, runtime.broker, runtime.settings.webhook_queue, record)
-        if entry is not None:
-            report.replayed.append(entry)
-        return why
+        return entry if entry is not None else str(why)
     if record.job_type != SYNC_JOB:
         return f"unknown job type {record.job_type!r}: discard it"
     try:
@@ -145,13 +147,11 @@ def _replay_one(runtime: Runtime, record: DeadLetter, report: ReplayReport) -> s
     except Exception:
         # The target is pending again, so the reconciler will enqueue it once the broker is back.
         log.exception("replay enqueue failed; the reconciler will retry it", extra={"fields": {"record": record.id}})
-        report.replayed.append({"id": record.id, "job_id": fresh.job_id, "deferred": True})
-        return None
-    report.replayed.append({"id": record.id, "job_id": fresh.job_id})
-    return None
+        return {"id": record.id, "job_id": fresh.job_id, "deferred": True}
+    return {"id": record.id, "job_id": fresh.job_id}
 
 
-def _replay_intake(runtime: Runtime, record: DeadLetter, report: ReplayReport) -> str | None:
+def _replay_intake(runtime: Runtime, record: DeadLetter) -> Entry | str:
     try:
         intake = parse_intake([record.payload], {})
     except (InvalidPayload, InvalidChange) as exc:
@@ -162,8 +162,7 @@ def _replay_intake(runtime: Runtime, record: DeadLetter, report: ReplayReport) -
         if not dead_letters.mark_replayed(conn, record.id, replay_job_id=message.message_id):
             return "record is no longer open"
         runtime.broker.enqueue(message)
-    report.replayed.append({"id": record.id, "job_id": message.message_id})
-    return None
+    return {"id": record.id, "job_id": message.message_id}
 
 
 def purge_quarantined(runtime: Runtime, *, reason: str | None = None, note: str | None = None) -> DiscardReport:
@@ -189,9 +188,5 @@ def discard_records(runtime: Runtime, records: Iterable[DeadLetter], *, note: st
 
 def discard(runtime: Runtime, record_ids: Iterable[int], *, note: str | None = None) -> list[int]:
     """Close open records without replaying them; returns the ids actually discarded."""
-    done = []
     with runtime.db.write() as conn:
-        for record_id in record_ids:
-            if dead_letters.mark_discarded(conn, record_id, note=note):
-                done.append(record_id)
-    return done
+        return [record_id for record_id in record_ids if dead_letters.mark_discarded(conn, record_id, note=note)]

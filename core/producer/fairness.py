@@ -15,7 +15,6 @@ import logging
 import math
 import time
 from collections.abc import Callable
-from typing import Protocol
 
 import redis
 
@@ -26,24 +25,8 @@ from calsync.core.runtime import Runtime
 log = logging.getLogger(__name__)
 
 
-class LaneChoice(Protocol):
-    """Chooses the lane of a tenant's jobs about to be enqueued."""
-
-    def lanes(self, tenant_id: str, jobs: int) -> list[Lane]:
-        """The lane of each of ``jobs`` new jobs of ``tenant_id``, in enqueue order (and counts them)."""
-        ...
-
-
-class OneLane:
-    """Every job on the normal lane (tests, and a deployment with ``BULK_THRESHOLD`` 0)."""
-
-    def lanes(self, tenant_id: str, jobs: int) -> list[Lane]:
-        """All normal."""
-        return ["normal"] * jobs
-
-
 class TenantLanes:
-    """The lane choice from per-tenant enqueue counters in Redis, one pipeline per call."""
+    """The lane choice from per-tenant enqueue counters in Redis, one pipeline per call; threshold 0: no bulk lane."""
 
     def __init__(
         self,
@@ -83,9 +66,7 @@ class TenantLanes:
         return lanes + ["bulk"] * (jobs - normal)
 
 
-def lane_choice(runtime: Runtime) -> LaneChoice:
-    """The lane choice of a deployment: per-tenant counters, or none at all when ``BULK_THRESHOLD`` is 0."""
+def lane_choice(runtime: Runtime) -> TenantLanes:
+    """The lane choice of a deployment (``BULK_THRESHOLD`` 0: every job on the normal lane, nothing counted)."""
     settings = runtime.settings
-    if settings.bulk_threshold <= 0:
-        return OneLane()
     return TenantLanes(runtime.redis, runtime.keys, threshold=settings.bulk_threshold, window=settings.bulk_window)

@@ -24,18 +24,11 @@ log = logging.getLogger(__name__)
 MESSAGE_KEY_PREFIX: Final = "dramatiq-message:"  # request key of an intake message sent without a request_id
 
 
-def request_key_of(message: IntakeMessage, message_id: str | None) -> str | None:
-    """The request key an intake message is idempotent under: its request id, else its Dramatiq message id."""
-    if message.request_id is not None:
-        return message.request_id
-    return MESSAGE_KEY_PREFIX + message_id if message_id else None
-
-
 def submit_intake(intake: Intake, message: IntakeMessage, *, message_id: str | None) -> Receipt:
-    """Save the message's change and fan out its sync jobs, once per request key."""
-    receipt = intake.submit(
-        message.tenant_id, message.change, trace_id=message.trace_id, request_key=request_key_of(message, message_id)
-    )
+    """Save the message's change and fan out its sync jobs, once per request key: the message's request id, else
+    its Dramatiq message id."""
+    request_key = message.request_id or (MESSAGE_KEY_PREFIX + message_id if message_id else None)
+    receipt = intake.submit(message.tenant_id, message.change, trace_id=message.trace_id, request_key=request_key)
     log.info(
         "intake message accepted",
         extra={"fields": {"tenant_id": message.tenant_id, "request_id": message.request_id, **receipt.as_json()}},

@@ -20,7 +20,7 @@ import datetime as dt
 import hashlib
 import logging
 import time
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from typing import Any, Final
 
 from calsync.core.model.change import Change
@@ -49,18 +49,8 @@ class Receipt:
     deferred_accounts: list[str] = field(default_factory=list)
 
     def as_json(self) -> dict[str, Any]:
-        """The receipt as printed by ``calsync submit``."""
-        return {
-            "entity_id": self.entity_id,
-            "version": self.version,
-            "job_ids": self.job_ids,
-            "deferred_accounts": self.deferred_accounts,
-        }
-
-    @classmethod
-    def from_json(cls, doc: dict[str, Any]) -> Receipt:
-        """The receipt stored for a request key, as :meth:`as_json` wrote it."""
-        return cls(doc["entity_id"], doc["version"], list(doc["job_ids"]), list(doc["deferred_accounts"]))
+        """The receipt as printed by ``calsync submit`` and stored for a request key (read as ``Receipt(**doc)``)."""
+        return asdict(self)
 
 
 def body_hash(change: Change) -> str:
@@ -71,9 +61,8 @@ def body_hash(change: Change) -> str:
 class FirstReceipts:
     """The receipt of each request key's first request: stored once, read (and waited for) by its replays."""
 
-    def __init__(self, db: Database, *, owner_grace: float = OWNER_GRACE) -> None:
+    def __init__(self, db: Database) -> None:
         self._db = db
-        self._grace = dt.timedelta(seconds=owner_grace)
 
     def first(self, tenant_id: str, request_key: str, digest: str) -> Receipt | None:
         """The first request's receipt, once it is stored; None when the key is free (never used, or expired).
@@ -89,8 +78,8 @@ class FirstReceipts:
             if first.body_hash != digest:
                 raise IdempotencyKeyReused(f"Idempotency-Key {request_key!r} was already used for a different change")
             if first.receipt is not None:
-                return Receipt.from_json(first.receipt)
-            if dt.datetime.now(dt.UTC) - first.created_at >= self._grace:
+                return Receipt(**first.receipt)
+            if dt.datetime.now(dt.UTC) - first.created_at >= dt.timedelta(seconds=OWNER_GRACE):
                 return self._complete(tenant_id, request_key, first)
             time.sleep(pause)  # the owner is between its commit and its receipt
             pause = min(2 * pause, _LONGEST_PAUSE)
@@ -99,7 +88,7 @@ class FirstReceipts:
         """Store the owner's receipt; returns the key's receipt: this one, unless a replay completed it first."""
         with self._db.write() as conn:
             stored = intake_requests.store_receipt(conn, tenant_id, request_key, receipt.as_json())
-        return receipt if stored is None else Receipt.from_json(stored)
+        return receipt if stored is None else Receipt(**stored)
 
     def _complete(self, tenant_id: str, request_key: str, first: IntakeRequest) -> Receipt:
         with self._db.write() as conn:
@@ -112,4 +101,4 @@ class FirstReceipts:
                 "the first request under a request key stored no receipt; its targets are left to the reconciler",
                 extra={"fields": {"tenant_id": tenant_id, "request_key": request_key, **doc}},
             )
-        return Receipt.from_json(stored or doc)
+        return Receipt(**(stored or doc))

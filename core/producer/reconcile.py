@@ -24,18 +24,18 @@ from dataclasses import dataclass, field
 
 from calsync.core.messaging.lanes import lanes_of
 from calsync.core.messaging.messages import sync_message
-from calsync.core.model.calendar import EventState
 from calsync.core.model.ids import new_trace_id
-from calsync.core.model.payload import new_payload
-from calsync.core.model.planner import Plan, plan
+from calsync.core.model.planner import plan
+from calsync.core.model.vocabulary import PRUNED_TABLES
 from calsync.core.producer.fairness import lane_choice
 from calsync.core.runtime import Runtime
 from calsync.core.store import events, targets
 from calsync.core.store.pruning import PruneReport, Retention, prune
-from calsync.core.store.targets import TargetRow
 from calsync.core.webhooks import reconcile_webhooks
 
 log = logging.getLogger(__name__)
+
+_PURGED_AS = {"intake_requests": "request_keys", "provider_accounts": "accounts"}  # the report's names of two tables
 
 
 @dataclass
@@ -54,33 +54,15 @@ class ReconcileReport:
 
     def as_json(self) -> dict[str, object]:
         """Printed by ``calsync reconcile``."""
+        purged = self.purged.purged
         return {
             "requeued": len(self.requeued),
             "job_ids": self.requeued,
             "enqueue_failures": len(self.failed),
-            "purged_idempotency_records": self.purged.purged.get("idempotency_records", 0),
-            "purged_request_keys": self.purged.purged.get("intake_requests", 0),
-            "purged_dead_letters": self.purged.purged.get("dead_letters", 0),
-            "purged_events": self.purged.purged.get("events", 0),
-            "purged_event_targets": self.purged.purged.get("event_targets", 0),
-            "purged_webhook_notifications": self.purged.purged.get("webhook_notifications", 0),
-            "purged_webhook_deliveries": self.purged.purged.get("webhook_deliveries", 0),
-            "purged_accounts": self.purged.purged.get("provider_accounts", 0),
+            **{f"purged_{_PURGED_AS.get(table, table)}": purged.get(table, 0) for table in PRUNED_TABLES},
             "housekeeping_caught_up": self.purged.caught_up,
             "webhooks_requeued": self.webhooks_requeued,
         }
-
-
-def _plan(event: EventState, row: TargetRow, version: int) -> Plan:
-    # The target's jobs are presumed lost: a create key is reused unless a sync already spent it.
-    return plan(
-        row,
-        row.key,
-        version=version,
-        wanted_present=row.wanted == "present",
-        cancelled=event.status == "cancelled",
-        earlier_jobs_lost=True,
-    )
 
 
 def reconcile(
@@ -118,16 +100,15 @@ def requeue_lost(
         event = states[(row.tenant_id, row.event_id)]
         if event is None:
             continue
-        version = max(event.version, row.wanted_version)
-        planned = _plan(event, row, version)
-        payload = new_payload(
-            tenant_id=row.tenant_id,
-            entity_id=row.event_id,
-            account_id=row.account_id,
-            operation=planned.operation,
-            version=version,
+        # The target's jobs are presumed lost: a create key is reused unless a sync already spent it.
+        payload = plan(
+            row,
+            row.key,
+            version=max(event.version, row.wanted_version),
+            wanted_present=row.wanted == "present",
+            cancelled=event.status == "cancelled",
             trace_id=trace,
-            key=planned.idempotency_key,
+            earlier_jobs_lost=True,
         )
         try:
             runtime.broker.enqueue(sync_message(queues.queue(next(lanes[row.tenant_id])), payload))

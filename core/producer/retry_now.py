@@ -14,9 +14,9 @@ from __future__ import annotations
 
 import json
 import uuid
-from collections.abc import Iterator
 from dataclasses import dataclass, field
-from typing import Any
+from importlib.resources import files
+from typing import Any, Final
 
 import redis
 
@@ -24,30 +24,19 @@ from calsync.core.config.settings import MAX_DELAY_SECONDS, broker_kind
 from calsync.core.messaging.lanes import lanes_of
 from calsync.core.model.errors import CalsyncError, ConfigurationError, InvalidPayload
 from calsync.core.model.payload import parse_payload
-from calsync.core.redis.keys import RedisKeys
 from calsync.core.runtime import Runtime
 
-_MOVE = """
-if redis.call('HEXISTS', KEYS[2], ARGV[1]) == 0 then return -1 end
-if redis.call('EXISTS', KEYS[5]) == 1 then return -2 end
-local removed = redis.call('LREM', KEYS[1], 0, ARGV[1])
-if removed > 0 then redis.call('HDEL', KEYS[2], ARGV[1]) else redis.call('SET', KEYS[5], '1', 'EX', ARGV[4]) end
-redis.call('HSET', KEYS[4], ARGV[2], ARGV[3])
-redis.call('RPUSH', KEYS[3], ARGV[2])
-return removed
-"""
-
+_PULL_FORWARD: Final = files(__package__).joinpath("pull_forward.lua").read_text()
 _DELIVERY_OPTIONS = ("eta", "redis_message_id")
 
 
-def _reasons() -> dict[str, str]:
-    found: dict[str, str] = {}
-    pending = [CalsyncError]
-    while pending:
-        cls = pending.pop()
-        found[cls.__name__] = cls.reason
-        pending.extend(cls.__subclasses__())
-    return found
+def _reason_of(error_class: str) -> str | None:
+    classes: list[type[CalsyncError]] = [CalsyncError]
+    for cls in classes:  # the error tree, walked breadth first
+        if cls.__name__ == error_class:
+            return cls.reason
+        classes += cls.__subclasses__()
+    return None
 
 
 @dataclass(frozen=True)
@@ -77,7 +66,7 @@ class RetrySelection:
         if self.reason is not None:
             history = body.get("options", {}).get("errors") or [{}]
             error_class = str(history[-1].get("error_class", ""))
-            if self.reason not in (error_class, _reasons().get(error_class)):
+            if self.reason not in (error_class, _reason_of(error_class)):
                 return None
         return payload.job_id
 
@@ -102,16 +91,6 @@ class RetryNowReport:
         }
 
 
-def _delayed(client: redis.Redis, keys: RedisKeys, queue: str) -> Iterator[tuple[str, dict[str, Any]]]:
-    for raw_id, raw_body in client.hscan_iter(keys.delayed_messages(queue), count=500):
-        try:
-            body = json.loads(raw_body)
-        except (ValueError, UnicodeDecodeError):
-            continue  # not ours to judge: the worker dead-letters what it cannot decode
-        if isinstance(body, dict):
-            yield raw_id.decode(), body
-
-
 def _ready_copy(body: dict[str, Any], queue: str, new_id: str) -> str:
     options = {k: v for k, v in body.get("options", {}).items() if k not in _DELIVERY_OPTIONS}
     options["redis_message_id"] = new_id
@@ -124,26 +103,31 @@ def retry_now(runtime: Runtime, selection: RetrySelection) -> RetryNowReport:
         raise ConfigurationError("retry-now needs the Redis broker: RabbitMQ holds delayed messages in the workers")
     keys = runtime.keys
     client = runtime.redis if runtime.broker_url == runtime.redis_url else redis.Redis.from_url(runtime.broker_url)
-    move = client.register_script(_MOVE)
+    move = client.register_script(_PULL_FORWARD)
     report = RetryNowReport()
     try:
-        for queue, redis_id, body in [(q, *found) for q in lanes_of(runtime.settings).queues
-                                      for found in _delayed(client, keys, q)]:  # fmt: skip
-            report.delayed_seen += 1
-            job_id = selection.selected(body)
-            if job_id is None:
-                continue
-            new_id = str(uuid.uuid4())
-            routing = [keys.delayed_queue(queue), keys.delayed_messages(queue), keys.ready_queue(queue),
-                       keys.queue_messages(queue), keys.pulled_forward(queue, redis_id)]  # fmt: skip
-            args: list[str | int] = [redis_id, new_id, _ready_copy(body, queue, new_id), int(MAX_DELAY_SECONDS)]
-            done = int(move(keys=routing, args=args))
-            if done > 0:
-                report.moved.append(job_id)
-            elif done == 0:
-                report.copied.append(job_id)
-            elif done == -2:
-                report.already_pulled += 1
+        for queue in lanes_of(runtime.settings).queues:
+            for raw_id, raw_body in client.hscan_iter(keys.delayed_messages(queue), count=500):
+                try:
+                    body = json.loads(raw_body)
+                except ValueError:  # UnicodeDecodeError is one too
+                    continue  # not ours to judge: the worker dead-letters what it cannot decode
+                report.delayed_seen += isinstance(body, dict)
+                job_id = selection.selected(body) if isinstance(body, dict) else None
+                if job_id is None:
+                    continue
+                redis_id = raw_id.decode()
+                new_id = str(uuid.uuid4())
+                routing = [keys.delayed_queue(queue), keys.delayed_messages(queue), keys.ready_queue(queue),
+                           keys.queue_messages(queue), keys.pulled_forward(queue, redis_id)]  # fmt: skip
+                args = [redis_id, new_id, _ready_copy(body, queue, new_id), int(MAX_DELAY_SECONDS)]
+                done = int(move(keys=routing, args=args))
+                if done > 0:
+                    report.moved.append(job_id)
+                elif done == 0:
+                    report.copied.append(job_id)
+                elif done == -2:
+                    report.already_pulled += 1
     finally:
         if client is not runtime.redis:
             client.close()

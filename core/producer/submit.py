@@ -4,7 +4,7 @@
 transaction, and only then enqueues one ``sync_calendar_event`` job per target. If the enqueue fails
 after the commit nothing is lost: the targets stay pending and ``calsync reconcile`` re-enqueues them.
 A dedup marker per (target, operation, version) suppresses identical enqueues within ``DEDUP_TTL``;
-a settle marker per target delays the jobs of a burst's later edits by ``COALESCE_WINDOW``, so a burst
+a coalesce marker per target delays the jobs of a burst's later edits by ``COALESCE_WINDOW``, so a burst
 writes its first and its newest version only; both are optimisations, never the source of truth.
 Submitting a change identical to the current state creates no new version: a client retrying its
 request gets the same entity and version, with the first job ids of the targets still pending (none
@@ -22,7 +22,6 @@ from __future__ import annotations
 import datetime as dt
 import logging
 from collections.abc import Callable
-from dataclasses import dataclass
 from typing import Any
 
 from pydantic import TypeAdapter, ValidationError
@@ -36,12 +35,12 @@ from calsync.core.model.change import Change, parse_change
 from calsync.core.model.errors import EntityNotFound, InvalidChange
 from calsync.core.model.ids import check_identifier, new_id, new_trace_id
 from calsync.core.model.intake import RequestId, TraceId
-from calsync.core.model.payload import JobPayload, new_payload
-from calsync.core.model.planner import Plan, plan
+from calsync.core.model.payload import JobPayload
+from calsync.core.model.planner import plan
 from calsync.core.model.validation_wording import field_message
 from calsync.core.model.vocabulary import Lane
 from calsync.core.producer.dedup import Claim, EnqueueMarkers, Mark, RedisMarkers
-from calsync.core.producer.fairness import LaneChoice, OneLane, lane_choice
+from calsync.core.producer.fairness import TenantLanes, lane_choice
 from calsync.core.producer.receipts import FirstReceipts, Receipt, body_hash
 from calsync.core.runtime import Runtime, default_runtime
 from calsync.core.store import accounts, events, intake_requests, targets
@@ -55,27 +54,17 @@ _request_key = TypeAdapter(RequestId | None)
 
 Batch = list[tuple[JobPayload, Lane, int | None]]  # jobs, each with its lane and a delay in ms (None: at once)
 Enqueue = Callable[[Batch], list[bool]]  # enqueues a batch; per job, whether it was enqueued
+Saved = tuple[str, int, list[JobPayload]]  # an intent as committed: the event's id, its version, its new jobs
 
 
 class _KeyTaken(Exception):
     """Rolls back an intent whose request key a concurrent request claimed first."""
 
 
-@dataclass(frozen=True)
-class _PlannedJob:
-    key: TargetKey
-    plan: Plan
-
-
 def _job(
-    key: TargetKey,
-    row: TargetRow | None,
-    version: int,
-    *,
-    present: bool,
-    cancelled: bool = False,
-) -> _PlannedJob:
-    return _PlannedJob(key, plan(row, key, version=version, wanted_present=present, cancelled=cancelled))
+    key: TargetKey, row: TargetRow | None, version: int, trace: str, *, present: bool, cancelled: bool = False
+) -> JobPayload:
+    return plan(row, key, version=version, wanted_present=present, cancelled=cancelled, trace_id=trace)
 
 
 def _check_ids(trace_id: str | None, request_key: str | None) -> None:
@@ -98,10 +87,10 @@ class Intake:
         *,
         default_send_updates: SendUpdates,
         request_key_ttl: int = 86400,
-        lanes: LaneChoice | None = None,
+        lanes: TenantLanes | None = None,
     ) -> None:
         self._db = db
-        self._lanes = lanes or OneLane()
+        self._lanes = lanes
         self._markers = markers
         self._enqueue_jobs = enqueue
         self._default_send_updates = default_send_updates
@@ -128,25 +117,23 @@ class Intake:
         trace = trace_id or new_trace_id()
         if request_key is None:
             with self._db.write() as conn:
-                entity_id, version, jobs = self._save_intent(conn, tenant_id, parsed)
-            return self._enqueue(tenant_id, entity_id, version, jobs, trace)
+                saved = self._save_intent(conn, tenant_id, parsed, trace)
+            return self._enqueue(tenant_id, *saved, trace)
         digest = body_hash(parsed)
-        while (saved := self._save_claiming(tenant_id, parsed, request_key, digest)) is None:
+        while (saved_once := self._save_claiming(tenant_id, parsed, trace, request_key, digest)) is None:
             first = self._receipts.first(tenant_id, request_key, digest)  # waits while the key's owner enqueues
             if first is not None:
                 return first
-        receipt = self._enqueue(tenant_id, *saved, trace)
+        receipt = self._enqueue(tenant_id, *saved_once, trace)
         return self._receipts.store(tenant_id, request_key, receipt)
 
-    def _save_claiming(
-        self, tenant_id: str, change: Change, request_key: str, digest: str
-    ) -> tuple[str, int, list[_PlannedJob]] | None:
+    def _save_claiming(self, tenant_id: str, change: Change, trace: str, request_key: str, digest: str) -> Saved | None:
         """Save the intent and claim the request key in one transaction; None (nothing saved) when the key is taken."""
         try:
             with self._db.write() as conn:
                 if intake_requests.find(conn, tenant_id, request_key) is not None:
                     return None
-                entity_id, version, jobs = self._save_intent(conn, tenant_id, change)
+                entity_id, version, jobs = self._save_intent(conn, tenant_id, change, trace)
                 if not intake_requests.claim(conn, tenant_id, request_key, body_hash=digest, entity_id=entity_id,
                                              version=version, ttl=self._request_key_ttl):  # fmt: skip
                     raise _KeyTaken  # a concurrent request claimed it and committed first: ours rolls back
@@ -168,7 +155,7 @@ class Intake:
                 raise InvalidChange(f"accounts: account{'s' if len(refused) > 1 else ''} {', '.join(refused)} "
                                     f"{'are' if len(refused) > 1 else 'is'} {said}")  # fmt: skip
 
-    def _save_intent(self, conn: Connection, tenant_id: str, change: Change) -> tuple[str, int, list[_PlannedJob]]:
+    def _save_intent(self, conn: Connection, tenant_id: str, change: Change, trace: str) -> Saved:
         send_updates = change.send_updates or self._default_send_updates
         if change.accounts is not None:
             self._check_accounts(conn, tenant_id, change.accounts)
@@ -187,7 +174,7 @@ class Intake:
             targets.plan_targets(conn, [(row.key, row.wanted) for row in live], version=version, due_at=now,
                                  existing={row.key for row in live})  # fmt: skip
             return existing.id, version, [
-                _job(row.key, row, version, present=row.wanted == "present", cancelled=True) for row in live
+                _job(row.key, row, version, trace, present=row.wanted == "present", cancelled=True) for row in live
             ]  # fmt: skip
 
         assert change.event is not None
@@ -196,10 +183,11 @@ class Intake:
                 raise InvalidChange("accounts: required when creating an event")
             entity_id = change.entity_id or new_id("evt")
             if not events.insert_event(conn, tenant_id, entity_id, change.event, send_updates):
-                return self._save_intent(conn, tenant_id, change)  # a concurrent create came first: ours follows it
+                # A concurrent create of this entity_id came first: ours applies to the event it created.
+                return self._save_intent(conn, tenant_id, change, trace)
             keys = [TargetKey(tenant_id, entity_id, account_id) for account_id in change.accounts]
             targets.plan_targets(conn, [(key, "present") for key in keys], version=1, due_at=now, existing=())
-            return entity_id, 1, [_job(key, None, 1, present=True) for key in keys]
+            return entity_id, 1, [_job(key, None, 1, trace, present=True) for key in keys]
 
         rows = {row.account_id: row for row in targets.list_targets(conn, tenant_id, existing.id)}
         present_now = {a for a, row in rows.items() if row.wanted == "present"}
@@ -215,7 +203,7 @@ class Intake:
             # first submission (its create and our update share one: Mark.of) return its job ids.
             pending = [row for row in rows.values() if row.status == "pending"]
             return existing.id, existing.version, [
-                _job(row.key, row, existing.version, present=row.wanted == "present") for row in pending
+                _job(row.key, row, existing.version, trace, present=row.wanted == "present") for row in pending
             ]  # fmt: skip
 
         version = events.bump_event(
@@ -226,12 +214,12 @@ class Intake:
         for account_id in wanted:
             key = TargetKey(tenant_id, existing.id, account_id)
             planned.append((key, "present"))
-            jobs.append(_job(key, rows.get(account_id), version, present=True))
+            jobs.append(_job(key, rows.get(account_id), version, trace, present=True))
         for account_id, row in rows.items():
             if account_id in wanted or (row.wanted == "absent" and row.status == "deleted"):
                 continue
             planned.append((row.key, "absent"))
-            jobs.append(_job(row.key, row, version, present=False))
+            jobs.append(_job(row.key, row, version, trace, present=False))
         targets.plan_targets(conn, planned, version=version, due_at=now, existing={row.key for row in rows.values()})
         return existing.id, version, jobs
 
@@ -244,6 +232,7 @@ class Intake:
         again (the version changes nothing they show); those still pending get a job of it, as after any edit.
         Nothing to do (no such target, already left out, event cancelled): no new version, no job."""
         now = dt.datetime.now(dt.UTC)
+        trace = trace_id or new_trace_id()
         with self._db.write() as conn:
             existing = events.lock_event(conn, tenant_id, entity_id)  # a concurrent change of the event waits
             rows = {row.account_id: row for row in targets.list_targets(conn, tenant_id, entity_id)}
@@ -256,38 +245,30 @@ class Intake:
             planned: list[tuple[TargetKey, targets.Wanted]] = [(leaving.key, "absent")]
             planned += [(row.key, row.wanted) for row in pending]
             targets.plan_targets(conn, planned, version=version, due_at=now, existing=[key for key, _ in planned])
-        jobs = [_job(leaving.key, leaving, version, present=False)]
-        jobs += [_job(row.key, row, version, present=row.wanted == "present") for row in pending]
-        return self._enqueue(tenant_id, entity_id, version, jobs, trace_id or new_trace_id())
+        jobs = [_job(leaving.key, leaving, version, trace, present=False)]
+        jobs += [_job(row.key, row, version, trace, present=row.wanted == "present") for row in pending]
+        return self._enqueue(tenant_id, entity_id, version, jobs, trace)
 
-    def _enqueue(self, tenant_id: str, entity_id: str, version: int, jobs: list[_PlannedJob], trace: str) -> Receipt:
+    def _enqueue(self, tenant_id: str, entity_id: str, version: int, jobs: list[JobPayload], trace: str) -> Receipt:
         # Called after the intent is committed: the markers are claimed together (one script call), then the
-        # new jobs are enqueued as one batch, later by the settle window when their target is settling.
-        payloads = [
-            new_payload(tenant_id=tenant_id, entity_id=entity_id, account_id=job.key.account_id,
-                        operation=job.plan.operation, version=version, trace_id=trace, key=job.plan.idempotency_key)
-            for job in jobs
-        ]  # fmt: skip
-        claims = [
-            Claim(Mark.of(job.key, job.plan.operation, version), payload.job_id)
-            for job, payload in zip(jobs, payloads, strict=True)
-        ]
-        answers = self._markers.claim_all(claims)
+        # new jobs are enqueued as one batch, later by the coalesce window when their target is coalescing.
+        answers = self._markers.claim_all([Claim(Mark.of(job), job.job_id) for job in jobs])
         new = [n for n, claimed in enumerate(answers) if claimed.earlier is None]
-        lanes = self._lanes.lanes(tenant_id, len(new))  # a tenant over its rate: the bulk lane
-        batch = [(payloads[n], lane, answers[n].delay_ms) for n, lane in zip(new, lanes, strict=True)]
+        # A tenant over its rate: the bulk lane.
+        lanes: list[Lane] = self._lanes.lanes(tenant_id, len(new)) if self._lanes else ["normal"] * len(new)
+        batch = [(jobs[n], lane, answers[n].delay_ms) for n, lane in zip(new, lanes, strict=True)]
         sent = dict(zip(new, self._send(batch), strict=True))
-        failed = [n for n in new if not sent[n]]
+        failed = [jobs[n] for n in new if not sent[n]]
         if failed:
-            self._defer([jobs[n].key for n in failed], [claims[n].mark for n in failed], entity_id, trace)
-        job_ids = [claimed.earlier or payloads[n].job_id for n, claimed in enumerate(answers) if sent.get(n, True)]
-        settling = sum(answers[n].delay_ms is not None for n in new if sent[n])
+            self._defer(failed, entity_id, trace)
+        job_ids = [claimed.earlier or jobs[n].job_id for n, claimed in enumerate(answers) if sent.get(n, True)]
+        coalescing = sum(answers[n].delay_ms is not None for n in new if sent[n])
         log.info(
             "change accepted",
             extra={"fields": {"tenant_id": tenant_id, "entity_id": entity_id, "version": version, "trace_id": trace,
-                              "jobs": len(job_ids), "deferred": len(failed), "settling": settling}},
+                              "jobs": len(job_ids), "deferred": len(failed), "coalescing": coalescing}},
         )  # fmt: skip
-        return Receipt(entity_id, version, job_ids, [jobs[n].key.account_id for n in failed])
+        return Receipt(entity_id, version, job_ids, [job.account_id for job in failed])
 
     def _send(self, batch: Batch) -> list[bool]:
         if not batch:
@@ -298,17 +279,19 @@ class Intake:
             log.exception("enqueue failed after commit", extra={"fields": {"jobs": len(batch)}})
             return [False] * len(batch)
 
-    def _defer(self, keys: list[TargetKey], marks: list[Mark], entity_id: str, trace: str) -> None:
+    def _defer(self, jobs: list[JobPayload], entity_id: str, trace: str) -> None:
         """Targets whose enqueue failed: due now, so the next reconcile pass re-enqueues them; markers forgotten."""
         log.warning(
             "enqueue failed after commit; the reconciler will pick the targets up",
-            extra={"fields": {"entity_id": entity_id, "account_ids": [k.account_id for k in keys], "trace_id": trace}},
+            extra={
+                "fields": {"entity_id": entity_id, "account_ids": [job.account_id for job in jobs], "trace_id": trace}
+            },
         )
         with self._db.write() as conn:
-            for key in keys:
-                targets.mark_unqueued(conn, key)
-        for mark in marks:
-            self._markers.release(mark)
+            for job in jobs:
+                targets.mark_unqueued(conn, TargetKey(job.tenant_id, job.entity_id, job.account_id))
+        for job in jobs:
+            self._markers.release(Mark.of(job))
 
 
 class Producer(Intake):

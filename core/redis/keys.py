@@ -40,14 +40,14 @@ class RedisKeys:
         """
         return f"{self.namespace}:dedup:{tenant_id}:{entity_id}:{account_id}:{operation}:v{version}"
 
-    def settle(self, tenant_id: str, entity_id: str, account_id: str) -> str:
-        """String holding when a target's settle window opened (Redis time, ms); PX ``COALESCE_WINDOW``.
+    def coalesce(self, tenant_id: str, entity_id: str, account_id: str) -> str:
+        """The coalesce marker: when a target's coalesce window opened (Redis time, ms); PX ``COALESCE_WINDOW``.
 
         Written (set when absent or older than ``COALESCE_MAX_WAIT``, else its PX refreshed) and read by the
         producer only, in the one script call that claims the dedup markers too (core.producer.dedup):
         absent, the job goes out at once; present, it is delayed by the window so only the newest edit writes.
         """
-        return f"{self.namespace}:settle:{tenant_id}:{entity_id}:{account_id}"
+        return f"{self.namespace}:coalesce:{tenant_id}:{entity_id}:{account_id}"
 
     def tenant_enqueues(self, tenant_id: str, window: int) -> str:
         """Count of sync jobs a tenant enqueued in one fixed window (number ``window``; TTL two windows).

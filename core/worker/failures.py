@@ -42,10 +42,8 @@ OWN_OUTAGES: Final = (StoreUnavailable, LockBusy, OSError, redis.RedisError, Bro
                       sqlalchemy.exc.TimeoutError, sqlalchemy.exc.InterfaceError, Interrupt)  # fmt: skip
 
 
-class UnknownActor(PermanentError):
+class UnknownActor(PermanentError, reason="unknown actor"):
     """A message named an actor this worker does not define."""
-
-    reason = "unknown actor"
 
 
 def count_option(options: dict[str, Any], name: str) -> int:

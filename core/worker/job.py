@@ -52,7 +52,7 @@ from calsync.core.model.errors import (
     TargetLocked,
 )
 from calsync.core.model.payload import JobPayload, Operation, parse_payload, raw_ids
-from calsync.core.model.planner import effect as planned_effect
+from calsync.core.model.planner import operation_for
 from calsync.core.model.vocabulary import Outcome
 from calsync.core.redis.keys import RedisKeys
 from calsync.core.redis.locks import LockManager
@@ -159,7 +159,7 @@ def effective_operation(event: EventState, target: TargetRow, *, leaving: bool =
     """What the provider must do to show the latest state, whatever the payload said. An account ``leaving``
     (being removed: ``accounts remove --detach``) is wanted by no event, even one a change put back meanwhile."""
     wanted = target.wanted == "present" and not leaving
-    return planned_effect(target, wanted_present=wanted, cancelled=event.status == "cancelled")
+    return operation_for(target, wanted_present=wanted, cancelled=event.status == "cancelled")
 
 
 def _parse(delivery: Delivery, args: Sequence[Any], kwargs: Mapping[str, Any]) -> JobPayload:

@@ -27,9 +27,9 @@ from exchangelib import BASIC, NTLM, OAUTH2, Credentials, OAuth2Credentials
 from pydantic import Field, SecretStr, field_validator, model_validator
 
 from calsync.core.model.account_rules import is_smtp_address
+from calsync.core.model.account_settings import settings_per_account
 from calsync.core.model.calendar import Account
 from calsync.core.model.errors import ConfigurationError
-from calsync.core.model.kept import kept_per_account
 from calsync.providers.accounts import KEPT_ACCOUNTS, Fields, fingerprint, url_check, validated
 
 _AUTH_TYPES: dict[str, str] = {"basic": BASIC, "ntlm": NTLM, "oauth2": OAUTH2}
@@ -145,14 +145,14 @@ def _read(account_id: str, address: str, options: dict[str, Any], credentials: d
     return AccountConfig(parsed, login, fingerprint(address, credentials, options))
 
 
-_read_kept = kept_per_account(_read, maxsize=KEPT_ACCOUNTS)
+_read_kept = settings_per_account(_read, maxsize=KEPT_ACCOUNTS)
 
 
 def read_account_config(account: Account) -> AccountConfig:
     """The account's options and credentials, validated, with a fingerprint that changes when either does.
 
     Kept per (id, address, options, credentials): validation and the fingerprint are a cost of every job otherwise.
-    A changed value is a new key (core/model/kept.py).
+    A changed value is a new key (core/model/account_settings.py).
     """
     return _read_kept(account)
 

@@ -65,16 +65,12 @@ class TokenError(Exception):
         super().__init__(f"{self.error}: {self.description}")
 
 
-class AccessPolicyDenied(Forbidden):
+class AccessPolicyDenied(Forbidden, reason="blocked by application access policy"):
     """The mailbox is outside the app's application access policy (or RBAC for Applications scope)."""
 
-    reason = "blocked by application access policy"
 
-
-class MailboxNotEnabled(EntityNotFound):
+class MailboxNotEnabled(EntityNotFound, reason="mailbox not enabled for REST"):
     """No Exchange Online mailbox behind the address (unlicensed, on-premises, or a shared resource without REST)."""
-
-    reason = "mailbox not enabled for REST"
 
 
 _API = (GraphHttpError,)

@@ -12,7 +12,7 @@ mailbox's primary calendar). Problems raise :class:`~calsync.core.model.errors.C
 the field, never a value.
 
 The adapter reads an account before every call, and an account's fields rarely change, so the validated
-result of the last ``KEPT_ACCOUNTS`` accounts is kept (core/model/kept.py, thread-safe), keyed by
+result of the last ``KEPT_ACCOUNTS`` accounts is kept (core/model/account_settings.py, thread-safe), keyed by
 everything it is derived from: id, address and the items (with their values' types) of the decrypted
 credentials and of the options. A changed field (a rotated refresh token, a new secret) is a new key, so it is
 validated anew; errors are never kept.
@@ -26,9 +26,9 @@ from typing import Annotated, Any, Literal
 from pydantic import Field, SecretStr, TypeAdapter, field_validator, model_validator
 
 from calsync.core.model.account_rules import is_smtp_address
+from calsync.core.model.account_settings import settings_per_account
 from calsync.core.model.calendar import Account
 from calsync.core.model.errors import ConfigurationError
-from calsync.core.model.kept import kept_per_account
 from calsync.providers.accounts import KEPT_ACCOUNTS, Fields, fingerprint, url_check, validated
 
 DEFAULT_AUTHORITY = "https://login.microsoftonline.com"
@@ -122,4 +122,4 @@ def _read(account_id: str, address: str, given_options: dict[str, Any], credenti
     return GraphAccount(login, options.calendar, fingerprint(address, credentials, given_options), secrets)
 
 
-_kept = kept_per_account(_read, maxsize=KEPT_ACCOUNTS)
+_kept = settings_per_account(_read, maxsize=KEPT_ACCOUNTS)

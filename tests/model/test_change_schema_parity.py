@@ -12,7 +12,7 @@ import pytest
 
 from calsync.core.model.change import parse_change
 from calsync.core.model.errors import InvalidChange
-from calsync.core.model.schemas import change_json_schema
+from calsync.core.model.schemas import published
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "changes"
 VERDICTS = {"valid": (True, True), "invalid": (False, False), "semantic": (True, False)}  # (schema, model)
@@ -25,7 +25,7 @@ def fixtures() -> list[tuple[str, Path]]:
 
 def schema_accepts(document: Any) -> bool:
     """The published change schema's verdict."""
-    return bool(jsonschema.Draft202012Validator(change_json_schema()).is_valid(document))
+    return bool(jsonschema.Draft202012Validator(published()["change.schema.json"]).is_valid(document))
 
 
 def test_every_kind_has_fixtures() -> None:

@@ -30,6 +30,12 @@ def test_only_secret_fields_are_masked_identifiers_survive() -> None:
     assert message == f"credentials {client_id} at {token_uri} for room-booker ({MASK}, {MASK}) authorized_user"
 
 
+def test_every_string_under_a_secret_field_is_masked_however_deeply_it_is_nested() -> None:
+    deep, listed = f"deep-{uuid.uuid4().hex[:12]}", f"listed-{uuid.uuid4().hex[:12]}"
+    register_secrets({"private_key": {"pem": {"body": deep}}, "client_secret": ["plain", {"value": listed}]})
+    assert redact(f"key {deep}, secret {listed}") == f"key {MASK}, secret {MASK}"
+
+
 def test_token_shaped_strings_are_masked_by_pattern_whatever_their_case() -> None:
     jwt = "eyJhbGciOiJSUzI1NiJ9.eyJzdWIiOiIxIn0.c2lnbmF0dXJl"
     key = "-----BEGIN RSA PRIVATE KEY-----\nMIIEpAIBAAKCAQEA\n-----END RSA PRIVATE KEY-----"

@@ -40,6 +40,7 @@ FAILURES = "core/worker/failures.py"
 DEAD_LETTERS = "core/worker/middleware/dead_letters.py"
 SUBMIT = "core/producer/submit.py"
 DEDUP = "core/producer/dedup.py"
+CLAIM_MARKERS = "core/producer/claim_markers.lua"
 TARGETS = "core/store/targets.py"
 ACCOUNT_REMOVAL = "core/store/account_removal.py"
 GATE = "core/traffic/gate.py"
@@ -250,28 +251,30 @@ MUTATIONS: tuple[Mutation, ...] = (
              't.c.status != "deleted"', "an account stays until a delete's re-run has found it"),
     Mutation("removal-keeps-create-keys", ACCOUNT_REMOVAL, "conn.execute(delete(r).where(r.c.key.in_(chunk)))",
              "pass", "an account registered again under a removed id creates its events afresh"),
-    Mutation("submit-marker-kept-after-failed-enqueue", SUBMIT, "            self._markers.release(mark)\n",
+    Mutation("submit-marker-kept-after-failed-enqueue", SUBMIT, "            self._markers.release(Mark.of(job))\n",
              "            pass\n", "a failed enqueue does not suppress the next attempt"),
-    Mutation("submit-marker-without-version", SUBMIT, "Claim(Mark.of(job.key, job.plan.operation, version)",
-             "Claim(Mark.of(job.key, job.plan.operation, 1)", "an older version's marker never suppresses a new job"),
-    Mutation("dedup-forever", DEDUP, _DEDUP_SET, '"NX")', "the dedup marker expires after DEDUP_TTL"),
-    Mutation("dedup-overwritten", DEDUP, _DEDUP_SET, '"EX", ARGV[1])', "an identical enqueue returns the first job"),
-    Mutation("dedup-create-apart", DEDUP, '"update" if operation == "create" else operation', "operation",
+    Mutation("marker-without-version", DEDUP, "operation, job.target_version)", "operation, 1)",
+             "an older version's marker never suppresses a new job"),
+    Mutation("dedup-forever", CLAIM_MARKERS, _DEDUP_SET, '"NX")', "the dedup marker expires after DEDUP_TTL"),
+    Mutation("dedup-overwritten", CLAIM_MARKERS, _DEDUP_SET, '"EX", ARGV[1])',
+             "an identical enqueue returns the first job"),
+    Mutation("dedup-create-apart", DEDUP, '"update" if job.operation == "create" else job.operation', "job.operation",
              "an identical resubmit finds the first submission's create job, even claiming before it"),
     # redaction
     Mutation("redact-registered-ignored", REDACTION, "for secret in (*given, *_secrets_snapshot):",
              "for secret in given:", "registered secrets are masked"),
     Mutation("redact-given-ignored", REDACTION, "for secret in (*given, *_secrets_snapshot):",
              "for secret in _secrets_snapshot:", "the call's own secrets are masked"),
-    Mutation("redact-short-secrets-skipped", REDACTION, "if maskable(value):", "if maskable(value, 60):",
-             "every credential string is registered"),
+    Mutation("redact-short-secrets-skipped", REDACTION, "if secret and maskable(value):",
+             "if secret and maskable(value, 60):", "every credential string is registered"),
     Mutation("redact-words-masked", REDACTION, "(len(value) >= _WORD_MAX or _WORD.fullmatch(value) is None)", "True",
              "an ordinary word is never masked, whatever was registered"),
     Mutation("redact-shortest-first", REDACTION, "sorted(_secrets, key=len, reverse=True)", "sorted(_secrets, key=len)",
              "a secret containing another is masked whole"),
-    Mutation("redact-nested-skipped", REDACTION, "        for item in value.values():\n            yield",
-             "        for item in ():\n            yield", "secrets nested in a credentials mapping are registered"),
-    Mutation("redact-lines-skipped", REDACTION, "if len(line.strip()) >= _MIN_LINE:", "if False:",
+    Mutation("redact-nested-skipped", REDACTION, "yield from _strings(item, secret or is_secret_field(str(name)))",
+             "yield from _strings(item, is_secret_field(str(name)))",
+             "secrets nested in a credentials mapping are registered"),
+    Mutation("redact-lines-skipped", REDACTION, "if len(line.strip()) >= _MIN_LINE)", "if False)",
              "each long line of a multi-line secret is registered"),
     Mutation("redact-patterns-off", REDACTION, "    for pattern in _PATTERNS:\n", "    for pattern in ():\n",
              "token-shaped strings are masked unregistered"),

@@ -1,4 +1,4 @@
-"""The settle window: a burst's first edit is enqueued at once, the later ones a window later, per target."""
+"""The coalesce window: a burst's first edit is enqueued at once, the later ones a window later, per target."""
 
 from __future__ import annotations
 
@@ -15,11 +15,11 @@ from calsync.core.redis.keys import RedisKeys
 from tests.spies import EnqueueSpy, Sent
 from tests.support import Pipeline, change, wait_until
 
-LONG = 30.0  # a window no test outlives: every edit after the first finds its target settling
+LONG = 30.0  # a window no test outlives: every edit after the first finds its target coalescing
 
 
 @pytest.fixture
-def settle(settings_factory: Any) -> Iterator[Any]:
+def coalescing(settings_factory: Any) -> Iterator[Any]:
     """Builds a pipeline with the given coalescing settings."""
     built: list[Pipeline] = []
 
@@ -32,8 +32,8 @@ def settle(settings_factory: Any) -> Iterator[Any]:
         pipeline.close()
 
 
-def _settle_key(pipeline: Pipeline, entity: str, account: str) -> str:
-    return pipeline.runtime.keys.settle("tenant-1", entity, account)
+def _coalesce_key(pipeline: Pipeline, entity: str, account: str) -> str:
+    return pipeline.runtime.keys.coalesce("tenant-1", entity, account)
 
 
 def _created(pipeline: Pipeline, monkeypatch: pytest.MonkeyPatch) -> tuple[EnqueueSpy, str, str]:
@@ -44,42 +44,42 @@ def _created(pipeline: Pipeline, monkeypatch: pytest.MonkeyPatch) -> tuple[Enque
 
 
 def test_the_first_edit_goes_out_at_once_and_the_next_ones_a_window_later(
-    settle: Any, monkeypatch: pytest.MonkeyPatch
+    coalescing: Any, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    pipeline = settle(LONG)
+    pipeline = coalescing(LONG)
     spy, entity, account = _created(pipeline, monkeypatch)
     for n in range(2, 5):
         pipeline.submit(None, entity_id=entity, title=f"v{n}")
     assert [(s.payload.target_version, s.delay) for s in spy.sent] == [(1, None), (2, 30_000), (3, 30_000),
                                                                        (4, 30_000)]  # fmt: skip
-    assert 0 < pipeline.runtime.redis.pttl(_settle_key(pipeline, entity, account)) <= 30_000
+    assert 0 < pipeline.runtime.redis.pttl(_coalesce_key(pipeline, entity, account)) <= 30_000
 
 
-def test_a_window_of_zero_enqueues_every_edit_at_once_and_writes_no_settle_key(
-    settle: Any, monkeypatch: pytest.MonkeyPatch
+def test_a_window_of_zero_enqueues_every_edit_at_once_and_writes_no_coalesce_key(
+    coalescing: Any, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    pipeline = settle(0)
+    pipeline = coalescing(0)
     spy, entity, account = _created(pipeline, monkeypatch)
     pipeline.submit(None, entity_id=entity, title="v2")
     assert [s.delay for s in spy.sent] == [None, None]
-    assert pipeline.runtime.redis.exists(_settle_key(pipeline, entity, account)) == 0
+    assert pipeline.runtime.redis.exists(_coalesce_key(pipeline, entity, account)) == 0
 
 
-def test_once_the_settle_key_expires_the_next_edit_goes_out_at_once(
-    settle: Any, monkeypatch: pytest.MonkeyPatch
+def test_once_the_coalesce_key_expires_the_next_edit_goes_out_at_once(
+    coalescing: Any, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    pipeline = settle(0.2)
+    pipeline = coalescing(0.2)
     spy, entity, account = _created(pipeline, monkeypatch)
-    key = _settle_key(pipeline, entity, account)
-    wait_until(lambda: pipeline.runtime.redis.exists(key) == 0, what="the settle key to expire")
+    key = _coalesce_key(pipeline, entity, account)
+    wait_until(lambda: pipeline.runtime.redis.exists(key) == 0, what="the coalesce marker to expire")
     pipeline.submit(None, entity_id=entity, title="v2")
     assert [s.delay for s in spy.sent] == [None, None]
 
 
-def test_every_edit_refreshes_the_window(settle: Any, monkeypatch: pytest.MonkeyPatch) -> None:
-    pipeline = settle(LONG)
+def test_every_edit_refreshes_the_window(coalescing: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    pipeline = coalescing(LONG)
     _spy, entity, account = _created(pipeline, monkeypatch)
-    key = _settle_key(pipeline, entity, account)
+    key = _coalesce_key(pipeline, entity, account)
     opened = pipeline.runtime.redis.get(key)
     pipeline.runtime.redis.pexpire(key, 5_000)  # as if most of the window had passed
     pipeline.submit(None, entity_id=entity, title="v2")
@@ -87,12 +87,12 @@ def test_every_edit_refreshes_the_window(settle: Any, monkeypatch: pytest.Monkey
 
 
 def test_a_target_held_for_the_longest_wait_goes_out_at_once_and_opens_a_new_window(
-    settle: Any, monkeypatch: pytest.MonkeyPatch
+    coalescing: Any, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    pipeline = settle(LONG, max_wait=LONG)
+    pipeline = coalescing(LONG, max_wait=LONG)
     rt = pipeline.runtime
     spy, entity, account = _created(pipeline, monkeypatch)
-    key = _settle_key(pipeline, entity, account)
+    key = _coalesce_key(pipeline, entity, account)
     seconds, micros = rt.redis.time()
     long_ago = seconds * 1000 + micros // 1000 - 30_001  # the window opened just over COALESCE_MAX_WAIT ago
     rt.redis.set(key, long_ago, px=10_000)
@@ -102,8 +102,8 @@ def test_a_target_held_for_the_longest_wait_goes_out_at_once_and_opens_a_new_win
     assert int(rt.redis.get(key) or 0) > long_ago
 
 
-def test_each_target_settles_on_its_own(settle: Any, monkeypatch: pytest.MonkeyPatch) -> None:
-    pipeline = settle(LONG)
+def test_each_target_coalesces_on_its_own(coalescing: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    pipeline = coalescing(LONG)
     a, b, c = (pipeline.account(account_id=f"acc-{n}") for n in "abc")
     spy = EnqueueSpy(pipeline.broker, monkeypatch)
     entity = pipeline.submit([a, b], title="v1").entity_id
@@ -118,9 +118,9 @@ def test_each_target_settles_on_its_own(settle: Any, monkeypatch: pytest.MonkeyP
 
 
 def test_an_identical_resubmit_returns_the_first_jobs_and_enqueues_nothing(
-    settle: Any, monkeypatch: pytest.MonkeyPatch
+    coalescing: Any, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    pipeline = settle(LONG)
+    pipeline = coalescing(LONG)
     spy, entity, account = _created(pipeline, monkeypatch)
     again = pipeline.submit([account], entity_id=entity, title="v1")
     assert again.job_ids == [spy.sent[0].payload.job_id] and len(spy.sent) == 1
@@ -133,8 +133,10 @@ def test_without_redis_every_job_goes_out_at_once() -> None:
     assert markers.claim_all(claims) == [Claimed(None), Claimed(None)]
 
 
-def test_changes_sent_to_the_intake_actor_settle_like_any_other(settle: Any, monkeypatch: pytest.MonkeyPatch) -> None:
-    pipeline = settle(LONG)
+def test_changes_sent_to_the_intake_actor_coalesce_like_any_other(
+    coalescing: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    pipeline = coalescing(LONG)
     account = pipeline.account()
     spy = EnqueueSpy(pipeline.broker, monkeypatch)
 

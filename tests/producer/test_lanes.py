@@ -15,7 +15,7 @@ import redis
 from calsync.core.config.settings import load_settings
 from calsync.core.model.errors import ConfigurationError
 from calsync.core.producer.dead_letters import replay
-from calsync.core.producer.fairness import OneLane, TenantLanes, lane_choice
+from calsync.core.producer.fairness import TenantLanes, lane_choice
 from calsync.core.producer.reconcile import reconcile
 from calsync.core.redis.keys import RedisKeys
 from tests.support import Pipeline, wait_until
@@ -75,10 +75,10 @@ def test_no_redis_means_the_normal_lane_and_a_zero_threshold_means_no_bulk_lane(
 ) -> None:
     down = redis.Redis(host="127.0.0.1", port=1, socket_connect_timeout=0.2)
     assert _lanes(down, namespace, Clock(0.0), threshold=1).lanes("big", 3) == ["normal"] * 3
-    assert OneLane().lanes("big", 3) == ["normal"] * 3
     pipeline = Pipeline(settings_factory(bulk_threshold=0))
     try:
-        assert isinstance(lane_choice(pipeline.runtime), OneLane)
+        assert lane_choice(pipeline.runtime).lanes("big", 3) == ["normal"] * 3
+        assert not pipeline.runtime.redis.keys(f"{pipeline.settings.redis_namespace}:fair:*")  # nothing counted
     finally:
         pipeline.close()
 

@@ -1,4 +1,4 @@
-"""A burst of edits, coalesced by the settle window, through real worker threads: the newest wins, few writes."""
+"""A burst of edits, coalesced by the coalesce window, through real worker threads: the newest wins, few writes."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ from typing import Any
 
 from tests.support import Pipeline, wait_until
 
-WINDOW = 3.0  # far longer than the burst takes to submit: every edit after the first finds its target settling
+WINDOW = 3.0  # far longer than the burst takes to submit: every edit after the first finds its target coalescing
 EDITS = 10
 
 

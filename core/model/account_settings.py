@@ -1,8 +1,7 @@
-"""What an adapter derives from an account's fields (its validated settings), kept per account identity.
+"""An account's settings as an adapter derives them (its validated options and credentials), per account identity.
 
-Validating an account's options and credentials and hashing their fingerprint ran on every job of the
-EWS and Graph adapters (1.7 % and 3 % of their worker CPU, py-spy, issue 15). :func:`kept_per_account`
-keeps the last ``maxsize`` results of such a reader, keyed by everything it reads: the account's id and
+An adapter validates an account's options and credentials on every job; :func:`settings_per_account` keeps
+the last ``maxsize`` results of such a reader, keyed by everything it reads: the account's id and
 address and the items of its options and credentials with each value's type (``True == 1 == 1.0``, yet
 validation tells them apart). A changed value is a new key; only successes are kept (``lru_cache`` keeps no
 exception), so an invalid account is reported on every call; an account with a value that cannot be a key
@@ -47,7 +46,7 @@ def account_key(account: Account) -> tuple[str, str, _Items, _Items] | None:
     return key
 
 
-def kept_per_account(reader: Reader[T], *, maxsize: int) -> Callable[[Account], T]:
+def settings_per_account(reader: Reader[T], *, maxsize: int) -> Callable[[Account], T]:
     """``reader`` applied to an account, its result kept per account identity (thread-safe, bounded)."""
 
     @functools.lru_cache(maxsize=maxsize)
