@@ -3,7 +3,7 @@
 Importing it configures JSON logging (each line written whole to the process' own stdout, not relayed
 by Dramatiq's parent: core/config/log_lines.py), checks that metrics will reach the exposition port (the
 environment ``calsync worker`` prepares), and builds this process's worker from the environment's
-settings: runtime, adapters, broker and actors.
+settings (actors/worker.py: the composition root).
 """
 
 from __future__ import annotations

@@ -1,8 +1,8 @@
-"""Dramatiq actors, declared on a given broker with a given runtime (no import-time global broker).
+"""Dramatiq actors, declared on the broker of the clients they are given (no import-time global broker).
 
 Declaring them from a function keeps one process able to host several brokers (tests run the same
-actors on Redis and RabbitMQ) and makes their dependencies explicit. This package is the composition
-root: the only place that joins the core to the provider adapters (docs/ARCHITECTURE.md).
+actors on Redis and RabbitMQ) and makes their dependencies explicit. The worker's composition root
+(actors/worker.py) calls it last, with the parts it built.
 """
 
 from __future__ import annotations
@@ -11,46 +11,27 @@ from typing import Any
 
 import dramatiq
 
+from calsync.core.clients import Clients
 from calsync.core.config.logging import bind_job
 from calsync.core.messaging.messages import DELIVER_WEBHOOK_JOB, DISPATCH_WEBHOOK_JOB, RECONCILE_JOB
-from calsync.core.model.calendar import ProviderLookup
 from calsync.core.model.errors import CalsyncError
 from calsync.core.model.intake import INTAKE_JOB, IntakeMessage
 from calsync.core.model.payload import SYNC_JOB
 from calsync.core.producer.intake_job import intake_actor
 from calsync.core.producer.reconcile import reconcile as reconcile_overdue
 from calsync.core.producer.submit import Producer
-from calsync.core.runtime import Runtime
-from calsync.core.traffic import TrafficGate, TrafficStore, provider_limits
-from calsync.core.webhooks import Deliverer, DeliveryPolicy, Outbox, Transport
+from calsync.core.webhooks import Deliverer, DeliveryPolicy, Transport
 from calsync.core.worker.delivery import current_delivery
 from calsync.core.worker.job import JobParts, sync_actor
 
 
-def declare(
-    broker: dramatiq.Broker, runtime: Runtime, providers: ProviderLookup, outbox: Outbox
-) -> dict[str, dramatiq.Actor[Any, Any]]:
-    """Register every calsync actor on ``broker``; returns them by name (``outbox``: the process' webhook outbox)."""
-    settings = runtime.settings
-    traffic = TrafficStore(runtime.redis, runtime.keys)
-    parts = JobParts(
-        db=runtime.db,
-        cipher=runtime.cipher,
-        locks=runtime.locks,
-        keys=runtime.keys,
-        providers=providers,
-        broker=broker,
-        queue=settings.queue,
-        idempotency_ttl=settings.idempotency_ttl,
-        delete_verify_delay=settings.delete_verify_delay,
-        trust_handover=settings.lock_handover,
-        outbox=outbox,
-        traffic=TrafficGate(traffic, provider_limits(settings, lease=settings.job_time_limit + 5)),
-    )
+def declare(clients: Clients, parts: JobParts) -> dict[str, dramatiq.Actor[Any, Any]]:
+    """Register every calsync actor on ``clients.broker``; returns them by name (``parts``: the sync job's)."""
+    settings, broker = clients.settings, clients.broker
 
     def reconcile() -> None:
         """Re-enqueue what the broker lost: pending targets overdue by RECONCILE_AFTER."""
-        reconcile_overdue(runtime)
+        reconcile_overdue(clients)
 
     declare_sync = dramatiq.actor(
         broker=broker,
@@ -77,14 +58,14 @@ def declare(
     return {
         SYNC_JOB: declare_sync(sync_actor(parts)),
         RECONCILE_JOB: declare_reconcile(reconcile),
-        INTAKE_JOB: declare_intake(intake_actor(Producer(runtime), _message_id, _bind_intake)),
-        **_webhook_actors(broker, runtime),
+        INTAKE_JOB: declare_intake(intake_actor(Producer(clients), _message_id, _bind_intake)),
+        **_webhook_actors(clients),
     }
 
 
-def _webhook_actors(broker: dramatiq.Broker, runtime: Runtime) -> dict[str, dramatiq.Actor[Any, Any]]:
+def _webhook_actors(clients: Clients) -> dict[str, dramatiq.Actor[Any, Any]]:
     # Their own queue: a slow or dead receiver never delays a calendar sync.
-    settings = runtime.settings
+    settings, broker = clients.settings, clients.broker
     queue = settings.webhook_queue
     policy = DeliveryPolicy(
         schedule=settings.webhook_retry_schedule,
@@ -93,7 +74,7 @@ def _webhook_actors(broker: dramatiq.Broker, runtime: Runtime) -> dict[str, dram
         disable_after=settings.webhook_disable_after,
         disable_min_failures=settings.webhook_disable_min_failures,
     )
-    deliverer = Deliverer(runtime.db, runtime.cipher, Transport.from_settings(settings), broker, queue, policy)
+    deliverer = Deliverer(clients.db, clients.cipher, Transport.from_settings(settings), broker, queue, policy)
     limit = int(max(settings.job_time_limit, 2 * settings.webhook_timeout) * 1000)
 
     def dispatch_webhook(*notification_ids: str) -> None:

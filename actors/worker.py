@@ -1,4 +1,4 @@
-"""A worker process's parts, assembled: runtime, provider adapters, the broker with its middleware, the actors."""
+"""The composition root of a worker process: every part it runs on, built once, in order, by :func:`build_worker`."""
 
 from __future__ import annotations
 
@@ -10,71 +10,123 @@ import dramatiq
 
 from calsync.actors.declare import declare
 from calsync.actors.shutdown import CloseOnShutdown
+from calsync.core.clients import Clients, open_database, open_redis, resolve_broker_url, resolve_redis_url
 from calsync.core.config.settings import Settings
+from calsync.core.messaging.broker import connect_broker
+from calsync.core.messaging.outage import RedisOutage
 from calsync.core.model.calendar import Provider
-from calsync.core.model.errors import ConfigurationError
 from calsync.core.producer.reconcile import requeue_lost
+from calsync.core.redis.keys import RedisKeys
 from calsync.core.redis.limiter import RedisLimiter
-from calsync.core.runtime import Runtime
+from calsync.core.redis.locks import LockManager
+from calsync.core.redis.stats import JobStats
+from calsync.core.store.crypto import CredentialCipher
 from calsync.core.store.key_rotation import require_secret_key
+from calsync.core.store.pruning import Retention
 from calsync.core.store.rotated_credentials import StoredCredentials
+from calsync.core.traffic import TrafficGate, TrafficStore, provider_limits
 from calsync.core.webhooks import Outbox
+from calsync.core.worker.job import JobParts
+from calsync.core.worker.maintenance import Maintenance
+from calsync.core.worker.metrics import worker_id
 from calsync.core.worker.stack import observed_worker_middleware
 from calsync.providers.registry import ProviderRegistry
 
 
-@dataclass
-class Worker:
-    """What one worker process runs on; ``close`` releases it (tests, benchmarks)."""
+@dataclass(frozen=True)
+class WorkerProcess:
+    """What one worker process runs on; ``close`` releases it (tests, benchmarks; Dramatiq's shutdown closes the
+    adapters itself)."""
 
-    runtime: Runtime
+    clients: Clients
+    locks: LockManager
+    stats: JobStats
     providers: ProviderRegistry
-    broker: dramatiq.Broker
     actors: dict[str, dramatiq.Actor[Any, Any]]
 
+    @property
+    def broker(self) -> dramatiq.Broker:
+        """The broker the actors are declared on, with the worker's middleware."""
+        return self.clients.broker
+
     def close(self) -> None:
-        """Release the adapters' connections, then the runtime's."""
+        """Release the adapters' connections, then the locks' and counters' threads, then the clients."""
         self.providers.close()
-        self.runtime.close()
+        self.locks.close()
+        self.stats.close()
+        self.clients.close()
 
 
-def mailbox_limiter(runtime: Runtime) -> RedisLimiter:
-    """Per-mailbox slots shared by every worker on this Redis; a lease outlives one provider call."""
-    settings = runtime.settings
-    return RedisLimiter(
-        runtime.redis,
-        runtime.keys,
+def build_worker(settings: Settings, *, providers: Mapping[str, Provider] | None = None) -> WorkerProcess:
+    """The worker of this process, top to bottom; ``providers`` replaces some adapters (tests, benchmarks).
+
+    Each part takes the parts it uses; nothing is looked up later. A wrong secret key stops the process
+    here, before any job is taken (:func:`require_secret_key`).
+    """
+    broker_url = resolve_broker_url(settings)  # may start the embedded Redis
+    redis_url = resolve_redis_url(settings, broker_url)
+
+    # Database: the hot path checks its connections out without a pre-ping (a dead one fails its job, which
+    # is retried); the pool serves every thread's job statements and the bookkeeping around them.
+    db = open_database(settings, pool_size=max(2, settings.worker_threads), pre_ping=False)
+    cipher = CredentialCipher(settings.cipher_keys)
+    try:
+        require_secret_key(cipher, db)
+    except BaseException:
+        db.dispose()
+        raise
+
+    # Redis: locks naming this process' heartbeat (a dead worker's locks can be taken over), batched counters.
+    client = open_redis(redis_url)
+    keys = RedisKeys(settings.redis_namespace)
+    locks = LockManager(client, ttl_seconds=settings.lock_ttl, owner=lambda: keys.worker_heartbeat(worker_id()))
+    stats = JobStats(client, keys, flush_every=1.0)
+
+    # Stores and features: traffic control around provider calls, the webhook outbox the job records into.
+    traffic = TrafficGate(TrafficStore(client, keys), provider_limits(settings, lease=settings.job_time_limit + 5))
+    outbox = Outbox(db, settings.webhook_queue, ttl=settings.webhook_directory_ttl)
+
+    # Providers: each adapter built on first use; Graph's per-mailbox slots are shared by every worker.
+    mailbox_slots = RedisLimiter(
+        client,
+        keys,
         limit=settings.graph_mailbox_concurrency,
         lease=settings.provider_timeout * 3 + 5,
         wait=settings.graph_slot_wait,
     )
-
-
-def build_worker(settings: Settings, *, providers: Mapping[str, Provider] | None = None) -> Worker:
-    """The worker of this process: the observed middleware stack, the adapters (``providers`` overrides some).
-
-    The adapters are closed when Dramatiq shuts the worker down, and again (harmlessly) by ``Worker.close``.
-    """
-
-    def middleware(runtime: Runtime) -> list[dramatiq.Middleware]:
-        def requeue() -> int:  # in every housekeeping pass: the CronJob's re-enqueueing, with no CronJob needed
-            return requeue_lost(runtime).enqueued
-
-        return [*observed_worker_middleware(runtime, outbox, requeue=requeue), CloseOnShutdown(registry.close)]
-
-    runtime = Runtime(settings, role="worker", middleware=middleware)
-    try:
-        require_secret_key(runtime.cipher, runtime.db)
-    except ConfigurationError:
-        runtime.close()
-        raise
-    # The one webhook outbox of this process: the sync job and the DLQ recorder record into it.
-    outbox = Outbox(runtime.db, settings.webhook_queue, ttl=settings.webhook_directory_ttl)
     registry = ProviderRegistry(
-        settings,
-        dict(providers or {}),
-        limiter=mailbox_limiter(runtime),
-        credentials=StoredCredentials(runtime.db, runtime.cipher),
+        settings, dict(providers or {}), limiter=mailbox_slots, credentials=StoredCredentials(db, cipher)
     )
-    broker = runtime.broker
-    return Worker(runtime, registry, broker, declare(broker, runtime, registry, outbox))
+
+    # Middleware, then the broker that runs it, then the actors on that broker.
+    watch = RedisOutage().of(redis_url)
+    middleware = observed_worker_middleware(settings, db, client, keys, stats, outbox, watch=watch)
+    broker = connect_broker(broker_url, settings, [*middleware, CloseOnShutdown(registry.close)])
+    clients = Clients(settings, broker_url, redis_url, db, client, keys, cipher, broker)
+    if settings.maintenance_enabled:  # housekeeping, one pass per interval across workers (docs/RUNBOOK.md)
+        broker.add_middleware(
+            Maintenance(
+                db,
+                client,
+                keys,
+                interval=settings.maintenance_interval,
+                retention=Retention.of(settings),
+                watch=watch,
+                requeue=lambda: requeue_lost(clients).enqueued,  # the CronJob's pass, with no CronJob needed
+            )
+        )
+    parts = JobParts(
+        db=db,
+        cipher=cipher,
+        locks=locks,
+        keys=keys,
+        providers=registry,
+        broker=broker,
+        queue=settings.queue,
+        idempotency_ttl=settings.idempotency_ttl,
+        delete_verify_delay=settings.delete_verify_delay,
+        trust_handover=settings.lock_handover,
+        outbox=outbox,
+        traffic=traffic,
+    )
+    return WorkerProcess(clients, locks, stats, registry, declare(clients, parts))

@@ -34,10 +34,10 @@ from typing import Any
 import dramatiq
 
 from benchmarks.support import add_redis_option, bench_redis, in_process_worker, namespace, remove_keys
+from calsync.core.clients import Clients
 from calsync.core.config.settings import Settings
 from calsync.core.model.calendar import ProviderName
 from calsync.core.producer.submit import Producer
-from calsync.core.runtime import Runtime
 from calsync.core.store import accounts, dead_letters, targets
 from calsync.core.store.dead_letters import DeadLetterFilter
 from calsync.core.store.targets import TargetKey
@@ -106,7 +106,7 @@ def _provider(name: ProviderName, scratch: Path) -> Provider:
 class Watch:
     """Polls the healthy edits' targets and the breakers until stopped."""
 
-    runtime: Runtime
+    clients: Clients
     provider: str
     broken: str
     submitted: dict[tuple[str, str, int], float] = field(default_factory=dict)  # (entity, account, version)
@@ -116,7 +116,7 @@ class Watch:
     others_opened: set[str] = field(default_factory=set)
 
     def __post_init__(self) -> None:
-        self._traffic = TrafficStore(self.runtime.redis, self.runtime.keys)
+        self._traffic = TrafficStore(self.clients.redis, self.clients.keys)
         self._tenant = ""
         self._stop = threading.Event()
         self._lock = threading.Lock()
@@ -158,7 +158,7 @@ class Watch:
             with self._lock:
                 waiting = [key for key in self.submitted if key not in self.synced]
             now = time.monotonic()
-            with self.runtime.db.read() as conn:
+            with self.clients.db.read() as conn:
                 rows = {key: targets.get_target(conn, TargetKey(self._tenant, key[0], key[1])) for key in waiting}
             with self._lock:
                 for key, row in rows.items():
@@ -166,11 +166,11 @@ class Watch:
                         self.synced[key] = now
 
 
-def _accounts(runtime: Runtime, provider: Provider, tenant: str) -> list[str]:
+def _accounts(clients: Clients, provider: Provider, tenant: str) -> list[str]:
     """The broken account first, then the two healthy ones."""
-    with runtime.db.write() as conn:
+    with clients.db.write() as conn:
         return [accounts.add_account(conn, tenant_id=tenant, provider=provider.name, address=f"{role}@example.com",
-                                     credentials=runtime.cipher.encrypt(provider.credentials(f"{role}@example.com")),
+                                     credentials=clients.cipher.encrypt(provider.credentials(f"{role}@example.com")),
                                      options=provider.options(), account_id=f"{tenant}-{role}").id
                 for role in ("broken", "healthy1", "healthy2")]  # fmt: skip
 
@@ -189,14 +189,14 @@ def run(name: ProviderName, args: argparse.Namespace, url: str, scratch: Path) -
     provider = _provider(name, where)
     overrides = dict(item.split("=", 1) for item in args.set)
     app = in_process_worker(where, url, ns, worker_threads=args.threads, **provider.settings, **overrides)
-    runtime = app.runtime
+    clients = app.clients
     worker: dramatiq.Worker | None = None
     watch = None
     try:
         tenant = f"blast-{uuid.uuid4().hex[:6]}"
-        broken, *healthy = _accounts(runtime, provider, tenant)
-        producer = Producer(runtime)
-        watch = Watch(runtime, name, broken)
+        broken, *healthy = _accounts(clients, provider, tenant)
+        producer = Producer(clients)
+        watch = Watch(clients, name, broken)
         worker = dramatiq.Worker(app.broker, worker_threads=args.threads, worker_timeout=100)
         worker.start()
         entities = {}
@@ -226,8 +226,8 @@ def run(name: ProviderName, args: argparse.Namespace, url: str, scratch: Path) -
             time.sleep(0.05)
         watch.stop()
         latencies, waiting = watch.latencies(time.monotonic())
-        runtime.stats.flush()
-        with runtime.db.read() as conn:
+        app.stats.flush()
+        with clients.db.read() as conn:
             dead = len(dead_letters.find(conn, DeadLetterFilter()))
         return {
             "edits": len(watch.submitted),
@@ -238,7 +238,7 @@ def run(name: ProviderName, args: argparse.Namespace, url: str, scratch: Path) -
             "broken_opened": watch.broken_opened,
             "others_opened": sorted(watch.others_opened),
             "broken_events": rounds,
-            "outcomes": dict(runtime.stats.totals(minutes=60)),
+            "outcomes": dict(app.stats.totals(minutes=60)),
             "dead_letters": dead,
         }
     finally:

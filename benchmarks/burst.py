@@ -36,6 +36,7 @@ from benchmarks.support import (
     add_redis_option,
     bench_redis,
     free_port,
+    migrated_clients,
     namespace,
     remove_keys,
     start_worker,
@@ -43,8 +44,7 @@ from benchmarks.support import (
 )
 from calsync.core.config.settings import Settings, child_environment
 from calsync.core.producer.submit import Producer
-from calsync.core.runtime import Runtime
-from calsync.core.store import accounts, migrate
+from calsync.core.store import accounts
 from calsync.providers.memory import MemoryProvider
 
 TENANT = "bench-burst"
@@ -113,11 +113,10 @@ class Bench:
         self.provider = MemoryProvider(self.settings.effective_memory_provider_path)
         if delay_ms:
             self.provider.add_fault(op="upsert", error=None, delay_ms=delay_ms)  # every write takes this long
-        self.runtime = Runtime(self.settings, check_schema=False)
-        migrate.upgrade(self.runtime.db)
-        self.producer = Producer(self.runtime)
+        self.clients = migrated_clients(self.settings)
+        self.producer = Producer(self.clients)
         self.env = child_environment(self.settings)
-        with self.runtime.db.write() as conn:
+        with self.clients.db.write() as conn:
             self.accounts = [accounts.add_account(conn, tenant_id=TENANT, provider="memory", credentials=None,
                                                   address=f"burst{n}@example.com", options={}).id
                              for n in range(max_accounts)]  # fmt: skip
@@ -128,7 +127,7 @@ class Bench:
         self.worker = start_worker(self.env, self.log)
 
     def _booted(self) -> bool:
-        return any(True for _ in self.runtime.redis.scan_iter(match=self.runtime.keys.worker_heartbeats()))
+        return any(True for _ in self.clients.redis.scan_iter(match=self.clients.keys.worker_heartbeats()))
 
     def stop_worker(self) -> None:
         """SIGTERM the worker and wait for it (it drains what it holds) and for its heartbeat key to go."""
@@ -183,9 +182,9 @@ class Bench:
                      newest - booted[0] if booted else None, dict(outcomes), burst.longest_pause())  # fmt: skip
 
     def close(self, url: str) -> None:
-        """Stop the worker, release the runtime, delete every key of the namespace."""
+        """Stop the worker, release the clients, delete every key of the namespace."""
         self.stop_worker()
-        self.runtime.close()
+        self.clients.close()
         remove_keys(url, self.ns)
 
 

@@ -34,12 +34,11 @@ from typing import Any
 
 import redis
 
-from benchmarks.support import add_redis_option, bench_redis, free_port, namespace, remove_keys
+from benchmarks.support import add_redis_option, bench_redis, free_port, migrated_clients, namespace, remove_keys
 from calsync.core.config.settings import Settings, child_environment
 from calsync.core.messaging.lanes import lanes_of
 from calsync.core.producer.submit import Producer
-from calsync.core.runtime import Runtime
-from calsync.core.store import accounts, migrate
+from calsync.core.store import accounts
 from calsync.providers.memory import MemoryProvider
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -90,19 +89,18 @@ def side(name: str, url: str, scratch: Path, jobs: int, overrides: dict[str, Any
                         redis_namespace=ns, log_level="INFO", metrics_host="127.0.0.1", metrics_port=free_port(),
                         **overrides)  # fmt: skip
     provider = MemoryProvider(settings.effective_memory_provider_path)
-    runtime = Runtime(settings, check_schema=False, role="producer")
+    clients = migrated_clients(settings)
     client = redis.Redis.from_url(url)
     proc: subprocess.Popen[bytes] | None = None
     stop = threading.Event()
     feeder: threading.Thread | None = None
     try:
-        migrate.upgrade(runtime.db)
-        with runtime.db.write() as conn:
+        with clients.db.write() as conn:
             flood = [accounts.add_account(conn, tenant_id="flood", provider="memory", address=f"f{n}@example.com",
                                           credentials=None, options={}).id for n in range(FLOOD_ACCOUNTS)]  # fmt: skip
             small = accounts.add_account(conn, tenant_id="small", provider="memory", address="s@example.com",
                                          credentials=None, options={}).id  # fmt: skip
-        producer = Producer(runtime)
+        producer = Producer(clients)
         for n in range(-(-(jobs + WARM_UP) // FLOOD_ACCOUNTS)):
             producer.submit("flood", _change(flood, f"Flood {n}"))
         lanes = lanes_of(settings)
@@ -143,7 +141,7 @@ def side(name: str, url: str, scratch: Path, jobs: int, overrides: dict[str, Any
                 os.killpg(proc.pid, signal.SIGKILL)
                 proc.wait()
         client.close()
-        runtime.close()
+        clients.close()
         remove_keys(url, ns)
 
 

@@ -24,11 +24,10 @@ from pathlib import Path
 
 import redis
 
-from benchmarks.support import add_redis_option, bench_redis, namespace, private_database, remove_keys
+from benchmarks.support import add_redis_option, bench_redis, migrated_clients, namespace, private_database, remove_keys
 from calsync.core.config.settings import Settings
 from calsync.core.producer.submit import Producer
-from calsync.core.runtime import Runtime
-from calsync.core.store import accounts, migrate
+from calsync.core.store import accounts
 
 SIZES = (1, 10, 100)
 
@@ -52,16 +51,13 @@ def main() -> None:
         ns = namespace("fanout")
         settings = Settings(data_dir=tmp, broker_url=url, redis_namespace=ns, log_level="WARNING",
                             database_url=database_url)  # fmt: skip
-        setup = Runtime(settings, check_schema=False)
-        migrate.upgrade(setup.db)
-        setup.close()
-        runtime = Runtime(settings, role="producer")
+        clients = migrated_clients(settings)
         try:
             tenant = ns.replace("-", "_")
-            with runtime.db.write() as conn:
+            with clients.db.write() as conn:
                 ids = [accounts.add_account(conn, tenant_id=tenant, provider="memory", address=f"a{n}@example.com",
                                             credentials=None, options={}).id for n in range(max(SIZES))]  # fmt: skip
-            producer = Producer(runtime)
+            producer = Producer(clients)
             start = dt.datetime(2026, 12, 1, 9, tzinfo=dt.UTC)
 
             def submit(size: int) -> float:
@@ -78,11 +74,11 @@ def main() -> None:
             commands = {size: 0 for size in SIZES}
             for _ in range(args.repeat):
                 for size in SIZES:
-                    before = _commands(runtime.redis)
+                    before = _commands(clients.redis)
                     samples[size].append(submit(size))
-                    commands[size] += _commands(runtime.redis) - before - 2  # minus the two INFO calls' own count
+                    commands[size] += _commands(clients.redis) - before - 2  # minus the two INFO calls' own count
         finally:
-            runtime.close()
+            clients.close()
             remove_keys(url, ns)
     database = args.database
     origin = "explicit" if args.redis_url else "embedded, own"

@@ -50,6 +50,7 @@ from benchmarks.support import (
     add_redis_option,
     bench_redis,
     free_port,
+    migrated_clients,
     namespace,
     private_database,
     remove_keys,
@@ -57,12 +58,12 @@ from benchmarks.support import (
     stop_group,
     tree_cpu,
 )
+from calsync.core.clients import Clients, connect
 from calsync.core.config.settings import Settings, child_environment
 from calsync.core.messaging.lanes import lanes_of
 from calsync.core.model.vocabulary import Outcome
 from calsync.core.producer.submit import Producer
-from calsync.core.runtime import Runtime
-from calsync.core.store import accounts, dead_letters, migrate
+from calsync.core.store import accounts, dead_letters
 from calsync.core.store.pruning import Retention, prune
 from calsync.core.store.schema import dead_letters as dead_letters_table
 from calsync.core.store.schema import event_targets, events, idempotency_records
@@ -101,9 +102,9 @@ def parse() -> argparse.Namespace:
     return parser.parse_args()
 
 
-def sizes(runtime: Runtime) -> dict[str, int]:
+def sizes(clients: Clients) -> dict[str, int]:
     """Rows of every table housekeeping prunes."""
-    with runtime.db.read() as conn:
+    with clients.db.read() as conn:
         return {name: int(conn.execute(select(func.count()).select_from(t)).scalar_one()) for name, t in TABLES.items()}
 
 
@@ -165,8 +166,8 @@ def produce(settings: Settings, account: str, args: argparse.Namespace, started:
             submitted: Synchronized[int], stop: EventType) -> None:  # fmt: skip
     """One producer process: its share of the rate from ``started`` (a monotonic time) until ``stop``."""
     logging.getLogger("calsync").setLevel(logging.ERROR)
-    runtime = Runtime(settings, check_schema=False)
-    load = Load(Producer(runtime), account, args, args.rate / args.producers)
+    clients = connect(settings)  # migrated by run()
+    load = Load(Producer(clients), account, args, args.rate / args.producers)
     try:
         while not stop.is_set():
             now = time.monotonic()
@@ -174,18 +175,18 @@ def produce(settings: Settings, account: str, args: argparse.Namespace, started:
             submitted.value = load.submitted
             time.sleep(max(0.0, TICK - (time.monotonic() - now)))
     finally:
-        runtime.close()
+        clients.close()
 
 
 class Producers:
     """``--producers`` processes submitting the load, or (0) a :class:`Load` stepped by the report loop."""
 
-    def __init__(self, runtime: Runtime, account: str, args: argparse.Namespace, started: float) -> None:
+    def __init__(self, clients: Clients, account: str, args: argparse.Namespace, started: float) -> None:
         context = multiprocessing.get_context("spawn")
         self.stop = context.Event()
-        self.local = None if args.producers else Load(Producer(runtime), account, args, args.rate)
+        self.local = None if args.producers else Load(Producer(clients), account, args, args.rate)
         self.counters = [context.Value("q", 0) for _ in range(args.producers)]
-        self.processes = [context.Process(target=produce, args=(runtime.settings, account, args, started, counter,
+        self.processes = [context.Process(target=produce, args=(clients.settings, account, args, started, counter,
                                                                 self.stop), daemon=True)
                           for counter in self.counters]  # fmt: skip
         for process in self.processes:
@@ -211,14 +212,14 @@ class Producers:
             process.join(timeout=30)
 
 
-def queue_depth(runtime: Runtime) -> tuple[int, int]:
+def queue_depth(clients: Clients) -> tuple[int, int]:
     """Sync messages ready or in flight on both lanes, and delayed (retries, re-runs)."""
-    queues = lanes_of(runtime.settings).queues
-    with runtime.redis.pipeline(transaction=False) as pipe:
+    queues = lanes_of(clients.settings).queues
+    with clients.redis.pipeline(transaction=False) as pipe:
         for queue in queues:
-            pipe.hlen(runtime.keys.queue_messages(queue))
+            pipe.hlen(clients.keys.queue_messages(queue))
         for queue in queues:
-            pipe.hlen(runtime.keys.delayed_messages(queue))
+            pipe.hlen(clients.keys.delayed_messages(queue))
         counts = [int(n) for n in pipe.execute()]
     return sum(counts[: len(queues)]), sum(counts[len(queues) :])
 
@@ -249,20 +250,20 @@ class Meter:
                 f"{os.getloadavg()[0]:5.1f}")  # fmt: skip
 
 
-def run_load(runtime: Runtime, account: str, worker: subprocess.Popen[bytes],
+def run_load(clients: Clients, account: str, worker: subprocess.Popen[bytes],
              args: argparse.Namespace) -> list[tuple[float, dict[str, int]]]:  # fmt: skip
     """Drive the load for ``--minutes``, printing a report every ``--report-every`` seconds; returns the reports."""
     started = time.monotonic() + (PRODUCER_BOOT if args.producers else 0)  # spawned producers import first
-    load = Producers(runtime, account, args, started)
+    load = Producers(clients, account, args, started)
     try:
         while time.monotonic() < started:
             time.sleep(TICK)
-        return _report_loop(runtime, load, worker, args, started)
+        return _report_loop(clients, load, worker, args, started)
     finally:
         load.close()
 
 
-def _report_loop(runtime: Runtime, load: Producers, worker: subprocess.Popen[bytes], args: argparse.Namespace,
+def _report_loop(clients: Clients, load: Producers, worker: subprocess.Popen[bytes], args: argparse.Namespace,
                  started: float) -> list[tuple[float, dict[str, int]]]:  # fmt: skip
     end = started + args.minutes * 60
     next_report = started + args.report_every
@@ -275,11 +276,11 @@ def _report_loop(runtime: Runtime, load: Producers, worker: subprocess.Popen[byt
             if worker.poll() is not None:
                 raise RuntimeError(f"the worker exited with {worker.returncode} (see its log)")
             next_report += args.report_every
-            with runtime.db.write() as conn:  # the operator's part: dead letters are looked at and discarded
+            with clients.db.write() as conn:  # the operator's part: dead letters are looked at and discarded
                 dead_letters.discard_matching(conn, dead_letters.DeadLetterFilter(), note="benchmark")
-            current = sizes(runtime)
-            ready, delayed = queue_depth(runtime)
-            counts = worker_counts(runtime.settings)
+            current = sizes(clients)
+            ready, delayed = queue_depth(clients)
+            counts = worker_counts(clients.settings)
             reports.append((now - started, current))
             print(f"{(now - started) / 60:6.1f} {current['idempotency']:11d} {current['events']:7d} "
                   f"{current['targets']:7d} {current['dead_letters']:12d} {ready:6d} {delayed:7d} "
@@ -301,18 +302,18 @@ def flatness(reports: list[tuple[float, dict[str, int]]], settled_after: float) 
               f"max {max(values)}, max/min {spread:.2f}")  # fmt: skip
 
 
-def capacity(runtime: Runtime, args: argparse.Namespace) -> None:
+def capacity(clients: Clients, args: argparse.Namespace) -> None:
     """Delete a backlog of expired records with maintenance passes; print rows/s against the job rate."""
     expired = dt.datetime.now(dt.UTC) - dt.timedelta(seconds=1)
     rows = [{"key": f"calendar:{TENANT}:cap{n}:a:create", "job_id": f"j{n}", "outcome": "success", "result": {},
              "created_at": expired, "expires_at": expired} for n in range(args.backlog)]  # fmt: skip
-    with runtime.db.write() as conn:
+    with clients.db.write() as conn:
         for start in range(0, len(rows), 5000):
             conn.execute(insert(idempotency_records), rows[start : start + 5000])
-    retention = Retention.of(runtime.settings)
+    retention = Retention.of(clients.settings)
     started, deleted, passes = time.monotonic(), 0, 0
     while deleted < args.backlog:  # the run's own expired records go too
-        report = prune(runtime.db, retention, budget_seconds=args.interval * 0.8)
+        report = prune(clients.db, retention, budget_seconds=args.interval * 0.8)
         deleted += report.purged.get("idempotency_records", 0)
         passes += 1
     elapsed = time.monotonic() - started
@@ -355,10 +356,10 @@ def main() -> None:
                 print(f"removed {remove_keys(redis_url, ns)} Redis keys of {ns}")
 
 
-def _booted(runtime: Runtime, worker: subprocess.Popen[bytes]) -> None:
+def _booted(clients: Clients, worker: subprocess.Popen[bytes]) -> None:
     """Wait for the worker's heartbeat key: its consumers run."""
     deadline = time.monotonic() + BOOT_TIMEOUT
-    while not any(True for _ in runtime.redis.scan_iter(match=runtime.keys.worker_heartbeats())):
+    while not any(True for _ in clients.redis.scan_iter(match=clients.keys.worker_heartbeats())):
         if worker.poll() is not None or time.monotonic() > deadline:
             raise RuntimeError("the worker did not start (see its log)")
         time.sleep(0.1)
@@ -366,26 +367,25 @@ def _booted(runtime: Runtime, worker: subprocess.Popen[bytes]) -> None:
 
 def run(settings: Settings, args: argparse.Namespace, log: Path) -> None:
     """One benchmark run on prepared resources."""
-    runtime = Runtime(settings, check_schema=False)
+    clients = migrated_clients(settings)
     try:
-        migrate.upgrade(runtime.db)
         if args.fail_share:
             MemoryProvider(settings.effective_memory_provider_path).add_fault(error="invalid", op="upsert",
                                                                                title="^doomed$")  # fmt: skip
-        with runtime.db.write() as conn:
+        with clients.db.write() as conn:
             account = accounts.add_account(conn, tenant_id=TENANT, provider="memory", address="bench@example.com",
                                            credentials=None, options={}).id  # fmt: skip
         worker = start_worker(child_environment(settings), log)
         try:
-            _booted(runtime, worker)
-            reports = run_load(runtime, account, worker, args)
+            _booted(clients, worker)
+            reports = run_load(clients, account, worker, args)
         finally:
             stop_group(worker)
         settled_after = args.cancel_after + args.retention + 2 * args.interval + args.report_every
         flatness(reports, settled_after)
-        capacity(runtime, args)
+        capacity(clients, args)
     finally:
-        runtime.close()
+        clients.close()
 
 
 if __name__ == "__main__":

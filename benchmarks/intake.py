@@ -32,9 +32,9 @@ import uvicorn
 from benchmarks.support import add_redis_option, bench_redis, namespace, remove_keys
 from calsync.core.api.app import create_app
 from calsync.core.api.server import listening_socket
-from calsync.core.api.services import services_from_runtime
+from calsync.core.api.services import services_from_clients
+from calsync.core.clients import Clients, connect
 from calsync.core.config.settings import Settings
-from calsync.core.runtime import Runtime
 from calsync.core.store import accounts, api_keys, migrate
 from calsync.core.store.database import Database
 
@@ -119,10 +119,10 @@ class _HttpClient:
             raise RuntimeError(f"unexpected answer {answer.status}: {body!r}")
 
 
-def _serve(runtime: Runtime) -> tuple[uvicorn.Server, threading.Thread, str]:
+def _serve(clients: Clients) -> tuple[uvicorn.Server, threading.Thread, str]:
     sock = listening_socket("127.0.0.1", 0)
     port = sock.getsockname()[1]
-    server = uvicorn.Server(uvicorn.Config(create_app(services_from_runtime(runtime)), log_config=None,
+    server = uvicorn.Server(uvicorn.Config(create_app(services_from_clients(clients)), log_config=None,
                                            access_log=False))  # fmt: skip
     thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, daemon=True)
     thread.start()
@@ -153,15 +153,15 @@ def main() -> None:
         bootstrap = Database(database_url)
         migrate.upgrade(bootstrap)
         bootstrap.dispose()
-        runtime = Runtime(settings, role="producer")
+        clients = connect(settings)
         tenant = f"bench-{ns}"
         try:
-            with runtime.db.write() as conn:
+            with clients.db.write() as conn:
                 account = accounts.add_account(conn, tenant_id=tenant, provider="memory", address="b@example.com",
                                                credentials=None, options={}).id  # fmt: skip
                 key, _record = api_keys.create(conn, tenant_id=tenant, scope="submit", name="benchmark")
-            server, thread, url = _serve(runtime)
-            services = services_from_runtime(runtime)
+            server, thread, url = _serve(clients)
+            services = services_from_clients(clients)
             try:
 
                 def over_http() -> Callable[[int], None]:
@@ -177,24 +177,24 @@ def main() -> None:
             finally:
                 server.should_exit = True
                 thread.join(timeout=10)
-            print(f"{args.requests} changes, {args.threads} client threads, database {runtime.db.dialect}")
+            print(f"{args.requests} changes, {args.threads} client threads, database {clients.db.dialect}")
             print(http.line())
             print(direct.line())
             print(f"ratio http / in-process: {http.rate / direct.rate:.2f} (target >= 0.5)")
         finally:
             remove_keys(redis_url, ns)
             if args.database_url:
-                _delete_tenant(runtime, tenant)
-            runtime.close()
+                _delete_tenant(clients, tenant)
+            clients.close()
 
 
-def _delete_tenant(runtime: Runtime, tenant: str) -> None:
+def _delete_tenant(clients: Clients, tenant: str) -> None:
     from sqlalchemy import delete
 
     from calsync.core.store.schema import api_keys as keys_table
     from calsync.core.store.schema import event_targets, events, intake_requests, provider_accounts
 
-    with runtime.db.write() as conn:
+    with clients.db.write() as conn:
         for table in (event_targets, events, intake_requests, keys_table, provider_accounts):
             conn.execute(delete(table).where(table.c.tenant_id == tenant))
 

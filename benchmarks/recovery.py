@@ -24,11 +24,10 @@ import time
 from pathlib import Path
 from typing import Any
 
-from benchmarks.support import add_redis_option, bench_redis, free_port, namespace, remove_keys, seed
+from benchmarks.support import add_redis_option, bench_redis, free_port, migrated_clients, namespace, remove_keys, seed
 from calsync.core.config.settings import Settings, child_environment
 from calsync.core.messaging.messages import sync_message
-from calsync.core.runtime import Runtime
-from calsync.core.store import migrate, targets
+from calsync.core.store import targets
 from calsync.core.store.targets import TargetKey
 from calsync.providers.memory import MemoryProvider
 
@@ -69,14 +68,13 @@ def trial(url: str, scratch: Path, overrides: dict[str, str]) -> tuple[float, in
                         redis_namespace=ns, log_level="INFO",
                         **{"metrics_port": free_port(), **overrides})  # type: ignore[arg-type]  # fmt: skip
     provider = MemoryProvider(settings.effective_memory_provider_path)
-    runtime = Runtime(settings, check_schema=False)
+    clients = migrated_clients(settings)
     workers: list[subprocess.Popen[bytes]] = []
     try:
-        migrate.upgrade(runtime.db)
-        [payload] = seed(runtime.db, 1)
+        [payload] = seed(clients.db, 1)
         key = TargetKey(payload.tenant_id, payload.entity_id, payload.account_id)
         provider.add_fault(op="upsert", error=None, after=True, delay_ms=600_000, times=1)
-        runtime.broker.enqueue(sync_message(settings.queue, payload))
+        clients.broker.enqueue(sync_message(settings.queue, payload))
         env = child_environment(settings)
         workers.append(_start(env, data_dir / "worker.log"))
         _wait(lambda: any(c.effect == "created" for c in provider.calls()), "create at the provider")
@@ -86,7 +84,7 @@ def trial(url: str, scratch: Path, overrides: dict[str, str]) -> tuple[float, in
         workers.append(_start(env, data_dir / "worker.log"))
 
         def synced() -> bool:
-            with runtime.db.read() as conn:
+            with clients.db.read() as conn:
                 row = targets.get_target(conn, key)
             return row is not None and row.status == "synced"
 
@@ -95,7 +93,7 @@ def trial(url: str, scratch: Path, overrides: dict[str, str]) -> tuple[float, in
     finally:
         for proc in workers:
             _stop(proc)
-        runtime.close()
+        clients.close()
         remove_keys(url, ns)
 
 

@@ -35,7 +35,9 @@ from calsync.core.store.targets import TargetKey
 from calsync.core.worker.middleware.lifecycle import JobLifecycle
 
 if TYPE_CHECKING:
-    from calsync.actors.worker import Worker
+    from calsync.actors.worker import WorkerProcess
+    from calsync.core.clients import Clients
+    from calsync.core.config.settings import Settings
 
 
 def add_redis_option(parser: argparse.ArgumentParser) -> None:
@@ -190,7 +192,7 @@ def finished_jobs(broker: dramatiq.Broker) -> Callable[[], int]:
     return lambda: done
 
 
-def in_process_worker(scratch: Path, url: str, ns: str, **values: Any) -> Worker:
+def in_process_worker(scratch: Path, url: str, ns: str, **values: Any) -> WorkerProcess:
     """A worker's parts in this process, booted: its own SQLite file (migrated), Redis namespace, a fresh secret key.
 
     ``values`` are settings (an emulator's endpoint, overrides); logs at ERROR. Close it with ``close()``.
@@ -199,15 +201,14 @@ def in_process_worker(scratch: Path, url: str, ns: str, **values: Any) -> Worker
 
     from calsync.actors.worker import build_worker
     from calsync.core.config.settings import Settings
-    from calsync.core.runtime import Runtime
     from calsync.core.store import migrate
 
     settings = Settings(data_dir=scratch, broker_url=url, database_url=f"sqlite:///{scratch / 'calsync.sqlite3'}",
                         redis_namespace=ns, log_level="ERROR", secret_key=Fernet.generate_key().decode(),
                         **values)  # fmt: skip
-    bootstrap = Runtime(settings, check_schema=False)
-    migrate.upgrade(bootstrap.db)
-    bootstrap.close()
+    bootstrap = Database(settings.effective_database_url)
+    migrate.upgrade(bootstrap)
+    bootstrap.dispose()
     app = build_worker(settings)
     try:
         app.broker.emit_after("process_boot")
@@ -215,3 +216,16 @@ def in_process_worker(scratch: Path, url: str, ns: str, **values: Any) -> Worker
         app.close()
         raise
     return app
+
+
+def migrated_clients(settings: Settings) -> Clients:
+    """A producer's clients (``calsync.connect``) on a database migrated to the head first."""
+    from calsync.core.clients import connect
+    from calsync.core.store import migrate
+
+    bootstrap = Database(settings.effective_database_url)
+    try:
+        migrate.upgrade(bootstrap)
+    finally:
+        bootstrap.dispose()
+    return connect(settings)

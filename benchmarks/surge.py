@@ -37,6 +37,7 @@ from typing import Any
 import dramatiq
 
 from benchmarks.support import add_redis_option, bench_redis, in_process_worker, namespace, remove_keys
+from calsync.core.clients import Clients, connect
 from calsync.core.config.settings import Settings
 from calsync.core.messaging.lanes import lanes_of
 from calsync.core.messaging.messages import sync_message
@@ -46,7 +47,6 @@ from calsync.core.model.payload import new_payload
 from calsync.core.model.provider_io import RequestsSent
 from calsync.core.producer.fairness import lane_choice
 from calsync.core.producer.submit import Producer
-from calsync.core.runtime import Runtime
 from calsync.core.store import accounts, dead_letters, events, targets
 from calsync.core.store.dead_letters import DeadLetterFilter
 from calsync.core.store.targets import TargetKey
@@ -60,23 +60,23 @@ TIMEOUT = 1800.0
 START = dt.datetime(2026, 12, 1, 9, tzinfo=dt.UTC)
 
 
-def _google_accounts(runtime: Runtime, emulator: GoogleControl, tenant: str, count: int) -> list[str]:
+def _google_accounts(clients: Clients, emulator: GoogleControl, tenant: str, count: int) -> list[str]:
     """``count`` Google accounts of ``tenant`` with emulator credentials."""
-    with runtime.db.write() as conn:
+    with clients.db.write() as conn:
         return [accounts.add_account(conn, tenant_id=tenant, provider="google", address=f"{tenant}-{n}@example.com",
-                                     credentials=runtime.cipher.encrypt(emulator.user_credentials(
+                                     credentials=clients.cipher.encrypt(emulator.user_credentials(
                                          f"1//{tenant}-{n}", "client", "secret")), options={}).id
                 for n in range(count)]  # fmt: skip
 
 
-def _seed(runtime: Runtime, emulator: GoogleControl, jobs: int, account_count: int) -> tuple[str, dict[str, int]]:
+def _seed(clients: Clients, emulator: GoogleControl, jobs: int, account_count: int) -> tuple[str, dict[str, int]]:
     """Accounts and ``jobs`` events spread round-robin over them, enqueued on the producer's lanes."""
     tenant = f"surge-{uuid.uuid4().hex[:6]}"
     start = START
     fields = EventFields(title="Surge", start=start, end=start + dt.timedelta(hours=1))
-    names = _google_accounts(runtime, emulator, tenant, account_count)
+    names = _google_accounts(clients, emulator, tenant, account_count)
     payloads = []
-    with runtime.db.write() as conn:
+    with clients.db.write() as conn:
         for n in range(jobs):
             entity, account = f"evt{n}", names[n % account_count]
             events.insert_event(conn, tenant, entity, fields, "none")
@@ -84,21 +84,21 @@ def _seed(runtime: Runtime, emulator: GoogleControl, jobs: int, account_count: i
                                 due_at=dt.datetime.now(dt.UTC))  # fmt: skip
             payloads.append(new_payload(tenant_id=tenant, entity_id=entity, account_id=account, operation="create",
                                         version=1, trace_id="surge"))  # fmt: skip
-    queues = lanes_of(runtime.settings)
-    chosen = lane_choice(runtime).lanes(tenant, len(payloads))
+    queues = lanes_of(clients.settings)
+    chosen = lane_choice(clients).lanes(tenant, len(payloads))
     for payload, lane in zip(payloads, chosen, strict=True):
-        runtime.broker.enqueue(sync_message(queues.queue(lane), payload))
+        clients.broker.enqueue(sync_message(queues.queue(lane), payload))
     return tenant, {lane: chosen.count(lane) for lane in ("normal", "bulk")}
 
 
 class SecondTenant:
     """The second tenant's changes during the flood: when each was submitted and when its target was synced."""
 
-    def __init__(self, runtime: Runtime, emulator: GoogleControl) -> None:
-        self.runtime = runtime
+    def __init__(self, clients: Clients, emulator: GoogleControl) -> None:
+        self.clients = clients
         self.tenant = f"second-{uuid.uuid4().hex[:6]}"
-        self.account = _google_accounts(runtime, emulator, self.tenant, 1)[0]
-        self.producer = Producer(runtime)
+        self.account = _google_accounts(clients, emulator, self.tenant, 1)[0]
+        self.producer = Producer(clients)
         self.submitted: dict[str, float] = {}
         self.synced: dict[str, float] = {}
         self.pending_at: dict[str, int] = {}  # targets still pending at the submit (the flood's, and its own)
@@ -109,7 +109,7 @@ class SecondTenant:
 
     def submit(self, name: str) -> None:
         """One change of the second tenant to its one account."""
-        self.pending_at[name] = _pending(self.runtime)
+        self.pending_at[name] = _pending(self.clients)
         end = START + dt.timedelta(hours=1)
         change = {"operation": "upsert", "accounts": [self.account],
                   "event": {"title": f"Second {name}", "start": START.isoformat(), "end": end.isoformat()}}  # fmt: skip
@@ -130,14 +130,14 @@ class SecondTenant:
             for name, key in list(self._keys.items()):
                 if name in self.synced:
                     continue
-                with self.runtime.db.read() as conn:
+                with self.clients.db.read() as conn:
                     row = targets.get_target(conn, key)
                 if row is not None and row.status == "synced":
                     self.synced[name] = time.monotonic()
 
 
-def _pending(runtime: Runtime) -> int:
-    with runtime.db.read() as conn:
+def _pending(clients: Clients) -> int:
+    with clients.db.read() as conn:
         return targets.count_by_status(conn).get("pending", 0)
 
 
@@ -149,13 +149,13 @@ def admission_cost(url: str, rounds: int) -> tuple[float, float, float]:
     """Microseconds per job of the gate around a call, governed (admit + settle) and ungoverned, and of one PING."""
     ns = namespace("surge-cost")
     settings = Settings(broker_url=url, redis_namespace=ns)
-    runtime = Runtime(settings, check_schema=False)
+    clients = connect(settings)
     try:
         limits = provider_limits(settings, lease=settings.job_time_limit + 5)
         governed = Account(id="a", tenant_id="t", provider="google", address="a@example.com")
         free = Account(id="a", tenant_id="t", provider="memory", address="a@example.com")
         limits["google"] = Limits(concurrency=4, breaker_failures=5)  # no bucket: every round is admitted
-        gate = TrafficGate(TrafficStore(runtime.redis, runtime.keys), limits)
+        gate = TrafficGate(TrafficStore(clients.redis, clients.keys), limits)
         figures = []
         for account in (governed, free):
             started = time.perf_counter()
@@ -165,10 +165,10 @@ def admission_cost(url: str, rounds: int) -> tuple[float, float, float]:
             figures.append((time.perf_counter() - started) / rounds * 1e6)
         started = time.perf_counter()
         for _ in range(rounds):
-            runtime.redis.ping()
+            clients.redis.ping()
         return figures[0], figures[1], (time.perf_counter() - started) / rounds * 1e6
     finally:
-        runtime.close()
+        clients.close()
         remove_keys(url, ns)
 
 
@@ -180,13 +180,13 @@ def run(args: argparse.Namespace, url: str, scratch: Path) -> dict[str, Any]:
     overrides = dict(item.split("=", 1) for item in args.set)
     app = in_process_worker(scratch, url, ns, google_api_endpoint=emulator.api_endpoint, worker_threads=args.threads,
                             **overrides)  # fmt: skip
-    runtime, settings = app.runtime, app.runtime.settings
+    clients, settings = app.clients, app.clients.settings
     worker: dramatiq.Worker | None = None
     try:
         emulator.add_fault(path=API, status=503)  # first: the outage wins while it lasts
         emulator.add_fault(path=API, delay_ms=args.latency_ms)  # then: every call's latency
-        _, lanes = _seed(runtime, emulator, args.jobs, args.accounts)
-        second = SecondTenant(runtime, emulator)
+        _, lanes = _seed(clients, emulator, args.jobs, args.accounts)
+        second = SecondTenant(clients, emulator)
         worker = dramatiq.Worker(app.broker, worker_threads=args.threads, worker_timeout=100)
         started = time.monotonic()
         recovers_at = started + args.outage
@@ -196,14 +196,14 @@ def run(args: argparse.Namespace, url: str, scratch: Path) -> dict[str, Any]:
         time.sleep(max(0.0, recovers_at - time.monotonic()))
         outage_requests = len(_api_requests(emulator))
         outage_seconds = time.monotonic() - started
-        runtime.stats.flush()
-        during = dict(runtime.stats.totals(minutes=60))
+        clients.stats.flush()
+        during = dict(clients.stats.totals(minutes=60))
         emulator.clear_faults()
         emulator.add_fault(path=API, delay_ms=args.latency_ms)
         recovered = time.monotonic()
         before = len(_api_requests(emulator))
         first_call = None
-        while pending := _pending(runtime):
+        while pending := _pending(clients):
             if first_call is None and len(_api_requests(emulator)) > before:
                 first_call = time.monotonic() - recovered
             if "draining" not in second.submitted and time.monotonic() - recovered >= args.second_after:
@@ -215,9 +215,9 @@ def run(args: argparse.Namespace, url: str, scratch: Path) -> dict[str, Any]:
         if "draining" not in second.submitted:
             second.submit("draining")  # the flood drained first: measured on an idle worker
         second.wait(TIMEOUT)
-        runtime.stats.flush()
-        outcomes = dict(runtime.stats.totals(minutes=60))
-        with runtime.db.read() as conn:
+        clients.stats.flush()
+        outcomes = dict(clients.stats.totals(minutes=60))
+        with clients.db.read() as conn:
             dead = len(dead_letters.find(conn, DeadLetterFilter()))
             by_status = targets.count_by_status(conn)
         highest = emulator.highest_concurrency()

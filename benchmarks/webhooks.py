@@ -34,12 +34,12 @@ import dramatiq
 from sqlalchemy import func, select
 
 from benchmarks.support import add_redis_option, bench_redis, finished_jobs, namespace, remove_keys, seed
-from calsync.actors.worker import build_worker
+from calsync.actors.worker import WorkerProcess, build_worker
 from calsync.core.config.settings import Settings
 from calsync.core.messaging.messages import sync_message, webhook_delivery_message
-from calsync.core.runtime import Runtime
 from calsync.core.store import migrate
 from calsync.core.store.crypto import generate_key
+from calsync.core.store.database import Database
 from calsync.core.store.schema import webhook_notifications
 from calsync.core.webhooks import store
 from calsync.core.webhooks.model import notification
@@ -75,14 +75,14 @@ class Side:
     cpu_ms: float
 
 
-def _worker_runtime(settings: Settings) -> Runtime:
-    """A migrated database and a worker's runtime with the memory provider, its broker booted."""
-    bootstrap = Runtime(settings, check_schema=False)
-    migrate.upgrade(bootstrap.db)
-    bootstrap.close()
-    runtime = build_worker(settings, providers={"memory": MemoryProvider()}).runtime
-    runtime.broker.emit_after("process_boot")
-    return runtime
+def _worker(settings: Settings) -> WorkerProcess:
+    """A migrated database and a worker with the memory provider, its broker booted."""
+    bootstrap = Database(settings.effective_database_url)
+    migrate.upgrade(bootstrap)
+    bootstrap.dispose()
+    app = build_worker(settings, providers={"memory": MemoryProvider()})
+    app.broker.emit_after("process_boot")
+    return app
 
 
 def _timed(broker: dramatiq.Broker, queue: str, threads: int, items: int, finished: Callable[[], bool]) -> Side:
@@ -99,12 +99,13 @@ def _timed(broker: dramatiq.Broker, queue: str, threads: int, items: int, finish
 def sync_path(url: str, scratch: Path, database_url: str | None, jobs: int, threads: int, *, webhooks: bool) -> Side:
     """Calendar jobs/s, with or without an endpoint for the tenant."""
     settings = _settings(url, scratch, database_url, threads)
-    runtime = _worker_runtime(settings)
-    broker = runtime.broker
-    payloads = seed(runtime.db, jobs)
+    app = _worker(settings)
+    clients = app.clients
+    broker = clients.broker
+    payloads = seed(clients.db, jobs)
     if webhooks:
-        with runtime.db.write() as conn:
-            store.create_endpoint(conn, runtime.cipher, tenant_id=payloads[0].tenant_id,
+        with clients.db.write() as conn:
+            store.create_endpoint(conn, clients.cipher, tenant_id=payloads[0].tenant_id,
                                   url="http://127.0.0.1:9/unused", events=["sync.succeeded"])  # fmt: skip
     for payload in payloads:
         broker.enqueue(sync_message(settings.queue, payload))
@@ -112,12 +113,12 @@ def sync_path(url: str, scratch: Path, database_url: str | None, jobs: int, thre
     try:
         measured = _timed(broker, settings.queue, threads, jobs, lambda: finished() >= jobs)
         if webhooks:
-            with runtime.db.read() as conn:
+            with clients.db.read() as conn:
                 recorded = select(func.count()).where(webhook_notifications.c.tenant_id == payloads[0].tenant_id)
                 assert conn.execute(recorded).scalar_one() == jobs
         return measured
     finally:
-        runtime.close()
+        app.close()
         remove_keys(url, settings.redis_namespace)
 
 
@@ -127,12 +128,13 @@ def deliveries(url: str, scratch: Path, database_url: str | None, count: int, th
     assert receiver.stdout is not None
     port = int(receiver.stdout.readline())
     settings = _settings(url, scratch, database_url, threads)
-    runtime = _worker_runtime(settings)
-    broker = runtime.broker
+    app = _worker(settings)
+    clients = app.clients
+    broker = clients.broker
     try:
-        with runtime.db.write() as conn:
+        with clients.db.write() as conn:
             receiver_url = f"http://127.0.0.1:{port}/hooks"
-            _, endpoint = store.create_endpoint(conn, runtime.cipher, tenant_id="bench", url=receiver_url,
+            _, endpoint = store.create_endpoint(conn, clients.cipher, tenant_id="bench", url=receiver_url,
                                                 events=["sync.succeeded"])  # fmt: skip
             ids = []
             for n in range(count):
@@ -145,12 +147,12 @@ def deliveries(url: str, scratch: Path, database_url: str | None, count: int, th
             broker.enqueue(webhook_delivery_message(settings.webhook_queue, notification_id, endpoint.id))
 
         def delivered() -> bool:
-            with runtime.db.read() as conn:
+            with clients.db.read() as conn:
                 return store.count_deliveries(conn).get("delivered", 0) >= count
 
         return _timed(broker, settings.webhook_queue, threads, count, delivered)
     finally:
-        runtime.close()
+        app.close()
         remove_keys(url, settings.redis_namespace)
         receiver.terminate()
         receiver.wait(timeout=10)

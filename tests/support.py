@@ -17,11 +17,16 @@ from typing import Any, TypeVar
 import dramatiq
 
 from calsync.actors.worker import build_worker
+from calsync.core.clients import Clients, open_redis, resolve_broker_url, resolve_redis_url
 from calsync.core.config.settings import Settings
+from calsync.core.messaging.broker import connect_broker
 from calsync.core.producer.receipts import Receipt
 from calsync.core.producer.submit import Producer
-from calsync.core.runtime import Runtime
+from calsync.core.redis.keys import RedisKeys
+from calsync.core.redis.locks import LockManager
 from calsync.core.store import accounts, dead_letters, events, migrate, targets
+from calsync.core.store.crypto import CredentialCipher
+from calsync.core.store.database import Database
 from calsync.core.store.dead_letters import DeadLetter, DeadLetterFilter
 from calsync.core.store.targets import TargetKey, TargetRow
 from calsync.core.worker.job import JobParts
@@ -136,20 +141,20 @@ def change(
 
 
 class Pipeline:
-    """A worker-side runtime with the memory provider, plus shortcuts to drive and inspect it."""
+    """A worker (its composition root's parts) with the memory provider, plus shortcuts to drive and inspect it."""
 
     def __init__(self, settings: Settings, provider: MemoryProvider | None = None) -> None:
         self.settings = settings
         self.provider = provider or MemoryProvider()
-        bootstrap = Runtime(settings, check_schema=False)
-        migrate.upgrade(bootstrap.db)
-        bootstrap.close()
+        bootstrap = Database(settings.effective_database_url)
+        migrate.upgrade(bootstrap)
+        bootstrap.dispose()
         self.app = build_worker(settings, providers={"memory": self.provider})
-        self.runtime = self.app.runtime
+        self.clients = self.app.clients
         self.broker = self.app.broker
         self.actors = self.app.actors
         self.broker.emit_after("process_boot")
-        self.producer = Producer(self.runtime)
+        self.producer = Producer(self.clients)
         self._worker: dramatiq.Worker | None = None
 
     @contextlib.contextmanager
@@ -162,21 +167,22 @@ class Pipeline:
         finally:
             worker.stop(timeout=10_000)
 
-    def job_parts(self, broker: dramatiq.Broker) -> JobParts:
-        """What the sync job uses in this pipeline, with repairs enqueued on ``broker``."""
-        rt = self.runtime
-        return JobParts(db=rt.db, cipher=rt.cipher, locks=rt.locks, keys=rt.keys, providers=self.app.providers,
-                        broker=broker, queue=self.settings.queue, idempotency_ttl=60)  # fmt: skip
+    def job_parts(self, broker: dramatiq.Broker, *, locks: LockManager | None = None) -> JobParts:
+        """What the sync job uses in this pipeline, with repairs enqueued on ``broker`` (and ``locks``: other
+        locks than the worker's)."""
+        rt = self.clients
+        return JobParts(db=rt.db, cipher=rt.cipher, locks=locks or self.app.locks, keys=rt.keys, broker=broker,
+                        providers=self.app.providers, queue=self.settings.queue, idempotency_ttl=60)  # fmt: skip
 
     def close(self) -> None:
-        """Release the runtime."""
-        self.runtime.close()
+        """Release the worker's parts."""
+        self.app.close()
 
     # --- driving ------------------------------------------------------------------------------
 
     def account(self, tenant: str = "tenant-1", account_id: str | None = None) -> str:
         """Register a memory account."""
-        with self.runtime.db.write() as conn:
+        with self.clients.db.write() as conn:
             return accounts.add_account(
                 conn,
                 tenant_id=tenant,
@@ -195,27 +201,27 @@ class Pipeline:
 
     def target(self, entity_id: str, account_id: str, tenant: str = "tenant-1") -> TargetRow:
         """One target's row."""
-        with self.runtime.db.read() as conn:
+        with self.clients.db.read() as conn:
             row = targets.get_target(conn, TargetKey(tenant, entity_id, account_id))
         assert row is not None
         return row
 
     def event_version(self, entity_id: str, tenant: str = "tenant-1") -> int:
         """The event's current version."""
-        with self.runtime.db.read() as conn:
+        with self.clients.db.read() as conn:
             state = events.get_event(conn, tenant, entity_id)
         assert state is not None
         return state.version
 
     def dead_letters(self, **flt: Any) -> list[DeadLetter]:
         """Open DLQ records (filters as DeadLetterFilter fields)."""
-        with self.runtime.db.read() as conn:
+        with self.clients.db.read() as conn:
             return dead_letters.find(conn, DeadLetterFilter(**flt))
 
     def outcomes(self) -> dict[str, int]:
         """Job outcomes counted by the workers in the last hour."""
-        self.runtime.stats.flush()  # this process's workers batch their counts
-        return dict(self.runtime.stats.totals(minutes=60))
+        self.app.stats.flush()  # this process's workers batch their counts
+        return dict(self.app.stats.totals(minutes=60))
 
     def wait_target(self, entity_id: str, account_id: str, status: str, *, timeout: float = 30) -> TargetRow:
         """Wait until a target reaches ``status`` and return it."""
@@ -232,7 +238,7 @@ class Pipeline:
         """Wait until no target is pending."""
 
         def idle() -> bool:
-            with self.runtime.db.read() as conn:
+            with self.clients.db.read() as conn:
                 return targets.count_by_status(conn).get("pending", 0) == 0
 
         wait_until(idle, timeout=timeout, what="every target to leave pending")
@@ -241,3 +247,13 @@ class Pipeline:
 def utcnow() -> dt.datetime:
     """Aware now."""
     return dt.datetime.now(dt.UTC)
+
+
+def unchecked_clients(settings: Settings) -> Clients:
+    """The clients ``connect`` builds, without its schema check: for a database that is down or not migrated."""
+    broker_url = resolve_broker_url(settings)
+    redis_url = resolve_redis_url(settings, broker_url)
+    db = Database(settings.effective_database_url)
+    broker = connect_broker(broker_url, settings)
+    keys, cipher = RedisKeys(settings.redis_namespace), CredentialCipher(settings.cipher_keys)
+    return Clients(settings, broker_url, redis_url, db, open_redis(redis_url), keys, cipher, broker)

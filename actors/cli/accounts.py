@@ -96,8 +96,8 @@ def add(
     data = _read_credentials(credentials_file)
     _validated(Account(account_id or "new", tenant, provider, address, credentials=data or {}, options=parsed),
                state, verify)  # fmt: skip
-    blob = None if data is None else state.runtime.cipher.encrypt(data)
-    db = state.runtime.db
+    blob = None if data is None else state.clients.cipher.encrypt(data)
+    db = state.clients.db
     try:
         with db.write() as conn:
             summary = repo.add_account(
@@ -119,7 +119,7 @@ def add(
 @pass_state
 def list_(state: CliState, tenant: str | None, as_json: bool) -> None:
     """List accounts (never their credentials)."""
-    with state.runtime.db.read() as conn:
+    with state.clients.db.read() as conn:
         found = repo.list_accounts(conn, tenant)
     columns = ["id", "tenant", "provider", "address", "status", "credentials"]
     rows = [(a.id, a.tenant_id, a.provider, a.address, a.status, "yes" if a.has_credentials else "no") for a in found]
@@ -150,8 +150,8 @@ def update(
     """Re-authorize (new credentials make the account active again), disable, re-enable or move an account."""
     data = _read_credentials(credentials_file)
     parsed = parse_options(options) if options else None
-    with state.runtime.db.read() as conn:
-        current = repo.load_account(conn, account_id, state.runtime.cipher)
+    with state.clients.db.read() as conn:
+        current = repo.load_account(conn, account_id, state.clients.cipher)
     if current is None:
         raise EntityNotFound(f"account {account_id} does not exist")
     if provider is not None or data is not None or parsed is not None or verify:
@@ -162,10 +162,10 @@ def update(
             credentials=current.credentials if data is None else data,
             options=current.options if parsed is None else parsed,
         ), state, verify)  # fmt: skip
-    blob = None if data is None else state.runtime.cipher.encrypt(data)
+    blob = None if data is None else state.clients.cipher.encrypt(data)
     if blob is not None and status is None and current.status != "removing":  # a removal goes on, re-authorized
         status = "active"
-    with state.runtime.db.write() as conn:
+    with state.clients.db.write() as conn:
         summary = repo.update_account(
             conn, account_id, status=status, credentials=blob, options=parsed, provider=provider
         )
@@ -192,15 +192,15 @@ def remove(state: CliState, account_id: str, detach: bool, send_updates: Any) ->
     "targets_left"}: "removing" until the last delete is done (the housekeeping pass then removes it; running
     the command again reports progress). Exit 3 when some deletes were saved but not enqueued (reconcile sends them).
     """
-    runtime = state.runtime
+    clients = state.clients
     total = 0
     if detach and progress_enabled(2):  # on a terminal: how many events to detach, for the progress bar
-        with runtime.db.read() as conn:
+        with clients.db.read() as conn:
             total = account_removal.left_in(conn, account_id).to_detach
     with progress("detaching", total) as advance:
         report = remove_account(
-            runtime.db,
-            Producer(runtime) if detach else None,
+            clients.db,
+            Producer(clients) if detach else None,
             account_id,
             quiet_seconds=state.settings.delete_verify_delay,
             send_updates=send_updates,

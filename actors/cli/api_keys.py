@@ -25,7 +25,7 @@ def api_keys() -> None:
 def create(state: CliState, tenant: str, scope: ApiScope, name: str | None) -> None:
     """Create a key and print {"key", "id"} once: only its hash is stored."""
     check_identifier(tenant, "--tenant")
-    with state.runtime.db.write() as conn:
+    with state.clients.db.write() as conn:
         secret, record = repo.create(conn, tenant_id=tenant, scope=scope, name=name)
     print_json({"key": secret, "id": record.id, "tenant_id": tenant, "scope": scope})
 
@@ -36,7 +36,7 @@ def create(state: CliState, tenant: str, scope: ApiScope, name: str | None) -> N
 @pass_state
 def list_(state: CliState, tenant: str | None, as_json: bool) -> None:
     """List keys with their scope and last use (never the secrets)."""
-    with state.runtime.db.read() as conn:
+    with state.clients.db.read() as conn:
         keys = repo.list_keys(conn, tenant)
     columns = ["id", "tenant", "scope", "name", "created", "last used", "revoked"]
     rows = [(k.id, k.tenant_id, k.scope, k.name, k.created_at, k.last_used_at, k.revoked_at) for k in keys]
@@ -48,7 +48,7 @@ def list_(state: CliState, tenant: str | None, as_json: bool) -> None:
 @pass_state
 def revoke(state: CliState, key_id: str) -> None:
     """Revoke a key at once (its next request is 401)."""
-    with state.runtime.db.write() as conn:
+    with state.clients.db.write() as conn:
         if not repo.revoke(conn, key_id):
             raise EntityNotFound(f"no live API key {key_id}")
     print_json({"revoked": key_id})

@@ -28,7 +28,7 @@ from calsync.core.store.targets import TargetRow
 def submit(state: CliState, tenant: str, path: Path, trace_id: str | None, request_id: str | None) -> None:
     """Save a change and enqueue its sync jobs; prints {"entity_id", "version", "job_ids", "deferred_accounts"}."""
     change = parse_change(read_json_file(path, "change file"))  # bad input is refused before any connection
-    receipt = Producer(state.runtime).submit(tenant, change, trace_id=trace_id, request_key=request_id)
+    receipt = Producer(state.clients).submit(tenant, change, trace_id=trace_id, request_key=request_id)
     print_json(receipt.as_json())
     exit_if_deferred(receipt.deferred_accounts)
 
@@ -46,7 +46,7 @@ def events() -> None:
 def show(state: CliState, entity_id: str, tenant: str | None, as_json: bool) -> None:
     """Show an event's version, business status and every target's sync status (a pending one: why it waits, until
     when, and the provider's last error)."""
-    with state.runtime.db.read() as conn:
+    with state.clients.db.read() as conn:
         if tenant is None:
             tenants = event_repo.find_event_tenants(conn, entity_id)
             if len(tenants) > 1:

@@ -1,4 +1,4 @@
-"""What every CLI command shares: settings and runtime on demand, JSON/table output, input parsing."""
+"""What every CLI command shares: settings and clients on demand, JSON/table output, input parsing."""
 
 from __future__ import annotations
 
@@ -17,9 +17,9 @@ import sqlalchemy.exc
 from rich.console import Console
 from rich.table import Table
 
+from calsync.core.clients import Clients, connect
 from calsync.core.config.settings import Settings, load_settings
 from calsync.core.model.errors import CalsyncError, InvalidChange, PermanentError
-from calsync.core.runtime import Runtime
 
 # Tables stay readable when piped (rich would otherwise assume 80 columns).
 stdout = Console(soft_wrap=True, width=None if sys.stdout.isatty() else 160)
@@ -41,11 +41,11 @@ def _needs_queue() -> bool:
 
 
 class CliState:
-    """Lazily built settings and runtime of one CLI invocation, closed when it ends."""
+    """Lazily built settings and clients of one CLI invocation, closed when it ends."""
 
     def __init__(self) -> None:
         self._settings: Settings | None = None
-        self._runtime: Runtime | None = None
+        self._clients: Clients | None = None
 
     @property
     def settings(self) -> Settings:
@@ -55,16 +55,16 @@ class CliState:
         return self._settings
 
     @property
-    def runtime(self) -> Runtime:
-        """The runtime for this command."""
-        if self._runtime is None:
-            self._runtime = Runtime(self.settings, role="cli", start_embedded=_needs_queue())
-        return self._runtime
+    def clients(self) -> Clients:
+        """The clients for this command."""
+        if self._clients is None:
+            self._clients = connect(self.settings, start_embedded=_needs_queue())
+        return self._clients
 
     def close(self) -> None:
         """Release connections."""
-        if self._runtime is not None:
-            self._runtime.close()
+        if self._clients is not None:
+            self._clients.close()
 
 
 pass_state = click.make_pass_decorator(CliState, ensure=True)

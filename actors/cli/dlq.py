@@ -54,7 +54,7 @@ def dlq() -> None:
 @pass_state
 def list_(state: CliState, /, status: str, limit: int, as_json: bool, **given: Any) -> None:
     """List dead letters, oldest failure first."""
-    with state.runtime.db.read() as conn:
+    with state.clients.db.read() as conn:
         found = repo.find(conn, _flt(status, **given), limit=limit)
     columns = ["id", "kind", "status", "failed at", "reason", "tenant", "entity", "account", "attempts", "last error"]
     rows = [
@@ -67,7 +67,7 @@ def list_(state: CliState, /, status: str, limit: int, as_json: bool, **given: A
 
 def _get(state: CliState, record_ids: tuple[int, ...]) -> list[DeadLetter]:
     # Every named record, or bad input naming all the missing ones (nothing is done then).
-    with state.runtime.db.read() as conn:
+    with state.clients.db.read() as conn:
         found = {rid: repo.get(conn, rid) for rid in dict.fromkeys(record_ids)}
     missing = [str(rid) for rid, record in found.items() if record is None]
     if missing:
@@ -106,10 +106,10 @@ def replay(state: CliState, /, record_ids: tuple[int, ...], replay_all: bool, as
     if record_ids:
         records = _get(state, record_ids)
     else:
-        with state.runtime.db.read() as conn:
+        with state.clients.db.read() as conn:
             records = repo.find(conn, _flt("open", **given))
     with progress("replaying", len(records)) as advance:
-        report = ops.replay(state.runtime, records, on_progress=lambda _record: advance(1))
+        report = ops.replay(state.clients, records, on_progress=lambda _record: advance(1))
     print_json(report.as_json())
 
 
@@ -122,7 +122,7 @@ def purge_quarantined(state: CliState, reason: str | None, note: str | None) -> 
 
     Prints {"discarded": [{"id", "job_id"}], "skipped": [{"id", "job_id", "why"}]}; exit 0 even when none matched.
     """
-    print_json(ops.purge_quarantined(state.runtime, reason=reason, note=note).as_json())
+    print_json(ops.purge_quarantined(state.clients, reason=reason, note=note).as_json())
 
 
 @dlq.command("discard")
@@ -135,4 +135,4 @@ def discard(state: CliState, record_ids: tuple[int, ...], note: str | None) -> N
     Prints {"discarded": [{"id", "job_id"}], "skipped": [{"id", "job_id", "why"}]} (a record no longer open
     is skipped, exit 0); exit 2 when a named id does not exist (nothing is discarded then).
     """
-    print_json(ops.discard_records(state.runtime, _get(state, record_ids), note=note).as_json())
+    print_json(ops.discard_records(state.clients, _get(state, record_ids), note=note).as_json())

@@ -22,7 +22,7 @@ def exporter(state: CliState, host: str | None, port: int | None) -> None:
     settings = state.settings
     host = host or settings.exporter_host
     port = port or settings.exporter_port
-    server, thread = serve(state.runtime, host=host, port=port)
+    server, thread = serve(state.clients, host=host, port=port)
     signal.signal(signal.SIGTERM, signal.default_int_handler)  # SIGTERM stops it as Ctrl-C does
     click.echo(f"exporter listening on http://{host}:{port}/metrics", err=True)
     try:

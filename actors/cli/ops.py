@@ -65,12 +65,12 @@ def require_metrics_port(host: str, port: int) -> None:
 def worker(state: CliState, processes: int | None, threads: int | None) -> None:
     """Run the Dramatiq worker (replaces this process; SIGTERM drains it gracefully)."""
     settings = state.settings
-    runtime = state.runtime  # resolves the broker (starting the embedded Redis) and checks the schema
-    require_secret_key(runtime.cipher, runtime.db)  # one line here, not a crash in every worker process
+    clients = state.clients  # resolves the broker (starting the embedded Redis) and checks the schema
+    require_secret_key(clients.cipher, clients.db)  # one line here, not a crash in every worker process
     require_metrics_port(settings.metrics_host, settings.metrics_port)
     env = child_environment(settings)
-    env["CALSYNC_BROKER_URL"] = runtime.broker_url
-    env["CALSYNC_REDIS_URL"] = runtime.redis_url
+    env["CALSYNC_BROKER_URL"] = clients.broker_url
+    env["CALSYNC_REDIS_URL"] = clients.redis_url
     env.update(metrics_environment(settings))
     env.update(poll_environment(settings))  # how late a due coalesced edit, retry or lock wait is released
     # Files of a previous run would inflate gauges and carry counters over, and a stale heartbeat
@@ -91,12 +91,12 @@ def worker(state: CliState, processes: int | None, threads: int | None) -> None:
 @pass_state
 def reconcile(state: CliState, older_than: float | None, enqueue: bool) -> None:
     """Re-enqueue pending targets whose jobs were lost; purge expired idempotency records."""
-    runtime = state.runtime
+    clients = state.clients
     if enqueue:
-        message = runtime.broker.enqueue(reconcile_message(runtime.settings.queue))
+        message = clients.broker.enqueue(reconcile_message(clients.settings.queue))
         print_json({"enqueued": message.message_id})
         return
-    print_json(run_reconcile(runtime, older_than=older_than).as_json())
+    print_json(run_reconcile(clients, older_than=older_than).as_json())
 
 
 @click.command("migrate")
@@ -148,9 +148,9 @@ def secret_key(ctx: click.Context) -> None:
 @pass_state
 def rotate(state: CliState, batch: int) -> None:
     """Re-encrypt every stored credential with the first of CALSYNC_SECRET_KEYS (idempotent, resumable)."""
-    runtime = state.runtime
+    clients = state.clients
     if len(state.settings.cipher_keys) < 2:
         click.echo("calsync: note: only one secret key is configured; nothing can be rotated from an old key", err=True)
-    with progress("re-encrypting credentials", count_credentials(runtime.db)) as advance:
-        report = rotate_credentials(runtime.db, runtime.cipher, batch=batch, on_progress=advance)
+    with progress("re-encrypting credentials", count_credentials(clients.db)) as advance:
+        report = rotate_credentials(clients.db, clients.cipher, batch=batch, on_progress=advance)
     print_json(report.as_json())

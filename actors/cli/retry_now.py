@@ -24,4 +24,4 @@ def retry_now(
     selection = delayed_retries.RetrySelection(tenant_id, account_id, entity_id, reason, everything)
     if selection.is_empty():
         raise InvalidChange("nothing selected: give --account, --entity, --tenant, --reason or --all")
-    print_json(delayed_retries.retry_now(state.runtime, selection).as_json())
+    print_json(delayed_retries.retry_now(state.clients, selection).as_json())

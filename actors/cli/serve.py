@@ -14,10 +14,10 @@ from uvicorn.supervisors import Multiprocess
 from calsync.actors.cli.common import CliState, empty_directory, pass_state
 from calsync.core.api.app import create_app, openapi_document
 from calsync.core.api.server import listening_socket
-from calsync.core.api.services import services_from_runtime
+from calsync.core.api.services import services_from_clients
+from calsync.core.clients import connect
 from calsync.core.config.logging import configure_logging
 from calsync.core.config.settings import child_environment, load_settings
-from calsync.core.runtime import Runtime
 
 APP_FACTORY = "calsync.actors.cli.serve:app_from_environment"
 
@@ -27,9 +27,9 @@ def app_from_environment() -> FastAPI:
     > 1): its metrics go to the directory all of them share, which /metrics sums."""
     settings = load_settings()
     configure_logging(settings.log_level)
-    runtime = Runtime(settings, role="producer")
-    services = services_from_runtime(runtime, metrics_dir=settings.effective_metrics_dir / "api")
-    return create_app(services, on_shutdown=runtime.close)
+    clients = connect(settings)
+    services = services_from_clients(clients, metrics_dir=settings.effective_metrics_dir / "api")
+    return create_app(services, on_shutdown=clients.close)
 
 
 @click.command("serve")
@@ -48,17 +48,17 @@ def serve(state: CliState, host: str | None, port: int | None, workers: int | No
     port = port or settings.api_port
     workers = workers or settings.api_workers
     configure_logging(settings.log_level)
-    runtime = state.runtime  # resolves the broker (starting the embedded Redis) and checks the schema once
+    clients = state.clients  # resolves the broker (starting the embedded Redis) and checks the schema once
     # uvicorn's own access log would repeat ours without the trace id; our JSON handler stays in place.
     config = functools.partial(uvicorn.Config, host=host, port=port, workers=workers, access_log=False,
                                log_config=None, proxy_headers=False, server_header=False)  # fmt: skip
     sockets = [listening_socket(host, port)]
     if workers == 1:
         click.echo(f"calsync serve listening on http://{host}:{port}", err=True)
-        uvicorn.Server(config(create_app(services_from_runtime(runtime)))).run(sockets=sockets)
+        uvicorn.Server(config(create_app(services_from_clients(clients)))).run(sockets=sockets)
         return
     pinned = settings.model_copy(
-        update={"broker_url": runtime.broker_url, "redis_url": runtime.redis_url, "api_workers": workers}
+        update={"broker_url": clients.broker_url, "redis_url": clients.redis_url, "api_workers": workers}
     )
     directory = settings.effective_metrics_dir / "api"
     empty_directory(directory, "*.db")  # counters of a previous run would carry over

@@ -58,7 +58,7 @@ def read_status(reader: StateReader, stats: JobStats) -> Status:
     state = reader.read()
     try:
         throughput = {minutes: stats.totals(minutes=minutes, now=state.at) for minutes in THROUGHPUT_WINDOWS}
-        paused = PauseSwitch(reader.runtime.redis, reader.keys).state()
+        paused = PauseSwitch(reader.clients.redis, reader.keys).state()
     except Exception as exc:
         state.errors.setdefault("redis", f"{type(exc).__name__}: {exc}")
         return Status(state, None)
@@ -143,8 +143,8 @@ def status(state: CliState, as_json: bool, watch: bool, interval: float, count: 
     Exits 1 when a source (broker, database, Redis) could not be read, after showing what could be; with
     ``--watch``, as its last refresh.
     """
-    runtime = state.runtime
-    reader = StateReader(runtime)
+    clients = state.clients
+    reader = StateReader(clients)
     # On a terminal, --watch redraws one view in place; otherwise each refresh is printed (NDJSON with --json).
     live = Live(console=stdout, auto_refresh=False) if watch and not as_json and stdout.is_terminal else None
     last = None
@@ -154,7 +154,7 @@ def status(state: CliState, as_json: bool, watch: bool, interval: float, count: 
             for refresh in itertools.count() if count is None else range(count):
                 if refresh:
                     time.sleep(interval)
-                last = read_status(reader, runtime.stats)
+                last = read_status(reader, JobStats(clients.redis, clients.keys))
                 if live is not None:
                     live.update(render(last), refresh=True)
                 elif as_json:

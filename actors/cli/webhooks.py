@@ -16,7 +16,7 @@ _tenant = TypeAdapter(Identifier)
 
 def endpoints(state: CliState) -> Endpoints:
     """The webhook endpoints, with the URL rules the settings give (the same as at delivery)."""
-    return Endpoints.from_settings(state.runtime.db, state.runtime.cipher, state.runtime.settings)
+    return Endpoints.from_settings(state.clients.db, state.clients.cipher, state.clients.settings)
 
 
 @click.group("webhooks")

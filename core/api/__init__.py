@@ -2,5 +2,5 @@
 
 The top layer of core: it may use producer, observability and everything below, never the worker or the
 adapters. :func:`calsync.core.api.app.create_app` takes the parts it uses (:class:`ApiServices`); the
-composition root (``actors/serve.py``) builds them from a runtime.
+composition root (``actors/serve.py``) builds them from its clients.
 """

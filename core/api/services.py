@@ -1,5 +1,5 @@
 """What the HTTP application uses, handed in by its composition root (tests build their own), and the services of
-one runtime: its database, its intake, the DLQ operations and readiness checks."""
+one clients: its database, its intake, the DLQ operations and readiness checks."""
 
 from __future__ import annotations
 
@@ -9,11 +9,11 @@ from dataclasses import dataclass, field
 from functools import partial
 from pathlib import Path
 
+from calsync.core.clients import Clients
 from calsync.core.observability.pipeline_state import StateReader
 from calsync.core.producer import dead_letters
 from calsync.core.producer.dead_letters import ReplayReport
 from calsync.core.producer.submit import Intake, Producer
-from calsync.core.runtime import Runtime
 from calsync.core.store.database import Database
 from calsync.core.store.dead_letters import DeadLetter
 from calsync.core.webhooks import Endpoints
@@ -38,24 +38,24 @@ class ApiServices:
     webhooks: Endpoints | None = None  # /v1/webhooks (None: answered 404)
 
 
-def services_from_runtime(runtime: Runtime, *, metrics_dir: Path | None = None) -> ApiServices:
-    """Everything the application needs, bound to ``runtime`` (which the caller closes)."""
-    settings = runtime.settings
-    reader = StateReader(runtime)
+def services_from_clients(clients: Clients, *, metrics_dir: Path | None = None) -> ApiServices:
+    """Everything the application needs, bound to ``clients`` (which the caller closes)."""
+    settings = clients.settings
+    reader = StateReader(clients)
 
     def broker() -> None:
         reader.queues(time.time())  # Redis: one script on the queue keys; RabbitMQ: a passive declare
 
     return ApiServices(
-        db=runtime.db,
-        intake=Producer(runtime),
-        replay=partial(dead_letters.replay, runtime),
-        discard=lambda record_ids, note: dead_letters.discard(runtime, record_ids, note=note),
+        db=clients.db,
+        intake=Producer(clients),
+        replay=partial(dead_letters.replay, clients),
+        discard=lambda record_ids, note: dead_letters.discard(clients, record_ids, note=note),
         checks={"broker": broker},
         max_body_bytes=settings.api_max_body_bytes,
         key_touch_interval=settings.api_key_touch_interval,
         key_cache_seconds=settings.api_key_cache_seconds,
         retry_after=settings.api_retry_after,
         metrics_dir=metrics_dir,
-        webhooks=Endpoints.from_settings(runtime.db, runtime.cipher, settings),
+        webhooks=Endpoints.from_settings(clients.db, clients.cipher, settings),
     )

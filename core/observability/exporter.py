@@ -19,8 +19,8 @@ from prometheus_client import CollectorRegistry, start_http_server
 from prometheus_client.core import GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
+from calsync.core.clients import Clients
 from calsync.core.observability.pipeline_state import SOURCES, PipelineState, StateReader
-from calsync.core.runtime import Runtime
 from calsync.core.traffic import CIRCUIT_STATE_VALUES
 
 #: Every gauge: its labels and help text, in the order of the exposition.
@@ -117,6 +117,6 @@ def exporter_registry(reader: StateReader) -> CollectorRegistry:
     return registry
 
 
-def serve(runtime: Runtime, *, host: str, port: int) -> tuple[WSGIServer, Thread]:
+def serve(clients: Clients, *, host: str, port: int) -> tuple[WSGIServer, Thread]:
     """Start serving ``/metrics`` on a background thread; stop it with ``server.shutdown()``."""
-    return start_http_server(port, addr=host, registry=exporter_registry(StateReader(runtime)))
+    return start_http_server(port, addr=host, registry=exporter_registry(StateReader(clients)))

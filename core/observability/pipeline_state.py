@@ -40,6 +40,7 @@ from typing import Any, TypeVar
 import redis
 from pydantic import BaseModel, ConfigDict, computed_field
 
+from calsync.core.clients import Clients
 from calsync.core.config.settings import Settings, broker_kind
 from calsync.core.messaging.lanes import lanes_of
 from calsync.core.messaging.messages import RECONCILE_JOB
@@ -47,7 +48,6 @@ from calsync.core.model.intake import INTAKE_JOB
 from calsync.core.model.payload import SYNC_JOB
 from calsync.core.model.vocabulary import SYNC_STATUSES, WEBHOOK_DELIVERY_STATUSES
 from calsync.core.redis.keys import RedisKeys
-from calsync.core.runtime import Runtime
 from calsync.core.store import dead_letters, targets
 from calsync.core.traffic import CircuitReading, TrafficStore
 from calsync.core.webhooks import count_deliveries, count_disabled
@@ -204,16 +204,16 @@ def ready_since(body: dict[str, Any]) -> float | None:
 
 
 class StateReader:
-    """Reads queues, the database and Redis for one runtime (the exporter keeps one for its life)."""
+    """Reads queues, the database and Redis for one clients (the exporter keeps one for its life)."""
 
-    def __init__(self, runtime: Runtime) -> None:
-        self.runtime = runtime
-        self.settings = runtime.settings
-        self.keys = runtime.keys
-        self._traffic = TrafficStore(runtime.redis, runtime.keys)
-        self._broker_redis = runtime.redis
-        if runtime.broker_url != runtime.redis_url and broker_kind(runtime.broker_url) == "redis":
-            self._broker_redis = redis.Redis.from_url(runtime.broker_url)
+    def __init__(self, clients: Clients) -> None:
+        self.clients = clients
+        self.settings = clients.settings
+        self.keys = clients.keys
+        self._traffic = TrafficStore(clients.redis, clients.keys)
+        self._broker_redis = clients.redis
+        if clients.broker_url != clients.redis_url and broker_kind(clients.broker_url) == "redis":
+            self._broker_redis = redis.Redis.from_url(clients.broker_url)
         self._queue_depth = self._broker_redis.register_script(_QUEUE_DEPTH)
 
     def read(self) -> PipelineState:
@@ -236,8 +236,8 @@ class StateReader:
 
     def queues(self, now: float) -> list[QueueDepth]:
         """The depth of every queue calsync consumes."""
-        if broker_kind(self.runtime.broker_url) == "rabbitmq":
-            url = self.runtime.broker_url
+        if broker_kind(self.clients.broker_url) == "rabbitmq":
+            url = self.clients.broker_url
             return [QueueDepth(q, _rabbitmq_ready(url, q), None, None, None) for q in consumed_queues(self.settings)]
         return [self._redis_queue(queue, now) for queue in consumed_queues(self.settings)]
 
@@ -249,7 +249,7 @@ class StateReader:
 
     def store(self, now: float) -> StoreCounts:
         """Dead letters, targets and webhooks, in one read transaction."""
-        with self.runtime.db.read() as conn:
+        with self.clients.db.read() as conn:
             open_counts = dead_letters.open_counts(conn)  # by (job type, reason)
             oldest_failure = dead_letters.oldest_open_failed_at(conn)
             by_status = targets.count_by_status(conn)
@@ -275,11 +275,11 @@ class StateReader:
 
     def workers(self) -> list[LiveWorker]:
         """Every worker process whose heartbeat key has not expired, with its worker threads."""
-        return live_workers(self.runtime.redis, self.keys)
+        return live_workers(self.clients.redis, self.keys)
 
     def close(self) -> None:
-        """Release the broker's Redis connection when it is not the runtime's."""
-        if self._broker_redis is not self.runtime.redis:
+        """Release the broker's Redis connection when it is not the clients's."""
+        if self._broker_redis is not self.clients.redis:
             self._broker_redis.close()
 
 

@@ -22,6 +22,7 @@ import logging
 from collections.abc import Callable, Iterable
 from dataclasses import asdict, dataclass, field, replace
 
+from calsync.core.clients import Clients
 from calsync.core.messaging.lanes import lanes_of
 from calsync.core.messaging.messages import RECONCILE_JOB, intake_message, reconcile_message, sync_message
 from calsync.core.model.errors import InvalidChange, InvalidPayload
@@ -29,7 +30,6 @@ from calsync.core.model.ids import new_id
 from calsync.core.model.intake import INTAKE_JOB, parse_intake
 from calsync.core.model.payload import SYNC_JOB, parse_payload
 from calsync.core.producer.fairness import lane_choice
-from calsync.core.runtime import Runtime
 from calsync.core.store import accounts, dead_letters, targets
 from calsync.core.store.dead_letters import DeadLetter
 from calsync.core.store.targets import TargetKey
@@ -70,12 +70,12 @@ class DiscardReport:
 
 
 def replay(
-    runtime: Runtime, records: Iterable[DeadLetter], *, on_progress: Callable[[DeadLetter], None] | None = None
+    clients: Clients, records: Iterable[DeadLetter], *, on_progress: Callable[[DeadLetter], None] | None = None
 ) -> ReplayReport:
     """Re-enqueue open records whose cause is fixed; reports what was skipped and why."""
     report = ReplayReport()
     for record in records:
-        done = _replay_one(runtime, record)
+        done = _replay_one(clients, record)
         if isinstance(done, str):
             report.skipped.append(skipped_entry(record, done))
         else:
@@ -104,7 +104,7 @@ def _recovered(record: DeadLetter) -> DeadLetter | str:
     return replace(record, job_type=SYNC_JOB, payload=args[0] if len(args) == 1 else args)
 
 
-def _replay_one(runtime: Runtime, record: DeadLetter) -> Entry | str:
+def _replay_one(clients: Clients, record: DeadLetter) -> Entry | str:
     """The replayed entry, or why the record was skipped."""
     if record.status != "open":
         return f"record is {record.status}"
@@ -114,16 +114,16 @@ def _replay_one(runtime: Runtime, record: DeadLetter) -> Entry | str:
             return f"quarantined message cannot be replayed: {recovered}; discard it"
         record = recovered
     if record.job_type == RECONCILE_JOB:
-        with runtime.db.write() as conn:
+        with clients.db.write() as conn:
             replay_id = new_id("job")
             if not dead_letters.mark_replayed(conn, record.id, replay_job_id=replay_id):
                 return "record is no longer open"
-        runtime.broker.enqueue(reconcile_message(runtime.settings.queue))
+        clients.broker.enqueue(reconcile_message(clients.settings.queue))
         return {"id": record.id, "job_id": replay_id}
     if record.job_type == INTAKE_JOB:
-        return _replay_intake(runtime, record)
+        return _replay_intake(clients, record)
     if record.kind == "webhook" or record.job_type in WEBHOOK_JOBS:
-        why, entry = replay_webhook(runtime.db, runtime.broker, runtime.settings.webhook_queue, record)
+        why, entry = replay_webhook(clients.db, clients.broker, clients.settings.webhook_queue, record)
         return entry if entry is not None else str(why)
     if record.job_type != SYNC_JOB:
         return f"unknown job type {record.job_type!r}: discard it"
@@ -133,7 +133,7 @@ def _replay_one(runtime: Runtime, record: DeadLetter) -> Entry | str:
         return f"payload is invalid ({exc}); fix the producer and discard this record"
     now = dt.datetime.now(dt.UTC)
     fresh = payload.model_copy(update={"job_id": new_id("job"), "attempt": 1, "scheduled_at": now})
-    with runtime.db.write() as conn:
+    with clients.db.write() as conn:
         account = accounts.get_summary(conn, payload.account_id)
         if account is not None and account.status not in ("active", "removing"):  # removing: its deletes replay
             return f"account {account.id} is {account.status}; re-authorize or enable it first"
@@ -142,8 +142,8 @@ def _replay_one(runtime: Runtime, record: DeadLetter) -> Entry | str:
         targets.reopen(conn, TargetKey(payload.tenant_id, payload.entity_id, payload.account_id), due_at=now)
     try:
         # A replay of many dead letters of one tenant takes the bulk lane past the tenant's rate.
-        [lane] = lane_choice(runtime).lanes(payload.tenant_id, 1)
-        runtime.broker.enqueue(sync_message(lanes_of(runtime.settings).queue(lane), fresh))
+        [lane] = lane_choice(clients).lanes(payload.tenant_id, 1)
+        clients.broker.enqueue(sync_message(lanes_of(clients.settings).queue(lane), fresh))
     except Exception:
         # The target is pending again, so the reconciler will enqueue it once the broker is back.
         log.exception("replay enqueue failed; the reconciler will retry it", extra={"fields": {"record": record.id}})
@@ -151,31 +151,31 @@ def _replay_one(runtime: Runtime, record: DeadLetter) -> Entry | str:
     return {"id": record.id, "job_id": fresh.job_id}
 
 
-def _replay_intake(runtime: Runtime, record: DeadLetter) -> Entry | str:
+def _replay_intake(clients: Clients, record: DeadLetter) -> Entry | str:
     try:
         intake = parse_intake([record.payload], {})
     except (InvalidPayload, InvalidChange) as exc:
         return f"message is invalid ({exc}); fix the producer and discard this record"
-    message = intake_message(runtime.settings.intake_queue, intake, message_id=record.message_id)
+    message = intake_message(clients.settings.intake_queue, intake, message_id=record.message_id)
     # Enqueued inside the transaction: if the broker refuses it, the record stays open (no reconciler covers it).
-    with runtime.db.write() as conn:
+    with clients.db.write() as conn:
         if not dead_letters.mark_replayed(conn, record.id, replay_job_id=message.message_id):
             return "record is no longer open"
-        runtime.broker.enqueue(message)
+        clients.broker.enqueue(message)
     return {"id": record.id, "job_id": message.message_id}
 
 
-def purge_quarantined(runtime: Runtime, *, reason: str | None = None, note: str | None = None) -> DiscardReport:
+def purge_quarantined(clients: Clients, *, reason: str | None = None, note: str | None = None) -> DiscardReport:
     """Discard every open quarantined record (of one reason, if given), reporting each."""
-    with runtime.db.read() as conn:
+    with clients.db.read() as conn:
         found = dead_letters.find(conn, dead_letters.DeadLetterFilter(kind="quarantined", reason=reason, status="open"))
-    return discard_records(runtime, found, note=note or "purged quarantined messages")
+    return discard_records(clients, found, note=note or "purged quarantined messages")
 
 
-def discard_records(runtime: Runtime, records: Iterable[DeadLetter], *, note: str | None = None) -> DiscardReport:
+def discard_records(clients: Clients, records: Iterable[DeadLetter], *, note: str | None = None) -> DiscardReport:
     """Close the open records without replaying them; reports what was skipped and why."""
     report = DiscardReport()
-    with runtime.db.write() as conn:
+    with clients.db.write() as conn:
         for record in records:
             if record.status != "open":
                 report.skipped.append(skipped_entry(record, f"record is {record.status}"))
@@ -186,7 +186,7 @@ def discard_records(runtime: Runtime, records: Iterable[DeadLetter], *, note: st
     return report
 
 
-def discard(runtime: Runtime, record_ids: Iterable[int], *, note: str | None = None) -> list[int]:
+def discard(clients: Clients, record_ids: Iterable[int], *, note: str | None = None) -> list[int]:
     """Close open records without replaying them; returns the ids actually discarded."""
-    with runtime.db.write() as conn:
+    with clients.db.write() as conn:
         return [record_id for record_id in record_ids if dead_letters.mark_discarded(conn, record_id, note=note)]

@@ -18,9 +18,9 @@ from collections.abc import Callable
 
 import redis
 
+from calsync.core.clients import Clients
 from calsync.core.model.vocabulary import Lane
 from calsync.core.redis.keys import RedisKeys
-from calsync.core.runtime import Runtime
 
 log = logging.getLogger(__name__)
 
@@ -66,7 +66,7 @@ class TenantLanes:
         return lanes + ["bulk"] * (jobs - normal)
 
 
-def lane_choice(runtime: Runtime) -> TenantLanes:
+def lane_choice(clients: Clients) -> TenantLanes:
     """The lane choice of a deployment (``BULK_THRESHOLD`` 0: every job on the normal lane, nothing counted)."""
-    settings = runtime.settings
-    return TenantLanes(runtime.redis, runtime.keys, threshold=settings.bulk_threshold, window=settings.bulk_window)
+    settings = clients.settings
+    return TenantLanes(clients.redis, clients.keys, threshold=settings.bulk_threshold, window=settings.bulk_window)

@@ -22,13 +22,13 @@ import logging
 from collections import Counter
 from dataclasses import dataclass, field
 
+from calsync.core.clients import Clients
 from calsync.core.messaging.lanes import lanes_of
 from calsync.core.messaging.messages import sync_message
 from calsync.core.model.ids import new_trace_id
 from calsync.core.model.planner import plan
 from calsync.core.model.vocabulary import PRUNED_TABLES
 from calsync.core.producer.fairness import lane_choice
-from calsync.core.runtime import Runtime
 from calsync.core.store import events, targets
 from calsync.core.store.pruning import PruneReport, Retention, prune
 from calsync.core.webhooks import reconcile_webhooks
@@ -66,19 +66,19 @@ class ReconcileReport:
 
 
 def reconcile(
-    runtime: Runtime, *, older_than: float | None = None, limit: int = 1000, now: dt.datetime | None = None
+    clients: Clients, *, older_than: float | None = None, limit: int = 1000, now: dt.datetime | None = None
 ) -> ReconcileReport:
     """Re-enqueue overdue pending targets and lost webhook work, then run one housekeeping pass."""
     now = now or dt.datetime.now(dt.UTC)
     trace = new_trace_id()
-    report = requeue_lost(runtime, older_than=older_than, limit=limit, now=now, trace=trace)
-    report.purged = prune(runtime.db, Retention.of(runtime.settings), now=now)
+    report = requeue_lost(clients, older_than=older_than, limit=limit, now=now, trace=trace)
+    report.purged = prune(clients.db, Retention.of(clients.settings), now=now)
     log.info("reconciliation done", extra={"fields": report.as_json() | {"job_ids": None, "trace_id": trace}})
     return report
 
 
 def requeue_lost(
-    runtime: Runtime,
+    clients: Clients,
     *,
     older_than: float | None = None,
     limit: int = 1000,
@@ -87,14 +87,14 @@ def requeue_lost(
 ) -> ReconcileReport:
     """Re-enqueue overdue pending targets (those whose enqueue failed at once) and lost webhook work."""
     now = now or dt.datetime.now(dt.UTC)
-    threshold = runtime.settings.reconcile_after if older_than is None else older_than
+    threshold = clients.settings.reconcile_after if older_than is None else older_than
     report = ReconcileReport()
     trace = trace or new_trace_id()
-    with runtime.db.read() as conn:
+    with clients.db.read() as conn:
         overdue = targets.overdue(conn, before=now - dt.timedelta(seconds=threshold), limit=limit)
         states = {(row.tenant_id, row.event_id): events.get_event(conn, row.tenant_id, row.event_id) for row in overdue}
     # A tenant with many lost jobs re-enters on the bulk lane past its rate, as a flood of new ones would.
-    choice, queues = lane_choice(runtime), lanes_of(runtime.settings)
+    choice, queues = lane_choice(clients), lanes_of(clients.settings)
     lanes = {tenant: iter(choice.lanes(tenant, n)) for tenant, n in Counter(r.tenant_id for r in overdue).items()}
     for row in overdue:
         event = states[(row.tenant_id, row.event_id)]
@@ -111,18 +111,18 @@ def requeue_lost(
             earlier_jobs_lost=True,
         )
         try:
-            runtime.broker.enqueue(sync_message(queues.queue(next(lanes[row.tenant_id])), payload))
+            clients.broker.enqueue(sync_message(queues.queue(next(lanes[row.tenant_id])), payload))
         except Exception:
             log.exception("reconciler could not enqueue", extra={"fields": {"entity_id": row.event_id}})
             report.failed.append(payload.job_id)
-            with runtime.db.write() as conn:
+            with clients.db.write() as conn:
                 targets.mark_unqueued(conn, row.key)
             continue
-        with runtime.db.write() as conn:
+        with clients.db.write() as conn:
             targets.postpone(conn, row.key, due_at=dt.datetime.now(dt.UTC))
         report.requeued.append(payload.job_id)
     before = now - dt.timedelta(seconds=threshold)
     report.webhooks_requeued = reconcile_webhooks(
-        runtime.db, runtime.broker, runtime.settings.webhook_queue, before=before, limit=limit
+        clients.db, clients.broker, clients.settings.webhook_queue, before=before, limit=limit
     )
     return report

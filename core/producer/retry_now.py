@@ -20,11 +20,11 @@ from typing import Any, Final
 
 import redis
 
+from calsync.core.clients import Clients
 from calsync.core.config.settings import MAX_DELAY_SECONDS, broker_kind
 from calsync.core.messaging.lanes import lanes_of
 from calsync.core.model.errors import CalsyncError, ConfigurationError, InvalidPayload
 from calsync.core.model.payload import parse_payload
-from calsync.core.runtime import Runtime
 
 _PULL_FORWARD: Final = files(__package__).joinpath("pull_forward.lua").read_text()
 _DELIVERY_OPTIONS = ("eta", "redis_message_id")
@@ -97,16 +97,16 @@ def _ready_copy(body: dict[str, Any], queue: str, new_id: str) -> str:
     return json.dumps({**body, "queue_name": queue, "options": options}, separators=(",", ":"))
 
 
-def retry_now(runtime: Runtime, selection: RetrySelection) -> RetryNowReport:
+def retry_now(clients: Clients, selection: RetrySelection) -> RetryNowReport:
     """Make the selected delayed jobs ready now; safe to run repeatedly (a job already pulled forward is gone)."""
-    if broker_kind(runtime.broker_url) != "redis":
+    if broker_kind(clients.broker_url) != "redis":
         raise ConfigurationError("retry-now needs the Redis broker: RabbitMQ holds delayed messages in the workers")
-    keys = runtime.keys
-    client = runtime.redis if runtime.broker_url == runtime.redis_url else redis.Redis.from_url(runtime.broker_url)
+    keys = clients.keys
+    client = clients.redis if clients.broker_url == clients.redis_url else redis.Redis.from_url(clients.broker_url)
     move = client.register_script(_PULL_FORWARD)
     report = RetryNowReport()
     try:
-        for queue in lanes_of(runtime.settings).queues:
+        for queue in lanes_of(clients.settings).queues:
             for raw_id, raw_body in client.hscan_iter(keys.delayed_messages(queue), count=500):
                 try:
                     body = json.loads(raw_body)
@@ -129,6 +129,6 @@ def retry_now(runtime: Runtime, selection: RetrySelection) -> RetryNowReport:
                 elif done == -2:
                     report.already_pulled += 1
     finally:
-        if client is not runtime.redis:
+        if client is not clients.redis:
             client.close()
     return report

@@ -27,6 +27,7 @@ from typing import Any
 from pydantic import TypeAdapter, ValidationError
 from sqlalchemy import Connection
 
+from calsync.core.clients import Clients, default_clients
 from calsync.core.messaging.batch import Outgoing, enqueue_many
 from calsync.core.messaging.lanes import lanes_of
 from calsync.core.messaging.messages import sync_message
@@ -42,7 +43,6 @@ from calsync.core.model.vocabulary import Lane
 from calsync.core.producer.dedup import Claim, EnqueueMarkers, Mark, RedisMarkers
 from calsync.core.producer.fairness import TenantLanes, lane_choice
 from calsync.core.producer.receipts import FirstReceipts, Receipt, body_hash
-from calsync.core.runtime import Runtime, default_runtime
 from calsync.core.store import accounts, events, intake_requests, targets
 from calsync.core.store.database import Database
 from calsync.core.store.targets import TargetKey, TargetRow
@@ -295,30 +295,30 @@ class Intake:
 
 
 class Producer(Intake):
-    """The intake of one runtime: its database, its Redis for the enqueue markers and its broker."""
+    """The intake of a process' clients: its database, its Redis for the enqueue markers and its broker."""
 
-    def __init__(self, runtime: Runtime) -> None:
-        settings = runtime.settings
+    def __init__(self, clients: Clients) -> None:
+        settings = clients.settings
         queues = lanes_of(settings)
 
         def enqueue(batch: Batch) -> list[bool]:
             outgoing = [Outgoing(sync_message(queues.queue(lane), payload), delay) for payload, lane, delay in batch]
-            return enqueue_many(runtime.broker, outgoing)  # the broker is built on first use
+            return enqueue_many(clients.broker, outgoing)
 
         markers = RedisMarkers(
-            runtime.redis,
-            runtime.keys,
+            clients.redis,
+            clients.keys,
             ttl_seconds=settings.dedup_ttl,
             window_ms=settings.coalesce_window_ms,
             max_wait_ms=settings.coalesce_max_wait_ms,
         )
         super().__init__(
-            runtime.db,
+            clients.db,
             markers,
             enqueue,
             default_send_updates=settings.default_send_updates,
             request_key_ttl=settings.request_key_ttl,
-            lanes=lane_choice(runtime),
+            lanes=lane_choice(clients),
         )
 
 
@@ -328,7 +328,7 @@ def submit_change(
     *,
     trace_id: str | None = None,
     request_key: str | None = None,
-    runtime: Runtime | None = None,
+    clients: Clients | None = None,
 ) -> Receipt:
-    """Accept a change for a tenant (see :class:`Producer`); uses the process-wide runtime by default."""
-    return Producer(runtime or default_runtime()).submit(tenant_id, change, trace_id=trace_id, request_key=request_key)
+    """Accept a change for a tenant (see :class:`Producer`); uses the process-wide clients by default."""
+    return Producer(clients or default_clients()).submit(tenant_id, change, trace_id=trace_id, request_key=request_key)

@@ -63,10 +63,12 @@ class OwnedLock:
 class LockManager:
     """Takes, renews and releases locks for one process."""
 
-    def __init__(self, client: redis.Redis, *, ttl_seconds: float) -> None:
+    def __init__(self, client: redis.Redis, *, ttl_seconds: float, owner: Callable[[], str] | None = None) -> None:
         self._client = client
         self._ttl_ms = int(ttl_seconds * 1000)
-        self._owner: Callable[[], str] | None = None
+        # This process' heartbeat key, recorded in the locks it takes so they can be taken over once it is gone
+        # (None: plain locks, held until they expire). A function: a forked worker process has its own key.
+        self._owner = owner
         self._acquire = LuaScript(client, __package__, "lock_acquire.lua")
         self._release = LuaScript(client, __package__, "lock_release.lua")
         self._extend = LuaScript(client, __package__, "lock_extend.lua")
@@ -77,10 +79,6 @@ class LockManager:
         self._held_lock = threading.Lock()
         self._stop = threading.Event()
         self._renewer: threading.Thread | None = None
-
-    def owned_by(self, heartbeat_key: Callable[[], str]) -> None:
-        """Record this process' heartbeat key in the locks it takes, so they can be taken over once it is gone."""
-        self._owner = heartbeat_key
 
     def acquire(self, key: str, *, handover: str | None = None) -> OwnedLock | None:
         """Take the lock (or take it over from a dead owner), or return None if a live one holds it.

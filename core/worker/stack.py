@@ -8,7 +8,8 @@ Before-hooks run top to bottom and after-hooks bottom to top (Dramatiq's rule). 
    :class:`~core.worker.heartbeat.Heartbeat` (docs/METRICS.md), :class:`~core.worker.pause.PauseGate`
    (pauses the consumers while ``calsync pause`` is on; no hook around deliveries),
    :class:`~core.messaging.outage.RedisOutage` (an unreachable Redis: said once, waited out by the
-   consumers), :class:`~core.worker.maintenance.Maintenance` (the housekeeping thread);
+   consumers); the composition root adds :class:`~core.worker.maintenance.Maintenance` (the
+   housekeeping thread) after the broker exists, since its pass enqueues on that broker;
 1. ``JobLifecycle`` — opens the delivery; its ack/nack hooks run last, logging and counting the outcome;
 2. ``TimeLimit`` — Dramatiq's, set above the provider timeout so a hung call is interrupted;
 3. ``ShutdownNotifications`` — Dramatiq's, lets SIGTERM stop idle threads cleanly;
@@ -18,37 +19,37 @@ Before-hooks run top to bottom and after-hooks bottom to top (Dramatiq's rule). 
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
-from typing import TYPE_CHECKING
+from collections.abc import Sequence
 
 import dramatiq
+import redis
 from dramatiq.middleware import ShutdownNotifications, TimeLimit
 
-from calsync.core.messaging.outage import RedisOutage
+from calsync.core.config.settings import Settings
+from calsync.core.messaging.outage import RedisWatch
+from calsync.core.redis.keys import RedisKeys
 from calsync.core.redis.pause import PauseSwitch
-from calsync.core.store.pruning import Retention
+from calsync.core.redis.stats import JobStats
+from calsync.core.store.database import Database
 from calsync.core.webhooks import Outbox
 from calsync.core.worker.heartbeat import Heartbeat, HeartbeatTiming
-from calsync.core.worker.maintenance import Maintenance
 from calsync.core.worker.metrics import WorkerMetrics
 from calsync.core.worker.middleware.dead_letters import DeadLetterRecorder
 from calsync.core.worker.middleware.lifecycle import JobLifecycle, JobObserver
 from calsync.core.worker.middleware.retries import RetryPolicy, ScheduledRetries
 from calsync.core.worker.pause import PauseGate
 
-if TYPE_CHECKING:
-    from calsync.core.runtime import Runtime
-
 
 def worker_middleware(
-    runtime: Runtime,
+    settings: Settings,
+    db: Database,
+    stats: JobStats,
     outbox: Outbox,
     *,
     first: Sequence[dramatiq.Middleware] = (),
     job_observers: Sequence[JobObserver] = (),
 ) -> list[dramatiq.Middleware]:
     """The worker's middleware list; ``first`` goes before everything (Prometheus must come first)."""
-    settings = runtime.settings
     policy = RetryPolicy(
         schedule=settings.retry_schedule,
         jitter=settings.retry_jitter,
@@ -58,26 +59,30 @@ def worker_middleware(
     )
     return [
         *first,
-        JobLifecycle(runtime.stats, job_observers),
+        JobLifecycle(stats, job_observers),
         TimeLimit(time_limit=int(settings.job_time_limit * 1000)),
         ShutdownNotifications(),
-        DeadLetterRecorder(runtime.db, outbox),
-        ScheduledRetries(runtime.db, policy),
+        DeadLetterRecorder(db, outbox),
+        ScheduledRetries(db, policy),
     ]
 
 
 def observed_worker_middleware(
-    runtime: Runtime, outbox: Outbox, *, requeue: Callable[[], int] | None = None
+    settings: Settings,
+    db: Database,
+    client: redis.Redis,
+    keys: RedisKeys,
+    stats: JobStats,
+    outbox: Outbox,
+    *,
+    watch: RedisWatch,
 ) -> list[dramatiq.Middleware]:
-    """The worker's middleware with metrics and heartbeats wired in (docs/METRICS.md).
-
-    ``requeue`` (the reconciler's re-enqueueing, given by the composition root) runs in every housekeeping pass.
-    """
+    """The worker's middleware with metrics, heartbeats, the pause gate and the Redis outage wired in
+    (docs/METRICS.md); ``watch``: the worker's Redis in its outage middleware."""
     # Imported here, not at the top: importing it creates Dramatiq's metrics directory, which producers
     # must not need. Prometheus comes first so that its durations and in-progress gauge span the others.
     from dramatiq.middleware.prometheus import Prometheus
 
-    settings = runtime.settings
     metrics = WorkerMetrics()
     timing = HeartbeatTiming(
         interval=settings.heartbeat_interval,
@@ -86,13 +91,7 @@ def observed_worker_middleware(
         stuck_grace=settings.stuck_grace,
         job_time_limit=settings.job_time_limit,
     )
-    outage = RedisOutage()
-    watch = outage.of(runtime.redis_url)
-    pause = PauseGate(PauseSwitch(runtime.redis, runtime.keys), watch=watch)
-    heartbeat = Heartbeat(runtime.redis, runtime.keys, timing, pause, watch)
-    runtime.locks.owned_by(lambda: heartbeat.key)  # a dead worker's locks can be taken over (docs/notes/locks.md)
-    first: list[dramatiq.Middleware] = [Prometheus(), metrics, heartbeat, pause, outage]
-    if settings.maintenance_enabled:  # housekeeping, one pass per interval across workers (docs/RUNBOOK.md)
-        first.append(Maintenance(runtime.db, runtime.redis, runtime.keys, interval=settings.maintenance_interval,
-                                 retention=Retention.of(settings), requeue=requeue, watch=watch))  # fmt: skip
-    return worker_middleware(runtime, outbox, first=first, job_observers=[metrics.observe_job])
+    pause = PauseGate(PauseSwitch(client, keys), watch=watch)
+    heartbeat = Heartbeat(client, keys, timing, pause, watch)
+    first: list[dramatiq.Middleware] = [Prometheus(), metrics, heartbeat, pause, watch.outage]
+    return worker_middleware(settings, db, stats, outbox, first=first, job_observers=[metrics.observe_job])

@@ -27,11 +27,12 @@ from rich.console import Console
 from rich.live import Live
 from rich.table import Table
 
+from calsync.core.clients import Clients, connect
 from calsync.core.config.settings import Settings, child_environment
 from calsync.core.model.payload import SYNC_JOB
 from calsync.core.producer.submit import Producer
 from calsync.core.redis.embedded import EmbeddedRedis
-from calsync.core.runtime import Runtime
+from calsync.core.redis.stats import JobStats
 from calsync.core.store import accounts, dead_letters, targets
 from calsync.core.store.crypto import generate_key
 from calsync.core.store.dead_letters import DeadLetterFilter
@@ -106,17 +107,17 @@ class Demo:
             metrics_host="127.0.0.1",
             metrics_port=_free_port(),  # the demo's worker never takes a port a worker of yours may hold
         )
-        self.runtime: Runtime | None = None
+        self.clients: Clients | None = None
         self.memory = MemoryProvider(self.settings.effective_memory_provider_path)
         self.worker: subprocess.Popen[bytes] | None = None
 
     # --- set-up -------------------------------------------------------------------------------
 
-    def start(self) -> Runtime:
+    def start(self) -> Clients:
         """Fresh data dir, embedded Redis, migrated SQLite, and a worker process."""
-        self.runtime = Runtime(self.settings)  # starts the embedded Redis and migrates SQLite
+        self.clients = connect(self.settings)  # starts the embedded Redis and migrates SQLite
         env = child_environment(self.settings)
-        env.update(CALSYNC_BROKER_URL=self.runtime.broker_url, CALSYNC_REDIS_URL=self.runtime.redis_url)
+        env.update(CALSYNC_BROKER_URL=self.clients.broker_url, CALSYNC_REDIS_URL=self.clients.redis_url)
         log = open(self.directory / "worker.log", "ab")  # noqa: SIM115 - closed with the process
         self.worker = subprocess.Popen(
             [sys.executable, "-m", "calsync.actors.cli.main", "worker", "--processes", "1", "--threads", "8"],
@@ -125,7 +126,7 @@ class Demo:
             stderr=subprocess.STDOUT,
             start_new_session=True,
         )
-        return self.runtime
+        return self.clients
 
     def _account(
         self,
@@ -134,16 +135,16 @@ class Demo:
         credentials: dict[str, Any] | None = None,
         options: dict[str, Any] | None = None,
     ) -> str:
-        assert self.runtime is not None
-        blob = self.runtime.cipher.encrypt(credentials) if credentials else None
-        with self.runtime.db.write() as conn:
+        assert self.clients is not None
+        blob = self.clients.cipher.encrypt(credentials) if credentials else None
+        with self.clients.db.write() as conn:
             return accounts.add_account(
                 conn, tenant_id=TENANT, provider=provider, address=address, credentials=blob, options=options or {}
             ).id
 
     def submit_burst(self) -> Scenario:
         """Every kind of trouble the pipeline is built for, in one go."""
-        assert self.runtime is not None
+        assert self.clients is not None
         scenario = Scenario()
         team = scenario.accounts["team calendar (memory)"] = self._account("memory", "team@acme.example")
         ceo = scenario.accounts["ceo@acme (Google)"] = self._account(
@@ -174,7 +175,7 @@ class Demo:
         self.ews_control.add_fault(operation="events.create", status=429, reason="ApplicationThrottled",
                                    message="Too many requests", retry_after=2, times=2)  # fmt: skip
 
-        producer = Producer(self.runtime)
+        producer = Producer(self.clients)
         review = producer.submit(TENANT, {"operation": "upsert", "accounts": [team, ceo, cfo],
                                           "event": _event("Design review", 1, 9)})  # fmt: skip
         for n, hour in enumerate((10, 11, 13), start=2):  # a user edits the event three more times, fast
@@ -232,7 +233,7 @@ class Demo:
         producer.submit(TENANT, {"operation": "delete", "entity_id": lunch.entity_id})
         scenario.entities["Team lunch (created, then cancelled)"] = lunch.entity_id
         # A producer with a bug sends a payload of an unknown schema.
-        self.runtime.broker.enqueue(
+        self.clients.broker.enqueue(
             dramatiq.Message(queue_name=self.settings.queue, actor_name=SYNC_JOB, kwargs={}, options={},
                              args=({"job_id": "job_demo_corrupt", "event": "Board meeting", "version": "two"},))
         )  # fmt: skip
@@ -242,11 +243,11 @@ class Demo:
     # --- watching -----------------------------------------------------------------------------
 
     def _progress(self) -> tuple[dict[str, int], Counter[str], int]:
-        assert self.runtime is not None
-        with self.runtime.db.read() as conn:
+        assert self.clients is not None
+        with self.clients.db.read() as conn:
             by_status = targets.count_by_status(conn)
             dead = len(dead_letters.find(conn, DeadLetterFilter()))
-        return by_status, self.runtime.stats.totals(minutes=60), dead
+        return by_status, JobStats(self.clients.redis, self.clients.keys).totals(minutes=60), dead
 
     def wait(self, scenario: Scenario) -> bool:
         """Show live progress until every target has settled and the expected dead letters are in."""
@@ -268,12 +269,12 @@ class Demo:
 
     def summary(self, scenario: Scenario) -> None:
         """The closing tables: what each event became, job outcomes, dead letters and provider calls."""
-        assert self.runtime is not None
+        assert self.clients is not None
         names = {v: k for k, v in scenario.accounts.items()}
         events_table = Table(title="events", title_justify="left")
         for column in ("event", "account", "sync status", "synced/wanted version", "last error"):
             events_table.add_column(column)
-        with self.runtime.db.read() as conn:
+        with self.clients.db.read() as conn:
             for label, entity in scenario.entities.items():
                 for row in targets.list_targets(conn, TENANT, entity):
                     events_table.add_row(
@@ -286,7 +287,7 @@ class Demo:
             records = dead_letters.find(conn, DeadLetterFilter())  # fmt: skip
         self.console.print(events_table)
 
-        self.console.print(jobs_table(self.runtime.stats.totals(minutes=60)))
+        self.console.print(jobs_table(JobStats(self.clients.redis, self.clients.keys).totals(minutes=60)))
         self.console.print(dead_letters_table(records))
         self.console.print(
             provider_calls_table(self.memory.calls(), self.google_control.requests(), self.ews_control.requests())
@@ -311,8 +312,8 @@ class Demo:
     def stop(self) -> None:
         """Stop the worker, the emulators and the embedded Redis."""
         self.stop_worker()
-        if self.runtime is not None:
-            self.runtime.close()
+        if self.clients is not None:
+            self.clients.close()
         self.google.stop()
         self.ews.stop()
         EmbeddedRedis(self.directory).stop()

@@ -49,9 +49,9 @@ def test_last_use_is_written_at_most_every_interval(pipeline: Pipeline, api: Liv
     key = api.key(scope="read")
     with api.client(key) as http:
         http.get("/v1/events/evt-1")
-        with pipeline.runtime.db.read() as conn:
+        with pipeline.clients.db.read() as conn:
             (first,) = api_keys.list_keys(conn, "tenant-1")
         http.get("/v1/events/evt-1")
-        with pipeline.runtime.db.read() as conn:
+        with pipeline.clients.db.read() as conn:
             (second,) = api_keys.list_keys(conn, "tenant-1")
     assert first.last_used_at is not None and second.last_used_at == first.last_used_at

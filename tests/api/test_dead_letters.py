@@ -25,8 +25,8 @@ def _dead_letter(pipeline: Pipeline, tenant: str, account: str, entity: str, *, 
         payload=payload.model_dump(mode="json"), attempts=1, reason=reason, error_class="Forbidden",
         last_error="refused", error_history=[], first_failed_at=now, failed_at=now,
     )  # fmt: skip
-    with pipeline.runtime.db.write() as conn:
-        dead_letters.insert(pipeline.runtime.db, conn, record)
+    with pipeline.clients.db.write() as conn:
+        dead_letters.insert(pipeline.clients.db, conn, record)
         stored = dead_letters.get_by_job(conn, payload.job_id)
     assert stored is not None
     return stored.id

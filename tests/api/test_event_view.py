@@ -16,7 +16,7 @@ def test_the_event_view_says_why_a_target_waits_until_when_and_the_providers_err
     held, queued = pipeline.account(account_id="acc-a"), pipeline.account(account_id="acc-b")
     receipt = pipeline.submit([held, queued])  # no worker runs: both stay pending
     due = utcnow() + dt.timedelta(seconds=15)
-    with pipeline.runtime.db.write() as conn:  # what a worker notes when a breaker holds the job after a 503
+    with pipeline.clients.db.write() as conn:  # what a worker notes when a breaker holds the job after a 503
         targets.record_retry(conn, TargetKey("tenant-1", receipt.entity_id, held), version=1, due_at=due,
                              wait_reason="circuit open", error_class="ProviderUnavailable",
                              message="503: backend down")  # fmt: skip

@@ -29,7 +29,7 @@ def _problem(answer: httpx.Response, status: int) -> dict[str, Any]:
 
 
 def _events(pipeline: Pipeline) -> int:
-    with pipeline.runtime.db.read() as conn:
+    with pipeline.clients.db.read() as conn:
         return int(conn.execute(select(func.count()).select_from(schema.events)).scalar_one())
 
 

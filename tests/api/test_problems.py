@@ -10,8 +10,8 @@ from typing import Any
 import httpx
 import pytest
 
-from calsync.core.api.services import services_from_runtime
-from calsync.core.runtime import Runtime
+from calsync.core.api.services import services_from_clients
+from calsync.core.clients import connect
 from calsync.core.store import api_keys, events
 from calsync.core.store.database import Database
 from tests.api.live import LiveApi, serving
@@ -74,7 +74,7 @@ def test_a_revoked_key_is_401_at_once(api: LiveApi) -> None:
 
 def test_keys_that_authenticated_are_cached_for_a_few_seconds(pipeline: Pipeline) -> None:
     """With the default cache a revoked key still passes until its entry expires (CALSYNC_API_KEY_CACHE_SECONDS)."""
-    with serving(replace(services_from_runtime(pipeline.runtime), key_cache_seconds=600)) as api:
+    with serving(replace(services_from_clients(pipeline.clients), key_cache_seconds=600)) as api:
         key = api.key(scope="read")
         with api.client(key) as http:
             assert http.get("/v1/events/evt-1").status_code == 404
@@ -97,7 +97,7 @@ def test_a_key_without_the_scope_is_403(api: LiveApi, pipeline: Pipeline) -> Non
 
 
 def test_a_body_over_the_limit_is_413_and_saves_nothing(pipeline: Pipeline) -> None:
-    services = services_from_runtime(pipeline.runtime)
+    services = services_from_clients(pipeline.clients)
     limited = replace(services, max_body_bytes=2048)
     account = pipeline.account()
     with serving(limited) as api, api.client(api.key()) as http:
@@ -107,13 +107,13 @@ def test_a_body_over_the_limit_is_413_and_saves_nothing(pipeline: Pipeline) -> N
                             headers={"Content-Type": "application/json"})  # fmt: skip
         _problem(chunked, 413)
         assert http.post("/v1/changes", json=change([account], entity_id="evt-small")).status_code == 202
-    with pipeline.runtime.db.read() as conn:
+    with pipeline.clients.db.read() as conn:
         assert events.get_event(conn, "tenant-1", "evt-big") is None
 
 
 @pytest.fixture
 def database_down(pipeline: Pipeline) -> Iterator[LiveApi]:
-    services = services_from_runtime(pipeline.runtime)
+    services = services_from_clients(pipeline.clients)
     down = Database(UNREACHABLE_DATABASE)
     with serving(replace(services, db=down)) as api:
         yield api
@@ -130,10 +130,10 @@ def test_an_unreachable_database_is_503_with_retry_after(database_down: LiveApi,
 
 
 def test_an_enqueue_failing_after_the_commit_is_202_with_deferred_accounts(pipeline: Pipeline) -> None:
-    broken = Runtime(pipeline.settings.model_copy(update={"broker_url": "redis://127.0.0.1:1/0"}))
+    broken = connect(pipeline.settings.model_copy(update={"broker_url": "redis://127.0.0.1:1/0"}))
     account = pipeline.account()
     try:
-        with serving(services_from_runtime(broken)) as api, api.client(api.key()) as http:
+        with serving(services_from_clients(broken)) as api, api.client(api.key()) as http:
             answer = http.post("/v1/changes", json=change([account]))
             _problem(http.get("/readyz"), 503)
     finally:

@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from calsync.core.api.services import services_from_runtime
+from calsync.core.api.services import services_from_clients
 from tests.api.live import LiveApi, serving
 from tests.support import Pipeline, change
 
@@ -23,7 +23,7 @@ class _Broken:
 
 @pytest.fixture
 def broken_api(pipeline: Pipeline) -> Iterator[LiveApi]:
-    services = replace(services_from_runtime(pipeline.runtime), intake=_Broken(), key_cache_seconds=0)
+    services = replace(services_from_clients(pipeline.clients), intake=_Broken(), key_cache_seconds=0)
     with serving(services) as live:  # type: ignore[arg-type]
         yield live
 

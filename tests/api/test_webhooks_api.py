@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from calsync.core.api.services import services_from_runtime
+from calsync.core.api.services import services_from_clients
 from calsync.core.store.crypto import generate_key
 from tests.api.live import LiveApi, serving
 from tests.support import Pipeline
@@ -20,7 +20,7 @@ def hooks_api(settings_factory: Any) -> Iterator[LiveApi]:
     pipeline = Pipeline(settings_factory(secret_key=generate_key(), webhook_allow_http=True,
                                          webhook_allowed_networks="127.0.0.0/8"))  # fmt: skip
     try:
-        with serving(replace(services_from_runtime(pipeline.runtime), key_cache_seconds=0)) as live:
+        with serving(replace(services_from_clients(pipeline.clients), key_cache_seconds=0)) as live:
             yield live
     finally:
         pipeline.close()

@@ -13,7 +13,7 @@ from tests.support import Pipeline, wait_until
 
 
 def _delayed(pipeline: Pipeline) -> int:
-    client = redis.Redis.from_url(pipeline.runtime.broker_url)
+    client = redis.Redis.from_url(pipeline.clients.broker_url)
     try:
         return int(client.hlen(RedisKeys(pipeline.settings.redis_namespace).delayed_messages(pipeline.settings.queue)))
     finally:
@@ -58,8 +58,8 @@ def test_retry_now_pulls_forward_a_retry_of_the_bulk_lane_onto_the_bulk_lane(set
         first, second = pipeline.account(account_id="acc_first"), pipeline.account(account_id="acc_second")
         pipeline.provider.add_fault(error="unavailable", account_id=second, times=1)
         receipt = pipeline.submit([first, second])  # past BULK_THRESHOLD 1: the second job takes the bulk lane
-        keys, bulk = pipeline.runtime.keys, settings.effective_bulk_queue
-        client = pipeline.runtime.redis
+        keys, bulk = pipeline.clients.keys, settings.effective_bulk_queue
+        client = pipeline.clients.redis
         with pipeline.worker():
             wait_until(lambda: client.hlen(keys.delayed_messages(bulk)) == 1, what="the bulk job's retry parked")
         moved = json_out(calsync("retry-now", "--account", second, settings=settings))

@@ -61,7 +61,7 @@ def test_a_child_process_gets_exactly_the_same_settings(tmp_path: object, monkey
 
 
 def test_redis_defaults_to_the_broker_and_is_required_with_rabbitmq() -> None:
-    from calsync.core.runtime import resolve_redis_url
+    from calsync.core.clients import resolve_redis_url
 
     assert resolve_redis_url(Settings(broker_url="redis://h:1/0"), "redis://h:1/0") == "redis://h:1/0"
     with pytest.raises(ConfigurationError, match="CALSYNC_REDIS_URL"):

@@ -59,7 +59,7 @@ def wait_synced(pipeline: Pipeline, entity_id: str, account_id: str, tenant: str
     """Wait until a target that an intake message will create exists and is synced."""
 
     def synced() -> TargetRow | None:
-        with pipeline.runtime.db.read() as conn:
+        with pipeline.clients.db.read() as conn:
             row = targets.get_target(conn, TargetKey(tenant, entity_id, account_id))
         return row if row is not None and row.status == "synced" else None
 

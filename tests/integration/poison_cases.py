@@ -45,7 +45,7 @@ class RawProducer:
         self.kind = broker_kind
         self.queue = pipeline.settings.queue
         self.ns = pipeline.settings.redis_namespace
-        self.redis = pipeline.runtime.redis
+        self.redis = pipeline.clients.redis
         if broker_kind == "rabbitmq":
             pipeline.broker.declare_queue(self.queue, ensure=True)  # type: ignore[call-arg]
             self.connection = pika.BlockingConnection(pika.URLParameters(RABBITMQ_URL))

@@ -29,13 +29,13 @@ def add_account(
     account_id: str | None = None,
 ) -> str:
     """Register an account the way ``calsync accounts add`` does: credentials encrypted at rest."""
-    with pipeline.runtime.db.write() as conn:
+    with pipeline.clients.db.write() as conn:
         return accounts.add_account(
             conn,
             tenant_id=TENANT,
             provider=provider,
             address=address,
-            credentials=pipeline.runtime.cipher.encrypt(credentials),
+            credentials=pipeline.clients.cipher.encrypt(credentials),
             options=dict(options or {}),
             account_id=account_id,
         ).id

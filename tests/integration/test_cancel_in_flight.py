@@ -52,8 +52,8 @@ def cancel_while_the_create_is_in_flight(pipeline: Pipeline, account: str, live:
     until the target is deleted and nothing is ``live`` at the provider any more."""
     with pipeline.worker():
         receipt = pipeline.submit([account], title="Cancelled in flight")
-        lock = pipeline.runtime.keys.lock(TENANT, receipt.entity_id, account)
-        wait_until(lambda: pipeline.runtime.redis.exists(lock), what="the create job to hold the target's lock")
+        lock = pipeline.clients.keys.lock(TENANT, receipt.entity_id, account)
+        wait_until(lambda: pipeline.clients.redis.exists(lock), what="the create job to hold the target's lock")
         cancelled = pipeline.submit(None, entity_id=receipt.entity_id, operation="delete")
         assert cancelled.version == 2
         row = pipeline.wait_target(receipt.entity_id, account, "deleted")

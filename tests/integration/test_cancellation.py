@@ -37,8 +37,8 @@ def test_jobs_queued_for_the_event_before_the_cancellation_are_dropped_as_stale(
         pipeline.wait_target(receipt.entity_id, b, "deleted")
         wait_until(lambda: pipeline.outcomes().get("stale") == 2, what="both creates to be dropped")
         wait_until(lambda: pipeline.outcomes().get("success") == 4, what="both deletes and their one re-run each")
-        delayed = pipeline.runtime.keys.delayed_messages(pipeline.settings.queue)
-        assert pipeline.runtime.redis.hlen(delayed) == 0  # a re-run schedules no other
+        delayed = pipeline.clients.keys.delayed_messages(pipeline.settings.queue)
+        assert pipeline.clients.redis.hlen(delayed) == 0  # a re-run schedules no other
 
     # The creates never reached the provider; each delete, knowing no id, looked for the event twice.
     assert provider_ops(pipeline) == [("delete", "already_gone")] * 4
@@ -78,10 +78,10 @@ def test_the_last_deleted_target_is_detected_once_and_the_event_is_pruned_after_
     assert {c.effect for c in pipeline.provider.calls()} == {"created", "deleted"}
 
     retention = Retention.of(pipeline.settings)
-    db = pipeline.runtime.db
+    db = pipeline.clients.db
     assert prune(db, retention).purged["events"] == 0  # within the retention: kept
     later = dt.datetime.now(dt.UTC) + dt.timedelta(seconds=retention.cancelled_events + 1)
-    report = reconcile(pipeline.runtime, now=later).as_json()  # the reconciler's pass (workers run the same)
+    report = reconcile(pipeline.clients, now=later).as_json()  # the reconciler's pass (workers run the same)
     assert (report["purged_events"], report["purged_event_targets"], report["housekeeping_caught_up"]) == (1, 2, True)
     with db.read() as conn:
         assert events.get_event(conn, "tenant-1", receipt.entity_id) is None

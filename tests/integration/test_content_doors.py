@@ -22,7 +22,7 @@ from typing import Any, Literal
 import pytest
 from hypothesis import HealthCheck, example, given, settings
 
-from calsync.core.api.services import services_from_runtime
+from calsync.core.api.services import services_from_clients
 from calsync.core.model.calendar import Target
 from calsync.core.model.errors import PermanentError
 from calsync.core.producer.intake_job import intake_actor
@@ -57,7 +57,7 @@ def pipeline(settings_factory: Any, emulators: Emulators) -> Iterator[Pipeline]:
 @pytest.fixture
 def api(pipeline: Pipeline) -> Iterator[LiveApi]:
     """``calsync serve`` over the test's pipeline."""
-    with serving(replace(services_from_runtime(pipeline.runtime), key_cache_seconds=0)) as live:
+    with serving(replace(services_from_clients(pipeline.clients), key_cache_seconds=0)) as live:
         yield live
 
 
@@ -91,7 +91,7 @@ def _actor(pipeline: Pipeline, doc: dict[str, Any]) -> Verdict:
 
 
 def _written_by_every_adapter(pipeline: Pipeline, emulators: Emulators, entity_id: str) -> None:
-    with pipeline.runtime.db.read() as conn:
+    with pipeline.clients.db.read() as conn:
         state = events.get_event(conn, TENANT, entity_id)  # as the worker reads it
     assert state is not None
     for name, account in emulators.accounts(TENANT).items():

@@ -269,7 +269,7 @@ def test_the_create_marker_survives_a_redis_flush(make_pipeline: MakePipeline, e
     # The target is pending in the database, due when its held try was (TRAFFIC_RETRY_DELAY): the reconciler
     # sends it once that time (plus RETRY_JITTER) has passed.
     later = dt.datetime.now(dt.UTC) + dt.timedelta(seconds=120)
-    assert len(reconcile(pipeline.runtime, older_than=0, now=later).requeued) == 1
+    assert len(reconcile(pipeline.clients, older_than=0, now=later).requeued) == 1
     with pipeline.worker():
         wait_synced(pipeline, {(receipt.entity_id, account): 1})
     assert len(ews.items("alpha@example.com")) == 1  # the marker in the database made the retry look up

@@ -96,8 +96,8 @@ def test_revoked_consent_dead_letters_then_update_and_replay_sync_once(
     with pipeline.worker():
         created = pipeline.submit([account], title="Standup v1")
         wait_synced(pipeline, {(created.entity_id, account): 1})
-    with pipeline.runtime.db.read() as conn:
-        stored = accounts.load_account(conn, account, pipeline.runtime.cipher)
+    with pipeline.clients.db.read() as conn:
+        stored = accounts.load_account(conn, account, pipeline.clients.cipher)
     assert stored is not None and stored.credentials["refresh_token"] != first["refresh_token"]  # rotated, stored
 
     graph.revoke_user("alpha@example.com")
@@ -150,9 +150,9 @@ def test_each_graph_request_takes_the_mailbox_slot_and_gives_it_back(
     pipeline: Pipeline, graph: GraphControl, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     account = add_account(pipeline, "graph", "alpha@example.com", graph.app_credentials(), account_id="acc-w")
-    slots = pipeline.runtime.keys.slots("graph:calsync-client:alpha@example.com")
+    slots = pipeline.clients.keys.slots("graph:calsync-client:alpha@example.com")
     sent: list[str] = []
-    client = pipeline.runtime.redis  # the limiter's, as the locks' and traffic control's
+    client = pipeline.clients.redis  # the limiter's, as the locks' and traffic control's
     real = client.execute_command
 
     def execute_command(*args: Any, **options: Any) -> Any:

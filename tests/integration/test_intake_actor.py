@@ -24,7 +24,7 @@ __all__ = ["intake_pipeline"]
 
 
 def _events_of(pipeline: Pipeline, tenant: str = "tenant-1") -> list[tuple[str, int]]:
-    with pipeline.runtime.db.read() as conn:
+    with pipeline.clients.db.read() as conn:
         rows = conn.execute(text("SELECT id, version FROM events WHERE tenant_id = :t ORDER BY id"), {"t": tenant})
         return [(row[0], row[1]) for row in rows]
 
@@ -43,7 +43,7 @@ def test_a_change_sent_as_a_message_is_saved_and_synced(intake_pipeline: Pipelin
     assert row.synced_version == 1
     [stored] = pipeline.provider.events(account)
     assert stored.body["title"] == "By message"
-    with pipeline.runtime.db.read() as conn:
+    with pipeline.clients.db.read() as conn:
         first = intake_requests.find(conn, "tenant-1", "req-1")
     assert first is not None and first.receipt is not None and first.receipt["entity_id"] == "evt-msg"
 
@@ -60,7 +60,7 @@ def test_a_message_delivered_twice_creates_one_event(intake_pipeline: Pipeline) 
         pipeline.wait_idle()
     [(_, version)] = _events_of(pipeline)
     assert version == 1 and len(pipeline.provider.events(account)) == 1
-    with pipeline.runtime.db.read() as conn:
+    with pipeline.clients.db.read() as conn:
         assert intake_requests.find(conn, "tenant-1", MESSAGE_KEY_PREFIX + message.message_id) is not None
 
 
@@ -119,7 +119,7 @@ def test_an_intake_dead_letter_is_replayed_once_its_cause_is_fixed(intake_pipeli
         letter = wait_intake_letter(pipeline, message.message_id)
         assert letter.trace_id == "t-late"
         pipeline.account(account_id="acc-late")  # the operator fixes the cause
-        report = dlq.replay(pipeline.runtime, [letter])
+        report = dlq.replay(pipeline.clients, [letter])
         assert report.replayed == [{"id": letter.id, "job_id": message.message_id}]
         wait_synced(pipeline, "evt-late", "acc-late")
     assert pipeline.dead_letters(job_type=INTAKE_JOB) == []

@@ -41,7 +41,7 @@ def test_a_submitted_event_is_synced_once(pipeline: Pipeline) -> None:
     assert stored.body["title"] == "Kick-off" and stored.body["attendees"] == ["ann@example.com"]
     assert [c.effect for c in pipeline.provider.calls()] == ["created"]
     assert pipeline.outcomes() == {"success": 1}
-    with pipeline.runtime.db.read() as conn:
+    with pipeline.clients.db.read() as conn:
         assert idempotency.succeeded(conn, f"calendar:tenant-1:{receipt.entity_id}:{account}:create")
 
 
@@ -127,12 +127,12 @@ def test_a_busy_lock_is_retried_later_without_burning_attempts(settings_factory:
     try:
         account = pipeline.account()
         receipt = pipeline.submit([account])
-        rt = pipeline.runtime
-        held = rt.locks.acquire(rt.keys.lock("tenant-1", receipt.entity_id, account))
+        rt = pipeline.clients
+        held = pipeline.app.locks.acquire(rt.keys.lock("tenant-1", receipt.entity_id, account))
         assert held is not None
         with pipeline.worker():
             wait_until(lambda: pipeline.outcomes().get("lock_busy", 0) >= 3, what="lock contention")
-            rt.locks.release(held)
+            pipeline.app.locks.release(held)
             pipeline.wait_target(receipt.entity_id, account, "synced")
         outcomes = pipeline.outcomes()
         assert outcomes["success"] == 1 and "retry_scheduled" not in outcomes and "dead_lettered" not in outcomes
@@ -147,12 +147,12 @@ def test_lock_waits_are_bounded(settings_factory: Any) -> None:
     try:
         account = pipeline.account()
         receipt = pipeline.submit([account])
-        rt = pipeline.runtime
-        held = rt.locks.acquire(rt.keys.lock("tenant-1", receipt.entity_id, account))
+        rt = pipeline.clients
+        held = pipeline.app.locks.acquire(rt.keys.lock("tenant-1", receipt.entity_id, account))
         assert held is not None
         with pipeline.worker():
             pipeline.wait_target(receipt.entity_id, account, "failed")
-        rt.locks.release(held)
+        pipeline.app.locks.release(held)
         [record] = pipeline.dead_letters()
         assert (record.reason, record.error_class) == ("retries exhausted", "LockBusy")
         assert pipeline.provider.calls() == []
@@ -220,14 +220,14 @@ def test_permanent_error_is_dead_lettered_completely_then_replayed_once(pipeline
         assert len(pipeline.provider.calls()) == 1  # no retry for a permanent error
 
         pipeline.provider.clear_faults()
-        report = dlq.replay(pipeline.runtime, [record])
+        report = dlq.replay(pipeline.clients, [record])
         assert len(report.replayed) == 1 and not report.skipped
         pipeline.wait_target(receipt.entity_id, account, "synced")
 
     assert [c.effect for c in pipeline.provider.calls() if c.effect] == ["created"]
     [closed] = pipeline.dead_letters(status="replayed")
     assert closed.replay_job_id == report.replayed[0]["job_id"]
-    again = dlq.replay(pipeline.runtime, [closed])
+    again = dlq.replay(pipeline.clients, [closed])
     assert not again.replayed and again.skipped[0]["why"] == "record is replayed"
 
 
@@ -295,16 +295,16 @@ def test_revoked_credentials_mark_the_account_and_replay_waits_for_reauth(pipeli
         records = pipeline.dead_letters(account_id=account)
         assert {r.reason for r in records} == {"needs re-authorization"}
         assert len(pipeline.provider.calls()) == 1
-        with pipeline.runtime.db.read() as conn:
+        with pipeline.clients.db.read() as conn:
             summary = accounts.get_summary(conn, account)
         assert summary is not None and summary.status == "needs_reauth"
 
-        refused = dlq.replay(pipeline.runtime, records)
+        refused = dlq.replay(pipeline.clients, records)
         assert not refused.replayed and all("re-authorize" in str(s["why"]) for s in refused.skipped)
 
-        with pipeline.runtime.db.write() as conn:
+        with pipeline.clients.db.write() as conn:
             accounts.update_account(conn, account, status="active")
-        report = dlq.replay(pipeline.runtime, pipeline.dead_letters(account_id=account))
+        report = dlq.replay(pipeline.clients, pipeline.dead_letters(account_id=account))
         assert len(report.replayed) == 2
         pipeline.wait_target(first.entity_id, account, "synced")
         pipeline.wait_target(second.entity_id, account, "synced")
@@ -346,7 +346,7 @@ def test_an_older_write_landing_after_a_newer_one_is_repaired(
         if not paused:
             paused.append(1)
             pipeline.submit(None, entity_id=first.entity_id, title="v2")
-            with pipeline.runtime.db.direct_write() as tx:  # the other worker's v2 sync lands first
+            with pipeline.clients.db.direct_write() as tx:  # the other worker's v2 sync lands first
                 targets.record_synced(tx, TargetKey("tenant-1", first.entity_id, account), version=2,
                                       external_id=external_id_for(target.sync_key), etag=None, final_status="synced")
             real_upsert(acc, replace(event, title="v2", version=2), target)  # fmt: skip
@@ -360,7 +360,7 @@ def test_an_older_write_landing_after_a_newer_one_is_repaired(
 
     def repair_ran() -> bool:
         sent = repairs()
-        with pipeline.runtime.db.read() as conn:
+        with pipeline.clients.db.read() as conn:
             return len(sent) == 1 and idempotency.succeeded(conn, sent[0].idempotency_key)
 
     with pipeline.worker():

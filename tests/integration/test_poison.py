@@ -79,7 +79,7 @@ def test_no_message_can_poison_the_queue(pipeline: Pipeline, broker_kind: str) -
 def test_a_refused_message_stays_queued_while_the_quarantine_is_down(
     pipeline: Pipeline, broker_kind: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    db = pipeline.runtime.db
+    db = pipeline.clients.db
     real_write = db.write
     refused: list[int] = []
 

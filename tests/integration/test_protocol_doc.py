@@ -61,9 +61,9 @@ def test_the_documented_sequence_gets_a_change_accepted(intake_pipeline: Pipelin
             assert done.returncode == 0, done.stderr
         row = wait_synced(pipeline, "evt_from_doc", "acc_1")
         if broker_kind == "redis":  # acked: without the right redis_message_id the body would stay in the hash
-            keys = pipeline.runtime.keys
+            keys = pipeline.clients.keys
             bodies = keys.queue_messages(settings.intake_queue)
-            wait_until(lambda: pipeline.runtime.redis.hlen(bodies) == 0, what="the message to be acked")
+            wait_until(lambda: pipeline.clients.redis.hlen(bodies) == 0, what="the message to be acked")
     assert row.synced_version == 1
     assert pipeline.dead_letters(job_type=INTAKE_JOB) == []
     [stored] = pipeline.provider.events("acc_1")

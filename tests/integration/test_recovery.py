@@ -29,8 +29,8 @@ def test_redis_flushed_after_submit_is_recovered_by_reconcile(pipeline: Pipeline
     assert lost  # the queued messages (and dedup markers) are there...
     client.delete(*lost)  # ...until Redis loses everything
 
-    assert reconcile(pipeline.runtime).requeued == []  # not overdue yet: their jobs may still be queued
-    report = reconcile(pipeline.runtime, older_than=0)
+    assert reconcile(pipeline.clients).requeued == []  # not overdue yet: their jobs may still be queued
+    report = reconcile(pipeline.clients, older_than=0)
     assert len(report.requeued) == 3
     with pipeline.worker():
         pipeline.wait_idle()
@@ -53,7 +53,7 @@ def test_a_failed_enqueue_after_commit_is_deferred_then_reconciled(
     assert pipeline.target(receipt.entity_id, account).status == "pending"  # the intent was saved
     monkeypatch.undo()
 
-    assert len(reconcile(pipeline.runtime, older_than=0).requeued) == 1
+    assert len(reconcile(pipeline.clients, older_than=0).requeued) == 1
     with pipeline.worker():
         pipeline.wait_target(receipt.entity_id, account, "synced")
 
@@ -119,12 +119,12 @@ def test_a_worker_killed_mid_job_is_redelivered_without_a_second_effect(settings
     except BaseException:
         print(logs.read_text(errors="replace")[-5000:])
         print("worker exit codes:", [proc.poll() for proc in workers])
-        client = pipeline.runtime.redis
+        client = pipeline.clients.redis
         namespace = settings.redis_namespace
         print("broker heartbeats:", client.zrange(f"{namespace}:__heartbeats__", 0, -1, withscores=True))
         for key in client.scan_iter(match=f"{namespace}:__acks__*"):
             print("unacked", key, client.smembers(key))
-        print("ready:", client.llen(pipeline.runtime.keys.ready_queue(settings.queue)))
+        print("ready:", client.llen(pipeline.clients.keys.ready_queue(settings.queue)))
         raise
     finally:
         for proc in workers:

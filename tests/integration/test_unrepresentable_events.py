@@ -26,9 +26,9 @@ def pipeline(settings_factory: Any, emulators: Emulators) -> Iterator[Pipeline]:
     """A worker-side runtime whose Google, Exchange and Graph adapters talk to the emulators."""
     built = Pipeline(settings_factory(**emulators.settings()))
     for account in emulators.accounts(TENANT).values():
-        with built.runtime.db.write() as conn:
+        with built.clients.db.write() as conn:
             accounts.add_account(conn, tenant_id=TENANT, provider=account.provider, address=account.address,
-                                 credentials=built.runtime.cipher.encrypt(account.credentials),
+                                 credentials=built.clients.cipher.encrypt(account.credentials),
                                  options=dict(account.options), account_id=account.id)  # fmt: skip
     yield built
     built.app.providers.close()
@@ -36,7 +36,7 @@ def pipeline(settings_factory: Any, emulators: Emulators) -> Iterator[Pipeline]:
 
 
 def _stored_as_an_older_release_did(pipeline: Pipeline, entity_id: str, start: str, end: str) -> None:
-    with pipeline.runtime.db.write() as conn:
+    with pipeline.clients.db.write() as conn:
         conn.execute(update(events).where(events.c.id == entity_id).values(start_at=start, end_at=end))
 
 
@@ -71,7 +71,7 @@ def test_a_title_exchangelib_refuses_is_dead_lettered_before_any_request(
     pipeline: Pipeline, emulators: Emulators
 ) -> None:
     receipt = pipeline.submit(["acc-exchange"], entity_id="evt-long")
-    with pipeline.runtime.db.write() as conn:  # titles of up to 1024 characters were accepted before
+    with pipeline.clients.db.write() as conn:  # titles of up to 1024 characters were accepted before
         conn.execute(update(events).where(events.c.id == receipt.entity_id).values(title="t" * 300))
     with pipeline.worker():
         pipeline.wait_target("evt-long", "acc-exchange", "failed")

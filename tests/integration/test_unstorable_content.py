@@ -13,7 +13,7 @@ import pytest
 from sqlalchemy import func, select
 
 from calsync.actors.cli.common import EXIT_BAD_INPUT
-from calsync.core.api.services import services_from_runtime
+from calsync.core.api.services import services_from_clients
 from calsync.core.model.errors import InvalidChange
 from calsync.core.model.intake import INTAKE_JOB
 from calsync.core.store.schema import events
@@ -30,14 +30,14 @@ SAYS = "event.title: contains U+0000 (NUL) at character 7"
 
 
 def _saved(pipeline: Pipeline) -> int:
-    with pipeline.runtime.db.read() as conn:
+    with pipeline.clients.db.read() as conn:
         return int(conn.execute(select(func.count()).select_from(events)).scalar_one())
 
 
 @pytest.fixture
 def api(pipeline: Pipeline) -> Iterator[LiveApi]:
     """``calsync serve`` over the test's pipeline."""
-    with serving(replace(services_from_runtime(pipeline.runtime), key_cache_seconds=0)) as live:
+    with serving(replace(services_from_clients(pipeline.clients), key_cache_seconds=0)) as live:
         yield live
 
 

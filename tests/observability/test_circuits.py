@@ -31,7 +31,7 @@ def _since(moment: float) -> float:
 
 
 def test_an_open_provider_breaker_and_open_account_breakers_show_in_status_and_metrics(pipeline: Pipeline) -> None:
-    traffic = TrafficStore(pipeline.runtime.redis, pipeline.runtime.keys)
+    traffic = TrafficStore(pipeline.clients.redis, pipeline.clients.keys)
     _fail(traffic, "graph", "mailbox-1", 5)  # five in a row: this account's breaker opens
     for n in range(2, 6):  # five accounts (and calls) failing in a row: the provider's opens too
         _fail(traffic, "graph", f"mailbox-{n}", 1)
@@ -51,7 +51,7 @@ def test_an_open_provider_breaker_and_open_account_breakers_show_in_status_and_m
     table = CliRunner().invoke(cli, ["status"], env=pipeline.settings.as_environment()).output
     assert "circuit breakers" in table and "calendar-1" in table
 
-    page = parse(generate_latest(exporter_registry(StateReader(pipeline.runtime))).decode())
+    page = parse(generate_latest(exporter_registry(StateReader(pipeline.clients))).decode())
     assert page.value("calsync_circuit_state", provider="graph", scope="provider") == 2
     assert page.value("calsync_circuit_state", provider="google", scope="provider") == 0
     assert page.value("calsync_circuit_state", provider="google", scope="account") == 2

@@ -72,7 +72,7 @@ def test_a_running_worker_beats_and_cleans_up_when_it_stops(settings_factory: An
     pipeline = Pipeline(settings)
     try:
         heartbeat = _heartbeat(pipeline)
-        client = pipeline.runtime.redis
+        client = pipeline.clients.redis
         with pipeline.worker(threads=1):
             assert client.exists(heartbeat.key) and heartbeat.file.exists()
             assert 0 < client.pttl(heartbeat.key) <= 5000
@@ -103,7 +103,7 @@ def test_a_stuck_worker_thread_stops_the_heartbeat(
             pipeline.submit([pipeline.account()], title="hangs")
             stuck = wait_until(lambda: heartbeat.stuck, what="the stuck thread to be noticed")
             assert stuck.actor == "sync_calendar_event"
-            wait_until(lambda: not pipeline.runtime.redis.exists(heartbeat.key), what="the heartbeat key to expire")
+            wait_until(lambda: not pipeline.clients.redis.exists(heartbeat.key), what="the heartbeat key to expire")
             wait_until(lambda: _probe(settings.effective_heartbeat_dir, 1) != 0, what="the probe to fail")
             assert not heartbeat.beat()  # for good: the worker must be restarted
         assert "a worker thread is stuck" in caplog.text

@@ -17,12 +17,11 @@ from calsync.core.model.intake import INTAKE_JOB
 from calsync.core.model.payload import SYNC_JOB, JobPayload, new_payload
 from calsync.core.observability.exporter import exporter_registry
 from calsync.core.observability.pipeline_state import QueueDepth, StateReader, ready_since
-from calsync.core.runtime import Runtime
 from calsync.core.store import dead_letters, targets
 from calsync.core.store.dead_letters import DeadLetterRecord
 from calsync.core.store.targets import TargetKey
 from tests.observability.conftest import parse
-from tests.support import Pipeline, utcnow, wait_until
+from tests.support import Pipeline, unchecked_clients, utcnow, wait_until
 
 
 def _payload(entity: str = "evt-1", *, scheduled_at: dt.datetime | None = None) -> JobPayload:
@@ -37,7 +36,7 @@ def _message(queue: str, payload: JobPayload, *, created: float) -> dramatiq.Mes
 
 
 def _queue(pipeline: Pipeline) -> QueueDepth:
-    calendar, bulk, intake, webhooks = StateReader(pipeline.runtime).queues(time.time())
+    calendar, bulk, intake, webhooks = StateReader(pipeline.clients).queues(time.time())
     settings = pipeline.settings
     assert (calendar.queue, bulk.queue, intake.queue, webhooks.queue) == (
         settings.queue, settings.effective_bulk_queue, settings.intake_queue, settings.webhook_queue)  # fmt: skip
@@ -106,8 +105,8 @@ def _dead_letter(pipeline: Pipeline, *, reason: str, failed_at: dt.datetime, job
         trace_id=None, payload={}, attempts=1, reason=reason, error_class="Forbidden",
         last_error="no", error_history=[], first_failed_at=failed_at, failed_at=failed_at,
     )  # fmt: skip
-    with pipeline.runtime.db.write() as conn:
-        dead_letters.insert(pipeline.runtime.db, conn, record)
+    with pipeline.clients.db.write() as conn:
+        dead_letters.insert(pipeline.clients.db, conn, record)
 
 
 def test_open_dead_letters_by_job_type_and_reason_and_the_oldest_age(pipeline: Pipeline) -> None:
@@ -116,10 +115,10 @@ def test_open_dead_letters_by_job_type_and_reason_and_the_oldest_age(pipeline: P
     _dead_letter(pipeline, reason="forbidden", failed_at=now - dt.timedelta(seconds=30))
     _dead_letter(pipeline, reason="retries exhausted", failed_at=now, job_type="reconcile")
     _dead_letter(pipeline, reason="invalid payload", failed_at=now - dt.timedelta(days=2))
-    with pipeline.runtime.db.write() as conn:
+    with pipeline.clients.db.write() as conn:
         [discarded] = dead_letters.find(conn, dead_letters.DeadLetterFilter(reason="invalid payload"))
         dead_letters.mark_discarded(conn, discarded.id, note="closed records do not count")
-    store = StateReader(pipeline.runtime).store(time.time())
+    store = StateReader(pipeline.clients).store(time.time())
     assert store.dead_letters.open == 3
     assert store.dead_letters.open_by_job_type == {SYNC_JOB: 2, INTAKE_JOB: 0, "reconcile": 1}
     assert store.dead_letters.open_by_reason == {"forbidden": 2, "retries exhausted": 1}
@@ -129,22 +128,22 @@ def test_open_dead_letters_by_job_type_and_reason_and_the_oldest_age(pipeline: P
 def test_targets_by_status_and_the_most_overdue_pending_one(pipeline: Pipeline) -> None:
     account = pipeline.account()
     late, _fresh, broken = (pipeline.submit([account], title=t).entity_id for t in ("late", "fresh", "broken"))
-    with pipeline.runtime.db.write() as conn:
+    with pipeline.clients.db.write() as conn:
         targets.postpone(conn, TargetKey("tenant-1", late, account), due_at=utcnow() - dt.timedelta(seconds=100))
         targets.record_failed(conn, TargetKey("tenant-1", broken, account), version=1, error_class="X", message="x")
-    store = StateReader(pipeline.runtime).store(time.time())
+    store = StateReader(pipeline.clients).store(time.time())
     assert store.targets.by_status == {"pending": 2, "synced": 0, "failed": 1, "deleted": 0}
     assert 100 <= store.targets.pending_oldest_age_seconds < 130
 
 
 def test_active_workers_are_the_unexpired_heartbeat_keys_of_this_namespace(pipeline: Pipeline) -> None:
-    client, keys = pipeline.runtime.redis, pipeline.runtime.keys
+    client, keys = pipeline.clients.redis, pipeline.clients.keys
     client.set(keys.worker_heartbeat("pod-a:7"), "{}", px=60_000)
     client.set(keys.worker_heartbeat("pod-b:7"), "{}", px=60_000)
     client.set(keys.worker_heartbeat("pod-c:7"), "{}", px=50)
     client.set(f"other{keys.worker_heartbeat('pod-d:7')}", "{}", px=60_000)
     try:
-        reader = StateReader(pipeline.runtime)
+        reader = StateReader(pipeline.clients)
         wait_until(lambda: len(reader.workers()) == 2, what="the short-lived heartbeat to expire")
     finally:
         client.delete(f"other{keys.worker_heartbeat('pod-d:7')}")
@@ -152,17 +151,17 @@ def test_active_workers_are_the_unexpired_heartbeat_keys_of_this_namespace(pipel
 
 def test_the_exporter_reports_a_source_it_cannot_read_and_keeps_the_others(settings_factory: Any) -> None:
     settings = settings_factory(database_url="postgresql+psycopg://postgres@127.0.0.1:1/nowhere")
-    runtime = Runtime(settings, check_schema=False)
+    clients = unchecked_clients(settings)
     try:
-        reading = StateReader(runtime).read()
+        reading = StateReader(clients).read()
         assert set(reading.errors) == {"database"} and reading.store is None
-        page = parse(generate_latest(exporter_registry(StateReader(runtime))).decode())
+        page = parse(generate_latest(exporter_registry(StateReader(clients))).decode())
         up = [page.value("calsync_exporter_source_up", source=s) for s in ("broker", "database", "redis")]
         assert up == [1, 0, 1]
         assert page.value("calsync_queue_ready_messages", queue=settings.queue) == 0
         assert not page.series("calsync_sync_targets") and not page.series("calsync_dead_letters_open")
     finally:
-        runtime.close()
+        clients.close()
 
 
 @pytest.mark.both_brokers
@@ -172,7 +171,7 @@ def test_rabbitmq_reports_only_the_ready_count(pipeline: Pipeline, broker_kind: 
     pipeline.submit([account], title="two")
     reading = _queue(pipeline)
     assert reading.ready == 2
-    page = parse(generate_latest(exporter_registry(StateReader(pipeline.runtime))).decode())
+    page = parse(generate_latest(exporter_registry(StateReader(pipeline.clients))).decode())
     present = {name: bool(page.series(name)) for name in (
         "calsync_queue_ready_messages", "calsync_queue_delayed_messages", "calsync_queue_inflight_messages",
         "calsync_queue_oldest_message_age_seconds")}  # fmt: skip
@@ -180,11 +179,11 @@ def test_rabbitmq_reports_only_the_ready_count(pipeline: Pipeline, broker_kind: 
         assert (reading.delayed, reading.inflight, reading.oldest_age_seconds) == (None, None, None)
         assert present == {name: name == "calsync_queue_ready_messages" for name in present}
         missing = pipeline.settings.model_copy(update={"queue": f"missing{uuid.uuid4().hex[:8]}"})
-        runtime = Runtime(missing, check_schema=False)
+        clients = unchecked_clients(missing)
         try:
-            undeclared, _bulk, intake, _webhooks = StateReader(runtime).queues(time.time())
+            undeclared, _bulk, intake, _webhooks = StateReader(clients).queues(time.time())
             assert undeclared.ready == 0 and undeclared.queue == missing.queue and intake.queue == missing.intake_queue
         finally:
-            runtime.close()
+            clients.close()
     else:
         assert all(present.values())

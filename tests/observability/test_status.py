@@ -27,10 +27,10 @@ def _busy(pipeline: Pipeline) -> None:
     account = pipeline.account()
     pipeline.submit([account], title="one")
     pipeline.submit([account], title="two")
-    pipeline.runtime.redis.set(pipeline.runtime.keys.worker_heartbeat("pod-a:1"), "{}", px=60_000)
-    pipeline.runtime.stats.record(Outcome.SUCCESS, count=3)
-    pipeline.runtime.stats.record(Outcome.DEAD_LETTERED)
-    pipeline.runtime.stats.flush()  # what a worker's stats thread does every second
+    pipeline.clients.redis.set(pipeline.clients.keys.worker_heartbeat("pod-a:1"), "{}", px=60_000)
+    pipeline.app.stats.record(Outcome.SUCCESS, count=3)
+    pipeline.app.stats.record(Outcome.DEAD_LETTERED)
+    pipeline.app.stats.flush()  # what a worker's stats thread does every second
 
 
 def test_json_shows_queues_dead_letters_targets_workers_and_throughput(pipeline: Pipeline) -> None:

@@ -54,7 +54,7 @@ def test_a_worker_thread_that_dies_fails_the_liveness_probe(
     kill = dramatiq.actor(broker=pipeline.broker, queue_name=settings.queue, actor_name=KILLER)(lambda: None)
     [heartbeat] = [m for m in pipeline.broker.middleware if isinstance(m, Heartbeat)]
     directory = settings.effective_heartbeat_dir
-    reader = StateReader(pipeline.runtime)
+    reader = StateReader(pipeline.clients)
     try:
         with pipeline.worker(threads=2):
             wait_until(lambda: _gauge("calsync_worker_threads_alive", heartbeat) == 2, what="two live threads")
@@ -68,9 +68,9 @@ def test_a_worker_thread_that_dies_fails_the_liveness_probe(
             wait_until(lambda: _probe(directory, 1) != 0, what="the liveness probe to fail")
             assert _gauge("calsync_worker_threads_alive", heartbeat) == 1
 
-            stored = json.loads(pipeline.runtime.redis.get(heartbeat.key) or "{}")
+            stored = json.loads(pipeline.clients.redis.get(heartbeat.key) or "{}")
             assert (stored["threads"], stored["threads_alive"]) == (2, 1)  # still renewed: status names it
-            status = read_status(reader, pipeline.runtime.stats)
+            status = read_status(reader, pipeline.app.stats)
             [unhealthy] = [w for w in status.state.workers or [] if not w.healthy]
             assert (unhealthy.worker, unhealthy.threads_alive, unhealthy.threads) == (heartbeat.worker, 1, 2)
             doc = status.as_json()

@@ -146,8 +146,8 @@ def test_a_real_worker_exposes_exact_metrics_and_its_death_shows(
     exporter_port = free_port()
     try:
         account = pipeline.account()
-        runtime = pipeline.runtime
-        lock = runtime.locks.acquire(runtime.keys.lock("tenant-1", "evt-locked", account))
+        locks = pipeline.app.locks
+        lock = locks.acquire(pipeline.clients.keys.lock("tenant-1", "evt-locked", account))
         assert lock is not None
         entities = _submit_every_outcome(pipeline, provider, account)
         worker_args = ["worker", "--processes", "1", "--threads", "1"]  # one thread: a deterministic order
@@ -157,7 +157,7 @@ def test_a_real_worker_exposes_exact_metrics_and_its_death_shows(
             running(settings, exporter_args, tmp_path / "exporter.log") as exporter_process,
         ):
             wait_until(lambda: pipeline.outcomes().get("lock_busy"), timeout=60, what="the lock-busy delivery")
-            runtime.locks.release(lock)
+            locks.release(lock)
             for name, entity in entities.items():
                 pipeline.wait_target(entity, account, "failed" if name == "refused" else "synced", timeout=60)
 

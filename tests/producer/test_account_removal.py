@@ -16,7 +16,7 @@ QUIET = Retention(batch=100, max_batches=10, dead_letters=0, cancelled_events=0,
 
 
 def _status(pipeline: Pipeline, account_id: str) -> str | None:
-    with pipeline.runtime.db.read() as conn:
+    with pipeline.clients.db.read() as conn:
         found = accounts.get_summary(conn, account_id)
     return found.status if found else None
 
@@ -35,14 +35,14 @@ def test_detaching_deletes_the_event_from_that_account_only_and_then_the_account
     receipt = pipeline.submit([gone, kept])
     with pipeline.worker():
         pipeline.wait_idle()
-        report = remove_account(pipeline.runtime.db, pipeline.producer, gone, quiet_seconds=0)
+        report = remove_account(pipeline.clients.db, pipeline.producer, gone, quiet_seconds=0)
         assert (report.status, report.detached_events, len(report.job_ids)) == ("removing", 1, 1)
         pipeline.wait_target(receipt.entity_id, gone, "deleted")
     assert pipeline.event_version(receipt.entity_id) == 2
     assert pipeline.target(receipt.entity_id, kept).synced_version == 1  # not written again: nothing changed there
     assert _effects(pipeline, gone) == ["created", "deleted"] and _effects(pipeline, kept) == ["created"]
     assert (_shown(pipeline, gone), _shown(pipeline, kept)) == (0, 1)
-    assert prune(pipeline.runtime.db, QUIET).purged["provider_accounts"] == 1
+    assert prune(pipeline.clients.db, QUIET).purged["provider_accounts"] == 1
     assert _status(pipeline, gone) is None and _status(pipeline, kept) == "active"
 
 
@@ -50,17 +50,17 @@ def test_an_account_with_events_is_refused_without_detach_and_nothing_changes(pi
     account = pipeline.account(account_id="busy")
     pipeline.submit([account])
     with pytest.raises(InvalidChange, match=r"still has 1 event\(s\) .*`calsync accounts remove busy --detach`"):
-        remove_account(pipeline.runtime.db, None, account, quiet_seconds=0)
+        remove_account(pipeline.clients.db, None, account, quiet_seconds=0)
     assert _status(pipeline, account) == "active"
     idle = pipeline.account(account_id="idle")
-    assert remove_account(pipeline.runtime.db, None, idle, quiet_seconds=0).status == "removed"
+    assert remove_account(pipeline.clients.db, None, idle, quiet_seconds=0).status == "removed"
     assert _status(pipeline, idle) is None
 
 
 def test_a_change_naming_an_account_being_removed_is_refused(pipeline: Pipeline) -> None:
     account = pipeline.account(account_id="leaving")
     pipeline.submit([account])  # no worker: its delete stays to be done, so the account stays
-    remove_account(pipeline.runtime.db, pipeline.producer, account, quiet_seconds=0)
+    remove_account(pipeline.clients.db, pipeline.producer, account, quiet_seconds=0)
     assert _status(pipeline, account) == "removing"
     with pytest.raises(InvalidChange, match="accounts: account leaving is being removed"):
         pipeline.submit([account])
@@ -72,7 +72,7 @@ def test_a_change_that_raced_the_removal_cannot_put_the_event_back(pipeline: Pip
     with pipeline.worker():
         pipeline.wait_idle()
     edit = pipeline.submit([account], entity_id=first.entity_id, title="Edited")  # checked while still active
-    with pipeline.runtime.db.write() as conn:  # ... and marked removing before its job runs
+    with pipeline.clients.db.write() as conn:  # ... and marked removing before its job runs
         accounts.update_account(conn, account, status="removing")
     with pipeline.worker():
         pipeline.wait_target(first.entity_id, account, "deleted")

@@ -39,14 +39,14 @@ def test_a_failed_enqueue_leaves_its_target_pending_for_the_reconciler_and_the_o
     assert receipt.deferred_accounts == ["acc-2", "acc-3"] and len(receipt.job_ids) == 3
     queued = queued_payloads(redis_url, pipeline.settings.redis_namespace)
     assert [p["account_id"] for p in queued] == ["acc-0", "acc-1", "acc-4"]
-    keys = pipeline.runtime.keys
+    keys = pipeline.clients.keys
     for account in ("acc-2", "acc-3"):
         row = pipeline.target("evt-part", account)
         assert (row.status, row.due_at) == ("pending", None)  # the intent stays, due at the next pass
-        assert pipeline.runtime.redis.get(keys.dedup("tenant-1", "evt-part", account, "update", 1)) is None
+        assert pipeline.clients.redis.get(keys.dedup("tenant-1", "evt-part", account, "update", 1)) is None
     monkeypatch.undo()
 
-    assert len(reconcile(pipeline.runtime).requeued) == 2  # the two deferred targets, not the three queued
+    assert len(reconcile(pipeline.clients).requeued) == 2  # the two deferred targets, not the three queued
     with pipeline.worker():
         for account in accounts:
             pipeline.wait_target("evt-part", account, "synced")

@@ -33,7 +33,7 @@ def coalescing(settings_factory: Any) -> Iterator[Any]:
 
 
 def _coalesce_key(pipeline: Pipeline, entity: str, account: str) -> str:
-    return pipeline.runtime.keys.coalesce("tenant-1", entity, account)
+    return pipeline.clients.keys.coalesce("tenant-1", entity, account)
 
 
 def _created(pipeline: Pipeline, monkeypatch: pytest.MonkeyPatch) -> tuple[EnqueueSpy, str, str]:
@@ -52,7 +52,7 @@ def test_the_first_edit_goes_out_at_once_and_the_next_ones_a_window_later(
         pipeline.submit(None, entity_id=entity, title=f"v{n}")
     assert [(s.payload.target_version, s.delay) for s in spy.sent] == [(1, None), (2, 30_000), (3, 30_000),
                                                                        (4, 30_000)]  # fmt: skip
-    assert 0 < pipeline.runtime.redis.pttl(_coalesce_key(pipeline, entity, account)) <= 30_000
+    assert 0 < pipeline.clients.redis.pttl(_coalesce_key(pipeline, entity, account)) <= 30_000
 
 
 def test_a_window_of_zero_enqueues_every_edit_at_once_and_writes_no_coalesce_key(
@@ -62,7 +62,7 @@ def test_a_window_of_zero_enqueues_every_edit_at_once_and_writes_no_coalesce_key
     spy, entity, account = _created(pipeline, monkeypatch)
     pipeline.submit(None, entity_id=entity, title="v2")
     assert [s.delay for s in spy.sent] == [None, None]
-    assert pipeline.runtime.redis.exists(_coalesce_key(pipeline, entity, account)) == 0
+    assert pipeline.clients.redis.exists(_coalesce_key(pipeline, entity, account)) == 0
 
 
 def test_once_the_coalesce_key_expires_the_next_edit_goes_out_at_once(
@@ -71,7 +71,7 @@ def test_once_the_coalesce_key_expires_the_next_edit_goes_out_at_once(
     pipeline = coalescing(0.2)
     spy, entity, account = _created(pipeline, monkeypatch)
     key = _coalesce_key(pipeline, entity, account)
-    wait_until(lambda: pipeline.runtime.redis.exists(key) == 0, what="the coalesce marker to expire")
+    wait_until(lambda: pipeline.clients.redis.exists(key) == 0, what="the coalesce marker to expire")
     pipeline.submit(None, entity_id=entity, title="v2")
     assert [s.delay for s in spy.sent] == [None, None]
 
@@ -80,17 +80,17 @@ def test_every_edit_refreshes_the_window(coalescing: Any, monkeypatch: pytest.Mo
     pipeline = coalescing(LONG)
     _spy, entity, account = _created(pipeline, monkeypatch)
     key = _coalesce_key(pipeline, entity, account)
-    opened = pipeline.runtime.redis.get(key)
-    pipeline.runtime.redis.pexpire(key, 5_000)  # as if most of the window had passed
+    opened = pipeline.clients.redis.get(key)
+    pipeline.clients.redis.pexpire(key, 5_000)  # as if most of the window had passed
     pipeline.submit(None, entity_id=entity, title="v2")
-    assert pipeline.runtime.redis.pttl(key) > 5_000 and pipeline.runtime.redis.get(key) == opened
+    assert pipeline.clients.redis.pttl(key) > 5_000 and pipeline.clients.redis.get(key) == opened
 
 
 def test_a_target_held_for_the_longest_wait_goes_out_at_once_and_opens_a_new_window(
     coalescing: Any, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     pipeline = coalescing(LONG, max_wait=LONG)
-    rt = pipeline.runtime
+    rt = pipeline.clients
     spy, entity, account = _created(pipeline, monkeypatch)
     key = _coalesce_key(pipeline, entity, account)
     seconds, micros = rt.redis.time()

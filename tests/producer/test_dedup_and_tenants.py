@@ -20,8 +20,8 @@ def test_the_dedup_marker_expires_after_dedup_ttl(settings_factory: Any) -> None
     try:
         account = pipeline.account()
         first = pipeline.submit([account], title="Standup")
-        marker = pipeline.runtime.keys.dedup("tenant-1", first.entity_id, account, "update", 1)  # a create's: Mark.of
-        redis = pipeline.runtime.redis
+        marker = pipeline.clients.keys.dedup("tenant-1", first.entity_id, account, "update", 1)  # a create's: Mark.of
+        redis = pipeline.clients.redis
         assert redis.get(marker) == first.job_ids[0].encode()
         assert 0.5 * DEDUP_TTL * 1000 < int(redis.pttl(marker)) <= DEDUP_TTL * 1000
 
@@ -47,7 +47,7 @@ def test_a_change_naming_another_tenants_account_is_refused_and_nothing_is_enque
             pipeline.submit(named, tenant="tenant-a", entity_id="evt-x")
 
     assert spy.sent == []
-    with pipeline.runtime.db.read() as conn:
+    with pipeline.clients.db.read() as conn:
         assert events.get_event(conn, "tenant-a", "evt-x") is None
         assert targets.list_targets(conn, "tenant-a", "evt-x") == []
     accepted = pipeline.submit([own], tenant="tenant-a", entity_id="evt-x")  # the tenant's own account is fine
@@ -67,11 +67,11 @@ def test_a_change_naming_a_disabled_account_is_refused_and_nothing_is_enqueued(
     pipeline: Pipeline, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     account = pipeline.account(account_id="acc-off")
-    with pipeline.runtime.db.write() as conn:
+    with pipeline.clients.db.write() as conn:
         accounts.update_account(conn, account, status="disabled")
     spy = EnqueueSpy(pipeline.broker, monkeypatch)
     with pytest.raises(InvalidChange, match=f"account {account} is disabled"):
         pipeline.submit([account], entity_id="evt-off")
     assert spy.sent == []
-    with pipeline.runtime.db.read() as conn:
+    with pipeline.clients.db.read() as conn:
         assert events.get_event(conn, "tenant-1", "evt-off") is None

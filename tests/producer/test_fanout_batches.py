@@ -13,7 +13,7 @@ from tests.support import Pipeline
 
 
 def test_markers_are_claimed_together_each_with_its_own_answer(pipeline: Pipeline) -> None:
-    runtime = pipeline.runtime
+    runtime = pipeline.clients
     markers = RedisMarkers(runtime.redis, runtime.keys, ttl_seconds=60)
     create, update = Mark("t", "e", "a1", "create", 1), Mark("t", "e", "a2", "update", 2)
     assert markers.claim_all([Claim(create, "job-1"), Claim(update, "job-2")]) == [Claimed(None), Claimed(None)]
@@ -27,7 +27,7 @@ def test_markers_are_claimed_together_each_with_its_own_answer(pipeline: Pipelin
 
 def test_claims_past_one_script_call_are_answered_in_order(pipeline: Pipeline, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(dedup, "_CHUNK", 2)
-    runtime = pipeline.runtime
+    runtime = pipeline.clients
     markers = RedisMarkers(runtime.redis, runtime.keys, ttl_seconds=60, window_ms=1000, max_wait_ms=10_000)
     marks = [Mark("t", "e", f"a{n}", "create", 1) for n in range(5)]
     assert markers.claim_all([Claim(m, f"job-{n}") for n, m in enumerate(marks)]) == [Claimed(None)] * 5
@@ -44,7 +44,7 @@ def test_a_hundred_account_change_plans_every_target_and_enqueues_each_once(
     assert created.version == 1 and len(set(created.job_ids)) == 100 and len(spy.sent) == 100
     moved = pipeline.submit(ids[:60], entity_id="evt-fan", title="v2")  # 40 accounts dropped: deletes
     assert moved.version == 2 and len(spy.sent) == 200
-    with pipeline.runtime.db.read() as conn:
+    with pipeline.clients.db.read() as conn:
         rows = {row.account_id: row for row in targets.list_targets(conn, "tenant-1", "evt-fan")}
     assert len(rows) == 100
     assert {r.wanted for a, r in rows.items() if a in ids[:60]} == {"present"}
@@ -59,7 +59,7 @@ def test_a_hundred_account_change_plans_every_target_and_enqueues_each_once(
 def test_accounts_are_looked_up_in_one_query_and_every_bad_one_is_named(pipeline: Pipeline) -> None:
     own = pipeline.account(account_id="acc-own")
     other = pipeline.account(tenant="tenant-2", account_id="acc-other")
-    with pipeline.runtime.db.read() as conn:
+    with pipeline.clients.db.read() as conn:
         found = accounts.get_standings(conn, [own, other, "acc-missing"])
         assert sorted(found) == sorted([own, other]) and found[other].tenant_id == "tenant-2"
         assert accounts.get_standings(conn, []) == {}

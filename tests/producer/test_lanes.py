@@ -77,15 +77,15 @@ def test_no_redis_means_the_normal_lane_and_a_zero_threshold_means_no_bulk_lane(
     assert _lanes(down, namespace, Clock(0.0), threshold=1).lanes("big", 3) == ["normal"] * 3
     pipeline = Pipeline(settings_factory(bulk_threshold=0))
     try:
-        assert lane_choice(pipeline.runtime).lanes("big", 3) == ["normal"] * 3
-        assert not pipeline.runtime.redis.keys(f"{pipeline.settings.redis_namespace}:fair:*")  # nothing counted
+        assert lane_choice(pipeline.clients).lanes("big", 3) == ["normal"] * 3
+        assert not pipeline.clients.redis.keys(f"{pipeline.settings.redis_namespace}:fair:*")  # nothing counted
     finally:
         pipeline.close()
 
 
 def _ready(pipeline: Pipeline) -> tuple[int, int]:
-    keys, settings = pipeline.runtime.keys, pipeline.settings
-    client = pipeline.runtime.redis
+    keys, settings = pipeline.clients.keys, pipeline.settings
+    client = pipeline.clients.redis
     return int(client.llen(keys.ready_queue(settings.queue))), int(
         client.llen(keys.ready_queue(settings.effective_bulk_queue))
     )
@@ -105,7 +105,7 @@ def test_the_producer_enqueues_past_the_threshold_on_the_bulk_queue(settings_fac
 
         # The reconciler re-enqueues lost jobs the same way: the flooding tenant is over its rate, so its ten
         # go to the bulk lane; the small tenant's one is within its own.
-        report = reconcile(pipeline.runtime, older_than=0)
+        report = reconcile(pipeline.clients, older_than=0)
         assert len(report.requeued) == 11 and _ready(pipeline) == (5, 17)
     finally:
         pipeline.close()
@@ -127,7 +127,7 @@ def test_a_replay_of_a_tenants_dead_letters_past_its_rate_takes_the_bulk_lane(se
         with pipeline.worker(threads=2):
             wait_until(lambda: len(pipeline.dead_letters(status="open")) == 2, what="two dead letters")
         assert _ready(pipeline) == (0, 0)
-        report = replay(pipeline.runtime, pipeline.dead_letters(status="open"))
+        report = replay(pipeline.clients, pipeline.dead_letters(status="open"))
         assert len(report.replayed) == 2 and _ready(pipeline) == (0, 2)  # the tenant's two jobs filled its window
     finally:
         pipeline.close()

@@ -28,7 +28,7 @@ Door = Callable[[Pipeline, dict[str, Any], str | None], Receipt]
 
 
 def _python_api(pipeline: Pipeline, doc: dict[str, Any], key: str | None) -> Receipt:
-    return calsync.submit_change("tenant-1", doc, request_key=key, runtime=pipeline.runtime)
+    return calsync.submit_change("tenant-1", doc, request_key=key, clients=pipeline.clients)
 
 
 def _intake_actor(pipeline: Pipeline, doc: dict[str, Any], key: str | None) -> Receipt:
@@ -102,7 +102,7 @@ def test_parallel_requests_under_one_key_all_get_the_first_receipt(pipeline: Pip
 
 
 def _committed(pipeline: Pipeline, entity_id: str) -> bool:
-    with pipeline.runtime.db.read() as conn:
+    with pipeline.clients.db.read() as conn:
         return events.get_event(conn, "tenant-1", entity_id) is not None
 
 
@@ -128,7 +128,7 @@ class _SecondClaimsFirst(MemoryMarkers):
 def test_an_identical_change_claiming_before_the_first_shares_its_one_job(pipeline: Pipeline) -> None:
     account = pipeline.account()
     queue = MemoryQueue()
-    intake = Intake(pipeline.runtime.db, _SecondClaimsFirst(), queue, default_send_updates="none")
+    intake = Intake(pipeline.clients.db, _SecondClaimsFirst(), queue, default_send_updates="none")
     doc = change([account], entity_id="evt-new")
     receipts: list[Receipt] = []
     first = threading.Thread(target=lambda: receipts.append(intake.submit("tenant-1", doc)))

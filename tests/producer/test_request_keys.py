@@ -23,7 +23,7 @@ pytestmark = pytest.mark.both_databases
 
 
 def _version(pipeline: Pipeline, entity_id: str) -> int:
-    with pipeline.runtime.db.read() as conn:
+    with pipeline.clients.db.read() as conn:
         event = events.get_event(conn, "tenant-1", entity_id)
     assert event is not None
     return event.version
@@ -56,7 +56,7 @@ def test_another_change_under_a_used_key_is_refused_and_saves_nothing(pipeline: 
 def test_an_expired_key_is_free_again(pipeline: Pipeline) -> None:
     account = pipeline.account()
     first = pipeline.producer.submit("tenant-1", change([account], entity_id="evt-x", title="A"), request_key="k")
-    with pipeline.runtime.db.write() as conn:  # the key's lifetime (request_key_ttl) has passed
+    with pipeline.clients.db.write() as conn:  # the key's lifetime (request_key_ttl) has passed
         conn.execute(update(intake_requests_table).values(expires_at=dt.datetime.now(dt.UTC) - dt.timedelta(seconds=1)))
 
     second = pipeline.producer.submit("tenant-1", change([account], entity_id="evt-x", title="B"), request_key="k")
@@ -116,7 +116,7 @@ def test_a_twin_that_comes_while_the_first_request_enqueues_waits_for_its_receip
         wait_until(found_without_receipt.is_set, what="the twin to find the key claimed, its receipt not stored")
         return queue(batch)
 
-    intake = Intake(pipeline.runtime.db, MemoryMarkers(), enqueue, default_send_updates="none")
+    intake = Intake(pipeline.clients.db, MemoryMarkers(), enqueue, default_send_updates="none")
     receipts: list[Receipt] = []
     in_threads(lambda _: receipts.append(intake.submit("tenant-1", change([account]), request_key="k")), 2)
 
@@ -134,10 +134,10 @@ def test_a_receipt_the_first_request_never_stored_is_completed_once_by_a_replay(
     def killed(batch: Batch) -> list[bool]:
         raise _Killed
 
-    dying = Intake(pipeline.runtime.db, MemoryMarkers(), killed, default_send_updates="none")
+    dying = Intake(pipeline.clients.db, MemoryMarkers(), killed, default_send_updates="none")
     with pytest.raises(_Killed):
         dying.submit("tenant-1", change([account]), request_key="k")
-    with pipeline.runtime.db.write() as conn:  # its change committed, its receipt never stored, its grace over
+    with pipeline.clients.db.write() as conn:  # its change committed, its receipt never stored, its grace over
         grace_over = dt.datetime.now(dt.UTC) - dt.timedelta(seconds=OWNER_GRACE)
         conn.execute(update(intake_requests_table).values(created_at=grace_over))
         first = intake_requests.find(conn, "tenant-1", "k")
@@ -147,6 +147,6 @@ def test_a_receipt_the_first_request_never_stored_is_completed_once_by_a_replay(
     again = pipeline.producer.submit("tenant-1", change([account]), request_key="k")
 
     assert replayed == again == Receipt(first.entity_id, 1, [], deferred_accounts=[account])
-    resumed = FirstReceipts(pipeline.runtime.db).store("tenant-1", "k", Receipt(first.entity_id, 1, ["job-late"]))
+    resumed = FirstReceipts(pipeline.clients.db).store("tenant-1", "k", Receipt(first.entity_id, 1, ["job-late"]))
     assert resumed == replayed  # the first receipt stored is the key's for good
     assert pipeline.target(first.entity_id, account).status == "pending"  # left to the reconciler

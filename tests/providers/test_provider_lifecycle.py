@@ -65,12 +65,12 @@ def test_stopping_the_dramatiq_worker_closes_the_adapters(settings_factory: Any)
         pipeline.close()
 
 
-def test_worker_close_closes_the_adapters_before_the_runtime(
+def test_worker_close_closes_the_adapters_before_the_clients(
     settings_factory: Any, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     log: list[str] = []
     pipeline = Pipeline(settings_factory(), provider=RecordingProvider(log, "memory"))
-    real_close = pipeline.runtime.close
-    monkeypatch.setattr(pipeline.runtime, "close", lambda: (log.append("runtime"), real_close()))
+    real_dispose = pipeline.clients.db.dispose
+    monkeypatch.setattr(pipeline.clients.db, "dispose", lambda: (log.append("database"), real_dispose()))
     pipeline.app.close()
-    assert log == ["memory", "runtime"]
+    assert log == ["memory", "database"]

@@ -10,6 +10,7 @@ import pytest
 import redis
 from redis.connection import AbstractConnection
 
+from calsync.core.redis.keys import RedisKeys
 from calsync.core.redis.locks import LockManager
 
 
@@ -78,3 +79,20 @@ def managers(client: redis.Redis) -> Iterator[tuple[LockManager, LockManager]]:
     yield pair
     for manager in pair:
         manager.close()
+
+
+Owners = tuple[LockManager, LockManager, str, str]
+
+
+@pytest.fixture
+def owners(namespace: str, client: redis.Redis) -> Iterator[Owners]:
+    """Two live processes' lock managers, each naming its heartbeat key, and those keys."""
+    keys = RedisKeys(namespace)
+    our_beat, their_beat = keys.worker_heartbeat("host-a:1"), keys.worker_heartbeat("host-b:2")
+    for beat in (our_beat, their_beat):
+        client.set(beat, "{}", px=30_000)  # both processes are alive
+    ours = LockManager(client, ttl_seconds=30, owner=lambda: our_beat)
+    theirs = LockManager(client, ttl_seconds=30, owner=lambda: their_beat)
+    yield ours, theirs, our_beat, their_beat
+    ours.close()
+    theirs.close()

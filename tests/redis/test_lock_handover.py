@@ -9,7 +9,7 @@ import redis
 
 from calsync.core.redis.keys import RedisKeys
 from calsync.core.redis.locks import HANDOVER_TTL, UNKNOWN, LockManager, OwnedLock
-from tests.redis.test_lock_takeover import _owned
+from tests.redis.conftest import Owners
 
 
 def _keys(namespace: str, name: str) -> tuple[str, str]:
@@ -17,21 +17,17 @@ def _keys(namespace: str, name: str) -> tuple[str, str]:
     return keys.lock("t", name, "a"), keys.handover("t", name, "a")
 
 
-def _taken(managers: tuple[LockManager, LockManager], namespace: str, client: redis.Redis,
-           name: str) -> tuple[OwnedLock, str, str]:  # fmt: skip
+def _taken(owners: Owners, namespace: str, name: str) -> tuple[OwnedLock, str, str]:
     """Both processes alive; the first holds the lock of target ``name``, with its handover."""
-    _owned(managers, namespace, client)
     lock, handover = _keys(namespace, name)
-    held = managers[0].acquire(lock, handover=handover)
+    held = owners[0].acquire(lock, handover=handover)
     assert held is not None
     return held, lock, handover
 
 
-def test_the_next_holder_learns_what_the_last_one_left(
-    managers: tuple[LockManager, LockManager], namespace: str, client: redis.Redis
-) -> None:
-    ours, theirs = managers
-    first, lock, handover = _taken(managers, namespace, client, "e-left")
+def test_the_next_holder_learns_what_the_last_one_left(owners: Owners, namespace: str, client: redis.Redis) -> None:
+    ours, theirs, *_ = owners
+    first, lock, handover = _taken(owners, namespace, "e-left")
     assert first.handed_over == ""  # none kept yet
     assert client.get(handover) == UNKNOWN.encode() and 0 < int(client.ttl(handover)) <= HANDOVER_TTL
     assert ours.release(first, leaves="3:1")
@@ -43,11 +39,9 @@ def test_the_next_holder_learns_what_the_last_one_left(
     assert third is not None and third.handed_over == UNKNOWN and ours.release(third)
 
 
-def test_a_holder_that_lost_its_lock_hands_over_nothing(
-    managers: tuple[LockManager, LockManager], namespace: str, client: redis.Redis
-) -> None:
-    ours, theirs = managers
-    held, lock, handover = _taken(managers, namespace, client, "e-lost")
+def test_a_holder_that_lost_its_lock_hands_over_nothing(owners: Owners, namespace: str, client: redis.Redis) -> None:
+    ours, theirs, *_ = owners
+    held, lock, handover = _taken(owners, namespace, "e-lost")
     client.delete(lock)  # expired while its holder was paused
     taken = theirs.acquire(lock, handover=handover)
     assert taken is not None and taken.handed_over == UNKNOWN
@@ -68,13 +62,12 @@ def test_a_plain_lock_keeps_no_handover(namespace: str, client: redis.Redis) -> 
 
 
 def test_an_acquire_sent_twice_does_not_say_what_was_left(
-    managers: tuple[LockManager, LockManager],
+    owners: Owners,
     namespace: str,
     client: redis.Redis,
     lose_next_answer: Callable[[], list[Any]],
 ) -> None:
-    ours, theirs = managers
-    _owned(managers, namespace, client)
+    ours, theirs, *_ = owners
     lock, handover = _keys(namespace, "e-twice")
     client.set(handover, "4:0")
     warm = ours.acquire(f"{lock}:warm")  # opens the connection and loads the script

@@ -4,24 +4,12 @@ from __future__ import annotations
 
 import redis
 
-from calsync.core.redis.keys import RedisKeys
 from calsync.core.redis.locks import LockManager
+from tests.redis.conftest import Owners
 
 
-def _owned(managers: tuple[LockManager, LockManager], namespace: str, client: redis.Redis) -> tuple[str, str]:
-    keys = RedisKeys(namespace)
-    beats = keys.worker_heartbeat("host-a:1"), keys.worker_heartbeat("host-b:2")
-    for manager, beat in zip(managers, beats, strict=True):
-        client.set(beat, "{}", px=30_000)  # both processes are alive
-        manager.owned_by(lambda beat=beat: beat)
-    return beats
-
-
-def test_a_lock_is_never_taken_over_while_its_owner_beats(
-    managers: tuple[LockManager, LockManager], namespace: str, client: redis.Redis
-) -> None:
-    ours, theirs = managers
-    our_beat, _ = _owned(managers, namespace, client)
+def test_a_lock_is_never_taken_over_while_its_owner_beats(owners: Owners, namespace: str, client: redis.Redis) -> None:
+    ours, theirs, our_beat, _ = owners
     key = f"{namespace}:lock:t:e:a"
     held = ours.acquire(key)
     assert held is not None and held.token.startswith(f"{our_beat}|") and not held.taken_over
@@ -31,10 +19,9 @@ def test_a_lock_is_never_taken_over_while_its_owner_beats(
 
 
 def test_the_lock_of_an_owner_whose_heartbeat_is_gone_is_taken_over_once(
-    managers: tuple[LockManager, LockManager], namespace: str, client: redis.Redis
+    owners: Owners, namespace: str, client: redis.Redis
 ) -> None:
-    ours, theirs = managers
-    our_beat, their_beat = _owned(managers, namespace, client)
+    ours, theirs, our_beat, their_beat = owners
     key = f"{namespace}:lock:t:e:a"
     dead = ours.acquire(key)
     assert dead is not None
@@ -48,10 +35,9 @@ def test_the_lock_of_an_owner_whose_heartbeat_is_gone_is_taken_over_once(
 
 
 def test_an_owner_is_recorded_only_while_its_heartbeat_key_exists(
-    managers: tuple[LockManager, LockManager], namespace: str, client: redis.Redis
+    owners: Owners, namespace: str, client: redis.Redis
 ) -> None:
-    ours, theirs = managers
-    our_beat, _ = _owned(managers, namespace, client)
+    ours, theirs, our_beat, _ = owners
     client.delete(our_beat)  # heartbeats configured, but this process has not beaten (yet, or any more)
     key = f"{namespace}:lock:t:e:a"
     held = ours.acquire(key)
@@ -61,10 +47,9 @@ def test_an_owner_is_recorded_only_while_its_heartbeat_key_exists(
 
 
 def test_a_process_without_heartbeats_neither_takes_over_nor_can_lose_its_locks(
-    managers: tuple[LockManager, LockManager], namespace: str, client: redis.Redis
+    owners: Owners, namespace: str, client: redis.Redis
 ) -> None:
-    ours, _ = managers
-    our_beat, _ = _owned(managers, namespace, client)
+    ours, _, our_beat, _ = owners
     plain = LockManager(client, ttl_seconds=30)
     key, other = f"{namespace}:lock:t:e:a", f"{namespace}:lock:t:e:b"
     dead = ours.acquire(key)

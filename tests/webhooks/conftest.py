@@ -37,7 +37,7 @@ class Hooks:
 
     def __init__(self, pipeline: Pipeline) -> None:
         self.pipeline = pipeline
-        self.endpoints = Endpoints.from_settings(pipeline.runtime.db, pipeline.runtime.cipher, pipeline.settings)
+        self.endpoints = Endpoints.from_settings(pipeline.clients.db, pipeline.clients.cipher, pipeline.settings)
 
     def endpoint(self, receiver: Receiver, events: str = "sync.succeeded", tenant: str = "tenant-1") -> str:
         """Register ``receiver`` and give it the secret."""
@@ -50,25 +50,25 @@ class Hooks:
         query = select(webhook_notifications).order_by(webhook_notifications.c.created_at, webhook_notifications.c.id)
         if event_type is not None:
             query = query.where(webhook_notifications.c.event_type == event_type)
-        with self.pipeline.runtime.db.read() as conn:
+        with self.pipeline.clients.db.read() as conn:
             return list(conn.execute(query))
 
     def deliverer(self, policy: DeliveryPolicy = NO_RETRY, transport: Transport | None = None) -> Deliverer:
         """A deliverer of this pipeline (the settings' transport unless given)."""
         pipeline, settings = self.pipeline, self.pipeline.settings
         transport = transport or Transport.from_settings(settings)
-        runtime = pipeline.runtime
+        runtime = pipeline.clients
         return Deliverer(runtime.db, runtime.cipher, transport, pipeline.broker, settings.webhook_queue, policy)
 
     def status(self, notification_id: str, endpoint_id: str) -> str | None:
         """A delivery's status, None before the dispatch created it."""
-        with self.pipeline.runtime.db.read() as conn:
+        with self.pipeline.clients.db.read() as conn:
             found = store.get_delivery(conn, notification_id, endpoint_id)
         return found.status if found else None
 
     def delivery(self, notification_id: str, endpoint_id: str) -> Delivery:
         """One delivery row."""
-        with self.pipeline.runtime.db.read() as conn:
+        with self.pipeline.clients.db.read() as conn:
             found = store.get_delivery(conn, notification_id, endpoint_id)
         assert found is not None
         return found

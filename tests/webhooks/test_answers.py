@@ -26,7 +26,7 @@ def scripted() -> Iterator[Receiver]:
 
 def _one(hooks: Hooks, receiver: Receiver, *, max_retry_after: float = 50) -> tuple[Deliverer, str, str]:
     pipeline = hooks.pipeline
-    db = pipeline.runtime.db
+    db = pipeline.clients.db
     endpoint_id = hooks.endpoint(receiver)
     notification_id, doc = notification("sync.succeeded", {"tenant_id": "tenant-1", "status": "synced"},
                                         key=[receiver.url])  # fmt: skip
@@ -77,7 +77,7 @@ def test_retry_after_is_a_floor_and_is_capped(hooks: Hooks, scripted: Receiver) 
 def test_a_connection_error_is_retried_then_exhausted(hooks: Hooks, scripted: Receiver) -> None:
     SCRIPT["next"] = (200, {}, b"")
     deliverer, notification_id, endpoint_id = _one(hooks, scripted)
-    with hooks.pipeline.runtime.db.write() as conn:  # nothing listens on port 1
+    with hooks.pipeline.clients.db.write() as conn:  # nothing listens on port 1
         conn.execute(webhook_endpoints.update().values(url="http://127.0.0.1:1/closed"))
     outcomes = [deliverer.deliver(notification_id, endpoint_id).outcome for _ in range(3)]
     assert outcomes == [WebhookOutcome.RETRY_SCHEDULED] * 2 + [WebhookOutcome.EXHAUSTED]

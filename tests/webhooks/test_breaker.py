@@ -38,12 +38,12 @@ def test_an_endpoint_failing_long_enough_is_disabled_until_the_operator_enables_
         assert ENDPOINTS_DISABLED._value.get() == tripped + 1
         assert len(failing.received) == 2  # never retried forever: the third attempt found it disabled
         assert record.reason == "webhook endpoint disabled"
-        assert replay(pipeline.runtime, [record]).skipped[0]["why"].endswith("enable it first")
+        assert replay(pipeline.clients, [record]).skipped[0]["why"].endswith("enable it first")
 
         failing.answer = lambda n: 200
         enabled = hooks.endpoints.enable(endpoint_id)
         assert enabled.status == "enabled" and enabled.consecutive_failures == 0 and enabled.failing_since is None
-        assert replay(pipeline.runtime, [record]).replayed
+        assert replay(pipeline.clients, [record]).replayed
         wait_until(lambda: len(failing.received) == 3 and failing.received[-1].status == 200, what="redelivery")
     assert len(set(failing.ids())) == 1
 

@@ -111,7 +111,7 @@ def test_a_permanent_answer_is_dead_lettered_and_replayed_with_the_same_id(hooks
         assert hooks.delivery(notification_id, endpoint_id).status == "failed"
 
         gone.answer = lambda n: 200
-        report = replay(pipeline.runtime, [record])
+        report = replay(pipeline.clients, [record])
         assert len(report.replayed) == 1, report.skipped
         wait_until(lambda: hooks.status(notification_id, endpoint_id) == "delivered", what="redelivered")
     assert gone.ids() == [notification_id, notification_id]
@@ -132,7 +132,7 @@ def test_one_delivery_per_notification_and_endpoint(
         wait_until(lambda: {hooks.delivery(notification.id, e).status for e in (first, second)} == {"delivered"},
                    what="both deliveries recorded")  # fmt: skip
         assert hooks.deliverer().dispatch(notification.id) == []
-        with pipeline.runtime.db.read() as conn:
+        with pipeline.clients.db.read() as conn:
             assert store.count_deliveries(conn) == {"delivered": 2}
     assert receiver.ids() == [notification.id] and second_receiver.ids() == [notification.id]
     assert {hooks.delivery(notification.id, e).status for e in (first, second)} == {"delivered"}
@@ -147,7 +147,7 @@ def test_a_signing_secret_the_worker_cannot_open_holds_the_delivery_until_one_ca
     other = generate_key()
     hooks = hooks_factory()
     pipeline = hooks.pipeline
-    stored_elsewhere = Endpoints.from_settings(pipeline.runtime.db, CredentialCipher(other), pipeline.settings)
+    stored_elsewhere = Endpoints.from_settings(pipeline.clients.db, CredentialCipher(other), pipeline.settings)
     secret, endpoint = stored_elsewhere.add("tenant-1", receiver.url, ["sync.succeeded"])
     receiver.secrets.append(secret)
     with pipeline.worker():

@@ -66,7 +66,7 @@ def test_a_cancelled_event_notifies_once_every_target_is_deleted(hooks: Hooks, r
         pipeline.wait_target(receipt.entity_id, second, "failed")
         assert hooks.notifications() == []  # one target is still there
         pipeline.provider.clear_faults()
-        assert replay(pipeline.runtime, pipeline.dead_letters()).replayed
+        assert replay(pipeline.clients, pipeline.dead_letters()).replayed
         pipeline.wait_target(receipt.entity_id, second, "deleted")
         wait_until(lambda: receiver.received, what="the event.cancelled delivery")
     (notification,) = hooks.notifications()
@@ -110,7 +110,7 @@ def test_a_lost_dispatch_is_enqueued_by_the_reconciler(
         (notification,) = hooks.notifications()
         assert notification.dispatched_at is None and receiver.received == []
         monkeypatch.undo()
-        assert reconcile(pipeline.runtime, older_than=0).webhooks_requeued == 1
+        assert reconcile(pipeline.clients, older_than=0).webhooks_requeued == 1
         wait_until(lambda: receiver.received, what="the reconciled delivery")
     assert receiver.ids() == [notification.id]
 
@@ -132,6 +132,6 @@ def test_a_lost_delivery_message_is_enqueued_by_the_reconciler(
         wait_until(lambda: hooks.status(notification.id, endpoint_id) == "pending", what="the delivery row")
         monkeypatch.undo()
         assert receiver.received == []
-        assert reconcile(pipeline.runtime, older_than=0).webhooks_requeued == 1
+        assert reconcile(pipeline.clients, older_than=0).webhooks_requeued == 1
         wait_until(lambda: hooks.status(notification.id, endpoint_id) == "delivered", what="the reconciled delivery")
     assert receiver.ids() == [notification.id]

@@ -41,15 +41,15 @@ def test_a_notification_is_pruned_once_its_dead_letter_was_replayed_and_delivere
         wait_until(lambda: hooks.status(notification_id, delivered) == "delivered", what="the other delivery")
 
         # Past the retention of every row as it is now: only the open dead letter may keep it.
-        kept = reconcile(pipeline.runtime, now=_past_retention(hooks)).as_json()
+        kept = reconcile(pipeline.clients, now=_past_retention(hooks)).as_json()
         assert (kept["purged_webhook_notifications"], kept["purged_webhook_deliveries"]) == (0, 0)
         refusing.answer = lambda n: 200
-        report = replay(pipeline.runtime, [record])
+        report = replay(pipeline.clients, [record])
         assert len(report.replayed) == 1, report.skipped
         wait_until(lambda: hooks.status(notification_id, refused) == "delivered", what="redelivered")
 
-    pruned = reconcile(pipeline.runtime, now=_past_retention(hooks)).as_json()
+    pruned = reconcile(pipeline.clients, now=_past_retention(hooks)).as_json()
     assert (pruned["purged_webhook_notifications"], pruned["purged_webhook_deliveries"]) == (1, 2)
     assert hooks.notifications() == [] and refusing.ids() == [notification_id, notification_id]
-    with pipeline.runtime.db.read() as conn:
+    with pipeline.clients.db.read() as conn:
         assert store.count_deliveries(conn) == {}

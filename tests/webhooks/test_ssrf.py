@@ -76,7 +76,7 @@ def test_one_refused_address_among_several_refuses_the_url() -> None:
 
 
 def test_registration_refuses_before_storing(hooks: Hooks) -> None:
-    endpoints = Endpoints(hooks.pipeline.runtime.db, hooks.pipeline.runtime.cipher, _transport(), grace_seconds=60)
+    endpoints = Endpoints(hooks.pipeline.clients.db, hooks.pipeline.clients.cipher, _transport(), grace_seconds=60)
     for url in ("http://127.0.0.1/x", "http://169.254.169.254/", "http://10.0.0.1/", "http://localhost/"):
         with pytest.raises(InvalidWebhookUrl):
             endpoints.add("tenant-1", url, ["sync.succeeded"])
@@ -96,10 +96,10 @@ def test_the_request_goes_to_the_checked_address(receiver: Receiver) -> None:
 
 def test_delivery_checks_again_when_dns_changed(hooks: Hooks, receiver: Receiver) -> None:
     pipeline = hooks.pipeline
-    db = pipeline.runtime.db
+    db = pipeline.clients.db
     answers = {"now": [PUBLIC]}
     transport = _transport(resolver=lambda host, port: answers["now"])
-    endpoints = Endpoints(db, pipeline.runtime.cipher, transport, grace_seconds=60)
+    endpoints = Endpoints(db, pipeline.clients.cipher, transport, grace_seconds=60)
     _, endpoint = endpoints.add("tenant-1", "https://hooks.example.com/x", ["sync.succeeded"])
     notification_id, doc = notification("sync.succeeded", {"tenant_id": "tenant-1", "status": "synced"}, key=[1])
     with db.write() as conn:

@@ -59,7 +59,7 @@ def marks() -> Iterator[list[TargetKey]]:
 def _pipeline(settings: Any) -> tuple[Pipeline, LookupNeedingProvider]:
     provider = LookupNeedingProvider()
     pipeline = Pipeline(settings, provider=provider)
-    provider.db = pipeline.runtime.db
+    provider.db = pipeline.clients.db
     return pipeline, provider
 
 
@@ -111,7 +111,7 @@ def test_a_create_after_a_dead_owner_s_lock_is_told_one_may_have_been_sent(
     pipeline, provider = needing
     account = pipeline.account()
     receipt = pipeline.submit([account], entity_id="evt-taken-over")
-    rt = pipeline.runtime
+    rt = pipeline.clients
     dead_owner = rt.keys.worker_heartbeat("dead-worker")
     rt.redis.set(rt.keys.lock("tenant-1", receipt.entity_id, account), f"{dead_owner}|lost", px=60_000)
     with pipeline.worker():
@@ -124,7 +124,7 @@ def test_a_held_create_writes_no_marker_before_it_is_admitted(settings_factory: 
     pipeline, provider = _pipeline(settings_factory(account_concurrency="memory=2", traffic_retry_delay=0.05))
     try:
         account = pipeline.account()
-        traffic, limits = TrafficStore(pipeline.runtime.redis, pipeline.runtime.keys), Limits(concurrency=2)
+        traffic, limits = TrafficStore(pipeline.clients.redis, pipeline.clients.keys), Limits(concurrency=2)
         call = traffic.admit("memory", account, "tenant-1", limits, 2)
         traffic.settle("memory", account, call, limits, "neutral", ("account", 1.0))  # a back-off another job saw
         receipt = pipeline.submit([account])

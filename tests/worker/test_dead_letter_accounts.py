@@ -26,7 +26,7 @@ def test_revoked_credentials_mark_only_an_active_account(
 ) -> None:
     account = pipeline.account()
     receipt = pipeline.submit([account])
-    with pipeline.runtime.db.write() as conn:
+    with pipeline.clients.db.write() as conn:
         accounts.update_account(conn, account, status=before)
     payload = new_payload(tenant_id="tenant-1", entity_id=receipt.entity_id, account_id=account, operation="create",
                           version=1, trace_id="trace-dlq")  # fmt: skip
@@ -35,11 +35,11 @@ def test_revoked_credentials_mark_only_an_active_account(
     delivery.error = AuthRevoked("the refresh token was revoked")
     start_delivery(delivery)
     try:
-        DeadLetterRecorder(pipeline.runtime.db).before_nack(stub, message)
+        DeadLetterRecorder(pipeline.clients.db).before_nack(stub, message)
     finally:
         start_delivery(None)
     [record] = pipeline.dead_letters()
     assert record.error_class == "AuthRevoked"
-    with pipeline.runtime.db.read() as conn:
+    with pipeline.clients.db.read() as conn:
         summary = accounts.get_summary(conn, account)
     assert summary is not None and summary.status == after

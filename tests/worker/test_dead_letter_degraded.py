@@ -24,7 +24,7 @@ def _proxy(**fields: Any) -> dramatiq.MessageProxy:
 
 @pytest.mark.postgresql_only
 def test_a_record_too_big_for_its_columns_is_stored_degraded(pipeline: Pipeline, stub: StubBroker) -> None:
-    recorder = DeadLetterRecorder(pipeline.runtime.db)
+    recorder = DeadLetterRecorder(pipeline.clients.db)
     raw = {"job_id": "job-big", "tenant_id": "t" * 400, "note": "n" * 100_000}
     message = _proxy(queue_name="q" * 300, actor_name="a" * 100, args=(raw,), options={"retries": 10**12})
     recorder.before_nack(stub, message)  # raises nothing: PostgreSQL refused the record, the degraded one fits
@@ -38,7 +38,7 @@ def test_a_record_too_big_for_its_columns_is_stored_degraded(pipeline: Pipeline,
 
 @pytest.mark.postgresql_only
 def test_a_quarantine_record_the_database_refuses_is_stored_degraded(pipeline: Pipeline) -> None:
-    recorder = DeadLetterRecorder(pipeline.runtime.db)
+    recorder = DeadLetterRecorder(pipeline.clients.db)
     arrival = Arrival("redis", "calendar", "rid-1", "LPOP x:calendar", unique_id=True, details={"hint": "h"})
     doc = {"actor_name": "sync_calendar_event", "args": [{"job_id": "j1", "trace_id": "tr\x00-1"}]}
     recorder.quarantine(Quarantined(Refusal.WRONG_QUEUE, "queue_name 'other'", b"{}", 2, arrival, doc))

@@ -50,7 +50,7 @@ def test_a_failed_result_write_leaves_no_idempotency_record_so_the_retry_does_th
         key = f"calendar:tenant-1:{receipt.entity_id}:{account}:create"
         with pipeline.worker():
             wait_until(lambda: pipeline.outcomes().get("retry_scheduled") == 1, what="the failed result write")
-            with pipeline.runtime.db.read() as conn:
+            with pipeline.clients.db.read() as conn:
                 assert not idempotency.succeeded(conn, key), "an idempotency record outlived its failed result"
             assert pipeline.target(receipt.entity_id, account).synced_version == 0
             settled = wait_until(
@@ -61,7 +61,7 @@ def test_a_failed_result_write_leaves_no_idempotency_record_so_the_retry_does_th
         assert [c.effect for c in pipeline.provider.calls()] == ["created", "adopted"]
         row = pipeline.target(receipt.entity_id, account)
         assert (row.status, row.synced_version) == ("synced", 1)
-        with pipeline.runtime.db.read() as conn:
+        with pipeline.clients.db.read() as conn:
             assert idempotency.succeeded(conn, key)
         assert pipeline.outcomes() == {"retry_scheduled": 1, "success": 1}
     finally:
@@ -75,7 +75,7 @@ def test_a_job_naming_another_tenants_account_is_dead_lettered_without_calling_t
     foreign = pipeline.account(tenant="tenant-b", account_id="acc-b")
     fields = parse_change(change([foreign], title="not yours")).event
     assert fields is not None
-    with pipeline.runtime.db.write() as conn:  # a row the producer would refuse (another test checks that)
+    with pipeline.clients.db.write() as conn:  # a row the producer would refuse (another test checks that)
         events.insert_event(conn, "tenant-a", "evt-a", fields, "none")
         targets.plan_target(conn, TargetKey("tenant-a", "evt-a", foreign), wanted="present", version=1, due_at=utcnow())
     payload = new_payload(
@@ -122,7 +122,7 @@ def test_a_job_for_an_account_disabled_after_submission_is_dead_lettered_without
 ) -> None:
     account = pipeline.account()
     receipt = pipeline.submit([account])
-    with pipeline.runtime.db.write() as conn:  # disabled while the job waits in the queue
+    with pipeline.clients.db.write() as conn:  # disabled while the job waits in the queue
         accounts.update_account(conn, account, status="disabled")
     with pipeline.worker():
         wait_until(lambda: pipeline.dead_letters() or pipeline.provider.calls(), what="the job to end")

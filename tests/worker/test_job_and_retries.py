@@ -103,7 +103,7 @@ def test_the_job_tells_its_delivery_the_payload_and_provider(pipeline: Pipeline,
 
 def test_a_job_whose_effect_is_recorded_is_done_without_a_call(pipeline: Pipeline, stub: StubBroker) -> None:
     _entity, _account, payload = _submitted(pipeline)
-    with pipeline.runtime.db.direct_write() as tx:
+    with pipeline.clients.db.direct_write() as tx:
         idempotency.record_success(tx, payload.idempotency_key, job_id="earlier", result={}, ttl_seconds=60)
     outcome, _ctx = _run(pipeline, stub, payload)
     assert outcome is Outcome.ALREADY_DONE and pipeline.provider.calls() == []
@@ -111,7 +111,7 @@ def test_a_job_whose_effect_is_recorded_is_done_without_a_call(pipeline: Pipelin
 
 def test_an_expired_idempotency_record_no_longer_counts(pipeline: Pipeline) -> None:
     key = _payload("e1").idempotency_key
-    db = pipeline.runtime.db
+    db = pipeline.clients.db
     with db.direct_write() as tx:
         idempotency.record_success(tx, key, job_id="old", result={}, ttl_seconds=60)
     with db.write() as conn:
@@ -128,7 +128,7 @@ def test_an_expired_idempotency_record_no_longer_counts(pipeline: Pipeline) -> N
 def test_the_job_holds_the_target_lock_while_it_runs_and_always_frees_it(
     pipeline: Pipeline, stub: StubBroker, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    rt = pipeline.runtime
+    rt = pipeline.clients
     entity, account, payload = _submitted(pipeline)
     key = rt.keys.lock("tenant-1", entity, account)
     held_during_call: list[bool] = []
@@ -154,15 +154,15 @@ def test_the_job_holds_the_target_lock_while_it_runs_and_always_frees_it(
 
 
 def test_a_busy_lock_defers_the_job_without_any_call(pipeline: Pipeline, stub: StubBroker) -> None:
-    rt = pipeline.runtime
+    rt = pipeline.clients
     entity, account, payload = _submitted(pipeline)
-    held = rt.locks.acquire(rt.keys.lock("tenant-1", entity, account))
+    held = pipeline.app.locks.acquire(rt.keys.lock("tenant-1", entity, account))
     busy = _lock_attempts("busy")
     with pytest.raises(TargetLocked) as caught:
         _run(pipeline, stub, payload)
     assert not isinstance(caught.value, LockBusy)  # a deferral, not a failure
     assert _lock_attempts("busy") == busy + 1 and pipeline.provider.calls() == []
-    assert held is not None and rt.locks.release(held)  # the job did not free someone else's lock
+    assert held is not None and pipeline.app.locks.release(held)  # the job did not free someone else's lock
 
 
 # --- the job: staleness -------------------------------------------------------------------------------
@@ -173,7 +173,7 @@ def test_superseded_or_already_synced_versions_are_stale(pipeline: Pipeline, stu
     pipeline.submit(None, entity_id=entity, title="v2")
     assert _run(pipeline, stub, _payload(entity, account, version=1))[0] is Outcome.STALE
 
-    with pipeline.runtime.db.direct_write() as tx:
+    with pipeline.clients.db.direct_write() as tx:
         targets.record_synced(tx, TargetKey("tenant-1", entity, account), version=2, external_id="x", etag=None,
                               final_status="synced")  # fmt: skip
     assert _run(pipeline, stub, _payload(entity, account, version=2, op="update"))[0] is Outcome.STALE
@@ -235,7 +235,7 @@ def test_a_lock_busy_to_the_end_is_dead_lettered_as_exhausted_retries(pipeline: 
         and isinstance(delivery.error, LockBusy)
     )
 
-    DeadLetterRecorder(pipeline.runtime.db).before_nack(stub, message)
+    DeadLetterRecorder(pipeline.clients.db).before_nack(stub, message)
     [record] = pipeline.dead_letters()
     assert (record.cause, record.reason, record.error_class) == (DeadLetterCause.EXHAUSTED, "retries exhausted",
                                                                  "LockBusy")  # fmt: skip
@@ -271,7 +271,7 @@ def _retries(pipeline: Pipeline, stub: StubBroker) -> ScheduledRetries:
     settings = pipeline.settings
     policy = RetryPolicy(schedule=settings.retry_schedule, jitter=settings.retry_jitter,
                          defer_delay=settings.lock_retry_delay, max_deferrals=settings.lock_max_waits)  # fmt: skip
-    retries = ScheduledRetries(pipeline.runtime.db, policy)
+    retries = ScheduledRetries(pipeline.clients.db, policy)
     stub.add_middleware(retries)  # the actor's options (throws) need Retries on the broker
     stub.actors["sync_calendar_event"] = pipeline.actors["sync_calendar_event"]
     return retries
@@ -321,13 +321,13 @@ def test_a_permanent_error_and_exhausted_retries_fail_the_message(pipeline: Pipe
 def test_the_recorder_retries_the_nack_while_the_database_is_down(
     pipeline: Pipeline, stub: StubBroker, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    recorder = DeadLetterRecorder(pipeline.runtime.db)
+    recorder = DeadLetterRecorder(pipeline.clients.db)
     message = _delivery(pipeline, _payload("e1"))
 
     def db_down(*_args: Any, **_kwargs: Any) -> None:
         raise OSError("connection refused")
 
-    monkeypatch.setattr(pipeline.runtime.db, "write", db_down)
+    monkeypatch.setattr(pipeline.clients.db, "write", db_down)
     with pytest.raises(DeadLetterStoreUnavailable) as caught:
         recorder.before_nack(stub, message)
     # Dramatiq retries post-processing on broker connection errors, every few seconds, instead of losing it.

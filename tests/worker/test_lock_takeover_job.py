@@ -16,19 +16,18 @@ from calsync.core.store.targets import TargetKey
 from calsync.core.worker.delivery import Delivery
 from calsync.core.worker.heartbeat import Heartbeat
 from calsync.core.worker.job import run_sync
+from calsync.core.worker.metrics import worker_id
 from tests.support import Pipeline
 
 
 @pytest.fixture
 def dead_owner(pipeline: Pipeline) -> Iterator[LockManager]:
     """The lock manager of a worker that dies holding a lock; this test's runtime is a live worker."""
-    rt = pipeline.runtime
-    dead_beat, live_beat = rt.keys.worker_heartbeat("dead:1"), rt.keys.worker_heartbeat("live:2")
+    rt = pipeline.clients
+    dead_beat, live_beat = rt.keys.worker_heartbeat("dead:1"), rt.keys.worker_heartbeat(worker_id())
     rt.redis.set(dead_beat, "{}", px=30_000)
-    rt.redis.set(live_beat, "{}", px=30_000)
-    rt.locks.owned_by(lambda: live_beat)
-    manager = LockManager(rt.redis, ttl_seconds=pipeline.settings.lock_ttl)
-    manager.owned_by(lambda: dead_beat)
+    rt.redis.set(live_beat, "{}", px=30_000)  # this process: the owner its worker's locks name
+    manager = LockManager(rt.redis, ttl_seconds=pipeline.settings.lock_ttl, owner=lambda: dead_beat)
     yield manager
     manager.close()
 
@@ -38,9 +37,9 @@ def _crashed_holding(pipeline: Pipeline, dead_owner: LockManager) -> tuple[JobPa
     entity = pipeline.submit([account]).entity_id
     payload = new_payload(tenant_id="tenant-1", entity_id=entity, account_id=account, operation="create",
                           version=1, trace_id="trace-takeover")  # fmt: skip
-    held = dead_owner.acquire(pipeline.runtime.keys.lock("tenant-1", entity, account))
+    held = dead_owner.acquire(pipeline.clients.keys.lock("tenant-1", entity, account))
     assert held is not None
-    pipeline.runtime.redis.delete(pipeline.runtime.keys.worker_heartbeat("dead:1"))  # SIGKILL: the beat expires
+    pipeline.clients.redis.delete(pipeline.clients.keys.worker_heartbeat("dead:1"))  # SIGKILL: the beat expires
     return payload, held
 
 
@@ -55,16 +54,16 @@ def test_a_dead_workers_lock_is_taken_over_and_the_job_completes(
     payload, _held = _crashed_holding(pipeline, dead_owner)
     assert _run(pipeline, stub, payload) is Outcome.SUCCESS
     assert len(pipeline.provider.calls()) == 1
-    assert pipeline.runtime.redis.get(pipeline.runtime.keys.lock("tenant-1", payload.entity_id,
+    assert pipeline.clients.redis.get(pipeline.clients.keys.lock("tenant-1", payload.entity_id,
                                                                  payload.account_id)) is None  # fmt: skip
 
 
 def test_an_effect_the_dead_worker_committed_is_not_repeated_after_a_takeover(
     pipeline: Pipeline, stub: StubBroker, dead_owner: LockManager, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    rt = pipeline.runtime
+    rt = pipeline.clients
     payload, _held = _crashed_holding(pipeline, dead_owner)
-    real_acquire = rt.locks.acquire
+    real_acquire = pipeline.app.locks.acquire
     taken: list[OwnedLock | None] = []
 
     def committed_meanwhile(key: str, **options: Any) -> OwnedLock | None:
@@ -76,7 +75,7 @@ def test_an_effect_the_dead_worker_committed_is_not_repeated_after_a_takeover(
         taken.append(real_acquire(key, **options))
         return taken[-1]
 
-    monkeypatch.setattr(rt.locks, "acquire", committed_meanwhile)
+    monkeypatch.setattr(pipeline.app.locks, "acquire", committed_meanwhile)
     assert _run(pipeline, stub, payload) is Outcome.ALREADY_DONE
     assert taken[0] is not None and taken[0].taken_over and pipeline.provider.calls() == []
 
@@ -84,7 +83,7 @@ def test_an_effect_the_dead_worker_committed_is_not_repeated_after_a_takeover(
 def test_a_worker_beats_before_its_threads_start_so_its_first_locks_name_a_live_owner(
     pipeline: Pipeline, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    rt = pipeline.runtime
+    rt = pipeline.clients
     [heartbeat] = [m for m in pipeline.broker.middleware if isinstance(m, Heartbeat)]
     account = pipeline.account()
     receipt = pipeline.submit([account])  # queued before the worker boots: its first job runs at once

@@ -20,16 +20,16 @@ from calsync.core.redis.locks import UNKNOWN, OwnedLock
 from calsync.core.worker import job
 from calsync.core.worker.delivery import Delivery
 from calsync.core.worker.job import run_sync
+from calsync.core.worker.metrics import worker_id
 from tests.support import Pipeline
 
 
 @pytest.fixture
 def reads(pipeline: Pipeline, monkeypatch: pytest.MonkeyPatch) -> Iterator[list[str]]:
     """The state reads of the jobs run, in a worker whose locks name a live owner (so they keep a handover)."""
-    rt = pipeline.runtime
-    beat = rt.keys.worker_heartbeat("live:1")
+    rt = pipeline.clients
+    beat = rt.keys.worker_heartbeat(worker_id())  # this process: the owner its worker's locks name
     rt.redis.set(beat, "{}", px=60_000)
-    rt.locks.owned_by(lambda: beat)
     seen: list[str] = []
     real = job.load_snapshot
 
@@ -52,7 +52,7 @@ def _run(pipeline: Pipeline, stub: StubBroker, payload: JobPayload) -> Outcome:
 
 
 def _handover(pipeline: Pipeline, entity: str, account: str) -> bytes | None:
-    rt = pipeline.runtime
+    rt = pipeline.clients
     return rt.redis.get(rt.keys.handover("tenant-1", entity, account))
 
 
@@ -73,18 +73,17 @@ def test_a_current_job_reads_its_state_once_and_hands_over_what_it_left(
 def test_a_twin_that_finished_between_the_read_and_the_lock_is_seen(
     pipeline: Pipeline, stub: StubBroker, reads: list[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    rt = pipeline.runtime
     account = pipeline.account()
     entity = pipeline.submit([account]).entity_id
     payload = _payload(entity, account, 1)
-    real_acquire = rt.locks.acquire
+    real_acquire = pipeline.app.locks.acquire
 
     def twin_first(key: str, **options: Any) -> OwnedLock | None:
-        monkeypatch.setattr(rt.locks, "acquire", real_acquire)
+        monkeypatch.setattr(pipeline.app.locks, "acquire", real_acquire)
         assert _run(pipeline, stub, payload) is Outcome.SUCCESS  # a redelivered twin, start to finish
         return real_acquire(key, **options)
 
-    monkeypatch.setattr(rt.locks, "acquire", twin_first)
+    monkeypatch.setattr(pipeline.app.locks, "acquire", twin_first)
     assert _run(pipeline, stub, payload) is Outcome.ALREADY_DONE  # read again under the lock: the twin's record
     assert len(pipeline.provider.calls()) == 1
     assert reads == ["read", "read", "read"]  # this job's early read, the twin's, and this job's under the lock
@@ -93,12 +92,12 @@ def test_a_twin_that_finished_between_the_read_and_the_lock_is_seen(
 def test_a_handover_left_held_makes_the_next_job_read_again(
     pipeline: Pipeline, stub: StubBroker, reads: list[str]
 ) -> None:
-    rt = pipeline.runtime
+    rt = pipeline.clients
     account = pipeline.account()
     entity = pipeline.submit([account]).entity_id
     lock, handover = rt.keys.lock("tenant-1", entity, account), rt.keys.handover("tenant-1", entity, account)
-    other = rt.locks.acquire(lock, handover=handover)
-    assert other is not None and rt.locks.release(other)  # a holder that could not say what it left
+    other = pipeline.app.locks.acquire(lock, handover=handover)
+    assert other is not None and pipeline.app.locks.release(other)  # a holder that could not say what it left
     assert _run(pipeline, stub, _payload(entity, account, 1)) is Outcome.SUCCESS
     assert reads == ["read", "read"]
 

@@ -84,10 +84,10 @@ def test_a_failing_job_leaks_no_secret_into_logs_or_the_dlq(settings_factory: An
     pipeline = Pipeline(settings_factory(secret_key=generate_key()))
     try:
         credentials = {"refresh_token": REFRESH, "client_secret": CLIENT_SECRET}
-        with pipeline.runtime.db.write() as conn:
+        with pipeline.clients.db.write() as conn:
             account = accounts.add_account(
                 conn, tenant_id="tenant-1", provider="memory", address="x@example.com",
-                credentials=pipeline.runtime.cipher.encrypt(credentials), options={},
+                credentials=pipeline.clients.cipher.encrypt(credentials), options={},
             ).id  # fmt: skip
         # A provider that echoes the credentials and a token back in its error message.
         pipeline.provider.add_fault(error="auth", message=f"invalid_grant for {REFRESH} ({CLIENT_SECRET}) {ACCESS}")

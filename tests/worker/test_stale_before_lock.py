@@ -33,37 +33,37 @@ def _target(pipeline: Pipeline) -> tuple[str, str]:
 
 
 def test_a_superseded_job_is_stale_without_waiting_for_a_held_lock(pipeline: Pipeline, stub: StubBroker) -> None:
-    rt = pipeline.runtime
+    rt = pipeline.clients
     entity, account = _target(pipeline)
     key = rt.keys.lock("tenant-1", entity, account)
-    held = rt.locks.acquire(key)
+    held = pipeline.app.locks.acquire(key)
     assert held is not None
     assert _run(pipeline, stub, _payload(entity, account, version=1)) is Outcome.STALE
-    assert rt.redis.get(key) == held.token.encode() and rt.locks.release(held)  # never written by the job
+    assert rt.redis.get(key) == held.token.encode() and pipeline.app.locks.release(held)  # never written by the job
     assert pipeline.provider.calls() == []
 
 
 def test_an_already_synced_version_never_writes_the_lock_key(
     pipeline: Pipeline, stub: StubBroker, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    rt = pipeline.runtime
+    rt = pipeline.clients
     entity, account = _target(pipeline)
     with rt.db.direct_write() as tx:
         targets.record_synced(tx, TargetKey("tenant-1", entity, account), version=2, external_id="x", etag=None,
                               final_status="synced")  # fmt: skip
     taken: list[str] = []
-    real_acquire = rt.locks.acquire
-    monkeypatch.setattr(rt.locks, "acquire", lambda key, **kw: taken.append(key) or real_acquire(key, **kw))
+    real_acquire = pipeline.app.locks.acquire
+    monkeypatch.setattr(pipeline.app.locks, "acquire", lambda key, **kw: taken.append(key) or real_acquire(key, **kw))
     assert _run(pipeline, stub, _payload(entity, account, version=2)) is Outcome.STALE
     assert taken == [] and rt.redis.get(rt.keys.lock("tenant-1", entity, account)) is None
 
 
 def test_a_duplicate_of_the_current_version_still_waits_for_the_lock(pipeline: Pipeline, stub: StubBroker) -> None:
-    rt = pipeline.runtime
+    rt = pipeline.clients
     entity, account = _target(pipeline)
-    held = rt.locks.acquire(rt.keys.lock("tenant-1", entity, account))
+    held = pipeline.app.locks.acquire(rt.keys.lock("tenant-1", entity, account))
     with pytest.raises(TargetLocked):
         _run(pipeline, stub, _payload(entity, account, version=2))
-    assert held is not None and rt.locks.release(held)
+    assert held is not None and pipeline.app.locks.release(held)
     assert _run(pipeline, stub, _payload(entity, account, version=2)) is Outcome.SUCCESS
     assert len(pipeline.provider.calls()) == 1

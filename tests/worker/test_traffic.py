@@ -65,7 +65,7 @@ def governed(settings_factory: Any) -> Iterator[Pipeline]:
 
 
 def _traffic(pipeline: Pipeline) -> TrafficStore:
-    return TrafficStore(pipeline.runtime.redis, pipeline.runtime.keys)
+    return TrafficStore(pipeline.clients.redis, pipeline.clients.keys)
 
 
 def test_a_held_job_keeps_its_attempt_and_is_not_counted_as_a_lock_wait(
@@ -94,7 +94,7 @@ def test_a_governed_job_makes_four_redis_round_trips_lock_admit_settle_release(
     receipts = [governed.submit([account]) for _ in range(jobs)]
     scripts = {_sha(path): path.stem for path in (*LOCKS.glob("lock_*.lua"), *TRAFFIC.glob("*.lua"))}
     sent: list[str] = []
-    client = governed.runtime.redis  # locks and traffic control share the runtime's client and its pool
+    client = governed.clients.redis  # locks and traffic control share the runtime's client and its pool
     real = client.execute_command
 
     def execute_command(*args: Any, **options: Any) -> Any:
@@ -115,7 +115,7 @@ def test_two_workers_never_exceed_the_account_concurrency_limit(settings_factory
     first, second = Pipeline(settings, provider), Pipeline(settings, provider)  # two worker processes' parts
     try:
         shared = first.account(account_id="shared")
-        with first.runtime.db.write() as conn:
+        with first.clients.db.write() as conn:
             solo = accounts.add_account(conn, tenant_id="tenant-1", provider="memory", address="solo@example.com",
                                         credentials=None, options={"max_concurrency": 1},
                                         account_id="solo").id  # fmt: skip
@@ -226,7 +226,7 @@ def test_a_long_held_job_pushes_its_targets_due_time_so_the_reconciler_leaves_it
     payload = new_payload(tenant_id="tenant-1", entity_id=receipt.entity_id, account_id=account, operation="create",
                           version=1, trace_id="held")  # fmt: skip
     holds = [CircuitOpen("provider_circuit", retry_after=600)] * 2  # the first is noted, and (every 0 s) the second
-    _, last = redelivered(pipeline.runtime.db, pipeline.settings.queue, monkeypatch, policy, payload, holds)
+    _, last = redelivered(pipeline.clients.db, pipeline.settings.queue, monkeypatch, policy, payload, holds)
     row = pipeline.target(receipt.entity_id, account)
     assert row.waiting == "circuit open" and row.error_class is None  # no provider call: no provider error
     assert row.due_at is not None and due is not None and row.due_at > due

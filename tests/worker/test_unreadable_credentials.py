@@ -17,7 +17,7 @@ pytestmark = pytest.mark.integration
 
 
 def _account(pipeline: Pipeline, key: str, name: str) -> str:
-    with pipeline.runtime.db.write() as conn:
+    with pipeline.clients.db.write() as conn:
         return accounts.add_account(conn, tenant_id="tenant-1", provider="memory", address=f"{name}@example.com",
                                     credentials=CredentialCipher(key).encrypt({"token": f"{name}-token"}),
                                     options={}, account_id=name).id  # fmt: skip

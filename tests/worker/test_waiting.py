@@ -72,14 +72,14 @@ def test_a_target_waiting_for_its_retry_says_retry_until_its_due_time(settings_f
 
 
 def test_a_target_behind_a_busy_lock_says_so_and_forgets_it_once_synced(pipeline: Pipeline) -> None:
-    rt = pipeline.runtime
+    rt = pipeline.clients
     account = pipeline.account()
     receipt = pipeline.submit([account])
-    held = rt.locks.acquire(rt.keys.lock("tenant-1", receipt.entity_id, account))
+    held = pipeline.app.locks.acquire(rt.keys.lock("tenant-1", receipt.entity_id, account))
     with pipeline.worker():
         row = wait_until(lambda: pipeline.target(receipt.entity_id, account).waiting == "lock busy" or None,
                          what="the target to say it waits for the lock")  # fmt: skip
-        assert held is not None and rt.locks.release(held)
+        assert held is not None and pipeline.app.locks.release(held)
         synced = pipeline.wait_target(receipt.entity_id, account, "synced")
     assert synced.waiting is None and synced.wait_reason is None and synced.as_json()["wait_reason"] is None
     assert row is not None
@@ -95,7 +95,7 @@ def _deliveries(pipeline: Pipeline, monkeypatch: pytest.MonkeyPatch, errors: lis
     policy = RetryPolicy(schedule=(1.0,), jitter=0.1, defer_delay=1.0, max_deferrals=50, held_note_every=300.0)
     payload = new_payload(tenant_id="tenant-1", entity_id=receipt.entity_id, account_id=account, operation="create",
                           version=1, trace_id="waits")  # fmt: skip
-    return redelivered(pipeline.runtime.db, pipeline.settings.queue, monkeypatch, policy, payload, errors)[0]
+    return redelivered(pipeline.clients.db, pipeline.settings.queue, monkeypatch, policy, payload, errors)[0]
 
 
 def _excused(message: str) -> OutageSuspected:

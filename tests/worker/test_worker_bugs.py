@@ -56,7 +56,7 @@ def test_our_own_error_before_any_request_counts_toward_no_breaker_and_is_never_
         good = governed.submit(names)
         for name in names:
             governed.wait_target(good.entity_id, name, "synced")
-    reading = TrafficStore(governed.runtime.redis, governed.runtime.keys).circuits("memory")
+    reading = TrafficStore(governed.clients.redis, governed.clients.keys).circuits("memory")
     assert reading.state == "closed" and reading.accounts_open == 0 and reading.accounts_half_open == 0
     assert "deferred" not in governed.outcomes()  # no failure was excused as an outage
 
