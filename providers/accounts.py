@@ -9,7 +9,7 @@ import collections
 import hashlib
 import json
 import threading
-from collections.abc import Callable, Collection, Mapping
+from collections.abc import Callable, Mapping
 from typing import Any, Generic, TypeVar
 from urllib.parse import urlsplit
 
@@ -40,7 +40,7 @@ def validated(model: type[BaseModel] | TypeAdapter[Any], data: Any, where: str, 
             return model.validate_python(data)
         return model.model_validate(data)
     except ValidationError as exc:
-        tags = _tags(data)
+        tags = {str(data["type"])} if isinstance(data, Mapping) and "type" in data else set()
         problems = []
         for err in exc.errors():
             loc = [str(p) for p in err["loc"]]
@@ -48,10 +48,6 @@ def validated(model: type[BaseModel] | TypeAdapter[Any], data: Any, where: str, 
                 loc = loc[1:]
             problems.append(f"{'.'.join([section, *loc])}: {field_message(err)}")
         raise ConfigurationError(f"{where}: {'; '.join(problems)}") from None
-
-
-def _tags(data: Any) -> Collection[str]:
-    return {str(data["type"])} if isinstance(data, Mapping) and "type" in data else ()
 
 
 def url_check(value: str, *, https_only: bool, example: str) -> str:

@@ -12,7 +12,7 @@ class GoogleConfig:
     """The Google adapter's: a call timeout and, for emulators, the API endpoint."""
 
     provider_timeout: float
-    google_api_endpoint: str | None = None
+    google_api_endpoint: str | None
 
 
 @dataclass(frozen=True)
@@ -28,8 +28,8 @@ class GraphConfig:
     """The Graph adapter's: endpoint, timeout, pool size, trust store and per-mailbox slots."""
 
     provider_timeout: float
-    api_endpoint: str = "https://graph.microsoft.com/v1.0/"
-    worker_threads: int = 8
-    ca_file: Path | None = None
-    mailbox_concurrency: int = 4
-    slot_wait: float = 2.0
+    api_endpoint: str
+    worker_threads: int
+    ca_file: Path | None
+    mailbox_concurrency: int
+    slot_wait: float

@@ -27,15 +27,14 @@ REPAIR_OPTION = "repair"
 _DELIVERY_OPTIONS = ("eta", "redis_message_id", "traceback", "requeue_timestamp")
 
 
+def _message(queue: str, actor: str, *args: Any, options: Mapping[str, Any] | None = None) -> dramatiq.Message[Any]:
+    # Every message we send: positional arguments only (what producers in other languages build too).
+    return dramatiq.Message(queue_name=queue, actor_name=actor, args=args, kwargs={}, options=dict(options or {}))
+
+
 def sync_message(queue: str, payload: JobPayload, *, options: Mapping[str, Any] | None = None) -> dramatiq.Message[Any]:
     """A fresh message for a sync job."""
-    return dramatiq.Message(
-        queue_name=queue,
-        actor_name=SYNC_JOB,
-        args=(payload.to_message_arg(),),
-        kwargs={},
-        options=dict(options or {}),
-    )
+    return _message(queue, SYNC_JOB, payload.to_message_arg(), options=options)
 
 
 def rerun_message(
@@ -60,29 +59,23 @@ def intake_message(queue: str, intake: IntakeMessage, *, message_id: str | None 
 
     ``message_id`` keeps a resent message idempotent with its first sending (a DLQ replay).
     """
-    message: dramatiq.Message[Any] = dramatiq.Message(
-        queue_name=queue, actor_name=INTAKE_JOB, args=(intake.to_message_arg(),), kwargs={}, options={}
-    )
+    message = _message(queue, INTAKE_JOB, intake.to_message_arg())
     return message if message_id is None else message.copy(message_id=message_id)
 
 
 def reconcile_message(queue: str) -> dramatiq.Message[Any]:
     """A message asking a worker to run the reconciler (what the Kubernetes CronJob sends)."""
-    return dramatiq.Message(queue_name=queue, actor_name=RECONCILE_JOB, args=(), kwargs={}, options={})
+    return _message(queue, RECONCILE_JOB)
 
 
 def webhook_dispatch_message(queue: str, *notification_ids: str) -> dramatiq.Message[Any]:
     """Ask a worker to create notifications' deliveries (one per subscribed endpoint) and enqueue them."""
-    return dramatiq.Message(
-        queue_name=queue, actor_name=DISPATCH_WEBHOOK_JOB, args=notification_ids, kwargs={}, options={}
-    )
+    return _message(queue, DISPATCH_WEBHOOK_JOB, *notification_ids)
 
 
 def webhook_delivery_message(queue: str, notification_id: str, endpoint_id: str) -> dramatiq.Message[Any]:
     """One (notification, endpoint) delivery; its attempts are counted in its database row, not here."""
-    return dramatiq.Message(
-        queue_name=queue, actor_name=DELIVER_WEBHOOK_JOB, args=(notification_id, endpoint_id), kwargs={}, options={}
-    )
+    return _message(queue, DELIVER_WEBHOOK_JOB, notification_id, endpoint_id)
 
 
 def redelivery(

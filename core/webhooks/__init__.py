@@ -3,7 +3,7 @@ receivers, from an outbox written in the transaction of what it reports.
 
 Inside, layered (pyproject's contracts): ``settings`` and ``model`` (ids, URL and address rules, signatures)
 at the bottom; ``store`` (the three tables) and ``transport`` (SSRF-safe HTTP) above them; on top
-``outbox`` (recorded by the sync job and the DLQ recorder), ``delivery`` (fan-out, sign, post, retry, DLQ,
+``outbox`` (recorded by the sync job and the DLQ recorder), ``deliverer`` (fan-out, sign, post, retry, DLQ,
 the breaker, metrics), ``endpoints`` (registration) and ``recovery`` (replay, reconcile). The worker, the
 producer, the API, the CLI and the composition root import the names below from here, never a module inside.
 
@@ -18,8 +18,8 @@ import importlib
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from calsync.core.webhooks.delivery import Deliverer as Deliverer
-    from calsync.core.webhooks.delivery import DeliveryPolicy as DeliveryPolicy
+    from calsync.core.webhooks.deliverer import Deliverer as Deliverer
+    from calsync.core.webhooks.deliverer import DeliveryPolicy as DeliveryPolicy
     from calsync.core.webhooks.endpoints import Endpoints as Endpoints
     from calsync.core.webhooks.outbox import Outbox as Outbox
     from calsync.core.webhooks.recovery import WEBHOOK_JOBS as WEBHOOK_JOBS
@@ -31,8 +31,8 @@ if TYPE_CHECKING:
     from calsync.core.webhooks.transport import Transport as Transport
 
 _HOMES = {
-    "Deliverer": "delivery",
-    "DeliveryPolicy": "delivery",
+    "Deliverer": "deliverer",
+    "DeliveryPolicy": "deliverer",
     "Endpoints": "endpoints",
     "Outbox": "outbox",
     "WEBHOOK_JOBS": "recovery",

@@ -28,7 +28,6 @@ from pydantic import Field, SecretStr, field_validator, model_validator
 
 from calsync.core.model.account_rules import is_smtp_address
 from calsync.core.model.account_settings import settings_per_account
-from calsync.core.model.calendar import Account
 from calsync.core.model.errors import ConfigurationError
 from calsync.providers.accounts import KEPT_ACCOUNTS, Fields, fingerprint, url_check, validated
 
@@ -145,18 +144,9 @@ def _read(account_id: str, address: str, options: dict[str, Any], credentials: d
     return AccountConfig(parsed, login, fingerprint(address, credentials, options))
 
 
-_read_kept = settings_per_account(_read, maxsize=KEPT_ACCOUNTS)
-
-
-def read_account_config(account: Account) -> AccountConfig:
-    """The account's options and credentials, validated, with a fingerprint that changes when either does.
-
-    Kept per (id, address, options, credentials): validation and the fingerprint are a cost of every job otherwise.
-    A changed value is a new key (core/model/account_settings.py).
-    """
-    return _read_kept(account)
-
-
-def check_account(account: Account) -> None:
-    """Refuse an account whose options or credentials cannot be read (at ``accounts add``)."""
-    read_account_config(account)
+#: The account's options and credentials, validated, with a fingerprint that changes when either does. Kept per
+#: (id, address, options, credentials): validation and the fingerprint are a cost of every job otherwise. A changed
+#: value is a new key (core/model/account_settings.py).
+read_account_config = settings_per_account(_read, maxsize=KEPT_ACCOUNTS)
+#: Refusing an account whose options or credentials cannot be read (at ``accounts add``) is reading them.
+check_account = read_account_config

@@ -110,7 +110,7 @@ def shows(current: Mapping[str, Any], wanted: Mapping[str, Any]) -> bool:
 
 def check_ours(current: Mapping[str, Any], target: Target) -> None:
     """Refuse to adopt an event that carries another sync key (a cancelled stub may carry none)."""
-    marker = ((current.get("extendedProperties") or {}).get("private") or {}).get(SYNC_KEY_PROPERTY)
+    marker = _private(current).get(SYNC_KEY_PROPERTY)
     if marker != target.sync_key and not (marker is None and current.get("status") == "cancelled"):
         raise InvalidRequest(f"Google event {current.get('id')} exists but was not created by calsync for this target")
 

@@ -27,7 +27,6 @@ from pydantic import Field, SecretStr, TypeAdapter, field_validator, model_valid
 
 from calsync.core.model.account_rules import is_smtp_address
 from calsync.core.model.account_settings import settings_per_account
-from calsync.core.model.calendar import Account
 from calsync.core.model.errors import ConfigurationError
 from calsync.providers.accounts import KEPT_ACCOUNTS, Fields, fingerprint, url_check, validated
 
@@ -102,16 +101,6 @@ class GraphAccount:
         return login.client_secret.get_secret_value() if login.client_secret is not None else None
 
 
-def read_graph_account(account: Account) -> GraphAccount:
-    """The account's login and options, validated (kept per account identity: validation is a per-call cost)."""
-    return _kept(account)
-
-
-def check_account(account: Account) -> None:
-    """Refuse an account whose options or credentials cannot be read (at ``accounts add``)."""
-    read_graph_account(account)
-
-
 def _read(account_id: str, address: str, given_options: dict[str, Any], credentials: dict[str, Any]) -> GraphAccount:
     where = f"Graph account {account_id}"
     if not is_smtp_address(address):
@@ -122,4 +111,7 @@ def _read(account_id: str, address: str, given_options: dict[str, Any], credenti
     return GraphAccount(login, options.calendar, fingerprint(address, credentials, given_options), secrets)
 
 
-_kept = settings_per_account(_read, maxsize=KEPT_ACCOUNTS)
+#: The account's login and options, validated (kept per account identity: validation is a per-call cost).
+read_graph_account = settings_per_account(_read, maxsize=KEPT_ACCOUNTS)
+#: Refusing an account whose options or credentials cannot be read (at ``accounts add``) is reading them.
+check_account = read_graph_account

@@ -69,7 +69,8 @@ def _ambiguous(exc: BaseException) -> bool:
 
 @dataclass(frozen=True)
 class _Session:
-    account: Account
+    """One account's view of the API for the duration of one provider call."""
+
     config: GraphAccount
     tokens: TokenSource
     slot: str
@@ -235,7 +236,7 @@ class GraphProvider:
                 account.id, config.fingerprint, lambda seen: TokenSource(account, config, self._scope, self._http, seen)
             )
             slot = f"graph:{config.login.client_id}:{account.address.lower()}"
-            return flow(_Session(account, config, tokens, slot, f"users/{quote(account.address, safe='@')}"))
+            return flow(_Session(config, tokens, slot, f"users/{quote(account.address, safe='@')}"))
         except CalsyncError:
             raise
         except Exception as exc:

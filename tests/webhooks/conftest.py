@@ -10,7 +10,7 @@ from sqlalchemy import Row, select
 
 from calsync.core.store.schema import webhook_notifications
 from calsync.core.webhooks import store
-from calsync.core.webhooks.delivery import Deliverer, DeliveryPolicy
+from calsync.core.webhooks.deliverer import Deliverer, DeliveryPolicy
 from calsync.core.webhooks.endpoints import Endpoints
 from calsync.core.webhooks.store import Delivery
 from calsync.core.webhooks.transport import Transport

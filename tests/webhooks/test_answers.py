@@ -10,7 +10,7 @@ import pytest
 from calsync.core.model.vocabulary import WebhookOutcome
 from calsync.core.store.schema import webhook_endpoints
 from calsync.core.webhooks import store
-from calsync.core.webhooks.delivery import Deliverer, DeliveryPolicy
+from calsync.core.webhooks.deliverer import Deliverer, DeliveryPolicy
 from calsync.core.webhooks.model import notification
 from tests.webhooks.conftest import Hooks
 from tests.webhooks.receiver import Receiver, serve

@@ -7,7 +7,7 @@ from collections.abc import Callable, Iterator
 import pytest
 
 from calsync.core.producer.dead_letters import replay
-from calsync.core.webhooks.delivery import ENDPOINTS_DISABLED
+from calsync.core.webhooks.deliverer import ENDPOINTS_DISABLED
 from tests.support import wait_until
 from tests.webhooks.conftest import Hooks
 from tests.webhooks.receiver import Receiver, serve

@@ -8,7 +8,7 @@ import pytest
 
 from calsync.core.producer.dead_letters import replay
 from calsync.core.producer.reconcile import reconcile
-from calsync.core.webhooks import delivery, outbox, store
+from calsync.core.webhooks import deliverer, outbox, store
 from tests.support import wait_until
 from tests.webhooks.conftest import Hooks
 from tests.webhooks.receiver import Receiver
@@ -126,7 +126,7 @@ def test_a_lost_delivery_message_is_enqueued_by_the_reconciler(
 
     account = pipeline.account()
     with pipeline.worker():
-        monkeypatch.setattr(delivery, "webhook_delivery_message", broker_down)
+        monkeypatch.setattr(deliverer, "webhook_delivery_message", broker_down)
         pipeline.submit([account])
         (notification,) = wait_until(lambda: hooks.notifications(), what="the notification")
         wait_until(lambda: hooks.status(notification.id, endpoint_id) == "pending", what="the delivery row")

@@ -11,7 +11,7 @@ import pytest
 from calsync.core.model.errors import InvalidWebhookUrl
 from calsync.core.model.vocabulary import WebhookOutcome
 from calsync.core.webhooks import store
-from calsync.core.webhooks.delivery import DeliveryPolicy
+from calsync.core.webhooks.deliverer import DeliveryPolicy
 from calsync.core.webhooks.endpoints import Endpoints
 from calsync.core.webhooks.model import IpAddress, notification
 from calsync.core.webhooks.transport import Transport, system_resolver
