@@ -30,12 +30,18 @@ import redis
 from dramatiq.brokers.redis import RedisBroker
 
 from benchmarks.same_io import SameIo
-from benchmarks.support import add_redis_option, bench_redis, finished_jobs, namespace, remove_keys, seed
+from benchmarks.support import (
+    add_redis_option,
+    bench_redis,
+    finished_jobs,
+    migrated_clients,
+    namespace,
+    remove_keys,
+    seed,
+)
 from calsync.actors.worker import build_worker
 from calsync.core.config.settings import Settings
 from calsync.core.messaging.messages import sync_message
-from calsync.core.runtime import Runtime
-from calsync.core.store import migrate
 from calsync.providers.memory import MemoryProvider
 
 
@@ -107,20 +113,18 @@ def calsync(url: str, jobs: int, threads: int, scratch: Path, database_url: str 
         worker_threads=threads,
         log_level="WARNING",
     )
-    bootstrap = Runtime(settings, check_schema=False)
-    migrate.upgrade(bootstrap.db)
-    bootstrap.close()
-    runtime = build_worker(settings, providers={"memory": MemoryProvider()}).runtime
-    broker = runtime.broker
+    migrated_clients(settings).close()
+    worker = build_worker(settings, providers={"memory": MemoryProvider()})
+    broker = worker.broker
     broker.emit_after("process_boot")
-    payloads = seed(runtime.db, jobs)
+    payloads = seed(worker.clients.db, jobs)
     for payload in payloads:
         broker.enqueue(sync_message(settings.queue, payload))
     finished = finished_jobs(broker)
     try:
-        return _timed("calsync pipeline", broker, runtime.redis, jobs, threads, finished)
+        return _timed("calsync pipeline", broker, worker.clients.redis, jobs, threads, finished)
     finally:
-        runtime.close()
+        worker.close()
         remove_keys(url, settings.redis_namespace)
 
 
@@ -128,8 +132,7 @@ def same_io(url: str, jobs: int, threads: int, scratch: Path) -> Measurement:
     """Bare Dramatiq doing a sync job's I/O by hand (benchmarks/same_io.py), the memory provider in memory."""
     path = scratch / "same-io.sqlite3"
     settings = Settings(data_dir=scratch, broker_url=url, database_url=f"sqlite:///{path}", log_level="WARNING")
-    setup = Runtime(settings, check_schema=False)
-    migrate.upgrade(setup.db)
+    setup = migrated_clients(settings)
     payloads = seed(setup.db, jobs)
     setup.close()
     ns = namespace("same-io")

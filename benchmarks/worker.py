@@ -52,6 +52,7 @@ from benchmarks.support import (
     add_redis_option,
     bench_redis,
     free_port,
+    migrated_clients,
     namespace,
     private_database,
     remove_keys,
@@ -61,8 +62,6 @@ from calsync.actors.worker import build_worker
 from calsync.core.config.settings import ENV_PREFIX, Settings, child_environment
 from calsync.core.messaging.messages import sync_message
 from calsync.core.model.calendar import ProviderName
-from calsync.core.runtime import Runtime
-from calsync.core.store import migrate
 from calsync.core.store.crypto import generate_key
 from calsync.providers.memory import MemoryProvider
 
@@ -111,9 +110,8 @@ def hand(url: str, jobs: int, shape: Shape, scratch: Path, database: str = "sqli
     data_dir.mkdir(parents=True)
     with private_database(database, dsn, data_dir) as database_url:
         settings = Settings(data_dir=data_dir, broker_url=url, database_url=database_url, log_level="WARNING")
-        setup = Runtime(settings, check_schema=False)
+        setup = migrated_clients(settings)
         try:
-            migrate.upgrade(setup.db)
             payloads = seed(setup.db, jobs)
         finally:
             setup.close()
@@ -182,9 +180,8 @@ def calsync(url: str, jobs: int, shape: Shape, scratch: Path, database: str, dsn
             secret_key=generate_key() if adapter.credentials is not None else None,
             **adapter.settings,
         )
-        setup = Runtime(settings, check_schema=False)
+        setup = migrated_clients(settings)
         try:
-            migrate.upgrade(setup.db)
             if tree is not None:  # a newer compared tree adds its own migrations (an older one says "ahead")
                 env = tree_environment(settings, tree)
                 calsync = str(Path(sys.executable).with_name("calsync"))
@@ -225,17 +222,15 @@ def round_trips(url: str, jobs: int, scratch: Path, dsn: str) -> float:
         data_dir.mkdir(parents=True, exist_ok=True)
         settings = Settings(data_dir=data_dir, broker_url=url, database_url=database_url, redis_namespace=ns,
                             queue=QUEUE, log_level="WARNING")  # fmt: skip
-        setup = Runtime(settings, check_schema=False)
-        migrate.upgrade(setup.db)
-        setup.close()
+        migrated_clients(settings).close()
         worker = build_worker(settings, providers={"memory": MemoryProvider()})
         traces: list[Path] = []
         handles: list[Any] = []  # kept open: libpq writes to the descriptor for as long as the connection lives
         try:
-            payloads = seed(worker.runtime.db, jobs)
-            worker.runtime.db.engine.dispose()  # only connections opened from here on are traced
+            payloads = seed(worker.clients.db, jobs)
+            worker.clients.db.engine.dispose()  # only connections opened from here on are traced
 
-            @event.listens_for(worker.runtime.db.engine, "connect")
+            @event.listens_for(worker.clients.db.engine, "connect")
             def _trace(dbapi_connection: Any, _record: Any) -> None:
                 path = data_dir / f"trace-{len(traces)}.txt"
                 traces.append(path)
