@@ -103,7 +103,7 @@ def test_the_job_tells_its_delivery_the_payload_and_provider(pipeline: Pipeline,
 
 def test_a_job_whose_effect_is_recorded_is_done_without_a_call(pipeline: Pipeline, stub: StubBroker) -> None:
     _entity, _account, payload = _submitted(pipeline)
-    with pipeline.clients.db.direct_write() as tx:
+    with pipeline.clients.db.write() as tx:
         idempotency.record_success(tx, payload.idempotency_key, job_id="earlier", result={}, ttl_seconds=60)
     outcome, _ctx = _run(pipeline, stub, payload)
     assert outcome is Outcome.ALREADY_DONE and pipeline.provider.calls() == []
@@ -112,7 +112,7 @@ def test_a_job_whose_effect_is_recorded_is_done_without_a_call(pipeline: Pipelin
 def test_an_expired_idempotency_record_no_longer_counts(pipeline: Pipeline) -> None:
     key = _payload("e1").idempotency_key
     db = pipeline.clients.db
-    with db.direct_write() as tx:
+    with db.write() as tx:
         idempotency.record_success(tx, key, job_id="old", result={}, ttl_seconds=60)
     with db.write() as conn:
         assert idempotency.succeeded(conn, key) and idempotency.purge_expired(conn) == 0
@@ -173,7 +173,7 @@ def test_superseded_or_already_synced_versions_are_stale(pipeline: Pipeline, stu
     pipeline.submit(None, entity_id=entity, title="v2")
     assert _run(pipeline, stub, _payload(entity, account, version=1))[0] is Outcome.STALE
 
-    with pipeline.clients.db.direct_write() as tx:
+    with pipeline.clients.db.write() as tx:
         targets.record_synced(tx, TargetKey("tenant-1", entity, account), version=2, external_id="x", etag=None,
                               final_status="synced")  # fmt: skip
     assert _run(pipeline, stub, _payload(entity, account, version=2, op="update"))[0] is Outcome.STALE
