@@ -3,6 +3,7 @@ database and Redis, and a StubBroker to capture what they enqueue."""
 
 from __future__ import annotations
 
+import contextlib
 import datetime as dt
 from typing import Any
 
@@ -11,7 +12,7 @@ import pytest
 from dramatiq.brokers.stub import StubBroker
 from dramatiq.errors import BrokerConnectionError
 from prometheus_client import REGISTRY
-from sqlalchemy import update
+from sqlalchemy import QueuePool, update
 
 from calsync.core.messaging.messages import sync_message
 from calsync.core.model.errors import (
@@ -120,6 +121,17 @@ def test_an_expired_idempotency_record_no_longer_counts(pipeline: Pipeline) -> N
         conn.execute(update(idempotency_records).values(expires_at=past))  # the TTL elapsed
         assert not idempotency.succeeded(conn, key)
         assert idempotency.purge_expired(conn) == 1
+
+
+def test_every_worker_thread_gets_a_kept_database_connection(pipeline: Pipeline) -> None:
+    """Each thread's transaction, and a read nested in one (the outbox's), on connections the pool keeps."""
+    db = pipeline.clients.db
+    pool = db.engine.pool
+    assert isinstance(pool, QueuePool)
+    with contextlib.ExitStack() as held:
+        for _ in range(pipeline.settings.worker_threads + 1):
+            held.enter_context(db.read())
+        assert pool.overflow() <= 0  # none opened beyond the pool's size (closed again at check-in)
 
 
 # --- the job: the target lock -------------------------------------------------------------------------
