@@ -5,9 +5,9 @@ validation, logging, metrics or DLQ machinery: take the target's lock (one Redis
 state (one statement), call the memory provider, write the result and the idempotency record (one
 transaction), free the lock. ``benchmarks/pipeline.py`` runs it in process, ``benchmarks/worker.py``
 as a deployed ``dramatiq`` worker (``benchmarks.same_io_app``), each beside calsync in the same run.
-On SQLite one connection per process is used in turn, as calsync does; on PostgreSQL each thread has
-a connection in autocommit mode, and the write is BEGIN, its two statements and COMMIT in one psycopg
-pipeline: the two round trips per job the design needs, as calsync makes (core/store/direct.py).
+On SQLite one connection per process is used in turn; on PostgreSQL each thread has a connection in
+autocommit mode, and the write is BEGIN, its two statements and COMMIT in one psycopg pipeline: the two
+round trips per job the design needs at the least (calsync runs SQLAlchemy transactions, with more).
 """
 
 from __future__ import annotations
