@@ -105,7 +105,7 @@ def _part(row: Mapping[Any, Any], prefix: str) -> dict[str, Any] | None:
 
 def load_snapshot(db: Database, cipher: CredentialCipher, payload: JobPayload) -> Snapshot:
     """Read the latest state a job needs, in one statement."""
-    with db.read() as conn:
+    with db.autocommit() as conn:  # one statement: one snapshot, one round trip
         row = conn.execute(_JOINED, _params(payload)).mappings().first()
     if row is None:
         return _without_account(db, payload)

@@ -7,7 +7,7 @@ import datetime as dt
 from pathlib import Path
 
 import pytest
-from sqlalchemy import bindparam, func, select, text
+from sqlalchemy import Connection, bindparam, event, func, select, text
 
 from calsync.core.model.change import EventFields
 from calsync.core.model.errors import StoreUnavailable
@@ -158,3 +158,21 @@ def test_a_connection_lost_mid_job_is_discarded_not_reused(db: Database) -> None
     with lone.read() as conn:  # the broken connection was dropped and a fresh one opened
         assert conn.execute(backend).scalar_one() != pid
     lone.dispose()
+
+
+
+def test_the_job_snapshot_is_read_outside_a_transaction_on_postgresql(db: Database) -> None:
+    # One statement is one snapshot: on PostgreSQL without BEGIN and COMMIT (one round trip, not three);
+    # on SQLite, where a transaction costs no round trip, inside a read transaction.
+    key = _planned(db)
+    levels: list[str | None] = []
+
+    def _seen(conn: Connection, *_: object) -> None:
+        levels.append(conn.get_execution_options().get("isolation_level"))
+
+    event.listen(db.engine, "before_cursor_execute", _seen)
+    try:
+        load_snapshot(db, CredentialCipher(None), _payload(key))
+    finally:
+        event.remove(db.engine, "before_cursor_execute", _seen)
+    assert levels and set(levels) == ({None} if db.dialect == "sqlite" else {"AUTOCOMMIT"})
