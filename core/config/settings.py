@@ -105,9 +105,6 @@ class Settings(  # the mixins: one module of fields per area (core/config/)
 
     # --- broker crash recovery: a SIGKILLed worker's messages return within ~heartbeat + a few s
     broker_heartbeat_timeout: float = Field(default=20, gt=0)
-    # Internal: recovery runs on a random draw per fetch (the test profile's is higher) and at least this often
-    # per queue and process, so a dead worker's messages never wait on the draw.
-    broker_maintenance_interval: ClassVar[float] = 2
 
     # --- worker process shape ----------------------------------------------------------------
     worker_processes: int = Field(default=1, ge=1)
@@ -147,13 +144,9 @@ class Settings(  # the mixins: one module of fields per area (core/config/)
     api_workers: int = Field(default=1, ge=1)
     # Larger request bodies are refused with 413 before they are parsed.
     api_max_body_bytes: int = Field(default=1_048_576, ge=1024)
-    # Internal: an API key's last_used_at is written at most this often (seconds), not on every request.
-    api_key_touch_interval: ClassVar[float] = 60
     # A key that authenticated is trusted this long without a database read: a revoked key is refused at most
     # this many seconds later (0: every request reads the database).
     api_key_cache_seconds: float = Field(default=5, ge=0)
-    # Internal: Retry-After (seconds) on 503 answers while the database is unreachable.
-    api_retry_after: ClassVar[int] = 5
 
     # --- the test suite's profile (docs/TESTING.md): "test" scales internal timings down; never in production
     profile: Literal["production", "test"] = "production"
@@ -279,11 +272,6 @@ class Settings(  # the mixins: one module of fields per area (core/config/)
     def effective_memory_provider_path(self) -> Path:
         """Where the memory provider keeps its calendars so every process of a data dir shares them."""
         return self.data_dir / "memory-provider.sqlite3"
-
-    @property
-    def stuck_grace(self) -> float:
-        """How far past its time limit a delivery may run before its thread counts as stuck: one more time limit."""
-        return self.job_time_limit
 
     @property
     def broker_maintenance_chance(self) -> float:

@@ -7,7 +7,7 @@ that pyproject's contracts allow besides the package's own ``__init__``).
 from __future__ import annotations
 
 import ipaddress
-from typing import Annotated, Any, ClassVar
+from typing import Annotated, Any
 
 from pydantic import BaseModel, Field, field_validator
 from pydantic_settings import NoDecode
@@ -26,18 +26,11 @@ class WebhookSettings(BaseModel):
     webhook_timeout: float = Field(default=10, gt=0)  # the whole request, connect included
     # Delays (s) between attempts: one retry per entry, ± RETRY_JITTER; Retry-After (429/503) is a floor.
     webhook_retry_schedule: Annotated[tuple[float, ...], NoDecode] = (5, 30, 120, 600, 1800, 3600, 10800)
-    webhook_max_retry_after: ClassVar[float] = 3600  # internal: a longer Retry-After is cut to this
     # The breaker: an endpoint failing for this long (and this many attempts in a row) is disabled.
     webhook_disable_after: float = Field(default=3 * 86400, gt=0)
     webhook_disable_min_failures: int = Field(default=10, ge=1)
     # How long the previous secret keeps signing after `calsync webhooks rotate-secret`.
     webhook_secret_grace: float = Field(default=86400, ge=0)
-    webhook_body_limit: ClassVar[int] = 1024  # internal: how much of a failed answer's body the DLQ record keeps
-
-    @property
-    def webhook_connect_timeout(self) -> float:
-        """Seconds to connect (TCP and TLS): 3, or the whole request's timeout when that is shorter."""
-        return min(3.0, self.webhook_timeout)
 
     @field_validator("webhook_retry_schedule", mode="before")
     @classmethod
