@@ -24,11 +24,11 @@ import logging
 from collections.abc import Callable
 from typing import Any
 
+import dramatiq
 from pydantic import TypeAdapter, ValidationError
 from sqlalchemy import Connection
 
 from calsync.core.clients import Clients, default_clients
-from calsync.core.messaging.batch import Outgoing, enqueue_many
 from calsync.core.messaging.lanes import lanes_of
 from calsync.core.messaging.messages import sync_message
 from calsync.core.model.calendar import SendUpdates
@@ -294,6 +294,16 @@ class Intake:
             self._markers.release(Mark.of(job))
 
 
+def _enqueued(broker: dramatiq.Broker, message: dramatiq.Message[Any], delay_ms: int | None) -> bool:
+    """One ``broker.enqueue``: whether it went out (a refused one never makes the batch's others fail)."""
+    try:
+        broker.enqueue(message, delay=delay_ms)
+    except Exception:
+        log.exception("enqueue failed", extra={"fields": {"message_id": message.message_id}})
+        return False
+    return True
+
+
 class Producer(Intake):
     """The intake of a process' clients: its database, its Redis for the enqueue markers and its broker."""
 
@@ -302,8 +312,9 @@ class Producer(Intake):
         queues = lanes_of(settings)
 
         def enqueue(batch: Batch) -> list[bool]:
-            outgoing = [Outgoing(sync_message(queues.queue(lane), payload), delay) for payload, lane, delay in batch]
-            return enqueue_many(clients.broker, outgoing)
+            return [
+                _enqueued(clients.broker, sync_message(queues.queue(lane), job), delay) for job, lane, delay in batch
+            ]
 
         markers = RedisMarkers(
             clients.redis,
