@@ -97,14 +97,6 @@ def _signature(fn: Any) -> inspect.Signature:
     return inspect.signature(fn)  # once per actor function, not per message
 
 
-def _arguments_problem(actor: dramatiq.Actor[Any, Any], args: list[Any], kwargs: dict[str, Any]) -> str | None:
-    try:
-        _signature(actor.fn).bind(*args, **kwargs)
-    except TypeError as exc:
-        return f"actor {actor.actor_name}: {exc}"
-    return None
-
-
 def _consumes(actor: dramatiq.Actor[Any, Any], queue: str, overflow: Mapping[str, str]) -> bool:
     # The sync actor runs from its own queue and from that queue's bulk lane; every other actor from its own.
     return actor.queue_name == queue or (actor.actor_name == SYNC_JOB and overflow.get(queue) == actor.queue_name)
@@ -153,9 +145,10 @@ def read_message(
     option = _option_problem(doc["options"], broker_message_id)
     if option is not None:
         return Refused(option[0], option[1], doc)
-    arguments = _arguments_problem(actor, doc["args"], doc["kwargs"])
-    if arguments is not None:
-        return Refused(Refusal.BAD_ARGUMENTS, arguments, doc)
+    try:
+        _signature(actor.fn).bind(*doc["args"], **doc["kwargs"])
+    except TypeError as exc:
+        return Refused(Refusal.BAD_ARGUMENTS, f"actor {actor.actor_name}: {exc}", doc)
     return dramatiq.Message(
         queue_name=doc["queue_name"],
         actor_name=doc["actor_name"],

@@ -116,6 +116,6 @@ class Door:
                         extra={"fields": fields})  # fmt: skip
             keep()
             time.sleep(pause)
-            return
-        log.warning("message quarantined", extra={"fields": fields})
-        ack()
+        else:
+            log.warning("message quarantined", extra={"fields": fields})
+            ack()

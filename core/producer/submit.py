@@ -241,9 +241,7 @@ class Intake:
             version = events.bump_event(conn, tenant_id, entity_id, status="confirmed",
                                         send_updates=send_updates or self._default_send_updates)  # fmt: skip
             planned: Planned = [(leaving.key, "absent")]
-            planned += [
-                (r.key, r.wanted) for r in rows.values() if r.status == "pending" and r.account_id != account_id
-            ]
+            planned += [(r.key, r.wanted) for r in rows.values() if r.status == "pending" and r is not leaving]
             jobs = _planned_jobs(conn, planned, rows, version, trace)
         return self._enqueue(tenant_id, entity_id, version, jobs, trace)
 
