@@ -31,7 +31,7 @@ def worker_command(state: CliState, processes: int, threads: int) -> list[str]:
     settings = state.settings
     shutdown_ms = int(settings.worker_shutdown_timeout * 1000)
     return [
-        sys.executable, "-m", "dramatiq", "calsync.actors.app:broker",
+        sys.executable, "-m", "dramatiq", "calsync.actors.dramatiq_entry:broker",
         "--processes", str(processes), "--threads", str(threads),
         "--queues", *consumed_queues(settings),
         "--worker-shutdown-timeout", str(shutdown_ms),
