@@ -43,13 +43,11 @@ class Status:
 
     def as_json(self) -> dict[str, Any]:
         """The document ``calsync status --json`` prints."""
-        throughput = self.throughput
+        windows = self.throughput or {}
         return {
             **self.state.as_json(),
             "paused": self.paused.as_json() if self.paused is not None else None,
-            "throughput": {f"last_{m}m": dict(sorted(c.items())) for m, c in throughput.items()}
-            if throughput
-            else None,
+            "throughput": {f"last_{m}m": dict(sorted(c.items())) for m, c in windows.items()} or None,
         }
 
 
