@@ -54,7 +54,6 @@ def worker_middleware(
     # must not need. Prometheus comes first so that its durations and in-progress gauge span the others.
     from dramatiq.middleware.prometheus import Prometheus
 
-    metrics = WorkerMetrics()
     timing = HeartbeatTiming(
         interval=settings.heartbeat_interval,
         ttl=settings.heartbeat_ttl,
@@ -71,11 +70,11 @@ def worker_middleware(
     )
     return [
         Prometheus(),
-        metrics,
+        WorkerMetrics(),
         Heartbeat(client, keys, timing, pause, watch),
         pause,
         watch.outage,
-        JobLifecycle(stats, [metrics.observe_job]),
+        JobLifecycle(stats),
         TimeLimit(time_limit=int(settings.job_time_limit * 1000)),
         ShutdownNotifications(),
         DeadLetterRecorder(db, outbox),

@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from calsync.actors.cli.common import CliState
+from calsync.actors.cli.invocation import CliState
 from calsync.actors.cli.ops import worker_command
 from tests.spies import EnqueueSpy
 from tests.support import Pipeline, wait_until

@@ -1,4 +1,5 @@
-"""What every CLI command shares: settings and clients on demand, JSON/table output, input parsing."""
+"""One command invocation's parts, shared by every command: settings and clients on demand, input parsing, JSON/table
+output, one-line failures and the exit codes."""
 
 from __future__ import annotations
 
