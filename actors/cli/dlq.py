@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import functools
 from collections.abc import Callable
 from typing import Any
 
@@ -31,7 +30,9 @@ _FILTERS = (
 
 
 def _filter_options(fn: Callable[..., Any]) -> Callable[..., Any]:
-    return functools.reduce(lambda decorated, option: option(decorated), reversed(_FILTERS), fn)
+    for option in reversed(_FILTERS):
+        fn = option(fn)
+    return fn
 
 
 def _flt(status: str | None, **given: Any) -> DeadLetterFilter:
