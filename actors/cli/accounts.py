@@ -9,7 +9,7 @@ from typing import Any, get_args
 import click
 from sqlalchemy.exc import IntegrityError
 
-from calsync.actors.cli.invocation import (
+from calsync.actors.cli.shell import (
     CliState,
     exit_if_deferred,
     parse_options,

@@ -7,7 +7,7 @@ from typing import Any
 
 import click
 
-from calsync.actors.cli.invocation import CliState, pass_state, print_json, print_list, progress
+from calsync.actors.cli.shell import CliState, pass_state, print_json, print_list, progress
 from calsync.core.model.errors import EntityNotFound, InvalidChange
 from calsync.core.model.vocabulary import DEAD_LETTER_KINDS
 from calsync.core.producer import dead_letters as ops

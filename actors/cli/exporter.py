@@ -7,7 +7,7 @@ import signal
 
 import click
 
-from calsync.actors.cli.invocation import CliState, pass_state
+from calsync.actors.cli.shell import CliState, pass_state
 from calsync.core.observability.exporter import serve
 
 

@@ -10,7 +10,7 @@ import sys
 import click
 import redis
 
-from calsync.actors.cli.invocation import CliState, empty_directory, pass_state, print_json, progress
+from calsync.actors.cli.shell import CliState, empty_directory, pass_state, print_json, progress
 from calsync.core.config.coalesce import poll_environment
 from calsync.core.config.settings import child_environment, metrics_environment
 from calsync.core.messaging.messages import reconcile_message

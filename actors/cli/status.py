@@ -22,7 +22,7 @@ from rich.live import Live
 from rich.table import Table
 from rich.text import Text
 
-from calsync.actors.cli.invocation import CliError, CliState, first_line, pass_state, stdout
+from calsync.actors.cli.shell import CliError, CliState, first_line, pass_state, stdout
 from calsync.core.model.vocabulary import Outcome
 from calsync.core.observability.pipeline_state import PipelineState, StateReader
 from calsync.core.redis.pause import PauseState, PauseSwitch

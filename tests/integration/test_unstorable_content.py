@@ -12,7 +12,7 @@ from dataclasses import replace
 import pytest
 from sqlalchemy import func, select
 
-from calsync.actors.cli.invocation import BadInput
+from calsync.actors.cli.shell import BadInput
 from calsync.core.api.services import services_from_clients
 from calsync.core.model.errors import InvalidChange
 from calsync.core.model.intake import INTAKE_JOB

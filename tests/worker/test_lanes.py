@@ -10,8 +10,8 @@ from typing import Any
 
 import pytest
 
-from calsync.actors.cli.invocation import CliState
 from calsync.actors.cli.ops import worker_command
+from calsync.actors.cli.shell import CliState
 from tests.spies import EnqueueSpy
 from tests.support import Pipeline, wait_until
 

@@ -1,5 +1,6 @@
-"""One command invocation's parts, shared by every command: settings and clients on demand, input parsing, JSON/table
-output, one-line failures and the exit codes."""
+"""What every command shares with the shell it runs in: settings from its environment and the clients they open,
+its input (JSON files, ``KEY=VALUE`` options), its output (JSON or a table, progress on stderr), and its exit code
+with a one-line reason."""
 
 from __future__ import annotations
 
