@@ -70,7 +70,9 @@ class HandWrittenJob:
         """One job; answers what happened (done, stale, success); a busy lock raises, so Dramatiq retries it."""
         db = self._db()
         now = dt.datetime.now(dt.UTC)
-        if self._query(db, _DONE, (key, now)).fetchone() is not None:
+        done = self._query(db, _DONE, (key, now)).fetchone() is not None
+        db.commit()  # end the check's transaction: an idle one would hold PostgreSQL's snapshot, SQLite's WAL
+        if done:
             return "done"
         lock, token = f"{self._namespace}:lock:{tenant}:{entity}:{account}", uuid.uuid4().hex
         if not self._client.set(lock, token, nx=True, px=60_000):
@@ -94,8 +96,10 @@ class HandWrittenJob:
     def _provider_call(self, item_id: str, title: str, start: Any, end: Any) -> str:
         time.sleep(self._latency)
         conn = getattr(self._local, "provider", None)
-        if conn is None:
+        if conn is None:  # the calendar's stand-in, with the memory provider's pragmas: the same on both sides
             conn = self._local.provider = sqlite3.connect(self._provider_file, timeout=30)
+            conn.execute("PRAGMA journal_mode=WAL")
+            conn.execute("PRAGMA synchronous=NORMAL")
         with conn:
             conn.execute(_PROVIDER_WRITE, (item_id, title, str(start), str(end)))
         return item_id
