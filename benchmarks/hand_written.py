@@ -14,8 +14,11 @@ design (docs/ARCHITECTURE.md, "Life of a job", as the source article writes it):
 
 It reads and writes calsync's own tables (the benchmark seeds them with calsync, as for the calsync
 side), on SQLite (WAL, synchronous=NORMAL and a busy timeout, the pragmas calsync sets) or
-PostgreSQL. ``benchmarks/worker.py`` runs it as a ``dramatiq`` worker (``benchmarks.hand_written_app``)
-beside bare Dramatiq and calsync in the same run.
+PostgreSQL. The provider's file stands for the remote calendar, the same on both sides: it gets the
+memory provider's pragmas (WAL, synchronous=NORMAL), not the rollback journal's fsyncs, which would
+measure the disk. ``benchmarks/worker.py`` runs it as a ``dramatiq`` worker
+(``benchmarks.hand_written_app``) beside bare Dramatiq and calsync in the same run;
+``benchmarks/pipeline.py`` in one process, where a profiler sees it.
 """
 
 from __future__ import annotations
