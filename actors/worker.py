@@ -66,9 +66,10 @@ def build_worker(settings: Settings, *, providers: Mapping[str, Provider] | None
     broker_url = resolve_broker_url(settings)  # may start the embedded Redis
     redis_url = resolve_redis_url(settings, broker_url)
 
-    # Database: the hot path checks its connections out without a pre-ping (a dead one fails its job, which
-    # is retried); the pool serves every thread's job statements and the bookkeeping around them.
-    db = open_database(settings, pool_size=max(2, settings.worker_threads), pre_ping=False)
+    # Database: connections are checked out without a pre-ping (a dead one fails its job, which is retried).
+    # The pool keeps one per worker thread, so no job waits for a connection, and two more: the maintenance
+    # pass, and the outbox's subscriptions read inside a job's write transaction.
+    db = open_database(settings, pool_size=settings.worker_threads + 2, pre_ping=False)
     cipher = CredentialCipher(settings.cipher_keys)
     try:
         require_secret_key(cipher, db)

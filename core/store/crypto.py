@@ -4,10 +4,9 @@ Several keys make rotation possible (docs/RUNBOOK.md): the first encrypts, every
 :meth:`CredentialCipher.rotate` re-encrypts a blob under the first key.
 
 A worker decrypts its account's blob on every job, and the blob rarely changes, so the plaintext of
-the last :data:`KEPT_PLAINTEXTS` blobs is kept (functools.lru_cache, keyed by the blob): Fernet's
-HMAC check and AES decryption were 5.5 % of a Google job's CPU in the deployed worker (py-spy, issue
-15, docs/notes/performance.md). A changed credential is a new blob (a fresh IV), so it is decrypted
-anew; each call still parses its own dict, so no caller sees another's changes.
+the last :data:`KEPT_PLAINTEXTS` blobs is kept (functools.lru_cache, keyed by the blob) rather than
+checked and decrypted again (docs/notes/performance.md). A changed credential is a new blob (a fresh
+IV), so it is decrypted anew; each call still parses its own dict, so no caller sees another's changes.
 """
 
 from __future__ import annotations

@@ -1,10 +1,9 @@
 """Connections and transactions for SQLite and PostgreSQL, with the quirks of each handled once.
 
-``read()`` opens a plain transaction; ``write()`` one that takes the write lock up front on SQLite
-(``BEGIN IMMEDIATE``), because a deferred transaction that upgrades to a writer fails at once with
-"database is locked" when another writer got in first, ignoring the busy timeout.
-``direct_read()`` and ``direct_write()`` are the same for the per-job hot path, on the driver
-connection (core/store/direct.py).
+``read()`` opens a plain transaction, ``autocommit()`` none (one statement is its own); ``write()`` one
+that takes the write lock up front on SQLite (``BEGIN IMMEDIATE``), because a deferred transaction that
+upgrades to a writer fails at once with "database is locked" when another writer got in first, ignoring
+the busy timeout.
 """
 
 from __future__ import annotations
@@ -22,7 +21,6 @@ from sqlalchemy.exc import DBAPIError, OperationalError
 from sqlalchemy.sql.dml import Insert
 
 from calsync.core.model.errors import StoreUnavailable
-from calsync.core.store.direct import DirectConnections, DirectTransaction, direct_transaction
 
 if TYPE_CHECKING:
     from sqlalchemy.dialects import postgresql, sqlite
@@ -67,8 +65,6 @@ class Database:
             kwargs["pool_size"] = pool_size
             kwargs["max_overflow"] = max(2, pool_size // 2)
         self.engine = create_engine(parsed, **kwargs)
-        self._direct_connections = DirectConnections(self.engine, recycle_seconds=_RECYCLE_S,
-                                                     shared=self.dialect == "sqlite")  # fmt: skip
         # SQLite has one writer at a time; queueing this process's writers on a lock hands the database over
         # at once, where SQLite's busy handler would make each waiter sleep and poll (1 ms, 2 ms, 5 ms, ...).
         self._writer: contextlib.AbstractContextManager[object] = contextlib.nullcontext()
@@ -83,63 +79,21 @@ class Database:
             yield conn
 
     @contextlib.contextmanager
+    def autocommit(self) -> Iterator[Connection]:
+        """Each statement its own transaction, no BEGIN and COMMIT around it: a read that is one statement
+        (one consistent snapshot) costs one round trip on PostgreSQL instead of three. On SQLite, where a
+        transaction costs no round trip, a plain read transaction: switching the isolation level there would
+        leave the driver's own implicit transactions on for the connection's next user."""
+        with _translate_errors(), self.engine.connect() as conn:
+            yield conn if self.dialect == "sqlite" else conn.execution_options(isolation_level="AUTOCOMMIT")
+
+    @contextlib.contextmanager
     def write(self) -> Iterator[Connection]:
         """A transaction that will write: committed on exit, rolled back on any exception."""
         with _translate_errors(), self._writer, self.engine.connect() as conn:
             conn = conn.execution_options(sqlite_begin="IMMEDIATE")
             with conn.begin():
                 yield conn
-
-    def direct_read(self) -> contextlib.AbstractContextManager[DirectTransaction]:
-        """Hot-path reads on the driver connection; each statement reads one consistent snapshot."""
-        return self._direct(begin=None, writer=None)  # the scope itself: a generator wrapping it cost 1.5 µs
-
-    def direct_write(self) -> contextlib.AbstractContextManager[DirectTransaction]:
-        """A hot-path write transaction on the driver connection: committed on exit, rolled back on error."""
-        return self._direct(begin="BEGIN IMMEDIATE", writer=self._writer)
-
-    @contextlib.contextmanager
-    def _direct(
-        self, *, begin: str | None, writer: contextlib.AbstractContextManager[object] | None
-    ) -> Iterator[DirectTransaction]:
-        if writer is None:
-            yield from self._direct_scope(begin)
-            return
-        with writer:
-            yield from self._direct_scope(begin)
-
-    def _direct_scope(self, begin: str | None) -> Iterator[DirectTransaction]:
-        dialect = self.engine.dialect
-        connections = self._direct_connections
-        try:
-            raw = connections.checkout()
-        except dialect.loaded_dbapi.Error as exc:
-            raise StoreUnavailable(f"database unavailable: {type(exc).__name__}: {exc}") from exc
-        except DBAPIError as exc:  # the pool may wrap the driver's error when it opens a connection
-            _translate(exc)
-            raise
-        cursor = None
-        try:
-            cursor = raw.cursor()
-            with direct_transaction(raw, cursor, dialect, begin=begin) as tx:
-                yield tx
-            raw.commit()
-        except dialect.loaded_dbapi.Error as exc:
-            if dialect.is_disconnect(exc, raw, cursor) or not _rolled_back(raw):
-                connections.discard()
-                raise StoreUnavailable(f"database connection lost: {exc}") from exc
-            if isinstance(exc, dialect.loaded_dbapi.OperationalError):
-                raise StoreUnavailable(f"database unavailable: {type(exc).__name__}: {exc}") from exc
-            raise
-        except BaseException:
-            if not _rolled_back(raw):
-                connections.discard()
-            raise
-        finally:
-            if cursor is not None:
-                with contextlib.suppress(Exception):
-                    cursor.close()
-            connections.checkin()
 
     def upsert(self, table: Table) -> postgresql.Insert | sqlite.Insert:
         """This backend's ``INSERT`` with its ``ON CONFLICT`` clauses."""
@@ -150,8 +104,7 @@ class Database:
         return self.upsert(table).on_conflict_do_nothing()
 
     def dispose(self) -> None:
-        """Close pooled and per-thread connections (end of process or test)."""
-        self._direct_connections.close_all()
+        """Close the pooled connections (end of process or test)."""
         self.engine.dispose()
 
 
@@ -166,27 +119,14 @@ def upsert_insert(table: Table, dialect: str) -> postgresql.Insert | sqlite.Inse
     return sqlite_insert(table)
 
 
-def _rolled_back(raw: Any) -> bool:
-    # The original error is what matters; a connection too broken to roll back is discarded by the caller.
-    try:
-        raw.rollback()
-    except Exception:
-        return False
-    return True
-
-
 @contextlib.contextmanager
 def _translate_errors() -> Iterator[None]:
+    # SQLAlchemy's errors as the store's: StoreUnavailable for a lost or unreachable database.
     try:
         yield
     except DBAPIError as exc:
-        _translate(exc)
+        if exc.connection_invalidated:
+            raise StoreUnavailable(f"database connection lost: {exc.orig}") from exc
+        if isinstance(exc, OperationalError):
+            raise StoreUnavailable(f"database unavailable: {type(exc.orig).__name__}: {exc.orig}") from exc
         raise
-
-
-def _translate(exc: DBAPIError) -> None:
-    # SQLAlchemy's errors as the store's: raises StoreUnavailable for an unreachable or lost database.
-    if isinstance(exc, OperationalError):
-        raise StoreUnavailable(f"database unavailable: {type(exc.orig).__name__}: {exc.orig}") from exc
-    if exc.connection_invalidated:
-        raise StoreUnavailable(f"database connection lost: {exc.orig}") from exc

@@ -3,13 +3,13 @@
 from __future__ import annotations
 
 import datetime as dt
+import functools
 from collections.abc import Mapping
 from typing import Any
 
-from sqlalchemy import ColumnElement, Connection, and_, bindparam, delete, select
+from sqlalchemy import ColumnElement, Connection, Insert, and_, bindparam, delete, select
 
 from calsync.core.store.database import upsert_insert
-from calsync.core.store.direct import DirectStatement, DirectTransaction
 from calsync.core.store.schema import idempotency_records as r
 
 
@@ -27,9 +27,7 @@ def succeeded(conn: Connection, key: str) -> bool:
     return conn.execute(_SUCCEEDED, {"key": key, "now": dt.datetime.now(dt.UTC)}).first() is not None
 
 
-def record_success(
-    tx: DirectTransaction, key: str, *, job_id: str, result: Mapping[str, Any], ttl_seconds: int
-) -> None:
+def record_success(conn: Connection, key: str, *, job_id: str, result: Mapping[str, Any], ttl_seconds: int) -> None:
     """Record the effect as done, inside the caller's transaction (the same one as the sync result).
 
     A record left by an earlier expired run is replaced; a concurrent duplicate is ignored.
@@ -43,24 +41,17 @@ def record_success(
         "created_at": now,
         "expires_at": now + dt.timedelta(seconds=ttl_seconds),
     }
-    tx.execute(_upsert_statement(tx.dialect.name), values)
+    conn.execute(_upsert_statement(conn.dialect.name), values)
 
 
-_UPSERTS: dict[str, DirectStatement] = {}
-
-
-def _upsert_statement(dialect: str) -> DirectStatement:
+@functools.cache
+def _upsert_statement(dialect: str) -> Insert:
     """Insert, or take over a record whose TTL ran out, in one statement (built once per dialect)."""
-    statement = _UPSERTS.get(dialect)
-    if statement is None:
-        insert = upsert_insert(r, dialect)
-        replaced = {c: insert.excluded[c] for c in ("job_id", "outcome", "result", "created_at", "expires_at")}
-        statement = _UPSERTS[dialect] = DirectStatement(
-            insert.on_conflict_do_update(
-                index_elements=[r.c.key], set_=replaced, where=r.c.expires_at <= insert.excluded.created_at
-            )
-        )
-    return statement
+    insert = upsert_insert(r, dialect)
+    replaced = {c: insert.excluded[c] for c in ("job_id", "outcome", "result", "created_at", "expires_at")}
+    return insert.on_conflict_do_update(
+        index_elements=[r.c.key], set_=replaced, where=r.c.expires_at <= insert.excluded.created_at
+    )
 
 
 def purge_expired(conn: Connection, *, limit: int = 10_000, now: dt.datetime | None = None) -> int:

@@ -9,10 +9,9 @@ accepts a database one (expand-only) revision ahead: ``kubectl rollout undo`` ne
 A migration without the flag counts as incompatible (fail closed). The rule is in docs/DEPLOY.md.
 
 Alembic is imported only when a migration runs or the schema is not this code's head: every process
-checks the schema at start, and importing Alembic (its dialects, Mako) and loading the migration
-scripts cost a ``calsync`` command about 0.3 s of its 1.4 s (benchmarks/cli_startup.py). The check
-first reads the one row of Alembic's version table and compares it with :data:`HEAD_REVISION`; any
-other answer takes Alembic's own path.
+checks the schema at start, and importing Alembic and loading the migration scripts is a large part of a
+short command's start (docs/notes/performance.md). The check first reads the one row of Alembic's version
+table and compares it with :data:`HEAD_REVISION`; any other answer takes Alembic's own path.
 """
 
 from __future__ import annotations

@@ -17,7 +17,6 @@ from sqlalchemy import Connection, and_, bindparam, case, func, or_, select, upd
 
 from calsync.core.model.calendar import Target
 from calsync.core.model.vocabulary import SyncStatus, WaitReason, as_wait_reason
-from calsync.core.store.direct import DirectResult, DirectStatement, DirectTransaction
 from calsync.core.store.schema import event_targets as t
 from calsync.core.store.schema import events as ev
 
@@ -102,8 +101,7 @@ def target_from_row(row: Mapping[Any, Any]) -> TargetRow:
     return TargetRow(**{column.name: row[column.name] for column in t.columns})
 
 
-# Statements on the per-job hot path are built once: building and cache-keying a statement per call cost
-# more CPU than executing it (benchmarks/pipeline.py).
+# Statements run by every job are built once, with named parameters, rather than per call.
 _BY_KEY = and_(
     t.c.tenant_id == bindparam("k_tenant"),
     t.c.event_id == bindparam("k_event"),
@@ -111,7 +109,7 @@ _BY_KEY = and_(
 )
 _GET = select(t).where(_BY_KEY)
 _REACHED = t.c.wanted_version <= bindparam("v_version")
-_RECORD_SYNCED = DirectStatement(
+_RECORD_SYNCED = (
     update(t)
     .where(_BY_KEY, t.c.synced_version < bindparam("v_version"))
     .values(
@@ -193,10 +191,7 @@ def plan_targets(
     due_at: dt.datetime,
     existing: Collection[TargetKey],
 ) -> None:
-    """:func:`plan_target` for many targets at once: one statement for the ``existing`` rows, one for the new.
-
-    A fan-out to 100 accounts ran 100-200 statements, each built anew (benchmarks/fanout.py).
-    """
+    """:func:`plan_target` for many targets at once: one statement for the ``existing`` rows, one for the new."""
     now = dt.datetime.now(dt.UTC)
     updates: list[dict[str, Any]] = []
     inserts: list[dict[str, Any]] = []
@@ -209,26 +204,16 @@ def plan_targets(
         conn.execute(_PLAN_NEW, inserts)
 
 
-class CasOutcome:
-    """Whether a compare-and-set won: truthy or falsy. Asked after the commit, it costs no round trip of its own."""
-
-    def __init__(self, result: DirectResult) -> None:
-        self._result = result
-
-    def __bool__(self) -> bool:
-        return self._result.rowcount > 0
-
-
 def record_synced(
-    tx: DirectTransaction,
+    conn: Connection,
     key: TargetKey,
     *,
     version: int,
     external_id: str | None,
     etag: str | None,
     final_status: Literal["synced", "deleted"],
-) -> CasOutcome:
-    """Compare-and-set the sync result; falsy when a newer version was already recorded (the write lost)."""
+) -> bool:
+    """Compare-and-set the sync result; False when a newer version was already recorded (the write lost)."""
     params = {
         **_key_params(key),
         "v_version": version,
@@ -237,15 +222,15 @@ def record_synced(
         "v_final": final_status,
         "v_now": dt.datetime.now(dt.UTC),
     }
-    return CasOutcome(tx.execute(_RECORD_SYNCED, params))
+    return conn.execute(_RECORD_SYNCED, params).rowcount > 0
 
 
-_MARK_CREATE_ATTEMPTED = DirectStatement(update(t).where(_BY_KEY).values(create_attempted=True))
+_MARK_CREATE_ATTEMPTED = update(t).where(_BY_KEY).values(create_attempted=True)
 
 
-def mark_create_attempted(tx: DirectTransaction, key: TargetKey) -> None:
+def mark_create_attempted(conn: Connection, key: TargetKey) -> None:
     """Record, before a create is sent, that one may have been: a retry then looks for what it made."""
-    tx.execute(_MARK_CREATE_ATTEMPTED, _key_params(key))
+    conn.execute(_MARK_CREATE_ATTEMPTED, _key_params(key))
 
 
 def mark_account_create_attempted(conn: Connection, account_id: str) -> None:
@@ -256,24 +241,23 @@ def mark_account_create_attempted(conn: Connection, account_id: str) -> None:
 
 # The event row locked (PostgreSQL; SQLite writers are serialized anyway), then its targets not yet deleted: two
 # last deletions committing side by side cannot both miss each other (the event.cancelled notification).
-_LOCK_EVENT = DirectStatement(
+_LOCK_EVENT = (
     select(ev.c.version)
     .where(ev.c.tenant_id == bindparam("k_tenant"), ev.c.id == bindparam("k_event"))
     .with_for_update()
 )
-_LIVE_OF_EVENT = DirectStatement(
+_LIVE_OF_EVENT = (
     select(func.count())
     .select_from(t)
     .where(t.c.tenant_id == bindparam("k_tenant"), t.c.event_id == bindparam("k_event"), t.c.status != "deleted")
 )
 
 
-def all_deleted(tx: DirectTransaction, tenant_id: str, event_id: str) -> bool:
+def all_deleted(conn: Connection, tenant_id: str, event_id: str) -> bool:
     """Whether every target of the event is deleted, this transaction's writes included (locks the event row)."""
     params = {"k_tenant": tenant_id, "k_event": event_id}
-    tx.execute(_LOCK_EVENT, params)
-    rows = tx.execute(_LIVE_OF_EVENT, params).rows
-    return bool(rows) and next(iter(rows[0].values())) == 0
+    conn.execute(_LOCK_EVENT, params)
+    return conn.execute(_LIVE_OF_EVENT, params).scalar_one() == 0
 
 
 def record_retry(

@@ -29,7 +29,6 @@ from calsync.core.model.vocabulary import WebhookEventType
 from calsync.core.store import targets
 from calsync.core.store.database import Database
 from calsync.core.store.dead_letters import DeadLetterRecord
-from calsync.core.store.direct import DirectTransaction
 from calsync.core.webhooks import store
 from calsync.core.webhooks.model import notification
 
@@ -70,7 +69,7 @@ class Outbox:
         self._loaded = time.monotonic()
 
     def on_synced(
-        self, tx: DirectTransaction, payload: JobPayload, event: EventState, effect: Operation, external_id: str | None
+        self, conn: Connection, payload: JobPayload, event: EventState, effect: Operation, external_id: str | None
     ) -> list[str]:
         """``sync.succeeded`` (and ``event.cancelled`` once every target is deleted), in the result's transaction."""
         recorded = []
@@ -80,15 +79,15 @@ class Outbox:
             status = "deleted" if effect == "delete" else "synced"
             data = {**common, "account_id": payload.account_id, "external_id": external_id, "status": status}
             key = (tenant, entity, payload.account_id, version)
-            recorded.append(_record(tx, "sync.succeeded", data | {"job_id": payload.job_id}, key))
+            recorded.append(_record(conn, "sync.succeeded", data | {"job_id": payload.job_id}, key))
         if (
             effect == "delete"
             and event.status == "cancelled"
             and self.wants(tenant, "event.cancelled")
-            and targets.all_deleted(tx, tenant, entity)
+            and targets.all_deleted(conn, tenant, entity)
         ):
             data = {**common, "status": "cancelled"}
-            recorded.append(_record(tx, "event.cancelled", data, (tenant, entity, version)))
+            recorded.append(_record(conn, "event.cancelled", data, (tenant, entity, version)))
         return recorded
 
     def on_dead_lettered(
@@ -148,9 +147,7 @@ class Outbox:
                 )
 
 
-def _record(
-    tx: DirectTransaction | Connection, event_type: WebhookEventType, data: dict[str, Any], key: Iterable[object]
-) -> str:
+def _record(conn: Connection, event_type: WebhookEventType, data: dict[str, Any], key: Iterable[object]) -> str:
     notification_id, doc = notification(event_type, data, key=key)
-    store.record_notification(tx, notification_id, data["tenant_id"], event_type, doc)
+    store.record_notification(conn, notification_id, data["tenant_id"], event_type, doc)
     return notification_id

@@ -35,7 +35,6 @@ from calsync.core.model.vocabulary import (
 )
 from calsync.core.store.crypto import CredentialCipher
 from calsync.core.store.database import upsert_insert
-from calsync.core.store.direct import DirectStatement, DirectTransaction
 from calsync.core.store.schema import webhook_deliveries as d
 from calsync.core.store.schema import webhook_endpoints as w
 from calsync.core.store.schema import webhook_notifications as n
@@ -214,28 +213,21 @@ class Notification:
     dispatched_at: dt.datetime | None
 
 
-def _record(dialect: str) -> Any:
-    return upsert_insert(n, dialect).on_conflict_do_nothing(index_elements=[n.c.id])
-
-
-_RECORD = {dialect: DirectStatement(_record(dialect)) for dialect in ("sqlite", "postgresql")}
+_RECORD = {dialect: upsert_insert(n, dialect).on_conflict_do_nothing(index_elements=[n.c.id])
+           for dialect in ("sqlite", "postgresql")}  # fmt: skip
 
 
 def record_notification(
-    tx: DirectTransaction | Connection,
+    conn: Connection,
     notification_id: str,
     tenant_id: str,
     event_type: WebhookEventType,
     payload: dict[str, Any],
 ) -> None:
-    """Add a notification in the transaction of what it reports (the hot path's, or the DLQ recorder's
-    SQLAlchemy one): one statement, nothing if it is recorded already."""
+    """Add a notification in the transaction of what it reports: one statement, nothing if it is recorded already."""
     row: dict[str, Any] = {"id": notification_id, "tenant_id": tenant_id, "event_type": event_type}
     row |= {"payload": payload, "created_at": _now(), "dispatched_at": None}
-    if isinstance(tx, Connection):
-        tx.execute(_record(tx.dialect.name).values(**row))
-    else:
-        tx.execute(_RECORD[tx.dialect.name], row)
+    conn.execute(_RECORD[conn.dialect.name], row)
 
 
 def get_notification(conn: Connection, notification_id: str) -> Notification | None:

@@ -122,7 +122,7 @@ def run_sync(parts: JobParts, delivery: Delivery, args: Sequence[Any], kwargs: M
         with parts.traffic.call(account, payload, delivery.provider_requests):  # over a limit: Held, a deferral
             if _needs_marker(provider, target, effect):  # committed before anything is sent
                 leaves = None  # unknown until the commit returns
-                with parts.db.direct_write() as tx:
+                with parts.db.write() as tx:
                     targets.mark_create_attempted(tx, target.key)
                 stored = replace(stored, create_attempted=True)  # the call's view (target) still says none was
                 leaves = left_as(stored)
@@ -236,7 +236,7 @@ def _record_result(
     # newer version had been recorded meanwhile.
     external_id = ref.external_id if ref else target.external_id
     result = {"effect": effect, "external_id": external_id, "version": event.version}
-    with parts.db.direct_write() as tx:
+    with parts.db.write() as tx:
         won = targets.record_synced(
             tx,
             target.key,
@@ -251,7 +251,7 @@ def _record_result(
         notified = parts.outbox.on_synced(tx, payload, event, effect, external_id) if parts.outbox else []
     if notified and parts.outbox is not None:
         parts.outbox.send(parts.broker, notified)
-    return bool(won)  # after the commit: on PostgreSQL the whole transaction is one round trip
+    return won
 
 
 def _repair_if_overtaken(parts: JobParts, payload: JobPayload, target: TargetRow, version: int) -> None:

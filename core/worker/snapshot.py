@@ -1,7 +1,7 @@
 """The state one sync job is about (account, event, target, is its effect done?), read in one query.
 
-The snapshot is read before the target's lock, on the hot path's direct driver access
-(core/store/direct.py): the account joined to the event, the target and the job's idempotency record.
+The snapshot is read before the target's lock, in one statement: the account joined to the event, the
+target and the job's idempotency record.
 A stale or finished job is dropped by this read without touching the lock; versions only grow, so a job
 that is stale by it stays stale. When the account does not exist the join yields nothing and the parts
 are read one by one, so the job can say precisely what is missing.
@@ -29,7 +29,6 @@ from calsync.core.model.payload import JobPayload
 from calsync.core.store import accounts, events, idempotency, targets
 from calsync.core.store.crypto import CredentialCipher
 from calsync.core.store.database import Database
-from calsync.core.store.direct import DirectStatement
 from calsync.core.store.schema import event_targets, idempotency_records, provider_accounts
 from calsync.core.store.schema import events as events_table
 from calsync.core.store.targets import TargetKey, TargetRow
@@ -64,7 +63,6 @@ _JOINED = (
     .outerjoin(idempotency_records, _DONE)
     .where(provider_accounts.c.id == bindparam("k_account"))
 )
-_SNAPSHOT = DirectStatement(_JOINED)
 
 
 @dataclass(frozen=True)
@@ -99,7 +97,7 @@ def _params(payload: JobPayload) -> dict[str, Any]:
     }
 
 
-def _part(row: Mapping[str, Any], prefix: str) -> dict[str, Any] | None:
+def _part(row: Mapping[Any, Any], prefix: str) -> dict[str, Any] | None:
     if row[_PRESENT[prefix]] is None:
         return None
     return {name: row[label] for label, name in _LABELS[prefix]}
@@ -107,8 +105,8 @@ def _part(row: Mapping[str, Any], prefix: str) -> dict[str, Any] | None:
 
 def load_snapshot(db: Database, cipher: CredentialCipher, payload: JobPayload) -> Snapshot:
     """Read the latest state a job needs, in one statement."""
-    with db.direct_read() as tx:
-        row = tx.first(_SNAPSHOT, _params(payload))
+    with db.autocommit() as conn:  # one statement: one snapshot, one round trip
+        row = conn.execute(_JOINED, _params(payload)).mappings().first()
     if row is None:
         return _without_account(db, payload)
     account, event, target = _part(row, "a"), _part(row, "e"), _part(row, "t")

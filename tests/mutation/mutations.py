@@ -56,9 +56,9 @@ _IDEMPOTENCY_RECORD = (
     "            tx, payload.idempotency_key, job_id=payload.job_id, result=result, ttl_seconds=parts.idempotency_ttl\n"
     "        )\n"
 )
-_RESULT_TX = "    with parts.db.direct_write() as tx:\n        won = targets.record_synced(\n"
+_RESULT_TX = "    with parts.db.write() as tx:\n        won = targets.record_synced(\n"
 # (a): the idempotency record in a transaction of its own, committed before the sync result's.
-_OWN_TX = "    with parts.db.direct_write() as tx:\n" + _RECORD + _IDEMPOTENCY_RECORD
+_OWN_TX = "    with parts.db.write() as tx:\n" + _RECORD + _IDEMPOTENCY_RECORD
 _RESULT_BODY = (
     "            tx,\n"
     "            target.key,\n"

@@ -51,7 +51,7 @@ class Harness:
 
     def synced(self, account_id: str, version: int, *, deleted: bool = False) -> None:
         """Record what a worker would after a successful sync."""
-        with self.db.direct_write() as tx:
+        with self.db.write() as tx:
             assert targets.record_synced(tx, TargetKey(TENANT, EVENT, account_id), version=version,
                                          external_id=f"ext-{account_id}", etag=None,
                                          final_status="deleted" if deleted else "synced")  # fmt: skip

@@ -103,13 +103,13 @@ def test_a_downgrade_drops_the_column_and_the_upgrade_counts_every_row_as_maybe_
 
 def test_the_marker_is_never_cleared_by_planning_syncing_or_failing(db: Database) -> None:
     key = _planned(db)
-    with db.direct_write() as tx:
+    with db.write() as tx:
         targets.mark_create_attempted(tx, key)
     now = dt.datetime.now(dt.UTC)
     with db.write() as conn:
         targets.record_retry(conn, key, version=1, error_class="ProviderTimeout", message="lost", due_at=now)
         targets.plan_target(conn, key, wanted="present", version=2, due_at=now)
-    with db.direct_write() as tx:
+    with db.write() as tx:
         targets.record_synced(tx, key, version=2, external_id="x", etag="e", final_status="synced")
     with db.write() as conn:
         targets.plan_target(conn, key, wanted="absent", version=3, due_at=now)

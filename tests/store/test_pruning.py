@@ -40,7 +40,7 @@ def account(db: Database, name: str) -> str:
 
 def synced(db: Database, key: TargetKey, version: int, *, final: str = "synced", op: str = "create") -> None:
     """What a worker commits after a provider call: the target's result and the idempotency record."""
-    with db.direct_write() as tx:
+    with db.write() as tx:
         targets.record_synced(tx, key, version=version, external_id=f"x-{key.account_id}", etag=None,
                               final_status=final)  # type: ignore[arg-type]  # fmt: skip
         record = idempotency_key(*key, op, version)  # type: ignore[arg-type]
@@ -169,7 +169,7 @@ def test_resolved_dead_letters_go_after_retention_open_ones_never(db: Database) 
 
 
 def test_a_pass_deletes_at_most_batch_times_max_batches_and_says_it_is_behind(db: Database) -> None:
-    with db.direct_write() as tx:
+    with db.write() as tx:
         for n in range(10):
             idempotency.record_success(tx, f"calendar:t:e{n}:a:create", job_id=f"j{n}", result={}, ttl_seconds=1)
     small = Retention(batch=3, max_batches=2, dead_letters=0, cancelled_events=0)

@@ -41,7 +41,7 @@ def test_synced_version_only_grows(db: Database) -> None:
     key = _target(db)
     with db.write() as conn:
         targets.plan_target(conn, key, wanted="present", version=3, due_at=dt.datetime.now(dt.UTC))
-    with db.direct_write() as tx:
+    with db.write() as tx:
         assert targets.record_synced(tx, key, version=3, external_id="x3", etag="e3", final_status="synced")
         assert not targets.record_synced(tx, key, version=2, external_id="x2", etag="e2", final_status="synced")
         assert not targets.record_synced(tx, key, version=3, external_id="x3", etag="e4", final_status="synced")
@@ -55,7 +55,7 @@ def test_a_sync_of_an_older_version_leaves_the_target_pending(db: Database) -> N
     key = _target(db)
     with db.write() as conn:
         targets.plan_target(conn, key, wanted="present", version=2, due_at=dt.datetime.now(dt.UTC))
-    with db.direct_write() as tx:
+    with db.write() as tx:
         assert targets.record_synced(tx, key, version=1, external_id="x1", etag="e1", final_status="synced")
     with db.read() as conn:
         row = targets.get_target(conn, key)
@@ -71,7 +71,7 @@ def test_dates_come_back_as_aware_utc(db: Database) -> None:
 
 
 def test_idempotency_records_tolerate_duplicates(db: Database) -> None:
-    with db.direct_write() as tx:
+    with db.write() as tx:
         idempotency.record_success(tx, "k", job_id="a", result={"n": 1}, ttl_seconds=60)
         idempotency.record_success(tx, "k", job_id="b", result={"n": 2}, ttl_seconds=60)
     with db.read() as conn:

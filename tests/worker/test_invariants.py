@@ -10,20 +10,19 @@ import uuid
 from typing import Any
 
 import pytest
-from sqlalchemy import text
+from sqlalchemy import Connection, text
 
 from calsync.core.messaging.messages import sync_message
 from calsync.core.model.change import parse_change
 from calsync.core.model.payload import new_payload
 from calsync.core.model.redaction import MASK, register_secrets
 from calsync.core.store import accounts, events, idempotency, targets
-from calsync.core.store.direct import DirectStatement, DirectTransaction
 from calsync.core.store.targets import TargetKey
 from tests.support import Pipeline, change, utcnow, wait_until
 
 pytestmark = pytest.mark.integration
 
-_NO_SUCH_TABLE = DirectStatement(text("SELECT * FROM calsync_no_such_table"))
+_NO_SUCH_TABLE = text("SELECT * FROM calsync_no_such_table")
 
 
 @pytest.mark.both_databases
@@ -36,11 +35,11 @@ def test_a_failed_result_write_leaves_no_idempotency_record_so_the_retry_does_th
     real = targets.record_synced
     failures: list[int] = []
 
-    def result_write_fails_once(tx: DirectTransaction, *args: Any, **kwargs: Any) -> bool:
+    def result_write_fails_once(tx: Connection, *args: Any, **kwargs: Any) -> bool:
         won = real(tx, *args, **kwargs)
         if not failures:
             failures.append(1)
-            tx.execute(_NO_SUCH_TABLE, {})  # a real driver error inside the result's transaction
+            tx.execute(_NO_SUCH_TABLE)  # a real driver error inside the result's transaction
         return won
 
     monkeypatch.setattr(targets, "record_synced", result_write_fails_once)

@@ -3,6 +3,7 @@ database and Redis, and a StubBroker to capture what they enqueue."""
 
 from __future__ import annotations
 
+import contextlib
 import datetime as dt
 from typing import Any
 
@@ -11,7 +12,7 @@ import pytest
 from dramatiq.brokers.stub import StubBroker
 from dramatiq.errors import BrokerConnectionError
 from prometheus_client import REGISTRY
-from sqlalchemy import update
+from sqlalchemy import QueuePool, update
 
 from calsync.core.messaging.messages import sync_message
 from calsync.core.model.errors import (
@@ -103,7 +104,7 @@ def test_the_job_tells_its_delivery_the_payload_and_provider(pipeline: Pipeline,
 
 def test_a_job_whose_effect_is_recorded_is_done_without_a_call(pipeline: Pipeline, stub: StubBroker) -> None:
     _entity, _account, payload = _submitted(pipeline)
-    with pipeline.clients.db.direct_write() as tx:
+    with pipeline.clients.db.write() as tx:
         idempotency.record_success(tx, payload.idempotency_key, job_id="earlier", result={}, ttl_seconds=60)
     outcome, _ctx = _run(pipeline, stub, payload)
     assert outcome is Outcome.ALREADY_DONE and pipeline.provider.calls() == []
@@ -112,7 +113,7 @@ def test_a_job_whose_effect_is_recorded_is_done_without_a_call(pipeline: Pipelin
 def test_an_expired_idempotency_record_no_longer_counts(pipeline: Pipeline) -> None:
     key = _payload("e1").idempotency_key
     db = pipeline.clients.db
-    with db.direct_write() as tx:
+    with db.write() as tx:
         idempotency.record_success(tx, key, job_id="old", result={}, ttl_seconds=60)
     with db.write() as conn:
         assert idempotency.succeeded(conn, key) and idempotency.purge_expired(conn) == 0
@@ -120,6 +121,17 @@ def test_an_expired_idempotency_record_no_longer_counts(pipeline: Pipeline) -> N
         conn.execute(update(idempotency_records).values(expires_at=past))  # the TTL elapsed
         assert not idempotency.succeeded(conn, key)
         assert idempotency.purge_expired(conn) == 1
+
+
+def test_every_worker_thread_gets_a_kept_database_connection(pipeline: Pipeline) -> None:
+    """Each thread's transaction, and a read nested in one (the outbox's), on connections the pool keeps."""
+    db = pipeline.clients.db
+    pool = db.engine.pool
+    assert isinstance(pool, QueuePool)
+    with contextlib.ExitStack() as held:
+        for _ in range(pipeline.settings.worker_threads + 1):
+            held.enter_context(db.read())
+        assert pool.overflow() <= 0  # none opened beyond the pool's size (closed again at check-in)
 
 
 # --- the job: the target lock -------------------------------------------------------------------------
@@ -173,7 +185,7 @@ def test_superseded_or_already_synced_versions_are_stale(pipeline: Pipeline, stu
     pipeline.submit(None, entity_id=entity, title="v2")
     assert _run(pipeline, stub, _payload(entity, account, version=1))[0] is Outcome.STALE
 
-    with pipeline.clients.db.direct_write() as tx:
+    with pipeline.clients.db.write() as tx:
         targets.record_synced(tx, TargetKey("tenant-1", entity, account), version=2, external_id="x", etag=None,
                               final_status="synced")  # fmt: skip
     assert _run(pipeline, stub, _payload(entity, account, version=2, op="update"))[0] is Outcome.STALE

@@ -68,7 +68,7 @@ def test_an_effect_the_dead_worker_committed_is_not_repeated_after_a_takeover(
 
     def committed_meanwhile(key: str, **options: Any) -> OwnedLock | None:
         # The dead worker's commit landed after this job's read before the lock, as a paused one's can.
-        with rt.db.direct_write() as tx:
+        with rt.db.write() as tx:
             targets.record_synced(tx, TargetKey("tenant-1", payload.entity_id, payload.account_id), version=1,
                                   external_id="x", etag=None, final_status="synced")  # fmt: skip
             idempotency.record_success(tx, payload.idempotency_key, job_id="dead", result={}, ttl_seconds=60)

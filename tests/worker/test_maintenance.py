@@ -24,7 +24,7 @@ RETENTION = Retention(batch=100, max_batches=5, dead_letters=0, cancelled_events
 
 def expired_records(db: Database, count: int) -> None:
     """``count`` idempotency records that expired already."""
-    with db.direct_write() as tx:
+    with db.write() as tx:
         for n in range(count):
             idempotency.record_success(tx, f"calendar:t:e{n}:a:create", job_id=f"j{n}", result={}, ttl_seconds=1)
     with db.write() as conn:

@@ -29,7 +29,7 @@ def test_an_older_write_overtaken_by_a_removal_enqueues_a_delete_of_the_newest_v
 
     def overtaken(account: Any, event: Any, target: Any) -> Any:
         assert pipeline.submit([kept], entity_id=first.entity_id, title="v1").version == 2
-        with pipeline.clients.db.direct_write() as tx:  # the other worker's v2 delete is recorded first
+        with pipeline.clients.db.write() as tx:  # the other worker's v2 delete is recorded first
             targets.record_synced(tx, key, version=2, external_id=None, etag=None, final_status="deleted")
         return real_upsert(account, event, target)  # ...then our v1 write reaches the provider
 

@@ -48,7 +48,7 @@ def test_an_already_synced_version_never_writes_the_lock_key(
 ) -> None:
     rt = pipeline.clients
     entity, account = _target(pipeline)
-    with rt.db.direct_write() as tx:
+    with rt.db.write() as tx:
         targets.record_synced(tx, TargetKey("tenant-1", entity, account), version=2, external_id="x", etag=None,
                               final_status="synced")  # fmt: skip
     taken: list[str] = []
