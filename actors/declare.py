@@ -70,7 +70,6 @@ def _webhook_actors(clients: Clients) -> dict[str, dramatiq.Actor[Any, Any]]:
     policy = DeliveryPolicy(
         schedule=settings.webhook_retry_schedule,
         jitter=settings.retry_jitter,
-        max_retry_after=settings.webhook_max_retry_after,
         disable_after=settings.webhook_disable_after,
         disable_min_failures=settings.webhook_disable_min_failures,
     )

@@ -86,8 +86,6 @@ def parse() -> argparse.Namespace:
     parser.add_argument("--retention", type=int, default=600,
                         help="seconds (at least 20): idempotency TTL and both retentions")  # fmt: skip
     parser.add_argument("--interval", type=float, default=10, help="MAINTENANCE_INTERVAL")
-    parser.add_argument("--batch", type=int, default=2000, help="MAINTENANCE_BATCH")
-    parser.add_argument("--max-batches", type=int, default=50, help="MAINTENANCE_MAX_BATCHES")
     parser.add_argument("--cancel-after", type=float, default=5, help="seconds from an event's create to its cancel")
     parser.add_argument("--fail-share", type=float, default=0.01, help="share of creates failing for good")
     parser.add_argument("--report-every", type=float, default=60)
@@ -318,7 +316,7 @@ def capacity(clients: Clients, args: argparse.Namespace) -> None:
         passes += 1
     elapsed = time.monotonic() - started
     measured = deleted / elapsed
-    ceiling = args.batch * args.max_batches / args.interval
+    ceiling = Settings.maintenance_batch * Settings.maintenance_max_batches / args.interval
     print(
         f"capacity: {deleted} expired records in {passes} passes, {elapsed:.2f} s of passes: {measured:,.0f} rows/s "
         f"deleted while a pass runs; the configured ceiling BATCH x MAX_BATCHES / INTERVAL = {ceiling:,.0f} rows/s"
@@ -332,7 +330,8 @@ def main() -> None:
     args = parse()
     logging.getLogger("calsync").setLevel(logging.ERROR)
     print(f"housekeeping benchmark: {args.minutes:g} min at {args.rate:g} jobs/s, retention {args.retention} s, "
-          f"interval {args.interval:g} s, batch {args.batch} x {args.max_batches}, {args.database}, "
+          f"interval {args.interval:g} s, batch {Settings.maintenance_batch} x {Settings.maintenance_max_batches}, "
+          f"{args.database}, "
           f"calsync worker {args.processes}x{args.threads}, producer: "
           f"{f'{args.producers} process(es)' if args.producers else 'this process'}, "
           f"{platform.node()} ({platform.processor() or platform.machine()}, {os.cpu_count()} CPUs)")  # fmt: skip
@@ -345,8 +344,7 @@ def main() -> None:
                                 redis_namespace=ns, idempotency_ttl=args.retention,
                                 cancelled_event_retention=args.retention, dead_letter_retention=args.retention,
                                 webhook_retention=args.retention,
-                                maintenance_interval=args.interval, maintenance_batch=args.batch,
-                                maintenance_max_batches=args.max_batches, worker_processes=args.processes,
+                                maintenance_interval=args.interval, worker_processes=args.processes,
                                 worker_threads=args.threads, log_level="INFO", metrics_host="127.0.0.1",
                                 metrics_port=free_port(), retry_schedule=(1,),
                                 delete_verify_delay=min(120, args.retention / 2))  # fmt: skip

@@ -267,8 +267,8 @@ def main() -> None:
     print(f"surge: {args.jobs} jobs over {args.accounts} Google accounts (emulator, {args.latency_ms} ms per call), "
           f"503 for {args.outage:g} s; 1 process x {args.threads} threads; google limits: concurrency "
           f"{shown.account_concurrency['google']}, {shown.account_rate['google']:g}/s per account, "
-          f"{shown.provider_rate['google']:g}/s per provider, tenant {shown.tenant_rate:g}/s, burst "
-          f"{shown.traffic_burst:g} s; breaker {shown.breaker_failures['google']} failures, open "
+          f"{shown.provider_rate['google']:g}/s per provider, tenant {shown.tenant_rate:g}/s; "
+          f"breaker {shown.breaker_failures['google']} failures, open "
           f"{shown.breaker_open_seconds:g} s; retry schedule {shown.retry_schedule}; bulk lane past "
           f"{shown.bulk_threshold} jobs per {shown.bulk_window:g} s; overrides {args.set or 'none'}",
           flush=True)  # fmt: skip

@@ -35,6 +35,7 @@ from calsync.providers.memory import MemoryProvider
 T = TypeVar("T")
 
 TEST_SCALE: dict[str, Any] = {
+    "profile": "test",  # the internal timings scaled down with the rest (docs/TESTING.md)
     "retry_schedule": (0.2, 0.4, 0.6),
     "retry_jitter": 0.1,
     "provider_timeout": 3,
@@ -44,7 +45,6 @@ TEST_SCALE: dict[str, Any] = {
     "lock_max_waits": 100,  # the wait budget outlasts LOCK_TTL after the broker heartbeat (the settings check)
     "reconcile_after": 30,
     "broker_heartbeat_timeout": 5,
-    "broker_maintenance_chance": 0.5,
     "coalesce_window": 0,  # every edit enqueued at once; the coalescing tests set their window
     # The lane tests count a tenant's enqueues exactly; with 60 s fixed windows a test that crossed a window's
     # end saw the earlier enqueues weighted below one job (core/producer/fairness.py) about once in 30 runs.

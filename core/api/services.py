@@ -53,9 +53,7 @@ def services_from_clients(clients: Clients, *, metrics_dir: Path | None = None) 
         discard=lambda record_ids, note: dead_letters.discard(clients, record_ids, note=note),
         checks={"broker": broker},
         max_body_bytes=settings.api_max_body_bytes,
-        key_touch_interval=settings.api_key_touch_interval,
         key_cache_seconds=settings.api_key_cache_seconds,
-        retry_after=settings.api_retry_after,
         metrics_dir=metrics_dir,
         webhooks=Endpoints.from_settings(clients.db, clients.cipher, settings),
     )

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import ClassVar
+
 from pydantic import BaseModel, Field, model_validator
 
 #: A coalesce window longer than this would hold every edit of a busy event back for minutes.
@@ -20,9 +22,9 @@ class CoalesceSettings(BaseModel):
     coalesce_window: float = Field(default=1.0, ge=0, le=MAX_COALESCE_WINDOW)
     # Seconds. A target edited without pause is still written this often (the window never holds longer).
     coalesce_max_wait: float = Field(default=10.0, gt=0)
-    # Seconds. The longest an idle worker consumer sleeps between polls (Dramatiq's worker_timeout, 1 s by
-    # default), so also how late a due delayed message (a coalesced edit, a retry, a lock wait) is released.
-    worker_poll_interval: float = Field(default=0.25, gt=0, le=10)
+    # Internal, seconds. The longest an idle worker consumer sleeps between polls (Dramatiq's worker_timeout,
+    # 1 s by default), so also how late a due delayed message (a coalesced edit, a retry, a lock wait) is released.
+    worker_poll_interval: ClassVar[float] = 0.25
 
     @property
     def coalesce_window_ms(self) -> int:

@@ -7,6 +7,8 @@ Sizing and what is pruned when: docs/RUNBOOK.md §Housekeeping.
 
 from __future__ import annotations
 
+from typing import ClassVar
+
 from pydantic import BaseModel, Field, model_validator
 
 #: A retention of 0 keeps rows forever.
@@ -19,10 +21,10 @@ class HousekeepingSettings(BaseModel):
     # Seconds between two maintenance passes of the whole deployment (0: workers never run one; the
     # reconciler's pass remains).
     maintenance_interval: float = Field(default=10, ge=0)
-    # Rows one statement deletes; a pass repeats it per table while a full batch went and time is left.
-    maintenance_batch: int = Field(default=2000, ge=1, le=100_000)
-    # Most statements per table in one pass: a pass deletes at most BATCH x MAX_BATCHES rows of each table.
-    maintenance_max_batches: int = Field(default=50, ge=1)
+    # Internal: rows one statement deletes; a pass repeats it per table while a full batch went and time is
+    # left, at most MAX_BATCHES times: a pass deletes at most 100,000 rows of each table.
+    maintenance_batch: ClassVar[int] = 2000
+    maintenance_max_batches: ClassVar[int] = 50
     # Resolved (replayed or discarded) dead letters are deleted this many seconds after being resolved.
     dead_letter_retention: float = Field(default=30 * 86400, ge=0)
     # A cancelled event whose every target is deleted is pruned with its targets and idempotency records

@@ -43,7 +43,7 @@ def connect_broker(url: str, settings: Settings, middleware: Sequence[dramatiq.M
             namespace=settings.redis_namespace,
             heartbeat_timeout=int(settings.broker_heartbeat_timeout * 1000),
             maintenance_chance=int(settings.broker_maintenance_chance * _MAINTENANCE_SCALE),
-            maintenance_interval=settings.broker_maintenance_interval,
+            maintenance_interval=2,  # at least this often per queue and process: a dead worker's never wait on the draw
             middleware=list(middleware),
         )
     for queue in lanes.queues:

@@ -57,8 +57,6 @@ class TrafficSettings(BaseModel):
     account_rate: Annotated[dict[str, float], NoDecode] = Field(default_factory=lambda: dict(ACCOUNT_RATE))
     provider_rate: Annotated[dict[str, float], NoDecode] = Field(default_factory=lambda: dict(PROVIDER_RATE))
     tenant_rate: float = Field(default=0, ge=0)
-    # A bucket holds this many seconds of its rate (at least one request): the burst it allows.
-    traffic_burst: float = Field(default=2, gt=0, le=3600)
     # A full account waits this long before it asks again (also when a half-open breaker's probe is out).
     traffic_retry_delay: float = Field(default=1, gt=0, le=3600)
     # Consecutive temporary failures that open a breaker (per account, per provider); 0: no breaker.
@@ -88,7 +86,7 @@ class Limits:
     account_rate: float = 0
     tenant_rate: float = 0
     provider_rate: float = 0
-    burst: float = 2
+    burst: float = 2  # a bucket holds this many seconds of its rate (at least one request): the burst it allows
     breaker_failures: int = 0
     breaker_open: float = 15
     retry_delay: float = 1
@@ -110,7 +108,6 @@ def provider_limits(settings: TrafficSettings, *, lease: float) -> dict[str, Lim
             account_rate=settings.account_rate.get(name, 0),
             tenant_rate=settings.tenant_rate,
             provider_rate=settings.provider_rate.get(name, 0),
-            burst=settings.traffic_burst,
             breaker_failures=settings.breaker_failures.get(name, 0),
             breaker_open=settings.breaker_open_seconds,
             retry_delay=settings.traffic_retry_delay,

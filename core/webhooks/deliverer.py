@@ -7,7 +7,7 @@ nothing: each (notification, endpoint) gets one delivery. A lost delivery messag
 and due, for the reconciler.
 
 2xx is done. 5xx, 408, 429, timeouts and connection errors are retried on ``WEBHOOK_RETRY_SCHEDULE``
-± ``RETRY_JITTER``, a ``Retry-After`` (429, 503) as a floor (capped at ``WEBHOOK_MAX_RETRY_AFTER``); any
+± ``RETRY_JITTER``, a ``Retry-After`` (429, 503) as a floor (capped at an hour); any
 other answer is permanent. A permanent answer, exhausted retries, a URL that now resolves to a refused
 address or a disabled endpoint end in the DLQ (kind ``webhook``: status, a truncated body); ``calsync dlq
 replay`` sends it again under the same ``webhook-id``. The row counts attempts and holds the next due time
@@ -92,9 +92,9 @@ class DeliveryPolicy:
 
     schedule: tuple[float, ...]
     jitter: float
-    max_retry_after: float
     disable_after: float
     disable_min_failures: int
+    max_retry_after: float = 3600  # a longer Retry-After is cut to this
 
 
 @dataclass(frozen=True)

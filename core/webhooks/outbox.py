@@ -2,8 +2,8 @@
 
 A sync result, a dead letter or an account needing re-authorization adds one ``webhook_notifications``
 row in the same transaction, but only when the tenant has an enabled endpoint for that event type: the
-directory of subscriptions is cached per process (``WEBHOOK_DIRECTORY_TTL``), so a tenant without
-webhooks costs the sync path nothing but a dictionary lookup. After the commit its id is enqueued in a
+directory of subscriptions is cached per process (``Settings.webhook_directory_ttl``, 5 s), so a tenant
+without webhooks costs the sync path nothing but a dictionary lookup. After the commit its id is enqueued in a
 ``dispatch_webhook`` message shared with the other ids of the last few milliseconds; if that fails, the row
 waits for the reconciler (intent first).
 

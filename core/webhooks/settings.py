@@ -23,20 +23,14 @@ class WebhookSettings(BaseModel):
     # Addresses or CIDRs a receiver may resolve to although they are loopback/private/link-local.
     # (comma-separated; a string, so child processes get it back verbatim).
     webhook_allowed_networks: str = ""
-    webhook_connect_timeout: float = Field(default=3, gt=0)
     webhook_timeout: float = Field(default=10, gt=0)  # the whole request, connect included
     # Delays (s) between attempts: one retry per entry, ± RETRY_JITTER; Retry-After (429/503) is a floor.
     webhook_retry_schedule: Annotated[tuple[float, ...], NoDecode] = (5, 30, 120, 600, 1800, 3600, 10800)
-    webhook_max_retry_after: float = Field(default=3600, gt=0)  # a longer Retry-After is cut to this
     # The breaker: an endpoint failing for this long (and this many attempts in a row) is disabled.
     webhook_disable_after: float = Field(default=3 * 86400, gt=0)
     webhook_disable_min_failures: int = Field(default=10, ge=1)
     # How long the previous secret keeps signing after `calsync webhooks rotate-secret`.
     webhook_secret_grace: float = Field(default=86400, ge=0)
-    # How long a worker caches which tenants have endpoints for which event types.
-    webhook_directory_ttl: float = Field(default=5, ge=0)
-    # How much of a failed response's body the DLQ record keeps.
-    webhook_body_limit: int = Field(default=1024, ge=0, le=65536)
 
     @field_validator("webhook_retry_schedule", mode="before")
     @classmethod

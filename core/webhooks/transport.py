@@ -54,7 +54,7 @@ class Transport:
         allowed_networks: Iterable[str],
         connect_timeout: float,
         timeout: float,
-        body_limit: int,
+        body_limit: int = 1024,  # how much of a failed answer's body the DLQ record keeps
         resolver: Resolver = system_resolver,
     ) -> None:
         self.allow_http = allow_http
@@ -71,9 +71,8 @@ class Transport:
         return cls(
             allow_http=settings.webhook_allow_http,
             allowed_networks=settings.webhook_allowed_networks.split(","),
-            connect_timeout=settings.webhook_connect_timeout,
+            connect_timeout=min(3.0, settings.webhook_timeout),  # TCP and TLS: 3 s, or the whole request's
             timeout=settings.webhook_timeout,
-            body_limit=settings.webhook_body_limit,
         )
 
     def check(self, url: str) -> IpAddress:

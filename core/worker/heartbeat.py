@@ -10,8 +10,8 @@ A thread started at worker boot, in every worker process, each interval:
 
 It also watches the messages running on the process' worker threads. Dramatiq's TimeLimit
 interrupts a job at its time limit, but only between Python bytecodes: a thread blocked in C code or
-a syscall stays blocked (docs/notes/dramatiq-worker.md). When a message has run longer than its
-time limit plus ``STUCK_GRACE``, its thread is stuck: the heartbeat stops for good (logged at
+a syscall stays blocked (docs/notes/dramatiq-worker.md). When a message has run longer than twice its
+time limit, its thread is stuck: the heartbeat stops for good (logged at
 CRITICAL with the message), the key expires, the file goes stale, and the probe restarts the pod.
 A Redis outage does not stop the file: restarting a healthy worker would not bring Redis back.
 
@@ -112,8 +112,7 @@ class HeartbeatTiming:
     interval: float  # HEARTBEAT_INTERVAL
     ttl: float  # HEARTBEAT_TTL
     directory: Path  # HEARTBEAT_DIR
-    stuck_grace: float  # STUCK_GRACE
-    job_time_limit: float  # JOB_TIME_LIMIT, for deliveries whose actor sets none
+    job_time_limit: float  # JOB_TIME_LIMIT, for deliveries whose actor sets none, and the grace past any limit
 
 
 class Heartbeat(dramatiq.Middleware):
@@ -197,7 +196,7 @@ class Heartbeat(dramatiq.Middleware):
     def beat(self) -> bool:
         """Renew the key, the file and the gauge, unless a worker thread is stuck (then never again)."""
         if self.stuck is None:
-            self.stuck = stuck(self._running.copy().values(), time.monotonic(), self.timing.stuck_grace)
+            self.stuck = stuck(self._running.copy().values(), time.monotonic(), self.timing.job_time_limit)
             if self.stuck is not None:
                 fields = {
                     "message_id": self.stuck.message_id,

@@ -5,8 +5,8 @@ deployment's maintenance lease (``SET NX PX``, key in core/redis/keys.py, TTL th
 that gets it runs one bounded pass (core/store/pruning.py) with a time budget of most of the interval;
 the others do nothing. The lease is never released: it expires, so passes are spaced by the interval
 however many workers run, and a pass that dies with its worker blocks the next one for one interval at
-most. So the deployment deletes up to ``MAINTENANCE_BATCH`` x ``MAINTENANCE_MAX_BATCHES`` rows of each
-table per interval (docs/RUNBOOK.md §Housekeeping says how to size it against the job rate).
+most. So the deployment deletes up to ``maintenance_batch`` x ``maintenance_max_batches`` (internal settings:
+100,000) rows of each table per interval (docs/RUNBOOK.md §Housekeeping says how to size it against the job rate).
 
 A pass first re-enqueues what the broker lost, when the composition root gives it that part of the
 reconciler (``requeue``, core/producer/reconcile.py ``requeue_lost``): pending targets overdue by

@@ -88,7 +88,6 @@ def observed_worker_middleware(
         interval=settings.heartbeat_interval,
         ttl=settings.heartbeat_ttl,
         directory=settings.effective_heartbeat_dir,
-        stuck_grace=settings.stuck_grace,
         job_time_limit=settings.job_time_limit,
     )
     pause = PauseGate(PauseSwitch(client, keys), watch=watch)

@@ -102,7 +102,6 @@ class Demo:
             google_api_endpoint=self.google_control.api_endpoint,
             graph_api_endpoint=self.ews_control.api_endpoint,
             graph_ca_file=tls.ca_file,
-            memory_provider_path=self.directory / "memory-provider.sqlite3",
             log_level="INFO",
             metrics_host="127.0.0.1",
             metrics_port=_free_port(),  # the demo's worker never takes a port a worker of yours may hold

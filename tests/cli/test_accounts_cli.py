@@ -31,7 +31,7 @@ def settings(settings_factory: Any, tmp_path: Path) -> Settings:
         probe.bind(("127.0.0.1", 0))
         port = probe.getsockname()[1]
     built: Settings = settings_factory(
-        secret_key=generate_key(), memory_provider_path=tmp_path / "memory.sqlite3", metrics_port=port,
+        secret_key=generate_key(), metrics_port=port,
         maintenance_interval=0.2, delete_verify_delay=0,
     )  # fmt: skip
     json_out(calsync("migrate", settings=built))

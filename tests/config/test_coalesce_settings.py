@@ -28,8 +28,8 @@ def test_a_window_out_of_bounds_is_refused(monkeypatch: pytest.MonkeyPatch, valu
 
 
 def test_a_dramatiq_worker_started_with_the_poll_environment_polls_that_often(tmp_path: Path) -> None:
-    env = {**os.environ, **poll_environment(Settings(data_dir=tmp_path, worker_poll_interval=0.3))}
+    env = {**os.environ, **poll_environment(Settings(data_dir=tmp_path))}
     probe = "import dramatiq.worker as w; print(w.Worker(__import__('dramatiq').get_broker()).worker_timeout)"
     stub = "import dramatiq; from dramatiq.brokers.stub import StubBroker; dramatiq.set_broker(StubBroker()); "
     out = subprocess.run([sys.executable, "-c", stub + probe], env=env, capture_output=True, text=True, check=True)
-    assert out.stdout.strip() == "300"
+    assert out.stdout.strip() == "250"

@@ -77,11 +77,10 @@ def _calsync() -> str:
 @pytest.mark.slow
 @pytest.mark.both_brokers
 def test_a_worker_killed_mid_job_is_redelivered_without_a_second_effect(settings_factory: Any, tmp_path: Path) -> None:
-    # Production broker recovery settings (heartbeat 20 s, 10 % maintenance): the claim under test is theirs.
+    # Production broker recovery (heartbeat 20 s, the production profile's maintenance): the claim is theirs.
     settings = settings_factory(
-        memory_provider_path=tmp_path / "memory.sqlite3",
         broker_heartbeat_timeout=20,
-        broker_maintenance_chance=0.1,
+        profile="production",
         provider_timeout=5,
         job_time_limit=10,
         lock_ttl=12,

@@ -89,8 +89,7 @@ def test_a_stuck_worker_thread_stops_the_heartbeat(
     settings_factory: Any, tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
     settings = settings_factory(
-        memory_provider_path=tmp_path / "memory.sqlite3",
-        provider_timeout=0.2, job_time_limit=0.5, lock_ttl=5, stuck_grace=0.3,
+        provider_timeout=0.2, job_time_limit=0.5, lock_ttl=5,  # stuck after twice the time limit: 1 s
         heartbeat_interval=0.1, heartbeat_ttl=0.5,
     )  # fmt: skip
     provider = MemoryProvider(settings.effective_memory_provider_path)

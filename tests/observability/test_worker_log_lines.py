@@ -23,7 +23,7 @@ def _job_lines(text: str) -> list[dict[str, Any]]:
 
 
 def test_worker_processes_write_whole_json_lines_to_stdout(settings_factory: Any, tmp_path: Path) -> None:
-    settings = settings_factory(memory_provider_path=tmp_path / "memory.sqlite3")
+    settings = settings_factory()
     pipeline = Pipeline(settings, provider=MemoryProvider(settings.effective_memory_provider_path))
     try:
         account = pipeline.account()

@@ -135,7 +135,6 @@ def test_a_real_worker_exposes_exact_metrics_and_its_death_shows(
     settings_factory: Any, tmp_path: Path, promtool: str
 ) -> None:
     settings = settings_factory(
-        memory_provider_path=tmp_path / "memory.sqlite3",
         metrics_port=free_port(),
         heartbeat_interval=0.5,
         heartbeat_ttl=3,

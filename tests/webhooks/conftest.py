@@ -21,7 +21,6 @@ from tests.webhooks.receiver import Receiver, serve
 WEBHOOK_TEST_SETTINGS: dict[str, Any] = {
     "webhook_allow_http": True,
     "webhook_allowed_networks": "127.0.0.0/8",
-    "webhook_directory_ttl": 0,
     "webhook_retry_schedule": (0.05, 0.05, 0.05),
     "webhook_timeout": 2,
     "secret_key": "XeyDGhcPmgrFLQFm6f7d4EVI97A3kAWsW6EkRlbw9ys=",

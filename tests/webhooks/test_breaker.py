@@ -55,7 +55,7 @@ def slow() -> Iterator[Receiver]:
 
 
 def test_a_slow_receiver_times_out_and_never_delays_a_sync(hooks_factory: Callable[..., Hooks], slow: Receiver) -> None:
-    hooks = hooks_factory(webhook_timeout=0.5, webhook_connect_timeout=0.5, webhook_retry_schedule=(0.05,))
+    hooks = hooks_factory(webhook_timeout=0.5, webhook_retry_schedule=(0.05,))
     pipeline = hooks.pipeline
     endpoint_id = hooks.endpoint(slow)
     account = pipeline.account()
