@@ -374,8 +374,11 @@ def main() -> None:
 
 
 def _over_hand(sides: Mapping[str, object]) -> list[tuple[str, str]]:
-    """Each calsync side (and the compared tree's) over the hand-written job on its database."""
-    return [(side, f"hand {side.split()[-1]}") for side in sides if side.startswith(("calsync", "compared"))]
+    """Each calsync side (and the compared tree's) over the hand-written job on its database, then calsync
+    over the compared tree (``--compare``: after/before)."""
+    pairs = [(side, f"hand {side.split()[-1]}") for side in sides if side.startswith(("calsync", "compared"))]
+    return pairs + [(side, f"compared {side.split()[-1]}") for side in sides
+                    if side.startswith("calsync") and f"compared {side.split()[-1]}" in sides]  # fmt: skip
 
 
 def _print(drain: Drain) -> None:
