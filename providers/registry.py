@@ -146,13 +146,10 @@ class ProviderRegistry:
 
     def get(self, name: ProviderName) -> Provider:
         """The adapter for ``name``, building it on first use."""
-        provider = self._providers.get(name)
-        if provider is None:
-            with self._lock:
-                provider = self._providers.get(name)
-                if provider is None:
-                    provider = self._providers[name] = _build(name, self._settings, self._limiter, self._credentials)
-        return provider
+        with self._lock:
+            if name not in self._providers:
+                self._providers[name] = _build(name, self._settings, self._limiter, self._credentials)
+            return self._providers[name]
 
     def close(self) -> None:
         """Close every adapter built or given so far, each once even when it serves several names (shutdown)."""

@@ -14,11 +14,12 @@ from googleapiclient.discovery import build
 from googleapiclient.errors import HttpError
 
 from calsync.core.model.calendar import Account, EventState, ExternalRef, ProviderName, SendUpdates, Target
-from calsync.core.model.errors import EntityNotFound, InvalidRequest, TemporaryError
+from calsync.core.model.errors import ConfigurationError, EntityNotFound, InvalidRequest, TemporaryError
 from calsync.core.model.provider_io import request_sent
+from calsync.providers.accounts import AccountCache, fingerprint
 from calsync.providers.config import GoogleConfig
 from calsync.providers.google.classification import classify
-from calsync.providers.google.credentials import CredentialCache, account_option, secrets_of
+from calsync.providers.google.credentials import account_option, build_credentials, secrets_of
 from calsync.providers.google.event_body import (
     SEND_UPDATES,
     check_ours,
@@ -79,7 +80,7 @@ class GoogleProvider:
         self._local = threading.local()
         self._https: dict[threading.Thread, httplib2.Http] = {}  # every thread's Http, for close()
         self._https_lock = threading.Lock()
-        self._credentials = CredentialCache()
+        self._credentials: AccountCache[Credentials] = AccountCache()
 
     # --- Provider protocol -----------------------------------------------------------------------
 
@@ -201,8 +202,15 @@ class GoogleProvider:
     # --- plumbing --------------------------------------------------------------------------------
 
     def _session(self, account: Account) -> _Session:
+        """The account's calendar, and one credentials object per account and fingerprint (access tokens are reused
+        across jobs and threads), built anew when its credentials, options or address (a delegation's default
+        subject) changed."""
+        if not isinstance(account.credentials, Mapping) or not isinstance(account.options, Mapping):
+            raise ConfigurationError(f"Google account {account.id}: credentials must be a JSON object")
         calendar_id = account_option(account, "calendar_id", str, account.address)
-        return _Session(calendar_id, self._credentials.get(account), secrets_of(account))
+        kept = fingerprint(account.address, account.credentials, account.options)
+        credentials = self._credentials.get(account.id, kept, lambda _: build_credentials(account))
+        return _Session(calendar_id, credentials, secrets_of(account))
 
     def _events(self) -> Any:
         """This thread's ``events`` resource: building one costs milliseconds, and threads must not share one."""
