@@ -92,9 +92,8 @@ class GoogleProvider:
         if target.external_id is None:
             return self._create(session, wanted, send_updates, target)
         try:
-            return ref_of(
-                self._update(session, target.external_id, wanted, send_updates, target.etag, {403, 404, 410, 412})
-            )
+            changed = {"eventId": target.external_id, "body": wanted, "sendUpdates": send_updates}
+            return ref_of(self._execute(session, "update", {403, 404, 410, 412}, target.etag, **changed))
         except HttpError as exc:
             if exc.resp.status == 404:
                 return self._create(session, wanted, send_updates, target)
@@ -160,20 +159,6 @@ class GoogleProvider:
             return int(exc.resp.status)
         return 204
 
-    def _update(
-        self,
-        session: _Session,
-        event_id: str,
-        body: dict[str, Any],
-        send_updates: str,
-        etag: str | None,
-        passthrough: Collection[int],
-    ) -> Any:
-        headers = {"If-Match": etag} if etag else {}  # no ifMatch parameter exists; the header is the only way
-        return self._execute(
-            session, "update", passthrough, headers, eventId=event_id, body=body, sendUpdates=send_updates
-        )
-
     def _adopt(
         self, session: _Session, event_id: str, wanted: dict[str, Any], send_updates: str, target: Target
     ) -> ExternalRef | None:
@@ -189,8 +174,8 @@ class GoogleProvider:
             if shows(current, wanted) or (cancelled and wanted["status"] == "cancelled"):
                 return ref_of(current)  # nothing to write (a cancelled event stays hidden, stub or not)
             try:
-                body = reapply(current, wanted)
-                return ref_of(self._update(session, event_id, body, send_updates, current.get("etag"), {403, 410, 412}))
+                changed = {"eventId": event_id, "body": reapply(current, wanted), "sendUpdates": send_updates}
+                return ref_of(self._execute(session, "update", {403, 410, 412}, current.get("etag"), **changed))
             except HttpError as exc:
                 if exc.resp.status == 412:
                     continue
@@ -237,14 +222,15 @@ class GoogleProvider:
         session: _Session,
         method: str,
         passthrough: Collection[int] = (),
-        headers: Mapping[str, str] | None = None,
+        etag: str | None = None,
         **params: Any,
     ) -> Any:
-        """Run ``events.<method>(calendarId=..., **params)`` on the session's calendar; HTTP statuses in
-        ``passthrough`` reach the caller as HttpError, the rest are classified."""
+        """Run ``events.<method>(calendarId=..., **params)`` on the session's calendar, sent ``If-Match: etag``
+        when given; HTTP statuses in ``passthrough`` reach the caller as HttpError, the rest are classified."""
         try:
             request = getattr(self._events(), method)(calendarId=session.calendar_id, **params)
-            request.headers.update(headers or {})
+            if etag:
+                request.headers["If-Match"] = etag  # no ifMatch parameter exists; the header is the only way
             return request.execute(http=self._http(session.credentials), num_retries=0)
         except HttpError as exc:
             if exc.resp.status in passthrough:

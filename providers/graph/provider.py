@@ -60,13 +60,6 @@ def _odata_string(value: str) -> str:
     return "'" + value.replace("'", "''") + "'"
 
 
-def _ambiguous(exc: BaseException) -> bool:
-    """The request may have been applied: no answer, or a server error after it was sent."""
-    if isinstance(exc, GraphHttpError):
-        return exc.status >= 500
-    return isinstance(exc, httpx.TimeoutException | httpx.TransportError)
-
-
 @dataclass(frozen=True)
 class _Session:
     """One account's view of the API for the duration of one provider call."""
@@ -160,11 +153,11 @@ class GraphProvider:
             f"{s.user}/calendar/events")  # fmt: skip
         try:
             return ref_of(self._send(s, "POST", path, json=body).json())
-        except GraphHttpError as exc:
-            if exc.code != DUPLICATE_TRANSACTION and not _ambiguous(exc):
+        except GraphHttpError as exc:  # a replay Graph dropped, or a server error after the create was sent
+            if exc.code != DUPLICATE_TRANSACTION and exc.status < 500:
                 raise
             failure: BaseException = exc
-        except (httpx.TimeoutException, httpx.TransportError) as exc:
+        except (httpx.TimeoutException, httpx.TransportError) as exc:  # no answer: maybe applied
             failure = exc
         found = self._lookup(s, target.sync_key)
         if not found:
