@@ -87,8 +87,7 @@ def _account_rules(provider: ProviderName) -> Any:
 
 def option_names(provider: ProviderName) -> frozenset[str]:
     """The options an account of ``provider`` may have (its adapter's, and traffic control's max_concurrency)."""
-    names: frozenset[str] = _account_rules(provider).OPTIONS
-    return names
+    return frozenset(_account_rules(provider).OPTIONS)
 
 
 def validate_account(account: Account) -> None:
