@@ -17,7 +17,6 @@ from calsync.core.model.calendar import Account, EventState, ExternalRef, Provid
 from calsync.core.model.errors import ConfigurationError, EntityNotFound, InvalidRequest, TemporaryError
 from calsync.core.model.provider_io import request_sent
 from calsync.providers.accounts import AccountCache, fingerprint
-from calsync.providers.config import GoogleConfig
 from calsync.providers.google.classification import classify
 from calsync.providers.google.credentials import account_option, build_credentials, secrets_of
 from calsync.providers.google.event_body import (
@@ -65,9 +64,10 @@ class GoogleProvider:
 
     name: ProviderName = "google"
 
-    def __init__(self, config: GoogleConfig) -> None:
-        self._timeout = config.provider_timeout
-        options = {"api_endpoint": config.google_api_endpoint} if config.google_api_endpoint else None
+    def __init__(self, *, timeout: float, api_endpoint: str | None = None) -> None:
+        """``timeout`` bounds every request (API calls and token refreshes); ``api_endpoint`` is an emulator's."""
+        self._timeout = timeout
+        options = {"api_endpoint": api_endpoint} if api_endpoint else None
         # This Http only satisfies build(); every call runs on a per-thread AuthorizedHttp (see _execute).
         self._service = build(
             "calendar",
