@@ -35,8 +35,7 @@ from benchmarks.support import add_redis_option, bench_redis
 from calsync.core.model.calendar import Account, EventState, Target
 from calsync.core.redis.keys import RedisKeys
 from calsync.core.redis.limiter import RedisLimiter
-from calsync.providers.graph.provider import GraphProvider
-from calsync.providers.registry import graph_config
+from calsync.providers.registry import ProviderRegistry
 from calsync_emulators import graph
 from calsync_emulators.control import GraphControl
 from calsync_emulators.server import RunningEmulator
@@ -102,7 +101,7 @@ def main() -> None:
             settings = make_settings(Path(scratch), worker_threads=8, graph_api_endpoint=control.api_endpoint,
                                      graph_ca_file=Path(ca_file))  # fmt: skip
             client = redis.Redis.from_url(redis_url, health_check_interval=30)
-            provider = GraphProvider(graph_config(settings), limiter=_limiter(client))
+            provider = ProviderRegistry(settings, limiter=_limiter(client)).get("graph")
             account = Account("acc-1", "t1", "graph", "coo@example.com", credentials=control.app_credentials())
             serial = iter(range(10**9))
 

@@ -54,8 +54,6 @@ FAULT_ERRORS: dict[str, type[CalsyncError]] = {
     "invalid": InvalidRequest,
 }
 
-Effect = Literal["created", "updated", "restored", "adopted", "unchanged", "deleted", "already_gone"]
-
 
 def external_id_for(sync_key: str) -> str:
     """The deterministic id of a target's event: a retried create finds what a lost create made."""
@@ -94,7 +92,6 @@ class MemoryProvider:
         body = _body(event)
         with self._call("upsert", account.id, target.event_id, event.title), self._store.transaction() as tx:
             stored = tx.find(account.id, external_id)
-            effect: Effect
             if stored is None:
                 effect = "created"
                 etag = _etag(external_id, body, 1)
@@ -115,7 +112,7 @@ class MemoryProvider:
         external_id = target.external_id or external_id_for(target.sync_key)
         with self._call("delete", account.id, target.event_id, None), self._store.transaction() as tx:
             stored = tx.find(account.id, external_id)
-            effect: Effect = "already_gone"
+            effect = "already_gone"
             if stored is not None and stored.status == "confirmed":
                 effect = "deleted"
                 tx.save(dataclasses.replace(stored, status="cancelled", writes=stored.writes + 1))
@@ -155,7 +152,7 @@ class MemoryProvider:
     def clear_faults(self) -> None:
         """Remove every fault rule."""
         with self._store.transaction() as tx:
-            tx.clear(events=False, calls=False, faults=True)
+            tx.clear("faults")
 
     @contextlib.contextmanager
     def _call(self, op: str, account_id: str, entity_id: str, title: str | None) -> Iterator[None]:
@@ -207,14 +204,11 @@ class MemoryProvider:
     def reset(self) -> None:
         """Forget events, calls and faults."""
         with self._store.transaction() as tx:
-            tx.clear(events=True, calls=True, faults=True)
-
-
-_SORTED: Final = json.JSONEncoder(sort_keys=True)  # json.dumps(sort_keys=True) builds an encoder per call
+            tx.clear("events", "calls", "faults")
 
 
 def _etag(external_id: str, body: dict[str, Any], writes: int) -> str:
-    digest = hashlib.sha256(f"{external_id}:{writes}:{_SORTED.encode(body)}".encode()).hexdigest()
+    digest = hashlib.sha256(f"{external_id}:{writes}:{json.dumps(body, sort_keys=True)}".encode()).hexdigest()
     return f'"{digest[:16]}"'
 
 

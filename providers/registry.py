@@ -1,8 +1,8 @@
 """Which adapter serves which ``provider_accounts.provider`` value, built once per process.
 
-This is the one place that reads adapter configuration out of Settings: each adapter gets its own
-small frozen config (providers/config.py) and never sees the rest. An adapter's modules load its client
-library, so they are imported where used: a worker loads only the stacks of the providers it serves.
+This is the one place that reads adapter configuration out of Settings: each adapter's constructor takes the
+few values it uses and never sees the rest. An adapter's modules load its client library, so they are
+imported where used: a worker loads only the stacks of the providers it serves.
 """
 
 from __future__ import annotations
@@ -14,34 +14,11 @@ from typing import Any
 
 from calsync.core.config.settings import Settings
 from calsync.core.model.account_rules import check_address
-from calsync.core.model.adapter_parts import ConcurrencyLimiter, CredentialWriter
+from calsync.core.model.adapter_parts import ConcurrencyLimiter, CredentialWriter, LocalLimiter
 from calsync.core.model.calendar import Account, Provider, ProviderName
 from calsync.core.model.errors import ConfigurationError
-from calsync.providers.config import ExchangeConfig, GoogleConfig, GraphConfig
 
 logger = logging.getLogger(__name__)
-
-
-def google_config(settings: Settings) -> GoogleConfig:
-    """The Google adapter's part of the settings."""
-    return GoogleConfig(settings.provider_timeout, settings.google_api_endpoint)
-
-
-def exchange_config(settings: Settings) -> ExchangeConfig:
-    """The Exchange adapter's part of the settings."""
-    return ExchangeConfig(settings.provider_timeout, settings.worker_threads)
-
-
-def graph_config(settings: Settings) -> GraphConfig:
-    """The Graph adapter's part of the settings."""
-    return GraphConfig(
-        settings.provider_timeout,
-        settings.graph_api_endpoint,
-        settings.worker_threads,
-        settings.graph_ca_file,
-        settings.graph_mailbox_concurrency,
-        settings.graph_slot_wait,
-    )
 
 
 def _build(
@@ -58,15 +35,22 @@ def _build(
     if name == "google":
         from calsync.providers.google.provider import GoogleProvider
 
-        return GoogleProvider(google_config(settings))
+        return GoogleProvider(timeout=settings.provider_timeout, api_endpoint=settings.google_api_endpoint)
     if name == "exchange":
         from calsync.providers.exchange.provider import ExchangeProvider
 
-        return ExchangeProvider(exchange_config(settings))
+        return ExchangeProvider(timeout=settings.provider_timeout, pool_size=settings.worker_threads)
     if name == "graph":
         from calsync.providers.graph.provider import GraphProvider
 
-        return GraphProvider(graph_config(settings), limiter=limiter, credentials=credentials)
+        return GraphProvider(
+            settings.graph_api_endpoint,
+            timeout=settings.provider_timeout,
+            pool_size=settings.worker_threads,
+            ca_file=settings.graph_ca_file,
+            limiter=limiter or LocalLimiter(settings.graph_mailbox_concurrency, settings.graph_slot_wait),
+            credentials=credentials,
+        )
     raise ConfigurationError(f"unknown provider {name!r}")
 
 
@@ -87,8 +71,7 @@ def _account_rules(provider: ProviderName) -> Any:
 
 def option_names(provider: ProviderName) -> frozenset[str]:
     """The options an account of ``provider`` may have (its adapter's, and traffic control's max_concurrency)."""
-    names: frozenset[str] = _account_rules(provider).OPTIONS
-    return names
+    return frozenset(_account_rules(provider).OPTIONS)
 
 
 def validate_account(account: Account) -> None:
@@ -146,13 +129,10 @@ class ProviderRegistry:
 
     def get(self, name: ProviderName) -> Provider:
         """The adapter for ``name``, building it on first use."""
-        provider = self._providers.get(name)
-        if provider is None:
-            with self._lock:
-                provider = self._providers.get(name)
-                if provider is None:
-                    provider = self._providers[name] = _build(name, self._settings, self._limiter, self._credentials)
-        return provider
+        with self._lock:
+            if name not in self._providers:
+                self._providers[name] = _build(name, self._settings, self._limiter, self._credentials)
+            return self._providers[name]
 
     def close(self) -> None:
         """Close every adapter built or given so far, each once even when it serves several names (shutdown)."""

@@ -4,8 +4,8 @@ Modules: ``provider`` (the adapter, :class:`ExchangeProvider`, its idempotency r
 ``classification`` (the one table from exchangelib/EWS failures to calsync errors), ``items`` (local
 state → calendar-item fields, the sync-key property, invitation modes), ``account_config`` (an
 account's options and credentials, validated), ``transport`` (the requests adapter of exchangelib's
-sessions: each request counted, the proxies read once); its configuration is ``ExchangeConfig``
-(providers/config.py). Library facts: docs/notes/exchange.md.
+sessions: each request counted, the proxies read once); the provider registry (providers/registry.py)
+builds it from the settings. Library facts: docs/notes/exchange.md.
 
 Deployments served: Exchange Server on-premises (2016, 2019 and Subscription Edition, which keep EWS)
 and Exchange Online tenants that still allow EWS. Microsoft begins disabling EWS in Exchange Online on

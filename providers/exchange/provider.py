@@ -53,7 +53,6 @@ from calsync.core.model.calendar import Account, EventState, ExternalRef, Provid
 from calsync.core.model.errors import AuthRevoked, CalsyncError, ConfigurationError
 from calsync.core.model.provider_io import request_sent
 from calsync.providers.accounts import AccountCache
-from calsync.providers.config import ExchangeConfig
 from calsync.providers.exchange.account_config import AccountConfig, read_account_config
 from calsync.providers.exchange.classification import classify_error
 from calsync.providers.exchange.items import SEND_MODES, UPDATE_FIELDS, item_fields
@@ -120,9 +119,10 @@ class ExchangeProvider:
     name: ProviderName = "exchange"
     needs_create_marker = True  # EWS cannot deduplicate a create: the worker records each attempt first
 
-    def __init__(self, config: ExchangeConfig) -> None:
-        self._timeout = config.provider_timeout
-        self._max_connections = config.worker_threads
+    def __init__(self, *, timeout: float, pool_size: int) -> None:
+        """``timeout`` bounds each request; ``pool_size`` connections per mailbox's pool (one per worker thread)."""
+        self._timeout = timeout
+        self._max_connections = pool_size
         self._mailboxes: AccountCache[ConnectedMailbox] = AccountCache()
 
     def upsert(self, account: Account, event: EventState, target: Target) -> ExternalRef:

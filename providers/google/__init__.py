@@ -3,8 +3,8 @@
 Modules: ``provider`` (the adapter, :class:`GoogleProvider`, and the per-thread ``Http`` counting the requests
 it sends: core/model/provider_io.py), ``classification`` (the one table of what is temporary and what is not),
 ``event_body`` (local state → event resource, deterministic ids), ``credentials`` (Google's credential JSON →
-google-auth, cached); its configuration is ``GoogleConfig`` (providers/config.py). The library facts behind
-these choices are in docs/notes/google-calendar.md.
+google-auth); the provider registry (providers/registry.py) builds it from the settings. The library facts
+behind these choices are in docs/notes/google-calendar.md.
 
 - One service object per adapter (static discovery, endpoint from ``CALSYNC_GOOGLE_API_ENDPOINT``) and
   one ``events`` resource per thread built from it once (building one costs ~2 ms), each call executed

@@ -29,7 +29,6 @@ from calsync.core.model.account_rules import is_google_calendar_id, is_smtp_addr
 from calsync.core.model.calendar import Account
 from calsync.core.model.errors import ConfigurationError
 from calsync.core.model.ids import quoted
-from calsync.providers.accounts import AccountCache, fingerprint
 
 SCOPES = ("https://www.googleapis.com/auth/calendar.events",)
 _SECRET_FIELDS = ("refresh_token", "client_secret", "private_key", "private_key_id", "token")
@@ -120,18 +119,3 @@ def _a_user(address: str) -> bool:
 def secrets_of(account: Account) -> tuple[str, ...]:
     """The account's secret values, to be masked in any message about it."""
     return tuple(str(account.credentials[f]) for f in _SECRET_FIELDS if account.credentials.get(f))
-
-
-class CredentialCache:
-    """One credentials object per account and fingerprint, so access tokens are reused across jobs and threads."""
-
-    def __init__(self) -> None:
-        self._kept: AccountCache[Credentials] = AccountCache()
-
-    def get(self, account: Account) -> Credentials:
-        """The account's cached credentials, built on first use or when its credentials, options or address changed
-        (the address is a delegation's default subject)."""
-        if not isinstance(account.credentials, Mapping) or not isinstance(account.options, Mapping):
-            raise ConfigurationError(f"Google account {account.id}: credentials must be a JSON object")
-        fields = fingerprint(account.address, account.credentials, account.options)
-        return self._kept.get(account.id, fields, lambda _: build_credentials(account))

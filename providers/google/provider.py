@@ -14,11 +14,11 @@ from googleapiclient.discovery import build
 from googleapiclient.errors import HttpError
 
 from calsync.core.model.calendar import Account, EventState, ExternalRef, ProviderName, SendUpdates, Target
-from calsync.core.model.errors import EntityNotFound, InvalidRequest, TemporaryError
+from calsync.core.model.errors import ConfigurationError, EntityNotFound, InvalidRequest, TemporaryError
 from calsync.core.model.provider_io import request_sent
-from calsync.providers.config import GoogleConfig
+from calsync.providers.accounts import AccountCache, fingerprint
 from calsync.providers.google.classification import classify
-from calsync.providers.google.credentials import CredentialCache, account_option, secrets_of
+from calsync.providers.google.credentials import account_option, build_credentials, secrets_of
 from calsync.providers.google.event_body import (
     SEND_UPDATES,
     check_ours,
@@ -64,9 +64,10 @@ class GoogleProvider:
 
     name: ProviderName = "google"
 
-    def __init__(self, config: GoogleConfig) -> None:
-        self._timeout = config.provider_timeout
-        options = {"api_endpoint": config.google_api_endpoint} if config.google_api_endpoint else None
+    def __init__(self, *, timeout: float, api_endpoint: str | None = None) -> None:
+        """``timeout`` bounds every request (API calls and token refreshes); ``api_endpoint`` is an emulator's."""
+        self._timeout = timeout
+        options = {"api_endpoint": api_endpoint} if api_endpoint else None
         # This Http only satisfies build(); every call runs on a per-thread AuthorizedHttp (see _execute).
         self._service = build(
             "calendar",
@@ -79,7 +80,7 @@ class GoogleProvider:
         self._local = threading.local()
         self._https: dict[threading.Thread, httplib2.Http] = {}  # every thread's Http, for close()
         self._https_lock = threading.Lock()
-        self._credentials = CredentialCache()
+        self._credentials: AccountCache[Credentials] = AccountCache()
 
     # --- Provider protocol -----------------------------------------------------------------------
 
@@ -91,9 +92,8 @@ class GoogleProvider:
         if target.external_id is None:
             return self._create(session, wanted, send_updates, target)
         try:
-            return ref_of(
-                self._update(session, target.external_id, wanted, send_updates, target.etag, {403, 404, 410, 412})
-            )
+            changed = {"eventId": target.external_id, "body": wanted, "sendUpdates": send_updates}
+            return ref_of(self._execute(session, "update", {403, 404, 410, 412}, target.etag, **changed))
         except HttpError as exc:
             if exc.resp.status == 404:
                 return self._create(session, wanted, send_updates, target)
@@ -159,20 +159,6 @@ class GoogleProvider:
             return int(exc.resp.status)
         return 204
 
-    def _update(
-        self,
-        session: _Session,
-        event_id: str,
-        body: dict[str, Any],
-        send_updates: str,
-        etag: str | None,
-        passthrough: Collection[int],
-    ) -> Any:
-        headers = {"If-Match": etag} if etag else {}  # no ifMatch parameter exists; the header is the only way
-        return self._execute(
-            session, "update", passthrough, headers, eventId=event_id, body=body, sendUpdates=send_updates
-        )
-
     def _adopt(
         self, session: _Session, event_id: str, wanted: dict[str, Any], send_updates: str, target: Target
     ) -> ExternalRef | None:
@@ -188,8 +174,8 @@ class GoogleProvider:
             if shows(current, wanted) or (cancelled and wanted["status"] == "cancelled"):
                 return ref_of(current)  # nothing to write (a cancelled event stays hidden, stub or not)
             try:
-                body = reapply(current, wanted)
-                return ref_of(self._update(session, event_id, body, send_updates, current.get("etag"), {403, 410, 412}))
+                changed = {"eventId": event_id, "body": reapply(current, wanted), "sendUpdates": send_updates}
+                return ref_of(self._execute(session, "update", {403, 410, 412}, current.get("etag"), **changed))
             except HttpError as exc:
                 if exc.resp.status == 412:
                     continue
@@ -201,8 +187,15 @@ class GoogleProvider:
     # --- plumbing --------------------------------------------------------------------------------
 
     def _session(self, account: Account) -> _Session:
+        """The account's calendar, and one credentials object per account and fingerprint (access tokens are reused
+        across jobs and threads), built anew when its credentials, options or address (a delegation's default
+        subject) changed."""
+        if not isinstance(account.credentials, Mapping) or not isinstance(account.options, Mapping):
+            raise ConfigurationError(f"Google account {account.id}: credentials must be a JSON object")
         calendar_id = account_option(account, "calendar_id", str, account.address)
-        return _Session(calendar_id, self._credentials.get(account), secrets_of(account))
+        kept = fingerprint(account.address, account.credentials, account.options)
+        credentials = self._credentials.get(account.id, kept, lambda _: build_credentials(account))
+        return _Session(calendar_id, credentials, secrets_of(account))
 
     def _events(self) -> Any:
         """This thread's ``events`` resource: building one costs milliseconds, and threads must not share one."""
@@ -229,14 +222,15 @@ class GoogleProvider:
         session: _Session,
         method: str,
         passthrough: Collection[int] = (),
-        headers: Mapping[str, str] | None = None,
+        etag: str | None = None,
         **params: Any,
     ) -> Any:
-        """Run ``events.<method>(calendarId=..., **params)`` on the session's calendar; HTTP statuses in
-        ``passthrough`` reach the caller as HttpError, the rest are classified."""
+        """Run ``events.<method>(calendarId=..., **params)`` on the session's calendar, sent ``If-Match: etag``
+        when given; HTTP statuses in ``passthrough`` reach the caller as HttpError, the rest are classified."""
         try:
             request = getattr(self._events(), method)(calendarId=session.calendar_id, **params)
-            request.headers.update(headers or {})
+            if etag:
+                request.headers["If-Match"] = etag  # no ifMatch parameter exists; the header is the only way
             return request.execute(http=self._http(session.credentials), num_retries=0)
         except HttpError as exc:
             if exc.resp.status in passthrough:

@@ -67,11 +67,6 @@ def _times(event: EventState) -> tuple[dict[str, str], dict[str, str]]:
             {"dateTime": end_utc.strftime(_FORMAT), "timeZone": "UTC"})  # fmt: skip
 
 
-def marker(sync_key: str) -> list[dict[str, str]]:
-    """The ``singleValueExtendedProperties`` entry carrying the sync key (the EWS adapter's property)."""
-    return [{"id": GRAPH_SYNC_KEY_PROPERTY_ID, "value": sync_key}]
-
-
 def event_body(
     event: EventState, sync_key: str, send_updates: SendUpdates, *, create: bool, replacing: str | None = None
 ) -> dict[str, Any]:
@@ -88,7 +83,7 @@ def event_body(
         "start": start,
         "end": end,
         "isAllDay": event.all_day,
-        "singleValueExtendedProperties": marker(sync_key),
+        "singleValueExtendedProperties": [{"id": GRAPH_SYNC_KEY_PROPERTY_ID, "value": sync_key}],  # EWS's property
     }
     if send_updates != "none":
         body["attendees"] = [{"emailAddress": {"address": a}, "type": "required"} for a in event.attendees]

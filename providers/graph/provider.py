@@ -29,19 +29,19 @@ import logging
 import ssl
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any, TypeVar
 from urllib.parse import quote, urlsplit
 
 import certifi
 import httpx
 
-from calsync.core.model.adapter_parts import ConcurrencyLimiter, CredentialWriter, DiscardCredentials, LocalLimiter
+from calsync.core.model.adapter_parts import ConcurrencyLimiter, CredentialWriter, DiscardCredentials
 from calsync.core.model.calendar import Account, EventState, ExternalRef, ProviderName, SendUpdates, Target
 from calsync.core.model.errors import CalsyncError, InvalidRequest, TemporaryError
 from calsync.core.model.markers import GRAPH_SYNC_KEY_PROPERTY_ID
 from calsync.core.model.provider_io import request_sent
 from calsync.providers.accounts import AccountCache
-from calsync.providers.config import GraphConfig
 from calsync.providers.graph.classification import GraphHttpError, classify
 from calsync.providers.graph.credentials import GraphAccount, read_graph_account
 from calsync.providers.graph.event_body import event_body, is_graph_ref, marker_of, ref_of
@@ -58,13 +58,6 @@ _EXPAND = f"singleValueExtendedProperties($filter=id eq '{GRAPH_SYNC_KEY_PROPERT
 
 def _odata_string(value: str) -> str:
     return "'" + value.replace("'", "''") + "'"
-
-
-def _ambiguous(exc: BaseException) -> bool:
-    """The request may have been applied: no answer, or a server error after it was sent."""
-    if isinstance(exc, GraphHttpError):
-        return exc.status >= 500
-    return isinstance(exc, httpx.TimeoutException | httpx.TransportError)
 
 
 @dataclass(frozen=True)
@@ -84,20 +77,26 @@ class GraphProvider:
 
     def __init__(
         self,
-        config: GraphConfig,
+        api_endpoint: str,
         *,
-        limiter: ConcurrencyLimiter | None = None,
+        timeout: float,
+        pool_size: int,
+        ca_file: Path | None = None,
+        limiter: ConcurrencyLimiter,
         credentials: CredentialWriter | None = None,
     ) -> None:
-        self._config = config
+        """``api_endpoint`` (Graph's, or an emulator's trusted through ``ca_file`` besides certifi's roots);
+        ``timeout`` bounds each request; ``pool_size`` connections (one per worker thread); ``limiter``: the
+        mailboxes' concurrency slots; ``credentials``: where rotated refresh tokens are stored (default: nowhere)."""
+        self._timeout, self._pool_size = timeout, pool_size
         self._trust = ssl.create_default_context(cafile=certifi.where())
-        if config.ca_file is not None:
-            self._trust.load_verify_locations(cafile=str(config.ca_file))
-        self._base = config.api_endpoint.rstrip("/") + "/"
+        if ca_file is not None:
+            self._trust.load_verify_locations(cafile=str(ca_file))
+        self._base = api_endpoint.rstrip("/") + "/"
         endpoint = urlsplit(self._base)
         self._scope = f"{endpoint.scheme}://{endpoint.netloc}/.default"
         self._http, self._tokens = self._connect()
-        self._limiter = limiter or LocalLimiter(config.mailbox_concurrency, config.slot_wait)
+        self._limiter = limiter
         self._writer = credentials or DiscardCredentials()
 
     # --- Provider protocol -----------------------------------------------------------------------
@@ -123,9 +122,9 @@ class GraphProvider:
 
     def _connect(self) -> tuple[httpx.Client, AccountCache[TokenSource]]:
         """One pooled client for API and token calls alike (proxies read once, here), and msal apps on it."""
-        threads = self._config.worker_threads
+        threads = self._pool_size
         client = httpx.Client(
-            timeout=self._config.provider_timeout,
+            timeout=self._timeout,
             limits=httpx.Limits(max_connections=threads * 2, max_keepalive_connections=threads),
             verify=self._trust,
             cookies=http.cookiejar.CookieJar(http.cookiejar.DefaultCookiePolicy(allowed_domains=[])),  # refuses all
@@ -160,11 +159,11 @@ class GraphProvider:
             f"{s.user}/calendar/events")  # fmt: skip
         try:
             return ref_of(self._send(s, "POST", path, json=body).json())
-        except GraphHttpError as exc:
-            if exc.code != DUPLICATE_TRANSACTION and not _ambiguous(exc):
+        except GraphHttpError as exc:  # a replay Graph dropped, or a server error after the create was sent
+            if exc.code != DUPLICATE_TRANSACTION and exc.status < 500:
                 raise
             failure: BaseException = exc
-        except (httpx.TimeoutException, httpx.TransportError) as exc:
+        except (httpx.TimeoutException, httpx.TransportError) as exc:  # no answer: maybe applied
             failure = exc
         found = self._lookup(s, target.sync_key)
         if not found:

@@ -17,7 +17,6 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from collections.abc import Mapping
 from typing import Any
 
 import httpx
@@ -40,10 +39,8 @@ class TokenSource:
     def __init__(
         self, account: Account, config: GraphAccount, scope: str, http: httpx.Client, fingerprints: set[str]
     ) -> None:
-        self._account_id = account.id
-        self._address = account.address
-        self._credentials = dict(account.credentials)
-        self._options = dict(account.options)
+        self._account = account
+        self._credentials = dict(account.credentials)  # with the rotated refresh token, once there is one
         self._login = config.login
         self._scopes = [scope]
         self._fingerprints = fingerprints  # its cache entry's: the account's, and each after a rotation
@@ -71,11 +68,11 @@ class TokenSource:
                 result = self._app.acquire_token_for_client(scopes=self._scopes)
             else:
                 result = self._app.acquire_token_by_refresh_token(self._refresh_token, scopes=self._scopes)
-            token = self._take(result)
+            if not result or "access_token" not in result:
+                raise TokenError(result or {"error": "no_token", "error_description": "msal returned no token"})
+            token = str(result["access_token"])
             self._token = (token, time.monotonic() + float(result.get("expires_in") or 0) - _EARLY_REFRESH)
-            if isinstance(self._login, AppLogin):
-                return token
-            rotated = result.get("refresh_token")
+            rotated = result.get("refresh_token")  # delegated only: msal's client-credentials grant returns none
             if isinstance(rotated, str) and rotated and rotated != self._refresh_token:
                 self._rotate(rotated, writer)
             return token
@@ -94,16 +91,11 @@ class TokenSource:
         return tuple(s for s in live if isinstance(s, str))
 
     def _rotate(self, rotated: str, writer: CredentialWriter) -> None:
+        account = self._account
         self._refresh_token = rotated
         self._credentials["refresh_token"] = rotated
-        self._fingerprints.add(fingerprint(self._address, self._credentials, self._options))
+        self._fingerprints.add(fingerprint(account.address, self._credentials, account.options))
         try:
-            writer.save(self._account_id, self._credentials)
+            writer.save(account.id, self._credentials)
         except Exception:  # the token still works in this process; the next rotation writes again
-            logger.exception("Graph account %s: storing the rotated refresh token failed", self._account_id)
-
-    @staticmethod
-    def _take(result: Mapping[str, Any] | None) -> str:
-        if not result or "access_token" not in result:
-            raise TokenError(result or {"error": "no_token", "error_description": "msal returned no token"})
-        return str(result["access_token"])
+            logger.exception("Graph account %s: storing the rotated refresh token failed", account.id)

@@ -6,13 +6,13 @@ import dataclasses
 import datetime as dt
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import pytest
 
 from calsync.core.model.calendar import Account, EventState
 from calsync.providers.exchange.provider import ExchangeProvider
-from calsync.providers.registry import exchange_config
+from calsync.providers.registry import ProviderRegistry
 from calsync_emulators.control import EwsControl
 from calsync_emulators.server import RunningEmulator
 from tests.providers.exchange.ews_support import (
@@ -48,7 +48,8 @@ def make_provider(tmp_path: Path) -> Iterator[MakeProvider]:
     built: list[ExchangeProvider] = []
 
     def make(**settings: Any) -> ExchangeProvider:
-        provider = ExchangeProvider(exchange_config(make_settings(tmp_path, **{"worker_threads": 8, **settings})))
+        registry = ProviderRegistry(make_settings(tmp_path, **{"worker_threads": 8, **settings}))
+        provider = cast(ExchangeProvider, registry.get("exchange"))
         built.append(provider)
         return provider
 

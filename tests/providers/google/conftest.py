@@ -8,11 +8,10 @@ import pytest
 
 from calsync.core.model.calendar import Account
 from calsync.providers.google.provider import GoogleProvider
-from calsync.providers.registry import google_config
 from calsync_emulators import google
 from calsync_emulators.pytest_plugin import StartEmulator
 from calsync_emulators.server import RunningEmulator
-from tests.providers.google.gcal_support import Api, Emulator
+from tests.providers.google.gcal_support import Api, Emulator, google_adapter
 
 
 @pytest.fixture
@@ -33,7 +32,7 @@ def private_emulator(start_emulator: StartEmulator) -> Emulator:
 @pytest.fixture
 def provider(emulator: Emulator) -> GoogleProvider:
     """The adapter under test, talking HTTP to the emulator."""
-    return GoogleProvider(google_config(emulator.settings()))
+    return google_adapter(emulator.settings())
 
 
 @pytest.fixture

@@ -7,7 +7,7 @@ import json
 import urllib.error
 import urllib.request
 import uuid
-from typing import Any
+from typing import Any, cast
 
 import google_auth_httplib2
 import httplib2
@@ -19,6 +19,8 @@ from googleapiclient.errors import HttpError
 from calsync.core.config.settings import Settings
 from calsync.core.model.calendar import Account, EventState, Target
 from calsync.providers.google.credentials import SCOPES
+from calsync.providers.google.provider import GoogleProvider
+from calsync.providers.registry import ProviderRegistry
 from calsync_emulators.control import GoogleControl
 from calsync_emulators.server import RunningEmulator
 
@@ -57,6 +59,11 @@ class Emulator(GoogleControl):
     ) -> dict[str, str]:
         """Google's authorized_user JSON with the emulator as token endpoint (a fresh refresh token unless given)."""
         return super().user_credentials(refresh_token or f"1//test-{uuid.uuid4().hex}", client_id, client_secret)
+
+
+def google_adapter(settings: Settings) -> GoogleProvider:
+    """The Google adapter the provider registry builds from ``settings``."""
+    return cast(GoogleProvider, ProviderRegistry(settings).get("google"))
 
 
 def make_event(event_id: str = "ev-1", **overrides: Any) -> EventState:

@@ -15,8 +15,7 @@ from calsync.core.model.calendar import Account
 from calsync.core.model.errors import CalsyncError
 from calsync.providers.google.classification import CLASSIFICATION, QUOTA_RETRY_AFTER, classify
 from calsync.providers.google.provider import GoogleProvider
-from calsync.providers.registry import google_config
-from tests.providers.google.gcal_support import Emulator, make_event, target_for
+from tests.providers.google.gcal_support import Emulator, google_adapter, make_event, target_for
 
 
 @dataclass
@@ -32,7 +31,7 @@ class Scene:
         """An adapter with a short timeout on an emulator of its own (delayed requests outlive the test)."""
         emulator: Emulator = self.request.getfixturevalue("private_emulator")
         account = dataclasses.replace(self.account, credentials=emulator.user_credentials())
-        return GoogleProvider(google_config(emulator.settings(provider_timeout=timeout))), account, emulator
+        return google_adapter(emulator.settings(provider_timeout=timeout)), account, emulator
 
 
 Arrange = Callable[[Scene], tuple[GoogleProvider, Account] | None]
@@ -83,7 +82,7 @@ def refused(scene: Scene) -> tuple[GoogleProvider, Account]:
         "token": "ya29.cached",  # still valid: the API call itself meets the closed port
         "expiry": "2099-01-01T00:00:00Z",
     }
-    provider = GoogleProvider(google_config(scene.emulator.settings(google_api_endpoint=f"{nowhere}/calendar/v3/")))
+    provider = google_adapter(scene.emulator.settings(google_api_endpoint=f"{nowhere}/calendar/v3/"))
     return provider, dataclasses.replace(scene.account, credentials=credentials)
 
 

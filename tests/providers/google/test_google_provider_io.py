@@ -12,12 +12,11 @@ from calsync.core.model.errors import ProviderUnavailable
 from calsync.core.model.provider_io import RequestsSent
 from calsync.providers.google import provider as google_provider
 from calsync.providers.google.provider import GoogleProvider
-from calsync.providers.registry import google_config
-from tests.providers.google.gcal_support import Emulator, make_event, target_for
+from tests.providers.google.gcal_support import Emulator, google_adapter, make_event, target_for
 
 
 def test_every_request_of_a_call_is_counted(emulator: Emulator, account: Account) -> None:
-    provider = GoogleProvider(google_config(emulator.settings()))
+    provider = google_adapter(emulator.settings())
     event = make_event()
     try:
         with RequestsSent() as sent:
@@ -29,7 +28,7 @@ def test_every_request_of_a_call_is_counted(emulator: Emulator, account: Account
 
 def test_a_refused_connection_counts_as_a_request(emulator: Emulator, account: Account, closed_port: int) -> None:
     nowhere = f"http://127.0.0.1:{closed_port}"
-    provider = GoogleProvider(google_config(emulator.settings(google_api_endpoint=f"{nowhere}/calendar/v3/")))
+    provider = google_adapter(emulator.settings(google_api_endpoint=f"{nowhere}/calendar/v3/"))
     credentials = {**account.credentials, "token": "ya29.cached", "expiry": "2099-01-01T00:00:00Z"}
     cached = dataclasses.replace(account, credentials=credentials)  # a valid token: the API call meets the port
     event = make_event()

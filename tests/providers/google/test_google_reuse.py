@@ -12,7 +12,6 @@ import pytest
 
 from calsync.core.model.calendar import Account
 from calsync.core.model.errors import ConfigurationError
-from calsync.providers.google.credentials import CredentialCache
 from calsync.providers.google.provider import GoogleProvider, SendingHttp
 from tests.providers.google.gcal_support import Emulator, make_event, target_for
 
@@ -29,7 +28,7 @@ def test_a_thread_builds_its_events_resource_once(
 
 
 def test_one_authorized_http_per_thread_and_credentials(provider: GoogleProvider, emulator: Emulator) -> None:
-    one, two = (provider._credentials.get(_account(emulator, f"1//t{n}")) for n in (1, 2))
+    one, two = (provider._session(_account(emulator, f"1//t{n}")).credentials for n in (1, 2))
     assert provider._http(one) is provider._http(one)
     assert provider._http(two) is not provider._http(one)
     assert provider._http(two).credentials is two
@@ -47,8 +46,20 @@ def _account(emulator: Emulator, refresh_token: str = "1//t", **options: Any) ->
                    credentials=emulator.user_credentials(refresh_token), options=options)  # fmt: skip
 
 
-def test_the_credential_cache_keeps_an_accounts_credentials_until_a_field_changes(emulator: Emulator) -> None:
-    cache, account = CredentialCache(), _account(emulator, delegate=True)
+class _Credentials:
+    """The credentials the provider uses for an account (one object per account and fingerprint)."""
+
+    def __init__(self, provider: GoogleProvider) -> None:
+        self.provider = provider
+
+    def get(self, account: Account) -> Any:
+        return self.provider._session(account).credentials
+
+
+def test_the_credential_cache_keeps_an_accounts_credentials_until_a_field_changes(
+    provider: GoogleProvider, emulator: Emulator
+) -> None:
+    cache, account = _Credentials(provider), _account(emulator, delegate=True)
     built = cache.get(account)
     assert cache.get(dataclasses.replace(account, credentials=dict(account.credentials))) is built
     changed = [
@@ -64,8 +75,10 @@ def test_the_credential_cache_keeps_an_accounts_credentials_until_a_field_change
     assert cache.get(account) is not built  # replaced by a changed one: built again
 
 
-def test_credentials_of_another_mapping_type_are_kept_and_no_mapping_is_refused(emulator: Emulator) -> None:
-    account, cache = _account(emulator), CredentialCache()
+def test_credentials_of_another_mapping_type_are_kept_and_no_mapping_is_refused(
+    provider: GoogleProvider, emulator: Emulator
+) -> None:
+    account, cache = _account(emulator), _Credentials(provider)
     proxied = dataclasses.replace(account, credentials=types.MappingProxyType(dict(account.credentials)))
     assert cache.get(proxied) is cache.get(
         dataclasses.replace(account, credentials=types.MappingProxyType(dict(account.credentials)))
@@ -75,8 +88,8 @@ def test_credentials_of_another_mapping_type_are_kept_and_no_mapping_is_refused(
             cache.get(dataclasses.replace(account, credentials=odd))  # type: ignore[arg-type]
 
 
-def test_the_credential_cache_keys_other_accounts_by_their_json(emulator: Emulator) -> None:
-    cache, account = CredentialCache(), _account(emulator, nested={"a": [1]})
+def test_the_credential_cache_keys_other_accounts_by_their_json(provider: GoogleProvider, emulator: Emulator) -> None:
+    cache, account = _Credentials(provider), _account(emulator, nested={"a": [1]})
     built = cache.get(account)
     assert cache.get(dataclasses.replace(account, options={"nested": {"a": [1]}})) is built
     assert cache.get(dataclasses.replace(account, options={"nested": {"a": [2]}})) is not built
@@ -89,9 +102,11 @@ def test_the_credential_cache_keys_other_accounts_by_their_json(emulator: Emulat
     assert cache.get(dataclasses.replace(flagged, options={"delegate": 1})) is not cache.get(flagged)
 
 
-def test_an_account_whose_address_changed_gets_credentials_of_its_own(emulator: Emulator) -> None:
+def test_an_account_whose_address_changed_gets_credentials_of_its_own(
+    provider: GoogleProvider, emulator: Emulator
+) -> None:
     # A service account impersonates the account's address by default: a new address is a new subject.
-    cache, account = CredentialCache(), _account(emulator)
+    cache, account = _Credentials(provider), _account(emulator)
     moved = dataclasses.replace(account, address="moved@example.com")
     assert cache.get(moved) is not cache.get(account)
     assert cache.get(moved) is cache.get(dataclasses.replace(moved))

@@ -6,13 +6,13 @@ import dataclasses
 import datetime as dt
 from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import pytest
 
 from calsync.core.model.calendar import Account, EventState, Target
 from calsync.providers.graph.provider import GraphProvider
-from calsync.providers.registry import graph_config
+from calsync.providers.registry import ProviderRegistry
 from calsync_emulators.control import GraphControl
 from calsync_emulators.graph.tls import TlsIdentity
 from calsync_emulators.server import RunningEmulator
@@ -58,8 +58,8 @@ def make_provider(
     def make(limiter: Any = None, **settings: Any) -> GraphProvider:
         values = {"worker_threads": 8, "graph_api_endpoint": graph.api_endpoint,
                   "graph_ca_file": emulator_tls.ca_file, **settings}  # fmt: skip
-        provider = GraphProvider(graph_config(make_settings(tmp_path, **values)), limiter=limiter,
-                                 credentials=rotations)  # fmt: skip
+        registry = ProviderRegistry(make_settings(tmp_path, **values), limiter=limiter, credentials=rotations)
+        provider = cast(GraphProvider, registry.get("graph"))
         built.append(provider)
         return provider
 

@@ -178,10 +178,9 @@ def test_send_updates_none_keeps_attendees_off_and_all_writes_them(
 def test_an_item_created_over_ews_is_visible_over_graph_with_the_same_marker(
     provider: GraphProvider, graph: GraphControl, make_account: MakeAccount, make_event: MakeEvent
 ) -> None:
-    from calsync.providers.config import ExchangeConfig
     from calsync.providers.exchange.provider import ExchangeProvider
 
-    ews = ExchangeProvider(ExchangeConfig(10, 2))
+    ews = ExchangeProvider(timeout=10, pool_size=2)
     try:
         ews_account = dataclasses.replace(
             make_account(), provider="exchange",
@@ -203,12 +202,11 @@ def test_an_item_created_over_ews_is_visible_over_graph_with_the_same_marker(
 def test_an_event_created_over_graph_is_adopted_by_the_ews_adapter(
     provider: GraphProvider, graph: GraphControl, make_account: MakeAccount, make_event: MakeEvent
 ) -> None:
-    from calsync.providers.config import ExchangeConfig
     from calsync.providers.exchange.provider import ExchangeProvider
 
     account, event = make_account(), make_event()
     created = provider.upsert(account, event, target_for(account, event))
-    ews = ExchangeProvider(ExchangeConfig(10, 2))
+    ews = ExchangeProvider(timeout=10, pool_size=2)
     try:
         ews_account = dataclasses.replace(
             account, provider="exchange",
