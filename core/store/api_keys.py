@@ -12,7 +12,7 @@ import datetime as dt
 import hashlib
 import hmac
 import secrets
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from typing import Any
 
 from sqlalchemy import Connection, bindparam, insert, select, update
@@ -38,15 +38,7 @@ class ApiKey:
 
     def as_json(self) -> dict[str, Any]:
         """JSON-ready form for ``calsync api-keys list`` (never the key or its hash)."""
-        return {
-            "id": self.id,
-            "tenant_id": self.tenant_id,
-            "scope": self.scope,
-            "name": self.name,
-            "created_at": self.created_at.isoformat(),
-            "last_used_at": self.last_used_at.isoformat() if self.last_used_at else None,
-            "revoked_at": self.revoked_at.isoformat() if self.revoked_at else None,
-        }
+        return {k: v.isoformat() if isinstance(v, dt.datetime) else v for k, v in asdict(self).items()}
 
 
 def key_hash(key: str) -> str:

@@ -41,6 +41,16 @@ def _fernet(key: str, position: int) -> Fernet:
         ) from None
 
 
+def _decrypts(fernet: Fernet | MultiFernet | None, blob: bytes) -> bool:
+    if fernet is None:
+        return False
+    try:
+        fernet.decrypt(bytes(blob))
+    except InvalidToken:
+        return False
+    return True
+
+
 class CredentialCipher:
     """Encrypts credentials on the way into the database and decrypts them for the adapters."""
 
@@ -80,22 +90,11 @@ class CredentialCipher:
 
     def opens(self, blob: bytes) -> bool:
         """Whether any configured key decrypts ``blob`` (a worker's start-up check; nothing is kept)."""
-        if self._fernet is None:
-            return False
-        try:
-            self._fernet.decrypt(bytes(blob))
-        except InvalidToken:
-            return False
-        return True
+        return _decrypts(self._fernet, blob)
 
     def is_current(self, blob: bytes) -> bool:
         """Whether the blob is already encrypted with the newest key (rotation skips it)."""
-        assert self._current is not None
-        try:
-            self._current.decrypt(bytes(blob))
-        except InvalidToken:
-            return False
-        return True
+        return _decrypts(self._current, blob)
 
     def rotate(self, blob: bytes) -> bytes:
         """The same credentials encrypted with the newest key (a fresh token: new timestamp and IV)."""

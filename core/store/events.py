@@ -7,7 +7,7 @@ import functools
 from collections.abc import Mapping
 from typing import Any
 
-from sqlalchemy import Connection, bindparam, select, update
+from sqlalchemy import Connection, Select, bindparam, select, update
 
 from calsync.core.model.calendar import BusinessStatus, EventState, SendUpdates
 from calsync.core.model.change import EventFields
@@ -73,7 +73,11 @@ _GET = select(events).where(events.c.tenant_id == bindparam("k_tenant"), events.
 
 def get_event(conn: Connection, tenant_id: str, event_id: str) -> EventState | None:
     """The current state of an event of this tenant, or None."""
-    row = conn.execute(_GET, {"k_tenant": tenant_id, "k_event": event_id}).mappings().first()
+    return _read(conn, _GET, tenant_id, event_id)
+
+
+def _read(conn: Connection, statement: Select[Any], tenant_id: str, event_id: str) -> EventState | None:
+    row = conn.execute(statement, {"k_tenant": tenant_id, "k_event": event_id}).mappings().first()
     return event_from_row(row) if row else None
 
 
@@ -86,8 +90,7 @@ def lock_event(conn: Connection, tenant_id: str, event_id: str) -> EventState | 
     On PostgreSQL a concurrent writer waits here until the first commits, then reads the committed row
     (READ COMMITTED), so it decides against the newest version instead of a stale one.
     """
-    row = conn.execute(_LOCK, {"k_tenant": tenant_id, "k_event": event_id}).mappings().first()
-    return event_from_row(row) if row else None
+    return _read(conn, _LOCK, tenant_id, event_id)
 
 
 def find_event_tenants(conn: Connection, event_id: str) -> list[str]:
