@@ -119,9 +119,12 @@ def add_account(
     return _summary(values)  # type: ignore[arg-type]
 
 
+_GET = select(provider_accounts).where(provider_accounts.c.id == bindparam("k_account"))
+
+
 def get_summary(conn: Connection, account_id: str) -> AccountSummary | None:
     """One account without its secret."""
-    row = conn.execute(select(provider_accounts).where(provider_accounts.c.id == account_id)).mappings().first()
+    row = conn.execute(_GET, {"k_account": account_id}).mappings().first()
     return _summary(row) if row else None
 
 
@@ -152,9 +155,6 @@ def list_accounts(conn: Connection, tenant_id: str | None = None) -> list[Accoun
     if tenant_id is not None:
         query = query.where(provider_accounts.c.tenant_id == tenant_id)
     return [_summary(row) for row in conn.execute(query).mappings()]
-
-
-_GET = select(provider_accounts).where(provider_accounts.c.id == bindparam("k_account"))
 
 
 def load_account(conn: Connection, account_id: str, cipher: CredentialCipher) -> Account | None:
@@ -202,17 +202,13 @@ def update_account(
         check_calendar_free(conn, current.tenant_id, key, account_id=account_id)
         values["calendar_key"] = key
     if provider is not None:
-        values["provider"] = provider
         # The account row locked first (PostgreSQL): a target inserted for it meanwhile waits for this commit
         # (its foreign key check), so no target of the old adapter's escapes the marking.
         conn.execute(select(provider_accounts.c.id).where(provider_accounts.c.id == account_id).with_for_update())
         targets.mark_account_create_attempted(conn, account_id)
-    if status is not None:
-        values["status"] = status
-    if credentials is not None:
-        values["credentials"] = credentials
-    if options is not None:
-        values["options"] = dict(options)
+    changes = {"provider": provider, "status": status, "credentials": credentials,
+               "options": None if options is None else dict(options)}  # fmt: skip
+    values.update({column: value for column, value in changes.items() if value is not None})
     result = conn.execute(update(provider_accounts).where(provider_accounts.c.id == account_id).values(**values))
     if result.rowcount == 0:
         raise EntityNotFound(f"account {account_id} does not exist")

@@ -70,13 +70,6 @@ def known_revisions(location: Path | None = None) -> list[str]:
     return [script.revision for script in reversed(list(_script(location).walk_revisions()))]
 
 
-def head_revision(location: Path | None = None) -> str:
-    """The newest revision shipped with this code."""
-    head = _script(location).get_current_head()
-    assert head is not None
-    return head
-
-
 def oldest_compatible_code(revision: str, location: Path | None = None) -> str:
     """The oldest code revision that runs on the schema at ``revision`` (through expand-only migrations)."""
     script = _script(location)
