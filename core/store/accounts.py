@@ -7,7 +7,7 @@ from collections.abc import Collection, Mapping
 from dataclasses import dataclass
 from typing import Any, NamedTuple
 
-from sqlalchemy import Connection, RowMapping, bindparam, select, update
+from sqlalchemy import Connection, bindparam, select, update
 
 from calsync.core.model.account_rules import calendar_key
 from calsync.core.model.calendar import Account, AccountStatus, ProviderName
@@ -50,19 +50,13 @@ class AccountSummary:
         }
 
 
-def _summary(row: RowMapping) -> AccountSummary:
-    return AccountSummary(
-        id=row["id"],
-        tenant_id=row["tenant_id"],
-        provider=row["provider"],
-        address=row["address"],
-        status=row["status"],
-        options=row["options"] or {},
-        has_credentials=row["credentials"] is not None,
-        created_at=row["created_at"],
-        updated_at=row["updated_at"],
-        calendar_key=row["calendar_key"],
-    )
+_ACCOUNT = ("id", "tenant_id", "provider", "address", "status")  # the columns both views take as stored
+_SUMMARY = (*_ACCOUNT, "created_at", "updated_at", "calendar_key")
+
+
+def _summary(row: Mapping[Any, Any]) -> AccountSummary:
+    as_stored = {name: row[name] for name in _SUMMARY}
+    return AccountSummary(**as_stored, options=row["options"] or {}, has_credentials=row["credentials"] is not None)
 
 
 def check_calendar_free(conn: Connection, tenant_id: str, key: str | None, *, account_id: str | None = None) -> None:
@@ -116,7 +110,7 @@ def add_account(
         "calendar_key": key,
     }
     conn.execute(provider_accounts.insert().values(**values))
-    return _summary(values)  # type: ignore[arg-type]
+    return _summary(values)
 
 
 _GET = select(provider_accounts).where(provider_accounts.c.id == bindparam("k_account"))
@@ -167,15 +161,8 @@ def account_from_row(row: Mapping[Any, Any], cipher: CredentialCipher) -> Accoun
     """Decrypt a stored account row into what adapters take (its secrets registered for redaction)."""
     credentials = cipher.decrypt(row["credentials"]) if row["credentials"] is not None else {}
     register_secrets(credentials)
-    return Account(
-        id=row["id"],
-        tenant_id=row["tenant_id"],
-        provider=row["provider"],
-        address=row["address"],
-        status=row["status"],
-        credentials=credentials,
-        options=row["options"] or {},
-    )
+    as_stored = {name: row[name] for name in _ACCOUNT}
+    return Account(**as_stored, credentials=credentials, options=row["options"] or {})
 
 
 def update_account(
