@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import datetime as dt
 from collections.abc import Collection, Mapping
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from typing import Any, NamedTuple
 
 from sqlalchemy import Connection, bindparam, select, update
@@ -16,7 +16,7 @@ from calsync.core.model.ids import new_id
 from calsync.core.model.redaction import register_secrets
 from calsync.core.store import targets
 from calsync.core.store.crypto import CredentialCipher
-from calsync.core.store.schema import provider_accounts
+from calsync.core.store.schema import json_ready, provider_accounts
 
 
 @dataclass(frozen=True)
@@ -35,19 +35,9 @@ class AccountSummary:
     calendar_key: str | None = None  # the calendar it writes into (core/model/account_rules.py), if known
 
     def as_json(self) -> dict[str, Any]:
-        """JSON-ready form for the CLI."""
-        return {
-            "account_id": self.id,
-            "tenant_id": self.tenant_id,
-            "provider": self.provider,
-            "address": self.address,
-            "status": self.status,
-            "options": dict(self.options),
-            "has_credentials": self.has_credentials,
-            "calendar_key": self.calendar_key,
-            "created_at": self.created_at.isoformat(),
-            "updated_at": self.updated_at.isoformat(),
-        }
+        """JSON-ready form for the CLI (the id as ``account_id``)."""
+        doc = asdict(self)
+        return json_ready({"account_id": doc.pop("id"), **doc, "options": dict(self.options)})
 
 
 _ACCOUNT = ("id", "tenant_id", "provider", "address", "status")  # the columns both views take as stored

@@ -20,6 +20,7 @@ from sqlalchemy import Connection, bindparam, insert, select, update
 from calsync.core.model.ids import new_id
 from calsync.core.model.vocabulary import ApiScope
 from calsync.core.store.schema import api_keys as k
+from calsync.core.store.schema import json_ready
 
 KEY_PREFIX = "csk_"
 
@@ -38,7 +39,7 @@ class ApiKey:
 
     def as_json(self) -> dict[str, Any]:
         """JSON-ready form for ``calsync api-keys list`` (never the key or its hash)."""
-        return {k: v.isoformat() if isinstance(v, dt.datetime) else v for k, v in asdict(self).items()}
+        return json_ready(asdict(self))
 
 
 def key_hash(key: str) -> str:

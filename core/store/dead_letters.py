@@ -18,6 +18,7 @@ from sqlalchemy import ColumnElement, Connection, Integer, String, func, select,
 from calsync.core.model.vocabulary import DeadLetterCause, DeadLetterKind, cause_of_reason
 from calsync.core.store.database import Database, upsert_insert
 from calsync.core.store.schema import dead_letters as d
+from calsync.core.store.schema import json_ready
 
 DeadLetterStatus = Literal["open", "replayed", "discarded"]
 
@@ -75,7 +76,7 @@ class DeadLetter(DeadLetterRecord):
         raw = doc.pop("raw_body")
         doc["raw_body_base64"] = None if raw is None else base64.b64encode(raw).decode()
         doc["raw_body_text"] = None if raw is None else raw.decode("utf-8", "backslashreplace")
-        return {k: v.isoformat() if isinstance(v, dt.datetime) else v for k, v in doc.items()}
+        return json_ready(doc)
 
 
 @dataclass(frozen=True)
