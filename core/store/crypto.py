@@ -77,9 +77,7 @@ class CredentialCipher:
 
     def decrypt(self, blob: bytes) -> dict[str, Any]:
         """Decrypt a stored blob with any configured key; a wrong key is a configuration error, not corruption."""
-        value = json.loads(self._plaintext(bytes(blob)))
-        if not isinstance(value, dict):
-            raise ConfigurationError("stored credentials are not a JSON object")
+        value: dict[str, Any] = json.loads(self._plaintext(bytes(blob)))
         return value
 
     def _open(self, blob: bytes) -> bytes:

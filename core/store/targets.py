@@ -152,29 +152,21 @@ def plan_target(conn: Connection, key: TargetKey, *, wanted: Wanted, version: in
         conn.execute(_PLAN_NEW, values)
 
 
-_PLAN = (
-    update(t)
-    .where(_BY_KEY)
-    .values(
-        wanted=bindparam("v_wanted"),
-        wanted_version=bindparam("v_version"),
-        status="pending",
-        due_at=bindparam("v_due", type_=t.c.due_at.type),
-        wait_reason=None,
-        updated_at=bindparam("v_now", type_=t.c.updated_at.type),
-    )
-)
+_PLANNED: dict[str, Any] = {
+    "wanted": bindparam("v_wanted"),
+    "wanted_version": bindparam("v_version"),
+    "status": "pending",
+    "due_at": bindparam("v_due", type_=t.c.due_at.type),
+    "updated_at": bindparam("v_now", type_=t.c.updated_at.type),
+}
+_PLAN = update(t).where(_BY_KEY).values(**_PLANNED, wait_reason=None)
 _PLAN_NEW = t.insert().values(
+    **_PLANNED,
     tenant_id=bindparam("k_tenant"),
     event_id=bindparam("k_event"),
     account_id=bindparam("k_account"),
     synced_version=0,
     create_attempted=False,  # a target that did not exist had no create sent for it
-    wanted=bindparam("v_wanted"),
-    wanted_version=bindparam("v_version"),
-    status="pending",
-    due_at=bindparam("v_due", type_=t.c.due_at.type),
-    updated_at=bindparam("v_now", type_=t.c.updated_at.type),
 )
 
 
