@@ -87,18 +87,9 @@ def add_account(
     now = dt.datetime.now(dt.UTC)
     key = calendar_key(provider, address, options)
     check_calendar_free(conn, tenant_id, key)
-    values = {
-        "id": account_id or new_id("acc"),
-        "tenant_id": tenant_id,
-        "provider": provider,
-        "address": address,
-        "credentials": credentials,
-        "options": dict(options),
-        "status": "active",
-        "created_at": now,
-        "updated_at": now,
-        "calendar_key": key,
-    }
+    values = {"id": account_id or new_id("acc"), "tenant_id": tenant_id, "provider": provider, "address": address,
+              "credentials": credentials, "options": dict(options), "status": "active", "created_at": now,
+              "updated_at": now, "calendar_key": key}  # fmt: skip
     conn.execute(provider_accounts.insert().values(**values))
     return _summary(values)
 

@@ -58,12 +58,7 @@ def create(conn: Connection, *, tenant_id: str, scope: ApiScope, name: str | Non
     """Mint a key for a tenant; returns the secret (shown once, never stored) and the stored record."""
     secret = KEY_PREFIX + secrets.token_urlsafe(32)
     record = ApiKey(new_id("key"), tenant_id, scope, name, dt.datetime.now(dt.UTC), None, None)
-    conn.execute(
-        insert(k).values(
-            id=record.id, tenant_id=tenant_id, scope=scope, key_hash=key_hash(secret), name=name,
-            created_at=record.created_at,
-        )
-    )  # fmt: skip
+    conn.execute(insert(k).values(**asdict(record), key_hash=key_hash(secret)))
     return secret, record
 
 

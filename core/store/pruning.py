@@ -114,14 +114,12 @@ def prune(
         report.caught_up = False
         return total
 
-    expired = repeat(lambda conn, limit: idempotency.purge_expired(conn, limit=limit, now=now))
-    report.add("idempotency_records", expired)
+    report.add("idempotency_records", repeat(lambda c, n: idempotency.purge_expired(c, limit=n, now=now)))
     with db.write() as conn:
         report.add("intake_requests", intake_requests.purge_expired(conn))
     if retention.dead_letters != KEEP_FOREVER:
         resolved_at = now - dt.timedelta(seconds=retention.dead_letters)
-        resolved = repeat(lambda c, n: prune_resolved_dead_letters(c, before=resolved_at, limit=n))
-        report.add("dead_letters", resolved)
+        report.add("dead_letters", repeat(lambda c, n: prune_resolved_dead_letters(c, before=resolved_at, limit=n)))
     if retention.cancelled_events != KEEP_FOREVER:
         cancelled_before = now - dt.timedelta(seconds=retention.cancelled_events)
 
