@@ -97,11 +97,8 @@ class TargetRow:
 
 
 # Statements run by every job are built once, with named parameters, rather than per call.
-_BY_KEY = and_(
-    t.c.tenant_id == bindparam("k_tenant"),
-    t.c.event_id == bindparam("k_event"),
-    t.c.account_id == bindparam("k_account"),
-)
+_OF_EVENT = (t.c.tenant_id == bindparam("k_tenant"), t.c.event_id == bindparam("k_event"))
+_BY_KEY = and_(*_OF_EVENT, t.c.account_id == bindparam("k_account"))
 _GET = select(t).where(_BY_KEY)
 _REACHED = t.c.wanted_version <= bindparam("v_version")
 _RECORD_SYNCED = (
@@ -131,11 +128,7 @@ def get_target(conn: Connection, key: TargetKey) -> TargetRow | None:
     return TargetRow(**row) if row else None
 
 
-_LIST = (
-    select(t)
-    .where(t.c.tenant_id == bindparam("k_tenant"), t.c.event_id == bindparam("k_event"))
-    .order_by(t.c.account_id)
-)
+_LIST = select(t).where(*_OF_EVENT).order_by(t.c.account_id)
 
 
 def list_targets(conn: Connection, tenant_id: str, event_id: str) -> list[TargetRow]:
@@ -233,11 +226,7 @@ _LOCK_EVENT = (
     .where(ev.c.tenant_id == bindparam("k_tenant"), ev.c.id == bindparam("k_event"))
     .with_for_update()
 )
-_LIVE_OF_EVENT = (
-    select(func.count())
-    .select_from(t)
-    .where(t.c.tenant_id == bindparam("k_tenant"), t.c.event_id == bindparam("k_event"), t.c.status != "deleted")
-)
+_LIVE_OF_EVENT = select(func.count()).select_from(t).where(*_OF_EVENT, t.c.status != "deleted")
 
 
 def all_deleted(conn: Connection, tenant_id: str, event_id: str) -> bool:
