@@ -29,7 +29,7 @@ from calsync.core.webhooks import Outbox
 from calsync.core.worker.job import JobParts
 from calsync.core.worker.maintenance import Maintenance
 from calsync.core.worker.metrics import worker_id
-from calsync.core.worker.stack import observed_worker_middleware
+from calsync.core.worker.stack import worker_middleware
 from calsync.providers.registry import ProviderRegistry
 
 
@@ -101,7 +101,7 @@ def build_worker(settings: Settings, *, providers: Mapping[str, Provider] | None
 
     # Middleware, then the broker that runs it, then the actors on that broker.
     watch = RedisOutage().of(redis_url)
-    middleware = observed_worker_middleware(settings, db, client, keys, stats, outbox, watch=watch)
+    middleware = worker_middleware(settings, db, client, keys, stats, outbox, watch=watch)
     broker = connect_broker(broker_url, settings, [*middleware, CloseOnShutdown(registry.close)])
     clients = Clients(settings, broker_url, redis_url, db, client, keys, cipher, broker)
     if settings.maintenance_enabled:  # housekeeping, one pass per interval across workers (docs/RUNBOOK.md)

@@ -14,8 +14,11 @@ design (docs/ARCHITECTURE.md, "Life of a job", as the source article writes it):
 
 It reads and writes calsync's own tables (the benchmark seeds them with calsync, as for the calsync
 side), on SQLite (WAL, synchronous=NORMAL and a busy timeout, the pragmas calsync sets) or
-PostgreSQL. ``benchmarks/worker.py`` runs it as a ``dramatiq`` worker (``benchmarks.hand_written_app``)
-beside bare Dramatiq and calsync in the same run.
+PostgreSQL. The provider's file stands for the remote calendar, the same on both sides: it gets the
+memory provider's pragmas (WAL, synchronous=NORMAL), not the rollback journal's fsyncs, which would
+measure the disk. ``benchmarks/worker.py`` runs it as a ``dramatiq`` worker
+(``benchmarks.hand_written_app``) beside bare Dramatiq and calsync in the same run;
+``benchmarks/pipeline.py`` in one process, where a profiler sees it.
 """
 
 from __future__ import annotations
@@ -70,7 +73,9 @@ class HandWrittenJob:
         """One job; answers what happened (done, stale, success); a busy lock raises, so Dramatiq retries it."""
         db = self._db()
         now = dt.datetime.now(dt.UTC)
-        if self._query(db, _DONE, (key, now)).fetchone() is not None:
+        done = self._query(db, _DONE, (key, now)).fetchone() is not None
+        db.commit()  # end the check's transaction: an idle one would hold PostgreSQL's snapshot, SQLite's WAL
+        if done:
             return "done"
         lock, token = f"{self._namespace}:lock:{tenant}:{entity}:{account}", uuid.uuid4().hex
         if not self._client.set(lock, token, nx=True, px=60_000):
@@ -94,8 +99,10 @@ class HandWrittenJob:
     def _provider_call(self, item_id: str, title: str, start: Any, end: Any) -> str:
         time.sleep(self._latency)
         conn = getattr(self._local, "provider", None)
-        if conn is None:
+        if conn is None:  # the calendar's stand-in, with the memory provider's pragmas: the same on both sides
             conn = self._local.provider = sqlite3.connect(self._provider_file, timeout=30)
+            conn.execute("PRAGMA journal_mode=WAL")
+            conn.execute("PRAGMA synchronous=NORMAL")
         with conn:
             conn.execute(_PROVIDER_WRITE, (item_id, title, str(start), str(end)))
         return item_id

@@ -1,7 +1,7 @@
 """CPU instructions per job of the calsync pipeline, counted by valgrind: a figure the machine's load cannot move.
 
     PYTHONPATH=. .venv/bin/python benchmarks/instructions.py [--jobs 500] [--warmup-jobs 100] [--compare PATH]
-        [--sides calsync,same_io,bare]
+        [--sides calsync,hand,bare]
 
 Wall-clock rates on a shared VM spread by ± 20-30 % between rounds, more than most single changes
 gain. This counts instructions instead: it runs ``benchmarks/pipeline.py``'s calsync side (every
@@ -11,9 +11,10 @@ and prints the difference per job, so start-up and imports cancel out. Work that
 rather than with jobs is kept small: idle consumers poll every 5 s and the finish check every 0.5 s.
 What it cannot see: system calls' cost in the kernel, and contention between threads (one thread).
 ``--compare PATH`` counts another checkout the same way, at the same time (before/after in one run).
-``--sides`` also counts pipeline.py's other sides in this checkout: ``same_io`` (the job's I/O written
-by hand: the design's floor) and ``bare`` (Dramatiq's no-op), and prints calsync's count over each:
-how far calsync's own code sits above the floor, in a figure the host cannot move.
+``--sides`` also counts pipeline.py's other sides in this checkout: ``hand`` (the seed's job
+written by hand, benchmarks/hand_written.py: the floor) and ``bare`` (Dramatiq's no-op), and prints
+calsync's count over each: how far calsync's own code sits above the floor, in a figure the host
+cannot move.
 The counts barely move with the machine's load, but that work which scales with time grows when a
 loaded machine stretches a run: run it on a quiet one, and compare trees counted in the same run.
 Under valgrind a job takes about 40 times longer: 500 jobs take two to four minutes. Needs ``valgrind``
@@ -58,13 +59,13 @@ side, jobs = sys.argv[1], int(sys.argv[2])
 with bench_redis(None, scratch) as url:
     if side == "calsync":
         pl.calsync(url, jobs, 1, scratch, None)
-    elif side == "same_io":
-        pl.same_io(url, jobs, 1, scratch)
+    elif side == "hand":
+        pl.hand_written(url, jobs, 1, scratch)
     else:
         pl.bare(url, jobs, 1)
 """
 
-SIDES = ("calsync", "same_io", "bare")
+SIDES = ("calsync", "hand", "bare")
 
 
 def count(tree: Path, jobs: int, side: str = "calsync") -> int:

@@ -14,9 +14,9 @@ from typing import Any
 
 from calsync.core.config.settings import Settings
 from calsync.core.model.account_rules import check_address
+from calsync.core.model.adapter_parts import ConcurrencyLimiter, CredentialWriter
 from calsync.core.model.calendar import Account, Provider, ProviderName
 from calsync.core.model.errors import ConfigurationError
-from calsync.core.model.limits import ConcurrencyLimiter, CredentialWriter
 from calsync.providers.config import ExchangeConfig, GoogleConfig, GraphConfig
 
 logger = logging.getLogger(__name__)

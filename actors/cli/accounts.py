@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
+import sys
 from pathlib import Path
 from typing import Any, get_args
 
 import click
 from sqlalchemy.exc import IntegrityError
 
-from calsync.actors.cli.common import (
+from calsync.actors.cli.shell import (
     CliState,
     exit_if_deferred,
     parse_options,
@@ -16,7 +17,6 @@ from calsync.actors.cli.common import (
     print_json,
     print_list,
     progress,
-    progress_enabled,
     read_json_file,
 )
 from calsync.core.model.account_rules import calendar_key
@@ -194,7 +194,7 @@ def remove(state: CliState, account_id: str, detach: bool, send_updates: Any) ->
     """
     clients = state.clients
     total = 0
-    if detach and progress_enabled(2):  # on a terminal: how many events to detach, for the progress bar
+    if detach and sys.stderr.isatty():  # on a terminal: how many events to detach, for the progress bar
         with clients.db.read() as conn:
             total = account_removal.left_in(conn, account_id).to_detach
     with progress("detaching", total) as advance:

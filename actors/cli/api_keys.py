@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import click
 
-from calsync.actors.cli.common import CliState, pass_state, print_json, print_list
+from calsync.actors.cli.shell import CliState, pass_state, print_json, print_list
 from calsync.core.model.errors import EntityNotFound
 from calsync.core.model.ids import check_identifier
 from calsync.core.model.vocabulary import API_SCOPES, ApiScope

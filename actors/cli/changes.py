@@ -7,7 +7,7 @@ from pathlib import Path
 
 import click
 
-from calsync.actors.cli.common import CliState, exit_if_deferred, pass_state, print_json, print_table, read_json_file
+from calsync.actors.cli.shell import CliState, exit_if_deferred, pass_state, print_json, print_table, read_json_file
 from calsync.core.model.change import parse_change
 from calsync.core.model.errors import EntityNotFound, InvalidChange
 from calsync.core.producer.submit import Producer

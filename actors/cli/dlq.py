@@ -7,30 +7,30 @@ from typing import Any
 
 import click
 
-from calsync.actors.cli.common import CliState, pass_state, print_json, print_list, progress
+from calsync.actors.cli.shell import CliState, pass_state, print_json, print_list, progress
 from calsync.core.model.errors import EntityNotFound, InvalidChange
 from calsync.core.model.vocabulary import DEAD_LETTER_KINDS
 from calsync.core.producer import dead_letters as ops
 from calsync.core.store import dead_letters as repo
 from calsync.core.store.dead_letters import DeadLetter, DeadLetterFilter
 
+_FILTERS = (
+    click.option("--tenant", "tenant_id", help="Only this tenant."),
+    click.option("--account", "account_id", help="Only this account."),
+    click.option("--entity", "entity_id", help="Only this event."),
+    click.option("--reason", help='Only this reason, e.g. "needs re-authorization".'),
+    click.option("--error-class", help="Only this error class, e.g. AuthRevoked."),
+    click.option("--job-type", help="Only this job type."),
+    click.option(
+        "--kind",
+        type=click.Choice(DEAD_LETTER_KINDS),
+        help="Only failed jobs, or only quarantined messages (bytes that were no runnable message).",
+    ),
+)
+
 
 def _filter_options(fn: Callable[..., Any]) -> Callable[..., Any]:
-    for option in reversed(
-        [
-            click.option("--tenant", "tenant_id", help="Only this tenant."),
-            click.option("--account", "account_id", help="Only this account."),
-            click.option("--entity", "entity_id", help="Only this event."),
-            click.option("--reason", help='Only this reason, e.g. "needs re-authorization".'),
-            click.option("--error-class", help="Only this error class, e.g. AuthRevoked."),
-            click.option("--job-type", help="Only this job type."),
-            click.option(
-                "--kind",
-                type=click.Choice(DEAD_LETTER_KINDS),
-                help="Only failed jobs, or only quarantined messages (bytes that were no runnable message).",
-            ),
-        ]
-    ):
+    for option in reversed(_FILTERS):
         fn = option(fn)
     return fn
 

@@ -7,7 +7,7 @@ import signal
 
 import click
 
-from calsync.actors.cli.common import CliState, pass_state
+from calsync.actors.cli.shell import CliState, pass_state
 from calsync.core.observability.exporter import serve
 
 
@@ -25,10 +25,8 @@ def exporter(state: CliState, host: str | None, port: int | None) -> None:
     server, thread = serve(state.clients, host=host, port=port)
     signal.signal(signal.SIGTERM, signal.default_int_handler)  # SIGTERM stops it as Ctrl-C does
     click.echo(f"exporter listening on http://{host}:{port}/metrics", err=True)
-    try:
-        with contextlib.suppress(KeyboardInterrupt):
-            thread.join()
-    finally:
-        server.shutdown()
-        server.server_close()
-        thread.join(timeout=5)
+    with contextlib.suppress(KeyboardInterrupt):
+        thread.join()
+    server.shutdown()
+    server.server_close()
+    thread.join(timeout=5)

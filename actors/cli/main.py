@@ -15,7 +15,7 @@ from typing import Any
 
 import click
 
-from calsync.actors.cli.common import FAILURES, BadInput, CliState, failure
+from calsync.actors.cli.shell import FAILURES, BadInput, CliState, failure
 from calsync.core.config.logging import configure_logging
 from calsync.core.config.settings import check_unknown_variables
 

@@ -10,7 +10,7 @@ import sys
 import click
 import redis
 
-from calsync.actors.cli.common import CliState, empty_directory, pass_state, print_json, progress
+from calsync.actors.cli.shell import CliState, empty_directory, pass_state, print_json, progress
 from calsync.core.config.coalesce import poll_environment
 from calsync.core.config.settings import child_environment, metrics_environment
 from calsync.core.messaging.messages import reconcile_message
@@ -31,7 +31,7 @@ def worker_command(state: CliState, processes: int, threads: int) -> list[str]:
     settings = state.settings
     shutdown_ms = int(settings.worker_shutdown_timeout * 1000)
     return [
-        sys.executable, "-m", "dramatiq", "calsync.actors.app:broker",
+        sys.executable, "-m", "dramatiq", "calsync.actors.dramatiq_entry:broker",
         "--processes", str(processes), "--threads", str(threads),
         "--queues", *consumed_queues(settings),
         "--worker-shutdown-timeout", str(shutdown_ms),

@@ -14,7 +14,7 @@ from contextlib import contextmanager
 import click
 import redis
 
-from calsync.actors.cli.common import CliState, pass_state, print_json
+from calsync.actors.cli.shell import CliState, pass_state, print_json
 from calsync.core.clients import resolve_broker_url, resolve_redis_url
 from calsync.core.redis.keys import RedisKeys
 from calsync.core.redis.pause import PauseSwitch

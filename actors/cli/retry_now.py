@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import click
 
-from calsync.actors.cli.common import CliState, pass_state, print_json
+from calsync.actors.cli.shell import CliState, pass_state, print_json
 from calsync.core.model.errors import InvalidChange
 from calsync.core.producer import retry_now as delayed_retries
 

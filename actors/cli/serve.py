@@ -11,7 +11,7 @@ import uvicorn
 from fastapi import FastAPI
 from uvicorn.supervisors import Multiprocess
 
-from calsync.actors.cli.common import CliState, empty_directory, pass_state
+from calsync.actors.cli.shell import CliState, empty_directory, pass_state
 from calsync.core.api.app import create_app, openapi_document
 from calsync.core.api.server import listening_socket
 from calsync.core.api.services import services_from_clients

@@ -22,7 +22,7 @@ from rich.live import Live
 from rich.table import Table
 from rich.text import Text
 
-from calsync.actors.cli.common import CliError, CliState, first_line, pass_state, stdout
+from calsync.actors.cli.shell import CliError, CliState, first_line, pass_state, stdout
 from calsync.core.model.vocabulary import Outcome
 from calsync.core.observability.pipeline_state import PipelineState, StateReader
 from calsync.core.redis.pause import PauseState, PauseSwitch
@@ -43,13 +43,11 @@ class Status:
 
     def as_json(self) -> dict[str, Any]:
         """The document ``calsync status --json`` prints."""
-        throughput = self.throughput
+        windows = self.throughput or {}
         return {
             **self.state.as_json(),
             "paused": self.paused.as_json() if self.paused is not None else None,
-            "throughput": {f"last_{m}m": dict(sorted(c.items())) for m, c in throughput.items()}
-            if throughput
-            else None,
+            "throughput": {f"last_{m}m": dict(sorted(c.items())) for m, c in windows.items()} or None,
         }
 
 

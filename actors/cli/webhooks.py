@@ -3,15 +3,11 @@
 from __future__ import annotations
 
 import click
-from pydantic import TypeAdapter, ValidationError
 
-from calsync.actors.cli.common import CliState, pass_state, print_json, print_table
-from calsync.core.model.errors import InvalidWebhookEndpoint
-from calsync.core.model.ids import Identifier
+from calsync.actors.cli.shell import CliState, pass_state, print_json, print_list
+from calsync.core.model.ids import check_identifier
 from calsync.core.model.vocabulary import WEBHOOK_EVENT_TYPES
 from calsync.core.webhooks import Endpoints
-
-_tenant = TypeAdapter(Identifier)
 
 
 def endpoints(state: CliState) -> Endpoints:
@@ -31,10 +27,7 @@ def webhooks() -> None:
 @pass_state
 def add(state: CliState, tenant: str, url: str, events: str) -> None:
     """Register an endpoint and print its signing secret once (stored encrypted only)."""
-    try:
-        _tenant.validate_python(tenant)
-    except ValidationError:
-        raise InvalidWebhookEndpoint(f"--tenant: {tenant!r} is not a valid identifier") from None
+    check_identifier(tenant, "--tenant")
     secret, endpoint = endpoints(state).add(tenant, url, events.split(","))
     print_json({"secret": secret, **endpoint.as_json()})
 
@@ -46,16 +39,11 @@ def add(state: CliState, tenant: str, url: str, events: str) -> None:
 def list_(state: CliState, tenant: str | None, as_json: bool) -> None:
     """List endpoints, their status and failure streak (never the secrets)."""
     found = endpoints(state).list(tenant)
-    if as_json:
-        print_json([e.as_json() for e in found])
-        return
-    print_table(
-        "webhook endpoints",
-        ["id", "tenant", "url", "events", "status", "failures", "since"],
-        [(e.id, e.tenant_id, e.url, ",".join(e.event_types),
-          e.status if e.status == "enabled" else f"disabled ({e.disabled_by})", str(e.consecutive_failures),
-          e.failing_since.isoformat(timespec="seconds") if e.failing_since else None) for e in found],
-    )  # fmt: skip
+    columns = ["id", "tenant", "url", "events", "status", "failures", "since"]
+    rows = [(e.id, e.tenant_id, e.url, ",".join(e.event_types),
+             e.status if e.status == "enabled" else f"disabled ({e.disabled_by})", e.consecutive_failures,
+             e.failing_since) for e in found]  # fmt: skip
+    print_list(as_json, found, "webhook endpoints", columns, rows)
 
 
 @webhooks.command("disable")

@@ -13,7 +13,7 @@ from prometheus_client import CONTENT_TYPE_LATEST
 
 from calsync.core.api import problems
 from calsync.core.api.auth import KeyCache
-from calsync.core.api.limits import BodyLimit
+from calsync.core.api.body_limit import BodyLimit
 from calsync.core.api.problems import Problem
 from calsync.core.api.routes import changes, dead_letters, events, health, webhooks
 from calsync.core.api.services import ApiServices

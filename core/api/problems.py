@@ -87,6 +87,33 @@ class ProblemError(Exception):
         return JSONResponse(document, self.problem.status, self.headers, media_type=PROBLEM_JSON)
 
 
+_DESCRIPTIONS = {
+    400: "The body is not valid JSON.",
+    401: "Missing, unknown or revoked API key.",
+    403: "The key's scope does not allow this.",
+    404: "No such resource for this key's tenant.",
+    409: "The resource is not in a state that allows this.",
+    413: "The body is larger than CALSYNC_API_MAX_BODY_BYTES.",
+    415: "The body is not sent as application/json (`Accept` names it).",
+    422: "The request breaks the contract; `errors` names every bad field.",
+    503: "The database is unreachable; nothing was saved. Retry after `Retry-After` seconds.",
+}
+
+#: The problems every route behind an API key documents.
+AUTHENTICATED = (401, 403, 413, 422, 503)
+
+
+def problems(*codes: int) -> dict[int | str, dict[str, Any]]:
+    """What a route documents in OpenAPI for these error statuses, each an ``application/problem+json`` Problem.
+
+    A route that documents 400 reads a JSON body, so it answers 415 to another media type too.
+    """
+    if 400 in codes:
+        codes = (*codes, 415)
+    schema = {"$ref": "#/components/schemas/Problem"}
+    return {code: {"description": _DESCRIPTIONS[code], "content": {PROBLEM_JSON: {"schema": schema}}} for code in codes}
+
+
 def not_found(what: str) -> ProblemError:
     """The one answer for a resource that does not exist *for this key's tenant* (another tenant's looks the same)."""
     return ProblemError(404, "not-found", "Not Found", f"{what} does not exist")

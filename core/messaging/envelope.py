@@ -14,34 +14,54 @@ from __future__ import annotations
 import functools
 import inspect
 import json
-import math
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any, Final
+from typing import Annotated, Any, Final
 
 import dramatiq
 from dramatiq.common import q_name
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from calsync.core.model.payload import SYNC_JOB
+from calsync.core.model.validation_wording import describe_validation_error
 from calsync.core.model.vocabulary import Refusal
 
 MAX_DELAY_MS: Final = 7 * 86_400_000  # Dramatiq's own bound on a delay
 MESSAGE_ID_LIMIT: Final = 64  # the DLQ's message_id column
 NAME_LIMIT: Final = 128
-_INT_MAX: Final = 2**31 - 1
-_ENVELOPE: Final[dict[str, type]] = {
-    "queue_name": str,
-    "actor_name": str,
-    "args": list,
-    "kwargs": dict,
-    "options": dict,
-    "message_id": str,
-    "message_timestamp": int,
-}
-# Options Dramatiq reads from a message (a JSON value of the wrong type breaks the hook reading it).
-_POSITIVE_NUMBERS: Final = ("time_limit", "max_retries", "min_backoff", "max_backoff", "max_age")
 _ACTOR_ONLY: Final = ("throws", "retry_when")  # callables/classes: a message cannot carry them
+_Positive = Annotated[float, Field(gt=0, allow_inf_nan=False)] | None
+
+
+class _Envelope(BaseModel):
+    """Dramatiq's envelope: every field present, each of its JSON type (``strict``: no ``true`` for a number)."""
+
+    model_config = ConfigDict(extra="forbid", strict=True)
+
+    queue_name: str
+    actor_name: str
+    args: list[Any]
+    kwargs: dict[str, Any]
+    options: dict[str, Any]
+    message_id: str = Field(min_length=1, max_length=MESSAGE_ID_LIMIT)
+    message_timestamp: int = Field(ge=0, le=2**53)
+
+
+class _Options(BaseModel):
+    """The options Dramatiq reads from a message, each of the type the hook reading it needs (others pass)."""
+
+    model_config = ConfigDict(extra="allow", strict=True)
+
+    eta: Annotated[float, Field(allow_inf_nan=False)] | None = None
+    time_limit: _Positive = None
+    max_retries: _Positive = None
+    min_backoff: _Positive = None
+    max_backoff: _Positive = None
+    max_age: _Positive = None
+    retries: int | None = Field(default=None, ge=0, le=2**31 - 1)
+    broker_priority: int | None = Field(default=None, ge=0, le=255)
+    notify_shutdown: bool = False
 
 
 @dataclass(frozen=True)
@@ -57,66 +77,24 @@ def _no_constants(name: str) -> None:
     raise ValueError(f"{name} is not JSON")
 
 
-def _is_int(value: Any) -> bool:
-    return isinstance(value, int) and not isinstance(value, bool)
-
-
-def _is_number(value: Any) -> bool:
-    return (_is_int(value) or isinstance(value, float)) and math.isfinite(value)
-
-
-def _envelope_problem(doc: Any) -> str | None:
-    if not isinstance(doc, dict):
-        return f"the body is a JSON {type(doc).__name__}, not an object"
-    if doc.keys() != _ENVELOPE.keys():
-        missing, extra = sorted(set(_ENVELOPE) - set(doc)), sorted(set(doc) - set(_ENVELOPE))
-        return f"missing fields {missing}, unexpected fields {extra}"
-    for name, kind in _ENVELOPE.items():
-        value = doc[name]
-        if not isinstance(value, kind) or isinstance(value, bool):
-            return f"{name} must be a JSON {kind.__name__}, got {type(value).__name__}"
-    if not 0 < len(doc["message_id"]) <= MESSAGE_ID_LIMIT:
-        return f"message_id must have 1 to {MESSAGE_ID_LIMIT} characters"
-    if not 0 <= doc["message_timestamp"] <= 2**53:
-        return "message_timestamp is out of range"
-    return None
-
-
 def _option_problem(options: dict[str, Any], broker_message_id: str | None) -> tuple[Refusal, str] | None:
     if broker_message_id is not None and options.get("redis_message_id") != broker_message_id:
         return Refusal.BROKER_ID, f"options.redis_message_id must equal the queued id {broker_message_id!r}"
     for name in _ACTOR_ONLY:
         if name in options:
             return Refusal.BAD_OPTION, f"option {name} can only be set on the actor"
-    eta = options.get("eta")
-    if eta is not None and not (_is_number(eta) and eta <= time.time() * 1000 + MAX_DELAY_MS):
+    try:
+        eta = _Options.model_validate(options).eta
+    except ValidationError as exc:
+        return Refusal.BAD_OPTION, f"options: {describe_validation_error(exc)}"
+    if eta is not None and eta > time.time() * 1000 + MAX_DELAY_MS:
         return Refusal.BAD_OPTION, "option eta must be epoch milliseconds at most 7 days ahead"
-    for name in _POSITIVE_NUMBERS:
-        value = options.get(name)
-        if value is not None and not (_is_number(value) and value > 0):
-            return Refusal.BAD_OPTION, f"option {name} must be a positive number"
-    retries = options.get("retries")
-    if retries is not None and not (_is_int(retries) and 0 <= retries <= _INT_MAX):
-        return Refusal.BAD_OPTION, "option retries must be a non-negative integer"
-    priority = options.get("broker_priority")
-    if priority is not None and not (_is_int(priority) and 0 <= priority <= 255):
-        return Refusal.BAD_OPTION, "option broker_priority must be an integer 0..255"
-    if not isinstance(options.get("notify_shutdown", False), bool):
-        return Refusal.BAD_OPTION, "option notify_shutdown must be a boolean"
     return None
 
 
 @functools.lru_cache(maxsize=256)
 def _signature(fn: Any) -> inspect.Signature:
     return inspect.signature(fn)  # once per actor function, not per message
-
-
-def _arguments_problem(actor: dramatiq.Actor[Any, Any], args: list[Any], kwargs: dict[str, Any]) -> str | None:
-    try:
-        _signature(actor.fn).bind(*args, **kwargs)
-    except TypeError as exc:
-        return f"actor {actor.actor_name}: {exc}"
-    return None
 
 
 def _consumes(actor: dramatiq.Actor[Any, Any], queue: str, overflow: Mapping[str, str]) -> bool:
@@ -151,9 +129,10 @@ def read_message(
         doc = json.loads(text, parse_constant=_no_constants)
     except ValueError as exc:
         return Refused(Refusal.NOT_JSON, str(exc)[:300])
-    problem = _envelope_problem(doc)
-    if problem is not None:
-        return Refused(Refusal.NOT_ENVELOPE, problem, doc)
+    try:
+        _Envelope.model_validate(doc)
+    except ValidationError as exc:
+        return Refused(Refusal.NOT_ENVELOPE, describe_validation_error(exc), doc)
     if doc["queue_name"] != queue_name:
         said = doc["queue_name"][:NAME_LIMIT]
         return Refused(Refusal.WRONG_QUEUE, f"queue_name {said!r} on queue {queue_name!r}", doc)
@@ -166,9 +145,10 @@ def read_message(
     option = _option_problem(doc["options"], broker_message_id)
     if option is not None:
         return Refused(option[0], option[1], doc)
-    arguments = _arguments_problem(actor, doc["args"], doc["kwargs"])
-    if arguments is not None:
-        return Refused(Refusal.BAD_ARGUMENTS, arguments, doc)
+    try:
+        _signature(actor.fn).bind(*doc["args"], **doc["kwargs"])
+    except TypeError as exc:
+        return Refused(Refusal.BAD_ARGUMENTS, f"actor {actor.actor_name}: {exc}", doc)
     return dramatiq.Message(
         queue_name=doc["queue_name"],
         actor_name=doc["actor_name"],

@@ -79,20 +79,11 @@ def webhook_delivery_message(queue: str, notification_id: str, endpoint_id: str)
 
 
 def redelivery(
-    message: Any,
-    *,
-    args: Iterable[Any] | None = None,
-    options: Mapping[str, Any] | None = None,
+    message: Any, *, args: Iterable[Any] | None = None, options: Mapping[str, Any] | None = None
 ) -> dramatiq.Message[Any]:
     """A copy of a message for a later delivery: same id, updated args/options, per-delivery options dropped."""
     kept = {k: v for k, v in message.options.items() if k not in _DELIVERY_OPTIONS}
-    kept.update(options or {})
-    return dramatiq.Message(
-        queue_name=message.queue_name,
-        actor_name=message.actor_name,
-        args=tuple(args) if args is not None else tuple(message.args),
-        kwargs=dict(message.kwargs),
-        options=kept,
-        message_id=message.message_id,
-        message_timestamp=message.message_timestamp,
-    )
+    fields = message.asdict() | {"options": kept | dict(options or {})}
+    if args is not None:
+        fields["args"] = tuple(args)
+    return dramatiq.Message(**fields)

@@ -2,14 +2,15 @@
 
 A quarantined delivery is handed to the broker's :class:`QuarantineSink` (the middleware that writes
 calsync's durable DLQ) and only then removed from the broker, so it ends in exactly one place. If the
-sink cannot store it (the database is down), :class:`QuarantineUnavailable` tells the consumer to give
-the delivery back to the queue and try again later: nothing is dropped, no thread dies.
+sink cannot store it (the database is down), the consumer gives the delivery back to the queue and tries
+again later: nothing is dropped, no thread dies.
 """
 
 from __future__ import annotations
 
 import logging
-from collections.abc import Mapping
+import time
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Final, Protocol, runtime_checkable
 
@@ -23,6 +24,7 @@ from calsync.core.model.vocabulary import DeadLetterCause, Refusal
 log = logging.getLogger(__name__)
 
 RAW_BODY_LIMIT: Final = 64 * 1024  # bytes of a quarantined body kept in the DLQ record
+Settle = Callable[[], object]  # what a consumer does to a delivery on its broker: ack, reject or requeue it
 
 
 @dataclass(frozen=True)
@@ -77,15 +79,6 @@ class QuarantineSink(Protocol):
         """Store ``item`` or raise."""
 
 
-class QuarantineUnavailable(Exception):
-    """The sink could not store a quarantined delivery: keep it on the broker and try later."""
-
-
-def sink_of(broker: dramatiq.Broker) -> QuarantineSink | None:
-    """The middleware of ``broker`` that stores quarantined deliveries, if it has one."""
-    return next((m for m in broker.middleware if isinstance(m, QuarantineSink)), None)
-
-
 @dataclass
 class Door:
     """Admits deliveries of one broker: envelope check, then quarantine of whatever fails it."""
@@ -107,19 +100,22 @@ class Door:
         raw = body or b""
         return Quarantined(verdict.refusal, verdict.detail, raw[:RAW_BODY_LIMIT], len(raw), arrival, verdict.document)
 
-    def store(self, item: Quarantined) -> bool:
-        """Hand ``item`` to the quarantine: True once stored (ack it), False without one (dead-letter it
-        in the broker instead). Raises QuarantineUnavailable when the store failed (keep it queued)."""
+    def quarantine(self, item: Quarantined, *, ack: Settle, reject: Settle, keep: Settle, pause: float) -> None:
+        """Store ``item`` in the broker's :class:`QuarantineSink`, then ``ack`` it; with no sink, ``reject`` it (the
+        broker dead-letters it); when the store fails, ``keep`` it queued and wait ``pause`` s before fetching on."""
         fields = item.log_fields()
-        sink = sink_of(self.broker)
+        sink = next((m for m in self.broker.middleware if isinstance(m, QuarantineSink)), None)
         if sink is None:
             log.error("message refused and no quarantine is configured; rejecting it", extra={"fields": fields})
-            return False
+            reject()
+            return
         try:
             sink.quarantine(item)
-        except Exception as exc:
+        except Exception:
             log.warning("could not quarantine a refused message; it stays queued", exc_info=True,
                         extra={"fields": fields})  # fmt: skip
-            raise QuarantineUnavailable(str(exc)) from exc
-        log.warning("message quarantined", extra={"fields": fields})
-        return True
+            keep()
+            time.sleep(pause)
+        else:
+            log.warning("message quarantined", extra={"fields": fields})
+            ack()

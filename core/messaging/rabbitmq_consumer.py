@@ -22,7 +22,6 @@ tests/messaging/test_dramatiq_contract.py, which fails on an upgrade that change
 
 from __future__ import annotations
 
-import time
 from collections.abc import Callable, Mapping
 from functools import partial
 from typing import Any
@@ -34,7 +33,7 @@ from dramatiq.common import q_name
 from dramatiq.errors import ConnectionClosed
 
 from calsync.core.messaging.consumer_pause import pause_of
-from calsync.core.messaging.quarantine import Arrival, Door, Quarantined, QuarantineUnavailable
+from calsync.core.messaging.quarantine import Arrival, Door, Quarantined
 
 _AMQP_ERRORS = (pika.exceptions.AMQPConnectionError, pika.exceptions.AMQPChannelError)
 
@@ -84,20 +83,15 @@ class _SafeRabbitmqConsumer(_RabbitmqConsumer):
         how = f"basic_deliver {self.queue_name}"
         arrival = Arrival("rabbitmq", self.queue_name, str(tag), how, unique_id=False, details=details)
         admitted = self.broker.door.admit(body, arrival)
-        if not isinstance(admitted, Quarantined):
-            self.known_tags.add(tag)
-            return _RabbitmqMessage(method.redelivered, tag, admitted)  # type: ignore[no-untyped-call]
-        try:
-            stored = self.broker.door.store(admitted)
-        except QuarantineUnavailable:
-            self._on_connection(partial(self.channel.basic_nack, tag, requeue=True))  # redelivered later
-            time.sleep(self.timeout / 1000)
+        if isinstance(admitted, Quarantined):
+            channel = self.channel
+            self.broker.door.quarantine(admitted, ack=self._on_connection(channel.basic_ack, tag),
+                                        reject=self._on_connection(channel.basic_nack, tag, requeue=False),
+                                        keep=self._on_connection(channel.basic_nack, tag, requeue=True),
+                                        pause=self.timeout / 1000)  # fmt: skip
             return None
-        if stored:
-            self._on_connection(partial(self.channel.basic_ack, tag))
-        else:
-            self._on_connection(partial(self.channel.basic_nack, tag, requeue=False))
-        return None
+        self.known_tags.add(tag)
+        return _RabbitmqMessage(method.redelivered, tag, admitted)  # type: ignore[no-untyped-call]
 
     def _paused(self) -> bool:
         """While paused, no consumer: what the channel had buffered goes back to the queue (a requeue, not an
@@ -115,9 +109,13 @@ class _SafeRabbitmqConsumer(_RabbitmqConsumer):
         self.connection.process_data_events(time_limit=self.timeout / 1000)
         return True
 
-    def _on_connection(self, ack_or_nack: Callable[[], None]) -> None:
-        # Acks and nacks run on the connection's own thread, as Dramatiq's do.
-        try:
-            self.connection.add_callback_threadsafe(ack_or_nack)
-        except _AMQP_ERRORS as e:
-            raise ConnectionClosed(e) from None  # type: ignore[no-untyped-call]
+    def _on_connection(self, ack_or_nack: Callable[..., None], tag: int, **kwargs: Any) -> Callable[[], None]:
+        """The ack or nack of ``tag``, to run on the connection's own thread as Dramatiq's do."""
+
+        def settle() -> None:
+            try:
+                self.connection.add_callback_threadsafe(partial(ack_or_nack, tag, **kwargs))
+            except _AMQP_ERRORS as e:
+                raise ConnectionClosed(e) from None  # type: ignore[no-untyped-call]
+
+        return settle

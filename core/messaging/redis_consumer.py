@@ -38,6 +38,7 @@ import importlib.resources
 import logging
 import time
 from collections.abc import Mapping
+from functools import partial
 from typing import Any, Final
 
 import dramatiq
@@ -48,7 +49,7 @@ from dramatiq.errors import ConnectionClosed
 
 from calsync.core.messaging.consumer_pause import pause_of
 from calsync.core.messaging.outage import RedisOutage, outage_of, redis_address
-from calsync.core.messaging.quarantine import Arrival, Door, Quarantined, QuarantineUnavailable
+from calsync.core.messaging.quarantine import Arrival, Door, Quarantined
 
 log = logging.getLogger(__name__)
 
@@ -158,20 +159,15 @@ class _SafeRedisConsumer(_RedisConsumer):
             "redis", self.queue_name, message_id, f"LPOP {self.broker.namespace}:{self.queue_name}", unique_id=True
         )
         admitted = self.broker.door.admit(body, arrival)
-        if not isinstance(admitted, Quarantined):
-            self.queued_message_ids.add(admitted.message_id)
-            return dramatiq.MessageProxy(admitted)
-        try:
-            stored = self.broker.door.store(admitted)
-        except QuarantineUnavailable:
-            self.broker.do_requeue(self.queue_name, message_id)  # back to the tail; tried again later
-            time.sleep(self.timeout / 1000)
+        if isinstance(admitted, Quarantined):
+            broker, queue = self.broker, self.queue_name
+            broker.door.quarantine(admitted, ack=partial(broker.do_ack, queue, message_id),
+                                   reject=partial(broker.do_nack, queue, message_id),
+                                   keep=partial(broker.do_requeue, queue, message_id),  # to the tail; tried later
+                                   pause=self.timeout / 1000)  # fmt: skip
             return None
-        if stored:
-            self.broker.do_ack(self.queue_name, message_id)
-        else:
-            self.broker.do_nack(self.queue_name, message_id)
-        return None
+        self.queued_message_ids.add(admitted.message_id)
+        return dramatiq.MessageProxy(admitted)
 
     def close(self) -> None:
         """Give fetched but never handed out ids back to the queue (Dramatiq leaves them to maintenance)."""

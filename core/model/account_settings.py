@@ -26,15 +26,7 @@ def _items(values: Mapping[str, Any]) -> _Items:
     return tuple([(key, type(value), value) for key, value in values.items()])
 
 
-def _values(items: _Items) -> dict[str, Any]:
-    return {key: value for key, _, value in items}
-
-
-def _plain(values: Any) -> Any:
-    return dict(values) if isinstance(values, Mapping) else values
-
-
-def account_key(account: Account) -> tuple[str, str, _Items, _Items] | None:
+def _key(account: Account) -> tuple[str, str, _Items, _Items] | None:
     """Everything an adapter may derive from the account, as a key; None when a value cannot be one."""
     if not isinstance(account.options, Mapping) or not isinstance(account.credentials, Mapping):
         return None  # not JSON objects: the reader says what is wrong
@@ -51,12 +43,14 @@ def settings_per_account(reader: Reader[T], *, maxsize: int) -> Callable[[Accoun
 
     @functools.lru_cache(maxsize=maxsize)
     def kept(account_id: str, address: str, options: _Items, credentials: _Items) -> T:
-        return reader(account_id, address, _values(options), _values(credentials))
+        return reader(account_id, address, {k: v for k, _, v in options}, {k: v for k, _, v in credentials})
 
     def read(account: Account) -> T:
-        key = account_key(account)
-        if key is None:
-            return reader(account.id, account.address, _plain(account.options), _plain(account.credentials))
-        return kept(*key)
+        key = _key(account)
+        if key is not None:
+            return kept(*key)
+        options, credentials = account.options, account.credentials
+        return reader(account.id, account.address, dict(options) if isinstance(options, Mapping) else options,
+                      dict(credentials) if isinstance(credentials, Mapping) else credentials)  # fmt: skip
 
     return read

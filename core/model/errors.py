@@ -243,9 +243,7 @@ def is_permanent(exc: BaseException) -> bool:
 
 def reason_of(exc: BaseException) -> str:
     """Short stable reason for DLQ records and metric labels, for our errors and foreign ones alike."""
-    if isinstance(exc, CalsyncError):
-        return exc.reason
-    return "unexpected error"
+    return exc.reason if isinstance(exc, CalsyncError) else "unexpected error"
 
 
 def error_class_of(exc: BaseException) -> str:

@@ -24,7 +24,6 @@ what ties a request to its delivery.
 from __future__ import annotations
 
 import contextvars
-from types import TracebackType
 
 _counting: contextvars.ContextVar[RequestsSent | None] = contextvars.ContextVar("calsync_requests", default=None)
 
@@ -36,18 +35,13 @@ class RequestsSent:
 
     def __init__(self) -> None:
         self.count = 0
-        self._token: contextvars.Token[RequestsSent | None] | None = None
 
     def __enter__(self) -> RequestsSent:
         self._token = _counting.set(self)
         return self
 
-    def __exit__(
-        self, kind: type[BaseException] | None, error: BaseException | None, trace: TracebackType | None
-    ) -> None:
-        if self._token is not None:
-            _counting.reset(self._token)
-            self._token = None
+    def __exit__(self, *exc_info: object) -> None:
+        _counting.reset(self._token)
 
 
 def request_sent() -> None:

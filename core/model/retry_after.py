@@ -14,28 +14,14 @@ def parse_retry_after(value: str | float | None, *, now: dt.datetime | None = No
     """Seconds to wait, from delta-seconds or an HTTP-date (RFC 9110); None when absent or unreadable."""
     if value is None or isinstance(value, bool):
         return None
-    seconds = _seconds(value) if isinstance(value, float | int) else _from_text(value.strip(), now)
-    if seconds is None:
-        return None
-    return min(max(0.0, seconds), MAX_RETRY_AFTER)
-
-
-def _seconds(value: float) -> float | None:
-    number = float(value)
-    return None if math.isnan(number) else number
-
-
-def _from_text(text: str, now: dt.datetime | None) -> float | None:
-    if not text:
-        return None
     try:
-        return _seconds(float(text))
+        seconds = float(value.strip() if isinstance(value, str) else value)
     except ValueError:
-        pass
-    try:
-        when = email.utils.parsedate_to_datetime(text)
-    except (TypeError, ValueError, IndexError, OverflowError):
-        return None
-    if when.tzinfo is None:
-        when = when.replace(tzinfo=dt.UTC)
-    return (when - (now or dt.datetime.now(dt.UTC))).total_seconds()
+        try:
+            when = email.utils.parsedate_to_datetime(str(value).strip())
+        except (TypeError, ValueError, IndexError, OverflowError):
+            return None
+        if when.tzinfo is None:
+            when = when.replace(tzinfo=dt.UTC)
+        seconds = (when - (now or dt.datetime.now(dt.UTC))).total_seconds()
+    return None if math.isnan(seconds) else min(max(0.0, seconds), MAX_RETRY_AFTER)

@@ -1,4 +1,4 @@
-"""The pipeline's closed vocabularies, each defined once: job outcomes, sync statuses, process roles,
+"""The pipeline's closed vocabularies, each defined once: job outcomes, sync statuses,
 dead-letter causes. Logs, Redis counters, metric labels, the DLQ and ``calsync status`` all spell them
 from here."""
 
@@ -39,8 +39,6 @@ def as_wait_reason(text: str) -> WaitReason:
     """A reason as the vocabulary spells it; an unknown one (a newer release's) reads as ``deferred``."""
     return text if text in WAIT_REASONS else "deferred"
 
-
-Role = Literal["worker", "producer", "cli"]
 
 # A dead letter is a job that failed for good, a message quarantined because it is not a job at all, or a
 # webhook delivery that failed for good (kind 'webhook': the receiver's status and a truncated body).

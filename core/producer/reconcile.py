@@ -86,12 +86,12 @@ def requeue_lost(
     trace: str | None = None,
 ) -> ReconcileReport:
     """Re-enqueue overdue pending targets (those whose enqueue failed at once) and lost webhook work."""
-    now = now or dt.datetime.now(dt.UTC)
     threshold = clients.settings.reconcile_after if older_than is None else older_than
+    before = (now or dt.datetime.now(dt.UTC)) - dt.timedelta(seconds=threshold)
     report = ReconcileReport()
     trace = trace or new_trace_id()
     with clients.db.read() as conn:
-        overdue = targets.overdue(conn, before=now - dt.timedelta(seconds=threshold), limit=limit)
+        overdue = targets.overdue(conn, before=before, limit=limit)
         states = {(row.tenant_id, row.event_id): events.get_event(conn, row.tenant_id, row.event_id) for row in overdue}
     # A tenant with many lost jobs re-enters on the bulk lane past its rate, as a flood of new ones would.
     choice, queues = lane_choice(clients), lanes_of(clients.settings)
@@ -121,7 +121,6 @@ def requeue_lost(
         with clients.db.write() as conn:
             targets.postpone(conn, row.key, due_at=dt.datetime.now(dt.UTC))
         report.requeued.append(payload.job_id)
-    before = now - dt.timedelta(seconds=threshold)
     report.webhooks_requeued = reconcile_webhooks(
         clients.db, clients.broker, clients.settings.webhook_queue, before=before, limit=limit
     )

@@ -24,11 +24,11 @@ import logging
 from collections.abc import Callable
 from typing import Any
 
-from pydantic import TypeAdapter, ValidationError
+import dramatiq
+from pydantic import BaseModel, ValidationError
 from sqlalchemy import Connection
 
 from calsync.core.clients import Clients, default_clients
-from calsync.core.messaging.batch import Outgoing, enqueue_many
 from calsync.core.messaging.lanes import lanes_of
 from calsync.core.messaging.messages import sync_message
 from calsync.core.model.calendar import SendUpdates
@@ -38,7 +38,7 @@ from calsync.core.model.ids import check_identifier, new_id, new_trace_id
 from calsync.core.model.intake import RequestId, TraceId
 from calsync.core.model.payload import JobPayload
 from calsync.core.model.planner import plan
-from calsync.core.model.validation_wording import field_message
+from calsync.core.model.validation_wording import describe_validation_error
 from calsync.core.model.vocabulary import Lane
 from calsync.core.producer.dedup import Claim, EnqueueMarkers, Mark, RedisMarkers
 from calsync.core.producer.fairness import TenantLanes, lane_choice
@@ -49,12 +49,11 @@ from calsync.core.store.targets import TargetKey, TargetRow
 
 log = logging.getLogger(__name__)
 
-_trace_id = TypeAdapter(TraceId | None)
-_request_key = TypeAdapter(RequestId | None)
 
 Batch = list[tuple[JobPayload, Lane, int | None]]  # jobs, each with its lane and a delay in ms (None: at once)
 Enqueue = Callable[[Batch], list[bool]]  # enqueues a batch; per job, whether it was enqueued
 Saved = tuple[str, int, list[JobPayload]]  # an intent as committed: the event's id, its version, its new jobs
+Planned = list[tuple[TargetKey, targets.Wanted]]  # targets to mark pending, each with whether it must show the event
 
 
 class _KeyTaken(Exception):
@@ -67,13 +66,27 @@ def _job(
     return plan(row, key, version=version, wanted_present=present, cancelled=cancelled, trace_id=trace)
 
 
-def _check_ids(trace_id: str | None, request_key: str | None) -> None:
+def _planned_jobs(
+    conn: Connection, planned: Planned, rows: dict[str, TargetRow], version: int, trace: str, *, cancelled: bool = False
+) -> list[JobPayload]:
+    """Mark the ``planned`` targets pending at ``version``, due now, and return the job of each; ``rows`` are the
+    event's stored targets (what each one shows now)."""
+    existing = {row.key for row in rows.values()}
+    targets.plan_targets(conn, planned, version=version, due_at=dt.datetime.now(dt.UTC), existing=existing)
+    return [_job(key, rows.get(key.account_id), version, trace, present=wanted == "present", cancelled=cancelled)
+            for key, wanted in planned]  # fmt: skip
+
+
+def _gone(row: TargetRow) -> bool:
+    """Whether a target is deleted and meant to stay so: no change plans it again."""
+    return row.status == "deleted" and row.wanted == "absent"
+
+
+class _CallerIds(BaseModel):
     """The caller's trace id and request key, stored and logged with the change: refused as the intake message's."""
-    for name, adapter, value in (("trace_id", _trace_id, trace_id), ("request_id", _request_key, request_key)):
-        try:
-            adapter.validate_python(value)
-        except ValidationError as exc:
-            raise InvalidChange(f"{name}: {field_message(exc.errors()[0])}") from None
+
+    trace_id: TraceId | None
+    request_id: RequestId | None
 
 
 class Intake:
@@ -112,7 +125,10 @@ class Intake:
         (core/producer/receipts.py); another change under a live key raises :class:`IdempotencyKeyReused`.
         """
         tenant_id = check_identifier(tenant_id, "tenant_id")
-        _check_ids(trace_id, request_key)
+        try:
+            _CallerIds(trace_id=trace_id, request_id=request_key)
+        except ValidationError as exc:
+            raise InvalidChange(describe_validation_error(exc)) from None
         parsed = parse_change(change)
         trace = trace_id or new_trace_id()
         if request_key is None:
@@ -161,7 +177,6 @@ class Intake:
             self._check_accounts(conn, tenant_id, change.accounts)
         # Locked: concurrent changes of one event take turns, each decided against the version committed before it.
         existing = events.lock_event(conn, tenant_id, change.entity_id) if change.entity_id else None
-        now = dt.datetime.now(dt.UTC)
 
         if change.operation == "delete":
             if existing is None:
@@ -169,13 +184,9 @@ class Intake:
             if existing.status == "cancelled":
                 return existing.id, existing.version, []
             version = events.bump_event(conn, tenant_id, existing.id, status="cancelled", send_updates=send_updates)
-            live = [r for r in targets.list_targets(conn, tenant_id, existing.id)
-                    if not (r.status == "deleted" and r.wanted == "absent")]  # fmt: skip
-            targets.plan_targets(conn, [(row.key, row.wanted) for row in live], version=version, due_at=now,
-                                 existing={row.key for row in live})  # fmt: skip
-            return existing.id, version, [
-                _job(row.key, row, version, trace, present=row.wanted == "present", cancelled=True) for row in live
-            ]  # fmt: skip
+            rows = {row.account_id: row for row in targets.list_targets(conn, tenant_id, existing.id)}
+            live: Planned = [(row.key, row.wanted) for row in rows.values() if not _gone(row)]
+            return existing.id, version, _planned_jobs(conn, live, rows, version, trace, cancelled=True)
 
         assert change.event is not None
         if existing is None:
@@ -185,9 +196,8 @@ class Intake:
             if not events.insert_event(conn, tenant_id, entity_id, change.event, send_updates):
                 # A concurrent create of this entity_id came first: ours applies to the event it created.
                 return self._save_intent(conn, tenant_id, change, trace)
-            keys = [TargetKey(tenant_id, entity_id, account_id) for account_id in change.accounts]
-            targets.plan_targets(conn, [(key, "present") for key in keys], version=1, due_at=now, existing=())
-            return entity_id, 1, [_job(key, None, 1, trace, present=True) for key in keys]
+            new: Planned = [(TargetKey(tenant_id, entity_id, account_id), "present") for account_id in change.accounts]
+            return entity_id, 1, _planned_jobs(conn, new, {}, 1, trace)
 
         rows = {row.account_id: row for row in targets.list_targets(conn, tenant_id, existing.id)}
         present_now = {a for a, row in rows.items() if row.wanted == "present"}
@@ -209,19 +219,9 @@ class Intake:
         version = events.bump_event(
             conn, tenant_id, existing.id, status="confirmed", send_updates=send_updates, fields=change.event
         )
-        planned: list[tuple[TargetKey, targets.Wanted]] = []
-        jobs = []
-        for account_id in wanted:
-            key = TargetKey(tenant_id, existing.id, account_id)
-            planned.append((key, "present"))
-            jobs.append(_job(key, rows.get(account_id), version, trace, present=True))
-        for account_id, row in rows.items():
-            if account_id in wanted or (row.wanted == "absent" and row.status == "deleted"):
-                continue
-            planned.append((row.key, "absent"))
-            jobs.append(_job(row.key, row, version, trace, present=False))
-        targets.plan_targets(conn, planned, version=version, due_at=now, existing={row.key for row in rows.values()})
-        return existing.id, version, jobs
+        planned: Planned = [(TargetKey(tenant_id, existing.id, account_id), "present") for account_id in wanted]
+        planned += [(row.key, "absent") for a, row in rows.items() if a not in wanted and not _gone(row)]
+        return existing.id, version, _planned_jobs(conn, planned, rows, version, trace)
 
     def detach(
         self, tenant_id: str, entity_id: str, account_id: str, *, send_updates: SendUpdates | None = None,
@@ -231,7 +231,6 @@ class Intake:
         a new version whose job deletes the event from that account. The event's other targets are not written
         again (the version changes nothing they show); those still pending get a job of it, as after any edit.
         Nothing to do (no such target, already left out, event cancelled): no new version, no job."""
-        now = dt.datetime.now(dt.UTC)
         trace = trace_id or new_trace_id()
         with self._db.write() as conn:
             existing = events.lock_event(conn, tenant_id, entity_id)  # a concurrent change of the event waits
@@ -241,12 +240,9 @@ class Intake:
                 return Receipt(entity_id, existing.version if existing else 0, [])
             version = events.bump_event(conn, tenant_id, entity_id, status="confirmed",
                                         send_updates=send_updates or self._default_send_updates)  # fmt: skip
-            pending = [row for row in rows.values() if row.status == "pending" and row.account_id != account_id]
-            planned: list[tuple[TargetKey, targets.Wanted]] = [(leaving.key, "absent")]
-            planned += [(row.key, row.wanted) for row in pending]
-            targets.plan_targets(conn, planned, version=version, due_at=now, existing=[key for key, _ in planned])
-        jobs = [_job(leaving.key, leaving, version, trace, present=False)]
-        jobs += [_job(row.key, row, version, trace, present=row.wanted == "present") for row in pending]
+            planned: Planned = [(leaving.key, "absent")]
+            planned += [(r.key, r.wanted) for r in rows.values() if r.status == "pending" and r is not leaving]
+            jobs = _planned_jobs(conn, planned, rows, version, trace)
         return self._enqueue(tenant_id, entity_id, version, jobs, trace)
 
     def _enqueue(self, tenant_id: str, entity_id: str, version: int, jobs: list[JobPayload], trace: str) -> Receipt:
@@ -294,6 +290,16 @@ class Intake:
             self._markers.release(Mark.of(job))
 
 
+def _enqueued(broker: dramatiq.Broker, message: dramatiq.Message[Any], delay_ms: int | None) -> bool:
+    """One ``broker.enqueue``: whether it went out (a refused one never makes the batch's others fail)."""
+    try:
+        broker.enqueue(message, delay=delay_ms)
+    except Exception:
+        log.exception("enqueue failed", extra={"fields": {"message_id": message.message_id}})
+        return False
+    return True
+
+
 class Producer(Intake):
     """The intake of a process' clients: its database, its Redis for the enqueue markers and its broker."""
 
@@ -302,8 +308,9 @@ class Producer(Intake):
         queues = lanes_of(settings)
 
         def enqueue(batch: Batch) -> list[bool]:
-            outgoing = [Outgoing(sync_message(queues.queue(lane), payload), delay) for payload, lane, delay in batch]
-            return enqueue_many(clients.broker, outgoing)
+            return [
+                _enqueued(clients.broker, sync_message(queues.queue(lane), job), delay) for job, lane, delay in batch
+            ]
 
         markers = RedisMarkers(
             clients.redis,

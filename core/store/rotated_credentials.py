@@ -11,7 +11,7 @@ from calsync.core.store.database import Database
 
 
 class StoredCredentials:
-    """The :class:`~calsync.core.model.limits.CredentialWriter` of the worker: the account row holds the newest."""
+    """The worker's :class:`~calsync.core.model.adapter_parts.CredentialWriter`: the account row holds the newest."""
 
     def __init__(self, db: Database, cipher: CredentialCipher) -> None:
         self._db = db

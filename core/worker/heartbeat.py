@@ -34,7 +34,7 @@ import shlex
 import socket
 import threading
 import time
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -162,11 +162,11 @@ class Heartbeat(dramatiq.Middleware):
     def before_worker_boot(self, broker: dramatiq.Broker, worker: dramatiq.Worker) -> None:
         # Beat once before the worker threads start: the locks their first jobs take then name a live
         # owner and can be taken over if this process dies (core/redis/locks.py).
-        self.worker = worker_id()
+        self.worker = worker_id()  # the pid of the worker process, not of a parent that built the broker
         self.beat()
 
     def after_worker_boot(self, broker: dramatiq.Broker, worker: dramatiq.Worker) -> None:
-        self.worker = worker_id()  # the pid of the worker process, not of a parent that built the broker
+        self.worker = worker_id()
         self._started_at = time.time()
         self._worker = worker
         self._stopping = False
@@ -185,35 +185,38 @@ class Heartbeat(dramatiq.Middleware):
         if self._thread is not None:
             self._thread.join(timeout=self.timing.interval + 5)
             self._thread = None
-        try:
-            self.redis.delete(self.key)
-        except redis.ConnectionError as exc:
-            self.watch.lost(exc)  # said once per outage; the key expires by itself
-        except redis.RedisError:
-            log.warning("could not delete the heartbeat key; it expires by itself", exc_info=True)
+        self._redis("delete the heartbeat key; it expires by itself", lambda: self.redis.delete(self.key))
         self.file.unlink(missing_ok=True)
 
     def beat(self) -> bool:
         """Renew the key, the file and the gauge, unless a worker thread is stuck (then never again)."""
         if self.stuck is None:
             self.stuck = stuck(self._running.copy().values(), time.monotonic(), self.timing.job_time_limit)
-            if self.stuck is not None:
-                fields = {
-                    "message_id": self.stuck.message_id,
-                    "job_type": self.stuck.actor,
-                    "running_seconds": round(time.monotonic() - self.stuck.started, 1),
-                    "time_limit_seconds": self.stuck.time_limit,
-                    "worker": self.worker,
-                }
+            if (late := self.stuck) is not None:
+                running = round(time.monotonic() - late.started, 1)
+                fields = {"message_id": late.message_id, "job_type": late.actor, "running_seconds": running,
+                          "time_limit_seconds": late.time_limit, "worker": self.worker}  # fmt: skip
                 log.critical(
                     "a worker thread is stuck: heartbeat stopped so that the liveness probe restarts this worker",
                     extra={"fields": fields},
                 )
         if self.stuck is not None:
             return False
-        threads = self._count_threads()
         now = time.time()
-        self._renew_key(now, threads)
+        value: dict[str, object] = {
+            "worker": self.worker,
+            "host": socket.gethostname(),
+            "pid": os.getpid(),
+            "version": calsync_version(),
+            "started_at": self._started_at,
+            "beat_at": now,
+        }
+        if self._worker is not None:
+            threads = self._count_threads(self._worker)
+            value.update(threads=threads.configured, threads_alive=threads.alive)
+            value["paused"] = self.pause.paused_on(self._worker.consumers)  # every consumer holds
+        ttl = int(self.timing.ttl * 1000)
+        self._redis("renew the heartbeat key", lambda: self.redis.set(self.key, json.dumps(value), px=ttl))
         if self.threads_lost is not None:
             return False
         try:
@@ -224,41 +227,28 @@ class Heartbeat(dramatiq.Middleware):
         WORKER_HEARTBEAT.labels(self.worker).set(now)
         return True
 
-    def _count_threads(self) -> ThreadCount | None:
-        if self._worker is None:
-            return None
-        workers: list[threading.Thread] = list(self._worker.workers)
-        threads = ThreadCount(sum(1 for t in workers if t.is_alive()), int(self._worker.worker_threads))
+    def _count_threads(self, worker: dramatiq.Worker) -> ThreadCount:
+        workers: list[threading.Thread] = list(worker.workers)
+        threads = ThreadCount(sum(1 for t in workers if t.is_alive()), int(worker.worker_threads))
         WORKER_THREADS_ALIVE.labels(self.worker).set(threads.alive)
         WORKER_THREADS_CONFIGURED.labels(self.worker).set(threads.configured)
         if self.threads_lost is None and threads.alive < threads.configured and not self._stopping:
             self.threads_lost = threads
+            fields = {"threads_alive": threads.alive, "threads": threads.configured, "worker": self.worker}
             log.critical(
                 "worker threads died: heartbeat file stopped so that the liveness probe restarts this worker",
-                extra={
-                    "fields": {"threads_alive": threads.alive, "threads": threads.configured, "worker": self.worker}
-                },
+                extra={"fields": fields},
             )
         return threads
 
-    def _renew_key(self, now: float, threads: ThreadCount | None) -> None:
-        value: dict[str, object] = {
-            "worker": self.worker,
-            "host": socket.gethostname(),
-            "pid": os.getpid(),
-            "version": calsync_version(),
-            "started_at": self._started_at,
-            "beat_at": now,
-        }
-        if threads is not None and self._worker is not None:
-            value.update(threads=threads.configured, threads_alive=threads.alive)
-            value["paused"] = self.pause.paused_on(self._worker.consumers)  # every consumer holds
+    def _redis(self, what: str, command: Callable[[], object]) -> None:
+        # An outage is said once, by the worker's RedisWatch; another Redis error is logged here.
         try:
-            self.redis.set(self.key, json.dumps(value), px=int(self.timing.ttl * 1000))
+            command()
         except redis.ConnectionError as exc:
             self.watch.lost(exc)
             return
         except redis.RedisError:
-            log.warning("could not renew the heartbeat key", exc_info=True)
+            log.warning("could not %s", what, exc_info=True)
             return
         self.watch.answered()

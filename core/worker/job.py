@@ -116,7 +116,10 @@ def run_sync(parts: JobParts, delivery: Delivery, args: Sequence[Any], kwargs: M
         if _superseded(snapshot, payload, repair=delivery.repair):
             return Outcome.STALE  # the same check, exact under the lock
         account, event, target = _checked(snapshot, payload)
-        effect = effective_operation(event, target, leaving=account.status == "removing")
+        # What the provider must do to show the latest state, whatever the payload said; an account being removed
+        # (`accounts remove --detach`) is wanted by no event, even one a change put back meanwhile.
+        wanted = target.wanted == "present" and account.status != "removing"
+        effect = operation_for(target, wanted_present=wanted, cancelled=event.status == "cancelled")
         provider = parts.providers.get(account.provider)
         stored = target  # the row as this job knows it is stored; what it hands over on release
         with parts.traffic.call(account, payload, delivery.provider_requests):  # over a limit: Held, a deferral
@@ -153,13 +156,6 @@ def sync_actor(parts: JobParts) -> Callable[..., None]:
         delivery.outcome = run_sync(parts, delivery, args, kwargs)
 
     return sync_calendar_event
-
-
-def effective_operation(event: EventState, target: TargetRow, *, leaving: bool = False) -> Operation:
-    """What the provider must do to show the latest state, whatever the payload said. An account ``leaving``
-    (being removed: ``accounts remove --detach``) is wanted by no event, even one a change put back meanwhile."""
-    wanted = target.wanted == "present" and not leaving
-    return operation_for(target, wanted_present=wanted, cancelled=event.status == "cancelled")
 
 
 def _parse(delivery: Delivery, args: Sequence[Any], kwargs: Mapping[str, Any]) -> JobPayload:

@@ -117,10 +117,8 @@ class Maintenance(dramatiq.Middleware):
         if not self.take_lease():
             return None
         started = time.monotonic()
-        requeued = 0
         try:
-            if self.requeue is not None:
-                requeued = self.requeue()
+            requeued = self.requeue() if self.requeue is not None else 0
             report = prune(self.db, self.retention, budget_seconds=self.interval * BUDGET_SHARE)
         except Exception:
             PASSES.labels("failed").inc()

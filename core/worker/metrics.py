@@ -166,21 +166,23 @@ def require_multiprocess(settings: Settings) -> None:
 
 
 class WorkerMetrics(dramatiq.Middleware):
-    """Turns the deliveries' ends into calsync_* metrics (the job counts its lock attempts and provider calls)."""
+    """Labels the process with its calsync version; the deliveries' ends are counted by :func:`count_job`, lock
+    attempts and provider calls by the job."""
 
     def after_process_boot(self, broker: dramatiq.Broker) -> None:
         BUILD_INFO.labels(calsync_version()).set(1)
 
-    def observe_job(self, delivery: Delivery, outcome: Outcome, duration: float) -> None:
-        """JobLifecycle observer: one delivery ended with ``outcome`` after ``duration`` seconds. Its provider is
-        the account's when the job read its state (``unknown`` for a payload it could not read)."""
-        try:
-            JOBS.labels(delivery.actor, delivery.provider, outcome).inc()
-            JOB_DURATION.labels(delivery.actor, delivery.provider).observe(duration)
-            if outcome is Outcome.RETRY_SCHEDULED:
-                error_class = error_class_of(delivery.error) if delivery.error is not None else "unknown"
-                JOB_RETRIES.labels(delivery.actor, delivery.provider, error_class).inc()
-            elif outcome is Outcome.DEAD_LETTERED:
-                DEAD_LETTERS.labels(delivery.actor, delivery.dead_lettered_because()).inc()
-        except Exception:
-            log.warning("could not record job metrics", exc_info=True)
+
+def count_job(delivery: Delivery, outcome: Outcome, duration: float) -> None:
+    """One delivery ended with ``outcome`` after ``duration`` seconds (told by JobLifecycle). Its provider is the
+    account's when the job read its state (``unknown`` for a payload it could not read)."""
+    try:
+        JOBS.labels(delivery.actor, delivery.provider, outcome).inc()
+        JOB_DURATION.labels(delivery.actor, delivery.provider).observe(duration)
+        if outcome is Outcome.RETRY_SCHEDULED:
+            error_class = error_class_of(delivery.error) if delivery.error is not None else "unknown"
+            JOB_RETRIES.labels(delivery.actor, delivery.provider, error_class).inc()
+        elif outcome is Outcome.DEAD_LETTERED:
+            DEAD_LETTERS.labels(delivery.actor, delivery.dead_lettered_because()).inc()
+    except Exception:
+        log.warning("could not record job metrics", exc_info=True)

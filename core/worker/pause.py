@@ -35,10 +35,9 @@ class PauseGate(dramatiq.Middleware):
         self.switch = switch
         self.watch = watch  # an unreachable Redis is said there, once for the worker
         self.refresh = refresh
-        self.turns: Counter[str] = Counter()  # paused turns per queue since start (tests wait on these)
+        self.turns: Counter[str] = Counter()  # paused turns per queue since the switch last changed
         self._paused = False
         self._read_at = float("-inf")
-        self._turned: set[str] = set()  # queues whose consumer turned since the switch last changed
         self._lock = threading.Lock()
         self._unreadable = False
 
@@ -47,7 +46,6 @@ class PauseGate(dramatiq.Middleware):
         if q_name(queue_name) != queue_name or not self._current():
             return False
         with self._lock:
-            self._turned.add(queue_name)
             self.turns[queue_name] += 1
         return True
 
@@ -55,7 +53,7 @@ class PauseGate(dramatiq.Middleware):
         """Whether the switch is on and the consumer of every one of ``queues`` (delay queues aside) is paused."""
         wanted = {q for q in queues if q_name(q) == q}
         with self._lock:
-            return self._paused and wanted <= self._turned
+            return self._paused and wanted <= self.turns.keys()
 
     def _current(self) -> bool:
         with self._lock:
@@ -75,7 +73,7 @@ class PauseGate(dramatiq.Middleware):
                 return self._paused
             self._unreadable = False
             if paused != self._paused:
-                self._turned.clear()
+                self.turns.clear()
                 log.info(
                     "processing paused: no new deliveries until `calsync resume`" if paused else "processing resumed"
                 )

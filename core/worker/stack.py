@@ -4,7 +4,7 @@ Before-hooks run top to bottom and after-hooks bottom to top (Dramatiq's rule). 
 (parse, lock, state, idempotency, staleness, provider call, result) is one function,
 :func:`core.worker.job.run_sync`, which the sync actor calls; none of the middlewares below guards it:
 
-0. in workers, ``first``: Dramatiq's ``Prometheus``, :class:`~core.worker.metrics.WorkerMetrics`,
+0. Dramatiq's ``Prometheus``, :class:`~core.worker.metrics.WorkerMetrics`,
    :class:`~core.worker.heartbeat.Heartbeat` (docs/METRICS.md), :class:`~core.worker.pause.PauseGate`
    (pauses the consumers while ``calsync pause`` is on; no hook around deliveries),
    :class:`~core.messaging.outage.RedisOutage` (an unreachable Redis: said once, waited out by the
@@ -18,8 +18,6 @@ Before-hooks run top to bottom and after-hooks bottom to top (Dramatiq's rule). 
 """
 
 from __future__ import annotations
-
-from collections.abc import Sequence
 
 import dramatiq
 import redis
@@ -35,39 +33,12 @@ from calsync.core.webhooks import Outbox
 from calsync.core.worker.heartbeat import Heartbeat, HeartbeatTiming
 from calsync.core.worker.metrics import WorkerMetrics
 from calsync.core.worker.middleware.dead_letters import DeadLetterRecorder
-from calsync.core.worker.middleware.lifecycle import JobLifecycle, JobObserver
+from calsync.core.worker.middleware.lifecycle import JobLifecycle
 from calsync.core.worker.middleware.retries import RetryPolicy, ScheduledRetries
 from calsync.core.worker.pause import PauseGate
 
 
 def worker_middleware(
-    settings: Settings,
-    db: Database,
-    stats: JobStats,
-    outbox: Outbox,
-    *,
-    first: Sequence[dramatiq.Middleware] = (),
-    job_observers: Sequence[JobObserver] = (),
-) -> list[dramatiq.Middleware]:
-    """The worker's middleware list; ``first`` goes before everything (Prometheus must come first)."""
-    policy = RetryPolicy(
-        schedule=settings.retry_schedule,
-        jitter=settings.retry_jitter,
-        defer_delay=settings.lock_retry_delay,
-        max_deferrals=settings.lock_max_waits,
-        held_note_every=settings.reconcile_after / 2,
-    )
-    return [
-        *first,
-        JobLifecycle(stats, job_observers),
-        TimeLimit(time_limit=int(settings.job_time_limit * 1000)),
-        ShutdownNotifications(),
-        DeadLetterRecorder(db, outbox),
-        ScheduledRetries(db, policy),
-    ]
-
-
-def observed_worker_middleware(
     settings: Settings,
     db: Database,
     client: redis.Redis,
@@ -77,13 +48,12 @@ def observed_worker_middleware(
     *,
     watch: RedisWatch,
 ) -> list[dramatiq.Middleware]:
-    """The worker's middleware with metrics, heartbeats, the pause gate and the Redis outage wired in
+    """The worker's middleware list, metrics, heartbeats, the pause gate and the Redis outage first
     (docs/METRICS.md); ``watch``: the worker's Redis in its outage middleware."""
     # Imported here, not at the top: importing it creates Dramatiq's metrics directory, which producers
     # must not need. Prometheus comes first so that its durations and in-progress gauge span the others.
     from dramatiq.middleware.prometheus import Prometheus
 
-    metrics = WorkerMetrics()
     timing = HeartbeatTiming(
         interval=settings.heartbeat_interval,
         ttl=settings.heartbeat_ttl,
@@ -91,6 +61,22 @@ def observed_worker_middleware(
         job_time_limit=settings.job_time_limit,
     )
     pause = PauseGate(PauseSwitch(client, keys), watch=watch)
-    heartbeat = Heartbeat(client, keys, timing, pause, watch)
-    first: list[dramatiq.Middleware] = [Prometheus(), metrics, heartbeat, pause, watch.outage]
-    return worker_middleware(settings, db, stats, outbox, first=first, job_observers=[metrics.observe_job])
+    policy = RetryPolicy(
+        schedule=settings.retry_schedule,
+        jitter=settings.retry_jitter,
+        defer_delay=settings.lock_retry_delay,
+        max_deferrals=settings.lock_max_waits,
+        held_note_every=settings.reconcile_after / 2,
+    )
+    return [
+        Prometheus(),
+        WorkerMetrics(),
+        Heartbeat(client, keys, timing, pause, watch),
+        pause,
+        watch.outage,
+        JobLifecycle(stats),
+        TimeLimit(time_limit=int(settings.job_time_limit * 1000)),
+        ShutdownNotifications(),
+        DeadLetterRecorder(db, outbox),
+        ScheduledRetries(db, policy),
+    ]

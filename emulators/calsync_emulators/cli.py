@@ -7,7 +7,7 @@ from pathlib import Path
 
 import click
 
-from calsync.actors.cli.common import CliState, pass_state, stdout
+from calsync.actors.cli.shell import CliState, pass_state, stdout
 from calsync_emulators import ews, google, graph
 from calsync_emulators.demo import run_demo
 from calsync_emulators.handout import Handout, ews_handout, google_handout, graph_handout

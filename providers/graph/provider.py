@@ -35,9 +35,9 @@ from urllib.parse import quote, urlsplit
 import certifi
 import httpx
 
+from calsync.core.model.adapter_parts import ConcurrencyLimiter, CredentialWriter, DiscardCredentials, LocalLimiter
 from calsync.core.model.calendar import Account, EventState, ExternalRef, ProviderName, SendUpdates, Target
 from calsync.core.model.errors import CalsyncError, InvalidRequest, TemporaryError
-from calsync.core.model.limits import ConcurrencyLimiter, CredentialWriter, DiscardCredentials, LocalLimiter
 from calsync.core.model.markers import GRAPH_SYNC_KEY_PROPERTY_ID
 from calsync.core.model.provider_io import request_sent
 from calsync.providers.accounts import AccountCache

@@ -3,7 +3,7 @@
 - App-only (``client_credentials``): ``ConfidentialClientApplication.acquire_token_for_client``, asked only
   when our copy of the token nears expiry (msal's own cache lookup is a cost of every call otherwise).
 - Delegated (``refresh_token``): ``acquire_token_by_refresh_token``; a rotated refresh token replaces ours at
-  once and is handed to the :class:`~calsync.core.model.limits.CredentialWriter` (the account row, encrypted).
+  once and is handed to the :class:`~calsync.core.model.adapter_parts.CredentialWriter` (the account row, encrypted).
 - msal talks through the adapter's ``httpx.Client`` (same timeout, no retries, proxies read once), with
   ``instance_discovery=False`` so nothing but the configured ``authority`` is contacted.
 - Either access token is kept until a minute before its ``expires_in``; ``invalidate`` drops it (and msal's
@@ -23,8 +23,8 @@ from typing import Any
 import httpx
 import msal
 
+from calsync.core.model.adapter_parts import CredentialWriter
 from calsync.core.model.calendar import Account
-from calsync.core.model.limits import CredentialWriter
 from calsync.providers.accounts import fingerprint
 from calsync.providers.graph.classification import TokenError
 from calsync.providers.graph.credentials import AppLogin, GraphAccount

@@ -12,7 +12,7 @@ from dataclasses import replace
 import pytest
 from sqlalchemy import func, select
 
-from calsync.actors.cli.common import EXIT_BAD_INPUT
+from calsync.actors.cli.shell import BadInput
 from calsync.core.api.services import services_from_clients
 from calsync.core.model.errors import InvalidChange
 from calsync.core.model.intake import INTAKE_JOB
@@ -60,7 +60,7 @@ def test_calsync_submit_refuses_it_as_bad_input(pipeline: Pipeline) -> None:
     account = pipeline.account()
     document = json.dumps(change([account], title=TITLE))
     done = run_cli(pipeline.settings, "submit", "--tenant", "tenant-1", "--file", "-", stdin=document)
-    assert (done.exit_code, done.stdout) == (EXIT_BAD_INPUT, "")
+    assert (done.exit_code, done.stdout) == (BadInput.exit_code, "")
     assert done.stderr.startswith("calsync: error: ") and SAYS in done.stderr
     assert _saved(pipeline) == 0
 

@@ -10,8 +10,8 @@ from typing import Any
 
 import pytest
 
-from calsync.actors.cli.common import CliState
 from calsync.actors.cli.ops import worker_command
+from calsync.actors.cli.shell import CliState
 from tests.spies import EnqueueSpy
 from tests.support import Pipeline, wait_until
 
@@ -84,7 +84,7 @@ def test_a_retry_stays_on_the_bulk_lane(settings_factory: Any, monkeypatch: pyte
 
 def test_calsync_worker_consumes_both_lanes_and_the_intake_queue(settings_factory: Any) -> None:
     state = CliState()
-    state._settings = settings_factory(bulk_queue="overflow")
+    state.settings = settings_factory(bulk_queue="overflow")
     command = worker_command(state, 1, 2)
     queues = command[command.index("--queues") + 1 : command.index("--worker-shutdown-timeout")]
     assert queues == [state.settings.queue, "overflow", state.settings.intake_queue, state.settings.webhook_queue]

@@ -8,7 +8,7 @@ from fastapi import APIRouter, Body, Header, Request
 
 from calsync.core.api.auth import Submitter, services
 from calsync.core.api.models import ReceiptOut
-from calsync.core.api.routes.common import AUTHENTICATED, problems
+from calsync.core.api.problems import AUTHENTICATED, problems
 from calsync.core.api.tracing import trace_id_of
 from calsync.core.model.change import Change
 

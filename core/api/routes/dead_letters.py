@@ -22,8 +22,7 @@ from calsync.core.api.models import (
     ReplayRequest,
     SkippedOut,
 )
-from calsync.core.api.problems import FieldError, ProblemError, invalid, not_found
-from calsync.core.api.routes.common import AUTHENTICATED, problems
+from calsync.core.api.problems import AUTHENTICATED, FieldError, ProblemError, invalid, not_found, problems
 from calsync.core.store import dead_letters
 from calsync.core.store.dead_letters import DeadLetterFilter
 

@@ -8,8 +8,7 @@ from fastapi import APIRouter, Path
 
 from calsync.core.api.auth import Reader, Services
 from calsync.core.api.models import EventOut
-from calsync.core.api.problems import not_found
-from calsync.core.api.routes.common import AUTHENTICATED, problems
+from calsync.core.api.problems import AUTHENTICATED, not_found, problems
 from calsync.core.model.ids import Identifier
 from calsync.core.store import events, targets
 

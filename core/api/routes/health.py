@@ -7,8 +7,7 @@ from sqlalchemy import text
 
 from calsync.core.api.auth import Services
 from calsync.core.api.models import Health
-from calsync.core.api.problems import ProblemError
-from calsync.core.api.routes.common import problems
+from calsync.core.api.problems import ProblemError, problems
 
 router = APIRouter(tags=["health"])
 

@@ -11,8 +11,7 @@ from fastapi import APIRouter, Body, Depends, Path, Request, Response
 from pydantic import BaseModel, ConfigDict, Field
 
 from calsync.core.api.auth import Principal, require, services
-from calsync.core.api.problems import FieldError, ProblemError, not_found
-from calsync.core.api.routes.common import AUTHENTICATED, problems
+from calsync.core.api.problems import AUTHENTICATED, FieldError, ProblemError, not_found, problems
 from calsync.core.model.errors import InvalidWebhookEndpoint, InvalidWebhookUrl, WebhookEndpointNotFound
 from calsync.core.model.vocabulary import (
     WEBHOOK_EVENT_TYPES,

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Callable, Sequence
 
 import dramatiq
 
@@ -20,18 +19,16 @@ from calsync.core.model.redaction import redact
 from calsync.core.model.vocabulary import Outcome
 from calsync.core.redis.stats import JobStats
 from calsync.core.worker.delivery import Delivery, delivery_of, start_delivery
+from calsync.core.worker.metrics import count_job
 
 log = logging.getLogger("calsync.jobs")
-
-JobObserver = Callable[[Delivery, Outcome, float], None]
 
 
 class JobLifecycle(dramatiq.Middleware):
     """First in the stack: its after-hooks run last, when every other middleware has had its say."""
 
-    def __init__(self, stats: JobStats, observers: Sequence[JobObserver] = ()) -> None:
+    def __init__(self, stats: JobStats) -> None:
         self.stats = stats
-        self.observers = list(observers)
 
     def before_process_message(self, broker: dramatiq.Broker, message: dramatiq.MessageProxy) -> None:
         repair = bool(message.options.get(REPAIR_OPTION))
@@ -74,7 +71,6 @@ class JobLifecycle(dramatiq.Middleware):
             self.stats.record(outcome)
         except Exception:
             log.warning("could not count job outcome", exc_info=True)
-        for observer in self.observers:
-            observer(delivery, outcome, duration)
+        count_job(delivery, outcome, duration)
         bind_job(None)
         start_delivery(None)

@@ -1,9 +1,12 @@
-"""What every CLI command shares: settings and clients on demand, JSON/table output, input parsing."""
+"""What every command shares with the shell it runs in: settings from its environment and the clients they open,
+its input (JSON files, ``KEY=VALUE`` options), its output (JSON or a table, progress on stderr), and its exit code
+with a one-line reason."""
 
 from __future__ import annotations
 
 import contextlib
 import datetime as dt
+import functools
 import json
 import sys
 from collections.abc import Callable, Iterable, Iterator, Sequence
@@ -32,39 +35,25 @@ STARTS_EMBEDDED_REDIS = frozenset(
 )
 
 
-def _needs_queue() -> bool:
-    ctx = click.get_current_context(silent=True)
-    if ctx is None:
-        return True
-    path = ctx.command_path.split()[1:]
-    return " ".join(path) in STARTS_EMBEDDED_REDIS
-
-
 class CliState:
-    """Lazily built settings and clients of one CLI invocation, closed when it ends."""
+    """Settings and clients of one CLI invocation, each built on first use; the clients closed when it ends."""
 
-    def __init__(self) -> None:
-        self._settings: Settings | None = None
-        self._clients: Clients | None = None
-
-    @property
+    @functools.cached_property
     def settings(self) -> Settings:
         """Settings from the environment (errors name the bad variable)."""
-        if self._settings is None:
-            self._settings = load_settings()
-        return self._settings
+        return load_settings()
 
-    @property
+    @functools.cached_property
     def clients(self) -> Clients:
-        """The clients for this command."""
-        if self._clients is None:
-            self._clients = connect(self.settings, start_embedded=_needs_queue())
-        return self._clients
+        """The clients for this command; only a command that needs the queue starts the embedded Redis."""
+        ctx = click.get_current_context(silent=True)
+        command = " ".join(ctx.command_path.split()[1:]) if ctx is not None else None
+        return connect(self.settings, start_embedded=command is None or command in STARTS_EMBEDDED_REDIS)
 
     def close(self) -> None:
         """Release connections."""
-        if self._clients is not None:
-            self._clients.close()
+        if "clients" in self.__dict__:
+            self.clients.close()
 
 
 pass_state = click.make_pass_decorator(CliState, ensure=True)
@@ -142,15 +131,10 @@ def empty_directory(directory: Path, pattern: str) -> None:
         leftover.unlink(missing_ok=True)
 
 
-def progress_enabled(count: int) -> bool:
-    """Show progress bars only for interactive runs over several items."""
-    return count > 1 and sys.stderr.isatty()
-
-
 @contextlib.contextmanager
 def progress(label: str, total: int) -> Iterator[Callable[[int], None]]:
     """A progress bar on stderr for an interactive run over several items; yields what advances it by n."""
-    if not progress_enabled(total):
+    if total < 2 or not sys.stderr.isatty():
         yield lambda n: None
         return
     from rich.progress import Progress  # only for a terminal: every command pays for what it imports
@@ -160,17 +144,14 @@ def progress(label: str, total: int) -> Iterator[Callable[[int], None]]:
         yield lambda n: bar.advance(task, n)
 
 
-#: Exit codes, one table (README "Exit codes"): scripts branch on these.
-EXIT_OK = 0
-EXIT_UNAVAILABLE = 1
-EXIT_BAD_INPUT = 2
-EXIT_DEFERRED = 3
-
-
 class CliError(click.ClickException):
-    """A failure that a dependency caused, reported as one line on stderr (exit 1)."""
+    """A failure that a dependency caused, reported as one line on stderr.
 
-    exit_code = EXIT_UNAVAILABLE
+    The exit codes (README "Exit codes", scripts branch on them): 0 done, 1 this, 2 :class:`BadInput`,
+    3 :class:`Deferred`.
+    """
+
+    exit_code = 1
     label = "error"
 
     def show(self, file: Any = None) -> None:
@@ -180,13 +161,13 @@ class CliError(click.ClickException):
 class BadInput(CliError):
     """Bad input or configuration (exit 2)."""
 
-    exit_code = EXIT_BAD_INPUT
+    exit_code = 2
 
 
 class Deferred(CliError):
     """Accepted, but not enqueued for some of it (exit 3): ``calsync reconcile`` enqueues the rest."""
 
-    exit_code = EXIT_DEFERRED
+    exit_code = 3
     label = "deferred"
 
 
