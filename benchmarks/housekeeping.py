@@ -275,7 +275,8 @@ def _report_loop(clients: Clients, load: Producers, worker: subprocess.Popen[byt
                 raise RuntimeError(f"the worker exited with {worker.returncode} (see its log)")
             next_report += args.report_every
             with clients.db.write() as conn:  # the operator's part: dead letters are looked at and discarded
-                dead_letters.discard_matching(conn, dead_letters.DeadLetterFilter(), note="benchmark")
+                for record in dead_letters.find(conn, dead_letters.DeadLetterFilter()):
+                    dead_letters.mark_discarded(conn, record.id, note="benchmark")
             current = sizes(clients)
             ready, delayed = queue_depth(clients)
             counts = worker_counts(clients.settings)

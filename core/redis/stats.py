@@ -26,9 +26,9 @@ _RETENTION_S = 86400
 
 
 class JobStats:
-    """Counts finished jobs by outcome, bucketed by minute; buffered when ``flush_every`` is set."""
+    """Counts finished jobs by outcome, bucketed by minute, written every ``flush_every`` seconds."""
 
-    def __init__(self, client: redis.Redis, keys: RedisKeys, *, flush_every: float | None = None) -> None:
+    def __init__(self, client: redis.Redis, keys: RedisKeys, *, flush_every: float = 1.0) -> None:
         self._client = client
         self._keys = keys
         self._flush_every = flush_every
@@ -38,17 +38,14 @@ class JobStats:
         self._flusher: threading.Thread | None = None
 
     def record(self, outcome: Outcome, *, count: int = 1) -> None:
-        """Count finished jobs (written at once, or by the next flush when buffered)."""
+        """Count finished jobs: written by the next flush (a thread the first count starts; ``close`` at the end)."""
         minute = int(time.time() // 60)
         with self._lock:
             self._pending[(minute, outcome)] += count
-            if self._flush_every is not None:
-                if self._flusher is None and not self._stop.is_set():
-                    self._flusher = start_repeating("calsync-stats", self._stop, self._flush_every, self.flush, log=log,
-                                                    failure="could not write job outcome counters; will retry",
-                                                    errors=(redis.RedisError,))  # fmt: skip
-                return
-        self.flush()
+            if self._flusher is None and not self._stop.is_set():
+                self._flusher = start_repeating("calsync-stats", self._stop, self._flush_every, self.flush, log=log,
+                                                failure="could not write job outcome counters; will retry",
+                                                errors=(redis.RedisError,))  # fmt: skip
 
     def flush(self) -> None:
         """Write the counts not yet in Redis; on a Redis error they stay pending for the next flush."""

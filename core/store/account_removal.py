@@ -48,9 +48,7 @@ def left_in(conn: Connection, account_id: str) -> Left:
 
 def events_to_detach(conn: Connection, account_id: str, *, after: str | None, limit: int) -> list[str]:
     """Ids of the events that still want the account among their targets, by id, from past ``after`` (a page)."""
-    query = select(t.c.event_id).where(t.c.account_id == account_id, _WANTED_THERE)
-    if after is not None:
-        query = query.where(t.c.event_id > after)
+    query = select(t.c.event_id).where(t.c.account_id == account_id, _WANTED_THERE, t.c.event_id > (after or ""))
     return list(conn.execute(query.order_by(t.c.event_id).limit(limit)).scalars())
 
 

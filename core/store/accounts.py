@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import datetime as dt
 from collections.abc import Collection, Mapping
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from typing import Any, NamedTuple
 
-from sqlalchemy import Connection, RowMapping, bindparam, select, update
+from sqlalchemy import Connection, bindparam, select, update
 
 from calsync.core.model.account_rules import calendar_key
 from calsync.core.model.calendar import Account, AccountStatus, ProviderName
@@ -16,7 +16,7 @@ from calsync.core.model.ids import new_id
 from calsync.core.model.redaction import register_secrets
 from calsync.core.store import targets
 from calsync.core.store.crypto import CredentialCipher
-from calsync.core.store.schema import provider_accounts
+from calsync.core.store.schema import json_ready, provider_accounts
 
 
 @dataclass(frozen=True)
@@ -35,34 +35,18 @@ class AccountSummary:
     calendar_key: str | None = None  # the calendar it writes into (core/model/account_rules.py), if known
 
     def as_json(self) -> dict[str, Any]:
-        """JSON-ready form for the CLI."""
-        return {
-            "account_id": self.id,
-            "tenant_id": self.tenant_id,
-            "provider": self.provider,
-            "address": self.address,
-            "status": self.status,
-            "options": dict(self.options),
-            "has_credentials": self.has_credentials,
-            "calendar_key": self.calendar_key,
-            "created_at": self.created_at.isoformat(),
-            "updated_at": self.updated_at.isoformat(),
-        }
+        """JSON-ready form for the CLI (the id as ``account_id``)."""
+        doc = asdict(self)
+        return json_ready({"account_id": doc.pop("id"), **doc, "options": dict(self.options)})
 
 
-def _summary(row: RowMapping) -> AccountSummary:
-    return AccountSummary(
-        id=row["id"],
-        tenant_id=row["tenant_id"],
-        provider=row["provider"],
-        address=row["address"],
-        status=row["status"],
-        options=row["options"] or {},
-        has_credentials=row["credentials"] is not None,
-        created_at=row["created_at"],
-        updated_at=row["updated_at"],
-        calendar_key=row["calendar_key"],
-    )
+_ACCOUNT = ("id", "tenant_id", "provider", "address", "status")  # the columns both views take as stored
+_SUMMARY = (*_ACCOUNT, "created_at", "updated_at", "calendar_key")
+
+
+def _summary(row: Mapping[Any, Any]) -> AccountSummary:
+    as_stored = {name: row[name] for name in _SUMMARY}
+    return AccountSummary(**as_stored, options=row["options"] or {}, has_credentials=row["credentials"] is not None)
 
 
 def check_calendar_free(conn: Connection, tenant_id: str, key: str | None, *, account_id: str | None = None) -> None:
@@ -103,25 +87,19 @@ def add_account(
     now = dt.datetime.now(dt.UTC)
     key = calendar_key(provider, address, options)
     check_calendar_free(conn, tenant_id, key)
-    values = {
-        "id": account_id or new_id("acc"),
-        "tenant_id": tenant_id,
-        "provider": provider,
-        "address": address,
-        "credentials": credentials,
-        "options": dict(options),
-        "status": "active",
-        "created_at": now,
-        "updated_at": now,
-        "calendar_key": key,
-    }
+    values = {"id": account_id or new_id("acc"), "tenant_id": tenant_id, "provider": provider, "address": address,
+              "credentials": credentials, "options": dict(options), "status": "active", "created_at": now,
+              "updated_at": now, "calendar_key": key}  # fmt: skip
     conn.execute(provider_accounts.insert().values(**values))
-    return _summary(values)  # type: ignore[arg-type]
+    return _summary(values)
+
+
+_GET = select(provider_accounts).where(provider_accounts.c.id == bindparam("k_account"))
 
 
 def get_summary(conn: Connection, account_id: str) -> AccountSummary | None:
     """One account without its secret."""
-    row = conn.execute(select(provider_accounts).where(provider_accounts.c.id == account_id)).mappings().first()
+    row = conn.execute(_GET, {"k_account": account_id}).mappings().first()
     return _summary(row) if row else None
 
 
@@ -154,9 +132,6 @@ def list_accounts(conn: Connection, tenant_id: str | None = None) -> list[Accoun
     return [_summary(row) for row in conn.execute(query).mappings()]
 
 
-_GET = select(provider_accounts).where(provider_accounts.c.id == bindparam("k_account"))
-
-
 def load_account(conn: Connection, account_id: str, cipher: CredentialCipher) -> Account | None:
     """An account with decrypted credentials, for an adapter call; its secrets are registered for redaction."""
     row = conn.execute(_GET, {"k_account": account_id}).mappings().first()
@@ -167,15 +142,8 @@ def account_from_row(row: Mapping[Any, Any], cipher: CredentialCipher) -> Accoun
     """Decrypt a stored account row into what adapters take (its secrets registered for redaction)."""
     credentials = cipher.decrypt(row["credentials"]) if row["credentials"] is not None else {}
     register_secrets(credentials)
-    return Account(
-        id=row["id"],
-        tenant_id=row["tenant_id"],
-        provider=row["provider"],
-        address=row["address"],
-        status=row["status"],
-        credentials=credentials,
-        options=row["options"] or {},
-    )
+    as_stored = {name: row[name] for name in _ACCOUNT}
+    return Account(**as_stored, credentials=credentials, options=row["options"] or {})
 
 
 def update_account(
@@ -202,17 +170,13 @@ def update_account(
         check_calendar_free(conn, current.tenant_id, key, account_id=account_id)
         values["calendar_key"] = key
     if provider is not None:
-        values["provider"] = provider
         # The account row locked first (PostgreSQL): a target inserted for it meanwhile waits for this commit
         # (its foreign key check), so no target of the old adapter's escapes the marking.
         conn.execute(select(provider_accounts.c.id).where(provider_accounts.c.id == account_id).with_for_update())
         targets.mark_account_create_attempted(conn, account_id)
-    if status is not None:
-        values["status"] = status
-    if credentials is not None:
-        values["credentials"] = credentials
-    if options is not None:
-        values["options"] = dict(options)
+    changes = {"provider": provider, "status": status, "credentials": credentials,
+               "options": None if options is None else dict(options)}  # fmt: skip
+    values.update({column: value for column, value in changes.items() if value is not None})
     result = conn.execute(update(provider_accounts).where(provider_accounts.c.id == account_id).values(**values))
     if result.rowcount == 0:
         raise EntityNotFound(f"account {account_id} does not exist")

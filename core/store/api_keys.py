@@ -12,7 +12,7 @@ import datetime as dt
 import hashlib
 import hmac
 import secrets
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from typing import Any
 
 from sqlalchemy import Connection, bindparam, insert, select, update
@@ -20,6 +20,7 @@ from sqlalchemy import Connection, bindparam, insert, select, update
 from calsync.core.model.ids import new_id
 from calsync.core.model.vocabulary import ApiScope
 from calsync.core.store.schema import api_keys as k
+from calsync.core.store.schema import json_ready
 
 KEY_PREFIX = "csk_"
 
@@ -38,15 +39,7 @@ class ApiKey:
 
     def as_json(self) -> dict[str, Any]:
         """JSON-ready form for ``calsync api-keys list`` (never the key or its hash)."""
-        return {
-            "id": self.id,
-            "tenant_id": self.tenant_id,
-            "scope": self.scope,
-            "name": self.name,
-            "created_at": self.created_at.isoformat(),
-            "last_used_at": self.last_used_at.isoformat() if self.last_used_at else None,
-            "revoked_at": self.revoked_at.isoformat() if self.revoked_at else None,
-        }
+        return json_ready(asdict(self))
 
 
 def key_hash(key: str) -> str:
@@ -65,12 +58,7 @@ def create(conn: Connection, *, tenant_id: str, scope: ApiScope, name: str | Non
     """Mint a key for a tenant; returns the secret (shown once, never stored) and the stored record."""
     secret = KEY_PREFIX + secrets.token_urlsafe(32)
     record = ApiKey(new_id("key"), tenant_id, scope, name, dt.datetime.now(dt.UTC), None, None)
-    conn.execute(
-        insert(k).values(
-            id=record.id, tenant_id=tenant_id, scope=scope, key_hash=key_hash(secret), name=name,
-            created_at=record.created_at,
-        )
-    )  # fmt: skip
+    conn.execute(insert(k).values(**asdict(record), key_hash=key_hash(secret)))
     return secret, record
 
 

@@ -22,19 +22,11 @@ from calsync.core.store.schema import idempotency_records as r
 _KEYS_PER_STATEMENT = 500  # an IN list of primary keys: each one an index lookup
 
 
-def _target_not_gone(tenant_id: ColumnElement[str], event_id: ColumnElement[str]) -> ColumnElement[bool]:
-    return exists().where(t.c.tenant_id == tenant_id, t.c.event_id == event_id, t.c.status != "deleted")
-
-
 def removed_everywhere(conn: Connection, tenant_id: str, event_id: str) -> bool:
     """Whether the event is cancelled and every one of its targets is deleted at its provider."""
-    query = select(e.c.id).where(
-        e.c.tenant_id == tenant_id,
-        e.c.id == event_id,
-        e.c.status == "cancelled",
-        not_(_target_not_gone(e.c.tenant_id, e.c.id)),
-    )
-    return conn.execute(query).first() is not None
+    not_gone = exists().where(t.c.tenant_id == e.c.tenant_id, t.c.event_id == e.c.id, t.c.status != "deleted")
+    cancelled = select(e.c.id).where(e.c.tenant_id == tenant_id, e.c.id == event_id, e.c.status == "cancelled")
+    return conn.execute(cancelled.where(not_(not_gone))).first() is not None
 
 
 def _prunable(before: dt.datetime) -> ColumnElement[bool]:

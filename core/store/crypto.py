@@ -41,6 +41,16 @@ def _fernet(key: str, position: int) -> Fernet:
         ) from None
 
 
+def _decrypts(fernet: Fernet | MultiFernet | None, blob: bytes) -> bool:
+    if fernet is None:
+        return False
+    try:
+        fernet.decrypt(bytes(blob))
+    except InvalidToken:
+        return False
+    return True
+
+
 class CredentialCipher:
     """Encrypts credentials on the way into the database and decrypts them for the adapters."""
 
@@ -67,9 +77,7 @@ class CredentialCipher:
 
     def decrypt(self, blob: bytes) -> dict[str, Any]:
         """Decrypt a stored blob with any configured key; a wrong key is a configuration error, not corruption."""
-        value = json.loads(self._plaintext(bytes(blob)))
-        if not isinstance(value, dict):
-            raise ConfigurationError("stored credentials are not a JSON object")
+        value: dict[str, Any] = json.loads(self._plaintext(bytes(blob)))
         return value
 
     def _open(self, blob: bytes) -> bytes:
@@ -80,22 +88,11 @@ class CredentialCipher:
 
     def opens(self, blob: bytes) -> bool:
         """Whether any configured key decrypts ``blob`` (a worker's start-up check; nothing is kept)."""
-        if self._fernet is None:
-            return False
-        try:
-            self._fernet.decrypt(bytes(blob))
-        except InvalidToken:
-            return False
-        return True
+        return _decrypts(self._fernet, blob)
 
     def is_current(self, blob: bytes) -> bool:
         """Whether the blob is already encrypted with the newest key (rotation skips it)."""
-        assert self._current is not None
-        try:
-            self._current.decrypt(bytes(blob))
-        except InvalidToken:
-            return False
-        return True
+        return _decrypts(self._current, blob)
 
     def rotate(self, blob: bytes) -> bytes:
         """The same credentials encrypted with the newest key (a fresh token: new timestamp and IV)."""

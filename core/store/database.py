@@ -18,7 +18,6 @@ from typing import TYPE_CHECKING, Any
 from sqlalchemy import Connection, Engine, Table, create_engine, event
 from sqlalchemy.engine import make_url
 from sqlalchemy.exc import DBAPIError, OperationalError
-from sqlalchemy.sql.dml import Insert
 
 from calsync.core.model.errors import StoreUnavailable
 
@@ -33,13 +32,9 @@ def _prepare_sqlite(engine: Engine) -> None:
     @event.listens_for(engine, "connect")
     def _on_connect(dbapi_connection: sqlite3.Connection, _record: Any) -> None:
         dbapi_connection.isolation_level = None  # let the "begin" hook below issue BEGIN itself
-        cursor = dbapi_connection.cursor()
-        cursor.execute("PRAGMA journal_mode=WAL")
-        cursor.execute("PRAGMA foreign_keys=ON")
-        cursor.execute("PRAGMA synchronous=NORMAL")
-        cursor.execute("PRAGMA mmap_size=268435456")
-        cursor.execute(f"PRAGMA busy_timeout={_SQLITE_BUSY_TIMEOUT_S * 1000}")
-        cursor.close()
+        for pragma in ("journal_mode=WAL", "foreign_keys=ON", "synchronous=NORMAL", "mmap_size=268435456",
+                       f"busy_timeout={_SQLITE_BUSY_TIMEOUT_S * 1000}"):  # fmt: skip
+            dbapi_connection.execute(f"PRAGMA {pragma}")
 
     @event.listens_for(engine, "begin")
     def _on_begin(connection: Connection) -> None:
@@ -55,14 +50,12 @@ class Database:
         self.dialect = parsed.get_backend_name()
         # Workers skip the pre-ping round trip on every checkout: a connection that died with a database
         # restart fails its job with StoreUnavailable, which is retried, and the pool is then refreshed.
-        kwargs: dict[str, Any] = {"pool_pre_ping": pre_ping, "pool_recycle": _RECYCLE_S}
+        kwargs: dict[str, Any] = {"pool_pre_ping": pre_ping, "pool_recycle": _RECYCLE_S, "pool_size": pool_size}
         if self.dialect == "sqlite":
             if parsed.database and parsed.database != ":memory:":
                 Path(parsed.database).parent.mkdir(parents=True, exist_ok=True)
             kwargs["connect_args"] = {"timeout": _SQLITE_BUSY_TIMEOUT_S, "check_same_thread": False}
-            kwargs["pool_size"] = pool_size
         else:
-            kwargs["pool_size"] = pool_size
             kwargs["max_overflow"] = max(2, pool_size // 2)
         self.engine = create_engine(parsed, **kwargs)
         # SQLite has one writer at a time; queueing this process's writers on a lock hands the database over
@@ -94,14 +87,6 @@ class Database:
             conn = conn.execution_options(sqlite_begin="IMMEDIATE")
             with conn.begin():
                 yield conn
-
-    def upsert(self, table: Table) -> postgresql.Insert | sqlite.Insert:
-        """This backend's ``INSERT`` with its ``ON CONFLICT`` clauses."""
-        return upsert_insert(table, self.dialect)
-
-    def insert_ignoring_conflicts(self, table: Table) -> Insert:
-        """``INSERT ... ON CONFLICT DO NOTHING`` for this backend (duplicates are expected, not errors)."""
-        return self.upsert(table).on_conflict_do_nothing()
 
     def dispose(self) -> None:
         """Close the pooled connections (end of process or test)."""

@@ -13,11 +13,12 @@ import json
 from dataclasses import asdict, dataclass, fields, replace
 from typing import Any, Final, Literal
 
-from sqlalchemy import Connection, Integer, RowMapping, String, func, select, update
+from sqlalchemy import ColumnElement, Connection, Integer, String, func, select, update
 
 from calsync.core.model.vocabulary import DeadLetterCause, DeadLetterKind, cause_of_reason
-from calsync.core.store.database import Database
+from calsync.core.store.database import Database, upsert_insert
 from calsync.core.store.schema import dead_letters as d
+from calsync.core.store.schema import json_ready
 
 DeadLetterStatus = Literal["open", "replayed", "discarded"]
 
@@ -75,7 +76,7 @@ class DeadLetter(DeadLetterRecord):
         raw = doc.pop("raw_body")
         doc["raw_body_base64"] = None if raw is None else base64.b64encode(raw).decode()
         doc["raw_body_text"] = None if raw is None else raw.decode("utf-8", "backslashreplace")
-        return {k: v.isoformat() if isinstance(v, dt.datetime) else v for k, v in doc.items()}
+        return json_ready(doc)
 
 
 @dataclass(frozen=True)
@@ -91,24 +92,15 @@ class DeadLetterFilter:
     job_type: str | None = None
     kind: DeadLetterKind | None = None
 
-    def clauses(self) -> list[Any]:
+    def clauses(self) -> list[ColumnElement[bool]]:
         """SQL conditions for this filter."""
-        conditions = []
-        for name in ("status", "tenant_id", "account_id", "entity_id", "reason", "error_class", "job_type", "kind"):
-            value = getattr(self, name)
-            if value is not None:
-                conditions.append(d.c[name] == value)
-        return conditions
-
-
-def _record(row: RowMapping) -> DeadLetter:
-    return DeadLetter(**{column.name: row[column.name] for column in d.columns})
+        return [d.c[f.name] == getattr(self, f.name) for f in fields(self) if getattr(self, f.name) is not None]
 
 
 def insert(db: Database, conn: Connection, record: DeadLetterRecord) -> None:
     """Store a dead letter; a second record for the same job id (a duplicate delivery) is ignored."""
     values = {f.name: getattr(record, f.name) for f in fields(DeadLetterRecord)}
-    conn.execute(db.insert_ignoring_conflicts(d).values(status="open", **values))
+    conn.execute(upsert_insert(d, db.dialect).on_conflict_do_nothing().values(status="open", **values))
 
 
 def fitted(record: DeadLetterRecord, why: str) -> DeadLetterRecord:
@@ -135,54 +127,52 @@ def _clean(text: str) -> str:
     return text.replace("\x00", "\\0")
 
 
+def _first(conn: Connection, *where: ColumnElement[bool]) -> DeadLetter | None:
+    row = conn.execute(select(d).where(*where)).mappings().first()
+    return None if row is None else DeadLetter(**row)
+
+
 def get(conn: Connection, record_id: int) -> DeadLetter | None:
     """One record by id."""
-    row = conn.execute(select(d).where(d.c.id == record_id)).mappings().first()
-    return _record(row) if row else None
+    return _first(conn, d.c.id == record_id)
+
+
+def get_of_tenant(conn: Connection, tenant_id: str, record_id: int) -> DeadLetter | None:
+    """One record, only if it belongs to the tenant (another tenant's record reads as absent)."""
+    return _first(conn, d.c.id == record_id, d.c.tenant_id == tenant_id)
 
 
 def get_by_job(conn: Connection, job_id: str) -> DeadLetter | None:
     """The record of a job, if it was dead-lettered."""
-    row = conn.execute(select(d).where(d.c.job_id == job_id)).mappings().first()
-    return _record(row) if row else None
+    return _first(conn, d.c.job_id == job_id)
 
 
 def find(conn: Connection, flt: DeadLetterFilter, *, limit: int | None = None) -> list[DeadLetter]:
     """Records matching the filter, oldest failure first."""
-    query = select(d).where(*flt.clauses()).order_by(d.c.failed_at, d.c.id)
-    if limit is not None:
-        query = query.limit(limit)
-    return [_record(row) for row in conn.execute(query).mappings()]
+    query = select(d).where(*flt.clauses()).order_by(d.c.failed_at, d.c.id).limit(limit)
+    return [DeadLetter(**row) for row in conn.execute(query).mappings()]
+
+
+def page(conn: Connection, flt: DeadLetterFilter, *, after_id: int | None, limit: int) -> list[DeadLetter]:
+    """Up to ``limit`` records matching the filter with an id above ``after_id``, by id: keyset pages for the HTTP
+    API, which stay correct while records are added or closed between requests."""
+    query = select(d).where(*flt.clauses(), d.c.id > (after_id or 0)).order_by(d.c.id).limit(limit)
+    return [DeadLetter(**row) for row in conn.execute(query).mappings()]
+
+
+def _close(conn: Connection, record_id: int, **values: Any) -> bool:
+    """Close an open record (``values``: how); False if it was not open."""
+    return bool(conn.execute(update(d).where(d.c.id == record_id, d.c.status == "open").values(**values)).rowcount)
 
 
 def mark_replayed(conn: Connection, record_id: int, *, replay_job_id: str) -> bool:
     """Close an open record as replayed under a new job id; False if it was not open."""
-    result = conn.execute(
-        update(d)
-        .where(d.c.id == record_id, d.c.status == "open")
-        .values(status="replayed", replayed_at=dt.datetime.now(dt.UTC), replay_job_id=replay_job_id)
-    )
-    return bool(result.rowcount)
+    return _close(conn, record_id, status="replayed", replayed_at=dt.datetime.now(dt.UTC), replay_job_id=replay_job_id)
 
 
 def mark_discarded(conn: Connection, record_id: int, *, note: str | None) -> bool:
     """Close an open record without replaying it; False if it was not open."""
-    result = conn.execute(
-        update(d)
-        .where(d.c.id == record_id, d.c.status == "open")
-        .values(status="discarded", discarded_at=dt.datetime.now(dt.UTC), note=note)
-    )
-    return bool(result.rowcount)
-
-
-def discard_matching(conn: Connection, flt: DeadLetterFilter, *, note: str | None) -> int:
-    """Close every open record matching the filter without replaying it; how many were closed."""
-    result = conn.execute(
-        update(d)
-        .where(*flt.clauses(), d.c.status == "open")
-        .values(status="discarded", discarded_at=dt.datetime.now(dt.UTC), note=note)
-    )
-    return int(result.rowcount)
+    return _close(conn, record_id, status="discarded", discarded_at=dt.datetime.now(dt.UTC), note=note)
 
 
 def open_counts(conn: Connection) -> dict[tuple[str, str], int]:

@@ -7,7 +7,7 @@ import functools
 from collections.abc import Mapping
 from typing import Any
 
-from sqlalchemy import Connection, bindparam, select, update
+from sqlalchemy import Connection, Select, bindparam, select, update
 
 from calsync.core.model.calendar import BusinessStatus, EventState, SendUpdates
 from calsync.core.model.change import EventFields
@@ -19,36 +19,22 @@ def _instant(value: str, all_day: bool) -> dt.date | dt.datetime:
     return dt.date.fromisoformat(value) if all_day else dt.datetime.fromisoformat(value)
 
 
+# The columns an EventState takes as stored; start, end and attendees are converted.
+_AS_STORED = ("id", "tenant_id", "version", "title", "time_zone", "all_day", "location", "description", "status",
+              "send_updates")  # fmt: skip
+
+
 def event_from_row(row: Mapping[Any, Any]) -> EventState:
     """Rebuild the typed event state from its stored row."""
-    return EventState(
-        id=row["id"],
-        tenant_id=row["tenant_id"],
-        version=row["version"],
-        title=row["title"],
-        start=_instant(row["start_at"], row["all_day"]),
-        end=_instant(row["end_at"], row["all_day"]),
-        time_zone=row["time_zone"],
-        all_day=row["all_day"],
-        location=row["location"],
-        description=row["description"],
-        attendees=tuple(row["attendees"] or ()),
-        status=row["status"],
-        send_updates=row["send_updates"],
-    )
+    start, end = (_instant(row[column], row["all_day"]) for column in ("start_at", "end_at"))
+    as_stored = {name: row[name] for name in _AS_STORED}
+    return EventState(**as_stored, start=start, end=end, attendees=tuple(row["attendees"] or ()))
 
 
 def _columns(fields: EventFields) -> dict[str, Any]:
-    return {
-        "title": fields.title,
-        "start_at": fields.start.isoformat(),
-        "end_at": fields.end.isoformat(),
-        "time_zone": fields.time_zone,
-        "all_day": fields.all_day,
-        "location": fields.location,
-        "description": fields.description,
-        "attendees": list(fields.attendees),
-    }
+    values = fields.model_dump(exclude={"start", "end"})
+    return {**values, "start_at": fields.start.isoformat(), "end_at": fields.end.isoformat(),
+            "attendees": list(fields.attendees)}  # fmt: skip
 
 
 def fields_of(state: EventState) -> EventFields:
@@ -56,16 +42,7 @@ def fields_of(state: EventState) -> EventFields:
 
     Not validated again: an event stored under older rules (a longer title, say) still compares, as unequal.
     """
-    return EventFields.model_construct(
-        title=state.title,
-        start=state.start,
-        end=state.end,
-        time_zone=state.time_zone,
-        all_day=state.all_day,
-        location=state.location,
-        description=state.description,
-        attendees=state.attendees,
-    )
+    return EventFields.model_construct(**{name: getattr(state, name) for name in EventFields.model_fields})
 
 
 _GET = select(events).where(events.c.tenant_id == bindparam("k_tenant"), events.c.id == bindparam("k_event"))
@@ -73,7 +50,11 @@ _GET = select(events).where(events.c.tenant_id == bindparam("k_tenant"), events.
 
 def get_event(conn: Connection, tenant_id: str, event_id: str) -> EventState | None:
     """The current state of an event of this tenant, or None."""
-    row = conn.execute(_GET, {"k_tenant": tenant_id, "k_event": event_id}).mappings().first()
+    return _read(conn, _GET, tenant_id, event_id)
+
+
+def _read(conn: Connection, statement: Select[Any], tenant_id: str, event_id: str) -> EventState | None:
+    row = conn.execute(statement, {"k_tenant": tenant_id, "k_event": event_id}).mappings().first()
     return event_from_row(row) if row else None
 
 
@@ -86,8 +67,7 @@ def lock_event(conn: Connection, tenant_id: str, event_id: str) -> EventState | 
     On PostgreSQL a concurrent writer waits here until the first commits, then reads the committed row
     (READ COMMITTED), so it decides against the newest version instead of a stale one.
     """
-    row = conn.execute(_LOCK, {"k_tenant": tenant_id, "k_event": event_id}).mappings().first()
-    return event_from_row(row) if row else None
+    return _read(conn, _LOCK, tenant_id, event_id)
 
 
 def find_event_tenants(conn: Connection, event_id: str) -> list[str]:

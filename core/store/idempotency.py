@@ -33,14 +33,8 @@ def record_success(conn: Connection, key: str, *, job_id: str, result: Mapping[s
     A record left by an earlier expired run is replaced; a concurrent duplicate is ignored.
     """
     now = dt.datetime.now(dt.UTC)
-    values = {
-        "key": key,
-        "job_id": job_id,
-        "outcome": "success",
-        "result": dict(result),
-        "created_at": now,
-        "expires_at": now + dt.timedelta(seconds=ttl_seconds),
-    }
+    values = {"key": key, "job_id": job_id, "outcome": "success", "result": dict(result), "created_at": now,
+              "expires_at": now + dt.timedelta(seconds=ttl_seconds)}  # fmt: skip
     conn.execute(_upsert_statement(conn.dialect.name), values)
 
 

@@ -44,10 +44,8 @@ def _key(tenant_id: str, request_key: str) -> dict[str, str]:
 
 def find(conn: Connection, tenant_id: str, request_key: str) -> IntakeRequest | None:
     """The live (unexpired) first request under this key, if any."""
-    row = conn.execute(_FIND, {**_key(tenant_id, request_key), "k_now": dt.datetime.now(dt.UTC)}).first()
-    if row is None:
-        return None
-    return IntakeRequest(row.body_hash, row.entity_id, row.version, row.receipt, row.created_at)
+    row = conn.execute(_FIND, {**_key(tenant_id, request_key), "k_now": dt.datetime.now(dt.UTC)}).mappings().first()
+    return None if row is None else IntakeRequest(**row)
 
 
 @functools.cache

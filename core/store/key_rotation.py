@@ -7,10 +7,10 @@ compare-and-set on the old blob, so credentials replaced meanwhile (``accounts u
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from dataclasses import dataclass
 
-from sqlalchemy import Column, func, select, update
+from sqlalchemy import func, select, update
 
 from calsync.core.model.errors import ConfigurationError, SecretKeyMismatch
 from calsync.core.store.crypto import CredentialCipher
@@ -18,7 +18,7 @@ from calsync.core.store.database import Database
 from calsync.core.store.schema import provider_accounts as accounts
 from calsync.core.store.schema import webhook_endpoints
 
-CHECK_BATCH = 100  # stored blobs read per query by the start-up check
+CHECK_BATCH = 100  # stored blobs fetched at a time by the start-up check
 
 
 @dataclass
@@ -63,34 +63,20 @@ def require_secret_key(cipher: CredentialCipher, db: Database) -> None:
             )
         return
     tried = 0
-    for blob in _stored_secrets(db):
-        if cipher.opens(blob):
-            return
-        tried += 1
+    # Accounts' credentials first, then endpoints' secrets, fetched a batch at a time: the check stops at the first
+    # blob a key opens.
+    with db.read() as conn:
+        for column in (accounts.c.credentials, webhook_endpoints.c.secrets):
+            blobs = conn.execution_options(yield_per=CHECK_BATCH).execute(select(column).where(column.is_not(None)))
+            for blob in blobs.scalars():
+                if cipher.opens(blob):
+                    return
+                tried += 1
     if tried:
         raise SecretKeyMismatch(
             f"CALSYNC_SECRET_KEY (or CALSYNC_SECRET_KEYS) decrypts none of the {tried} stored credentials: it is not "
             "the key they were stored with; set that key (both, newest first, while rotating) before starting a worker"
         )
-
-
-def _stored_secrets(db: Database) -> Iterator[bytes]:
-    """Every encrypted blob, accounts' first, a batch per query (the check stops at the first it can open)."""
-    sources: list[tuple[Column[str], Column[bytes]]] = [
-        (accounts.c.id, accounts.c.credentials),
-        (webhook_endpoints.c.id, webhook_endpoints.c.secrets),
-    ]
-    for key, blob in sources:
-        after = ""
-        while True:
-            with db.read() as conn:
-                rows = conn.execute(
-                    select(key, blob).where(blob.is_not(None), key > after).order_by(key).limit(CHECK_BATCH)
-                ).all()
-            yield from (bytes(row[1]) for row in rows)
-            if len(rows) < CHECK_BATCH:
-                break
-            after = rows[-1][0]
 
 
 def rotate_credentials(

@@ -70,13 +70,6 @@ def known_revisions(location: Path | None = None) -> list[str]:
     return [script.revision for script in reversed(list(_script(location).walk_revisions()))]
 
 
-def head_revision(location: Path | None = None) -> str:
-    """The newest revision shipped with this code."""
-    head = _script(location).get_current_head()
-    assert head is not None
-    return head
-
-
 def oldest_compatible_code(revision: str, location: Path | None = None) -> str:
     """The oldest code revision that runs on the schema at ``revision`` (through expand-only migrations)."""
     script = _script(location)
@@ -172,9 +165,8 @@ def migrate_to(db: Database, target: str | None = None, location: Path | None = 
     for what cannot be."""
     if target is None and _at_shipped_head(db, location):
         return Migration(HEAD_REVISION, HEAD_REVISION, "unchanged")
-    known = known_revisions(location)
+    known, current = known_revisions(location), current_revision(db)
     head = known[-1]
-    current = current_revision(db)
     if target == "head":  # Alembic's name for the newest revision: this release's head, named explicitly
         target = head
     if target is not None and target not in known:
@@ -203,9 +195,8 @@ def require_current(db: Database, location: Path | None = None) -> None:
     """Refuse a schema this code cannot run on: older than its head, or newer and not declared compatible."""
     if _at_shipped_head(db, location):
         return
-    known = known_revisions(location)
+    known, current = known_revisions(location), current_revision(db)
     head = known[-1]
-    current = current_revision(db)
     if current == head:
         return
     if current is None or current in known:

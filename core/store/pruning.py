@@ -92,44 +92,34 @@ def prune_resolved_dead_letters(conn: Connection, *, before: dt.datetime, limit:
     return int(conn.execute(delete(d).where(d.c.id.in_(picked))).rowcount)
 
 
-class _Budget:
-    """The batches and the time one table's deletion may still take in this pass."""
-
-    def __init__(self, retention: Retention, deadline: float | None) -> None:
-        self.retention = retention
-        self.deadline = deadline
-
-    def repeat(self, db: Database, report: PruneReport, step: Callable[[Connection, int], int]) -> int:
-        """Run ``step`` (one batch, one transaction) until a batch is short; returns the rows it deleted."""
-        batch, total = self.retention.batch, 0
-        for _ in range(self.retention.max_batches):
-            with db.write() as conn:
-                deleted = step(conn, batch)
-            total += deleted
-            if deleted < batch:
-                return total
-            if self.deadline is not None and time.monotonic() >= self.deadline:
-                break
-        report.caught_up = False
-        return total
-
-
 def prune(
     db: Database, retention: Retention, *, now: dt.datetime | None = None, budget_seconds: float | None = None
 ) -> PruneReport:
     """One housekeeping pass over every table (at most ``budget_seconds`` of batches after the first of each)."""
     now = now or dt.datetime.now(dt.UTC)
     deadline = time.monotonic() + budget_seconds if budget_seconds is not None else None
-    budget = _Budget(retention, deadline)
     report = PruneReport()
-    expired = budget.repeat(db, report, lambda conn, limit: idempotency.purge_expired(conn, limit=limit, now=now))
-    report.add("idempotency_records", expired)
+
+    def repeat(step: Callable[[Connection, int], int]) -> int:
+        # ``step`` (one batch, one transaction) until a batch comes back short; the rows it deleted.
+        total = 0
+        for _ in range(retention.max_batches):
+            with db.write() as conn:
+                deleted = step(conn, retention.batch)
+            total += deleted
+            if deleted < retention.batch:
+                return total
+            if deadline is not None and time.monotonic() >= deadline:
+                break
+        report.caught_up = False
+        return total
+
+    report.add("idempotency_records", repeat(lambda c, n: idempotency.purge_expired(c, limit=n, now=now)))
     with db.write() as conn:
         report.add("intake_requests", intake_requests.purge_expired(conn))
     if retention.dead_letters != KEEP_FOREVER:
         resolved_at = now - dt.timedelta(seconds=retention.dead_letters)
-        resolved = budget.repeat(db, report, lambda c, n: prune_resolved_dead_letters(c, before=resolved_at, limit=n))
-        report.add("dead_letters", resolved)
+        report.add("dead_letters", repeat(lambda c, n: prune_resolved_dead_letters(c, before=resolved_at, limit=n)))
     if retention.cancelled_events != KEEP_FOREVER:
         cancelled_before = now - dt.timedelta(seconds=retention.cancelled_events)
 
@@ -139,7 +129,7 @@ def prune(
             report.add("idempotency_records", records)
             return events
 
-        report.add("events", budget.repeat(db, report, cancelled))
+        report.add("events", repeat(cancelled))
     if retention.webhooks != KEEP_FOREVER:
         finished_before = now - dt.timedelta(seconds=retention.webhooks)
 
@@ -148,7 +138,7 @@ def prune(
             report.add("webhook_deliveries", deliveries)
             return notifications
 
-        report.add("webhook_notifications", budget.repeat(db, report, finished))
+        report.add("webhook_notifications", repeat(finished))
     report.add("provider_accounts", _remove_accounts(db, retention, now, report))
     return report
 

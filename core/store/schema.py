@@ -67,6 +67,11 @@ class UTCDateTime(TypeDecorator[dt.datetime]):
         return result
 
 
+def json_ready(doc: dict[str, Any]) -> dict[str, Any]:
+    """``doc`` with its datetimes as ISO 8601 text (the ``as_json`` of what the repositories return)."""
+    return {k: v.isoformat() if isinstance(v, dt.datetime) else v for k, v in doc.items()}
+
+
 provider_accounts = Table(
     "provider_accounts",
     metadata,

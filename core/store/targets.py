@@ -9,11 +9,11 @@ wants has been synced.
 from __future__ import annotations
 
 import datetime as dt
-from collections.abc import Collection, Mapping, Sequence
+from collections.abc import Collection, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal, NamedTuple
 
-from sqlalchemy import Connection, and_, bindparam, case, func, or_, select, update
+from sqlalchemy import ColumnElement, Connection, and_, bindparam, case, func, or_, select, update
 
 from calsync.core.model.calendar import Target
 from calsync.core.model.vocabulary import SyncStatus, WaitReason, as_wait_reason
@@ -96,17 +96,9 @@ class TargetRow:
         }
 
 
-def target_from_row(row: Mapping[Any, Any]) -> TargetRow:
-    """A stored target row as a TargetRow."""
-    return TargetRow(**{column.name: row[column.name] for column in t.columns})
-
-
 # Statements run by every job are built once, with named parameters, rather than per call.
-_BY_KEY = and_(
-    t.c.tenant_id == bindparam("k_tenant"),
-    t.c.event_id == bindparam("k_event"),
-    t.c.account_id == bindparam("k_account"),
-)
+_OF_EVENT = (t.c.tenant_id == bindparam("k_tenant"), t.c.event_id == bindparam("k_event"))
+_BY_KEY = and_(*_OF_EVENT, t.c.account_id == bindparam("k_account"))
 _GET = select(t).where(_BY_KEY)
 _REACHED = t.c.wanted_version <= bindparam("v_version")
 _RECORD_SYNCED = (
@@ -133,20 +125,16 @@ def _key_params(key: TargetKey) -> dict[str, str]:
 def get_target(conn: Connection, key: TargetKey) -> TargetRow | None:
     """One target, or None."""
     row = conn.execute(_GET, _key_params(key)).mappings().first()
-    return target_from_row(row) if row else None
+    return TargetRow(**row) if row else None
 
 
-_LIST = (
-    select(t)
-    .where(t.c.tenant_id == bindparam("k_tenant"), t.c.event_id == bindparam("k_event"))
-    .order_by(t.c.account_id)
-)
+_LIST = select(t).where(*_OF_EVENT).order_by(t.c.account_id)
 
 
 def list_targets(conn: Connection, tenant_id: str, event_id: str) -> list[TargetRow]:
     """Every target of an event, by account id."""
     rows = conn.execute(_LIST, {"k_tenant": tenant_id, "k_event": event_id}).mappings()
-    return [target_from_row(row) for row in rows]
+    return [TargetRow(**row) for row in rows]
 
 
 def plan_target(conn: Connection, key: TargetKey, *, wanted: Wanted, version: int, due_at: dt.datetime) -> None:
@@ -157,29 +145,21 @@ def plan_target(conn: Connection, key: TargetKey, *, wanted: Wanted, version: in
         conn.execute(_PLAN_NEW, values)
 
 
-_PLAN = (
-    update(t)
-    .where(_BY_KEY)
-    .values(
-        wanted=bindparam("v_wanted"),
-        wanted_version=bindparam("v_version"),
-        status="pending",
-        due_at=bindparam("v_due", type_=t.c.due_at.type),
-        wait_reason=None,
-        updated_at=bindparam("v_now", type_=t.c.updated_at.type),
-    )
-)
+_PLANNED: dict[str, Any] = {
+    "wanted": bindparam("v_wanted"),
+    "wanted_version": bindparam("v_version"),
+    "status": "pending",
+    "due_at": bindparam("v_due", type_=t.c.due_at.type),
+    "updated_at": bindparam("v_now", type_=t.c.updated_at.type),
+}
+_PLAN = update(t).where(_BY_KEY).values(**_PLANNED, wait_reason=None)
 _PLAN_NEW = t.insert().values(
+    **_PLANNED,
     tenant_id=bindparam("k_tenant"),
     event_id=bindparam("k_event"),
     account_id=bindparam("k_account"),
     synced_version=0,
     create_attempted=False,  # a target that did not exist had no create sent for it
-    wanted=bindparam("v_wanted"),
-    wanted_version=bindparam("v_version"),
-    status="pending",
-    due_at=bindparam("v_due", type_=t.c.due_at.type),
-    updated_at=bindparam("v_now", type_=t.c.updated_at.type),
 )
 
 
@@ -246,11 +226,7 @@ _LOCK_EVENT = (
     .where(ev.c.tenant_id == bindparam("k_tenant"), ev.c.id == bindparam("k_event"))
     .with_for_update()
 )
-_LIVE_OF_EVENT = (
-    select(func.count())
-    .select_from(t)
-    .where(t.c.tenant_id == bindparam("k_tenant"), t.c.event_id == bindparam("k_event"), t.c.status != "deleted")
-)
+_LIVE_OF_EVENT = select(func.count()).select_from(t).where(*_OF_EVENT, t.c.status != "deleted")
 
 
 def all_deleted(conn: Connection, tenant_id: str, event_id: str) -> bool:
@@ -258,6 +234,10 @@ def all_deleted(conn: Connection, tenant_id: str, event_id: str) -> bool:
     params = {"k_tenant": tenant_id, "k_event": event_id}
     conn.execute(_LOCK_EVENT, params)
     return conn.execute(_LIVE_OF_EVENT, params).scalar_one() == 0
+
+
+def _update(conn: Connection, key: TargetKey, *where: ColumnElement[bool], **values: Any) -> None:
+    conn.execute(update(t).where(_BY_KEY, *where).values(**values), _key_params(key))
 
 
 def record_retry(
@@ -275,37 +255,19 @@ def record_retry(
     values: dict[str, Any] = {"wait_reason": wait_reason, "due_at": due_at, "updated_at": dt.datetime.now(dt.UTC)}
     if error_class is not None:
         values.update(last_error=message, error_class=error_class)
-    conn.execute(
-        update(t).where(_BY_KEY, t.c.status == "pending", t.c.wanted_version <= version).values(**values),
-        _key_params(key),
-    )
+    _update(conn, key, t.c.status == "pending", t.c.wanted_version <= version, **values)
 
 
 def record_failed(conn: Connection, key: TargetKey, *, version: int, error_class: str, message: str) -> None:
     """Mark the target failed (dead-lettered), unless a newer version is already pending for it."""
-    conn.execute(
-        update(t)
-        .where(_BY_KEY, t.c.status == "pending", t.c.wanted_version <= version)
-        .values(
-            status="failed",
-            last_error=message,
-            error_class=error_class,
-            due_at=None,
-            wait_reason=None,
-            updated_at=dt.datetime.now(dt.UTC),
-        ),
-        _key_params(key),
-    )
+    _update(conn, key, t.c.status == "pending", t.c.wanted_version <= version, status="failed", last_error=message,
+            error_class=error_class, due_at=None, wait_reason=None, updated_at=dt.datetime.now(dt.UTC))  # fmt: skip
 
 
 def reopen(conn: Connection, key: TargetKey, *, due_at: dt.datetime) -> None:
     """Make a failed target pending again (DLQ replay); other statuses are left alone."""
-    conn.execute(
-        update(t)
-        .where(_BY_KEY, t.c.status == "failed")
-        .values(status="pending", due_at=due_at, wait_reason=None, updated_at=dt.datetime.now(dt.UTC)),
-        _key_params(key),
-    )
+    _update(conn, key, t.c.status == "failed", status="pending", due_at=due_at, wait_reason=None,
+            updated_at=dt.datetime.now(dt.UTC))  # fmt: skip
 
 
 def overdue(conn: Connection, *, before: dt.datetime, limit: int) -> list[TargetRow]:
@@ -316,19 +278,17 @@ def overdue(conn: Connection, *, before: dt.datetime, limit: int) -> list[Target
         .order_by(t.c.due_at)
         .limit(limit)
     )
-    return [target_from_row(row) for row in conn.execute(query).mappings()]
+    return [TargetRow(**row) for row in conn.execute(query).mappings()]
 
 
 def mark_unqueued(conn: Connection, key: TargetKey) -> None:
     """A pending target whose enqueue failed: no due time, so the very next reconcile pass re-enqueues it."""
-    conn.execute(update(t).where(_BY_KEY, t.c.status == "pending").values(due_at=None, wait_reason="not enqueued"),
-                 _key_params(key))  # fmt: skip
+    _update(conn, key, t.c.status == "pending", due_at=None, wait_reason="not enqueued")
 
 
 def postpone(conn: Connection, key: TargetKey, *, due_at: dt.datetime) -> None:
     """Move a pending target's due time (after the reconciler re-enqueued it: it waits for nothing else now)."""
-    conn.execute(update(t).where(_BY_KEY, t.c.status == "pending").values(due_at=due_at, wait_reason=None),
-                 _key_params(key))  # fmt: skip
+    _update(conn, key, t.c.status == "pending", due_at=due_at, wait_reason=None)
 
 
 def count_by_status(conn: Connection) -> dict[str, int]:

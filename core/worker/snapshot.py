@@ -114,7 +114,7 @@ def load_snapshot(db: Database, cipher: CredentialCipher, payload: JobPayload) -
     return Snapshot(
         account=accounts.account_from_row(account, cipher),
         event=events.event_from_row(event) if event else None,
-        target=targets.target_from_row(target) if target else None,
+        target=targets.TargetRow(**target) if target else None,
         already_done=row["done_key"] is not None,
     )
 

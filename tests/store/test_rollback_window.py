@@ -50,7 +50,7 @@ def _release(tmp_path: Path, name: str, *, drop: tuple[str, ...] = (), add_next:
         for path in (location / "versions").glob(f"{revision}_*.py"):
             path.unlink()
     if add_next is not None:
-        text = NEXT.format(down=migrate.head_revision(), flag=add_next)
+        text = NEXT.format(down=migrate.known_revisions()[-1], flag=add_next)
         (location / "versions" / "0099_next.py").write_text(text)
     return location
 
@@ -69,7 +69,7 @@ def test_a_contracting_or_undeclared_next_schema_is_refused_with_the_way_out(
     db: Database, tmp_path: Path, flag: str
 ) -> None:
     migrate.upgrade(db, location=_release(tmp_path, "next", add_next=flag))
-    head = migrate.head_revision()
+    head = migrate.known_revisions()[-1]
     with pytest.raises(ConfigurationError, match=f"newer than this calsync \\({head}\\) and not compatible"):
         migrate.require_current(db)
     with pytest.raises(ConfigurationError, match="migrate with the release that ships 0099"):
@@ -77,9 +77,10 @@ def test_a_contracting_or_undeclared_next_schema_is_refused_with_the_way_out(
 
 
 def test_the_previous_release_runs_on_this_schema(db: Database, tmp_path: Path) -> None:
-    previous = _release(tmp_path, "previous", drop=(migrate.head_revision(),))
-    previous_head = migrate.head_revision(previous)
-    assert previous_head != migrate.head_revision() and migrate.current_revision(db) == migrate.head_revision()
+    previous = _release(tmp_path, "previous", drop=(migrate.known_revisions()[-1],))
+    previous_head = migrate.known_revisions(previous)[-1]
+    head = migrate.known_revisions()[-1]
+    assert previous_head != head and migrate.current_revision(db) == head
     migrate.require_current(db, location=previous)
     known = migrate.known_revisions()
     assert known.index(migrate.recorded_window(db) or "") <= known.index(previous_head)
@@ -93,7 +94,7 @@ def test_an_older_schema_still_needs_migrate(db: Database) -> None:
 
 
 def test_migrate_to_downgrades_the_last_revision_and_upgrades_again(db: Database) -> None:
-    head, previous = migrate.head_revision(), migrate.known_revisions()[-2]
+    head, previous = migrate.known_revisions()[-1], migrate.known_revisions()[-2]
     down = migrate.migrate_to(db, previous)
     assert (down.previous, down.revision, down.action) == (head, previous, "downgraded")
     assert migrate.migrate_to(db, previous).action == "unchanged"
@@ -112,4 +113,4 @@ def test_a_downgrade_below_the_window_table_drops_it(db: Database) -> None:
 def test_an_unknown_revision_is_named_with_the_known_ones(db: Database) -> None:
     with pytest.raises(ConfigurationError, match="unknown revision '9999': this calsync knows 0001, 0002"):
         migrate.migrate_to(db, "9999")
-    assert migrate.current_revision(db) == migrate.head_revision()
+    assert migrate.current_revision(db) == migrate.known_revisions()[-1]

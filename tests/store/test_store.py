@@ -34,7 +34,7 @@ def _target(db: Database) -> TargetKey:
 def test_migrations_create_exactly_the_declared_schema(db: Database) -> None:
     with db.engine.connect() as conn:
         assert compare_metadata(MigrationContext.configure(conn), metadata) == []
-    assert migrate.current_revision(db) == migrate.head_revision()
+    assert migrate.current_revision(db) == migrate.known_revisions()[-1]
 
 
 def test_synced_version_only_grows(db: Database) -> None:

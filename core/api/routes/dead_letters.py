@@ -23,7 +23,7 @@ from calsync.core.api.models import (
     SkippedOut,
 )
 from calsync.core.api.problems import AUTHENTICATED, FieldError, ProblemError, invalid, not_found, problems
-from calsync.core.store import dead_letter_pages, dead_letters
+from calsync.core.store import dead_letters
 from calsync.core.store.dead_letters import DeadLetterFilter
 
 router = APIRouter(tags=["dead letters"])
@@ -53,7 +53,7 @@ def list_dead_letters(deps: Services, principal: Admin, query: Annotated[DeadLet
     status = None if query.status == "all" else query.status
     flt = DeadLetterFilter(status=status, tenant_id=principal.tenant_id, **selection)
     with deps.db.read() as conn:
-        found = dead_letter_pages.page(conn, flt, after_id=_after(query.cursor), limit=query.limit + 1)
+        found = dead_letters.page(conn, flt, after_id=_after(query.cursor), limit=query.limit + 1)
     more = len(found) > query.limit
     items = found[: query.limit]
     return DeadLetterPage(
@@ -75,7 +75,7 @@ def replay_dead_letters(
     with deps.db.read() as conn:
         if selection.filter is None:
             ids = dict.fromkeys(selection.ids or ())
-            found = {i: dead_letter_pages.get_of_tenant(conn, principal.tenant_id, i) for i in ids}
+            found = {i: dead_letters.get_of_tenant(conn, principal.tenant_id, i) for i in ids}
         else:
             flt = DeadLetterFilter(status="open", tenant_id=principal.tenant_id, **selection.filter.model_dump())
             found = {record.id: record for record in dead_letters.find(conn, flt, limit=MAX_REPLAY)}
@@ -100,7 +100,7 @@ def discard_dead_letter(
 ) -> DiscardedOut:
     """Close an open record of the tenant without replaying it."""
     with deps.db.read() as conn:
-        record = dead_letter_pages.get_of_tenant(conn, principal.tenant_id, record_id)
+        record = dead_letters.get_of_tenant(conn, principal.tenant_id, record_id)
     if record is None:
         raise not_found(f"dead letter {record_id}")
     if not deps.discard([record_id], body.note if body else None):
