@@ -32,7 +32,6 @@ from calsync.core.redis.embedded import EmbeddedRedis
 from calsync.core.store import accounts, events, targets
 from calsync.core.store.database import Database
 from calsync.core.store.targets import TargetKey
-from calsync.core.worker.middleware.lifecycle import JobLifecycle
 
 if TYPE_CHECKING:
     from calsync.actors.worker import WorkerProcess
@@ -178,18 +177,23 @@ def tree_cpu(root: psutil.Process) -> float:
 
 
 def finished_jobs(broker: dramatiq.Broker) -> Callable[[], int]:
-    """A counter of the deliveries ``broker``'s JobLifecycle has closed: an in-process drain's progress."""
-    done = 0
-    lock = threading.Lock()
+    """A counter of the deliveries ``broker``'s workers have acked or nacked: an in-process drain's progress."""
 
-    def observe(_ctx: object, _outcome: str, _duration: float) -> None:
-        nonlocal done
-        with lock:
-            done += 1
+    class _Finished(dramatiq.Middleware):
+        def __init__(self) -> None:
+            self.done = 0
+            self.lock = threading.Lock()
 
-    [lifecycle] = [m for m in broker.middleware if isinstance(m, JobLifecycle)]
-    lifecycle.observers.append(observe)
-    return lambda: done
+        def after_ack(self, _broker: dramatiq.Broker, _message: dramatiq.MessageProxy) -> None:
+            with self.lock:
+                self.done += 1
+
+        def after_nack(self, broker: dramatiq.Broker, message: dramatiq.MessageProxy) -> None:
+            self.after_ack(broker, message)
+
+    finished = _Finished()
+    broker.add_middleware(finished)
+    return lambda: finished.done
 
 
 def in_process_worker(scratch: Path, url: str, ns: str, **values: Any) -> WorkerProcess:

@@ -196,8 +196,8 @@ def run(args: argparse.Namespace, url: str, scratch: Path) -> dict[str, Any]:
         time.sleep(max(0.0, recovers_at - time.monotonic()))
         outage_requests = len(_api_requests(emulator))
         outage_seconds = time.monotonic() - started
-        clients.stats.flush()
-        during = dict(clients.stats.totals(minutes=60))
+        app.stats.flush()
+        during = dict(app.stats.totals(minutes=60))
         emulator.clear_faults()
         emulator.add_fault(path=API, delay_ms=args.latency_ms)
         recovered = time.monotonic()
@@ -215,8 +215,8 @@ def run(args: argparse.Namespace, url: str, scratch: Path) -> dict[str, Any]:
         if "draining" not in second.submitted:
             second.submit("draining")  # the flood drained first: measured on an idle worker
         second.wait(TIMEOUT)
-        clients.stats.flush()
-        outcomes = dict(clients.stats.totals(minutes=60))
+        app.stats.flush()
+        outcomes = dict(app.stats.totals(minutes=60))
         with clients.db.read() as conn:
             dead = len(dead_letters.find(conn, DeadLetterFilter()))
             by_status = targets.count_by_status(conn)
