@@ -57,7 +57,7 @@ def require(scope: ApiScope) -> Callable[..., Awaitable[Principal]]:
         request: Request,
         credentials: HTTPAuthorizationCredentials | None = Depends(_bearer),  # noqa: B008
     ) -> Principal:
-        if credentials is None or credentials.scheme.lower() != "bearer" or not credentials.credentials:
+        if credentials is None:  # no Authorization header, another scheme, or no key after "Bearer"
             raise _unauthorized("send an API key as Authorization: Bearer <key>")
         presented = credentials.credentials
         cache: KeyCache = request.app.state.key_cache

@@ -55,15 +55,6 @@ def _is_fernet_key(key: str) -> bool:
         return False
 
 
-def _positive_list(value: Any) -> Any:
-    if isinstance(value, str):
-        parts = [p.strip() for p in value.split(",") if p.strip()]
-        if not parts:
-            raise ValueError("must list at least one delay in seconds, e.g. 10,30,120")
-        return tuple(parts)
-    return value
-
-
 class Settings(  # the mixins: one module of fields per area (core/config/)
     CoalesceSettings, HousekeepingSettings, WebhookSettings, FairnessSettings, TrafficSettings, BaseSettings
 ):
@@ -151,26 +142,23 @@ class Settings(  # the mixins: one module of fields per area (core/config/)
     # --- the test suite's profile (docs/TESTING.md): "test" scales internal timings down; never in production
     profile: Literal["production", "test"] = "production"
 
-    @field_validator("retry_schedule", mode="before")
+    @field_validator("retry_schedule", "secret_keys", mode="before")
     @classmethod
-    def _split_schedule(cls, value: Any) -> Any:
-        return _positive_list(value)
+    def _split_commas(cls, value: Any) -> Any:
+        if isinstance(value, str):
+            return tuple(p.strip() for p in value.split(",") if p.strip())
+        return value
 
     @field_validator("retry_schedule")
     @classmethod
     def _check_schedule(cls, value: tuple[float, ...]) -> tuple[float, ...]:
-        if not value or any(v <= 0 for v in value):
+        if not value:
+            raise ValueError("must list at least one delay in seconds, e.g. 10,30,120")
+        if any(v <= 0 for v in value):
             raise ValueError("every delay must be a positive number of seconds")
         too_long = [v for v in value if v > MAX_DELAY_SECONDS]
         if too_long:
             raise ValueError(f"every delay must be at most {MAX_DELAY_SECONDS:g} seconds (24 h), got {too_long[0]:.0f}")
-        return value
-
-    @field_validator("secret_keys", mode="before")
-    @classmethod
-    def _split_keys(cls, value: Any) -> Any:
-        if isinstance(value, str):
-            return tuple(p.strip() for p in value.split(",") if p.strip())
         return value
 
     @field_validator("secret_key", mode="before")
@@ -257,11 +245,6 @@ class Settings(  # the mixins: one module of fields per area (core/config/)
         if self.secret_keys:
             return tuple(k.get_secret_value() for k in self.secret_keys)
         return (self.secret_key.get_secret_value(),) if self.secret_key else ()
-
-    @property
-    def broker_is_redis(self) -> bool:
-        """True when the broker is Redis (embedded or configured), which also serves locks by default."""
-        return self.broker_url is None or broker_kind(self.broker_url) == "redis"
 
     @property
     def effective_database_url(self) -> str:
