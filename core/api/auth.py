@@ -12,7 +12,7 @@ import datetime as dt
 import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
-from typing import Annotated
+from typing import Annotated, cast
 
 from fastapi import Depends, Request
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
@@ -38,8 +38,7 @@ class Principal:
 
 def services(request: Request) -> ApiServices:
     """The services the application was created with."""
-    found: ApiServices = request.app.state.services
-    return found
+    return cast(ApiServices, request.app.state.services)
 
 
 Services = Annotated[ApiServices, Depends(services)]

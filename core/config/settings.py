@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Annotated, Any, ClassVar, Literal
 from urllib.parse import urlsplit
 
-from pydantic import Field, SecretStr, ValidationError, field_validator, model_validator
+from pydantic import Field, SecretStr, ValidationError, ValidationInfo, field_validator, model_validator
 from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 
 from calsync.core.config.coalesce import CoalesceSettings
@@ -33,6 +33,10 @@ MAX_DELAY_SECONDS = 86400.0
 
 _BROKER_SCHEMES = {"redis", "rediss", "amqp", "amqps", "unix"}
 _REDIS_SCHEMES = {"redis", "rediss", "unix"}
+_URL_SCHEMES = {
+    "broker_url": (_BROKER_SCHEMES, "redis://, rediss://, unix://, amqp:// or amqps://"),
+    "redis_url": (_REDIS_SCHEMES, "redis://, rediss:// or unix://"),
+}
 
 BrokerKind = Literal["redis", "rabbitmq"]
 
@@ -176,18 +180,12 @@ class Settings(  # the mixins: one module of fields per area (core/config/)
                 raise ValueError(f"{where}must be 32 url-safe base64-encoded bytes (`calsync secret-key` makes one)")
         return value
 
-    @field_validator("broker_url")
+    @field_validator("broker_url", "redis_url")
     @classmethod
-    def _check_broker_url(cls, value: str | None) -> str | None:
-        if value is not None and urlsplit(value).scheme not in _BROKER_SCHEMES:
-            raise ValueError("must start with redis://, rediss://, unix://, amqp:// or amqps://")
-        return value
-
-    @field_validator("redis_url")
-    @classmethod
-    def _check_redis_url(cls, value: str | None) -> str | None:
-        if value is not None and urlsplit(value).scheme not in _REDIS_SCHEMES:
-            raise ValueError("must start with redis://, rediss:// or unix://")
+    def _check_scheme(cls, value: str | None, info: ValidationInfo) -> str | None:
+        schemes, wording = _URL_SCHEMES[str(info.field_name)]
+        if value is not None and urlsplit(value).scheme not in schemes:
+            raise ValueError(f"must start with {wording}")
         return value
 
     @field_validator("database_url")
