@@ -8,7 +8,7 @@ from collections.abc import AsyncIterator, Callable
 from importlib import metadata
 from typing import Any
 
-from fastapi import FastAPI, Request, Response
+from fastapi import FastAPI, Response
 from prometheus_client import CONTENT_TYPE_LATEST
 
 from calsync.core.api import problems
@@ -38,7 +38,7 @@ def create_app(services: ApiServices | None, *, on_shutdown: Callable[[], None] 
 
     app = FastAPI(
         title=TITLE, description=DESCRIPTION, version=metadata.version("calsync"),
-        docs_url=None, redoc_url=None, openapi_url="/openapi.json", lifespan=lifespan,
+        docs_url=None, redoc_url=None, lifespan=lifespan,
     )  # fmt: skip
     app.state.services = services
     app.state.key_cache = KeyCache(services.key_cache_seconds if services else 0)
@@ -48,7 +48,7 @@ def create_app(services: ApiServices | None, *, on_shutdown: Callable[[], None] 
     multiprocess_dir = services.metrics_dir if services else None
 
     @app.get("/metrics", include_in_schema=False)
-    def prometheus_metrics(request: Request) -> Response:
+    def prometheus_metrics() -> Response:
         return Response(exposition(multiprocess_dir), media_type=CONTENT_TYPE_LATEST)
 
     app.add_middleware(BodyLimit, max_bytes=services.max_body_bytes if services else ApiServices.max_body_bytes)

@@ -12,7 +12,7 @@ import datetime as dt
 import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
-from typing import Annotated
+from typing import Annotated, cast
 
 from fastapi import Depends, Request
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
@@ -38,8 +38,7 @@ class Principal:
 
 def services(request: Request) -> ApiServices:
     """The services the application was created with."""
-    found: ApiServices = request.app.state.services
-    return found
+    return cast(ApiServices, request.app.state.services)
 
 
 Services = Annotated[ApiServices, Depends(services)]
@@ -57,7 +56,7 @@ def require(scope: ApiScope) -> Callable[..., Awaitable[Principal]]:
         request: Request,
         credentials: HTTPAuthorizationCredentials | None = Depends(_bearer),  # noqa: B008
     ) -> Principal:
-        if credentials is None or credentials.scheme.lower() != "bearer" or not credentials.credentials:
+        if credentials is None:  # no Authorization header, another scheme, or no key after "Bearer"
             raise _unauthorized("send an API key as Authorization: Bearer <key>")
         presented = credentials.credentials
         cache: KeyCache = request.app.state.key_cache

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import datetime as dt
 from typing import Annotated, Any, Literal
 
@@ -68,11 +69,9 @@ class EventOut(BaseModel):
     @classmethod
     def of(cls, event: EventState, rows: list[TargetRow]) -> EventOut:
         """From the stored event and its targets."""
-        return cls(entity_id=event.id, version=event.version, status=event.status, title=event.title,
-                   start=event.start.isoformat(), end=event.end.isoformat(), time_zone=event.time_zone,
-                   all_day=event.all_day, location=event.location, description=event.description,
-                   attendees=list(event.attendees), send_updates=event.send_updates,
-                   targets=[TargetOut.model_validate(row.as_json()) for row in rows])  # fmt: skip
+        times = {"start": event.start.isoformat(), "end": event.end.isoformat()}
+        targets = [TargetOut.model_validate(row.as_json()) for row in rows]
+        return cls.model_validate({**dataclasses.asdict(event), **times, "entity_id": event.id, "targets": targets})
 
 
 class DeadLetterOut(BaseModel):

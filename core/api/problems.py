@@ -73,11 +73,10 @@ class ProblemError(Exception):
         title: str,
         detail: str | None = None,
         *,
-        errors: Sequence[FieldError] | None = None,
+        errors: list[FieldError] | None = None,
         headers: Mapping[str, str] | None = None,
     ) -> None:
         super().__init__(detail or title)
-        errors = None if errors is None else list(errors)
         self.problem = Problem(type=_TYPE + slug, title=title, status=status, detail=detail, errors=errors)
         self.headers = dict(headers or {})
 

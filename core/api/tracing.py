@@ -25,7 +25,6 @@ from typing import Any
 from prometheus_client import CollectorRegistry, Counter, Histogram, generate_latest
 from prometheus_client.multiprocess import MultiProcessCollector
 from starlette.datastructures import Headers
-from starlette.requests import Request
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from calsync.core.api import problems
@@ -72,11 +71,6 @@ def trace_id_from(headers: Headers) -> str:
         return parent[1]
     request_id = headers.get("x-request-id", "").strip()
     return request_id if _REQUEST_ID.match(request_id) else new_trace_id()
-
-
-def trace_id_of(request: Request) -> str:
-    """The trace id the middleware gave this request."""
-    return str(request.state.trace_id)
 
 
 class RequestObserver:

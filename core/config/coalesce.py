@@ -26,16 +26,6 @@ class CoalesceSettings(BaseModel):
     # 1 s by default), so also how late a due delayed message (a coalesced edit, a retry, a lock wait) is released.
     worker_poll_interval: ClassVar[float] = 0.25
 
-    @property
-    def coalesce_window_ms(self) -> int:
-        """The window in milliseconds, as Redis PX and Dramatiq delays take it."""
-        return _ms(self.coalesce_window)
-
-    @property
-    def coalesce_max_wait_ms(self) -> int:
-        """The longest hold in milliseconds, as the markers' script takes it."""
-        return _ms(self.coalesce_max_wait)
-
     @model_validator(mode="after")
     def _check_hold(self) -> CoalesceSettings:
         if self.coalesce_max_wait < self.coalesce_window:

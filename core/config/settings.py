@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Annotated, Any, ClassVar, Literal
 from urllib.parse import urlsplit
 
-from pydantic import Field, SecretStr, ValidationError, field_validator, model_validator
+from pydantic import Field, SecretStr, ValidationError, ValidationInfo, field_validator, model_validator
 from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 
 from calsync.core.config.coalesce import CoalesceSettings
@@ -33,6 +33,10 @@ MAX_DELAY_SECONDS = 86400.0
 
 _BROKER_SCHEMES = {"redis", "rediss", "amqp", "amqps", "unix"}
 _REDIS_SCHEMES = {"redis", "rediss", "unix"}
+_URL_SCHEMES = {
+    "broker_url": (_BROKER_SCHEMES, "redis://, rediss://, unix://, amqp:// or amqps://"),
+    "redis_url": (_REDIS_SCHEMES, "redis://, rediss:// or unix://"),
+}
 
 BrokerKind = Literal["redis", "rabbitmq"]
 
@@ -53,15 +57,6 @@ def _is_fernet_key(key: str) -> bool:
         return len(base64.urlsafe_b64decode(key.encode())) == 32
     except (binascii.Error, ValueError):
         return False
-
-
-def _positive_list(value: Any) -> Any:
-    if isinstance(value, str):
-        parts = [p.strip() for p in value.split(",") if p.strip()]
-        if not parts:
-            raise ValueError("must list at least one delay in seconds, e.g. 10,30,120")
-        return tuple(parts)
-    return value
 
 
 class Settings(  # the mixins: one module of fields per area (core/config/)
@@ -151,26 +146,23 @@ class Settings(  # the mixins: one module of fields per area (core/config/)
     # --- the test suite's profile (docs/TESTING.md): "test" scales internal timings down; never in production
     profile: Literal["production", "test"] = "production"
 
-    @field_validator("retry_schedule", mode="before")
+    @field_validator("retry_schedule", "secret_keys", mode="before")
     @classmethod
-    def _split_schedule(cls, value: Any) -> Any:
-        return _positive_list(value)
+    def _split_commas(cls, value: Any) -> Any:
+        if isinstance(value, str):
+            return tuple(p.strip() for p in value.split(",") if p.strip())
+        return value
 
     @field_validator("retry_schedule")
     @classmethod
     def _check_schedule(cls, value: tuple[float, ...]) -> tuple[float, ...]:
-        if not value or any(v <= 0 for v in value):
+        if not value:
+            raise ValueError("must list at least one delay in seconds, e.g. 10,30,120")
+        if any(v <= 0 for v in value):
             raise ValueError("every delay must be a positive number of seconds")
         too_long = [v for v in value if v > MAX_DELAY_SECONDS]
         if too_long:
             raise ValueError(f"every delay must be at most {MAX_DELAY_SECONDS:g} seconds (24 h), got {too_long[0]:.0f}")
-        return value
-
-    @field_validator("secret_keys", mode="before")
-    @classmethod
-    def _split_keys(cls, value: Any) -> Any:
-        if isinstance(value, str):
-            return tuple(p.strip() for p in value.split(",") if p.strip())
         return value
 
     @field_validator("secret_key", mode="before")
@@ -188,18 +180,12 @@ class Settings(  # the mixins: one module of fields per area (core/config/)
                 raise ValueError(f"{where}must be 32 url-safe base64-encoded bytes (`calsync secret-key` makes one)")
         return value
 
-    @field_validator("broker_url")
+    @field_validator("broker_url", "redis_url")
     @classmethod
-    def _check_broker_url(cls, value: str | None) -> str | None:
-        if value is not None and urlsplit(value).scheme not in _BROKER_SCHEMES:
-            raise ValueError("must start with redis://, rediss://, unix://, amqp:// or amqps://")
-        return value
-
-    @field_validator("redis_url")
-    @classmethod
-    def _check_redis_url(cls, value: str | None) -> str | None:
-        if value is not None and urlsplit(value).scheme not in _REDIS_SCHEMES:
-            raise ValueError("must start with redis://, rediss:// or unix://")
+    def _check_scheme(cls, value: str | None, info: ValidationInfo) -> str | None:
+        schemes, wording = _URL_SCHEMES[str(info.field_name)]
+        if value is not None and urlsplit(value).scheme not in schemes:
+            raise ValueError(f"must start with {wording}")
         return value
 
     @field_validator("database_url")
@@ -257,11 +243,6 @@ class Settings(  # the mixins: one module of fields per area (core/config/)
         if self.secret_keys:
             return tuple(k.get_secret_value() for k in self.secret_keys)
         return (self.secret_key.get_secret_value(),) if self.secret_key else ()
-
-    @property
-    def broker_is_redis(self) -> bool:
-        """True when the broker is Redis (embedded or configured), which also serves locks by default."""
-        return self.broker_url is None or broker_kind(self.broker_url) == "redis"
 
     @property
     def effective_database_url(self) -> str:

@@ -34,7 +34,6 @@ import time
 from collections import Counter
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from importlib.resources import files
 from typing import Any, TypeVar
 
 import redis
@@ -48,6 +47,7 @@ from calsync.core.model.intake import INTAKE_JOB
 from calsync.core.model.payload import SYNC_JOB
 from calsync.core.model.vocabulary import SYNC_STATUSES, WEBHOOK_DELIVERY_STATUSES
 from calsync.core.redis.keys import RedisKeys
+from calsync.core.redis.scripts import LuaScript
 from calsync.core.store import dead_letters, targets
 from calsync.core.traffic import CircuitReading, TrafficStore
 from calsync.core.webhooks import count_deliveries, count_disabled
@@ -57,7 +57,6 @@ T = TypeVar("T")
 JOB_TYPES = (SYNC_JOB, INTAKE_JOB, RECONCILE_JOB)
 SOURCES = ("broker", "database", "redis")
 
-_QUEUE_DEPTH = files(__package__).joinpath("queue_depth.lua").read_text()
 _SCAN_BATCH = 1000
 _RABBITMQ_TIMEOUT_S = 5
 
@@ -142,7 +141,7 @@ def live_worker(key: str, raw: bytes | str | None) -> LiveWorker:
 def live_workers(client: redis.Redis, keys: RedisKeys) -> list[LiveWorker]:
     """Every worker process whose heartbeat key (on ``client``) has not expired, with its worker threads."""
     found = client.scan_iter(match=keys.worker_heartbeats(), count=_SCAN_BATCH)
-    names = sorted(k.decode() if isinstance(k, bytes) else str(k) for k in found)
+    names = sorted(key.decode() for key in found)
     values = client.mget(names) if names else []
     # A key that expired between SCAN and MGET is no longer a live worker.
     return [live_worker(name, raw) for name, raw in zip(names, values, strict=True) if raw is not None]
@@ -214,7 +213,7 @@ class StateReader:
         self._broker_redis = clients.redis
         if clients.broker_url != clients.redis_url and broker_kind(clients.broker_url) == "redis":
             self._broker_redis = redis.Redis.from_url(clients.broker_url)
-        self._queue_depth = self._broker_redis.register_script(_QUEUE_DEPTH)
+        self._queue_depth = LuaScript(self._broker_redis, __package__, "queue_depth.lua")
 
     def read(self) -> PipelineState:
         """Read every source, recording failures instead of raising."""
@@ -243,7 +242,7 @@ class StateReader:
 
     def _redis_queue(self, queue: str, now: float) -> QueueDepth:
         keys = [self.keys.ready_queue(queue), self.keys.queue_messages(queue), self.keys.delayed_messages(queue)]
-        ready, unacked, delayed, head = self._queue_depth(keys)
+        ready, unacked, delayed, head = self._queue_depth(keys, [])
         oldest = _age(ready_since(json.loads(head)), now) if head else 0.0
         return QueueDepth(queue, int(ready), int(delayed), max(0, int(unacked) - int(ready)), oldest)
 

@@ -316,8 +316,8 @@ class Producer(Intake):
             clients.redis,
             clients.keys,
             ttl_seconds=settings.dedup_ttl,
-            window_ms=settings.coalesce_window_ms,
-            max_wait_ms=settings.coalesce_max_wait_ms,
+            window_ms=round(settings.coalesce_window * 1000),
+            max_wait_ms=round(settings.coalesce_max_wait * 1000),
         )
         super().__init__(
             clients.db,

@@ -15,7 +15,7 @@ def test_defaults_follow_the_seed() -> None:
     assert settings.max_retries == 5
     assert (settings.retry_jitter, settings.lock_ttl, settings.idempotency_ttl) == (0.2, 60, 86400)
     assert (settings.dedup_ttl, settings.provider_timeout) == (300, 10)
-    assert settings.broker_is_redis and settings.broker_url is None
+    assert settings.broker_url is None and settings.uses_embedded_redis
 
 
 def test_the_retry_schedule_is_read_from_a_comma_list(monkeypatch: pytest.MonkeyPatch) -> None:

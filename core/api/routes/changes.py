@@ -9,7 +9,6 @@ from fastapi import APIRouter, Body, Header, Request
 from calsync.core.api.auth import Submitter, services
 from calsync.core.api.models import ReceiptOut
 from calsync.core.api.problems import AUTHENTICATED, problems
-from calsync.core.api.tracing import trace_id_of
 from calsync.core.model.change import Change
 
 router = APIRouter(tags=["changes"])
@@ -46,6 +45,6 @@ def submit_change(
     the target stays pending and the reconciler enqueues it.
     """
     receipt = services(request).intake.submit(
-        principal.tenant_id, change, trace_id=trace_id_of(request), request_key=idempotency_key
+        principal.tenant_id, change, trace_id=request.state.trace_id, request_key=idempotency_key
     )
     return ReceiptOut.model_validate(receipt.as_json())

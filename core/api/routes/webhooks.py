@@ -7,10 +7,10 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Annotated, TypeVar
 
-from fastapi import APIRouter, Body, Depends, Path, Request, Response
+from fastapi import APIRouter, Body, Depends, Path, Response
 from pydantic import BaseModel, ConfigDict, Field
 
-from calsync.core.api.auth import Principal, require, services
+from calsync.core.api.auth import Admin, Services
 from calsync.core.api.problems import AUTHENTICATED, FieldError, ProblemError, not_found, problems
 from calsync.core.model.errors import InvalidWebhookEndpoint, InvalidWebhookUrl, WebhookEndpointNotFound
 from calsync.core.model.vocabulary import (
@@ -23,7 +23,6 @@ from calsync.core.webhooks import Endpoint, Endpoints
 
 T = TypeVar("T")
 router = APIRouter(tags=["webhooks"])
-Admin = Annotated[Principal, Depends(require("admin"))]
 EndpointId = Annotated[str, Path(min_length=1, max_length=64, pattern=r"^[A-Za-z0-9_-]+$")]
 
 
@@ -38,8 +37,6 @@ class WebhookEndpointIn(BaseModel):
 
 class WebhookEndpointOut(BaseModel):
     """A registered endpoint (without its secrets)."""
-
-    model_config = ConfigDict(extra="ignore")
 
     id: str
     url: str
@@ -65,11 +62,10 @@ class WebhookEndpointList(BaseModel):
     items: list[WebhookEndpointOut]
 
 
-def _endpoints(request: Request) -> Endpoints:
-    endpoints = services(request).webhooks
-    if endpoints is None:
+def _endpoints(deps: Services) -> Endpoints:
+    if deps.webhooks is None:
         raise ProblemError(404, "not-found", "Not Found", "webhooks are not served by this deployment")
-    return endpoints
+    return deps.webhooks
 
 
 WebhookEndpoints = Annotated[Endpoints, Depends(_endpoints)]
