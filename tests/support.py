@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 import dramatiq
+from sqlalchemy import Connection, select
 
 from calsync.actors.worker import build_worker
 from calsync.core.clients import Clients, open_redis, resolve_broker_url, resolve_redis_url
@@ -28,7 +29,8 @@ from calsync.core.store import accounts, dead_letters, events, migrate, targets
 from calsync.core.store.crypto import CredentialCipher
 from calsync.core.store.database import Database
 from calsync.core.store.dead_letters import DeadLetter, DeadLetterFilter
-from calsync.core.store.targets import TargetKey, TargetRow
+from calsync.core.store.schema import dead_letters as dead_letters_table
+from calsync.core.store.targets import TargetKey, TargetRow, Wanted
 from calsync.core.worker.job import JobParts
 from calsync.providers.memory import MemoryProvider
 
@@ -247,6 +249,18 @@ class Pipeline:
 def utcnow() -> dt.datetime:
     """Aware now."""
     return dt.datetime.now(dt.UTC)
+
+
+def plan_target(conn: Connection, key: TargetKey, *, wanted: Wanted, version: int, due_at: dt.datetime) -> None:
+    """Plan one target the way ``submit`` plans many (:func:`targets.plan_targets`), whether it exists or not."""
+    existing = {key} if targets.get_target(conn, key) is not None else set()
+    targets.plan_targets(conn, [(key, wanted)], version=version, due_at=due_at, existing=existing)
+
+
+def dead_letter_of_job(conn: Connection, job_id: str) -> DeadLetter | None:
+    """The dead-letter record of a job, whatever its status."""
+    row = conn.execute(select(dead_letters_table).where(dead_letters_table.c.job_id == job_id)).mappings().first()
+    return None if row is None else DeadLetter(**row)
 
 
 def unchecked_clients(settings: Settings) -> Clients:
