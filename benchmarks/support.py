@@ -212,7 +212,7 @@ def in_process_worker(scratch: Path, url: str, ns: str, **values: Any) -> Worker
                         redis_namespace=ns, log_level="ERROR", secret_key=Fernet.generate_key().decode(),
                         **values)  # fmt: skip
     bootstrap = Database(settings.effective_database_url)
-    migrate.upgrade(bootstrap)
+    migrate.migrate_to(bootstrap)
     bootstrap.dispose()
     app = build_worker(settings)
     try:
@@ -230,7 +230,7 @@ def migrated_clients(settings: Settings) -> Clients:
 
     bootstrap = Database(settings.effective_database_url)
     try:
-        migrate.upgrade(bootstrap)
+        migrate.migrate_to(bootstrap)
     finally:
         bootstrap.dispose()
     return connect(settings)

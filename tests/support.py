@@ -149,7 +149,7 @@ class Pipeline:
         self.settings = settings
         self.provider = provider or MemoryProvider()
         bootstrap = Database(settings.effective_database_url)
-        migrate.upgrade(bootstrap)
+        migrate.migrate_to(bootstrap)
         bootstrap.dispose()
         self.app = build_worker(settings, providers={"memory": self.provider})
         self.clients = self.app.clients
