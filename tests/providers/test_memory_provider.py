@@ -98,14 +98,6 @@ def test_bad_fault_rules_are_refused(provider: MemoryProvider) -> None:
     assert [c.effect for c in provider.calls()] == ["created"]
 
 
-def test_reset_forgets_everything(provider: MemoryProvider) -> None:
-    provider.upsert(ACCOUNT, _event(1), TARGET)
-    provider.add_fault()
-    provider.reset()
-    assert (provider.events(), provider.calls()) == ([], [])
-    provider.upsert(ACCOUNT, _event(1), TARGET)  # the fault is gone too
-
-
 def test_a_file_calendar_is_shared_by_every_provider_that_opens_it(tmp_path: Path) -> None:
     writer = MemoryProvider(tmp_path / "shared.sqlite3")
     reader = MemoryProvider(tmp_path / "shared.sqlite3")  # another process would open the same file
