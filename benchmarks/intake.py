@@ -151,7 +151,7 @@ def main() -> None:
         settings = Settings(data_dir=scratch, broker_url=redis_url, redis_url=redis_url, database_url=database_url,
                             redis_namespace=ns)  # fmt: skip
         bootstrap = Database(database_url)
-        migrate.upgrade(bootstrap)
+        migrate.migrate_to(bootstrap)
         bootstrap.dispose()
         clients = connect(settings)
         tenant = f"bench-{ns}"

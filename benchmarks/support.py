@@ -31,7 +31,7 @@ from calsync.core.model.payload import JobPayload, new_payload
 from calsync.core.redis.embedded import EmbeddedRedis
 from calsync.core.store import accounts, events, targets
 from calsync.core.store.database import Database
-from calsync.core.store.targets import TargetKey
+from calsync.core.store.targets import TargetKey, Wanted
 
 if TYPE_CHECKING:
     from calsync.actors.worker import WorkerProcess
@@ -134,14 +134,15 @@ def seed(db: Database, jobs: int, provider: ProviderName = "memory", *, address:
         account = accounts.add_account(conn, tenant_id=tenant, provider=provider, address=address,
                                        credentials=credentials, options=dict(options or {})).id  # fmt: skip
     payloads = []
+    planned: list[tuple[TargetKey, Wanted]] = []
     with db.write() as conn:
         for n in range(jobs):
             entity = f"evt{n}"
             events.insert_event(conn, tenant, entity, fields, "none")
-            targets.plan_target(conn, TargetKey(tenant, entity, account), wanted="present", version=1,
-                                due_at=dt.datetime.now(dt.UTC))  # fmt: skip
+            planned.append((TargetKey(tenant, entity, account), "present"))
             payloads.append(new_payload(tenant_id=tenant, entity_id=entity, account_id=account, operation="create",
                                         version=1, trace_id="bench"))  # fmt: skip
+        targets.plan_targets(conn, planned, version=1, due_at=dt.datetime.now(dt.UTC), existing=())
     return payloads
 
 
@@ -211,7 +212,7 @@ def in_process_worker(scratch: Path, url: str, ns: str, **values: Any) -> Worker
                         redis_namespace=ns, log_level="ERROR", secret_key=Fernet.generate_key().decode(),
                         **values)  # fmt: skip
     bootstrap = Database(settings.effective_database_url)
-    migrate.upgrade(bootstrap)
+    migrate.migrate_to(bootstrap)
     bootstrap.dispose()
     app = build_worker(settings)
     try:
@@ -229,7 +230,7 @@ def migrated_clients(settings: Settings) -> Clients:
 
     bootstrap = Database(settings.effective_database_url)
     try:
-        migrate.upgrade(bootstrap)
+        migrate.migrate_to(bootstrap)
     finally:
         bootstrap.dispose()
     return connect(settings)

@@ -49,7 +49,7 @@ from calsync.core.producer.fairness import lane_choice
 from calsync.core.producer.submit import Producer
 from calsync.core.store import accounts, dead_letters, events, targets
 from calsync.core.store.dead_letters import DeadLetterFilter
-from calsync.core.store.targets import TargetKey
+from calsync.core.store.targets import TargetKey, Wanted
 from calsync.core.traffic import Limits, TrafficGate, TrafficStore, provider_limits
 from calsync_emulators import google
 from calsync_emulators.control import GoogleControl
@@ -76,14 +76,15 @@ def _seed(clients: Clients, emulator: GoogleControl, jobs: int, account_count: i
     fields = EventFields(title="Surge", start=start, end=start + dt.timedelta(hours=1))
     names = _google_accounts(clients, emulator, tenant, account_count)
     payloads = []
+    planned: list[tuple[TargetKey, Wanted]] = []
     with clients.db.write() as conn:
         for n in range(jobs):
             entity, account = f"evt{n}", names[n % account_count]
             events.insert_event(conn, tenant, entity, fields, "none")
-            targets.plan_target(conn, TargetKey(tenant, entity, account), wanted="present", version=1,
-                                due_at=dt.datetime.now(dt.UTC))  # fmt: skip
+            planned.append((TargetKey(tenant, entity, account), "present"))
             payloads.append(new_payload(tenant_id=tenant, entity_id=entity, account_id=account, operation="create",
                                         version=1, trace_id="surge"))  # fmt: skip
+        targets.plan_targets(conn, planned, version=1, due_at=dt.datetime.now(dt.UTC), existing=())
     queues = lanes_of(clients.settings)
     chosen = lane_choice(clients).lanes(tenant, len(payloads))
     for payload, lane in zip(payloads, chosen, strict=True):

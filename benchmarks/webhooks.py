@@ -78,7 +78,7 @@ class Side:
 def _worker(settings: Settings) -> WorkerProcess:
     """A migrated database and a worker with the memory provider, its broker booted."""
     bootstrap = Database(settings.effective_database_url)
-    migrate.upgrade(bootstrap)
+    migrate.migrate_to(bootstrap)
     bootstrap.dispose()
     app = build_worker(settings, providers={"memory": MemoryProvider()})
     app.broker.emit_after("process_boot")

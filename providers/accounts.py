@@ -75,8 +75,7 @@ class AccountCache(Generic[T]):
     """What an adapter built for each account, by account id: built once per fingerprint, by one thread while the
     others wait for it, without holding up other accounts meanwhile; the newest :data:`KEPT_ACCOUNTS` kept."""
 
-    def __init__(self, size: int = KEPT_ACCOUNTS) -> None:
-        self._size = size
+    def __init__(self) -> None:
         self._lock = threading.Lock()
         self._entries: collections.OrderedDict[str, _Entry[T]] = collections.OrderedDict()
 
@@ -88,7 +87,7 @@ class AccountCache(Generic[T]):
             if entry is None or fingerprint not in entry.fingerprints:
                 entry = self._entries[account_id] = _Entry(fingerprint)
             self._entries.move_to_end(account_id)
-            while len(self._entries) > self._size:
+            while len(self._entries) > KEPT_ACCOUNTS:
                 self._entries.popitem(last=False)
         with entry.lock:
             if entry.value is None:

@@ -152,7 +152,7 @@ class MemoryProvider:
     def clear_faults(self) -> None:
         """Remove every fault rule."""
         with self._store.transaction() as tx:
-            tx.clear("faults")
+            tx.clear_faults()
 
     @contextlib.contextmanager
     def _call(self, op: str, account_id: str, entity_id: str, title: str | None) -> Iterator[None]:
@@ -200,11 +200,6 @@ class MemoryProvider:
         """Every call in order, with its effect or error."""
         with self._store.transaction() as tx:
             return tx.calls()
-
-    def reset(self) -> None:
-        """Forget events, calls and faults."""
-        with self._store.transaction() as tx:
-            tx.clear("events", "calls", "faults")
 
 
 def _etag(external_id: str, body: dict[str, Any], writes: int) -> str:

@@ -20,7 +20,7 @@ import threading
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import IO, Any, Literal
+from typing import IO, Any
 
 CALL_LOG_LIMIT = 10_000  # calls a memory calendar remembers (the newest; a worker's log must not grow forever)
 
@@ -97,8 +97,7 @@ _FAULT_COLUMNS = "id, op, account_id, entity_id, title, error, message, retry_af
 class CalendarStore:
     """A calendar in SQLite: ``path`` None (or ``:memory:``) keeps it in this process, a file shares it."""
 
-    def __init__(self, path: str | Path | None = None, *, call_limit: int = CALL_LOG_LIMIT) -> None:
-        self._call_limit = call_limit
+    def __init__(self, path: str | Path | None = None) -> None:
         self._path = None if path is None or str(path) == ":memory:" else Path(path)
         self._lock = threading.Lock()
         self._conn: sqlite3.Connection | None = None
@@ -133,7 +132,7 @@ class CalendarStore:
             try:
                 conn.execute("BEGIN IMMEDIATE")
                 try:
-                    yield CalendarTx(conn, self._call_limit)
+                    yield CalendarTx(conn)
                 except BaseException:
                     conn.execute("ROLLBACK")
                     raise
@@ -153,9 +152,8 @@ class CalendarStore:
 class CalendarTx:
     """What the provider does inside one atomic step of a store."""
 
-    def __init__(self, conn: sqlite3.Connection, call_limit: int) -> None:
+    def __init__(self, conn: sqlite3.Connection) -> None:
         self._conn = conn
-        self._call_limit = call_limit
 
     def find(self, account_id: str, external_id: str) -> StoredEvent | None:
         row = self._conn.execute(
@@ -176,9 +174,9 @@ class CalendarTx:
             " VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
             tuple(vars(call).values()),  # the fields in order (dataclasses.astuple would deep-copy them)
         )
-        seq, every = int(cursor.lastrowid or 0), max(1, self._call_limit // 10)
-        if seq % every == 0:  # a bounded log: now and then the calls beyond the newest call_limit go
-            self._conn.execute("DELETE FROM calls WHERE seq <= ?", (seq - self._call_limit,))
+        seq, every = int(cursor.lastrowid or 0), max(1, CALL_LOG_LIMIT // 10)
+        if seq % every == 0:  # a bounded log: now and then the calls beyond the newest CALL_LOG_LIMIT go
+            self._conn.execute("DELETE FROM calls WHERE seq <= ?", (seq - CALL_LOG_LIMIT,))
 
     def faults(self) -> list[MemoryFaultRule]:
         rows = self._conn.execute(f"SELECT {_FAULT_COLUMNS} FROM faults ORDER BY id").fetchall()
@@ -209,9 +207,8 @@ class CalendarTx:
         ).fetchall()
         return [Call(*row) for row in rows]
 
-    def clear(self, *tables: Literal["events", "calls", "faults"]) -> None:
-        for table in tables:
-            self._conn.execute(f"DELETE FROM {table}")  # table names: the literals of the signature
+    def clear_faults(self) -> None:
+        self._conn.execute("DELETE FROM faults")
 
 
 def _stored_event(row: tuple[Any, ...]) -> StoredEvent:

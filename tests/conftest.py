@@ -175,7 +175,7 @@ def database(request: pytest.FixtureRequest, tmp_path: Path, postgres_available:
 def db(database: str) -> Iterator[Database]:
     """A migrated database of its own for this test (both backends under ``both_databases``)."""
     built = Database(database)
-    migrate.upgrade(built)
+    migrate.migrate_to(built)
     yield built
     built.dispose()
 

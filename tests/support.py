@@ -5,6 +5,8 @@ from __future__ import annotations
 import contextlib
 import datetime as dt
 import logging
+import math
+import shlex
 import socket
 import subprocess
 import sys
@@ -15,6 +17,7 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 import dramatiq
+from sqlalchemy import Connection, select
 
 from calsync.actors.worker import build_worker
 from calsync.core.clients import Clients, open_redis, resolve_broker_url, resolve_redis_url
@@ -28,7 +31,9 @@ from calsync.core.store import accounts, dead_letters, events, migrate, targets
 from calsync.core.store.crypto import CredentialCipher
 from calsync.core.store.database import Database
 from calsync.core.store.dead_letters import DeadLetter, DeadLetterFilter
-from calsync.core.store.targets import TargetKey, TargetRow
+from calsync.core.store.schema import dead_letters as dead_letters_table
+from calsync.core.store.targets import TargetKey, TargetRow, Wanted
+from calsync.core.worker.heartbeat import HEARTBEAT_SUFFIX
 from calsync.core.worker.job import JobParts
 from calsync.providers.memory import MemoryProvider
 
@@ -147,7 +152,7 @@ class Pipeline:
         self.settings = settings
         self.provider = provider or MemoryProvider()
         bootstrap = Database(settings.effective_database_url)
-        migrate.upgrade(bootstrap)
+        migrate.migrate_to(bootstrap)
         bootstrap.dispose()
         self.app = build_worker(settings, providers={"memory": self.provider})
         self.clients = self.app.clients
@@ -247,6 +252,37 @@ class Pipeline:
 def utcnow() -> dt.datetime:
     """Aware now."""
     return dt.datetime.now(dt.UTC)
+
+
+def plan_target(conn: Connection, key: TargetKey, *, wanted: Wanted, version: int, due_at: dt.datetime) -> None:
+    """Plan one target the way ``submit`` plans many (:func:`targets.plan_targets`), whether it exists or not."""
+    existing = {key} if targets.get_target(conn, key) is not None else set()
+    targets.plan_targets(conn, [(key, wanted)], version=version, due_at=due_at, existing=existing)
+
+
+def dead_letter_of_job(conn: Connection, job_id: str) -> DeadLetter | None:
+    """The dead-letter record of a job, whatever its status."""
+    row = conn.execute(select(dead_letters_table).where(dead_letters_table.c.job_id == job_id)).mappings().first()
+    return None if row is None else DeadLetter(**row)
+
+
+def probe_script(directory: Path, max_age: float) -> str:
+    """The worker's liveness probe (k8s/base/worker.yaml, docker-compose.yml, docs/METRICS.md): shell (POSIX sh +
+    coreutils/busybox) that fails unless every heartbeat file is younger than ``max_age``.
+
+    No file at all also fails: the workers have not booted (cover start-up with a startupProbe).
+    """
+    pattern = shlex.quote(str(directory)) + "/*" + HEARTBEAT_SUFFIX
+    limit = math.ceil(max_age)
+    return (
+        f'now=$(date +%s); n=0; for f in {pattern}; do [ -e "$f" ] || continue; n=$((n+1)); '
+        f'[ $((now - $(stat -c %Y "$f" 2>/dev/null || echo "$now"))) -lt {limit} ] || exit 1; done; [ "$n" -gt 0 ]'
+    )
+
+
+def probe_command(directory: Path, max_age: float) -> list[str]:
+    """The exec liveness probe's command, as a Kubernetes ``exec.command`` list."""
+    return ["sh", "-c", probe_script(directory, max_age)]
 
 
 def unchecked_clients(settings: Settings) -> Clients:

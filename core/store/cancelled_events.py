@@ -52,10 +52,10 @@ def _record_keys(tenant_id: str, event_id: str, version: int, accounts: Iterable
     return keys
 
 
-def chunks(items: Sequence[str], size: int = _KEYS_PER_STATEMENT) -> Iterable[Sequence[str]]:
-    """``items`` in slices of ``size``: the IN lists of one statement each."""
-    for start in range(0, len(items), size):
-        yield items[start : start + size]
+def chunks(items: Sequence[str]) -> Iterable[Sequence[str]]:
+    """``items`` in slices of :data:`_KEYS_PER_STATEMENT`: the IN lists of one statement each."""
+    for start in range(0, len(items), _KEYS_PER_STATEMENT):
+        yield items[start : start + _KEYS_PER_STATEMENT]
 
 
 def prune_cancelled(conn: Connection, *, before: dt.datetime, limit: int) -> tuple[int, int, int]:
@@ -83,7 +83,7 @@ def prune_cancelled(conn: Connection, *, before: dt.datetime, limit: int) -> tup
         for key in _record_keys(tenant, event, version, accounts.get((tenant, event), ()))
     ]
     records = 0
-    for chunk in chunks(keys, _KEYS_PER_STATEMENT):
+    for chunk in chunks(keys):
         records += int(conn.execute(delete(r).where(r.c.key.in_(chunk))).rowcount)
     pruned_targets = int(conn.execute(delete(t).where(by_event)).rowcount)
     pruned_events = int(conn.execute(delete(e).where(tuple_(e.c.tenant_id, e.c.id).in_(ids))).rowcount)

@@ -142,11 +142,6 @@ def get_of_tenant(conn: Connection, tenant_id: str, record_id: int) -> DeadLette
     return _first(conn, d.c.id == record_id, d.c.tenant_id == tenant_id)
 
 
-def get_by_job(conn: Connection, job_id: str) -> DeadLetter | None:
-    """The record of a job, if it was dead-lettered."""
-    return _first(conn, d.c.job_id == job_id)
-
-
 def find(conn: Connection, flt: DeadLetterFilter, *, limit: int | None = None) -> list[DeadLetter]:
     """Records matching the filter, oldest failure first."""
     query = select(d).where(*flt.clauses()).order_by(d.c.failed_at, d.c.id).limit(limit)

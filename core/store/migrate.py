@@ -39,24 +39,22 @@ HEAD_REVISION = "0009"  # the newest script in migrations/versions (tests/store/
 _ALEMBIC_VERSION = sa.table("alembic_version", sa.column("version_num", sa.String))
 
 
-def _config(location: Path | None) -> Config:
+def _config() -> Config:
     from alembic.config import Config
 
     config = Config()
-    config.set_main_option("script_location", str(location or MIGRATIONS))
+    config.set_main_option("script_location", str(MIGRATIONS))
     return config
 
 
-def _script(location: Path | None) -> ScriptDirectory:
+def _script() -> ScriptDirectory:
     from alembic.script import ScriptDirectory
 
-    return ScriptDirectory.from_config(_config(location))
+    return ScriptDirectory.from_config(_config())
 
 
-def _at_shipped_head(db: Database, location: Path | None) -> bool:
+def _at_shipped_head(db: Database) -> bool:
     """Whether the schema is at this code's head, read without Alembic (False whenever unsure)."""
-    if location is not None:
-        return False
     try:
         with db.engine.connect() as conn:
             rows = conn.execute(sa.select(_ALEMBIC_VERSION.c.version_num)).scalars().all()
@@ -65,14 +63,14 @@ def _at_shipped_head(db: Database, location: Path | None) -> bool:
     return rows == [HEAD_REVISION]
 
 
-def known_revisions(location: Path | None = None) -> list[str]:
+def known_revisions() -> list[str]:
     """The revisions this code ships, oldest first."""
-    return [script.revision for script in reversed(list(_script(location).walk_revisions()))]
+    return [script.revision for script in reversed(list(_script().walk_revisions()))]
 
 
-def oldest_compatible_code(revision: str, location: Path | None = None) -> str:
+def oldest_compatible_code(revision: str) -> str:
     """The oldest code revision that runs on the schema at ``revision`` (through expand-only migrations)."""
-    script = _script(location)
+    script = _script()
     oldest = script.get_revision(revision)
     while oldest is not None and oldest.down_revision and getattr(oldest.module, "previous_release_compatible", False):
         oldest = script.get_revision(str(oldest.down_revision))
@@ -96,13 +94,13 @@ def recorded_window(db: Database) -> str | None:
         return conn.execute(sa.select(schema_window.c.oldest_code_revision)).scalar()
 
 
-def _record_window(conn: Connection, location: Path | None) -> None:
+def _record_window(conn: Connection) -> None:
     from alembic.runtime.migration import MigrationContext
 
     revision = MigrationContext.configure(conn).get_current_revision()
     if revision is None or not sa.inspect(conn).has_table(schema_window.name):
         return
-    oldest = oldest_compatible_code(revision, location)
+    oldest = oldest_compatible_code(revision)
     conn.execute(sa.delete(schema_window))
     conn.execute(sa.insert(schema_window).values(id=1, revision=revision, oldest_code_revision=oldest))
 
@@ -120,14 +118,14 @@ class Migration:
         return {"revision": self.revision, "previous": self.previous, "action": self.action}
 
 
-def _run(db: Database, location: Path | None, step: str, revision: str) -> None:
+def _run(db: Database, step: str, revision: str) -> None:
     from alembic import command
 
-    config = _config(location)
+    config = _config()
     with db.engine.connect() as conn, _foreign_keys_checked_at_the_end(conn, db.dialect == "sqlite"), conn.begin():
         config.attributes["connection"] = conn
         (command.upgrade if step == "upgrade" else command.downgrade)(config, revision)
-        _record_window(conn, location)
+        _record_window(conn)
         if db.dialect == "sqlite":  # what SQLite did not enforce meanwhile, checked before the commit
             broken = conn.exec_driver_sql("PRAGMA foreign_key_check").fetchall()
             if broken:
@@ -154,18 +152,12 @@ def _foreign_keys_checked_at_the_end(conn: Connection, sqlite: bool) -> Iterator
         raw.execute("PRAGMA foreign_keys=ON")
 
 
-def upgrade(db: Database, revision: str = "head", location: Path | None = None) -> str:
-    """Bring the schema to ``revision``; safe to run repeatedly and from several processes in turn."""
-    _run(db, location, "upgrade", revision)
-    return current_revision(db) or ""
-
-
-def migrate_to(db: Database, target: str | None = None, location: Path | None = None) -> Migration:
+def migrate_to(db: Database, target: str | None = None) -> Migration:
     """Upgrade to head (``target`` None) or move to ``target`` (a revision, or ``head``), up or down; one-line errors
     for what cannot be."""
-    if target is None and _at_shipped_head(db, location):
+    if target is None and _at_shipped_head(db):
         return Migration(HEAD_REVISION, HEAD_REVISION, "unchanged")
-    known, current = known_revisions(location), current_revision(db)
+    known, current = known_revisions(), current_revision(db)
     head = known[-1]
     if target == "head":  # Alembic's name for the newest revision: this release's head, named explicitly
         target = head
@@ -182,7 +174,7 @@ def migrate_to(db: Database, target: str | None = None, location: Path | None = 
     if current == wanted:
         return Migration(current, current, "unchanged")
     going_down = current is not None and known.index(wanted) < known.index(current)
-    _run(db, location, "downgrade" if going_down else "upgrade", wanted)
+    _run(db, "downgrade" if going_down else "upgrade", wanted)
     return Migration(current, current_revision(db), "downgraded" if going_down else "upgraded")
 
 
@@ -191,11 +183,11 @@ def _accepts_newer(db: Database, known: list[str], head: str) -> bool:
     return oldest is not None and oldest in known and known.index(oldest) <= known.index(head)
 
 
-def require_current(db: Database, location: Path | None = None) -> None:
+def require_current(db: Database) -> None:
     """Refuse a schema this code cannot run on: older than its head, or newer and not declared compatible."""
-    if _at_shipped_head(db, location):
+    if _at_shipped_head(db):
         return
-    known, current = known_revisions(location), current_revision(db)
+    known, current = known_revisions(), current_revision(db)
     head = known[-1]
     if current == head:
         return

@@ -137,14 +137,6 @@ def list_targets(conn: Connection, tenant_id: str, event_id: str) -> list[Target
     return [TargetRow(**row) for row in rows]
 
 
-def plan_target(conn: Connection, key: TargetKey, *, wanted: Wanted, version: int, due_at: dt.datetime) -> None:
-    """Ask for ``version`` of the event to be synced (present) or removed (absent): the target turns pending."""
-    values = {**_key_params(key), "v_wanted": wanted, "v_version": version, "v_due": due_at,
-              "v_now": dt.datetime.now(dt.UTC)}  # fmt: skip
-    if conn.execute(_PLAN, values).rowcount == 0:
-        conn.execute(_PLAN_NEW, values)
-
-
 _PLANNED: dict[str, Any] = {
     "wanted": bindparam("v_wanted"),
     "wanted_version": bindparam("v_version"),
@@ -171,7 +163,8 @@ def plan_targets(
     due_at: dt.datetime,
     existing: Collection[TargetKey],
 ) -> None:
-    """:func:`plan_target` for many targets at once: one statement for the ``existing`` rows, one for the new."""
+    """Ask for ``version`` of the event to be synced (present) or removed (absent) at each planned target: each
+    turns pending. One statement for the ``existing`` rows, one for the new."""
     now = dt.datetime.now(dt.UTC)
     updates: list[dict[str, Any]] = []
     inserts: list[dict[str, Any]] = []

@@ -23,6 +23,8 @@ from calsync.core.model.retry_after import parse_retry_after
 from calsync.core.webhooks.model import IpAddress, Network, checked_url, parse_networks, refused_address
 from calsync.core.webhooks.settings import WebhookSettings
 
+BODY_KEPT = 1024  # how much of a failed answer's body the DLQ record keeps
+
 Resolver = Callable[[str, int], list[IpAddress]]
 
 
@@ -54,13 +56,11 @@ class Transport:
         allowed_networks: Iterable[str],
         connect_timeout: float,
         timeout: float,
-        body_limit: int = 1024,  # how much of a failed answer's body the DLQ record keeps
         resolver: Resolver = system_resolver,
     ) -> None:
         self.allow_http = allow_http
         self.allowed: tuple[Network, ...] = parse_networks(allowed_networks)
         self.timeout = timeout
-        self.body_limit = body_limit
         self.resolver = resolver
         limit = httpx.Timeout(connect=connect_timeout, read=timeout, write=timeout, pool=timeout)
         self._client = httpx.Client(timeout=limit, follow_redirects=False, trust_env=False)
@@ -106,9 +106,9 @@ class Transport:
         try:
             kept = bytearray()
             for chunk in response.iter_raw():
-                if len(kept) < self.body_limit:
-                    kept += chunk[: self.body_limit - len(kept)]
-                if len(kept) >= self.body_limit or time.monotonic() > deadline:
+                if len(kept) < BODY_KEPT:
+                    kept += chunk[: BODY_KEPT - len(kept)]
+                if len(kept) >= BODY_KEPT or time.monotonic() > deadline:
                     break
             return Answer(response.status_code, bytes(kept), parse_retry_after(response.headers.get("retry-after")))
         finally:

@@ -5,7 +5,7 @@ A thread started at worker boot, in every worker process, each interval:
 - sets the Redis key ``<ns>:heartbeat:<host>:<pid>`` with a TTL of ``HEARTBEAT_TTL`` (counted by the
   exporter as ``calsync_workers_active``; deleted at graceful shutdown);
 - touches ``HEARTBEAT_DIR/worker-<pid>.heartbeat``, whose mtime the Kubernetes liveness probe checks
-  without starting Python (:func:`probe_command`; the dir is emptied by ``calsync worker`` at start);
+  without starting Python (k8s/base/worker.yaml; the dir is emptied by ``calsync worker`` at start);
 - sets ``calsync_worker_heartbeat_timestamp_seconds{worker="<host>:<pid>"}``.
 
 It also watches the messages running on the process' worker threads. Dramatiq's TimeLimit
@@ -28,9 +28,7 @@ from __future__ import annotations
 
 import json
 import logging
-import math
 import os
-import shlex
 import socket
 import threading
 import time
@@ -61,24 +59,6 @@ HEARTBEAT_SUFFIX = ".heartbeat"
 def heartbeat_file(directory: Path, pid: int) -> Path:
     """The file one worker process touches on every beat."""
     return directory / f"worker-{pid}{HEARTBEAT_SUFFIX}"
-
-
-def probe_script(directory: Path, max_age: float) -> str:
-    """Shell (POSIX sh + coreutils/busybox) that fails unless every heartbeat file is younger than ``max_age``.
-
-    No file at all also fails: the workers have not booted (cover start-up with a startupProbe).
-    """
-    pattern = shlex.quote(str(directory)) + "/*" + HEARTBEAT_SUFFIX
-    limit = math.ceil(max_age)
-    return (
-        f'now=$(date +%s); n=0; for f in {pattern}; do [ -e "$f" ] || continue; n=$((n+1)); '
-        f'[ $((now - $(stat -c %Y "$f" 2>/dev/null || echo "$now"))) -lt {limit} ] || exit 1; done; [ "$n" -gt 0 ]'
-    )
-
-
-def probe_command(directory: Path, max_age: float) -> list[str]:
-    """The exec liveness probe's command, as a Kubernetes ``exec.command`` list."""
-    return ["sh", "-c", probe_script(directory, max_age)]
 
 
 @dataclass(frozen=True)

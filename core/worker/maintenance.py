@@ -71,7 +71,7 @@ class Maintenance(dramatiq.Middleware):
         interval: float,
         retention: Retention,
         watch: RedisWatch,
-        requeue: Callable[[], int] | None = None,
+        requeue: Callable[[], int],
     ) -> None:
         self.db = db
         self.redis = client
@@ -118,7 +118,7 @@ class Maintenance(dramatiq.Middleware):
             return None
         started = time.monotonic()
         try:
-            requeued = self.requeue() if self.requeue is not None else 0
+            requeued = self.requeue()
             report = prune(self.db, self.retention, budget_seconds=self.interval * BUDGET_SHARE)
         except Exception:
             PASSES.labels("failed").inc()

@@ -10,7 +10,7 @@ from calsync.core.model.payload import SYNC_JOB, new_payload
 from calsync.core.store import dead_letters
 from calsync.core.store.dead_letters import DeadLetterRecord
 from tests.api.live import LiveApi
-from tests.support import Pipeline
+from tests.support import Pipeline, dead_letter_of_job
 
 
 def _dead_letter(pipeline: Pipeline, tenant: str, account: str, entity: str, *, reason: str = "forbidden") -> int:
@@ -27,7 +27,7 @@ def _dead_letter(pipeline: Pipeline, tenant: str, account: str, entity: str, *, 
     )  # fmt: skip
     with pipeline.clients.db.write() as conn:
         dead_letters.insert(pipeline.clients.db, conn, record)
-        stored = dead_letters.get_by_job(conn, payload.job_id)
+        stored = dead_letter_of_job(conn, payload.job_id)
     assert stored is not None
     return stored.id
 

@@ -23,7 +23,7 @@ from tests.support import Pipeline
 @pytest.fixture
 def settings(settings_factory: Any) -> Settings:
     built: Settings = settings_factory(secret_key=generate_key())
-    migrate.upgrade(Database(built.effective_database_url))
+    migrate.migrate_to(Database(built.effective_database_url))
     return built
 
 

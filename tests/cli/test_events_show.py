@@ -16,7 +16,7 @@ from tests.cli.process import calsync, change_file, json_out
 def test_events_show_says_why_a_target_waits(settings_factory: Any, tmp_path: Path) -> None:
     settings: Settings = settings_factory()
     db = Database(settings.effective_database_url)
-    migrate.upgrade(db)
+    migrate.migrate_to(db)
     account = json_out(calsync("accounts", "add", "--tenant", "t", "--provider", "memory", "--address", "a@b.c",
                                settings=settings))["account_id"]  # fmt: skip
     receipt = json_out(calsync("submit", "--tenant", "t", "--file", change_file(tmp_path, account), settings=settings))

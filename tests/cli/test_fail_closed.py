@@ -117,7 +117,7 @@ def test_the_dramatiq_worker_process_refuses_too(settings_factory: Any) -> None:
 
     settings: Settings = settings_factory()
     db = Database(settings.effective_database_url)
-    migrate.upgrade(db)
+    migrate.migrate_to(db)
     with db.write() as conn:
         blob = CredentialCipher(generate_key()).encrypt({"refresh_token": "1//r"})
         accounts.add_account(conn, tenant_id="t", provider="google", address="a@b.c", credentials=blob, options={})

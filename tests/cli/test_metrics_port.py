@@ -18,6 +18,6 @@ def test_a_worker_whose_metrics_port_is_taken_stops_with_one_line(settings_facto
         taken.listen()
         port = taken.getsockname()[1]
         settings: Settings = settings_factory(metrics_host="127.0.0.1", metrics_port=port)
-        migrate.upgrade(Database(settings.effective_database_url))
+        migrate.migrate_to(Database(settings.effective_database_url))
         line = one_line_error(calsync("worker", "--processes", "1", "--threads", "1", settings=settings, timeout=60), 2)
     assert f"CALSYNC_METRICS_PORT {port}" in line and "in use" in line, line

@@ -19,7 +19,7 @@ UNREACHABLE = "redis://127.0.0.1:1/0"  # nothing listens on port 1
 @pytest.fixture
 def settings(settings_factory: Any) -> Settings:
     built: Settings = settings_factory()
-    migrate.upgrade(Database(built.effective_database_url))
+    migrate.migrate_to(Database(built.effective_database_url))
     return built
 
 

@@ -22,7 +22,7 @@ from calsync.core.webhooks.model import request_headers
 @pytest.fixture
 def settings(settings_factory: Any) -> Settings:
     built: Settings = settings_factory(secret_key=generate_key(), webhook_allow_http=True)
-    migrate.upgrade(Database(built.effective_database_url))
+    migrate.migrate_to(Database(built.effective_database_url))
     return built
 
 
@@ -83,7 +83,7 @@ def test_refusals_name_their_reason_and_store_nothing(settings: Settings, args: 
 
 def test_https_is_required_without_the_development_setting(settings_factory: Any) -> None:
     built: Settings = settings_factory(secret_key=generate_key())
-    migrate.upgrade(Database(built.effective_database_url))
+    migrate.migrate_to(Database(built.effective_database_url))
     result = _run(built, "webhooks", "add", "--tenant", "t1", "--url", "http://hooks.example.com/", "--events",
                   "sync.succeeded")  # fmt: skip
     assert result.exit_code != 0 and "must be https" in result.output

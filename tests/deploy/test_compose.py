@@ -10,10 +10,10 @@ import pytest
 import yaml
 
 from calsync.core.config.settings import Settings
-from calsync.core.worker.heartbeat import probe_command
 from tests.deploy.conftest import Tool
 from tests.deploy.manifests import ROOT
 from tests.deploy.test_docker import image_env
+from tests.support import probe_command
 
 COMPOSE = ROOT / "docker-compose.yml"
 PROMETHEUS_CONFIG = ROOT / "deploy" / "compose" / "prometheus.yml"

@@ -16,8 +16,8 @@ import yaml
 
 from calsync.core.config.settings import Settings
 from calsync.core.redis.keys import RedisKeys
-from calsync.core.worker.heartbeat import probe_command
 from tests.deploy.manifests import CONFIG_MAP, K8S, SECRET_SETTINGS, Manifests, option, pod_labels, pod_spec
+from tests.support import probe_command
 
 WORKER = "calsync-worker"
 EXPORTER = "calsync-exporter"

@@ -14,10 +14,10 @@ from prometheus_client import REGISTRY
 
 from calsync.core.config.settings import Settings, load_settings, metrics_environment
 from calsync.core.model.errors import ConfigurationError
-from calsync.core.worker.heartbeat import Heartbeat, Running, heartbeat_file, probe_command, probe_script, stuck
+from calsync.core.worker.heartbeat import Heartbeat, Running, heartbeat_file, stuck
 from calsync.core.worker.metrics import require_multiprocess
 from calsync.providers.memory import MemoryProvider
-from tests.support import Pipeline, wait_until
+from tests.support import Pipeline, probe_command, probe_script, wait_until
 
 DOCS = Path(__file__).resolve().parents[2] / "docs" / "METRICS.md"
 

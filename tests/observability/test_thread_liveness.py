@@ -15,8 +15,8 @@ from prometheus_client import REGISTRY
 
 from calsync.actors.cli.status import read_status, render
 from calsync.core.observability.pipeline_state import StateReader, live_worker
-from calsync.core.worker.heartbeat import Heartbeat, ThreadCount, probe_command
-from tests.support import Pipeline, wait_until
+from calsync.core.worker.heartbeat import Heartbeat, ThreadCount
+from tests.support import Pipeline, probe_command, wait_until
 
 pytestmark = [pytest.mark.integration]
 

@@ -19,7 +19,6 @@ from calsync.core.config.settings import Settings
 from calsync.core.messaging.messages import sync_message
 from calsync.core.model.intake import INTAKE_JOB
 from calsync.core.model.payload import SYNC_JOB, new_payload
-from calsync.core.worker.heartbeat import probe_command
 from calsync.core.worker.metrics import calsync_version
 from calsync.providers.memory import MemoryProvider
 from tests.observability.conftest import (
@@ -29,7 +28,7 @@ from tests.observability.conftest import (
     running,
     scrape,
 )
-from tests.support import Pipeline, free_port, wait_until
+from tests.support import Pipeline, free_port, probe_command, wait_until
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 

@@ -60,7 +60,7 @@ class Harness:
 @pytest.fixture
 def harness(tmp_path: Path) -> Iterator[Harness]:
     db = Database(f"sqlite:///{tmp_path / 'producer.sqlite3'}")
-    migrate.upgrade(db)
+    migrate.migrate_to(db)
     built = Harness(db)
     built.account("acc-a")
     built.account("acc-b")

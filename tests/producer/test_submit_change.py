@@ -19,7 +19,7 @@ from tests.support import change
 def clients(settings_factory: Any) -> Iterator[Clients]:
     settings = settings_factory()
     bootstrap = Database(settings.effective_database_url)
-    migrate.upgrade(bootstrap)
+    migrate.migrate_to(bootstrap)
     bootstrap.dispose()
     built = connect(settings)
     yield built

@@ -11,6 +11,7 @@ import pytest
 from calsync.core.model.calendar import Account, EventState, Target
 from calsync.core.model.errors import Forbidden, ProviderUnavailable, RateLimited
 from calsync.core.model.provider_io import RequestsSent
+from calsync.providers import memory_store
 from calsync.providers.memory import MemoryProvider, external_id_for
 from calsync.providers.memory_store import CalendarStore, Call, MemoryFaultRule, StoredEvent
 
@@ -97,14 +98,6 @@ def test_bad_fault_rules_are_refused(provider: MemoryProvider) -> None:
     assert [c.effect for c in provider.calls()] == ["created"]
 
 
-def test_reset_forgets_everything(provider: MemoryProvider) -> None:
-    provider.upsert(ACCOUNT, _event(1), TARGET)
-    provider.add_fault()
-    provider.reset()
-    assert (provider.events(), provider.calls()) == ([], [])
-    provider.upsert(ACCOUNT, _event(1), TARGET)  # the fault is gone too
-
-
 def test_a_file_calendar_is_shared_by_every_provider_that_opens_it(tmp_path: Path) -> None:
     writer = MemoryProvider(tmp_path / "shared.sqlite3")
     reader = MemoryProvider(tmp_path / "shared.sqlite3")  # another process would open the same file
@@ -176,9 +169,12 @@ def test_a_file_calendar_serves_many_threads(tmp_path: Path) -> None:
     assert len(provider.events("acc")) == 41
 
 
-def test_the_call_log_keeps_only_the_newest_calls(store_kind: str, tmp_path: Path) -> None:
+def test_the_call_log_keeps_only_the_newest_calls(
+    store_kind: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     limit = 20
-    store = CalendarStore(None if store_kind == "in-process" else tmp_path / "s.sqlite3", call_limit=limit)
+    monkeypatch.setattr(memory_store, "CALL_LOG_LIMIT", limit)
+    store = CalendarStore(None if store_kind == "in-process" else tmp_path / "s.sqlite3")
     for n in range(100):
         with store.transaction() as tx:
             tx.log(Call("upsert", "acc", f"e{n}", None, 1, "created", None, float(n)))

@@ -15,6 +15,7 @@ from calsync.core.store.pruning import Retention, prune
 from calsync.core.store.schema import event_targets
 from calsync.core.store.targets import TargetKey
 from tests.store.test_pruning import FIELDS, account, event, synced, utcnow
+from tests.support import plan_target
 
 pytestmark = pytest.mark.both_databases
 
@@ -39,7 +40,7 @@ def _removing(db: Database, account_id: str) -> None:
 
 def _deleted(db: Database, key: TargetKey, version: int) -> None:
     with db.write() as conn:
-        targets.plan_target(conn, key, wanted="absent", version=version, due_at=utcnow())
+        plan_target(conn, key, wanted="absent", version=version, due_at=utcnow())
     synced(db, key, version, final="deleted", op="delete")
 
 
@@ -50,7 +51,7 @@ def test_what_is_left_counts_events_still_wanting_the_account_apart_from_deletes
     [cancelled] = event(db, "e3", [gone])
     with db.write() as conn:  # e3 cancelled: its delete is still to run
         events.bump_event(conn, "t", "e3", status="cancelled", send_updates="none")
-        targets.plan_target(conn, cancelled, wanted="present", version=2, due_at=utcnow())
+        plan_target(conn, cancelled, wanted="present", version=2, due_at=utcnow())
     assert _left(db, gone) == account_removal.Left(targets=3, to_detach=2)
     with db.read() as conn:
         assert account_removal.events_to_detach(conn, gone, after=None, limit=1) == ["e1"]

@@ -15,6 +15,7 @@ from calsync.core.model.change import EventFields
 from calsync.core.store import accounts, events, migrate, targets
 from calsync.core.store.database import Database
 from calsync.core.store.targets import TargetKey
+from tests.support import plan_target
 
 pytestmark = pytest.mark.both_databases
 
@@ -49,7 +50,7 @@ def _event_and_account_as_the_previous_release(db: Database, event_id: str) -> T
 def _planned(db: Database, event_id: str = "e1") -> TargetKey:
     key = _event_and_account(db, event_id)
     with db.write() as conn:
-        targets.plan_target(conn, key, wanted="present", version=1, due_at=dt.datetime.now(dt.UTC))
+        plan_target(conn, key, wanted="present", version=1, due_at=dt.datetime.now(dt.UTC))
     return key
 
 
@@ -108,11 +109,11 @@ def test_the_marker_is_never_cleared_by_planning_syncing_or_failing(db: Database
     now = dt.datetime.now(dt.UTC)
     with db.write() as conn:
         targets.record_retry(conn, key, version=1, error_class="ProviderTimeout", message="lost", due_at=now)
-        targets.plan_target(conn, key, wanted="present", version=2, due_at=now)
+        plan_target(conn, key, wanted="present", version=2, due_at=now)
     with db.write() as tx:
         targets.record_synced(tx, key, version=2, external_id="x", etag="e", final_status="synced")
     with db.write() as conn:
-        targets.plan_target(conn, key, wanted="absent", version=3, due_at=now)
+        plan_target(conn, key, wanted="absent", version=3, due_at=now)
         targets.record_failed(conn, key, version=3, error_class="Forbidden", message="no")
         targets.reopen(conn, key, due_at=now)
     assert _row(db, key).create_attempted is True

@@ -19,6 +19,7 @@ from calsync.core.store.schema import event_targets
 from calsync.core.store.targets import TargetKey
 from calsync.core.webhooks import store as webhooks
 from calsync.core.worker.snapshot import load_snapshot
+from tests.support import plan_target
 
 pytestmark = pytest.mark.both_databases
 
@@ -34,7 +35,7 @@ def _planned(db: Database) -> TargetKey:
                              attendees=("a@example.com", "b@example.com"), description=None)  # fmt: skip
         events.insert_event(conn, "t", "e1", fields, "all")
         key = TargetKey("t", "e1", account.id)
-        targets.plan_target(conn, key, wanted="present", version=1, due_at=_START)
+        plan_target(conn, key, wanted="present", version=1, due_at=_START)
     return key
 
 
@@ -158,7 +159,6 @@ def test_a_connection_lost_mid_job_is_discarded_not_reused(db: Database) -> None
     with lone.read() as conn:  # the broken connection was dropped and a fresh one opened
         assert conn.execute(backend).scalar_one() != pid
     lone.dispose()
-
 
 
 def test_the_job_snapshot_is_read_outside_a_transaction_on_postgresql(db: Database) -> None:

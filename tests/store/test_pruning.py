@@ -17,6 +17,7 @@ from calsync.core.store.schema import dead_letters as dead_letters_table
 from calsync.core.store.schema import event_targets, idempotency_records
 from calsync.core.store.schema import events as events_table
 from calsync.core.store.targets import TargetKey
+from tests.support import dead_letter_of_job, plan_target
 
 pytestmark = pytest.mark.both_databases
 
@@ -53,7 +54,7 @@ def event(db: Database, event_id: str, accounts_: list[str]) -> list[TargetKey]:
     with db.write() as conn:
         events.insert_event(conn, "t", event_id, FIELDS, "none")
         for key in keys:
-            targets.plan_target(conn, key, wanted="present", version=1, due_at=utcnow())
+            plan_target(conn, key, wanted="present", version=1, due_at=utcnow())
     for key in keys:
         synced(db, key, 1)
     return keys
@@ -64,7 +65,7 @@ def cancel(db: Database, keys: list[TargetKey], *, delete: list[TargetKey] | Non
     with db.write() as conn:
         events.bump_event(conn, "t", keys[0].event_id, status="cancelled", send_updates="none")
         for key in keys:
-            targets.plan_target(conn, key, wanted="present", version=2, due_at=utcnow())
+            plan_target(conn, key, wanted="present", version=2, due_at=utcnow())
     for key in keys if delete is None else delete:
         synced(db, key, 2, final="deleted", op="delete")
 
@@ -148,7 +149,7 @@ def _dead_letter(db: Database, job_id: str) -> int:
                               error_history=[], first_failed_at=now, failed_at=now)  # fmt: skip
     with db.write() as conn:
         dead_letters.insert(db, conn, record)
-        found = dead_letters.get_by_job(conn, job_id)
+        found = dead_letter_of_job(conn, job_id)
     assert found is not None
     return found.id
 

@@ -1,12 +1,15 @@
 """The rollback window: code of release N runs on schema N+1 when N+1 only expanded it; downgrades work.
 
 "Another release" is a copy of the migrations directory with revisions removed (the previous release)
-or one added (the next release), so the schema check under test is this code's, run as either release.
+or one added (the next release), put in place of this release's for a while (``_as_release``), so the
+schema check under test is this code's, run as either release.
 """
 
 from __future__ import annotations
 
+import contextlib
 import shutil
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -55,9 +58,20 @@ def _release(tmp_path: Path, name: str, *, drop: tuple[str, ...] = (), add_next:
     return location
 
 
-def test_this_release_runs_on_the_next_expand_only_schema(db: Database, tmp_path: Path) -> None:
-    following = _release(tmp_path, "next", add_next="previous_release_compatible = True")
-    migrate.upgrade(db, location=following)
+@contextlib.contextmanager
+def _as_release(monkeypatch: pytest.MonkeyPatch, location: Path) -> Iterator[None]:
+    """Run the migration code as the release that ships the migrations at ``location``."""
+    with monkeypatch.context() as patched:
+        patched.setattr(migrate, "MIGRATIONS", location)
+        patched.setattr(migrate, "HEAD_REVISION", migrate.known_revisions()[-1])
+        yield
+
+
+def test_this_release_runs_on_the_next_expand_only_schema(
+    db: Database, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    with _as_release(monkeypatch, _release(tmp_path, "next", add_next="previous_release_compatible = True")):
+        migrate.migrate_to(db)
     assert migrate.current_revision(db) == "0099"
     migrate.require_current(db)  # this release's check accepts it
     moved = migrate.migrate_to(db)  # and its migration Job (`calsync migrate`) succeeds without touching it
@@ -66,9 +80,10 @@ def test_this_release_runs_on_the_next_expand_only_schema(db: Database, tmp_path
 
 @pytest.mark.parametrize("flag", ["previous_release_compatible = False", ""])
 def test_a_contracting_or_undeclared_next_schema_is_refused_with_the_way_out(
-    db: Database, tmp_path: Path, flag: str
+    db: Database, tmp_path: Path, flag: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    migrate.upgrade(db, location=_release(tmp_path, "next", add_next=flag))
+    with _as_release(monkeypatch, _release(tmp_path, "next", add_next=flag)):
+        migrate.migrate_to(db)
     head = migrate.known_revisions()[-1]
     with pytest.raises(ConfigurationError, match=f"newer than this calsync \\({head}\\) and not compatible"):
         migrate.require_current(db)
@@ -76,12 +91,14 @@ def test_a_contracting_or_undeclared_next_schema_is_refused_with_the_way_out(
         migrate.migrate_to(db)
 
 
-def test_the_previous_release_runs_on_this_schema(db: Database, tmp_path: Path) -> None:
-    previous = _release(tmp_path, "previous", drop=(migrate.known_revisions()[-1],))
-    previous_head = migrate.known_revisions(previous)[-1]
+def test_the_previous_release_runs_on_this_schema(
+    db: Database, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     head = migrate.known_revisions()[-1]
-    assert previous_head != head and migrate.current_revision(db) == head
-    migrate.require_current(db, location=previous)
+    with _as_release(monkeypatch, _release(tmp_path, "previous", drop=(head,))):
+        previous_head = migrate.known_revisions()[-1]
+        assert previous_head != head and migrate.current_revision(db) == head
+        migrate.require_current(db)
     known = migrate.known_revisions()
     assert known.index(migrate.recorded_window(db) or "") <= known.index(previous_head)
 

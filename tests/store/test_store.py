@@ -15,6 +15,7 @@ from calsync.core.store.database import Database
 from calsync.core.store.dead_letters import DeadLetterRecord
 from calsync.core.store.schema import metadata
 from calsync.core.store.targets import TargetKey
+from tests.support import plan_target
 
 pytestmark = pytest.mark.both_databases
 
@@ -27,7 +28,7 @@ def _target(db: Database) -> TargetKey:
                              end=dt.datetime(2026, 1, 1, 10, tzinfo=dt.UTC))  # fmt: skip
         events.insert_event(conn, "t", "e1", fields, "none")
         key = TargetKey("t", "e1", account.id)
-        targets.plan_target(conn, key, wanted="present", version=1, due_at=dt.datetime.now(dt.UTC))
+        plan_target(conn, key, wanted="present", version=1, due_at=dt.datetime.now(dt.UTC))
     return key
 
 
@@ -40,7 +41,7 @@ def test_migrations_create_exactly_the_declared_schema(db: Database) -> None:
 def test_synced_version_only_grows(db: Database) -> None:
     key = _target(db)
     with db.write() as conn:
-        targets.plan_target(conn, key, wanted="present", version=3, due_at=dt.datetime.now(dt.UTC))
+        plan_target(conn, key, wanted="present", version=3, due_at=dt.datetime.now(dt.UTC))
     with db.write() as tx:
         assert targets.record_synced(tx, key, version=3, external_id="x3", etag="e3", final_status="synced")
         assert not targets.record_synced(tx, key, version=2, external_id="x2", etag="e2", final_status="synced")
@@ -54,7 +55,7 @@ def test_synced_version_only_grows(db: Database) -> None:
 def test_a_sync_of_an_older_version_leaves_the_target_pending(db: Database) -> None:
     key = _target(db)
     with db.write() as conn:
-        targets.plan_target(conn, key, wanted="present", version=2, due_at=dt.datetime.now(dt.UTC))
+        plan_target(conn, key, wanted="present", version=2, due_at=dt.datetime.now(dt.UTC))
     with db.write() as tx:
         assert targets.record_synced(tx, key, version=1, external_id="x1", etag="e1", final_status="synced")
     with db.read() as conn:

@@ -16,6 +16,7 @@ from calsync.core.store.pruning import Retention, prune
 from calsync.core.store.schema import webhook_deliveries as deliveries_table
 from calsync.core.store.schema import webhook_notifications as notifications_table
 from calsync.core.webhooks import store
+from tests.support import dead_letter_of_job
 
 pytestmark = pytest.mark.both_databases
 
@@ -61,7 +62,7 @@ def dead_letter(db: Database, nid: str, endpoint: str) -> int:
                               error_history=[], first_failed_at=now, failed_at=now, kind="webhook")  # fmt: skip
     with db.write() as conn:
         dead_letters.insert(db, conn, record)
-        found = dead_letters.get_by_job(conn, record.job_id)
+        found = dead_letter_of_job(conn, record.job_id)
     assert found is not None
     return found.id
 
@@ -78,7 +79,7 @@ def test_a_finished_notification_goes_after_retention_with_its_deliveries(db: Da
     attempt(db, "done", "e1", "delivered")
     dead_letter(db, "done", "e2")
     with db.write() as conn:  # its dead letter was discarded: nothing will replay it
-        dead_letters.mark_discarded(conn, dead_letters.get_by_job(conn, "whd-done-e2").id, note=None)  # type: ignore[union-attr]
+        dead_letters.mark_discarded(conn, dead_letter_of_job(conn, "whd-done-e2").id, note=None)  # type: ignore[union-attr]
     notification(db, "nobody", [])  # dispatched when no endpoint wanted it
 
     early = prune(db, RETENTION, now=later(6.9))

@@ -23,8 +23,7 @@ PUBLIC = ipaddress.ip_address("93.184.216.34")
 
 def _transport(*, allow_http: bool = True, allowed: tuple[str, ...] = (), resolver: Callable[..., list[IpAddress]]
                = system_resolver) -> Transport:  # fmt: skip
-    return Transport(allow_http=allow_http, allowed_networks=allowed, connect_timeout=1, timeout=2, body_limit=64,
-                     resolver=resolver)  # fmt: skip
+    return Transport(allow_http=allow_http, allowed_networks=allowed, connect_timeout=1, timeout=2, resolver=resolver)
 
 
 @pytest.mark.parametrize(

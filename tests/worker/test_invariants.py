@@ -18,7 +18,7 @@ from calsync.core.model.payload import new_payload
 from calsync.core.model.redaction import MASK, register_secrets
 from calsync.core.store import accounts, events, idempotency, targets
 from calsync.core.store.targets import TargetKey
-from tests.support import Pipeline, change, utcnow, wait_until
+from tests.support import Pipeline, change, plan_target, utcnow, wait_until
 
 pytestmark = pytest.mark.integration
 
@@ -76,7 +76,7 @@ def test_a_job_naming_another_tenants_account_is_dead_lettered_without_calling_t
     assert fields is not None
     with pipeline.clients.db.write() as conn:  # a row the producer would refuse (another test checks that)
         events.insert_event(conn, "tenant-a", "evt-a", fields, "none")
-        targets.plan_target(conn, TargetKey("tenant-a", "evt-a", foreign), wanted="present", version=1, due_at=utcnow())
+        plan_target(conn, TargetKey("tenant-a", "evt-a", foreign), wanted="present", version=1, due_at=utcnow())
     payload = new_payload(
         tenant_id="tenant-a", entity_id="evt-a", account_id=foreign, operation="create", version=1, trace_id="x"
     )
