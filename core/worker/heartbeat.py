@@ -10,9 +10,10 @@ A thread started at worker boot, in every worker process, each interval:
 
 It also watches the messages running on the process' worker threads. Dramatiq's TimeLimit
 interrupts a job at its time limit, but only between Python bytecodes: a thread blocked in C code or
-a syscall stays blocked (docs/notes/dramatiq-worker.md). When a message has run longer than twice its
-time limit, its thread is stuck: the heartbeat stops for good (logged at
-CRITICAL with the message), the key expires, the file goes stale, and the probe restarts the pod.
+a syscall stays blocked (docs/notes/dramatiq-worker.md). When a message has run longer than its time
+limit plus ``JOB_TIME_LIMIT`` (twice the limit for a job on the default), its thread is stuck: the
+heartbeat stops for good (logged at CRITICAL with the message), the key expires, the file goes stale,
+and the probe restarts the pod.
 A Redis outage does not stop the file: restarting a healthy worker would not bring Redis back.
 
 It counts the process' live worker threads too. A worker thread that died (an exception escaping
