@@ -16,8 +16,6 @@ table and compares it with :data:`HEAD_REVISION`; any other answer takes Alembic
 
 from __future__ import annotations
 
-import contextlib
-from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -122,34 +120,26 @@ def _run(db: Database, step: str, revision: str) -> None:
     from alembic import command
 
     config = _config()
-    with db.engine.connect() as conn, _foreign_keys_checked_at_the_end(conn, db.dialect == "sqlite"), conn.begin():
-        config.attributes["connection"] = conn
-        (command.upgrade if step == "upgrade" else command.downgrade)(config, revision)
-        _record_window(conn)
-        if db.dialect == "sqlite":  # what SQLite did not enforce meanwhile, checked before the commit
-            broken = conn.exec_driver_sql("PRAGMA foreign_key_check").fetchall()
-            if broken:
-                raise ConfigurationError(f"the migration would break {len(broken)} foreign key(s): {broken[:5]}")
-
-
-@contextlib.contextmanager
-def _foreign_keys_checked_at_the_end(conn: Connection, sqlite: bool) -> Iterator[None]:
-    """SQLite: foreign keys off while migrating (outside the transaction: SQLite ignores the pragma inside one).
-
-    A batch migration rebuilds a table (copy, drop, rename); dropping a table other rows refer to fails while
-    SQLite enforces foreign keys, whatever the copy holds (Alembic's documentation, "batch mode"). ``_run``
-    checks every key with ``PRAGMA foreign_key_check`` before it commits.
-    """
-    if not sqlite:
-        yield
-        return
-    raw = conn.connection.driver_connection
-    assert raw is not None
-    raw.execute("PRAGMA foreign_keys=OFF")
-    try:
-        yield
-    finally:
-        raw.execute("PRAGMA foreign_keys=ON")
+    sqlite = db.dialect == "sqlite"
+    with db.engine.connect() as conn:
+        # SQLite: foreign keys off while migrating, set on the driver's connection outside the transaction (SQLite
+        # ignores the pragma inside one). A batch migration rebuilds a table (copy, drop, rename); dropping a table
+        # other rows refer to fails while SQLite enforces foreign keys, whatever the copy holds (Alembic's
+        # documentation, "batch mode"). Every key is checked with ``PRAGMA foreign_key_check`` before the commit.
+        raw = conn.connection.driver_connection if sqlite else None
+        if raw is not None:
+            raw.execute("PRAGMA foreign_keys=OFF")
+        try:
+            with conn.begin():
+                config.attributes["connection"] = conn
+                (command.upgrade if step == "upgrade" else command.downgrade)(config, revision)
+                _record_window(conn)
+                broken = conn.exec_driver_sql("PRAGMA foreign_key_check").fetchall() if sqlite else []
+                if broken:
+                    raise ConfigurationError(f"the migration would break {len(broken)} foreign key(s): {broken[:5]}")
+        finally:
+            if raw is not None:
+                raw.execute("PRAGMA foreign_keys=ON")
 
 
 def migrate_to(db: Database, target: str | None = None) -> Migration:
@@ -164,7 +154,7 @@ def migrate_to(db: Database, target: str | None = None) -> Migration:
     if target is not None and target not in known:
         raise ConfigurationError(f"unknown revision {target!r}: this calsync knows {', '.join(known)} (or head)")
     if current is not None and current not in known:
-        if target is None and _accepts_newer(db, known, head):
+        if target is None and recorded_window(db) in known:
             return Migration(current, current, "ahead")
         raise ConfigurationError(
             f"database schema is at {current}, newer than this calsync knows (head {head}): "
@@ -176,11 +166,6 @@ def migrate_to(db: Database, target: str | None = None) -> Migration:
     going_down = current is not None and known.index(wanted) < known.index(current)
     _run(db, "downgrade" if going_down else "upgrade", wanted)
     return Migration(current, current_revision(db), "downgraded" if going_down else "upgraded")
-
-
-def _accepts_newer(db: Database, known: list[str], head: str) -> bool:
-    oldest = recorded_window(db)
-    return oldest is not None and oldest in known and known.index(oldest) <= known.index(head)
 
 
 def require_current(db: Database) -> None:
@@ -195,7 +180,7 @@ def require_current(db: Database) -> None:
         raise ConfigurationError(
             f"database schema is at {current or 'nothing'} but this calsync needs {head}: run `calsync migrate`"
         )
-    if not _accepts_newer(db, known, head):
+    if recorded_window(db) not in known:
         raise ConfigurationError(
             f"database schema is at {current}, newer than this calsync ({head}) and not compatible with it: "
             f"deploy the release that ships {current}, or downgrade with it (`calsync migrate --to {head}`)"
