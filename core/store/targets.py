@@ -19,6 +19,7 @@ from calsync.core.model.calendar import Target
 from calsync.core.model.vocabulary import SyncStatus, WaitReason, as_wait_reason
 from calsync.core.store.schema import event_targets as t
 from calsync.core.store.schema import events as ev
+from calsync.core.store.schema import json_ready
 
 Wanted = Literal["present", "absent"]
 
@@ -79,21 +80,14 @@ class TargetRow:
         )
 
     def as_json(self) -> dict[str, Any]:
-        """JSON-ready form for ``calsync events show``."""
-        return {
-            "account_id": self.account_id,
-            "wanted": self.wanted,
-            "status": self.status,
-            "wanted_version": self.wanted_version,
-            "synced_version": self.synced_version,
-            "external_id": self.external_id,
-            "etag": self.external_etag,
-            "last_error": self.last_error,
-            "error_class": self.error_class,
-            "wait_reason": self.waiting,
-            "due_at": self.due_at.isoformat() if self.due_at else None,
-            "updated_at": self.updated_at.isoformat(),
-        }
+        """JSON-ready form for ``calsync events show``: :data:`_SHOWN`, named as :data:`_SHOWN_AS` says."""
+        return json_ready({_SHOWN_AS.get(name, name): getattr(self, name) for name in _SHOWN})
+
+
+# What ``calsync events show`` shows of a target, in order (the wait reason as read), and the names it gives them.
+_SHOWN = ("account_id", "wanted", "status", "wanted_version", "synced_version", "external_id", "external_etag",
+          "last_error", "error_class", "waiting", "due_at", "updated_at")  # fmt: skip
+_SHOWN_AS = {"external_etag": "etag", "waiting": "wait_reason"}
 
 
 # Statements run by every job are built once, with named parameters, rather than per call.
