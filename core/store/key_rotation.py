@@ -8,7 +8,7 @@ compare-and-set on the old blob, so credentials replaced meanwhile (``accounts u
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 
 from sqlalchemy import func, select, update
 
@@ -25,19 +25,14 @@ CHECK_BATCH = 100  # stored blobs fetched at a time by the start-up check
 class RotationReport:
     """What one rotation pass did."""
 
-    total: int = 0
+    accounts_with_credentials: int = 0
     rotated: int = 0
     already_current: int = 0
     changed_meanwhile: int = 0
 
     def as_json(self) -> dict[str, int]:
         """Printed by ``calsync secret-key rotate``."""
-        return {
-            "accounts_with_credentials": self.total,
-            "rotated": self.rotated,
-            "already_current": self.already_current,
-            "changed_meanwhile": self.changed_meanwhile,
-        }
+        return asdict(self)
 
 
 def count_credentials(db: Database) -> int:
@@ -83,7 +78,7 @@ def rotate_credentials(
     db: Database, cipher: CredentialCipher, *, batch: int = 100, on_progress: Callable[[int], None] | None = None
 ) -> RotationReport:
     """Re-encrypt every credential blob not yet under the newest key; ``on_progress`` gets each batch's size."""
-    report = RotationReport(total=count_credentials(db))
+    report = RotationReport(accounts_with_credentials=count_credentials(db))
     after = ""
     while True:
         with db.write() as conn:
