@@ -15,6 +15,7 @@ from collections.abc import Iterable, Sequence
 from sqlalchemy import ColumnElement, Connection, and_, delete, exists, not_, or_, select, tuple_
 
 from calsync.core.model.payload import idempotency_key, verification_key
+from calsync.core.model.vocabulary import PrunedTable
 from calsync.core.store.schema import event_targets as t
 from calsync.core.store.schema import events as e
 from calsync.core.store.schema import idempotency_records as r
@@ -58,8 +59,8 @@ def chunks(items: Sequence[str]) -> Iterable[Sequence[str]]:
         yield items[start : start + _KEYS_PER_STATEMENT]
 
 
-def prune_cancelled(conn: Connection, *, before: dt.datetime, limit: int) -> tuple[int, int, int]:
-    """Delete up to ``limit`` prunable events with their targets and records: (events, targets, records) deleted.
+def prune_cancelled(conn: Connection, *, before: dt.datetime, limit: int) -> dict[PrunedTable, int]:
+    """Delete up to ``limit`` prunable events with their targets and records: the rows deleted, by table.
 
     The events are locked first (``FOR UPDATE`` on PostgreSQL; SQLite's writer lock otherwise), so a
     change to the event either commits first (the event no longer qualifies) or, on PostgreSQL, when
@@ -71,7 +72,7 @@ def prune_cancelled(conn: Connection, *, before: dt.datetime, limit: int) -> tup
         .with_for_update()
     ).all()  # fmt: skip
     if not picked:
-        return 0, 0, 0
+        return dict.fromkeys(("events", "event_targets", "idempotency_records"), 0)
     ids = [(tenant, event) for tenant, event, _ in picked]
     by_event = tuple_(t.c.tenant_id, t.c.event_id).in_(ids)
     accounts: dict[tuple[str, str], list[str]] = {}
@@ -87,4 +88,4 @@ def prune_cancelled(conn: Connection, *, before: dt.datetime, limit: int) -> tup
         records += int(conn.execute(delete(r).where(r.c.key.in_(chunk))).rowcount)
     pruned_targets = int(conn.execute(delete(t).where(by_event)).rowcount)
     pruned_events = int(conn.execute(delete(e).where(tuple_(e.c.tenant_id, e.c.id).in_(ids))).rowcount)
-    return pruned_events, pruned_targets, records
+    return {"events": pruned_events, "event_targets": pruned_targets, "idempotency_records": records}

@@ -14,6 +14,7 @@ import datetime as dt
 
 from sqlalchemy import ColumnElement, Connection, and_, delete, exists, not_, or_, select
 
+from calsync.core.model.vocabulary import PrunedTable
 from calsync.core.store.schema import dead_letters as dl
 from calsync.core.store.schema import webhook_deliveries as d
 from calsync.core.store.schema import webhook_notifications as n
@@ -41,8 +42,8 @@ def _prunable(before: dt.datetime) -> ColumnElement[bool]:
     return and_(n.c.dispatched_at < before, not_(unfinished), _open_dead_letter_ids())
 
 
-def prune_finished(conn: Connection, *, before: dt.datetime, limit: int) -> tuple[int, int]:
-    """Delete up to ``limit`` finished notifications unchanged since ``before``: (notifications, deliveries) deleted.
+def prune_finished(conn: Connection, *, before: dt.datetime, limit: int) -> dict[PrunedTable, int]:
+    """Delete up to ``limit`` finished notifications unchanged since ``before``: the rows deleted, by table.
 
     The notifications are locked first (``FOR UPDATE`` on PostgreSQL; SQLite's writer lock otherwise).
     A delivery becomes pending again only by a replay of its open dead letter (never picked here) or
@@ -53,8 +54,8 @@ def prune_finished(conn: Connection, *, before: dt.datetime, limit: int) -> tupl
         select(n.c.id).where(_prunable(before)).order_by(n.c.dispatched_at).limit(limit).with_for_update(of=n)
     ).scalars())  # fmt: skip
     if not picked:
-        return 0, 0
+        return {"webhook_notifications": 0, "webhook_deliveries": 0}
     deliveries = int(conn.execute(delete(d).where(d.c.notification_id.in_(picked), d.c.status != "pending")).rowcount)
     left = exists().where(d.c.notification_id == n.c.id)
     notifications = int(conn.execute(delete(n).where(n.c.id.in_(picked), not_(left))).rowcount)
-    return notifications, deliveries
+    return {"webhook_notifications": notifications, "webhook_deliveries": deliveries}

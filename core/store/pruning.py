@@ -23,7 +23,7 @@ from __future__ import annotations
 import datetime as dt
 import logging
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 
 from sqlalchemy import Connection, delete, func, select
@@ -100,45 +100,33 @@ def prune(
     deadline = time.monotonic() + budget_seconds if budget_seconds is not None else None
     report = PruneReport()
 
-    def repeat(step: Callable[[Connection, int], int]) -> int:
-        # ``step`` (one batch, one transaction) until a batch comes back short; the rows it deleted.
-        total = 0
+    def repeat(table: PrunedTable, step: Callable[[Connection, int], int | Mapping[PrunedTable, int]]) -> None:
+        # ``step`` (one batch, one transaction: the rows it deleted, of ``table`` or by table) until a batch of
+        # ``table`` comes back short.
         for _ in range(retention.max_batches):
             with db.write() as conn:
                 deleted = step(conn, retention.batch)
-            total += deleted
-            if deleted < retention.batch:
-                return total
+            counts = deleted if isinstance(deleted, Mapping) else {table: deleted}
+            for name, rows in counts.items():
+                report.add(name, rows)
+            if counts[table] < retention.batch:
+                return
             if deadline is not None and time.monotonic() >= deadline:
                 break
         report.caught_up = False
-        return total
 
-    report.add("idempotency_records", repeat(lambda c, n: idempotency.purge_expired(c, limit=n, now=now)))
+    repeat("idempotency_records", lambda c, n: idempotency.purge_expired(c, limit=n, now=now))
     with db.write() as conn:
         report.add("intake_requests", intake_requests.purge_expired(conn))
     if retention.dead_letters != KEEP_FOREVER:
         resolved_at = now - dt.timedelta(seconds=retention.dead_letters)
-        report.add("dead_letters", repeat(lambda c, n: prune_resolved_dead_letters(c, before=resolved_at, limit=n)))
+        repeat("dead_letters", lambda c, n: prune_resolved_dead_letters(c, before=resolved_at, limit=n))
     if retention.cancelled_events != KEEP_FOREVER:
         cancelled_before = now - dt.timedelta(seconds=retention.cancelled_events)
-
-        def cancelled(conn: Connection, limit: int) -> int:
-            events, targets, records = cancelled_events.prune_cancelled(conn, before=cancelled_before, limit=limit)
-            report.add("event_targets", targets)
-            report.add("idempotency_records", records)
-            return events
-
-        report.add("events", repeat(cancelled))
+        repeat("events", lambda c, n: cancelled_events.prune_cancelled(c, before=cancelled_before, limit=n))
     if retention.webhooks != KEEP_FOREVER:
-        finished_before = now - dt.timedelta(seconds=retention.webhooks)
-
-        def finished(conn: Connection, limit: int) -> int:
-            notifications, deliveries = finished_notifications.prune_finished(conn, before=finished_before, limit=limit)
-            report.add("webhook_deliveries", deliveries)
-            return notifications
-
-        report.add("webhook_notifications", repeat(finished))
+        finished = now - dt.timedelta(seconds=retention.webhooks)
+        repeat("webhook_notifications", lambda c, n: finished_notifications.prune_finished(c, before=finished, limit=n))
     report.add("provider_accounts", _remove_accounts(db, retention, now, report))
     return report
 
