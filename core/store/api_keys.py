@@ -12,7 +12,7 @@ import datetime as dt
 import hashlib
 import hmac
 import secrets
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, fields
 from typing import Any
 
 from sqlalchemy import Connection, bindparam, insert, select, update
@@ -47,11 +47,7 @@ def key_hash(key: str) -> str:
     return hashlib.sha256(key.encode()).hexdigest()
 
 
-def _key(row: Any) -> ApiKey:
-    return ApiKey(row.id, row.tenant_id, row.scope, row.name, row.created_at, row.last_used_at, row.revoked_at)
-
-
-_COLUMNS = (k.c.id, k.c.tenant_id, k.c.scope, k.c.name, k.c.created_at, k.c.last_used_at, k.c.revoked_at)
+_COLUMNS = [k.c[f.name] for f in fields(ApiKey)]  # an ApiKey is made of them, in order
 
 
 def create(conn: Connection, *, tenant_id: str, scope: ApiScope, name: str | None = None) -> tuple[str, ApiKey]:
@@ -71,7 +67,7 @@ def find_live(conn: Connection, presented: str) -> ApiKey | None:
     row = conn.execute(_FIND_LIVE, {"k_hash": digest}).first()
     if row is None or not hmac.compare_digest(row.key_hash, digest) or row.revoked_at is not None:
         return None
-    return _key(row)
+    return ApiKey(*row[: len(_COLUMNS)])
 
 
 def touch(conn: Connection, key_id: str, *, older_than: float) -> None:
@@ -90,7 +86,7 @@ def list_keys(conn: Connection, tenant_id: str | None = None) -> list[ApiKey]:
     query = select(*_COLUMNS).order_by(k.c.created_at, k.c.id)
     if tenant_id is not None:
         query = query.where(k.c.tenant_id == tenant_id)
-    return [_key(row) for row in conn.execute(query)]
+    return [ApiKey(*row) for row in conn.execute(query)]
 
 
 def revoke(conn: Connection, key_id: str) -> bool:
