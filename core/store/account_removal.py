@@ -39,10 +39,9 @@ _WANTED_THERE = and_(
 
 
 def left_in(conn: Connection, account_id: str) -> Left:
-    """Count the account's targets not deleted, and of those the ones an event still wants there."""
-    mine = t.c.account_id == account_id
-    total = conn.execute(select(func.count()).where(mine, t.c.status != "deleted")).scalar_one()
-    wanted = conn.execute(select(func.count()).where(mine, _WANTED_THERE)).scalar_one()
+    """Count the account's targets not deleted, and of those the ones an event still wants there (one query)."""
+    mine = and_(t.c.account_id == account_id, t.c.status != "deleted")
+    total, wanted = conn.execute(select(func.count(), func.count().filter(_WANTED_THERE)).where(mine)).one()
     return Left(int(total), int(wanted))
 
 
