@@ -192,12 +192,9 @@ def record_synced(
     return conn.execute(_RECORD_SYNCED, params).rowcount > 0
 
 
-_MARK_CREATE_ATTEMPTED = update(t).where(_BY_KEY).values(create_attempted=True)
-
-
 def mark_create_attempted(conn: Connection, key: TargetKey) -> None:
     """Record, before a create is sent, that one may have been: a retry then looks for what it made."""
-    conn.execute(_MARK_CREATE_ATTEMPTED, _key_params(key))
+    _update(conn, key, create_attempted=True)
 
 
 def mark_account_create_attempted(conn: Connection, account_id: str) -> None:
