@@ -127,19 +127,12 @@ def _clean(text: str) -> str:
     return text.replace("\x00", "\\0")
 
 
-def _first(conn: Connection, *where: ColumnElement[bool]) -> DeadLetter | None:
-    row = conn.execute(select(d).where(*where)).mappings().first()
+def get(conn: Connection, record_id: int, *, tenant_id: str | None = None) -> DeadLetter | None:
+    """One record by id; with ``tenant_id``, only if it belongs to that tenant (another tenant's record reads as
+    absent)."""
+    mine = DeadLetterFilter(status=None, tenant_id=tenant_id).clauses()
+    row = conn.execute(select(d).where(d.c.id == record_id, *mine)).mappings().first()
     return None if row is None else DeadLetter(**row)
-
-
-def get(conn: Connection, record_id: int) -> DeadLetter | None:
-    """One record by id."""
-    return _first(conn, d.c.id == record_id)
-
-
-def get_of_tenant(conn: Connection, tenant_id: str, record_id: int) -> DeadLetter | None:
-    """One record, only if it belongs to the tenant (another tenant's record reads as absent)."""
-    return _first(conn, d.c.id == record_id, d.c.tenant_id == tenant_id)
 
 
 def find(conn: Connection, flt: DeadLetterFilter, *, limit: int | None = None) -> list[DeadLetter]:

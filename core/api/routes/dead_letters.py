@@ -75,7 +75,7 @@ def replay_dead_letters(
     with deps.db.read() as conn:
         if selection.filter is None:
             ids = dict.fromkeys(selection.ids or ())
-            found = {i: dead_letters.get_of_tenant(conn, principal.tenant_id, i) for i in ids}
+            found = {i: dead_letters.get(conn, i, tenant_id=principal.tenant_id) for i in ids}
         else:
             flt = DeadLetterFilter(status="open", tenant_id=principal.tenant_id, **selection.filter.model_dump())
             found = {record.id: record for record in dead_letters.find(conn, flt, limit=MAX_REPLAY)}
@@ -100,7 +100,7 @@ def discard_dead_letter(
 ) -> DiscardedOut:
     """Close an open record of the tenant without replaying it."""
     with deps.db.read() as conn:
-        record = dead_letters.get_of_tenant(conn, principal.tenant_id, record_id)
+        record = dead_letters.get(conn, record_id, tenant_id=principal.tenant_id)
     if record is None:
         raise not_found(f"dead letter {record_id}")
     if not deps.discard([record_id], body.note if body else None):
