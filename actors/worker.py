@@ -20,10 +20,10 @@ from calsync.core.redis.keys import RedisKeys
 from calsync.core.redis.limiter import RedisLimiter
 from calsync.core.redis.locks import LockManager
 from calsync.core.redis.stats import JobStats
+from calsync.core.store.accounts import StoredCredentials
 from calsync.core.store.crypto import CredentialCipher
 from calsync.core.store.key_rotation import require_secret_key
 from calsync.core.store.pruning import Retention
-from calsync.core.store.rotated_credentials import StoredCredentials
 from calsync.core.traffic import TrafficGate, TrafficStore, provider_limits
 from calsync.core.webhooks import Outbox
 from calsync.core.worker.job import JobParts

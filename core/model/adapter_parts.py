@@ -1,7 +1,7 @@
 """What an adapter may be given by its composition root: a per-key concurrency limiter and a credentials writer.
 
 Adapters import only the model, so the Redis limiter (core/redis/limiter.py) and the database writer
-(core/store/rotated_credentials.py) reach them as these protocols, passed in by the provider registry.
+(core/store/accounts.py ``StoredCredentials``) reach them as these protocols, passed in by the provider registry.
 """
 
 from __future__ import annotations

@@ -1,4 +1,5 @@
-"""Repository of ``provider_accounts``: where events are synced to, and with which credentials."""
+"""Repository of ``provider_accounts``: where events are synced to, and with which credentials (a rotated refresh
+token written back by :class:`StoredCredentials`)."""
 
 from __future__ import annotations
 
@@ -16,6 +17,7 @@ from calsync.core.model.ids import new_id
 from calsync.core.model.redaction import register_secrets
 from calsync.core.store import targets
 from calsync.core.store.crypto import CredentialCipher
+from calsync.core.store.database import Database
 from calsync.core.store.schema import json_ready, provider_accounts
 
 
@@ -183,3 +185,18 @@ def update_account(
     summary = get_summary(conn, account_id)
     assert summary is not None
     return summary
+
+
+class StoredCredentials:
+    """The worker's :class:`~calsync.core.model.adapter_parts.CredentialWriter`: writes back credentials a provider
+    rotated (a new refresh token), encrypted, onto the account row, which so holds the newest."""
+
+    def __init__(self, db: Database, cipher: CredentialCipher) -> None:
+        self._db = db
+        self._cipher = cipher
+
+    def save(self, account_id: str, credentials: Mapping[str, Any]) -> None:
+        """Encrypt and store; the status is left alone (a rotation is not a re-authorization)."""
+        blob = self._cipher.encrypt(credentials)
+        with self._db.write() as conn:
+            update_account(conn, account_id, credentials=blob)
