@@ -23,6 +23,7 @@ from __future__ import annotations
 import datetime as dt
 import logging
 import time
+from collections import Counter
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 
@@ -66,12 +67,8 @@ class Retention:
 class PruneReport:
     """Rows one pass deleted, by table, and whether it deleted everything that was due."""
 
-    purged: dict[PrunedTable, int] = field(default_factory=dict)
+    purged: Counter[PrunedTable] = field(default_factory=Counter)
     caught_up: bool = True
-
-    def add(self, table: PrunedTable, rows: int) -> None:
-        """Count ``rows`` more deleted from ``table``."""
-        self.purged[table] = self.purged.get(table, 0) + rows
 
     @property
     def total(self) -> int:
@@ -108,7 +105,7 @@ def prune(
                 deleted = step(conn, retention.batch)
             counts = deleted if isinstance(deleted, Mapping) else {table: deleted}
             for name, rows in counts.items():
-                report.add(name, rows)
+                report.purged[name] += rows
             if counts[table] < retention.batch:
                 return
             if deadline is not None and time.monotonic() >= deadline:
@@ -117,7 +114,7 @@ def prune(
 
     repeat("idempotency_records", lambda c, n: idempotency.purge_expired(c, limit=n, now=now))
     with db.write() as conn:
-        report.add("intake_requests", intake_requests.purge_expired(conn))
+        report.purged["intake_requests"] += intake_requests.purge_expired(conn)
     if retention.dead_letters != KEEP_FOREVER:
         resolved_at = now - dt.timedelta(seconds=retention.dead_letters)
         repeat("dead_letters", lambda c, n: prune_resolved_dead_letters(c, before=resolved_at, limit=n))
@@ -127,7 +124,7 @@ def prune(
     if retention.webhooks != KEEP_FOREVER:
         finished = now - dt.timedelta(seconds=retention.webhooks)
         repeat("webhook_notifications", lambda c, n: finished_notifications.prune_finished(c, before=finished, limit=n))
-    report.add("provider_accounts", _remove_accounts(db, retention, now, report))
+    report.purged["provider_accounts"] += _remove_accounts(db, retention, now, report)
     return report
 
 
