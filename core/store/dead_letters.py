@@ -173,5 +173,4 @@ def open_counts(conn: Connection) -> dict[tuple[str, str], int]:
 
 def oldest_open_failed_at(conn: Connection) -> dt.datetime | None:
     """When the oldest still-open record failed."""
-    value: dt.datetime | None = conn.execute(select(func.min(d.c.failed_at)).where(d.c.status == "open")).scalar()
-    return value
+    return conn.execute(select(func.min(d.c.failed_at)).where(d.c.status == "open")).scalar()

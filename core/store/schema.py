@@ -60,11 +60,10 @@ class UTCDateTime(TypeDecorator[dt.datetime]):
         value = value.astimezone(dt.UTC)
         return value.replace(tzinfo=None) if dialect.name == "sqlite" else value
 
-    def process_result_value(self, value: Any, dialect: Dialect) -> dt.datetime | None:
+    def process_result_value(self, value: dt.datetime | None, dialect: Dialect) -> dt.datetime | None:
         if value is None:
             return None
-        result: dt.datetime = value.replace(tzinfo=dt.UTC) if value.tzinfo is None else value.astimezone(dt.UTC)
-        return result
+        return value.replace(tzinfo=dt.UTC) if value.tzinfo is None else value.astimezone(dt.UTC)
 
 
 def json_ready(doc: dict[str, Any]) -> dict[str, Any]:
@@ -243,7 +242,7 @@ schema_window = Table(
     Column("oldest_code_revision", String(32), nullable=False),
 )
 
-# A tenant's webhook receiver (core/store/webhook_endpoints.py). ``secrets`` is Fernet-encrypted JSON like
+# A tenant's webhook receiver (core/webhooks/store.py). ``secrets`` is Fernet-encrypted JSON like
 # credentials: the current signing secret and, during a rotation, the previous one until
 # ``previous_expires_at``. The breaker counts failed attempts in a row since ``failing_since``.
 webhook_endpoints = Table(

@@ -283,5 +283,4 @@ def count_by_status(conn: Connection) -> dict[str, int]:
 
 def oldest_pending_due(conn: Connection) -> dt.datetime | None:
     """Due time of the most overdue pending target."""
-    value: dt.datetime | None = conn.execute(select(func.min(t.c.due_at)).where(t.c.status == "pending")).scalar()
-    return value
+    return conn.execute(select(func.min(t.c.due_at)).where(t.c.status == "pending")).scalar()
