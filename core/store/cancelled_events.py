@@ -40,16 +40,14 @@ def _prunable(before: dt.datetime) -> ColumnElement[bool]:
     return and_(e.c.status == "cancelled", e.c.updated_at < before, not_(changed_since))
 
 
-def _record_keys(tenant_id: str, event_id: str, version: int, accounts: Iterable[str]) -> list[str]:
-    # Every key a job of this event can have recorded: one create, one update and one delete (and its re-run)
-    # per version. A repair's key names its job: it expires by its TTL.
-    keys = []
-    for account in accounts:
-        keys.append(idempotency_key(tenant_id, event_id, account, "create", 1))
-        for n in range(1, version + 1):
-            keys.append(idempotency_key(tenant_id, event_id, account, "update", n))
-            delete = idempotency_key(tenant_id, event_id, account, "delete", n)
-            keys += (delete, verification_key(delete))
+def _record_keys(tenant_id: str, event_id: str, account: str, version: int) -> list[str]:
+    # Every key a job of this event in this account can have recorded: one create, one update and one delete (and
+    # its re-run) per version. A repair's key names its job: it expires by its TTL.
+    keys = [idempotency_key(tenant_id, event_id, account, "create", 1)]
+    for n in range(1, version + 1):
+        keys.append(idempotency_key(tenant_id, event_id, account, "update", n))
+        delete = idempotency_key(tenant_id, event_id, account, "delete", n)
+        keys += (delete, verification_key(delete))
     return keys
 
 
@@ -73,15 +71,14 @@ def prune_cancelled(conn: Connection, *, before: dt.datetime, limit: int) -> dic
     ).all()  # fmt: skip
     if not picked:
         return dict.fromkeys(("events", "event_targets", "idempotency_records"), 0)
-    ids = [(tenant, event) for tenant, event, _ in picked]
+    versions = {(tenant, event): version for tenant, event, version in picked}
+    ids = list(versions)
     by_event = tuple_(t.c.tenant_id, t.c.event_id).in_(ids)
-    accounts: dict[tuple[str, str], list[str]] = {}
-    for tenant, event, account in conn.execute(select(t.c.tenant_id, t.c.event_id, t.c.account_id).where(by_event)):
-        accounts.setdefault((tenant, event), []).append(account)
+    targets = conn.execute(select(t.c.tenant_id, t.c.event_id, t.c.account_id).where(by_event)).all()
     keys = [
         key
-        for tenant, event, version in picked
-        for key in _record_keys(tenant, event, version, accounts.get((tenant, event), ()))
+        for tenant, event, account in targets
+        for key in _record_keys(tenant, event, account, versions[tenant, event])
     ]
     records = 0
     for chunk in chunks(keys):
