@@ -179,11 +179,10 @@ def update_account(
     changes = {"provider": provider, "status": status, "credentials": credentials,
                "options": None if options is None else dict(options)}  # fmt: skip
     values.update({column: value for column, value in changes.items() if value is not None})
-    result = conn.execute(update(provider_accounts).where(provider_accounts.c.id == account_id).values(**values))
-    if result.rowcount == 0:
-        raise EntityNotFound(f"account {account_id} does not exist")
+    conn.execute(update(provider_accounts).where(provider_accounts.c.id == account_id).values(**values))
     summary = get_summary(conn, account_id)
-    assert summary is not None
+    if summary is None:
+        raise EntityNotFound(f"account {account_id} does not exist")
     return summary
 
 
