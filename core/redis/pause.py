@@ -69,8 +69,4 @@ class PauseSwitch:
 
     def resume(self) -> PauseState | None:
         """Clear the switch; returns what it was (None: it was not set)."""
-        with self.redis.pipeline(transaction=True) as pipe:
-            pipe.get(self.key)
-            pipe.delete(self.key)
-            raw, _ = pipe.execute()
-        return _decode(raw)
+        return _decode(self.redis.getdel(self.key))  # one atomic command (Redis 6.2+, docs/DEPLOY.md)
