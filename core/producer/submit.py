@@ -176,7 +176,7 @@ class Intake:
         if change.accounts is not None:
             self._check_accounts(conn, tenant_id, change.accounts)
         # Locked: concurrent changes of one event take turns, each decided against the version committed before it.
-        existing = events.lock_event(conn, tenant_id, change.entity_id) if change.entity_id else None
+        existing = events.get_event(conn, tenant_id, change.entity_id, lock=True) if change.entity_id else None
 
         if change.operation == "delete":
             if existing is None:
@@ -233,7 +233,7 @@ class Intake:
         Nothing to do (no such target, already left out, event cancelled): no new version, no job."""
         trace = trace_id or new_trace_id()
         with self._db.write() as conn:
-            existing = events.lock_event(conn, tenant_id, entity_id)  # a concurrent change of the event waits
+            existing = events.get_event(conn, tenant_id, entity_id, lock=True)  # a concurrent change of the event waits
             rows = {row.account_id: row for row in targets.list_targets(conn, tenant_id, entity_id)}
             leaving = rows.get(account_id)
             if existing is None or existing.status == "cancelled" or leaving is None or leaving.wanted == "absent":

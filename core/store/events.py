@@ -7,7 +7,7 @@ import functools
 from collections.abc import Mapping
 from typing import Any
 
-from sqlalchemy import Connection, Select, bindparam, select, update
+from sqlalchemy import Connection, bindparam, select, update
 
 from calsync.core.model.calendar import BusinessStatus, EventState, SendUpdates
 from calsync.core.model.change import EventFields
@@ -46,28 +46,18 @@ def fields_of(state: EventState) -> EventFields:
 
 
 _GET = select(events).where(events.c.tenant_id == bindparam("k_tenant"), events.c.id == bindparam("k_event"))
-
-
-def get_event(conn: Connection, tenant_id: str, event_id: str) -> EventState | None:
-    """The current state of an event of this tenant, or None."""
-    return _read(conn, _GET, tenant_id, event_id)
-
-
-def _read(conn: Connection, statement: Select[Any], tenant_id: str, event_id: str) -> EventState | None:
-    row = conn.execute(statement, {"k_tenant": tenant_id, "k_event": event_id}).mappings().first()
-    return event_from_row(row) if row else None
-
-
 _LOCK = _GET.with_for_update()  # SQLite has no FOR UPDATE (SQLAlchemy leaves it out): its writers take turns
 
 
-def lock_event(conn: Connection, tenant_id: str, event_id: str) -> EventState | None:
-    """:func:`get_event`, the row locked until the transaction ends: the writers of one event take turns.
+def get_event(conn: Connection, tenant_id: str, event_id: str, *, lock: bool = False) -> EventState | None:
+    """The current state of an event of this tenant, or None; with ``lock``, the row locked until the transaction
+    ends: the writers of one event take turns.
 
-    On PostgreSQL a concurrent writer waits here until the first commits, then reads the committed row
+    On PostgreSQL a concurrent writer waits for the lock until the first commits, then reads the committed row
     (READ COMMITTED), so it decides against the newest version instead of a stale one.
     """
-    return _read(conn, _LOCK, tenant_id, event_id)
+    row = conn.execute(_LOCK if lock else _GET, {"k_tenant": tenant_id, "k_event": event_id}).mappings().first()
+    return event_from_row(row) if row else None
 
 
 def find_event_tenants(conn: Connection, event_id: str) -> list[str]:
