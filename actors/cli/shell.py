@@ -110,18 +110,19 @@ def read_json_file(path: Path, what: str) -> Any:
         raise InvalidChange(f"{what} {path} cannot be read as JSON: {str(exc).split(';', 1)[0]}") from None
 
 
-def parse_options(pairs: Sequence[str]) -> dict[str, Any]:
-    """``KEY=VALUE`` pairs; values that parse as JSON (true, 3, "x") are taken as such."""
-    options: dict[str, Any] = {}
-    for pair in pairs:
-        key, sep, value = pair.partition("=")
+class KeyValue(click.ParamType[tuple[str, Any], str]):
+    """A ``KEY=VALUE`` option as a ``(key, value)`` pair; a value that parses as JSON (true, 3, "x") is taken as it."""
+
+    name = "KEY=VALUE"
+
+    def convert(self, value: str, param: click.Parameter | None, ctx: click.Context | None) -> tuple[str, Any]:
+        key, sep, text = value.partition("=")
         if not sep or not key:
-            raise click.BadParameter(f"expected KEY=VALUE, got {pair!r}", param_hint="--option")
+            self.fail(f"expected KEY=VALUE, got {value!r}", param, ctx)
         try:
-            options[key] = json.loads(value)
+            return key, json.loads(text)
         except json.JSONDecodeError:
-            options[key] = value
-    return options
+            return key, text
 
 
 def empty_directory(directory: Path, pattern: str) -> None:
