@@ -17,7 +17,7 @@ import click
 import dramatiq.errors
 import redis
 import sqlalchemy.exc
-from rich.console import Console
+from rich.console import Console, JustifyMethod
 from rich.table import Table
 
 from calsync.core.clients import Clients, connect
@@ -64,20 +64,25 @@ def print_json(value: Any) -> None:
     click.echo(json.dumps(value, indent=2, default=str))
 
 
-def print_table(title: str, columns: Sequence[str], rows: Iterable[Sequence[Any]]) -> None:
-    """Human output: a table on stdout (a time to the second, nothing for None)."""
-    table = Table(title=title, title_justify="left")
-    for column in columns:
-        table.add_column(column)
+def table(
+    title: str,
+    columns: Sequence[str],
+    rows: Iterable[Sequence[Any]],
+    missing: str = "",
+    justify: JustifyMethod = "left",
+) -> Table:
+    """Human output: a table of ``rows`` (a time to the second, ``missing`` for None), the columns after the first
+    aligned by ``justify``."""
+    built = Table(title=title, title_justify="left")
+    for index, column in enumerate(columns):
+        built.add_column(column, justify=justify if index else "left")
     for row in rows:
-        table.add_row(*(_cell(value) for value in row))
-    stdout.print(table)
+        built.add_row(*(missing if value is None else _cell(value) for value in row))
+    return built
 
 
 def _cell(value: Any) -> str:
-    if isinstance(value, dt.datetime):
-        return value.isoformat(timespec="seconds")
-    return "" if value is None else str(value)
+    return value.isoformat(timespec="seconds") if isinstance(value, dt.datetime) else str(value)
 
 
 def print_list(
@@ -87,7 +92,7 @@ def print_list(
     if as_json:
         print_json([item.as_json() for item in items])
     else:
-        print_table(title, columns, rows)
+        stdout.print(table(title, columns, rows))
 
 
 def read_json_file(path: Path, what: str) -> Any:
