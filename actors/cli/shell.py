@@ -21,7 +21,7 @@ from rich.console import Console, JustifyMethod
 from rich.table import Table
 
 from calsync.core.clients import Clients, connect
-from calsync.core.config.settings import Settings, load_settings
+from calsync.core.config.settings import Settings, child_environment, load_settings
 from calsync.core.model.errors import CalsyncError, InvalidChange, PermanentError
 
 # Tables stay readable when piped (rich would otherwise assume 80 columns).
@@ -49,6 +49,12 @@ class CliState:
         ctx = click.get_current_context(silent=True)
         command = " ".join(ctx.command_path.split()[1:]) if ctx is not None else None
         return connect(self.settings, start_embedded=command is None or command in STARTS_EMBEDDED_REDIS)
+
+    def child_environment(self, **pinned: Any) -> dict[str, str]:
+        """This process's environment for the processes a command starts: its settings, ``pinned`` and the broker
+        and Redis URLs resolved here, so every child uses the same (embedded) Redis without resolving it again."""
+        update = {"broker_url": self.clients.broker_url, "redis_url": self.clients.redis_url, **pinned}
+        return child_environment(self.settings.model_copy(update=update))
 
     def close(self) -> None:
         """Release connections."""
