@@ -7,6 +7,7 @@ actors on Redis and RabbitMQ) and makes their dependencies explicit. The worker'
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 import dramatiq
@@ -33,37 +34,33 @@ def declare(clients: Clients, parts: JobParts) -> dict[str, dramatiq.Actor[Any, 
         """Re-enqueue what the broker lost: pending targets overdue by RECONCILE_AFTER."""
         reconcile_overdue(clients)
 
-    declare_sync = dramatiq.actor(
-        broker=broker,
-        queue_name=settings.queue,
-        actor_name=SYNC_JOB,
-        time_limit=int(settings.job_time_limit * 1000),
+    intake = intake_actor(Producer(clients), _message_id, _bind_intake)
+    declared = [
         # Our own errors (a busy lock, a provider outage, a permanent refusal) are expected outcomes:
         # Dramatiq logs them at info without a traceback and calsync's one warning line tells the rest.
-        throws=(CalsyncError,),
-    )
-    declare_reconcile = dramatiq.actor(
-        broker=broker,
-        queue_name=settings.queue,
-        actor_name=RECONCILE_JOB,
-        time_limit=int(max(settings.job_time_limit, 300) * 1000),
-    )
-    declare_intake = dramatiq.actor(
-        broker=broker,
-        queue_name=settings.intake_queue,
-        actor_name=INTAKE_JOB,
-        time_limit=int(settings.job_time_limit * 1000),
-        throws=(CalsyncError,),  # a bad change or the database down: logged with its reason, no traceback
-    )
-    return {
-        SYNC_JOB: declare_sync(sync_actor(parts)),
-        RECONCILE_JOB: declare_reconcile(reconcile),
-        INTAKE_JOB: declare_intake(intake_actor(Producer(clients), _message_id, _bind_intake)),
-        **_webhook_actors(clients),
-    }
+        _actor(broker, SYNC_JOB, sync_actor(parts), settings.queue, settings.job_time_limit),
+        _actor(broker, RECONCILE_JOB, reconcile, settings.queue, max(settings.job_time_limit, 300), throws=()),
+        # A bad change or the database down: logged with its reason, no traceback.
+        _actor(broker, INTAKE_JOB, intake, settings.intake_queue, settings.job_time_limit),
+        *_webhook_actors(clients),
+    ]
+    return {actor.actor_name: actor for actor in declared}
 
 
-def _webhook_actors(clients: Clients) -> dict[str, dramatiq.Actor[Any, Any]]:
+def _actor(
+    broker: dramatiq.Broker,
+    name: str,
+    fn: Callable[..., None],
+    queue: str,
+    time_limit: float,
+    throws: tuple[type[Exception], ...] = (CalsyncError,),
+) -> dramatiq.Actor[Any, Any]:
+    """``fn`` as actor ``name`` on ``queue`` (``time_limit`` in seconds); ``throws``: the expected errors."""
+    limit_ms = int(time_limit * 1000)
+    return dramatiq.actor(broker=broker, queue_name=queue, actor_name=name, time_limit=limit_ms, throws=throws)(fn)
+
+
+def _webhook_actors(clients: Clients) -> list[dramatiq.Actor[Any, Any]]:
     # Their own queue: a slow or dead receiver never delays a calendar sync.
     settings, broker = clients.settings, clients.broker
     queue = settings.webhook_queue
@@ -74,7 +71,7 @@ def _webhook_actors(clients: Clients) -> dict[str, dramatiq.Actor[Any, Any]]:
         disable_min_failures=settings.webhook_disable_min_failures,
     )
     deliverer = Deliverer(clients.db, clients.cipher, Transport.from_settings(settings), broker, queue, policy)
-    limit = int(max(settings.job_time_limit, 2 * settings.webhook_timeout) * 1000)
+    limit = max(settings.job_time_limit, 2 * settings.webhook_timeout)
 
     def dispatch_webhook(*notification_ids: str) -> None:
         """Create notifications' deliveries, one per subscribed endpoint, and enqueue them."""
@@ -90,14 +87,10 @@ def _webhook_actors(clients: Clients) -> dict[str, dramatiq.Actor[Any, Any]]:
             delivery.outcome, delivery.dead_letter_reason = attempted.job_outcome, attempted.dead_letter_reason
             delivery.result.update(attempted.fields)
 
-    def declare(name: str) -> Any:
-        errors = (CalsyncError,)  # expected outcomes: logged without a traceback
-        return dramatiq.actor(broker=broker, queue_name=queue, actor_name=name, time_limit=limit, throws=errors)
-
-    return {
-        DISPATCH_WEBHOOK_JOB: declare(DISPATCH_WEBHOOK_JOB)(dispatch_webhook),
-        DELIVER_WEBHOOK_JOB: declare(DELIVER_WEBHOOK_JOB)(deliver_webhook),
-    }
+    return [
+        _actor(broker, DISPATCH_WEBHOOK_JOB, dispatch_webhook, queue, limit),
+        _actor(broker, DELIVER_WEBHOOK_JOB, deliver_webhook, queue, limit),
+    ]
 
 
 def _message_id() -> str | None:

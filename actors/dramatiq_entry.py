@@ -18,4 +18,4 @@ settings = load_settings()
 configure_logging(settings.log_level, LineOutput.stdout())
 require_multiprocess(settings)
 worker = build_worker(settings)
-broker = worker.broker
+broker = worker.clients.broker

@@ -35,19 +35,14 @@ from calsync.providers.registry import ProviderRegistry
 
 @dataclass(frozen=True)
 class WorkerProcess:
-    """What one worker process runs on; ``close`` releases it (tests, benchmarks; Dramatiq's shutdown closes the
-    adapters itself)."""
+    """What one worker process runs on (``clients.broker``: the broker the actors are declared on, with the worker's
+    middleware); ``close`` releases it (tests, benchmarks; Dramatiq's shutdown closes the adapters itself)."""
 
     clients: Clients
     locks: LockManager
     stats: JobStats
     providers: ProviderRegistry
     actors: dict[str, dramatiq.Actor[Any, Any]]
-
-    @property
-    def broker(self) -> dramatiq.Broker:
-        """The broker the actors are declared on, with the worker's middleware."""
-        return self.clients.broker
 
     def close(self) -> None:
         """Release the adapters' connections, then the locks' and counters' threads, then the clients."""

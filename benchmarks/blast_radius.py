@@ -197,7 +197,7 @@ def run(name: ProviderName, args: argparse.Namespace, url: str, scratch: Path) -
         broken, *healthy = _accounts(clients, provider, tenant)
         producer = Producer(clients)
         watch = Watch(clients, name, broken)
-        worker = dramatiq.Worker(app.broker, worker_threads=args.threads, worker_timeout=100)
+        worker = dramatiq.Worker(app.clients.broker, worker_threads=args.threads, worker_timeout=100)
         worker.start()
         entities = {}
         for account in healthy:  # created and synced before the broken account fails

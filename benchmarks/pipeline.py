@@ -118,7 +118,7 @@ def calsync(url: str, jobs: int, threads: int, scratch: Path, database_url: str 
     )
     migrated_clients(settings).close()
     worker = build_worker(settings, providers={"memory": MemoryProvider(scratch / "memory-provider.sqlite3")})
-    broker = worker.broker
+    broker = worker.clients.broker
     broker.emit_after("process_boot")
     payloads = seed(worker.clients.db, jobs)
     for payload in payloads:

@@ -216,7 +216,7 @@ def in_process_worker(scratch: Path, url: str, ns: str, **values: Any) -> Worker
     bootstrap.dispose()
     app = build_worker(settings)
     try:
-        app.broker.emit_after("process_boot")
+        app.clients.broker.emit_after("process_boot")
     except BaseException:
         app.close()
         raise

@@ -188,7 +188,7 @@ def run(args: argparse.Namespace, url: str, scratch: Path) -> dict[str, Any]:
         emulator.add_fault(path=API, delay_ms=args.latency_ms)  # then: every call's latency
         _, lanes = _seed(clients, emulator, args.jobs, args.accounts)
         second = SecondTenant(clients, emulator)
-        worker = dramatiq.Worker(app.broker, worker_threads=args.threads, worker_timeout=100)
+        worker = dramatiq.Worker(app.clients.broker, worker_threads=args.threads, worker_timeout=100)
         started = time.monotonic()
         recovers_at = started + args.outage
         worker.start()

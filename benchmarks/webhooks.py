@@ -81,7 +81,7 @@ def _worker(settings: Settings) -> WorkerProcess:
     migrate.migrate_to(bootstrap)
     bootstrap.dispose()
     app = build_worker(settings, providers={"memory": MemoryProvider()})
-    app.broker.emit_after("process_boot")
+    app.clients.broker.emit_after("process_boot")
     return app
 
 

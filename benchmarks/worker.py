@@ -246,7 +246,7 @@ def round_trips(url: str, jobs: int, scratch: Path, dsn: str) -> float:
                 dbapi_connection.pgconn.trace(handles[-1].fileno())
                 dbapi_connection.pgconn.set_trace_flags(pq.Trace.SUPPRESS_TIMESTAMPS)
 
-            broker = worker.broker
+            broker = worker.clients.broker
             broker.emit_after("process_boot")
             for payload in payloads:
                 broker.enqueue(sync_message(settings.queue, payload))

@@ -156,7 +156,7 @@ class Pipeline:
         bootstrap.dispose()
         self.app = build_worker(settings, providers={"memory": self.provider})
         self.clients = self.app.clients
-        self.broker = self.app.broker
+        self.broker = self.app.clients.broker
         self.actors = self.app.actors
         self.broker.emit_after("process_boot")
         self.producer = Producer(self.clients)

@@ -11,8 +11,8 @@ from sqlalchemy.exc import IntegrityError
 
 from calsync.actors.cli.shell import (
     CliState,
+    KeyValue,
     exit_if_deferred,
-    parse_options,
     pass_state,
     print_json,
     print_list,
@@ -73,7 +73,7 @@ _VERIFY = click.option(
 @click.option(
     "--credentials-file", type=click.Path(path_type=Path), help="Provider credentials JSON (encrypted at rest)."
 )
-@click.option("--option", "options", multiple=True, metavar="KEY=VALUE", help="Non-secret provider option; repeatable.")
+@click.option("--option", "options", type=KeyValue(), multiple=True, help="Non-secret provider option; repeatable.")
 @click.option("--id", "account_id", help="Choose the account id instead of generating one.")
 @_VERIFY
 @pass_state
@@ -83,7 +83,7 @@ def add(
     provider: Any,
     address: str,
     credentials_file: Path | None,
-    options: tuple[str, ...],
+    options: tuple[tuple[str, Any], ...],
     account_id: str | None,
     verify: bool,
 ) -> None:
@@ -92,7 +92,7 @@ def add(
     check_identifier(tenant, "--tenant")
     if account_id is not None:
         check_identifier(account_id, "--id")
-    parsed = parse_options(options)
+    parsed = dict(options)
     data = _read_credentials(credentials_file)
     _validated(Account(account_id or "new", tenant, provider, address, credentials=data or {}, options=parsed),
                state, verify)  # fmt: skip
@@ -130,7 +130,7 @@ def list_(state: CliState, tenant: str | None, as_json: bool) -> None:
 @click.argument("account_id")
 @click.option("--credentials-file", type=click.Path(path_type=Path), help="New credentials (re-authorization).")
 @click.option("--status", type=click.Choice(["active", "needs_reauth", "disabled"]))
-@click.option("--option", "options", multiple=True, metavar="KEY=VALUE", help="Replace the provider options.")
+@click.option("--option", "options", type=KeyValue(), multiple=True, help="Replace the provider options.")
 @click.option(
     "--provider",
     type=PROVIDERS,
@@ -143,13 +143,13 @@ def update(
     account_id: str,
     credentials_file: Path | None,
     status: Any,
-    options: tuple[str, ...],
+    options: tuple[tuple[str, Any], ...],
     provider: Any,
     verify: bool,
 ) -> None:
     """Re-authorize (new credentials make the account active again), disable, re-enable or move an account."""
     data = _read_credentials(credentials_file)
-    parsed = parse_options(options) if options else None
+    parsed = dict(options) if options else None
     with state.clients.db.read() as conn:
         current = repo.load_account(conn, account_id, state.clients.cipher)
     if current is None:

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import click
 
-from calsync.actors.cli.shell import CliState, exit_if_deferred, pass_state, print_json, print_table, read_json_file
+from calsync.actors.cli.shell import CliState, exit_if_deferred, pass_state, print_json, read_json_file, stdout, table
 from calsync.core.model.change import parse_change
 from calsync.core.model.errors import EntityNotFound, InvalidChange
 from calsync.core.producer.submit import Producer
@@ -62,7 +62,7 @@ def show(state: CliState, entity_id: str, tenant: str | None, as_json: bool) -> 
         print_json({"entity_id": shown.pop("id"), **shown, **when, "targets": [row.as_json() for row in rows]})
         return
     click.echo(f"{event.id} v{event.version} {event.status}: {event.title}")
-    print_table(
+    stdout.print(table(
         "targets",
         ["account", "wanted", "sync status", "synced/wanted", "external id", "waits for", "last error"],
         [
@@ -70,7 +70,7 @@ def show(state: CliState, entity_id: str, tenant: str | None, as_json: bool) -> 
              r.last_error)
             for r in rows
         ],
-    )  # fmt: skip
+    ))  # fmt: skip
 
 
 def _waits(row: TargetRow) -> str | None:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import click
 
 from calsync.actors.cli.shell import CliState, pass_state, print_json
@@ -16,12 +18,9 @@ from calsync.core.producer import retry_now as delayed_retries
 @click.option("--reason", help='Only jobs whose last failure had this reason or error class, e.g. "rate limited".')
 @click.option("--all", "everything", is_flag=True, help="Every delayed job.")
 @pass_state
-def retry_now(
-    state: CliState, tenant_id: str | None, account_id: str | None, entity_id: str | None, reason: str | None,
-    everything: bool,
-) -> None:  # fmt: skip
+def retry_now(state: CliState, /, **given: Any) -> None:
     """Make delayed retries ready now; idempotency keys stay, so no effect happens twice."""
-    selection = delayed_retries.RetrySelection(tenant_id, account_id, entity_id, reason, everything)
+    selection = delayed_retries.RetrySelection(**given)  # the options are named as its fields
     if selection.is_empty():
         raise InvalidChange("nothing selected: give --account, --entity, --tenant, --reason or --all")
     print_json(delayed_retries.retry_now(state.clients, selection).as_json())

@@ -17,7 +17,7 @@ from calsync.core.api.server import listening_socket
 from calsync.core.api.services import services_from_clients
 from calsync.core.clients import connect
 from calsync.core.config.logging import configure_logging
-from calsync.core.config.settings import child_environment, load_settings
+from calsync.core.config.settings import load_settings
 
 APP_FACTORY = "calsync.actors.cli.serve:app_from_environment"
 
@@ -57,13 +57,10 @@ def serve(state: CliState, host: str | None, port: int | None, workers: int | No
         click.echo(f"calsync serve listening on http://{host}:{port}", err=True)
         uvicorn.Server(config(create_app(services_from_clients(clients)))).run(sockets=sockets)
         return
-    pinned = settings.model_copy(
-        update={"broker_url": clients.broker_url, "redis_url": clients.redis_url, "api_workers": workers}
-    )
     directory = settings.effective_metrics_dir / "api"
     empty_directory(directory, "*.db")  # counters of a previous run would carry over
     # The server processes are spawned: they read the same settings, and prometheus_client its directory.
-    os.environ.update(child_environment(pinned))
+    os.environ.update(state.child_environment(api_workers=workers))
     os.environ["PROMETHEUS_MULTIPROC_DIR"] = str(directory)
     state.close()
     click.echo(f"calsync serve listening on http://{host}:{port} ({workers} processes)", err=True)

@@ -17,11 +17,11 @@ import click
 import dramatiq.errors
 import redis
 import sqlalchemy.exc
-from rich.console import Console
+from rich.console import Console, JustifyMethod
 from rich.table import Table
 
 from calsync.core.clients import Clients, connect
-from calsync.core.config.settings import Settings, load_settings
+from calsync.core.config.settings import Settings, child_environment, load_settings
 from calsync.core.model.errors import CalsyncError, InvalidChange, PermanentError
 
 # Tables stay readable when piped (rich would otherwise assume 80 columns).
@@ -50,6 +50,12 @@ class CliState:
         command = " ".join(ctx.command_path.split()[1:]) if ctx is not None else None
         return connect(self.settings, start_embedded=command is None or command in STARTS_EMBEDDED_REDIS)
 
+    def child_environment(self, **pinned: Any) -> dict[str, str]:
+        """This process's environment for the processes a command starts: its settings, ``pinned`` and the broker
+        and Redis URLs resolved here, so every child uses the same (embedded) Redis without resolving it again."""
+        update = {"broker_url": self.clients.broker_url, "redis_url": self.clients.redis_url, **pinned}
+        return child_environment(self.settings.model_copy(update=update))
+
     def close(self) -> None:
         """Release connections."""
         if "clients" in self.__dict__:
@@ -64,20 +70,25 @@ def print_json(value: Any) -> None:
     click.echo(json.dumps(value, indent=2, default=str))
 
 
-def print_table(title: str, columns: Sequence[str], rows: Iterable[Sequence[Any]]) -> None:
-    """Human output: a table on stdout (a time to the second, nothing for None)."""
-    table = Table(title=title, title_justify="left")
-    for column in columns:
-        table.add_column(column)
+def table(
+    title: str,
+    columns: Sequence[str],
+    rows: Iterable[Sequence[Any]],
+    missing: str = "",
+    justify: JustifyMethod = "left",
+) -> Table:
+    """Human output: a table of ``rows`` (a time to the second, ``missing`` for None), the columns after the first
+    aligned by ``justify``."""
+    built = Table(title=title, title_justify="left")
+    for index, column in enumerate(columns):
+        built.add_column(column, justify=justify if index else "left")
     for row in rows:
-        table.add_row(*(_cell(value) for value in row))
-    stdout.print(table)
+        built.add_row(*(missing if value is None else _cell(value) for value in row))
+    return built
 
 
 def _cell(value: Any) -> str:
-    if isinstance(value, dt.datetime):
-        return value.isoformat(timespec="seconds")
-    return "" if value is None else str(value)
+    return value.isoformat(timespec="seconds") if isinstance(value, dt.datetime) else str(value)
 
 
 def print_list(
@@ -87,7 +98,7 @@ def print_list(
     if as_json:
         print_json([item.as_json() for item in items])
     else:
-        print_table(title, columns, rows)
+        stdout.print(table(title, columns, rows))
 
 
 def read_json_file(path: Path, what: str) -> Any:
@@ -110,18 +121,19 @@ def read_json_file(path: Path, what: str) -> Any:
         raise InvalidChange(f"{what} {path} cannot be read as JSON: {str(exc).split(';', 1)[0]}") from None
 
 
-def parse_options(pairs: Sequence[str]) -> dict[str, Any]:
-    """``KEY=VALUE`` pairs; values that parse as JSON (true, 3, "x") are taken as such."""
-    options: dict[str, Any] = {}
-    for pair in pairs:
-        key, sep, value = pair.partition("=")
+class KeyValue(click.ParamType[tuple[str, Any], str]):
+    """A ``KEY=VALUE`` option as a ``(key, value)`` pair; a value that parses as JSON (true, 3, "x") is taken as it."""
+
+    name = "KEY=VALUE"
+
+    def convert(self, value: str, param: click.Parameter | None, ctx: click.Context | None) -> tuple[str, Any]:
+        key, sep, text = value.partition("=")
         if not sep or not key:
-            raise click.BadParameter(f"expected KEY=VALUE, got {pair!r}", param_hint="--option")
+            self.fail(f"expected KEY=VALUE, got {value!r}", param, ctx)
         try:
-            options[key] = json.loads(value)
+            return key, json.loads(text)
         except json.JSONDecodeError:
-            options[key] = value
-    return options
+            return key, text
 
 
 def empty_directory(directory: Path, pattern: str) -> None:

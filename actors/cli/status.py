@@ -8,21 +8,20 @@ from __future__ import annotations
 
 import contextlib
 import datetime as dt
+import functools
 import itertools
 import json
 import time
 from collections import Counter
-from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
 import click
 from rich.console import Group, RenderableType
 from rich.live import Live
-from rich.table import Table
 from rich.text import Text
 
-from calsync.actors.cli.shell import CliError, CliState, first_line, pass_state, stdout
+from calsync.actors.cli.shell import CliError, CliState, first_line, pass_state, stdout, table
 from calsync.core.model.vocabulary import Outcome
 from calsync.core.observability.pipeline_state import PipelineState, StateReader
 from calsync.core.redis.pause import PauseState, PauseSwitch
@@ -63,6 +62,10 @@ def read_status(reader: StateReader, stats: JobStats) -> Status:
     return Status(state, throughput, paused)
 
 
+#: A table of the status view: counts right-aligned, "n/a" for what could not be read.
+_table = functools.partial(table, missing="n/a", justify="right")
+
+
 def format_age(seconds: float | None) -> str:
     """A short human age: 0s, 42s, 5m 03s, 2h 05m, 3d 04h."""
     if seconds is None:
@@ -73,15 +76,6 @@ def format_age(seconds: float | None) -> str:
     hours, minutes = divmod(minutes, 60)
     days, hours = divmod(hours, 24)
     return f"{days}d {hours:02d}h" if days else f"{hours}h {minutes:02d}m" if hours else f"{minutes}m {secs:02d}s"
-
-
-def _table(title: str, columns: tuple[str, ...], rows: Iterable[tuple[Any, ...]], style: str | None = None) -> Table:
-    table = Table(title=title, title_justify="left")
-    for index, column in enumerate(columns):
-        table.add_column(column, justify="left" if index == 0 else "right")
-    for row in rows:
-        table.add_row(*("n/a" if value is None else str(value) for value in row), style=style)
-    return table
 
 
 def render(status: Status) -> RenderableType:
