@@ -27,6 +27,7 @@ class ApiServices:
     intake: Intake
     replay: Callable[[list[DeadLetter]], ReplayReport]
     discard: Callable[[Iterable[int], str | None], list[int]]  # the ids discarded
+    webhooks: Endpoints  # /v1/webhooks
     # A readiness check raises when its dependency cannot be reached (the database is always checked).
     checks: Mapping[str, Callable[[], object]] = field(default_factory=dict)
     max_body_bytes: int = 1_048_576
@@ -35,7 +36,6 @@ class ApiServices:
     retry_after: int = 5
     # Set when several server processes share one port: /metrics then sums their multiprocess files.
     metrics_dir: Path | None = None
-    webhooks: Endpoints | None = None  # /v1/webhooks (None: answered 404)
 
 
 def services_from_clients(clients: Clients, *, metrics_dir: Path | None = None) -> ApiServices:
@@ -51,9 +51,9 @@ def services_from_clients(clients: Clients, *, metrics_dir: Path | None = None) 
         intake=Producer(clients),
         replay=partial(dead_letters.replay, clients),
         discard=lambda record_ids, note: dead_letters.discard(clients, record_ids, note=note),
+        webhooks=Endpoints.from_settings(clients.db, clients.cipher, settings),
         checks={"broker": broker},
         max_body_bytes=settings.api_max_body_bytes,
         key_cache_seconds=settings.api_key_cache_seconds,
         metrics_dir=metrics_dir,
-        webhooks=Endpoints.from_settings(clients.db, clients.cipher, settings),
     )
