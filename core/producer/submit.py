@@ -24,7 +24,6 @@ import logging
 from collections.abc import Callable
 from typing import Any
 
-import dramatiq
 from pydantic import BaseModel, ValidationError
 from sqlalchemy import Connection
 
@@ -50,8 +49,8 @@ from calsync.core.store.targets import TargetKey, TargetRow
 log = logging.getLogger(__name__)
 
 
-Batch = list[tuple[JobPayload, Lane, int | None]]  # jobs, each with its lane and a delay in ms (None: at once)
-Enqueue = Callable[[Batch], list[bool]]  # enqueues a batch; per job, whether it was enqueued
+Enqueue = Callable[[JobPayload, Lane, int | None], object]  # enqueues a job on its lane, a delay in ms later (None:
+# at once); raises when the broker refuses it
 Saved = tuple[str, int, list[JobPayload]]  # an intent as committed: the event's id, its version, its new jobs
 Planned = list[tuple[TargetKey, targets.Wanted]]  # targets to mark pending, each with whether it must show the event
 
@@ -105,7 +104,7 @@ class Intake:
         self._db = db
         self._lanes = lanes
         self._markers = markers
-        self._enqueue_jobs = enqueue
+        self._enqueue_job = enqueue
         self._default_send_updates = default_send_updates
         self._request_key_ttl = request_key_ttl
         self._receipts = FirstReceipts(db)
@@ -252,8 +251,7 @@ class Intake:
         new = [n for n, claimed in enumerate(answers) if claimed.earlier is None]
         # A tenant over its rate: the bulk lane.
         lanes: list[Lane] = self._lanes.lanes(tenant_id, len(new)) if self._lanes else ["normal"] * len(new)
-        batch = [(jobs[n], lane, answers[n].delay_ms) for n, lane in zip(new, lanes, strict=True)]
-        sent = dict(zip(new, self._send(batch), strict=True))
+        sent = {n: self._sent(jobs[n], lane, answers[n].delay_ms) for n, lane in zip(new, lanes, strict=True)}
         failed = [jobs[n] for n in new if not sent[n]]
         if failed:
             self._defer(failed, entity_id, trace)
@@ -266,14 +264,14 @@ class Intake:
         )  # fmt: skip
         return Receipt(entity_id, version, job_ids, [job.account_id for job in failed])
 
-    def _send(self, batch: Batch) -> list[bool]:
-        if not batch:
-            return []
+    def _sent(self, job: JobPayload, lane: Lane, delay_ms: int | None) -> bool:
+        """One enqueue: whether it went out (a refused one never makes the batch's others fail)."""
         try:
-            return self._enqueue_jobs(batch)
+            self._enqueue_job(job, lane, delay_ms)
         except Exception:
-            log.exception("enqueue failed after commit", extra={"fields": {"jobs": len(batch)}})
-            return [False] * len(batch)
+            log.exception("enqueue failed after commit", extra={"fields": {"job_id": job.job_id}})
+            return False
+        return True
 
     def _defer(self, jobs: list[JobPayload], entity_id: str, trace: str) -> None:
         """Targets whose enqueue failed: due now, so the next reconcile pass re-enqueues them; markers forgotten."""
@@ -290,16 +288,6 @@ class Intake:
             self._markers.release(Mark.of(job))
 
 
-def _enqueued(broker: dramatiq.Broker, message: dramatiq.Message[Any], delay_ms: int | None) -> bool:
-    """One ``broker.enqueue``: whether it went out (a refused one never makes the batch's others fail)."""
-    try:
-        broker.enqueue(message, delay=delay_ms)
-    except Exception:
-        log.exception("enqueue failed", extra={"fields": {"message_id": message.message_id}})
-        return False
-    return True
-
-
 class Producer(Intake):
     """The intake of a process' clients: its database, its Redis for the enqueue markers and its broker."""
 
@@ -307,10 +295,8 @@ class Producer(Intake):
         settings = clients.settings
         queues = lanes_of(settings)
 
-        def enqueue(batch: Batch) -> list[bool]:
-            return [
-                _enqueued(clients.broker, sync_message(queues.queue(lane), job), delay) for job, lane, delay in batch
-            ]
+        def enqueue(job: JobPayload, lane: Lane, delay_ms: int | None) -> None:
+            clients.broker.enqueue(sync_message(queues.queue(lane), job), delay=delay_ms)
 
         markers = RedisMarkers(
             clients.redis,
