@@ -22,6 +22,7 @@ from __future__ import annotations
 import datetime as dt
 import logging
 from collections.abc import Callable
+from dataclasses import KW_ONLY, dataclass
 from typing import Any
 
 from pydantic import BaseModel, ValidationError
@@ -88,26 +89,17 @@ class _CallerIds(BaseModel):
     request_id: RequestId | None
 
 
+@dataclass
 class Intake:
     """Accepts changes: saves the intent in the database, then enqueues one job per affected target."""
 
-    def __init__(
-        self,
-        db: Database,
-        markers: EnqueueMarkers,
-        enqueue: Enqueue,
-        *,
-        default_send_updates: SendUpdates,
-        request_key_ttl: int = 86400,
-        lanes: TenantLanes | None = None,
-    ) -> None:
-        self._db = db
-        self._lanes = lanes
-        self._markers = markers
-        self._enqueue_job = enqueue
-        self._default_send_updates = default_send_updates
-        self._request_key_ttl = request_key_ttl
-        self._receipts = FirstReceipts(db)
+    db: Database
+    markers: EnqueueMarkers
+    enqueue_job: Enqueue
+    _: KW_ONLY
+    default_send_updates: SendUpdates
+    request_key_ttl: int = 86400
+    lanes: TenantLanes | None = None  # None: every job on the normal lane
 
     def submit(
         self,
@@ -131,26 +123,26 @@ class Intake:
         parsed = parse_change(change)
         trace = trace_id or new_trace_id()
         if request_key is None:
-            with self._db.write() as conn:
+            with self.db.write() as conn:
                 saved = self._save_intent(conn, tenant_id, parsed, trace)
             return self._enqueue(tenant_id, *saved, trace)
         digest = body_hash(parsed)
         while (saved_once := self._save_claiming(tenant_id, parsed, trace, request_key, digest)) is None:
-            first = self._receipts.first(tenant_id, request_key, digest)  # waits while the key's owner enqueues
+            first = FirstReceipts(self.db).first(tenant_id, request_key, digest)  # waits while the key's owner enqueues
             if first is not None:
                 return first
         receipt = self._enqueue(tenant_id, *saved_once, trace)
-        return self._receipts.store(tenant_id, request_key, receipt)
+        return FirstReceipts(self.db).store(tenant_id, request_key, receipt)
 
     def _save_claiming(self, tenant_id: str, change: Change, trace: str, request_key: str, digest: str) -> Saved | None:
         """Save the intent and claim the request key in one transaction; None (nothing saved) when the key is taken."""
         try:
-            with self._db.write() as conn:
+            with self.db.write() as conn:
                 if intake_requests.find(conn, tenant_id, request_key) is not None:
                     return None
                 entity_id, version, jobs = self._save_intent(conn, tenant_id, change, trace)
                 if not intake_requests.claim(conn, tenant_id, request_key, body_hash=digest, entity_id=entity_id,
-                                             version=version, ttl=self._request_key_ttl):  # fmt: skip
+                                             version=version, ttl=self.request_key_ttl):  # fmt: skip
                     raise _KeyTaken  # a concurrent request claimed it and committed first: ours rolls back
         except _KeyTaken:
             return None
@@ -171,7 +163,7 @@ class Intake:
                                     f"{'are' if len(refused) > 1 else 'is'} {said}")  # fmt: skip
 
     def _save_intent(self, conn: Connection, tenant_id: str, change: Change, trace: str) -> Saved:
-        send_updates = change.send_updates or self._default_send_updates
+        send_updates = change.send_updates or self.default_send_updates
         if change.accounts is not None:
             self._check_accounts(conn, tenant_id, change.accounts)
         # Locked: concurrent changes of one event take turns, each decided against the version committed before it.
@@ -231,14 +223,14 @@ class Intake:
         again (the version changes nothing they show); those still pending get a job of it, as after any edit.
         Nothing to do (no such target, already left out, event cancelled): no new version, no job."""
         trace = trace_id or new_trace_id()
-        with self._db.write() as conn:
+        with self.db.write() as conn:
             existing = events.lock_event(conn, tenant_id, entity_id)  # a concurrent change of the event waits
             rows = {row.account_id: row for row in targets.list_targets(conn, tenant_id, entity_id)}
             leaving = rows.get(account_id)
             if existing is None or existing.status == "cancelled" or leaving is None or leaving.wanted == "absent":
                 return Receipt(entity_id, existing.version if existing else 0, [])
             version = events.bump_event(conn, tenant_id, entity_id, status="confirmed",
-                                        send_updates=send_updates or self._default_send_updates)  # fmt: skip
+                                        send_updates=send_updates or self.default_send_updates)  # fmt: skip
             planned: Planned = [(leaving.key, "absent")]
             planned += [(r.key, r.wanted) for r in rows.values() if r.status == "pending" and r is not leaving]
             jobs = _planned_jobs(conn, planned, rows, version, trace)
@@ -247,10 +239,10 @@ class Intake:
     def _enqueue(self, tenant_id: str, entity_id: str, version: int, jobs: list[JobPayload], trace: str) -> Receipt:
         # Called after the intent is committed: the markers are claimed together (one script call), then the
         # new jobs are enqueued as one batch, later by the coalesce window when their target is coalescing.
-        answers = self._markers.claim_all([Claim(Mark.of(job), job.job_id) for job in jobs])
+        answers = self.markers.claim_all([Claim(Mark.of(job), job.job_id) for job in jobs])
         new = [n for n, claimed in enumerate(answers) if claimed.earlier is None]
         # A tenant over its rate: the bulk lane.
-        lanes: list[Lane] = self._lanes.lanes(tenant_id, len(new)) if self._lanes else ["normal"] * len(new)
+        lanes: list[Lane] = self.lanes.lanes(tenant_id, len(new)) if self.lanes else ["normal"] * len(new)
         sent = {n: self._sent(jobs[n], lane, answers[n].delay_ms) for n, lane in zip(new, lanes, strict=True)}
         failed = [jobs[n] for n in new if not sent[n]]
         if failed:
@@ -267,7 +259,7 @@ class Intake:
     def _sent(self, job: JobPayload, lane: Lane, delay_ms: int | None) -> bool:
         """One enqueue: whether it went out (a refused one never makes the batch's others fail)."""
         try:
-            self._enqueue_job(job, lane, delay_ms)
+            self.enqueue_job(job, lane, delay_ms)
         except Exception:
             log.exception("enqueue failed after commit", extra={"fields": {"job_id": job.job_id}})
             return False
@@ -281,11 +273,11 @@ class Intake:
                 "fields": {"entity_id": entity_id, "account_ids": [job.account_id for job in jobs], "trace_id": trace}
             },
         )
-        with self._db.write() as conn:
+        with self.db.write() as conn:
             for job in jobs:
                 targets.mark_unqueued(conn, TargetKey(job.tenant_id, job.entity_id, job.account_id))
         for job in jobs:
-            self._markers.release(Mark.of(job))
+            self.markers.release(Mark.of(job))
 
 
 class Producer(Intake):
