@@ -215,14 +215,13 @@ class Intake:
         return existing.id, version, _planned_jobs(conn, planned, rows, version, trace)
 
     def detach(
-        self, tenant_id: str, entity_id: str, account_id: str, *, send_updates: SendUpdates | None = None,
-        trace_id: str | None = None,
-    ) -> Receipt:  # fmt: skip
+        self, tenant_id: str, entity_id: str, account_id: str, *, send_updates: SendUpdates | None = None
+    ) -> Receipt:
         """Take an account out of an event's targets (``accounts remove --detach``), as a change leaving it out would:
         a new version whose job deletes the event from that account. The event's other targets are not written
         again (the version changes nothing they show); those still pending get a job of it, as after any edit.
         Nothing to do (no such target, already left out, event cancelled): no new version, no job."""
-        trace = trace_id or new_trace_id()
+        trace = new_trace_id()
         with self.db.write() as conn:
             existing = events.lock_event(conn, tenant_id, entity_id)  # a concurrent change of the event waits
             rows = {row.account_id: row for row in targets.list_targets(conn, tenant_id, entity_id)}
