@@ -60,12 +60,6 @@ class _KeyTaken(Exception):
     """Rolls back an intent whose request key a concurrent request claimed first."""
 
 
-def _job(
-    key: TargetKey, row: TargetRow | None, version: int, trace: str, *, present: bool, cancelled: bool = False
-) -> JobPayload:
-    return plan(row, key, version=version, wanted_present=present, cancelled=cancelled, trace_id=trace)
-
-
 def _planned_jobs(
     conn: Connection, planned: Planned, rows: dict[str, TargetRow], version: int, trace: str, *, cancelled: bool = False
 ) -> list[JobPayload]:
@@ -73,8 +67,8 @@ def _planned_jobs(
     event's stored targets (what each one shows now)."""
     existing = {row.key for row in rows.values()}
     targets.plan_targets(conn, planned, version=version, due_at=dt.datetime.now(dt.UTC), existing=existing)
-    return [_job(key, rows.get(key.account_id), version, trace, present=wanted == "present", cancelled=cancelled)
-            for key, wanted in planned]  # fmt: skip
+    return [plan(rows.get(key.account_id), key, version=version, wanted_present=wanted == "present",
+                 cancelled=cancelled, trace_id=trace) for key, wanted in planned]  # fmt: skip
 
 
 def _gone(row: TargetRow) -> bool:
@@ -203,9 +197,9 @@ class Intake:
             # Same request again: no new version. Pending targets are re-offered; the dedup markers of the
             # first submission (its create and our update share one: Mark.of) return its job ids.
             pending = [row for row in rows.values() if row.status == "pending"]
-            return existing.id, existing.version, [
-                _job(row.key, row, existing.version, trace, present=row.wanted == "present") for row in pending
-            ]  # fmt: skip
+            jobs = [plan(row, row.key, version=existing.version, wanted_present=row.wanted == "present",
+                         cancelled=False, trace_id=trace) for row in pending]  # fmt: skip
+            return existing.id, existing.version, jobs
 
         version = events.bump_event(
             conn, tenant_id, existing.id, status="confirmed", send_updates=send_updates, fields=change.event
