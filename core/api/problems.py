@@ -27,8 +27,11 @@ from calsync.core.model.errors import (
     EntityNotFound,
     IdempotencyKeyReused,
     InvalidChange,
+    InvalidWebhookEndpoint,
+    InvalidWebhookUrl,
     PermanentError,
     TemporaryError,
+    WebhookEndpointNotFound,
 )
 from calsync.core.model.validation_wording import field_message
 
@@ -182,6 +185,11 @@ def _problem_of(request: Request, exc: Exception) -> ProblemError:
             return ProblemError(422, "idempotency-key-reused", "Idempotency-Key Reused", str(exc), errors=errors)
         case InvalidChange() | EntityNotFound():
             return invalid(str(exc), field_errors_of(str(exc)))
+        case WebhookEndpointNotFound():  # another tenant's endpoint is not found, as one that does not exist
+            return not_found(f"webhook endpoint {request.path_params['endpoint_id']}")
+        case InvalidWebhookEndpoint():
+            field = "url" if isinstance(exc, InvalidWebhookUrl) else "events"  # named as the body's own fields are
+            return invalid(str(exc), [FieldError(field=field, message=str(exc))])
         case PermanentError():
             return ProblemError(422, "rejected", "Unprocessable Content", f"{exc.reason}: {exc}")
         case DataError():

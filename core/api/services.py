@@ -4,7 +4,7 @@ one clients: its database, its intake, the DLQ operations and readiness checks."
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from functools import partial
 from pathlib import Path
@@ -12,7 +12,7 @@ from pathlib import Path
 from calsync.core.clients import Clients
 from calsync.core.observability.pipeline_state import StateReader
 from calsync.core.producer import dead_letters
-from calsync.core.producer.dead_letters import ReplayReport
+from calsync.core.producer.dead_letters import DiscardReport, ReplayReport
 from calsync.core.producer.submit import Intake, Producer
 from calsync.core.store.database import Database
 from calsync.core.store.dead_letters import DeadLetter
@@ -26,7 +26,8 @@ class ApiServices:
     db: Database
     intake: Intake
     replay: Callable[[list[DeadLetter]], ReplayReport]
-    discard: Callable[[Iterable[int], str | None], list[int]]  # the ids discarded
+    discard: Callable[[list[DeadLetter], str | None], DiscardReport]
+    webhooks: Endpoints  # /v1/webhooks
     # A readiness check raises when its dependency cannot be reached (the database is always checked).
     checks: Mapping[str, Callable[[], object]] = field(default_factory=dict)
     max_body_bytes: int = 1_048_576
@@ -35,7 +36,6 @@ class ApiServices:
     retry_after: int = 5
     # Set when several server processes share one port: /metrics then sums their multiprocess files.
     metrics_dir: Path | None = None
-    webhooks: Endpoints | None = None  # /v1/webhooks (None: answered 404)
 
 
 def services_from_clients(clients: Clients, *, metrics_dir: Path | None = None) -> ApiServices:
@@ -50,10 +50,10 @@ def services_from_clients(clients: Clients, *, metrics_dir: Path | None = None) 
         db=clients.db,
         intake=Producer(clients),
         replay=partial(dead_letters.replay, clients),
-        discard=lambda record_ids, note: dead_letters.discard(clients, record_ids, note=note),
+        discard=lambda records, note: dead_letters.discard_records(clients, records, note=note),
+        webhooks=Endpoints.from_settings(clients.db, clients.cipher, settings),
         checks={"broker": broker},
         max_body_bytes=settings.api_max_body_bytes,
         key_cache_seconds=settings.api_key_cache_seconds,
         metrics_dir=metrics_dir,
-        webhooks=Endpoints.from_settings(clients.db, clients.cipher, settings),
     )

@@ -123,8 +123,7 @@ def _replay_one(clients: Clients, record: DeadLetter) -> Entry | str:
     if record.job_type == INTAKE_JOB:
         return _replay_intake(clients, record)
     if record.kind == "webhook" or record.job_type in WEBHOOK_JOBS:
-        why, entry = replay_webhook(clients.db, clients.broker, clients.settings.webhook_queue, record)
-        return entry if entry is not None else str(why)
+        return replay_webhook(clients.db, clients.broker, clients.settings.webhook_queue, record)
     if record.job_type != SYNC_JOB:
         return f"unknown job type {record.job_type!r}: discard it"
     try:
@@ -184,9 +183,3 @@ def discard_records(clients: Clients, records: Iterable[DeadLetter], *, note: st
             else:
                 report.skipped.append(skipped_entry(record, "record is no longer open"))
     return report
-
-
-def discard(clients: Clients, record_ids: Iterable[int], *, note: str | None = None) -> list[int]:
-    """Close open records without replaying them; returns the ids actually discarded."""
-    with clients.db.write() as conn:
-        return [record_id for record_id in record_ids if dead_letters.mark_discarded(conn, record_id, note=note)]

@@ -15,6 +15,7 @@ import logging
 import math
 import time
 from collections.abc import Callable
+from dataclasses import KW_ONLY, dataclass
 
 import redis
 
@@ -25,43 +26,35 @@ from calsync.core.redis.keys import RedisKeys
 log = logging.getLogger(__name__)
 
 
+@dataclass(frozen=True)
 class TenantLanes:
     """The lane choice from per-tenant enqueue counters in Redis, one pipeline per call; threshold 0: no bulk lane."""
 
-    def __init__(
-        self,
-        client: redis.Redis,
-        keys: RedisKeys,
-        *,
-        threshold: int,
-        window: float,
-        clock: Callable[[], float] = time.time,
-    ) -> None:
-        self._client = client
-        self._keys = keys
-        self._threshold = threshold
-        self._window = window
-        self._ttl = math.ceil(2 * window) + 1
-        self._clock = clock
+    client: redis.Redis
+    keys: RedisKeys
+    _: KW_ONLY
+    threshold: int
+    window: float
+    clock: Callable[[], float] = time.time
 
     def lanes(self, tenant_id: str, jobs: int) -> list[Lane]:
         """Normal for the jobs within the tenant's threshold over the last window, bulk for the rest."""
-        if jobs <= 0 or self._threshold <= 0:
+        if jobs <= 0 or self.threshold <= 0:
             return ["normal"] * max(jobs, 0)
-        position = self._clock() / self._window
+        position = self.clock() / self.window
         window = math.floor(position)
-        current = self._keys.tenant_enqueues(tenant_id, window)
+        current = self.keys.tenant_enqueues(tenant_id, window)
         try:
-            pipe = self._client.pipeline(transaction=False)
+            pipe = self.client.pipeline(transaction=False)
             pipe.incrby(current, jobs)
-            pipe.expire(current, self._ttl)
-            pipe.get(self._keys.tenant_enqueues(tenant_id, window - 1))
+            pipe.expire(current, math.ceil(2 * self.window) + 1)  # two windows
+            pipe.get(self.keys.tenant_enqueues(tenant_id, window - 1))
             counted, _, previous = pipe.execute()
         except redis.RedisError:
             log.warning("could not count the tenant's enqueues; its jobs take the normal lane", exc_info=True)
             return ["normal"] * jobs
         before = int(counted) - jobs + int(previous or 0) * (1 - (position - window))
-        normal = min(jobs, max(0, self._threshold - math.floor(before)))
+        normal = min(jobs, max(0, self.threshold - math.floor(before)))
         lanes: list[Lane] = ["normal"] * normal
         return lanes + ["bulk"] * (jobs - normal)
 

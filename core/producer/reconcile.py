@@ -35,6 +35,7 @@ from calsync.core.webhooks import reconcile_webhooks
 
 log = logging.getLogger(__name__)
 
+PASS_LIMIT = 1000  # overdue targets, and lost webhook dispatches and deliveries, re-enqueued per pass
 _PURGED_AS = {"intake_requests": "request_keys", "provider_accounts": "accounts"}  # the report's names of two tables
 
 
@@ -65,13 +66,11 @@ class ReconcileReport:
         }
 
 
-def reconcile(
-    clients: Clients, *, older_than: float | None = None, limit: int = 1000, now: dt.datetime | None = None
-) -> ReconcileReport:
+def reconcile(clients: Clients, *, older_than: float | None = None, now: dt.datetime | None = None) -> ReconcileReport:
     """Re-enqueue overdue pending targets and lost webhook work, then run one housekeeping pass."""
     now = now or dt.datetime.now(dt.UTC)
     trace = new_trace_id()
-    report = requeue_lost(clients, older_than=older_than, limit=limit, now=now, trace=trace)
+    report = requeue_lost(clients, older_than=older_than, now=now, trace=trace)
     report.purged = prune(clients.db, Retention.of(clients.settings), now=now)
     log.info("reconciliation done", extra={"fields": report.as_json() | {"job_ids": None, "trace_id": trace}})
     return report
@@ -81,7 +80,6 @@ def requeue_lost(
     clients: Clients,
     *,
     older_than: float | None = None,
-    limit: int = 1000,
     now: dt.datetime | None = None,
     trace: str | None = None,
 ) -> ReconcileReport:
@@ -91,7 +89,7 @@ def requeue_lost(
     report = ReconcileReport()
     trace = trace or new_trace_id()
     with clients.db.read() as conn:
-        overdue = targets.overdue(conn, before=before, limit=limit)
+        overdue = targets.overdue(conn, before=before, limit=PASS_LIMIT)
         states = {(row.tenant_id, row.event_id): events.get_event(conn, row.tenant_id, row.event_id) for row in overdue}
     # A tenant with many lost jobs re-enters on the bulk lane past its rate, as a flood of new ones would.
     choice, queues = lane_choice(clients), lanes_of(clients.settings)
@@ -122,6 +120,6 @@ def requeue_lost(
             targets.postpone(conn, row.key, due_at=dt.datetime.now(dt.UTC))
         report.requeued.append(payload.job_id)
     report.webhooks_requeued = reconcile_webhooks(
-        clients.db, clients.broker, clients.settings.webhook_queue, before=before, limit=limit
+        clients.db, clients.broker, clients.settings.webhook_queue, before=before, limit=PASS_LIMIT
     )
     return report

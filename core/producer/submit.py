@@ -22,9 +22,9 @@ from __future__ import annotations
 import datetime as dt
 import logging
 from collections.abc import Callable
+from dataclasses import KW_ONLY, dataclass
 from typing import Any
 
-import dramatiq
 from pydantic import BaseModel, ValidationError
 from sqlalchemy import Connection
 
@@ -50,20 +50,14 @@ from calsync.core.store.targets import TargetKey, TargetRow
 log = logging.getLogger(__name__)
 
 
-Batch = list[tuple[JobPayload, Lane, int | None]]  # jobs, each with its lane and a delay in ms (None: at once)
-Enqueue = Callable[[Batch], list[bool]]  # enqueues a batch; per job, whether it was enqueued
+Enqueue = Callable[[JobPayload, Lane, int | None], object]  # enqueues a job on its lane, a delay in ms later (None:
+# at once); raises when the broker refuses it
 Saved = tuple[str, int, list[JobPayload]]  # an intent as committed: the event's id, its version, its new jobs
 Planned = list[tuple[TargetKey, targets.Wanted]]  # targets to mark pending, each with whether it must show the event
 
 
 class _KeyTaken(Exception):
     """Rolls back an intent whose request key a concurrent request claimed first."""
-
-
-def _job(
-    key: TargetKey, row: TargetRow | None, version: int, trace: str, *, present: bool, cancelled: bool = False
-) -> JobPayload:
-    return plan(row, key, version=version, wanted_present=present, cancelled=cancelled, trace_id=trace)
 
 
 def _planned_jobs(
@@ -73,8 +67,8 @@ def _planned_jobs(
     event's stored targets (what each one shows now)."""
     existing = {row.key for row in rows.values()}
     targets.plan_targets(conn, planned, version=version, due_at=dt.datetime.now(dt.UTC), existing=existing)
-    return [_job(key, rows.get(key.account_id), version, trace, present=wanted == "present", cancelled=cancelled)
-            for key, wanted in planned]  # fmt: skip
+    return [plan(rows.get(key.account_id), key, version=version, wanted_present=wanted == "present",
+                 cancelled=cancelled, trace_id=trace) for key, wanted in planned]  # fmt: skip
 
 
 def _gone(row: TargetRow) -> bool:
@@ -89,26 +83,17 @@ class _CallerIds(BaseModel):
     request_id: RequestId | None
 
 
+@dataclass
 class Intake:
     """Accepts changes: saves the intent in the database, then enqueues one job per affected target."""
 
-    def __init__(
-        self,
-        db: Database,
-        markers: EnqueueMarkers,
-        enqueue: Enqueue,
-        *,
-        default_send_updates: SendUpdates,
-        request_key_ttl: int = 86400,
-        lanes: TenantLanes | None = None,
-    ) -> None:
-        self._db = db
-        self._lanes = lanes
-        self._markers = markers
-        self._enqueue_jobs = enqueue
-        self._default_send_updates = default_send_updates
-        self._request_key_ttl = request_key_ttl
-        self._receipts = FirstReceipts(db)
+    db: Database
+    markers: EnqueueMarkers
+    enqueue_job: Enqueue
+    _: KW_ONLY
+    default_send_updates: SendUpdates
+    request_key_ttl: int = 86400
+    lanes: TenantLanes | None = None  # None: every job on the normal lane
 
     def submit(
         self,
@@ -132,26 +117,26 @@ class Intake:
         parsed = parse_change(change)
         trace = trace_id or new_trace_id()
         if request_key is None:
-            with self._db.write() as conn:
+            with self.db.write() as conn:
                 saved = self._save_intent(conn, tenant_id, parsed, trace)
             return self._enqueue(tenant_id, *saved, trace)
         digest = body_hash(parsed)
         while (saved_once := self._save_claiming(tenant_id, parsed, trace, request_key, digest)) is None:
-            first = self._receipts.first(tenant_id, request_key, digest)  # waits while the key's owner enqueues
+            first = FirstReceipts(self.db).first(tenant_id, request_key, digest)  # waits while the key's owner enqueues
             if first is not None:
                 return first
         receipt = self._enqueue(tenant_id, *saved_once, trace)
-        return self._receipts.store(tenant_id, request_key, receipt)
+        return FirstReceipts(self.db).store(tenant_id, request_key, receipt)
 
     def _save_claiming(self, tenant_id: str, change: Change, trace: str, request_key: str, digest: str) -> Saved | None:
         """Save the intent and claim the request key in one transaction; None (nothing saved) when the key is taken."""
         try:
-            with self._db.write() as conn:
+            with self.db.write() as conn:
                 if intake_requests.find(conn, tenant_id, request_key) is not None:
                     return None
                 entity_id, version, jobs = self._save_intent(conn, tenant_id, change, trace)
                 if not intake_requests.claim(conn, tenant_id, request_key, body_hash=digest, entity_id=entity_id,
-                                             version=version, ttl=self._request_key_ttl):  # fmt: skip
+                                             version=version, ttl=self.request_key_ttl):  # fmt: skip
                     raise _KeyTaken  # a concurrent request claimed it and committed first: ours rolls back
         except _KeyTaken:
             return None
@@ -172,7 +157,7 @@ class Intake:
                                     f"{'are' if len(refused) > 1 else 'is'} {said}")  # fmt: skip
 
     def _save_intent(self, conn: Connection, tenant_id: str, change: Change, trace: str) -> Saved:
-        send_updates = change.send_updates or self._default_send_updates
+        send_updates = change.send_updates or self.default_send_updates
         if change.accounts is not None:
             self._check_accounts(conn, tenant_id, change.accounts)
         # Locked: concurrent changes of one event take turns, each decided against the version committed before it.
@@ -212,9 +197,9 @@ class Intake:
             # Same request again: no new version. Pending targets are re-offered; the dedup markers of the
             # first submission (its create and our update share one: Mark.of) return its job ids.
             pending = [row for row in rows.values() if row.status == "pending"]
-            return existing.id, existing.version, [
-                _job(row.key, row, existing.version, trace, present=row.wanted == "present") for row in pending
-            ]  # fmt: skip
+            jobs = [plan(row, row.key, version=existing.version, wanted_present=row.wanted == "present",
+                         cancelled=False, trace_id=trace) for row in pending]  # fmt: skip
+            return existing.id, existing.version, jobs
 
         version = events.bump_event(
             conn, tenant_id, existing.id, status="confirmed", send_updates=send_updates, fields=change.event
@@ -224,22 +209,21 @@ class Intake:
         return existing.id, version, _planned_jobs(conn, planned, rows, version, trace)
 
     def detach(
-        self, tenant_id: str, entity_id: str, account_id: str, *, send_updates: SendUpdates | None = None,
-        trace_id: str | None = None,
-    ) -> Receipt:  # fmt: skip
+        self, tenant_id: str, entity_id: str, account_id: str, *, send_updates: SendUpdates | None = None
+    ) -> Receipt:
         """Take an account out of an event's targets (``accounts remove --detach``), as a change leaving it out would:
         a new version whose job deletes the event from that account. The event's other targets are not written
         again (the version changes nothing they show); those still pending get a job of it, as after any edit.
         Nothing to do (no such target, already left out, event cancelled): no new version, no job."""
-        trace = trace_id or new_trace_id()
-        with self._db.write() as conn:
+        trace = new_trace_id()
+        with self.db.write() as conn:
             existing = events.get_event(conn, tenant_id, entity_id, lock=True)  # a concurrent change of the event waits
             rows = {row.account_id: row for row in targets.list_targets(conn, tenant_id, entity_id)}
             leaving = rows.get(account_id)
             if existing is None or existing.status == "cancelled" or leaving is None or leaving.wanted == "absent":
                 return Receipt(entity_id, existing.version if existing else 0, [])
             version = events.bump_event(conn, tenant_id, entity_id, status="confirmed",
-                                        send_updates=send_updates or self._default_send_updates)  # fmt: skip
+                                        send_updates=send_updates or self.default_send_updates)  # fmt: skip
             planned: Planned = [(leaving.key, "absent")]
             planned += [(r.key, r.wanted) for r in rows.values() if r.status == "pending" and r is not leaving]
             jobs = _planned_jobs(conn, planned, rows, version, trace)
@@ -248,12 +232,11 @@ class Intake:
     def _enqueue(self, tenant_id: str, entity_id: str, version: int, jobs: list[JobPayload], trace: str) -> Receipt:
         # Called after the intent is committed: the markers are claimed together (one script call), then the
         # new jobs are enqueued as one batch, later by the coalesce window when their target is coalescing.
-        answers = self._markers.claim_all([Claim(Mark.of(job), job.job_id) for job in jobs])
+        answers = self.markers.claim_all([Claim(Mark.of(job), job.job_id) for job in jobs])
         new = [n for n, claimed in enumerate(answers) if claimed.earlier is None]
         # A tenant over its rate: the bulk lane.
-        lanes: list[Lane] = self._lanes.lanes(tenant_id, len(new)) if self._lanes else ["normal"] * len(new)
-        batch = [(jobs[n], lane, answers[n].delay_ms) for n, lane in zip(new, lanes, strict=True)]
-        sent = dict(zip(new, self._send(batch), strict=True))
+        lanes: list[Lane] = self.lanes.lanes(tenant_id, len(new)) if self.lanes else ["normal"] * len(new)
+        sent = {n: self._sent(jobs[n], lane, answers[n].delay_ms) for n, lane in zip(new, lanes, strict=True)}
         failed = [jobs[n] for n in new if not sent[n]]
         if failed:
             self._defer(failed, entity_id, trace)
@@ -266,14 +249,14 @@ class Intake:
         )  # fmt: skip
         return Receipt(entity_id, version, job_ids, [job.account_id for job in failed])
 
-    def _send(self, batch: Batch) -> list[bool]:
-        if not batch:
-            return []
+    def _sent(self, job: JobPayload, lane: Lane, delay_ms: int | None) -> bool:
+        """One enqueue: whether it went out (a refused one never makes the batch's others fail)."""
         try:
-            return self._enqueue_jobs(batch)
+            self.enqueue_job(job, lane, delay_ms)
         except Exception:
-            log.exception("enqueue failed after commit", extra={"fields": {"jobs": len(batch)}})
-            return [False] * len(batch)
+            log.exception("enqueue failed after commit", extra={"fields": {"job_id": job.job_id}})
+            return False
+        return True
 
     def _defer(self, jobs: list[JobPayload], entity_id: str, trace: str) -> None:
         """Targets whose enqueue failed: due now, so the next reconcile pass re-enqueues them; markers forgotten."""
@@ -283,21 +266,11 @@ class Intake:
                 "fields": {"entity_id": entity_id, "account_ids": [job.account_id for job in jobs], "trace_id": trace}
             },
         )
-        with self._db.write() as conn:
+        with self.db.write() as conn:
             for job in jobs:
                 targets.mark_unqueued(conn, TargetKey(job.tenant_id, job.entity_id, job.account_id))
         for job in jobs:
-            self._markers.release(Mark.of(job))
-
-
-def _enqueued(broker: dramatiq.Broker, message: dramatiq.Message[Any], delay_ms: int | None) -> bool:
-    """One ``broker.enqueue``: whether it went out (a refused one never makes the batch's others fail)."""
-    try:
-        broker.enqueue(message, delay=delay_ms)
-    except Exception:
-        log.exception("enqueue failed", extra={"fields": {"message_id": message.message_id}})
-        return False
-    return True
+            self.markers.release(Mark.of(job))
 
 
 class Producer(Intake):
@@ -307,10 +280,8 @@ class Producer(Intake):
         settings = clients.settings
         queues = lanes_of(settings)
 
-        def enqueue(batch: Batch) -> list[bool]:
-            return [
-                _enqueued(clients.broker, sync_message(queues.queue(lane), job), delay) for job, lane, delay in batch
-            ]
+        def enqueue(job: JobPayload, lane: Lane, delay_ms: int | None) -> None:
+            clients.broker.enqueue(sync_message(queues.queue(lane), job), delay=delay_ms)
 
         markers = RedisMarkers(
             clients.redis,

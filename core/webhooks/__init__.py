@@ -30,23 +30,19 @@ if TYPE_CHECKING:
     from calsync.core.webhooks.store import count_disabled as count_disabled
     from calsync.core.webhooks.transport import Transport as Transport
 
-_HOMES = {
-    "Deliverer": "deliverer",
-    "DeliveryPolicy": "deliverer",
-    "Endpoints": "endpoints",
-    "Outbox": "outbox",
-    "WEBHOOK_JOBS": "recovery",
-    "reconcile_webhooks": "recovery",
-    "replay_webhook": "recovery",
-    "Endpoint": "store",
-    "count_deliveries": "store",
-    "count_disabled": "store",
-    "Transport": "transport",
+_HOMES = {  # module: the names it holds
+    "deliverer": ("Deliverer", "DeliveryPolicy"),
+    "endpoints": ("Endpoints",),
+    "outbox": ("Outbox",),
+    "recovery": ("WEBHOOK_JOBS", "reconcile_webhooks", "replay_webhook"),
+    "store": ("Endpoint", "count_deliveries", "count_disabled"),
+    "transport": ("Transport",),
 }
-__all__ = list(_HOMES)
+_HOME_OF = {name: module for module, names in _HOMES.items() for name in names}
+__all__ = list(_HOME_OF)
 
 
 def __getattr__(name: str) -> Any:
-    if name not in _HOMES:
+    if name not in _HOME_OF:
         raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    return getattr(importlib.import_module(f"{__name__}.{_HOMES[name]}"), name)
+    return getattr(importlib.import_module(f"{__name__}.{_HOME_OF[name]}"), name)

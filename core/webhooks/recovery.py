@@ -50,24 +50,22 @@ def _target(record: DeadLetter) -> tuple[str, str | None] | None:
     return None
 
 
-def replay_webhook(
-    db: Database, broker: dramatiq.Broker, queue: str, record: DeadLetter
-) -> tuple[str | None, dict[str, object] | None]:
-    """Replay one webhook record: (why it was skipped, None) or (None, the replayed entry)."""
+def replay_webhook(db: Database, broker: dramatiq.Broker, queue: str, record: DeadLetter) -> dict[str, object] | str:
+    """Replay one webhook record: the replayed entry, or why it was skipped."""
     target = _target(record)
     if target is None:
-        return "its payload names no webhook delivery; discard it", None
+        return "its payload names no webhook delivery; discard it"
     notification_id, endpoint_id = target
     replay_id = new_id("whd")
     with db.write() as conn:
         if endpoint_id is not None:
             endpoint = store.get_endpoint(conn, endpoint_id)
             if endpoint is None:
-                return f"webhook endpoint {endpoint_id} was removed; discard it", None
+                return f"webhook endpoint {endpoint_id} was removed; discard it"
             if endpoint.status != "enabled":
-                return f"webhook endpoint {endpoint_id} is disabled; enable it first", None
+                return f"webhook endpoint {endpoint_id} is disabled; enable it first"
         if not dead_letters.mark_replayed(conn, record.id, replay_job_id=replay_id):
-            return "record is no longer open", None
+            return "record is no longer open"
         if endpoint_id is not None:
             store.reopen_delivery(conn, notification_id, endpoint_id)
     message = (
@@ -78,8 +76,8 @@ def replay_webhook(
     try:
         broker.enqueue(message)
     except Exception:
-        return None, {"id": record.id, "job_id": replay_id, "deferred": True}  # the row is due: the reconciler
-    return None, {"id": record.id, "job_id": replay_id}
+        return {"id": record.id, "job_id": replay_id, "deferred": True}  # the row is due: the reconciler
+    return {"id": record.id, "job_id": replay_id}
 
 
 def reconcile_webhooks(db: Database, broker: dramatiq.Broker, queue: str, *, before: dt.datetime, limit: int) -> int:

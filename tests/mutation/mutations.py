@@ -251,7 +251,7 @@ MUTATIONS: tuple[Mutation, ...] = (
              't.c.status != "deleted"', "an account stays until a delete's re-run has found it"),
     Mutation("removal-keeps-create-keys", ACCOUNT_REMOVAL, "conn.execute(delete(r).where(r.c.key.in_(chunk)))",
              "pass", "an account registered again under a removed id creates its events afresh"),
-    Mutation("submit-marker-kept-after-failed-enqueue", SUBMIT, "            self._markers.release(Mark.of(job))\n",
+    Mutation("submit-marker-kept-after-failed-enqueue", SUBMIT, "            self.markers.release(Mark.of(job))\n",
              "            pass\n", "a failed enqueue does not suppress the next attempt"),
     Mutation("marker-without-version", DEDUP, "operation, job.target_version)", "operation, 1)",
              "an older version's marker never suppresses a new job"),

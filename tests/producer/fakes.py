@@ -7,7 +7,6 @@ from collections.abc import Sequence
 from calsync.core.model.payload import JobPayload, Operation
 from calsync.core.model.vocabulary import Lane
 from calsync.core.producer.dedup import Claim, Claimed, Mark
-from calsync.core.producer.submit import Batch
 
 
 class MemoryMarkers:
@@ -39,13 +38,11 @@ class MemoryQueue:
         self.lanes: list[Lane] = []
         self.failing = False
 
-    def __call__(self, batch: Batch) -> list[bool]:
+    def __call__(self, payload: JobPayload, lane: Lane, delay_ms: int | None) -> None:
         if self.failing:
             raise ConnectionError("broker unavailable")
-        for payload, lane, _delay_ms in batch:
-            self.payloads.append(payload)
-            self.lanes.append(lane)
-        return [True] * len(batch)
+        self.payloads.append(payload)
+        self.lanes.append(lane)
 
     def jobs(self) -> dict[str, tuple[Operation, str]]:
         """Enqueued jobs by account: (operation, idempotency key) of the latest one."""

@@ -12,8 +12,10 @@ import pytest
 from sqlalchemy import update
 
 from calsync.core.model.errors import IdempotencyKeyReused
+from calsync.core.model.payload import JobPayload
+from calsync.core.model.vocabulary import Lane
 from calsync.core.producer.receipts import OWNER_GRACE, FirstReceipts, Receipt
-from calsync.core.producer.submit import Batch, Intake
+from calsync.core.producer.submit import Intake
 from calsync.core.store import events, intake_requests
 from calsync.core.store.schema import intake_requests as intake_requests_table
 from tests.producer.fakes import MemoryMarkers, MemoryQueue
@@ -112,9 +114,10 @@ def test_a_twin_that_comes_while_the_first_request_enqueues_waits_for_its_receip
     monkeypatch.setattr(intake_requests, "find", spied_find)
     queue = MemoryQueue()
 
-    def enqueue(batch: Batch) -> list[bool]:  # the first request, committed, enqueues once its twin is waiting
+    # The first request, committed, enqueues once its twin is waiting.
+    def enqueue(payload: JobPayload, lane: Lane, delay_ms: int | None) -> None:
         wait_until(found_without_receipt.is_set, what="the twin to find the key claimed, its receipt not stored")
-        return queue(batch)
+        queue(payload, lane, delay_ms)
 
     intake = Intake(pipeline.clients.db, MemoryMarkers(), enqueue, default_send_updates="none")
     receipts: list[Receipt] = []
@@ -131,7 +134,7 @@ class _Killed(BaseException):
 def test_a_receipt_the_first_request_never_stored_is_completed_once_by_a_replay(pipeline: Pipeline) -> None:
     account = pipeline.account()
 
-    def killed(batch: Batch) -> list[bool]:
+    def killed(payload: JobPayload, lane: Lane, delay_ms: int | None) -> None:
         raise _Killed
 
     dying = Intake(pipeline.clients.db, MemoryMarkers(), killed, default_send_updates="none")

@@ -103,6 +103,6 @@ def discard_dead_letter(
         record = dead_letters.get(conn, record_id, tenant_id=principal.tenant_id)
     if record is None:
         raise not_found(f"dead letter {record_id}")
-    if not deps.discard([record_id], body.note if body else None):
+    if not deps.discard([record], body.note if body else None).discarded:
         raise ProblemError(409, "conflict", "Conflict", f"dead letter {record_id} is not open")
     return DiscardedOut(id=record_id, status="discarded")

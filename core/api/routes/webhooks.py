@@ -4,24 +4,21 @@ endpoints out, never a secret except the one answer that creates or rotates it."
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from typing import Annotated, TypeVar
+from typing import Annotated
 
-from fastapi import APIRouter, Body, Depends, Path, Response
+from fastapi import APIRouter, Body, Path, Response
 from pydantic import BaseModel, ConfigDict, Field
 
 from calsync.core.api.auth import Admin, Services
-from calsync.core.api.problems import AUTHENTICATED, FieldError, ProblemError, not_found, problems
-from calsync.core.model.errors import InvalidWebhookEndpoint, InvalidWebhookUrl, WebhookEndpointNotFound
+from calsync.core.api.problems import AUTHENTICATED, problems
 from calsync.core.model.vocabulary import (
     WEBHOOK_EVENT_TYPES,
     WebhookDisabledBy,
     WebhookEndpointStatus,
     WebhookEventType,
 )
-from calsync.core.webhooks import Endpoint, Endpoints
+from calsync.core.webhooks import Endpoint
 
-T = TypeVar("T")
 router = APIRouter(tags=["webhooks"])
 EndpointId = Annotated[str, Path(min_length=1, max_length=64, pattern=r"^[A-Za-z0-9_-]+$")]
 
@@ -62,82 +59,58 @@ class WebhookEndpointList(BaseModel):
     items: list[WebhookEndpointOut]
 
 
-def _endpoints(deps: Services) -> Endpoints:
-    if deps.webhooks is None:
-        raise ProblemError(404, "not-found", "Not Found", "webhooks are not served by this deployment")
-    return deps.webhooks
-
-
-WebhookEndpoints = Annotated[Endpoints, Depends(_endpoints)]
-
-
 def _out(endpoint: Endpoint) -> WebhookEndpointOut:
     return WebhookEndpointOut.model_validate(endpoint.as_json())
 
 
-def _found(call: Callable[[], T], endpoint_id: str) -> T:
-    # Another tenant's endpoint is not found, as one that does not exist.
-    try:
-        return call()
-    except WebhookEndpointNotFound:
-        raise not_found(f"webhook endpoint {endpoint_id}") from None
-
-
 @router.post("/v1/webhooks", status_code=201, response_model=WebhookSecretOut, responses=problems(400, *AUTHENTICATED),
              summary="Register a webhook endpoint")  # fmt: skip
-async def add_webhook(
-    principal: Admin, endpoints: WebhookEndpoints, body: Annotated[WebhookEndpointIn, Body()]
-) -> WebhookSecretOut:
+async def add_webhook(principal: Admin, deps: Services, body: Annotated[WebhookEndpointIn, Body()]) -> WebhookSecretOut:
     """Register a receiver for the key's tenant; the answer carries its signing secret, once."""
-    try:
-        secret, endpoint = endpoints.add(principal.tenant_id, body.url, body.events)
-    except InvalidWebhookEndpoint as exc:
-        field = "url" if isinstance(exc, InvalidWebhookUrl) else "events"  # named as the body's own fields are
-        raise ProblemError(422, "validation", "Unprocessable Content", str(exc),
-                           errors=[FieldError(field=field, message=str(exc))]) from None  # fmt: skip
+    secret, endpoint = deps.webhooks.add(principal.tenant_id, body.url, body.events)
     return WebhookSecretOut.model_validate({**endpoint.as_json(), "secret": secret})
 
 
 @router.get("/v1/webhooks", response_model=WebhookEndpointList, responses=problems(*AUTHENTICATED),
             summary="List webhook endpoints")  # fmt: skip
-def list_webhooks(principal: Admin, endpoints: WebhookEndpoints) -> WebhookEndpointList:
+def list_webhooks(principal: Admin, deps: Services) -> WebhookEndpointList:
     """The key's tenant's endpoints, oldest first (never their secrets)."""
-    return WebhookEndpointList(items=[_out(e) for e in endpoints.list(principal.tenant_id)])
+    return WebhookEndpointList(items=[_out(e) for e in deps.webhooks.list(principal.tenant_id)])
 
 
 @router.get("/v1/webhooks/{endpoint_id}", response_model=WebhookEndpointOut,
             responses=problems(404, *AUTHENTICATED), summary="Show one webhook endpoint")  # fmt: skip
-def get_webhook(principal: Admin, endpoints: WebhookEndpoints, endpoint_id: EndpointId) -> WebhookEndpointOut:
+def get_webhook(principal: Admin, deps: Services, endpoint_id: EndpointId) -> WebhookEndpointOut:
     """One endpoint of the key's tenant."""
-    return _out(_found(lambda: endpoints.get(endpoint_id, principal.tenant_id), endpoint_id))
+    return _out(deps.webhooks.get(endpoint_id, principal.tenant_id))
 
 
 @router.post("/v1/webhooks/{endpoint_id}/disable", response_model=WebhookEndpointOut,
              responses=problems(404, *AUTHENTICATED), summary="Disable a webhook endpoint")  # fmt: skip
-def disable_webhook(principal: Admin, endpoints: WebhookEndpoints, endpoint_id: EndpointId) -> WebhookEndpointOut:
+def disable_webhook(principal: Admin, deps: Services, endpoint_id: EndpointId) -> WebhookEndpointOut:
     """Stop delivering; pending deliveries go to the DLQ, to be replayed after enabling."""
     why = "disabled over the API"
-    return _out(_found(lambda: endpoints.disable(endpoint_id, principal.tenant_id, reason=why), endpoint_id))
+    return _out(deps.webhooks.disable(endpoint_id, principal.tenant_id, reason=why))
 
 
 @router.post("/v1/webhooks/{endpoint_id}/enable", response_model=WebhookEndpointOut,
              responses=problems(404, *AUTHENTICATED), summary="Enable a webhook endpoint")  # fmt: skip
-def enable_webhook(principal: Admin, endpoints: WebhookEndpoints, endpoint_id: EndpointId) -> WebhookEndpointOut:
+def enable_webhook(principal: Admin, deps: Services, endpoint_id: EndpointId) -> WebhookEndpointOut:
     """Deliver again (also after the breaker disabled it); the failure streak starts from zero."""
-    return _out(_found(lambda: endpoints.enable(endpoint_id, principal.tenant_id), endpoint_id))
+    return _out(deps.webhooks.enable(endpoint_id, principal.tenant_id))
 
 
 @router.post("/v1/webhooks/{endpoint_id}/rotate-secret", response_model=WebhookSecretOut,
              responses=problems(404, *AUTHENTICATED), summary="Rotate a webhook endpoint's secret")  # fmt: skip
-def rotate_webhook_secret(principal: Admin, endpoints: WebhookEndpoints, endpoint_id: EndpointId) -> WebhookSecretOut:
+def rotate_webhook_secret(principal: Admin, deps: Services, endpoint_id: EndpointId) -> WebhookSecretOut:
     """A new secret, answered once; the previous one signs too during the grace period."""
-    secret, endpoint = _found(lambda: endpoints.rotate_secret(endpoint_id, principal.tenant_id), endpoint_id)
+    secret, endpoint = deps.webhooks.rotate_secret(endpoint_id, principal.tenant_id)
     return WebhookSecretOut.model_validate({**endpoint.as_json(), "secret": secret})
 
 
 @router.delete("/v1/webhooks/{endpoint_id}", status_code=204, responses=problems(404, *AUTHENTICATED),
                summary="Remove a webhook endpoint")  # fmt: skip
-def remove_webhook(principal: Admin, endpoints: WebhookEndpoints, endpoint_id: EndpointId) -> Response:
+def remove_webhook(principal: Admin, deps: Services, endpoint_id: EndpointId) -> Response:
     """Delete an endpoint of the key's tenant and its deliveries."""
-    _found(lambda: endpoints.remove(endpoint_id, principal.tenant_id), endpoint_id)
+    deps.webhooks.remove(endpoint_id, principal.tenant_id)
     return Response(status_code=204)
