@@ -29,7 +29,7 @@ from pydantic import Field, SecretStr, field_validator, model_validator
 from calsync.core.model.account_rules import is_smtp_address
 from calsync.core.model.account_settings import settings_per_account
 from calsync.core.model.errors import ConfigurationError
-from calsync.providers.accounts import KEPT_ACCOUNTS, Fields, fingerprint, url_check, validated
+from calsync.providers.accounts import KEPT_ACCOUNTS, Fields, fingerprint, secret_values, url_check, validated
 
 _AUTH_TYPES: dict[str, str] = {"basic": BASIC, "ntlm": NTLM, "oauth2": OAUTH2}
 
@@ -95,6 +95,7 @@ class AccountConfig:
     options: _Options
     login: _PasswordLogin | _ClientLogin
     fingerprint: str
+    secrets: tuple[str, ...]  # the login's secret values, masked in every message about the account
 
     @property
     def oauth(self) -> bool:
@@ -111,13 +112,6 @@ class AccountConfig:
         """Delegate or impersonation, as configured or by the login's kind."""
         # exchangelib's DELEGATE / IMPERSONATION constants are these very strings.
         return self.options.access_type or ("impersonation" if self.oauth else "delegate")
-
-    @property
-    def secrets(self) -> tuple[str, ...]:
-        """The login's secret values, masked in every message about the account."""
-        if isinstance(self.login, _ClientLogin):
-            return (self.login.client_secret.get_secret_value(),)
-        return (self.login.password.get_secret_value(),)
 
     def credentials(self) -> Any:
         """exchangelib credentials for this login."""
@@ -141,7 +135,7 @@ def _read(account_id: str, address: str, options: dict[str, Any], credentials: d
     login = validated(
         _ClientLogin if parsed.auth_type == "oauth2" else _PasswordLogin, credentials, where, "credentials"
     )
-    return AccountConfig(parsed, login, fingerprint(address, credentials, options))
+    return AccountConfig(parsed, login, fingerprint(address, credentials, options), secret_values(credentials))
 
 
 #: The account's options and credentials, validated, with a fingerprint that changes when either does. Kept per

@@ -16,9 +16,9 @@ from googleapiclient.errors import HttpError
 from calsync.core.model.calendar import Account, EventState, ExternalRef, ProviderName, SendUpdates, Target
 from calsync.core.model.errors import ConfigurationError, EntityNotFound, InvalidRequest, TemporaryError
 from calsync.core.model.provider_io import request_sent
-from calsync.providers.accounts import AccountCache, fingerprint
+from calsync.providers.accounts import AccountCache, fingerprint, secret_values
 from calsync.providers.google.classification import classify
-from calsync.providers.google.credentials import account_option, build_credentials, secrets_of
+from calsync.providers.google.credentials import account_option, build_credentials
 from calsync.providers.google.event_body import (
     SEND_UPDATES,
     check_ours,
@@ -195,7 +195,7 @@ class GoogleProvider:
         calendar_id = account_option(account, "calendar_id", str, account.address)
         kept = fingerprint(account.address, account.credentials, account.options)
         credentials = self._credentials.get(account.id, kept, lambda _: build_credentials(account))
-        return _Session(calendar_id, credentials, secrets_of(account))
+        return _Session(calendar_id, credentials, secret_values(account.credentials))
 
     def _events(self) -> Any:
         """This thread's ``events`` resource: building one costs milliseconds, and threads must not share one."""

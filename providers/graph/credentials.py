@@ -28,10 +28,9 @@ from pydantic import Field, SecretStr, TypeAdapter, field_validator, model_valid
 from calsync.core.model.account_rules import is_smtp_address
 from calsync.core.model.account_settings import settings_per_account
 from calsync.core.model.errors import ConfigurationError
-from calsync.providers.accounts import KEPT_ACCOUNTS, Fields, fingerprint, url_check, validated
+from calsync.providers.accounts import KEPT_ACCOUNTS, Fields, fingerprint, secret_values, url_check, validated
 
 DEFAULT_AUTHORITY = "https://login.microsoftonline.com"
-_SECRET_FIELDS = ("client_secret", "certificate_pem", "refresh_token")
 
 
 def _https(value: str) -> str:
@@ -107,8 +106,8 @@ def _read(account_id: str, address: str, given_options: dict[str, Any], credenti
         raise ConfigurationError(f"{where}: address must be the mailbox's SMTP address or UPN")
     login = validated(_LOGIN, credentials, where, "credentials")
     options = validated(_Options, given_options, where, "options")
-    secrets = tuple(str(credentials[f]) for f in _SECRET_FIELDS if credentials.get(f))
-    return GraphAccount(login, options.calendar, fingerprint(address, credentials, given_options), secrets)
+    fingerprinted = fingerprint(address, credentials, given_options)
+    return GraphAccount(login, options.calendar, fingerprinted, secret_values(credentials))
 
 
 #: The account's login and options, validated (kept per account identity: validation is a per-call cost).
