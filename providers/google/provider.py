@@ -232,13 +232,10 @@ class GoogleProvider:
             if etag:
                 request.headers["If-Match"] = etag  # no ifMatch parameter exists; the header is the only way
             return request.execute(http=self._http(session.credentials), num_retries=0)
-        except HttpError as exc:
-            if exc.resp.status in passthrough:
-                raise
-            failure = exc
         except Exception as exc:
-            failure = exc
-        raise classify(failure, f"events.{method}", self._secrets(session)) from None
+            if isinstance(exc, HttpError) and exc.resp.status in passthrough:
+                raise
+            raise classify(exc, f"events.{method}", self._secrets(session)) from None
 
     @staticmethod
     def _secrets(session: _Session) -> tuple[str, ...]:
