@@ -123,12 +123,8 @@ class CalendarStore:
                 fcntl.flock(self._lock_file, fcntl.LOCK_EX)
             try:
                 conn.execute("BEGIN IMMEDIATE")
-                try:
+                with conn:  # sqlite3's own scope: COMMIT at the end, ROLLBACK on any exception
                     yield CalendarTx(conn)
-                except BaseException:
-                    conn.execute("ROLLBACK")
-                    raise
-                conn.execute("COMMIT")
             finally:
                 if self._lock_file is not None:
                     fcntl.flock(self._lock_file, fcntl.LOCK_UN)
