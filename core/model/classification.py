@@ -1,6 +1,7 @@
 """The shape of every adapter's classification table: a failure reduced to primitives, and the rows it is
 matched against, first match wins. Each adapter keeps its own table (its ``CLASSIFICATION``) and its own
-``describe``, which maps its library's exceptions to a :class:`Failure` at that one boundary."""
+``describe``, which maps its library's exceptions to a :class:`Failure` at that one boundary;
+:func:`classify_failure` turns the failure into its row's error."""
 
 from __future__ import annotations
 
