@@ -16,6 +16,7 @@ from urllib.parse import urlsplit
 from pydantic import BaseModel, ConfigDict, TypeAdapter, ValidationError
 
 from calsync.core.model.errors import ConfigurationError
+from calsync.core.model.redaction import is_secret_field
 from calsync.core.model.validation_wording import field_message
 
 T = TypeVar("T")
@@ -56,6 +57,12 @@ def url_check(value: str, *, https_only: bool, example: str) -> str:
     if parts.scheme not in (("https",) if https_only else ("http", "https")) or not parts.netloc:
         raise ValueError(f"must be an {'https' if https_only else 'http(s)'} URL such as {example}")
     return value
+
+
+def secret_values(credentials: Mapping[str, Any]) -> tuple[str, ...]:
+    """The values of an account's secret fields (as core/model/redaction.py names them), masked in every message
+    about the account."""
+    return tuple(str(value) for name, value in credentials.items() if value and is_secret_field(name))
 
 
 def fingerprint(address: str, credentials: Mapping[str, Any], options: Mapping[str, Any]) -> str:

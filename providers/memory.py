@@ -61,18 +61,9 @@ def external_id_for(sync_key: str) -> str:
 
 
 def _body(event: EventState) -> dict[str, Any]:
-    return {
-        "title": event.title,
-        "start": event.start.isoformat(),
-        "end": event.end.isoformat(),
-        "time_zone": event.time_zone,
-        "all_day": event.all_day,
-        "location": event.location,
-        "description": event.description,
-        "attendees": list(event.attendees),
-        "version": event.version,
-        "send_updates": event.send_updates,
-    }
+    """What the calendar shows of an event, as JSON values: every field but its ids and status."""
+    shown = {name: value for name, value in vars(event).items() if name not in ("id", "tenant_id", "status")}
+    return shown | {"start": event.start.isoformat(), "end": event.end.isoformat(), "attendees": list(event.attendees)}
 
 
 class MemoryProvider:

@@ -11,7 +11,6 @@ SQLite's own busy handler sleeps 1, 2, 5, 10… ms between retries, which left 8
 from __future__ import annotations
 
 import contextlib
-import dataclasses
 import fcntl
 import json
 import re
@@ -77,21 +76,14 @@ class MemoryFaultRule:
         return not self.title or bool(title and re.search(self.title, title))
 
 
+# One JSON record (the dataclass's fields) per row; a fault rule's id and remaining count are the columns'. Named
+# apart from an older release's per-field tables, which a file it wrote keeps, unread.
 _SCHEMA = """
-CREATE TABLE IF NOT EXISTS events (
-    account_id TEXT NOT NULL, external_id TEXT NOT NULL, sync_key TEXT NOT NULL,
-    etag TEXT NOT NULL, body TEXT NOT NULL, status TEXT NOT NULL, writes INTEGER NOT NULL,
-    PRIMARY KEY (account_id, external_id));
-CREATE TABLE IF NOT EXISTS calls (
-    seq INTEGER PRIMARY KEY AUTOINCREMENT, op TEXT NOT NULL, account_id TEXT NOT NULL,
-    entity_id TEXT NOT NULL, external_id TEXT, version INTEGER, effect TEXT, error TEXT, at REAL NOT NULL);
-CREATE TABLE IF NOT EXISTS faults (
-    id INTEGER PRIMARY KEY AUTOINCREMENT, op TEXT, account_id TEXT, entity_id TEXT, title TEXT,
-    error TEXT, message TEXT, retry_after REAL, delay_ms INTEGER NOT NULL, after INTEGER NOT NULL,
-    remaining INTEGER);
+CREATE TABLE IF NOT EXISTS calendar_events (
+    account_id TEXT NOT NULL, external_id TEXT NOT NULL, event TEXT NOT NULL, PRIMARY KEY (account_id, external_id));
+CREATE TABLE IF NOT EXISTS call_log (seq INTEGER PRIMARY KEY AUTOINCREMENT, call TEXT NOT NULL);
+CREATE TABLE IF NOT EXISTS fault_rules (id INTEGER PRIMARY KEY AUTOINCREMENT, rule TEXT NOT NULL, remaining INTEGER);
 """
-_EVENT_COLUMNS = "account_id, external_id, sync_key, etag, body, status, writes"
-_FAULT_COLUMNS = "id, op, account_id, entity_id, title, error, message, retry_after, delay_ms, after, remaining"
 
 
 class CalendarStore:
@@ -120,7 +112,7 @@ class CalendarStore:
     def has_faults(self) -> bool:
         """Whether any fault rule exists (another process may have added one): the common call takes no write lock."""
         with self._lock:
-            return self._connection().execute("SELECT 1 FROM faults LIMIT 1").fetchone() is not None
+            return self._connection().execute("SELECT 1 FROM fault_rules LIMIT 1").fetchone() is not None
 
     @contextlib.contextmanager
     def transaction(self) -> Iterator[CalendarTx]:
@@ -131,12 +123,8 @@ class CalendarStore:
                 fcntl.flock(self._lock_file, fcntl.LOCK_EX)
             try:
                 conn.execute("BEGIN IMMEDIATE")
-                try:
+                with conn:  # sqlite3's own scope: COMMIT at the end, ROLLBACK on any exception
                     yield CalendarTx(conn)
-                except BaseException:
-                    conn.execute("ROLLBACK")
-                    raise
-                conn.execute("COMMIT")
             finally:
                 if self._lock_file is not None:
                     fcntl.flock(self._lock_file, fcntl.LOCK_UN)
@@ -157,67 +145,48 @@ class CalendarTx:
 
     def find(self, account_id: str, external_id: str) -> StoredEvent | None:
         row = self._conn.execute(
-            f"SELECT {_EVENT_COLUMNS} FROM events WHERE account_id=? AND external_id=?", (account_id, external_id)
+            "SELECT event FROM calendar_events WHERE account_id=? AND external_id=?", (account_id, external_id)
         ).fetchone()
-        return _stored_event(row) if row else None
+        return StoredEvent(**json.loads(row[0])) if row else None
 
     def save(self, event: StoredEvent) -> None:
         self._conn.execute(
-            f"INSERT OR REPLACE INTO events ({_EVENT_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?)",
-            (event.account_id, event.external_id, event.sync_key, event.etag, json.dumps(event.body), event.status,
-             event.writes),
-        )  # fmt: skip
+            "INSERT OR REPLACE INTO calendar_events VALUES (?, ?, ?)",
+            (event.account_id, event.external_id, json.dumps(vars(event))),
+        )
 
     def log(self, call: Call) -> None:
-        cursor = self._conn.execute(
-            "INSERT INTO calls (op, account_id, entity_id, external_id, version, effect, error, at)"
-            " VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
-            tuple(vars(call).values()),  # the fields in order (dataclasses.astuple would deep-copy them)
-        )
+        cursor = self._conn.execute("INSERT INTO call_log (call) VALUES (?)", (json.dumps(vars(call)),))
         seq, every = int(cursor.lastrowid or 0), max(1, CALL_LOG_LIMIT // 10)
         if seq % every == 0:  # a bounded log: now and then the calls beyond the newest CALL_LOG_LIMIT go
-            self._conn.execute("DELETE FROM calls WHERE seq <= ?", (seq - CALL_LOG_LIMIT,))
+            self._conn.execute("DELETE FROM call_log WHERE seq <= ?", (seq - CALL_LOG_LIMIT,))
 
     def faults(self) -> list[MemoryFaultRule]:
-        rows = self._conn.execute(f"SELECT {_FAULT_COLUMNS} FROM faults ORDER BY id").fetchall()
-        return [_fault_rule(row) for row in rows]
+        rows = self._conn.execute("SELECT id, rule, remaining FROM fault_rules ORDER BY id").fetchall()
+        return [MemoryFaultRule(**{**json.loads(rule), "id": fault_id, "remaining": remaining})
+                for fault_id, rule, remaining in rows]  # fmt: skip
 
     def add_fault(self, rule: MemoryFaultRule) -> int:
-        values = dataclasses.astuple(rule)[1:]
         cursor = self._conn.execute(
-            f"INSERT INTO faults ({_FAULT_COLUMNS.removeprefix('id, ')}) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)", values
+            "INSERT INTO fault_rules (rule, remaining) VALUES (?, ?)", (json.dumps(vars(rule)), rule.remaining)
         )
         return int(cursor.lastrowid or 0)
 
     def set_remaining(self, fault_id: int, remaining: int) -> None:
         if remaining <= 0:
-            self._conn.execute("DELETE FROM faults WHERE id=?", (fault_id,))
+            self._conn.execute("DELETE FROM fault_rules WHERE id=?", (fault_id,))
         else:
-            self._conn.execute("UPDATE faults SET remaining=? WHERE id=?", (remaining, fault_id))
+            self._conn.execute("UPDATE fault_rules SET remaining=? WHERE id=?", (remaining, fault_id))
 
     def events(self, account_id: str | None) -> list[StoredEvent]:
         where, params = ("WHERE account_id=?", (account_id,)) if account_id is not None else ("", ())
-        rows = self._conn.execute(f"SELECT {_EVENT_COLUMNS} FROM events {where} ORDER BY account_id, external_id",
+        rows = self._conn.execute(f"SELECT event FROM calendar_events {where} ORDER BY account_id, external_id",
                                   params).fetchall()  # fmt: skip
-        return [_stored_event(row) for row in rows]
+        return [StoredEvent(**json.loads(event)) for (event,) in rows]
 
     def calls(self) -> list[Call]:
-        rows = self._conn.execute(
-            "SELECT op, account_id, entity_id, external_id, version, effect, error, at FROM calls ORDER BY seq"
-        ).fetchall()
-        return [Call(*row) for row in rows]
+        rows = self._conn.execute("SELECT call FROM call_log ORDER BY seq").fetchall()
+        return [Call(**json.loads(call)) for (call,) in rows]
 
     def clear_faults(self) -> None:
-        self._conn.execute("DELETE FROM faults")
-
-
-def _stored_event(row: tuple[Any, ...]) -> StoredEvent:
-    account_id, external_id, sync_key, etag, body, status, writes = row
-    return StoredEvent(account_id, external_id, sync_key, etag, json.loads(body), status, writes)
-
-
-def _fault_rule(row: tuple[Any, ...]) -> MemoryFaultRule:
-    fault_id, op, account_id, entity_id, title, error, message, retry_after, delay_ms, after, remaining = row
-    return MemoryFaultRule(
-        fault_id, op, account_id, entity_id, title, error, message, retry_after, delay_ms, bool(after), remaining
-    )
+        self._conn.execute("DELETE FROM fault_rules")

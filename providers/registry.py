@@ -14,7 +14,7 @@ from typing import Any
 
 from calsync.core.config.settings import Settings
 from calsync.core.model.account_rules import check_address
-from calsync.core.model.adapter_parts import ConcurrencyLimiter, CredentialWriter, LocalLimiter
+from calsync.core.model.adapter_parts import ConcurrencyLimiter, CredentialWriter
 from calsync.core.model.calendar import Account, Provider, ProviderName
 from calsync.core.model.errors import ConfigurationError
 
@@ -48,7 +48,7 @@ def _build(
             timeout=settings.provider_timeout,
             pool_size=settings.worker_threads,
             ca_file=settings.graph_ca_file,
-            limiter=limiter or LocalLimiter(settings.graph_mailbox_concurrency, settings.graph_slot_wait),
+            limiter=limiter,
             credentials=credentials,
         )
     raise ConfigurationError(f"unknown provider {name!r}")
@@ -109,8 +109,8 @@ class ProviderRegistry:
     """Adapters by name, created on first use and shared by all worker threads of a process.
 
     ``limiter`` (per-mailbox slots shared by every worker) and ``credentials`` (where rotated tokens are
-    stored) come from the composition root; without them the Graph adapter limits per process and keeps
-    rotated tokens in memory.
+    stored) come from the composition root; without them the Graph adapter takes no slots (a one-off call such as
+    ``accounts add --verify`` sends one token request) and keeps rotated tokens in memory.
     """
 
     def __init__(

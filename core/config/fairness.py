@@ -24,9 +24,8 @@ class FairnessSettings(BaseModel):
 
     @model_validator(mode="after")
     def _check_bulk_queue(self) -> Any:
-        others = {name: getattr(self, name, None) for name in ("queue", "intake_queue")}
         bulk = self.effective_bulk_queue
-        clash = [name for name, queue in others.items() if queue is not None and queue == bulk]
+        clash = [name for name in ("queue", "intake_queue") if getattr(self, name, None) == bulk]
         if clash:
             raise ValueError(f"CALSYNC_BULK_QUEUE must differ from CALSYNC_{clash[0].upper()} ({bulk!r})")
         return self

@@ -275,11 +275,6 @@ class Settings(  # the mixins: one module of fields per area (core/config/)
         """Where each worker process touches its heartbeat file (checked by the liveness probe)."""
         return self.heartbeat_dir or self.data_dir / "heartbeats"
 
-    @property
-    def max_retries(self) -> int:
-        """One retry per schedule entry: the schedule fixes the failure budget."""
-        return len(self.retry_schedule)
-
     def as_environment(self) -> dict[str, str]:
         """The settings as ``CALSYNC_*`` variables, to hand the exact same configuration to a child process."""
         env: dict[str, str] = {}

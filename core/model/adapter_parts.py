@@ -7,11 +7,8 @@ Adapters import only the model, so the Redis limiter (core/redis/limiter.py) and
 from __future__ import annotations
 
 import contextlib
-import threading
-from collections.abc import Iterator, Mapping
+from collections.abc import Mapping
 from typing import Any, Protocol
-
-from calsync.core.model.errors import ConcurrencyLimited
 
 
 class ConcurrencyLimiter(Protocol):
@@ -28,28 +25,6 @@ class CredentialWriter(Protocol):
     def save(self, account_id: str, credentials: Mapping[str, Any]) -> None:
         """Store ``credentials`` as the account's new credentials (encrypted at rest)."""
         ...
-
-
-class LocalLimiter:
-    """A per-process limiter (one semaphore per key): the default when no shared limiter is given."""
-
-    def __init__(self, limit: int, wait: float) -> None:
-        self._limit = limit
-        self._wait = wait
-        self._semaphores: dict[str, threading.BoundedSemaphore] = {}
-        self._lock = threading.Lock()
-
-    @contextlib.contextmanager
-    def slot(self, key: str) -> Iterator[None]:
-        """Hold one of ``key``'s slots in this process."""
-        with self._lock:
-            semaphore = self._semaphores.setdefault(key, threading.BoundedSemaphore(self._limit))
-        if not semaphore.acquire(timeout=self._wait):
-            raise ConcurrencyLimited(f"all {self._limit} slots of {key} are taken")
-        try:
-            yield
-        finally:
-            semaphore.release()
 
 
 class DiscardCredentials:

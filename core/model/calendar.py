@@ -19,6 +19,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol
 
+from calsync.core.model.errors import InvalidRequest
+
 ProviderName = Literal["google", "exchange", "graph", "memory"]
 SendUpdates = Literal["all", "external_only", "none"]
 # removing: ``accounts remove --detach`` is deleting calsync's events from it; the row goes once none is left.
@@ -56,6 +58,24 @@ class EventState:
     attendees: tuple[str, ...] = ()
     status: BusinessStatus = "confirmed"
     send_updates: SendUpdates = "none"
+
+    def days(self) -> tuple[dt.date, dt.date]:
+        """An all-day event's first day and the day after its last (``end`` is exclusive; ``end == start`` is read as
+        one day); InvalidRequest when it ends before it starts."""
+        start, end = (value.date() if isinstance(value, dt.datetime) else value for value in (self.start, self.end))
+        if end < start:
+            raise InvalidRequest(f"event {self.id} ends ({end}) before it starts ({start})")
+        return start, max(end, start + dt.timedelta(days=1))
+
+    def instants(self, zone: dt.tzinfo) -> tuple[dt.datetime, dt.datetime]:
+        """A timed event's start and end as aware date-times, a naive one being wall time in ``zone``; InvalidRequest
+        for a date, or when it ends before it starts."""
+        if not isinstance(self.start, dt.datetime) or not isinstance(self.end, dt.datetime):
+            raise InvalidRequest("a timed event needs datetimes for start and end, got a date")
+        start, end = (value if value.tzinfo else value.replace(tzinfo=zone) for value in (self.start, self.end))
+        if end < start:
+            raise InvalidRequest(f"event {self.id} ends ({end.isoformat()}) before it starts ({start.isoformat()})")
+        return start, end
 
 
 @dataclass(frozen=True)

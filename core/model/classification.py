@@ -1,13 +1,14 @@
 """The shape of every adapter's classification table: a failure reduced to primitives, and the rows it is
 matched against, first match wins. Each adapter keeps its own table (its ``CLASSIFICATION``) and its own
-``describe``, which maps its library's exceptions to a :class:`Failure` at that one boundary."""
+``describe``, which maps its library's exceptions to a :class:`Failure` at that one boundary;
+:func:`classify_failure` turns the failure into its row's error."""
 
 from __future__ import annotations
 
 from collections.abc import Collection, Iterable, Sequence
 from dataclasses import dataclass
 
-from calsync.core.model.errors import CalsyncError
+from calsync.core.model.errors import CalsyncError, PermanentError
 from calsync.core.model.redaction import redact
 
 MESSAGE_LIMIT = 300
@@ -58,12 +59,15 @@ class Row:
         return self.text is None or self.text.lower() in failure.message.lower()
 
 
-def first_row(table: Sequence[Row], failure: Failure) -> Row:
-    """The row a failure falls under (every table ends with a catch-all row)."""
-    return next(row for row in table if row.matches(failure))
-
-
-def scrubbed_message(text: str, secrets: Iterable[str]) -> str:
-    """A classified error's message: secrets redacted, bounded for the DLQ and logs."""
-    message = redact(text, tuple(secrets))
-    return message if len(message) <= MESSAGE_LIMIT else message[: MESSAGE_LIMIT - 1] + "…"
+def classify_failure(table: Sequence[Row], failure: Failure, subject: str, secrets: Iterable[str]) -> CalsyncError:
+    """The error of the first row the failure falls under (every table ends with a catch-all row), its message
+    ``<subject> failed (<row>): <detail>`` with secrets redacted and bounded for the DLQ and logs. Any but a permanent
+    error carries the longer of the provider's retry hint and the row's floor."""
+    row = next(row for row in table if row.matches(failure))
+    message = redact(f"{subject} failed ({row.name}): {failure.detail()}", tuple(secrets))
+    if len(message) > MESSAGE_LIMIT:
+        message = message[: MESSAGE_LIMIT - 1] + "…"
+    if issubclass(row.error, PermanentError):
+        return row.error(message)
+    hints = [hint for hint in (failure.retry_after, row.retry_after) if hint is not None]
+    return row.error(message, retry_after=max(hints, default=None))

@@ -27,9 +27,9 @@ from exchangelib import BASIC, NTLM, OAUTH2, Credentials, OAuth2Credentials
 from pydantic import Field, SecretStr, field_validator, model_validator
 
 from calsync.core.model.account_rules import is_smtp_address
-from calsync.core.model.account_settings import settings_per_account
+from calsync.core.model.calendar import Account
 from calsync.core.model.errors import ConfigurationError
-from calsync.providers.accounts import KEPT_ACCOUNTS, Fields, fingerprint, url_check, validated
+from calsync.providers.accounts import Fields, fingerprint, secret_values, url_check, validated
 
 _AUTH_TYPES: dict[str, str] = {"basic": BASIC, "ntlm": NTLM, "oauth2": OAUTH2}
 
@@ -95,6 +95,7 @@ class AccountConfig:
     options: _Options
     login: _PasswordLogin | _ClientLogin
     fingerprint: str
+    secrets: tuple[str, ...]  # the login's secret values, masked in every message about the account
 
     @property
     def oauth(self) -> bool:
@@ -112,13 +113,6 @@ class AccountConfig:
         # exchangelib's DELEGATE / IMPERSONATION constants are these very strings.
         return self.options.access_type or ("impersonation" if self.oauth else "delegate")
 
-    @property
-    def secrets(self) -> tuple[str, ...]:
-        """The login's secret values, masked in every message about the account."""
-        if isinstance(self.login, _ClientLogin):
-            return (self.login.client_secret.get_secret_value(),)
-        return (self.login.password.get_secret_value(),)
-
     def credentials(self) -> Any:
         """exchangelib credentials for this login."""
         login = self.login
@@ -133,20 +127,18 @@ class AccountConfig:
         )
 
 
-def _read(account_id: str, address: str, options: dict[str, Any], credentials: dict[str, Any]) -> AccountConfig:
-    where = f"Exchange account {account_id}"
-    if not is_smtp_address(address):
+def read_account_config(account: Account) -> AccountConfig:
+    """The account's options and credentials, validated, with a fingerprint that changes when either does."""
+    where = f"Exchange account {account.id}"
+    if not is_smtp_address(account.address):
         raise ConfigurationError(f"{where}: address must be the mailbox's SMTP address")
+    options, credentials = account.options, account.credentials
     parsed = validated(_Options, options, where, "options")
     login = validated(
         _ClientLogin if parsed.auth_type == "oauth2" else _PasswordLogin, credentials, where, "credentials"
     )
-    return AccountConfig(parsed, login, fingerprint(address, credentials, options))
+    return AccountConfig(parsed, login, fingerprint(account.address, credentials, options), secret_values(credentials))
 
 
-#: The account's options and credentials, validated, with a fingerprint that changes when either does. Kept per
-#: (id, address, options, credentials): validation and the fingerprint are a cost of every job otherwise. A changed
-#: value is a new key (core/model/account_settings.py).
-read_account_config = settings_per_account(_read, maxsize=KEPT_ACCOUNTS)
 #: Refusing an account whose options or credentials cannot be read (at ``accounts add``) is reading them.
 check_account = read_account_config

@@ -66,17 +66,13 @@ def _time_zone(name: str) -> Any:
         raise InvalidRequest(f"time zone {name!r} has no Exchange equivalent") from exc
 
 
-def _instant(value: dt.datetime | dt.date, tz: Any) -> Any:
-    if not isinstance(value, dt.datetime):
-        raise InvalidRequest("a timed event needs datetimes for start and end, got a date")
+def _instant(value: dt.datetime, tz: Any) -> Any:
     # Events read back from the store carry fixed UTC offsets (datetime.timezone), which exchangelib cannot
-    # name ("UTC+01:00"): hand it the instant in UTC, then show it in the event's zone.
-    aware = value.astimezone(dt.UTC) if value.tzinfo is not None else value.replace(tzinfo=tz)
-    return EWSDateTime.from_datetime(aware).astimezone(tz)
+    # name ("UTC+01:00"): hand it the instant in UTC, then show it in the event's zone. A naive time is already in tz.
+    return EWSDateTime.from_datetime(value if value.tzinfo is tz else value.astimezone(dt.UTC)).astimezone(tz)
 
 
-def _midnight(value: dt.datetime | dt.date, tz: Any) -> Any:
-    day = value.date() if isinstance(value, dt.datetime) else value
+def _midnight(day: dt.date, tz: Any) -> Any:
     return EWSDateTime(day.year, day.month, day.day, tzinfo=tz)
 
 
@@ -100,18 +96,14 @@ def _fields(event: EventState) -> dict[str, Any]:
         _ADDRESS.clean(address)
     tz = _time_zone(event.time_zone)
     if event.all_day:
-        if not _whole_minutes(_midnight(event.start, tz), _midnight(event.end, tz)):
+        days = event.days()
+        if not _whole_minutes(*(_midnight(day, tz) for day in days)):
             tz = _time_zone("UTC")  # a local mean time's offset: xs:dateTime cannot write it (module docstring)
-        start, end = _midnight(event.start, tz), _midnight(event.end, tz)
-        if end < start:
-            raise InvalidRequest(f"event {event.id} ends ({end.date()}) before it starts ({start.date()})")
-        end = max(end, _midnight(start + dt.timedelta(days=1), tz))
+        start, end = (_midnight(day, tz) for day in days)
     else:
-        start, end = _instant(event.start, tz), _instant(event.end, tz)
+        start, end = (_instant(moment, tz) for moment in event.instants(tz))
         if not _whole_minutes(start, end):
             start, end = start.astimezone(_time_zone("UTC")), end.astimezone(_time_zone("UTC"))
-        if end < start:
-            raise InvalidRequest(f"event {event.id} ends ({end.isoformat()}) before it starts ({start.isoformat()})")
     attendees = [Attendee(mailbox=Mailbox(email_address=a), response_type="Unknown") for a in event.attendees]
     return {
         "subject": event.title,

@@ -10,7 +10,7 @@ import httplib2
 from google.auth.exceptions import RefreshError, TransportError
 from googleapiclient.errors import HttpError
 
-from calsync.core.model.classification import Failure, Row, first_row, scrubbed_message
+from calsync.core.model.classification import Failure, Row, classify_failure
 from calsync.core.model.errors import (
     AuthRevoked,
     CalsyncError,
@@ -22,7 +22,6 @@ from calsync.core.model.errors import (
     ProviderTimeout,
     ProviderUnavailable,
     RateLimited,
-    TemporaryError,
 )
 from calsync.core.model.retry_after import parse_retry_after
 
@@ -120,10 +119,4 @@ def describe(exc: BaseException) -> Failure:
 
 def classify(exc: BaseException, operation: str, secrets: Collection[str] = ()) -> CalsyncError:
     """Turn a library failure into the calsync error the pipeline retries or dead-letters, with a scrubbed message."""
-    failure = describe(exc)
-    row = first_row(CLASSIFICATION, failure)
-    message = scrubbed_message(f"Google {operation} failed ({row.name}): {failure.detail()}", secrets)
-    if issubclass(row.error, TemporaryError):
-        hints = [h for h in (failure.retry_after, row.retry_after) if h is not None]
-        return row.error(message, retry_after=max(hints) if hints else None)
-    return row.error(message)
+    return classify_failure(CLASSIFICATION, describe(exc), f"Google {operation}", secrets)

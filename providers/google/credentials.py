@@ -31,7 +31,6 @@ from calsync.core.model.errors import ConfigurationError
 from calsync.core.model.ids import quoted
 
 SCOPES = ("https://www.googleapis.com/auth/calendar.events",)
-_SECRET_FIELDS = ("refresh_token", "client_secret", "private_key", "private_key_id", "token")
 
 
 def account_option(account: Account, name: str, kind: type, default: Any) -> Any:
@@ -114,8 +113,3 @@ def _a_user(address: str) -> bool:
     # "primary" and the ids of secondary, resource and public calendars (…@group.calendar.google.com,
     # …@resource.calendar.google.com, …@group.v.calendar.google.com) name no user to impersonate.
     return is_smtp_address(address) and not address.lower().endswith("calendar.google.com")
-
-
-def secrets_of(account: Account) -> tuple[str, ...]:
-    """The account's secret values, to be masked in any message about it."""
-    return tuple(str(account.credentials[f]) for f in _SECRET_FIELDS if account.credentials.get(f))

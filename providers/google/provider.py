@@ -16,9 +16,9 @@ from googleapiclient.errors import HttpError
 from calsync.core.model.calendar import Account, EventState, ExternalRef, ProviderName, SendUpdates, Target
 from calsync.core.model.errors import ConfigurationError, EntityNotFound, InvalidRequest, TemporaryError
 from calsync.core.model.provider_io import request_sent
-from calsync.providers.accounts import AccountCache, fingerprint
+from calsync.providers.accounts import AccountCache, fingerprint, secret_values
 from calsync.providers.google.classification import classify
-from calsync.providers.google.credentials import account_option, build_credentials, secrets_of
+from calsync.providers.google.credentials import account_option, build_credentials
 from calsync.providers.google.event_body import (
     SEND_UPDATES,
     check_ours,
@@ -195,7 +195,7 @@ class GoogleProvider:
         calendar_id = account_option(account, "calendar_id", str, account.address)
         kept = fingerprint(account.address, account.credentials, account.options)
         credentials = self._credentials.get(account.id, kept, lambda _: build_credentials(account))
-        return _Session(calendar_id, credentials, secrets_of(account))
+        return _Session(calendar_id, credentials, secret_values(account.credentials))
 
     def _events(self) -> Any:
         """This thread's ``events`` resource: building one costs milliseconds, and threads must not share one."""
@@ -232,13 +232,10 @@ class GoogleProvider:
             if etag:
                 request.headers["If-Match"] = etag  # no ifMatch parameter exists; the header is the only way
             return request.execute(http=self._http(session.credentials), num_retries=0)
-        except HttpError as exc:
-            if exc.resp.status in passthrough:
-                raise
-            failure = exc
         except Exception as exc:
-            failure = exc
-        raise classify(failure, f"events.{method}", self._secrets(session)) from None
+            if isinstance(exc, HttpError) and exc.resp.status in passthrough:
+                raise
+            raise classify(exc, f"events.{method}", self._secrets(session)) from None
 
     @staticmethod
     def _secrets(session: _Session) -> tuple[str, ...]:

@@ -10,7 +10,7 @@ from typing import Any
 
 import httpx
 
-from calsync.core.model.classification import Failure, Row, first_row, scrubbed_message
+from calsync.core.model.classification import Failure, Row, classify_failure
 from calsync.core.model.errors import (
     AppCredentialsRejected,
     AuthRevoked,
@@ -118,9 +118,4 @@ def describe(exc: BaseException) -> Failure:
 
 def classify(exc: BaseException, operation: str, mailbox: str, secrets: Iterable[str] = ()) -> CalsyncError:
     """Turn a Graph/Entra/httpx failure into the calsync error the pipeline defers, retries or dead-letters."""
-    failure = describe(exc)
-    row = first_row(CLASSIFICATION, failure)
-    message = scrubbed_message(f"Graph {operation} for {mailbox} failed ({row.name}): {failure.detail()}", secrets)
-    if issubclass(row.error, TemporaryError | ConcurrencyLimited):
-        return row.error(message, retry_after=failure.retry_after)
-    return row.error(message)
+    return classify_failure(CLASSIFICATION, describe(exc), f"Graph {operation} for {mailbox}", secrets)

@@ -10,28 +10,21 @@
 ``account.options``: ``calendar`` (optional): the id of the calendar to create events in (default: the
 mailbox's primary calendar). Problems raise :class:`~calsync.core.model.errors.ConfigurationError` naming
 the field, never a value.
-
-The adapter reads an account before every call, and an account's fields rarely change, so the validated
-result of the last ``KEPT_ACCOUNTS`` accounts is kept (core/model/account_settings.py, thread-safe), keyed by
-everything it is derived from: id, address and the items (with their values' types) of the decrypted
-credentials and of the options. A changed field (a rotated refresh token, a new secret) is a new key, so it is
-validated anew; errors are never kept.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Annotated, Any, Literal
+from typing import Annotated, Literal
 
 from pydantic import Field, SecretStr, TypeAdapter, field_validator, model_validator
 
 from calsync.core.model.account_rules import is_smtp_address
-from calsync.core.model.account_settings import settings_per_account
+from calsync.core.model.calendar import Account
 from calsync.core.model.errors import ConfigurationError
-from calsync.providers.accounts import KEPT_ACCOUNTS, Fields, fingerprint, url_check, validated
+from calsync.providers.accounts import Fields, fingerprint, secret_values, url_check, validated
 
 DEFAULT_AUTHORITY = "https://login.microsoftonline.com"
-_SECRET_FIELDS = ("client_secret", "certificate_pem", "refresh_token")
 
 
 def _https(value: str) -> str:
@@ -101,17 +94,16 @@ class GraphAccount:
         return login.client_secret.get_secret_value() if login.client_secret is not None else None
 
 
-def _read(account_id: str, address: str, given_options: dict[str, Any], credentials: dict[str, Any]) -> GraphAccount:
-    where = f"Graph account {account_id}"
-    if not is_smtp_address(address):
+def read_graph_account(account: Account) -> GraphAccount:
+    """The account's login and options, validated, with a fingerprint that changes when either does."""
+    where = f"Graph account {account.id}"
+    if not is_smtp_address(account.address):
         raise ConfigurationError(f"{where}: address must be the mailbox's SMTP address or UPN")
-    login = validated(_LOGIN, credentials, where, "credentials")
-    options = validated(_Options, given_options, where, "options")
-    secrets = tuple(str(credentials[f]) for f in _SECRET_FIELDS if credentials.get(f))
-    return GraphAccount(login, options.calendar, fingerprint(address, credentials, given_options), secrets)
+    login = validated(_LOGIN, account.credentials, where, "credentials")
+    options = validated(_Options, account.options, where, "options")
+    fingerprinted = fingerprint(account.address, account.credentials, account.options)
+    return GraphAccount(login, options.calendar, fingerprinted, secret_values(account.credentials))
 
 
-#: The account's login and options, validated (kept per account identity: validation is a per-call cost).
-read_graph_account = settings_per_account(_read, maxsize=KEPT_ACCOUNTS)
 #: Refusing an account whose options or credentials cannot be read (at ``accounts add``) is reading them.
 check_account = read_graph_account

@@ -43,28 +43,13 @@ def _zone(name: str) -> dt.tzinfo:
         raise InvalidRequest(f"unknown time zone {name!r}") from None
 
 
-def _times(event: EventState) -> tuple[dict[str, str], dict[str, str]]:
+def _times(event: EventState) -> tuple[dict[str, str], ...]:
     zone = _zone(event.time_zone)
     if event.all_day:
-        start = event.start.date() if isinstance(event.start, dt.datetime) else event.start
-        end = event.end.date() if isinstance(event.end, dt.datetime) else event.end
-        if end < start:
-            raise InvalidRequest(f"event {event.id} ends ({end}) before it starts ({start})")
-        end = max(end, start + dt.timedelta(days=1))
         name = event.time_zone or "UTC"
-        return ({"dateTime": f"{start.isoformat()}T00:00:00", "timeZone": name},
-                {"dateTime": f"{end.isoformat()}T00:00:00", "timeZone": name})  # fmt: skip
-    if not isinstance(event.start, dt.datetime) or not isinstance(event.end, dt.datetime):
-        raise InvalidRequest("a timed event needs datetimes for start and end, got a date")
-
-    def utc(value: dt.datetime) -> dt.datetime:
-        return (value if value.tzinfo else value.replace(tzinfo=zone)).astimezone(dt.UTC)
-
-    start_utc, end_utc = utc(event.start), utc(event.end)
-    if end_utc < start_utc:
-        raise InvalidRequest(f"event {event.id} ends ({end_utc}) before it starts ({start_utc})")
-    return ({"dateTime": start_utc.strftime(_FORMAT), "timeZone": "UTC"},
-            {"dateTime": end_utc.strftime(_FORMAT), "timeZone": "UTC"})  # fmt: skip
+        return tuple({"dateTime": f"{day.isoformat()}T00:00:00", "timeZone": name} for day in event.days())
+    return tuple({"dateTime": moment.astimezone(dt.UTC).strftime(_FORMAT), "timeZone": "UTC"}
+                 for moment in event.instants(zone))  # fmt: skip
 
 
 def event_body(

@@ -15,7 +15,7 @@ Idempotency and repair rules (facts and sources: docs/notes/exchange.md, "Micros
   by marker, else recreate (local state is the source of truth).
 - A delete of a missing event (404) is success.
 - Every request holds one of the mailbox's concurrency slots (at most 4 per app and mailbox, shared by all
-  workers through the injected limiter); a 401 drops the access token and retries once.
+  workers through the injected limiter; none without one); a 401 drops the access token and retries once.
 - No retries in the HTTP client; every failure goes through :data:`~.classification.CLASSIFICATION`.
 - No cookies: neither Graph nor the token calls need them (the client's jar refuses every one, so none is sent).
 - Every request is counted as it goes out (core/model/provider_io.py) by the client's ``request`` event hook,
@@ -24,6 +24,7 @@ Idempotency and repair rules (facts and sources: docs/notes/exchange.md, "Micros
 
 from __future__ import annotations
 
+import contextlib
 import http.cookiejar
 import logging
 import ssl
@@ -82,12 +83,13 @@ class GraphProvider:
         timeout: float,
         pool_size: int,
         ca_file: Path | None = None,
-        limiter: ConcurrencyLimiter,
+        limiter: ConcurrencyLimiter | None = None,
         credentials: CredentialWriter | None = None,
     ) -> None:
         """``api_endpoint`` (Graph's, or an emulator's trusted through ``ca_file`` besides certifi's roots);
         ``timeout`` bounds each request; ``pool_size`` connections (one per worker thread); ``limiter``: the
-        mailboxes' concurrency slots; ``credentials``: where rotated refresh tokens are stored (default: nowhere)."""
+        mailboxes' concurrency slots (None: none taken, for a one-off call); ``credentials``: where rotated refresh
+        tokens are stored (default: nowhere)."""
         self._timeout, self._pool_size = timeout, pool_size
         self._trust = ssl.create_default_context(cafile=certifi.where())
         if ca_file is not None:
@@ -256,7 +258,7 @@ class GraphProvider:
         for attempt in (1, 2):
             token = s.tokens.access_token(self._writer)
             sent = {"Authorization": f"Bearer {token}", "Prefer": _PREFER, **(headers or {})}
-            with self._limiter.slot(s.slot):
+            with self._limiter.slot(s.slot) if self._limiter else contextlib.nullcontext():
                 response = self._http.request(method, self._base + path, json=json, params=params, headers=sent)
             if response.status_code == 401 and attempt == 1:
                 logger.info("Graph %s %s: access token rejected, refreshing once", method, path)

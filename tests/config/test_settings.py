@@ -12,7 +12,7 @@ from calsync.core.store.crypto import generate_key
 def test_defaults_follow_the_seed() -> None:
     settings = load_settings()
     assert settings.retry_schedule == (10, 30, 120, 300, 900)
-    assert settings.max_retries == 5
+    assert len(settings.retry_schedule) == 5  # one retry per entry: the failure budget
     assert (settings.retry_jitter, settings.lock_ttl, settings.idempotency_ttl) == (0.2, 60, 86400)
     assert (settings.dedup_ttl, settings.provider_timeout) == (300, 10)
     assert settings.broker_url is None and settings.uses_embedded_redis

@@ -36,7 +36,7 @@ def test_a_job_that_exhausts_its_retries_counts_each_retry_and_one_dead_letter(p
         )
     [record] = pipeline.dead_letters()
     assert record.reason == "retries exhausted" and record.cause is DeadLetterCause.EXHAUSTED
-    assert _sample("calsync_job_retries_total", **retries) == before[0] + pipeline.settings.max_retries
+    assert _sample("calsync_job_retries_total", **retries) == before[0] + len(pipeline.settings.retry_schedule)
 
 
 def test_a_message_for_an_unknown_actor_is_counted_as_dead_lettered(pipeline: Pipeline) -> None:

@@ -237,7 +237,7 @@ def test_a_lock_busy_to_the_end_is_dead_lettered_as_exhausted_retries(pipeline: 
     entity, account, payload = _submitted(pipeline)
     retries = _retries(pipeline, stub)
     settings = pipeline.settings
-    message = _delivery(pipeline, payload, lock_waits=settings.lock_max_waits, retries=settings.max_retries)
+    message = _delivery(pipeline, payload, lock_waits=settings.lock_max_waits, retries=len(settings.retry_schedule))
     retries.after_process_message(stub, message, exception=TargetLocked("busy"))
     delivery = current_delivery()
     assert message.failed and not _queued(stub, "calendar.DQ")
@@ -321,7 +321,7 @@ def test_a_permanent_error_and_exhausted_retries_fail_the_message(pipeline: Pipe
     retries.after_process_message(stub, message, exception=Forbidden("no"))
     assert message.failed and not _queued(stub, "calendar.DQ")
 
-    message = _delivery(pipeline, _payload("e1"), retries=pipeline.settings.max_retries)
+    message = _delivery(pipeline, _payload("e1"), retries=len(pipeline.settings.retry_schedule))
     retries.after_process_message(stub, message, exception=ProviderUnavailable("still down"))
     delivery = current_delivery()
     assert message.failed and delivery is not None and delivery.dead_letter_cause is DeadLetterCause.EXHAUSTED
