@@ -1,7 +1,7 @@
 """Each adapter through its emulator in deployed ``calsync worker`` processes, against a bare ``dramatiq`` worker.
 
     PYTHONPATH=. .venv/bin/python benchmarks/adapters.py [--jobs 2000] [--rounds 3] [--shape 1x8]
-        [--adapters memory,google,exchange,graph] [--compare PATH] [--redis-url URL]
+        [--adapters memory,google,exchange,graph] [--latency-ms 0] [--compare PATH] [--redis-url URL]
 
 The sides of benchmarks/worker.py (a ``calsync worker`` as deployed: metrics, heartbeats, JSON logs;
 the bare side a no-op actor with Dramatiq's default middleware), once per adapter: memory (the data
@@ -19,6 +19,8 @@ default (Graph's 4) the fifth request in flight gets a 429 with Retry-After, whi
 for a second. They keep their items across rounds, as a real mailbox does. The sides alternate per
 round; it prints each round, then the medians, each adapter's ratio to bare and the targets (google >=
 0.35, exchange >= 0.15).
+``--latency-ms N`` makes every request to an emulator (a delay-only fault rule on each) and every memory
+provider write answer after N ms: a realistic provider's latency, where threads wait instead of running.
 ``--compare PATH`` also runs each adapter from another checkout (before/after in one run). It is a
 benchmark, not a test: numbers depend on the machine.
 """
@@ -69,8 +71,11 @@ def _served(control: EmulatorControl) -> Callable[[], tuple[int, int]]:
 
 
 def _adapters(names: list[str], urls: list[str], ca_file: str, emulator: psutil.Process,
-              threads: int) -> dict[str, Adapter]:  # fmt: skip
+              threads: int, latency_ms: int) -> dict[str, Adapter]:  # fmt: skip
     google_control, ews_control, graph_control = GoogleControl(urls[0]), EwsControl(urls[1]), GraphControl(urls[2])
+    if latency_ms:
+        for control in (google_control, ews_control, graph_control):
+            control.add_fault(delay_ms=latency_ms)  # every request answers after it, otherwise as usual
     graph_control.configure(mailbox_concurrency=threads)  # as many as the limiter's slots: no 429 holds
     # One account per side: traffic control's per-account politeness (4 calls at a time, 5-8 per second by
     # default) would measure the deferrals, not the adapter. Its gate still runs (admit and settle per call).
@@ -101,6 +106,7 @@ def _configuration(args: argparse.Namespace, url: str) -> str:
         f"adapters in calsync worker processes vs bare dramatiq: {args.jobs} jobs queued first per side, "
         "drain timed from 90 % to 10 % left",
         f"  shape {args.shape} (processes x threads), adapters {', '.join(args.adapters)}, {args.rounds} rounds, "
+        f"provider latency {args.latency_ms} ms, "
         "sides alternating; emulators in one child process, their CPU reported apart",
         f"  Redis {url} ({'explicit' if args.redis_url else 'embedded, own'}), database sqlite, "
         "metrics + heartbeats + JSON logs (INFO) on",
@@ -131,6 +137,7 @@ def main() -> None:
     parser.add_argument("--shape", type=_shape, default=Shape(1, 8), help="processes x threads, e.g. 1x8")
     parser.add_argument("--adapters", type=lambda text: text.split(","), default=list(ADAPTERS),
                         help=f"a comma-separated selection of {','.join(ADAPTERS)}")  # fmt: skip
+    parser.add_argument("--latency-ms", type=int, default=0, help="every provider request answers after it")
     parser.add_argument("--compare", type=Path, help="also run each adapter from this calsync checkout (before/after)")
     add_redis_option(parser)
     args = parser.parse_args()
@@ -148,7 +155,9 @@ def main() -> None:
         child.start()
         try:
             urls, ca_file = queue.get(timeout=60)
-            adapters = _adapters(args.adapters, urls, ca_file, psutil.Process(child.pid), args.shape.threads)
+            adapters = _adapters(
+                args.adapters, urls, ca_file, psutil.Process(child.pid), args.shape.threads, args.latency_ms
+            )
             print(_configuration(args, url), flush=True)
             for n in range(1, args.rounds + 1):
                 sides: list[tuple[str, Callable[[], Drain]]] = [("bare", lambda: bare(url, args.jobs, args.shape,
@@ -156,7 +165,7 @@ def main() -> None:
                 for tree in (None, args.compare) if args.compare else (None,):
                     sides += [(name if tree is None else f"{name} ({tree.name})",
                                lambda a=adapter, t=tree: calsync(url, args.jobs, args.shape, scratch, "sqlite", "",
-                                                                 t, a))
+                                                                 t, a, args.latency_ms))
                               for name, adapter in adapters.items()]  # fmt: skip
                 if n % 2 == 0:
                     sides.reverse()
