@@ -27,13 +27,13 @@ import psutil
 import pytest
 
 from calsync.core.producer.reconcile import reconcile
+from tests.conftest import missing
 from tests.support import Pipeline, free_port, wait_until
 
 pytestmark = [
     pytest.mark.slow,
     pytest.mark.integration,
     pytest.mark.rabbitmq_only,
-    pytest.mark.skipif(shutil.which("rabbitmq-server") is None, reason="needs the rabbitmq-server package"),
 ]
 
 CHANGES = 60
@@ -96,6 +96,8 @@ class RabbitNode:
 def node() -> Iterator[RabbitNode]:
     # Not under pytest's tmp_path: run as root, the server's wrapper switches to the rabbitmq user, who cannot
     # enter pytest's private directories.
+    if shutil.which("rabbitmq-server") is None:
+        missing("rabbitmq", "rabbitmq-server (Debian package rabbitmq-server) is not on the PATH")
     home = Path(tempfile.mkdtemp(prefix="calsync-rabbitmq-"))
     started = RabbitNode(home)
     try:
