@@ -146,8 +146,9 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
             kinds = ["postgresql"]
         metafunc.parametrize("database", kinds, indirect=True)
     if "broker_kind" in metafunc.fixturenames:
-        both = metafunc.definition.get_closest_marker("both_brokers") is not None
-        metafunc.parametrize("broker_kind", ["redis", "rabbitmq"] if both else ["redis"], indirect=True)
+        marked = metafunc.definition.get_closest_marker
+        brokers = ["redis", "rabbitmq"] if marked("both_brokers") is not None else ["redis"]
+        metafunc.parametrize("broker_kind", ["rabbitmq"] if marked("rabbitmq_only") else brokers, indirect=True)
 
 
 @pytest.fixture

@@ -132,6 +132,8 @@ class Settings(  # the mixins: one module of fields per area (core/config/)
     # --- poison-proof consumption ---
     # A delivery larger than this is quarantined unread (its first 64 KiB are kept in the DLQ record).
     max_message_bytes: int = Field(default=1024 * 1024, ge=1024)
+    # RabbitMQ only: how calsync declares its queues (core/messaging/rabbitmq_consumer.py).
+    rabbitmq_queue_type: Literal["classic", "quorum"] = "classic"
 
     # --- HTTP intake (calsync serve, docs/PROTOCOL.md) ------------------------------------
     api_host: str = "0.0.0.0"

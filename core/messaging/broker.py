@@ -33,7 +33,7 @@ def connect_broker(url: str, settings: Settings, middleware: Sequence[dramatiq.M
 
         broker = SafeRabbitmqBroker(
             url=url, middleware=list(middleware), confirm_delivery=True, max_message_bytes=settings.max_message_bytes,
-            overflow=lanes.overflow,
+            overflow=lanes.overflow, queue_type=settings.rabbitmq_queue_type,
         )  # fmt: skip
     else:
         broker = SafeRedisBroker(

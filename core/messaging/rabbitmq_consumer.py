@@ -18,32 +18,67 @@ tests/messaging/test_dramatiq_contract.py, which fails on an upgrade that change
   nack read the tag of.
 - ``RabbitmqBroker.consumer_class``: the property ``consume()`` builds each queue's consumer from.
 - ``broker.queues_pending``: where Dramatiq's consumer notes a queue that vanished (404), to declare it again.
+- ``RabbitmqBroker._build_queue_arguments(queue_name)``, the arguments ``_declare_queue`` and ``_declare_dq_queue``
+  declare the queue and its delay queue with, and ``_declare_xq_queue(queue_name)``, which declares the dead-letter
+  queue: overridden for quorum queues.
+
+Quorum queues (``queue_type="quorum"``, RabbitMQ 3.10 or later: their message TTL is needed for the dead-letter
+queue) are replicated across the cluster's nodes and survive a node's loss, where a classic queue lives on one
+node. Each of a queue's three (``<q>``, its delay queue ``<q>.DQ`` and its dead-letter queue ``<q>.XQ``) is
+declared ``x-queue-type: quorum``; the first two also get ``x-delivery-limit``, a second poison guard behind the
+door: a message delivered ``DELIVERY_LIMIT`` times without an ack (its worker died each time it ran it) goes to
+``<q>.XQ`` instead of killing workers forever, and its target, still pending in the database, is re-enqueued by
+the reconciler. RabbitMQ refuses to redeclare an existing queue with another type (``PRECONDITION_FAILED``): an
+existing deployment moves to quorum queues under new queue names (docs/DEPLOY.md).
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 from functools import partial
-from typing import Any
+from typing import Any, Final, Literal
 
 import dramatiq
 import pika.exceptions
-from dramatiq.brokers.rabbitmq import RabbitmqBroker, _RabbitmqConsumer, _RabbitmqMessage
-from dramatiq.common import q_name
+from dramatiq.brokers.rabbitmq import DEAD_MESSAGE_TTL, RabbitmqBroker, _RabbitmqConsumer, _RabbitmqMessage
+from dramatiq.common import q_name, xq_name
 from dramatiq.errors import ConnectionClosed
 
 from calsync.core.messaging.consumer_pause import pause_of
 from calsync.core.messaging.quarantine import Arrival, Door, Quarantined
 
 _AMQP_ERRORS = (pika.exceptions.AMQPConnectionError, pika.exceptions.AMQPChannelError)
+#: Deliveries of one message on a quorum queue before RabbitMQ moves it to the dead-letter queue: far above what a
+#: healthy message sees (a redelivery per worker crash, pause or connection loss while it was in flight).
+DELIVERY_LIMIT: Final = 20
 
 
 class SafeRabbitmqBroker(RabbitmqBroker):
     """A RabbitmqBroker whose consumers admit only messages a worker thread can run (the rest is quarantined)."""
 
-    def __init__(self, *, max_message_bytes: int, overflow: Mapping[str, str] | None = None, **kwargs: Any) -> None:
+    def __init__(
+        self,
+        *,
+        max_message_bytes: int,
+        overflow: Mapping[str, str] | None = None,
+        queue_type: Literal["classic", "quorum"] = "classic",
+        **kwargs: Any,
+    ) -> None:
+        self.quorum = queue_type == "quorum"  # before Dramatiq's constructor, which may declare queues
         super().__init__(**kwargs)
         self.door = Door(self, max_message_bytes, dict(overflow or {}))
+
+    def _build_queue_arguments(self, queue_name: str) -> dict[str, Any]:
+        arguments: dict[str, Any] = super()._build_queue_arguments(queue_name)  # type: ignore[no-untyped-call]
+        if self.quorum:
+            arguments.update({"x-queue-type": "quorum", "x-delivery-limit": DELIVERY_LIMIT})
+        return arguments
+
+    def _declare_xq_queue(self, queue_name: str) -> Any:
+        if not self.quorum:
+            return super()._declare_xq_queue(queue_name)  # type: ignore[no-untyped-call]
+        arguments = {"x-queue-type": "quorum", "x-message-ttl": DEAD_MESSAGE_TTL}  # Dramatiq's TTL, no delivery limit
+        return self.channel.queue_declare(queue=xq_name(queue_name), durable=True, arguments=arguments)
 
     @property
     def consumer_class(self) -> type[_SafeRabbitmqConsumer]:

@@ -125,3 +125,12 @@ def test_the_rabbitmq_consumer_is_built_and_acks_as_rabbitmq_consumer_py_expects
     assert consumer.known_tags == set()
     assert RabbitmqBroker(url="amqp://contract").queues_pending == set()
     assert "__next__" in vars(_RabbitmqConsumer)  # ours replaces it; ack, nack, requeue and close are Dramatiq's
+
+
+def test_the_rabbitmq_queue_declarations_are_where_quorum_queues_override_them() -> None:
+    assert _arguments(RabbitmqBroker._build_queue_arguments) == ["self", "queue_name"]
+    assert _arguments(RabbitmqBroker._declare_xq_queue) == ["self", "queue_name"]
+    for declare in (RabbitmqBroker._declare_queue, RabbitmqBroker._declare_dq_queue):
+        assert "self._build_queue_arguments(queue_name)" in inspect.getsource(declare)
+    assert "self._declare_xq_queue(canonical_queue_name)" in inspect.getsource(RabbitmqBroker._ensure_queue)
+    assert isinstance(dramatiq.brokers.rabbitmq.DEAD_MESSAGE_TTL, int)
