@@ -15,7 +15,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Annotated, Any, Final, get_args
 
-from pydantic import BaseModel, Field, ValidationInfo, field_validator
+from pydantic import BaseModel, Field, NonNegativeFloat, NonNegativeInt, ValidationInfo, field_validator
 from pydantic_settings import NoDecode
 
 from calsync.core.model.calendar import ProviderName
@@ -52,15 +52,15 @@ class TrafficSettings(BaseModel):
     """Per-account, per-tenant and per-provider limits, the provider back-off and the circuit breakers."""
 
     # Concurrent provider calls per account (an account's ``max_concurrency`` option overrides it).
-    account_concurrency: Annotated[dict[str, int], NoDecode] = Field(default_factory=lambda: dict(ACCOUNT_CONCURRENCY))
+    account_concurrency: Annotated[dict[str, NonNegativeInt], NoDecode] = ACCOUNT_CONCURRENCY
     # Token buckets, requests per second: per account, per provider (every account of it), per tenant.
-    account_rate: Annotated[dict[str, float], NoDecode] = Field(default_factory=lambda: dict(ACCOUNT_RATE))
-    provider_rate: Annotated[dict[str, float], NoDecode] = Field(default_factory=lambda: dict(PROVIDER_RATE))
+    account_rate: Annotated[dict[str, NonNegativeFloat], NoDecode] = ACCOUNT_RATE
+    provider_rate: Annotated[dict[str, NonNegativeFloat], NoDecode] = PROVIDER_RATE
     tenant_rate: float = Field(default=0, ge=0)
     # A full account waits this long before it asks again (also when a half-open breaker's probe is out).
     traffic_retry_delay: float = Field(default=1, gt=0, le=3600)
     # Consecutive temporary failures that open a breaker (per account, per provider); 0: no breaker.
-    breaker_failures: Annotated[dict[str, int], NoDecode] = Field(default_factory=lambda: dict(BREAKER_FAILURES))
+    breaker_failures: Annotated[dict[str, NonNegativeInt], NoDecode] = BREAKER_FAILURES
     # How long an open breaker holds its jobs before one probe may go (a failed probe reopens it).
     breaker_open_seconds: float = Field(default=15, gt=0, le=3600)
 
@@ -68,14 +68,6 @@ class TrafficSettings(BaseModel):
     @classmethod
     def _split(cls, value: Any, info: ValidationInfo) -> dict[str, Any]:
         return _per_provider(value, cls.model_fields[str(info.field_name)].get_default(call_default_factory=True))
-
-    @field_validator("account_concurrency", "account_rate", "provider_rate", "breaker_failures")
-    @classmethod
-    def _check(cls, value: dict[str, float]) -> dict[str, float]:
-        negative = sorted(name for name, number in value.items() if number < 0)
-        if negative:
-            raise ValueError(f"{negative[0]} must be 0 (off) or more, got {value[negative[0]]}")
-        return value
 
 
 @dataclass(frozen=True)
