@@ -198,12 +198,9 @@ def _record(
     **fields: Any,
 ) -> DeadLetterRecord:
     now = dt.datetime.now(dt.UTC)
+    named: dict[str, Any] = {name: ids.get(name) for name in PAYLOAD_IDS if name != "job_id"}  # job_id: in fields
     return DeadLetterRecord(
-        tenant_id=ids.get("tenant_id"),
-        entity_id=ids.get("entity_id"),
-        account_id=ids.get("account_id"),
-        idempotency_key=ids.get("idempotency_key"),
-        trace_id=ids.get("trace_id"),
+        **named,
         error_class=error_class_of(error),
         error_history=history,
         first_failed_at=first_failed_at or now,
