@@ -149,12 +149,4 @@ def read_message(
         _signature(actor.fn).bind(*doc["args"], **doc["kwargs"])
     except TypeError as exc:
         return Refused(Refusal.BAD_ARGUMENTS, f"actor {actor.actor_name}: {exc}", doc)
-    return dramatiq.Message(
-        queue_name=doc["queue_name"],
-        actor_name=doc["actor_name"],
-        args=tuple(doc["args"]),
-        kwargs=doc["kwargs"],
-        options=doc["options"],
-        message_id=doc["message_id"],
-        message_timestamp=doc["message_timestamp"],
-    )
+    return dramatiq.Message(**doc | {"args": tuple(doc["args"])})  # the envelope's fields, exactly (extra="forbid")

@@ -15,67 +15,53 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Annotated, Any, Final, get_args
 
-from pydantic import BaseModel, Field, ValidationInfo, field_validator
+from pydantic import BaseModel, Field, NonNegativeFloat, NonNegativeInt, ValidationInfo, field_validator
 from pydantic_settings import NoDecode
 
 from calsync.core.model.calendar import ProviderName
 
-PROVIDERS: Final[tuple[str, ...]] = get_args(ProviderName)
+PROVIDERS: Final[tuple[ProviderName, ...]] = get_args(ProviderName)
 
-ACCOUNT_CONCURRENCY: Final = {"google": 4, "exchange": 4, "graph": 4, "memory": 0}
-ACCOUNT_RATE: Final = {"google": 5.0, "exchange": 8.0, "graph": 8.0, "memory": 0.0}
-PROVIDER_RATE: Final = {"google": 100.0, "exchange": 0.0, "graph": 1000.0, "memory": 0.0}
-BREAKER_FAILURES: Final = {"google": 5, "exchange": 5, "graph": 5, "memory": 0}
+ACCOUNT_CONCURRENCY: Final[dict[ProviderName, int]] = {"google": 4, "exchange": 4, "graph": 4, "memory": 0}
+ACCOUNT_RATE: Final[dict[ProviderName, float]] = {"google": 5.0, "exchange": 8.0, "graph": 8.0, "memory": 0.0}
+PROVIDER_RATE: Final[dict[ProviderName, float]] = {"google": 100.0, "exchange": 0.0, "graph": 1000.0, "memory": 0.0}
+BREAKER_FAILURES: Final[dict[ProviderName, int]] = {"google": 5, "exchange": 5, "graph": 5, "memory": 0}
 
 
-def _per_provider(value: Any, defaults: dict[str, Any]) -> dict[str, Any]:
-    """``provider=value`` pairs (or a mapping) laid over the field's defaults; unknown providers are errors."""
-    given: dict[str, Any]
+def _per_provider(value: Any, defaults: dict[str, Any]) -> Any:
+    """``provider=value`` pairs (or a mapping) laid over the field's defaults; the field's type checks the result
+    (known providers only, each value 0 or more)."""
     if isinstance(value, str):
-        given = {}
+        given: dict[str, str] = {}
         for part in filter(None, (p.strip() for p in value.split(","))):
             name, sep, number = part.partition("=")
             if not sep:
                 raise ValueError(f"{part!r} is not provider=value (e.g. graph=4,google=2)")
             given[name.strip()] = number.strip()
-    elif isinstance(value, dict):
-        given = dict(value)
-    else:
-        raise ValueError("must be provider=value pairs, e.g. graph=4,google=2")
-    unknown = sorted(set(given) - set(PROVIDERS))
-    if unknown:
-        raise ValueError(f"unknown provider {unknown[0]!r}; choose from {', '.join(PROVIDERS)}")
-    return {**defaults, **given}
+        value = given
+    return {**defaults, **value} if isinstance(value, dict) else value
 
 
 class TrafficSettings(BaseModel):
     """Per-account, per-tenant and per-provider limits, the provider back-off and the circuit breakers."""
 
     # Concurrent provider calls per account (an account's ``max_concurrency`` option overrides it).
-    account_concurrency: Annotated[dict[str, int], NoDecode] = Field(default_factory=lambda: dict(ACCOUNT_CONCURRENCY))
+    account_concurrency: Annotated[dict[ProviderName, NonNegativeInt], NoDecode] = ACCOUNT_CONCURRENCY
     # Token buckets, requests per second: per account, per provider (every account of it), per tenant.
-    account_rate: Annotated[dict[str, float], NoDecode] = Field(default_factory=lambda: dict(ACCOUNT_RATE))
-    provider_rate: Annotated[dict[str, float], NoDecode] = Field(default_factory=lambda: dict(PROVIDER_RATE))
+    account_rate: Annotated[dict[ProviderName, NonNegativeFloat], NoDecode] = ACCOUNT_RATE
+    provider_rate: Annotated[dict[ProviderName, NonNegativeFloat], NoDecode] = PROVIDER_RATE
     tenant_rate: float = Field(default=0, ge=0)
     # A full account waits this long before it asks again (also when a half-open breaker's probe is out).
     traffic_retry_delay: float = Field(default=1, gt=0, le=3600)
     # Consecutive temporary failures that open a breaker (per account, per provider); 0: no breaker.
-    breaker_failures: Annotated[dict[str, int], NoDecode] = Field(default_factory=lambda: dict(BREAKER_FAILURES))
+    breaker_failures: Annotated[dict[ProviderName, NonNegativeInt], NoDecode] = BREAKER_FAILURES
     # How long an open breaker holds its jobs before one probe may go (a failed probe reopens it).
     breaker_open_seconds: float = Field(default=15, gt=0, le=3600)
 
     @field_validator("account_concurrency", "account_rate", "provider_rate", "breaker_failures", mode="before")
     @classmethod
-    def _split(cls, value: Any, info: ValidationInfo) -> dict[str, Any]:
+    def _split(cls, value: Any, info: ValidationInfo) -> Any:
         return _per_provider(value, cls.model_fields[str(info.field_name)].get_default(call_default_factory=True))
-
-    @field_validator("account_concurrency", "account_rate", "provider_rate", "breaker_failures")
-    @classmethod
-    def _check(cls, value: dict[str, float]) -> dict[str, float]:
-        negative = sorted(name for name, number in value.items() if number < 0)
-        if negative:
-            raise ValueError(f"{negative[0]} must be 0 (off) or more, got {value[negative[0]]}")
-        return value
 
 
 @dataclass(frozen=True)
@@ -101,7 +87,7 @@ class Limits:
 def provider_limits(settings: TrafficSettings, *, lease: float) -> dict[str, Limits]:
     """Every provider's limits (a provider with none is left out: not governed); ``lease``: how long a call's slot
     or probe outlives it (the job time limit and a margin)."""
-    limits = {}
+    limits: dict[str, Limits] = {}
     for name in PROVIDERS:
         provider = Limits(
             concurrency=settings.account_concurrency.get(name, 0),

@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from calsync.core.config.logging import bind_job
-from calsync.core.model.payload import SYNC_JOB, JobPayload
+from calsync.core.model.payload import JobPayload
 from calsync.core.model.provider_io import RequestsSent
 from calsync.core.model.vocabulary import DeadLetterCause, Outcome
 from calsync.core.worker.failures import rejection_cause
@@ -81,8 +81,3 @@ def delivery_of(message_id: str) -> Delivery | None:
     """The current delivery if it is this message's (hooks of another message must not touch it)."""
     delivery = _current.get()
     return delivery if delivery is not None and delivery.message_id == message_id else None
-
-
-def detached_delivery() -> Delivery:
-    """A delivery for a job called without the worker's middleware (a direct call of the actor function)."""
-    return Delivery(message_id="direct", actor=SYNC_JOB, queue="")

@@ -37,9 +37,10 @@ RETRIES_OPTION: Final = "retries"  # message option: failed attempts so far (Dra
 ERRORS_OPTION: Final = "errors"  # message option: the error history, one entry per failed attempt
 PROVIDER_IO: Final = "provider_io"  # history entry: whether the attempt sent any request to its provider
 
+#: The database is down (try again later), as opposed to refusing what was written (the DLQ then stores it degraded).
+STORE_DOWN: Final = (StoreUnavailable, sqlalchemy.exc.TimeoutError, sqlalchemy.exc.InterfaceError, OSError)
 #: Failures of calsync's own infrastructure, which pass: retried on the schedule even without provider I/O.
-OWN_OUTAGES: Final = (StoreUnavailable, LockBusy, OSError, redis.RedisError, BrokerConnectionError,
-                      sqlalchemy.exc.TimeoutError, sqlalchemy.exc.InterfaceError, Interrupt)  # fmt: skip
+OWN_OUTAGES: Final = (*STORE_DOWN, LockBusy, redis.RedisError, BrokerConnectionError, Interrupt)
 
 
 class UnknownActor(PermanentError, reason="unknown actor"):

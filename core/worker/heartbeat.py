@@ -40,6 +40,7 @@ from pathlib import Path
 import dramatiq
 import redis
 
+from calsync.core.config.settings import Settings
 from calsync.core.messaging.outage import RedisWatch
 from calsync.core.redis.keys import RedisKeys
 from calsync.core.redis.periodic import start_repeating
@@ -86,25 +87,15 @@ class ThreadCount:
     configured: int
 
 
-@dataclass(frozen=True)
-class HeartbeatTiming:
-    """How often a worker beats, how long a beat lasts, where the files go, when a thread counts as stuck."""
-
-    interval: float  # HEARTBEAT_INTERVAL
-    ttl: float  # HEARTBEAT_TTL
-    directory: Path  # HEARTBEAT_DIR
-    job_time_limit: float  # JOB_TIME_LIMIT, for deliveries whose actor sets none, and the grace past any limit
-
-
 class Heartbeat(dramatiq.Middleware):
     """Runs this worker process' heartbeat thread and tracks the messages running on its worker threads."""
 
     def __init__(
-        self, client: redis.Redis, keys: RedisKeys, timing: HeartbeatTiming, pause: PauseGate, watch: RedisWatch
+        self, client: redis.Redis, keys: RedisKeys, settings: Settings, pause: PauseGate, watch: RedisWatch
     ) -> None:
         self.redis = client
         self.keys = keys
-        self.timing = timing
+        self.settings = settings  # HEARTBEAT_INTERVAL, HEARTBEAT_TTL, HEARTBEAT_DIR, JOB_TIME_LIMIT
         self.pause = pause
         self.watch = watch  # an unreachable Redis is reported there (once per outage), not logged every beat
         self.worker = worker_id()
@@ -125,12 +116,12 @@ class Heartbeat(dramatiq.Middleware):
     @property
     def file(self) -> Path:
         """This process' heartbeat file."""
-        return heartbeat_file(self.timing.directory, os.getpid())
+        return heartbeat_file(self.settings.effective_heartbeat_dir, os.getpid())
 
     def before_process_message(self, broker: dramatiq.Broker, message: dramatiq.MessageProxy) -> None:
         actor = broker.actors.get(message.actor_name)
         limit_ms = message.options.get("time_limit") or (actor.options.get("time_limit") if actor else None)
-        limit = limit_ms / 1000 if limit_ms else self.timing.job_time_limit
+        limit = limit_ms / 1000 if limit_ms else self.settings.job_time_limit
         running = Running(message.message_id, message.actor_name, time.monotonic(), limit)
         self._running[threading.get_ident()] = running
 
@@ -155,7 +146,7 @@ class Heartbeat(dramatiq.Middleware):
         self.beat()
         failure = "heartbeat failed; trying again next interval"
         self._thread = start_repeating(
-            "calsync-heartbeat", self._stop, self.timing.interval, self.beat, log=log, failure=failure
+            "calsync-heartbeat", self._stop, self.settings.heartbeat_interval, self.beat, log=log, failure=failure
         )
 
     def before_worker_shutdown(self, broker: dramatiq.Broker, worker: dramatiq.Worker) -> None:
@@ -164,7 +155,7 @@ class Heartbeat(dramatiq.Middleware):
     def after_worker_shutdown(self, broker: dramatiq.Broker, worker: dramatiq.Worker) -> None:
         self._stop.set()
         if self._thread is not None:
-            self._thread.join(timeout=self.timing.interval + 5)
+            self._thread.join(timeout=self.settings.heartbeat_interval + 5)
             self._thread = None
         self._redis("delete the heartbeat key; it expires by itself", lambda: self.redis.delete(self.key))
         self.file.unlink(missing_ok=True)
@@ -172,7 +163,7 @@ class Heartbeat(dramatiq.Middleware):
     def beat(self) -> bool:
         """Renew the key, the file and the gauge, unless a worker thread is stuck (then never again)."""
         if self.stuck is None:
-            self.stuck = stuck(self._running.copy().values(), time.monotonic(), self.timing.job_time_limit)
+            self.stuck = stuck(self._running.copy().values(), time.monotonic(), self.settings.job_time_limit)
             if (late := self.stuck) is not None:
                 running = round(time.monotonic() - late.started, 1)
                 fields = {"message_id": late.message_id, "job_type": late.actor, "running_seconds": running,
@@ -196,7 +187,7 @@ class Heartbeat(dramatiq.Middleware):
             threads = self._count_threads(self._worker)
             value.update(threads=threads.configured, threads_alive=threads.alive)
             value["paused"] = self.pause.paused_on(self._worker.consumers)  # every consumer holds
-        ttl = int(self.timing.ttl * 1000)
+        ttl = int(self.settings.heartbeat_ttl * 1000)
         self._redis("renew the heartbeat key", lambda: self.redis.set(self.key, json.dumps(value), px=ttl))
         if self.threads_lost is not None:
             return False

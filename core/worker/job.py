@@ -51,7 +51,7 @@ from calsync.core.model.errors import (
     SecretKeyMismatch,
     TargetLocked,
 )
-from calsync.core.model.payload import JobPayload, Operation, parse_payload, raw_ids
+from calsync.core.model.payload import SYNC_JOB, JobPayload, Operation, parse_payload, raw_ids
 from calsync.core.model.planner import operation_for
 from calsync.core.model.vocabulary import Outcome
 from calsync.core.redis.keys import RedisKeys
@@ -64,7 +64,7 @@ from calsync.core.store.unreadable_secrets import UnreadableSecrets
 from calsync.core.traffic import TrafficGate
 from calsync.core.webhooks import Outbox
 from calsync.core.worker import cancellation
-from calsync.core.worker.delivery import Delivery, current_delivery, detached_delivery
+from calsync.core.worker.delivery import Delivery, current_delivery
 from calsync.core.worker.metrics import lock_attempt, provider_request
 from calsync.core.worker.snapshot import Snapshot, left_as, load_snapshot, still_current
 
@@ -152,7 +152,7 @@ def sync_actor(parts: JobParts) -> Callable[..., None]:
 
     def sync_calendar_event(*args: Any, **kwargs: Any) -> None:
         """Make one event appear (or disappear) in one account, as its latest version says."""
-        delivery = current_delivery() or detached_delivery()
+        delivery = current_delivery() or Delivery("direct", SYNC_JOB, "")  # called without the worker's middleware
         delivery.outcome = run_sync(parts, delivery, args, kwargs)
 
     return sync_calendar_event

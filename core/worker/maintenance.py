@@ -23,6 +23,7 @@ import threading
 import time
 import uuid
 from collections.abc import Callable
+from dataclasses import KW_ONLY, dataclass, field
 
 import dramatiq
 import redis
@@ -59,29 +60,22 @@ PASS_DURATION = Histogram(
 )
 
 
+@dataclass(eq=False)  # a middleware is compared by identity
 class Maintenance(dramatiq.Middleware):
     """Runs the maintenance thread of one worker process."""
 
-    def __init__(
-        self,
-        db: Database,
-        client: redis.Redis,
-        keys: RedisKeys,
-        *,
-        interval: float,
-        retention: Retention,
-        watch: RedisWatch,
-        requeue: Callable[[], int],
-    ) -> None:
-        self.db = db
-        self.redis = client
-        self.keys = keys
-        self.interval = interval
-        self.retention = retention
-        self.requeue = requeue  # re-enqueues what the broker lost; how many jobs
-        self.watch = watch
-        self._stop = threading.Event()
-        self._thread: threading.Thread | None = None
+    db: Database
+    client: redis.Redis
+    keys: RedisKeys
+    _: KW_ONLY
+    interval: float
+    retention: Retention
+    watch: RedisWatch
+    requeue: Callable[[], int]  # re-enqueues what the broker lost; how many jobs
+    _stop: threading.Event = field(default_factory=threading.Event, init=False)
+    _thread: threading.Thread | None = field(default=None, init=False)
+
+    def __post_init__(self) -> None:
         for table in PRUNED_TABLES:
             ROWS_PURGED.labels(table)  # every series exists from the start, at 0
         for result in MAINTENANCE_RESULTS:
@@ -105,7 +99,7 @@ class Maintenance(dramatiq.Middleware):
         token = f"{worker_id()}|{uuid.uuid4().hex}"
         lease = self.keys.maintenance_lease()
         try:
-            taken = bool(self.redis.set(lease, token, nx=True, px=max(1, int(self.interval * 1000))))
+            taken = bool(self.client.set(lease, token, nx=True, px=max(1, int(self.interval * 1000))))
         except redis.ConnectionError as exc:
             self.watch.lost(exc)  # said once for the outage, by whichever thread found it first
             return False

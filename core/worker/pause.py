@@ -1,7 +1,7 @@
 """The worker side of ``calsync pause``: pauses this process' consumers while the switch is on.
 
 The consumers ask :meth:`PauseGate.paused` on every turn (core/messaging/consumer_pause.py); the gate reads
-the switch (core/redis/pause.py) at most once per ``refresh`` seconds, so a pause or a resume takes effect
+the switch (core/redis/pause.py) at most once per ``REFRESH_SECONDS``, so a pause or a resume takes effect
 within about a second. Delay queues are never paused: a due retry only moves to its ready queue, where it
 waits like the rest. A queue counts as paused once its consumer has turned while the switch was on; the
 heartbeat reports ``"paused": true`` only when every consumed queue is, which is what an operator (or a
@@ -31,10 +31,9 @@ REFRESH_SECONDS = 1.0
 class PauseGate(dramatiq.Middleware):
     """The :class:`~core.messaging.consumer_pause.ConsumerPause` of a worker process, driven by the pause switch."""
 
-    def __init__(self, switch: PauseSwitch, watch: RedisWatch, refresh: float = REFRESH_SECONDS) -> None:
+    def __init__(self, switch: PauseSwitch, watch: RedisWatch) -> None:
         self.switch = switch
         self.watch = watch  # an unreachable Redis is said there, once for the worker
-        self.refresh = refresh
         self.turns: Counter[str] = Counter()  # paused turns per queue since the switch last changed
         self._paused = False
         self._read_at = float("-inf")
@@ -58,7 +57,7 @@ class PauseGate(dramatiq.Middleware):
     def _current(self) -> bool:
         with self._lock:
             now = time.monotonic()
-            if now - self._read_at < self.refresh:
+            if now - self._read_at < REFRESH_SECONDS:
                 return self._paused
             self._read_at = now
             try:

@@ -30,7 +30,7 @@ from calsync.core.redis.pause import PauseSwitch
 from calsync.core.redis.stats import JobStats
 from calsync.core.store.database import Database
 from calsync.core.webhooks import Outbox
-from calsync.core.worker.heartbeat import Heartbeat, HeartbeatTiming
+from calsync.core.worker.heartbeat import Heartbeat
 from calsync.core.worker.metrics import WorkerMetrics
 from calsync.core.worker.middleware.dead_letters import DeadLetterRecorder
 from calsync.core.worker.middleware.lifecycle import JobLifecycle
@@ -54,12 +54,6 @@ def worker_middleware(
     # must not need. Prometheus comes first so that its durations and in-progress gauge span the others.
     from dramatiq.middleware.prometheus import Prometheus
 
-    timing = HeartbeatTiming(
-        interval=settings.heartbeat_interval,
-        ttl=settings.heartbeat_ttl,
-        directory=settings.effective_heartbeat_dir,
-        job_time_limit=settings.job_time_limit,
-    )
     pause = PauseGate(PauseSwitch(client, keys), watch=watch)
     policy = RetryPolicy(
         schedule=settings.retry_schedule,
@@ -71,7 +65,7 @@ def worker_middleware(
     return [
         Prometheus(),
         WorkerMetrics(),
-        Heartbeat(client, keys, timing, pause, watch),
+        Heartbeat(client, keys, settings, pause, watch),
         pause,
         watch.outage,
         JobLifecycle(stats),

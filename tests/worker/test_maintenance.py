@@ -56,7 +56,7 @@ def test_one_process_per_interval_runs_the_pass(db: Database, redis_url: str, na
     assert second.run_once() is None and first.run_once() is None  # the lease lasts the interval, for everyone
     assert purged("idempotency_records") - before == 7
 
-    first.redis.delete(first.keys.maintenance_lease())  # the interval is over
+    first.client.delete(first.keys.maintenance_lease())  # the interval is over
     again = second.run_once()
     assert again is not None and again.purged["idempotency_records"] == 3
 

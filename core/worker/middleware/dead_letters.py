@@ -23,13 +23,12 @@ import logging
 from typing import Any
 
 import dramatiq
-import sqlalchemy.exc
 from dramatiq.errors import BrokerConnectionError
 from dramatiq.middleware import MiddlewareError
 
 from calsync.core.messaging.envelope import MESSAGE_ID_LIMIT
 from calsync.core.messaging.quarantine import Quarantined
-from calsync.core.model.errors import AuthRevoked, InvalidPayload, MalformedMessage, StoreUnavailable, error_class_of
+from calsync.core.model.errors import AuthRevoked, InvalidPayload, MalformedMessage, error_class_of
 from calsync.core.model.ids import new_id
 from calsync.core.model.payload import PAYLOAD_IDS, JobPayload, raw_ids
 from calsync.core.model.vocabulary import DeadLetterCause
@@ -41,6 +40,7 @@ from calsync.core.webhooks import Outbox
 from calsync.core.worker.delivery import Delivery, delivery_of
 from calsync.core.worker.failures import (
     RETRIES_OPTION,
+    STORE_DOWN,
     UnknownActor,
     count_option,
     error_entry,
@@ -52,8 +52,6 @@ from calsync.core.worker.metrics import DEAD_LETTERS
 
 log = logging.getLogger(__name__)
 
-# The database is down (retry later), as opposed to refusing this record's data (store it degraded).
-_UNAVAILABLE = (StoreUnavailable, sqlalchemy.exc.TimeoutError, sqlalchemy.exc.InterfaceError, OSError)
 _JOB_TYPE_LIMIT = 64
 
 
@@ -75,7 +73,7 @@ class DeadLetterRecorder(dramatiq.Middleware):
         record = job_record(message, payload, error, delivery.dead_letter_cause or rejection_cause(error))
         try:
             notified = self._store_or_degrade(record, payload, error)
-        except _UNAVAILABLE as exc:
+        except STORE_DOWN as exc:
             log.exception("could not record the dead letter; the nack will be retried")
             raise DeadLetterStoreUnavailable(str(exc)) from exc  # type: ignore[no-untyped-call]
         log.debug("job dead-lettered", extra={"fields": {"reason": record.reason, "error_class": record.error_class}})
@@ -97,7 +95,7 @@ class DeadLetterRecorder(dramatiq.Middleware):
     ) -> list[str]:
         try:
             return self._store(record, payload, error)
-        except _UNAVAILABLE:
+        except STORE_DOWN:
             raise
         except Exception as exc:
             why = f"{type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}"
@@ -105,7 +103,7 @@ class DeadLetterRecorder(dramatiq.Middleware):
         try:
             with self.db.write() as conn:
                 dead_letters.insert(self.db, conn, fitted(record, why))
-        except _UNAVAILABLE:
+        except STORE_DOWN:
             raise
         except Exception:
             # fitted() cuts every column to the table, so this is a bug; retrying would loop forever.
@@ -198,12 +196,9 @@ def _record(
     **fields: Any,
 ) -> DeadLetterRecord:
     now = dt.datetime.now(dt.UTC)
+    named: dict[str, Any] = {name: ids.get(name) for name in PAYLOAD_IDS if name != "job_id"}  # job_id: in fields
     return DeadLetterRecord(
-        tenant_id=ids.get("tenant_id"),
-        entity_id=ids.get("entity_id"),
-        account_id=ids.get("account_id"),
-        idempotency_key=ids.get("idempotency_key"),
-        trace_id=ids.get("trace_id"),
+        **named,
         error_class=error_class_of(error),
         error_history=history,
         first_failed_at=first_failed_at or now,
