@@ -72,8 +72,8 @@ CROSS JOIN LATERAL (SELECT CASE WHEN {_CANCELLED} THEN 'deleted' WHEN {_PENDING}
                                 WHEN {_FAILED} THEN 'failed' ELSE 'synced' END AS status) AS s
 """
 
-# Dead letter j is about event 10 j's target 0.
-_OPEN = "(j % 20 = 0)"  # 5 %
+# Dead letter j is about target 0 of event 10 j + (j / 10) % 10 (of every tenant in turn).
+_OPEN = "(j % 19 = 0)"  # 5 %, of every tenant
 _DEAD_LETTERS = f"""
 INSERT INTO dead_letters (job_id, job_type, message_id, queue, tenant_id, entity_id, account_id, idempotency_key,
                           trace_id, payload, attempts, reason, error_class, last_error, error_history,
@@ -86,7 +86,7 @@ SELECT 'job-dl-' || j, 'sync_calendar_event', 'msg-' || j, 'calendar', 'tenant-'
        CASE WHEN NOT {_OPEN} AND j % 2 = 0 THEN now() - interval '30 minutes' END,
        CASE WHEN NOT {_OPEN} AND j % 2 = 0 THEN 'job-replay-' || j END,
        CASE WHEN NOT {_OPEN} AND j % 2 = 1 THEN now() - interval '30 minutes' END, NULL, 'job'
-FROM generate_series(:start, :stop - 1) AS j CROSS JOIN LATERAL (SELECT j * 10 AS i, 0 AS k) AS at
+FROM generate_series(:start, :stop - 1) AS j CROSS JOIN LATERAL (SELECT j * 10 + (j / 10) % 10 AS i, 0 AS k) AS at
 """
 
 _RECORDS = f"""
