@@ -24,6 +24,9 @@ class Outcome(StrEnum):
 
 SyncStatus = Literal["pending", "synced", "failed", "deleted"]
 SYNC_STATUSES: Final[tuple[SyncStatus, ...]] = get_args(SyncStatus)
+# Targets still to sync (pending) or dead-lettered (failed): what ``calsync status`` and the exporter count. Their
+# number follows the work in flight; synced and deleted ones pile up with history (docs/notes/scale.md).
+OUTSTANDING_STATUSES: Final[tuple[SyncStatus, ...]] = ("pending", "failed")
 
 # Why a pending target waits (``event_targets.wait_reason``; ``calsync events show``, GET /v1/events/{id}): a retry
 # after a temporary failure, the target's lock held by another delivery, a hold of traffic control (the Held
