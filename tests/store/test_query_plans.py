@@ -35,6 +35,7 @@ from calsync.core.producer.reconcile import requeue_lost
 from calsync.core.store import dead_letters, idempotency, targets
 from calsync.core.store.database import Database
 from calsync.core.store.dead_letters import DeadLetterFilter
+from calsync.core.store.pruning import Retention, prune
 from calsync.core.store.targets import TargetKey
 from calsync.core.worker.snapshot import load_snapshot
 from tests.support import Pipeline
@@ -79,7 +80,7 @@ def whole_reads(node: dict[str, Any], *, limited: bool = False) -> Iterator[str]
 
 
 def hot_paths(pipeline: Pipeline) -> dict[str, Callable[[], object]]:
-    """What runs on every status reading, scrape, reconcile pass, lookup, DLQ page and job."""
+    """What runs on every status reading, scrape, reconcile or housekeeping pass, lookup, DLQ page and job."""
     clients = pipeline.clients
     state = CliState()
     state.clients = clients
@@ -107,6 +108,7 @@ def hot_paths(pipeline: Pipeline) -> dict[str, Callable[[], object]]:
         "calsync status": lambda: StateReader(clients).store(time.time()),
         "exporter scrape": lambda: generate_latest(exporter_registry(StateReader(clients))),
         "reconcile pass": lambda: requeue_lost(clients, now=dt.datetime.now(dt.UTC)),
+        "housekeeping pass": lambda: prune(clients.db, Retention.of(clients.settings)),
         "events show without --tenant": lambda: invoke(show, state, entity_id=EVENT, tenant=None, as_json=True),
         "events show --tenant": lambda: invoke(show, state, entity_id=EVENT, tenant=TENANT, as_json=True),
         "DLQ pages": dlq_pages,
