@@ -10,7 +10,9 @@ every size. What each size holds, for ``n`` events:
   the others 1 % pending (due in an hour: nothing overdue), 0.2 % failed, the rest synced;
 - ``n / 10`` dead letters of sync jobs (at most 100,000), 5 % open, the others replayed or discarded within the
   retention (housekeeping has nothing to delete);
-- ``2 n`` idempotency records (the creates of two of each event's targets), none expired.
+- ``2 n`` idempotency records (the creates of two of each event's targets), none expired;
+- a webhook endpoint per tenant, written once, and ``n / 10`` notifications dispatched an hour ago, each
+  with one delivery: 1 % pending (due in an hour), 0.5 % failed, the rest delivered.
 
 Every table is vacuumed and analyzed afterwards, as autovacuum would leave a table that large: planner
 statistics, and a visibility map for index-only scans.
@@ -25,7 +27,16 @@ from calsync.core.store.database import Database
 TENANTS = 100
 ACCOUNTS_PER_TENANT = 100
 MAX_DEAD_LETTERS = 100_000
-TABLES = ("provider_accounts", "events", "event_targets", "dead_letters", "idempotency_records")
+TABLES = (
+    "provider_accounts",
+    "events",
+    "event_targets",
+    "dead_letters",
+    "idempotency_records",
+    "webhook_endpoints",
+    "webhook_notifications",
+    "webhook_deliveries",
+)
 
 # Which target is pending, failed or synced: by its event's index i and its position k (0..2).
 _PENDING = "((i * 3 + k) % 100 = 7)"  # 1 %
@@ -96,6 +107,32 @@ SELECT {_RECORD_KEY}, 'job-' || i || '-' || k,
 FROM generate_series(:start, :stop - 1) AS i CROSS JOIN generate_series(0, 1) AS k
 """
 
+_ENDPOINTS = f"""
+INSERT INTO webhook_endpoints (id, tenant_id, url, event_types, secrets, status, consecutive_failures, created_at,
+                               updated_at)
+SELECT 'whe-' || t, 'tenant-' || t, 'https://hooks.example.com/' || t, '[]'::json, decode('00', 'hex'), 'enabled', 0,
+       now(), now()
+FROM generate_series(0, {TENANTS - 1}) AS t
+"""
+
+_NOTIFICATIONS = f"""
+INSERT INTO webhook_notifications (id, tenant_id, event_type, payload, created_at, dispatched_at)
+SELECT 'whn-' || w, 'tenant-' || (w % {TENANTS}), 'sync.succeeded', '{{}}'::json, now() - interval '1 hour',
+       now() - interval '1 hour'
+FROM generate_series(:start, :stop - 1) AS w
+"""
+
+_DELIVERIES = f"""
+INSERT INTO webhook_deliveries (notification_id, endpoint_id, status, attempts, last_status_code, last_error,
+                                next_attempt_at, created_at, updated_at)
+SELECT 'whn-' || w, 'whe-' || (w % {TENANTS}), s.status, 1, CASE WHEN s.status = 'delivered' THEN 200 ELSE 500 END,
+       NULL, CASE WHEN s.status = 'pending' THEN now() + interval '1 hour' END, now() - interval '1 hour',
+       now() - interval '1 hour'
+FROM generate_series(:start, :stop - 1) AS w
+CROSS JOIN LATERAL (SELECT CASE WHEN w % 100 = 3 THEN 'pending' WHEN w % 200 = 5 THEN 'failed'
+                                ELSE 'delivered' END AS status) AS s
+"""
+
 
 def dead_letters_for(events: int) -> int:
     """How many dead letters a fill of ``events`` events holds."""
@@ -107,11 +144,15 @@ def fill(db: Database, *, have: int, want: int) -> None:
     with db.write() as conn:
         if have == 0:
             conn.execute(text(_ACCOUNTS))
+            conn.execute(text(_ENDPOINTS))
         span = {"start": have, "stop": want}
         conn.execute(text(_EVENTS), span)
         conn.execute(text(_TARGETS), span)
         conn.execute(text(_RECORDS), span)
+        tenth = {"start": have // 10, "stop": want // 10}
         conn.execute(text(_DEAD_LETTERS), {"start": dead_letters_for(have), "stop": dead_letters_for(want)})
+        conn.execute(text(_NOTIFICATIONS), tenth)
+        conn.execute(text(_DELIVERIES), tenth)
     with db.engine.connect().execution_options(isolation_level="AUTOCOMMIT") as conn:
         for table in TABLES:
             conn.execute(text(f"VACUUM ANALYZE {table}"))

@@ -75,6 +75,9 @@ WebhookDisabledBy = Literal["auto", "operator"]
 # One (notification, endpoint) delivery: still trying, done (2xx), or failed for good (in the DLQ).
 WebhookDeliveryStatus = Literal["pending", "delivered", "failed"]
 WEBHOOK_DELIVERY_STATUSES: Final[tuple[WebhookDeliveryStatus, ...]] = get_args(WebhookDeliveryStatus)
+# Deliveries still to make (pending) or dead-lettered (failed): what ``calsync status`` and the exporter count, as
+# OUTSTANDING_STATUSES of targets (delivered ones pile up until housekeeping prunes them).
+OUTSTANDING_DELIVERY_STATUSES: Final[tuple[WebhookDeliveryStatus, ...]] = ("pending", "failed")
 
 
 class WebhookOutcome(StrEnum):

@@ -46,7 +46,10 @@ GAUGES: dict[str, tuple[list[str], str]] = {
         ["by"],
         "Webhook endpoints disabled, by who: auto (the breaker) or operator.",
     ),
-    "calsync_webhook_deliveries": (["status"], "Webhook deliveries (notification x endpoint) by status."),
+    "calsync_webhook_deliveries": (
+        ["status"],
+        "Outstanding webhook deliveries (notification x endpoint): pending or failed.",
+    ),
     "calsync_circuit_state": (
         ["provider", "scope"],
         "Circuit breaker state: 0 closed, 1 half-open (one probe at a time), 2 open. scope=provider: the "

@@ -10,7 +10,7 @@ Three sources, each read on its own so that one being down does not hide the oth
   only the ready count; delayed messages sit unacked in worker memory and unacked counts need the
   management API, so delayed, in-flight and oldest age are reported as unavailable (None).
 - **database**: open dead letters by job type and reason, the oldest open one, outstanding targets
-  (pending, failed) and the most overdue pending target, webhook endpoints disabled and deliveries by status.
+  (pending, failed) and the most overdue pending target, webhook endpoints disabled and outstanding deliveries.
 - **redis**: the circuit breakers and provider back-off of every provider with a breaker (core/traffic/store.py);
   live worker heartbeat keys (``<ns>:heartbeat:*``, each with a TTL), found with SCAN; their
   values tell each process' live worker threads against its configured count (a process that lost
@@ -45,7 +45,7 @@ from calsync.core.messaging.lanes import lanes_of
 from calsync.core.messaging.messages import RECONCILE_JOB
 from calsync.core.model.intake import INTAKE_JOB
 from calsync.core.model.payload import SYNC_JOB
-from calsync.core.model.vocabulary import OUTSTANDING_STATUSES, WEBHOOK_DELIVERY_STATUSES
+from calsync.core.model.vocabulary import OUTSTANDING_DELIVERY_STATUSES, OUTSTANDING_STATUSES
 from calsync.core.redis.keys import RedisKeys
 from calsync.core.redis.scripts import LuaScript
 from calsync.core.store import dead_letters, targets
@@ -100,7 +100,7 @@ class TargetCounts:
 
 @dataclass(frozen=True)
 class WebhookCounts:
-    """Webhook endpoints disabled, by who (auto: the breaker; operator), and deliveries by status."""
+    """Webhook endpoints disabled, by who (auto: the breaker; operator), and deliveries pending or failed."""
 
     endpoints_disabled: dict[str, int]
     deliveries: dict[str, int]
@@ -257,7 +257,7 @@ class StateReader:
             by_status = targets.count_outstanding(conn)
             oldest_due = targets.oldest_pending_due(conn)
             disabled = count_disabled(conn)
-            deliveries = count_deliveries(conn)
+            deliveries = count_deliveries(conn, OUTSTANDING_DELIVERY_STATUSES)
         by_reason: Counter[str] = Counter()
         by_job_type = Counter(dict.fromkeys(JOB_TYPES, 0))
         for (job_type, reason), n in sorted(open_counts.items()):
@@ -267,7 +267,7 @@ class StateReader:
         return StoreCounts(
             DeadLetterCounts(total, dict(by_reason), dict(by_job_type), _age(oldest_failure, now)),
             TargetCounts({status: by_status.get(status, 0) for status in OUTSTANDING_STATUSES}, _age(oldest_due, now)),
-            WebhookCounts(disabled, {status: deliveries.get(status, 0) for status in WEBHOOK_DELIVERY_STATUSES}),
+            WebhookCounts(disabled, {status: deliveries.get(status, 0) for status in OUTSTANDING_DELIVERY_STATUSES}),
         )
 
     def circuits(self) -> list[CircuitReading]:

@@ -42,7 +42,7 @@ from tests.support import Pipeline
 
 pytestmark = [pytest.mark.postgresql_only, pytest.mark.slow]
 
-GROWING = frozenset({"events", "event_targets", "dead_letters", "idempotency_records"})
+GROWING = frozenset({"events", "event_targets", "dead_letters", "idempotency_records", "webhook_deliveries"})
 EVENTS = 20_000  # 60,000 targets: enough for the planner to prefer an index wherever one fits
 DISCARDED = 50  # rows a scan may read and filter out (a key lookup's stale versions, a page's neighbours)
 TENANT, EVENT, ACCOUNT = "tenant-1", "evt-1", "acc-100"  # a filled event and its first target's account
