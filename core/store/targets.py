@@ -283,7 +283,7 @@ def count_by_status(conn: Connection) -> dict[str, int]:
 
 
 def count_outstanding(conn: Connection) -> dict[str, int]:
-    """How many targets are pending or failed: a range of the (status, due_at) index, however many are settled."""
+    """How many targets are pending or failed: a range of the (status, due_at) index, however many are synced."""
     query = select(t.c.status, func.count()).where(t.c.status.in_(OUTSTANDING_STATUSES)).group_by(t.c.status)
     return {status: int(count) for status, count in conn.execute(query).all()}
 
