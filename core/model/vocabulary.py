@@ -24,6 +24,9 @@ class Outcome(StrEnum):
 
 SyncStatus = Literal["pending", "synced", "failed", "deleted"]
 SYNC_STATUSES: Final[tuple[SyncStatus, ...]] = get_args(SyncStatus)
+# Targets still to sync (pending) or dead-lettered (failed): what ``calsync status`` and the exporter count. Their
+# number follows the work in flight; synced and deleted ones pile up with history (docs/notes/scale.md).
+OUTSTANDING_STATUSES: Final[tuple[SyncStatus, ...]] = ("pending", "failed")
 
 # Why a pending target waits (``event_targets.wait_reason``; ``calsync events show``, GET /v1/events/{id}): a retry
 # after a temporary failure, the target's lock held by another delivery, a hold of traffic control (the Held
@@ -72,6 +75,9 @@ WebhookDisabledBy = Literal["auto", "operator"]
 # One (notification, endpoint) delivery: still trying, done (2xx), or failed for good (in the DLQ).
 WebhookDeliveryStatus = Literal["pending", "delivered", "failed"]
 WEBHOOK_DELIVERY_STATUSES: Final[tuple[WebhookDeliveryStatus, ...]] = get_args(WebhookDeliveryStatus)
+# Deliveries still to make (pending) or dead-lettered (failed): what ``calsync status`` and the exporter count, as
+# OUTSTANDING_STATUSES of targets (delivered ones pile up until housekeeping prunes them).
+OUTSTANDING_DELIVERY_STATUSES: Final[tuple[WebhookDeliveryStatus, ...]] = ("pending", "failed")
 
 
 class WebhookOutcome(StrEnum):

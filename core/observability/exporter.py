@@ -37,7 +37,7 @@ GAUGES: dict[str, tuple[list[str], str]] = {
     ),
     "calsync_dead_letters_open": (["job_type"], "Dead letters neither replayed nor discarded."),
     "calsync_dead_letter_oldest_age_seconds": ([], "Age of the oldest open dead letter (0 when there is none)."),
-    "calsync_sync_targets": (["status"], "Sync targets (event x account) by sync status."),
+    "calsync_sync_targets": (["status"], "Outstanding sync targets (event x account): pending or failed."),
     "calsync_sync_pending_oldest_age_seconds": (
         [],
         "How long the most overdue pending target has been due (0 when none is overdue).",
@@ -46,7 +46,10 @@ GAUGES: dict[str, tuple[list[str], str]] = {
         ["by"],
         "Webhook endpoints disabled, by who: auto (the breaker) or operator.",
     ),
-    "calsync_webhook_deliveries": (["status"], "Webhook deliveries (notification x endpoint) by status."),
+    "calsync_webhook_deliveries": (
+        ["status"],
+        "Outstanding webhook deliveries (notification x endpoint): pending or failed.",
+    ),
     "calsync_circuit_state": (
         ["provider", "scope"],
         "Circuit breaker state: 0 closed, 1 half-open (one probe at a time), 2 open. scope=provider: the "

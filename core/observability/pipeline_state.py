@@ -9,8 +9,8 @@ Three sources, each read on its own so that one being down does not hide the oth
   worker until Dramatiq's maintenance requeues them. RabbitMQ: a passive ``queue.declare`` gives
   only the ready count; delayed messages sit unacked in worker memory and unacked counts need the
   management API, so delayed, in-flight and oldest age are reported as unavailable (None).
-- **database**: open dead letters by job type and reason, the oldest open one, targets by sync
-  status and the most overdue pending target, webhook endpoints disabled and deliveries by status.
+- **database**: open dead letters by job type and reason, the oldest open one, outstanding targets
+  (pending, failed) and the most overdue pending target, webhook endpoints disabled and outstanding deliveries.
 - **redis**: the circuit breakers and provider back-off of every provider with a breaker (core/traffic/store.py);
   live worker heartbeat keys (``<ns>:heartbeat:*``, each with a TTL), found with SCAN; their
   values tell each process' live worker threads against its configured count (a process that lost
@@ -45,7 +45,7 @@ from calsync.core.messaging.lanes import lanes_of
 from calsync.core.messaging.messages import RECONCILE_JOB
 from calsync.core.model.intake import INTAKE_JOB
 from calsync.core.model.payload import SYNC_JOB
-from calsync.core.model.vocabulary import SYNC_STATUSES, WEBHOOK_DELIVERY_STATUSES
+from calsync.core.model.vocabulary import OUTSTANDING_DELIVERY_STATUSES, OUTSTANDING_STATUSES
 from calsync.core.redis.keys import RedisKeys
 from calsync.core.redis.scripts import LuaScript
 from calsync.core.store import dead_letters, targets
@@ -89,7 +89,10 @@ class DeadLetterCounts:
 
 @dataclass(frozen=True)
 class TargetCounts:
-    """Sync targets by status, and how long the most overdue pending one has been due."""
+    """Outstanding sync targets (pending, failed) by status, and how long the most overdue pending one has been due.
+
+    Synced and deleted targets are not counted: their number grows with history, and counting it read the whole
+    table on every reading (docs/notes/scale.md); ``calsync_jobs_total`` counts the syncs as they happen."""
 
     by_status: dict[str, int]
     pending_oldest_age_seconds: float
@@ -97,7 +100,7 @@ class TargetCounts:
 
 @dataclass(frozen=True)
 class WebhookCounts:
-    """Webhook endpoints disabled, by who (auto: the breaker; operator), and deliveries by status."""
+    """Webhook endpoints disabled, by who (auto: the breaker; operator), and deliveries pending or failed."""
 
     endpoints_disabled: dict[str, int]
     deliveries: dict[str, int]
@@ -251,10 +254,10 @@ class StateReader:
         with self.clients.db.read() as conn:
             open_counts = dead_letters.open_counts(conn)  # by (job type, reason)
             oldest_failure = dead_letters.oldest_open_failed_at(conn)
-            by_status = targets.count_by_status(conn)
+            by_status = targets.count_outstanding(conn)
             oldest_due = targets.oldest_pending_due(conn)
             disabled = count_disabled(conn)
-            deliveries = count_deliveries(conn)
+            deliveries = count_deliveries(conn, OUTSTANDING_DELIVERY_STATUSES)
         by_reason: Counter[str] = Counter()
         by_job_type = Counter(dict.fromkeys(JOB_TYPES, 0))
         for (job_type, reason), n in sorted(open_counts.items()):
@@ -263,8 +266,8 @@ class StateReader:
         total = sum(open_counts.values())
         return StoreCounts(
             DeadLetterCounts(total, dict(by_reason), dict(by_job_type), _age(oldest_failure, now)),
-            TargetCounts({status: by_status.get(status, 0) for status in SYNC_STATUSES}, _age(oldest_due, now)),
-            WebhookCounts(disabled, {status: deliveries.get(status, 0) for status in WEBHOOK_DELIVERY_STATUSES}),
+            TargetCounts({status: by_status.get(status, 0) for status in OUTSTANDING_STATUSES}, _age(oldest_due, now)),
+            WebhookCounts(disabled, {status: deliveries.get(status, 0) for status in OUTSTANDING_DELIVERY_STATUSES}),
         )
 
     def circuits(self) -> list[CircuitReading]:

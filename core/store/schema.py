@@ -113,6 +113,7 @@ events = Table(
     _one_of("status", get_args(BusinessStatus), "ck_events_status"),
     CheckConstraint("version >= 1", name="ck_events_version"),
     Index("ix_events_status_updated", "status", "updated_at"),  # housekeeping finds cancelled events by age
+    Index("ix_events_id", "id"),  # `events show` without a tenant (migration 0010)
 )
 
 event_targets = Table(
@@ -198,6 +199,7 @@ dead_letters = Table(
     _one_of("kind", DEAD_LETTER_KINDS, "ck_dead_letters_kind"),
     Index("ix_dead_letters_status_failed", "status", "failed_at"),
     Index("ix_dead_letters_account", "account_id"),
+    Index("ix_dead_letters_tenant_status", "tenant_id", "status", "id"),  # a tenant's keyset pages (migration 0010)
 )
 
 api_keys = Table(

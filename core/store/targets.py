@@ -13,10 +13,10 @@ from collections.abc import Collection, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal, NamedTuple
 
-from sqlalchemy import ColumnElement, Connection, and_, bindparam, case, func, or_, select, update
+from sqlalchemy import ColumnElement, Connection, and_, bindparam, case, func, select, update
 
 from calsync.core.model.calendar import Target
-from calsync.core.model.vocabulary import SyncStatus, WaitReason, as_wait_reason
+from calsync.core.model.vocabulary import OUTSTANDING_STATUSES, SyncStatus, WaitReason, as_wait_reason
 from calsync.core.store.schema import event_targets as t
 from calsync.core.store.schema import events as ev
 from calsync.core.store.schema import json_ready
@@ -255,14 +255,15 @@ def reopen(conn: Connection, key: TargetKey, *, due_at: dt.datetime) -> None:
 
 
 def overdue(conn: Connection, *, before: dt.datetime, limit: int) -> list[TargetRow]:
-    """Pending targets whose job should have run before ``before``: their message may have been lost."""
-    query = (
-        select(t)
-        .where(t.c.status == "pending", or_(t.c.due_at.is_(None), t.c.due_at < before))
-        .order_by(t.c.due_at)
-        .limit(limit)
-    )
-    return [TargetRow(**row) for row in conn.execute(query).mappings()]
+    """Pending targets whose job should have run before ``before`` (their message may have been lost): those whose
+    enqueue failed (no due time) first, then the longest overdue.
+
+    Two queries, each a range of the (status, due_at) index: as one ``due_at IS NULL OR due_at < …`` filter,
+    PostgreSQL reads every pending target to find none overdue."""
+    pending = select(t).where(t.c.status == "pending")
+    unqueued = conn.execute(pending.where(t.c.due_at.is_(None)).limit(limit)).mappings().all()
+    late = pending.where(t.c.due_at < before).order_by(t.c.due_at).limit(limit - len(unqueued))
+    return [TargetRow(**row) for row in (*unqueued, *conn.execute(late).mappings())]
 
 
 def mark_unqueued(conn: Connection, key: TargetKey) -> None:
@@ -276,8 +277,14 @@ def postpone(conn: Connection, key: TargetKey, *, due_at: dt.datetime) -> None:
 
 
 def count_by_status(conn: Connection) -> dict[str, int]:
-    """How many targets are in each sync status."""
+    """How many targets are in each sync status (reads every target: for tests and tools, not for every scrape)."""
     query = select(t.c.status, func.count()).group_by(t.c.status)
+    return {status: int(count) for status, count in conn.execute(query).all()}
+
+
+def count_outstanding(conn: Connection) -> dict[str, int]:
+    """How many targets are pending or failed: a range of the (status, due_at) index, however many are synced."""
+    query = select(t.c.status, func.count()).where(t.c.status.in_(OUTSTANDING_STATUSES)).group_by(t.c.status)
     return {status: int(count) for status, count in conn.execute(query).all()}
 
 

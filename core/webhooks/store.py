@@ -28,6 +28,7 @@ from sqlalchemy import ColumnElement, Connection, delete, func, insert, select, 
 
 from calsync.core.model.ids import new_id
 from calsync.core.model.vocabulary import (
+    WEBHOOK_DELIVERY_STATUSES,
     WebhookDeliveryStatus,
     WebhookDisabledBy,
     WebhookEndpointStatus,
@@ -328,7 +329,8 @@ def overdue_deliveries(conn: Connection, *, before: dt.datetime, limit: int) -> 
     return [Delivery(**row) for row in conn.execute(query).mappings()]
 
 
-def count_deliveries(conn: Connection) -> dict[str, int]:
-    """Deliveries per status (``calsync status``)."""
-    query = select(d.c.status, func.count()).group_by(d.c.status)
+def count_deliveries(conn: Connection, statuses: Iterable[str] = WEBHOOK_DELIVERY_STATUSES) -> dict[str, int]:
+    """Deliveries per status among ``statuses``. ``calsync status`` and the exporter ask for the outstanding ones
+    only: a range of the (status, next_attempt_at) index, where every delivered one would be read."""
+    query = select(d.c.status, func.count()).where(d.c.status.in_(tuple(statuses))).group_by(d.c.status)
     return {status: int(count) for status, count in conn.execute(query)}

@@ -48,7 +48,7 @@ def test_json_shows_queues_dead_letters_targets_workers_and_throughput(pipeline:
         "open": 0, "open_by_reason": {}, "open_by_job_type": {SYNC_JOB: 0, INTAKE_JOB: 0, "reconcile": 0},
         "oldest_age_seconds": 0.0,
     }  # fmt: skip
-    assert doc["targets"]["by_status"] == {"pending": 2, "synced": 0, "failed": 0, "deleted": 0}
+    assert doc["targets"]["by_status"] == {"pending": 2, "failed": 0}
     assert doc["workers_active"] == 1
     assert doc["throughput"] == {f"last_{m}m": {"dead_lettered": 1, "success": 3} for m in (5, 60)}
     assert doc["errors"] == {}

@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Literal
 
-from calsync.core.model.vocabulary import SYNC_STATUSES, Outcome
+from calsync.core.model.vocabulary import OUTSTANDING_STATUSES, Outcome
 
 Source = Literal["worker", "exporter", "prometheus"]
 Kind = Literal["counter", "gauge", "histogram"]
@@ -74,7 +74,7 @@ _METRICS = (
     Metric("calsync_queue_oldest_message_age_seconds", "exporter", "gauge", {"queue": ANY}),
     Metric("calsync_dead_letters_open", "exporter", "gauge", {"job_type": ANY}),
     Metric("calsync_dead_letter_oldest_age_seconds", "exporter", "gauge"),
-    Metric("calsync_sync_targets", "exporter", "gauge", {"status": SYNC_STATUSES}),
+    Metric("calsync_sync_targets", "exporter", "gauge", {"status": OUTSTANDING_STATUSES}),
     Metric("calsync_sync_pending_oldest_age_seconds", "exporter", "gauge"),
     Metric("calsync_workers_active", "exporter", "gauge"),
     # Beyond issue 5: 0 while the exporter cannot read a source, whose series it then leaves out.
