@@ -11,12 +11,15 @@ import contextlib
 import dataclasses
 import json
 import os
+import re
 import shutil
 import signal
 import subprocess
+import threading
 import urllib.parse
 import urllib.request
 from collections.abc import Mapping
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
@@ -24,6 +27,7 @@ from k8s.monitoring.source.alerts import rule_groups
 from k8s.monitoring.source.params import DEFAULTS, Params
 from k8s.monitoring.source.yaml_text import Value, dump
 from tests.conftest import missing
+from tests.monitoring.artefacts import MONITORING
 from tests.support import free_port, wait_until
 
 LIVE_PARAMS = dataclasses.replace(
@@ -97,6 +101,7 @@ class Prometheus(Server):
 
     def __init__(self, directory: Path, targets: Mapping[str, str], *, rules: str, alertmanager: str | None = None):
         self.port = free_port()
+        self.fired: set[str] = set()  # every alert wait_firing saw fire
         self.url = f"http://127.0.0.1:{self.port}"
         directory.mkdir(parents=True, exist_ok=True)
         (directory / "rules.yml").write_text(rules)
@@ -143,7 +148,9 @@ class Prometheus(Server):
 
     def wait_firing(self, name: str, *, timeout: float = 90) -> list[dict[str, str]]:
         """Wait until ``name`` fires; its label sets."""
-        return wait_until(lambda: self.firing().get(name), timeout=timeout, what=f"{name} to fire")
+        found = wait_until(lambda: self.firing().get(name), timeout=timeout, what=f"{name} to fire")
+        self.fired.add(name)
+        return found
 
     def wait_resolved(self, *names: str, timeout: float = 90) -> None:
         """Wait until none of ``names`` is pending or firing."""
@@ -156,3 +163,63 @@ class Prometheus(Server):
     def wait_scraped(self, job: str, *, timeout: float = 30) -> None:
         """Wait until ``job``'s target was scraped successfully."""
         wait_until(lambda: self.query(f'up{{job="{job}"}} == 1'), timeout=timeout, what=f"{job} to be up")
+
+
+EXAMPLE_ROUTE = MONITORING / "alertmanager-example.yml"
+_EXAMPLE_URLS = {"http://team-channel-bridge.example/calsync": "team", "http://pager-bridge.example/calsync": "pager"}
+
+
+class Notifications:
+    """An HTTP receiver for Alertmanager's webhooks: every notification (its JSON) by the receiver's path."""
+
+    def __init__(self) -> None:
+        self.received: list[tuple[str, dict[str, Any]]] = []
+        received = self.received
+
+        class Handler(BaseHTTPRequestHandler):
+            def do_POST(self) -> None:
+                body = self.rfile.read(int(self.headers.get("content-length", "0")))
+                received.append((self.path.strip("/"), json.loads(body)))
+                self.send_response(200)
+                self.end_headers()
+
+            def log_message(self, format: str, *args: Any) -> None:
+                pass
+
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.url = f"http://127.0.0.1:{self.server.server_address[1]}"
+        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+
+    def alerts(self, receiver: str) -> list[dict[str, Any]]:
+        """Every alert notified to ``receiver`` (``team`` or ``pager``), firing or resolved."""
+        return [alert for path, doc in self.received if path == receiver for alert in doc["alerts"]]
+
+    def close(self) -> None:
+        """Stop serving."""
+        self.server.shutdown()
+        self.server.server_close()
+
+
+class Alertmanager(Server):
+    """A real Alertmanager running the shipped example route, its receivers' URLs pointed at ``notifications``
+    and its timings shortened to a second."""
+
+    def __init__(self, directory: Path, notifications: Notifications) -> None:
+        self.port = free_port()
+        self.address = f"127.0.0.1:{self.port}"
+        directory.mkdir(parents=True, exist_ok=True)
+        config = EXAMPLE_ROUTE.read_text()
+        for url, receiver in _EXAMPLE_URLS.items():
+            assert url in config, f"{url} is no longer in {EXAMPLE_ROUTE.name}"
+            config = config.replace(url, f"{notifications.url}/{receiver}")
+        config = re.sub(r"(group_wait|group_interval): \w+", r"\1: 1s", config)
+        (directory / "alertmanager.yml").write_text(config)
+        command = [
+            binary("prometheus-alertmanager", "prometheus-alertmanager"),
+            f"--config.file={directory / 'alertmanager.yml'}",
+            f"--storage.path={directory / 'data'}",
+            f"--web.listen-address={self.address}",
+            "--cluster.listen-address=",
+            "--log.level=warn",
+        ]
+        super().__init__(command, directory / "alertmanager.log", f"http://{self.address}/-/ready")

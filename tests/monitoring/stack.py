@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from calsync.core.config.settings import Settings
+from calsync.core.observability.pipeline_state import live_workers
 from calsync.core.redis.pause import PauseSwitch
 from calsync.providers.memory import MemoryProvider
 from k8s.monitoring.source.params import DEFAULTS
@@ -42,8 +43,16 @@ STACK_SETTINGS: dict[str, Any] = {
 class Stack:
     """The calsync processes and the Prometheus scraping them; the pipeline drives them from the test."""
 
-    def __init__(self, settings: Settings, directory: Path, *, alertmanager: str | None = None) -> None:
+    def __init__(
+        self,
+        settings: Settings,
+        directory: Path,
+        *,
+        worker_settings: Settings | None = None,
+        alertmanager: str | None = None,
+    ) -> None:
         self.settings = settings
+        self.worker_settings = worker_settings or settings
         self.directory = directory
         self.provider = MemoryProvider(settings.effective_memory_provider_path)
         self.pipeline = Pipeline(settings, provider=self.provider)
@@ -88,7 +97,8 @@ class Stack:
     # --- the processes --------------------------------------------------------------------------
     def start_worker(self, settings: Settings | None = None) -> None:
         """``calsync worker`` with two processes of two threads, as one pod; waits until both beat."""
-        self.worker = self._run(["worker", "--processes", "2", "--threads", "2"], "worker", settings)
+        args = ["worker", "--processes", "2", "--threads", "2"]
+        self.worker = self._run(args, "worker", settings or self.worker_settings)
         wait_until(lambda: len(self.worker_pids()) == 2, timeout=60, what="two worker processes to beat")
 
     def worker_pids(self) -> list[int]:
@@ -120,6 +130,12 @@ class Stack:
         self.exporter.stop()
 
     # --- driving --------------------------------------------------------------------------------
+    def pause(self) -> None:
+        """``calsync pause``, returning once every worker process holds (each reads the switch about once a second)."""
+        self.switch.pause("tests", "a monitoring scenario")
+        client, keys = self.pipeline.clients.redis, self.pipeline.clients.keys
+        wait_until(lambda: all(w.paused for w in live_workers(client, keys)), what="every worker to hold")
+
     def submit(self, count: int, account: str, **change: Any) -> list[str]:
         """Submit ``count`` changes for ``account``; their entity ids."""
         return [self.pipeline.submit([account], **change).entity_id for _ in range(count)]
