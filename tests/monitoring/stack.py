@@ -25,8 +25,10 @@ from tests.support import Pipeline, free_port, wait_until
 
 API_JOB = "calsync-api"
 # Test-scale timings of the stack: beats every 0.5 s, no housekeeping (it would re-enqueue a back-dated target
-# before its alert fires), webhook endpoints disabled after two failures in a row.
+# before its alert fires), webhook endpoints disabled after two failures in a row; no bulk lane (the tests submit
+# for one tenant, and which lane a job took would change which queue label an alert has).
 STACK_SETTINGS: dict[str, Any] = {
+    "bulk_threshold": 0,
     "heartbeat_interval": 0.5,
     "heartbeat_ttl": 3,
     "maintenance_interval": 0,

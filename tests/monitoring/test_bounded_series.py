@@ -42,8 +42,7 @@ def _load(stack: Stack, accounts: list[str]) -> None:
 
 
 def test_series_do_not_grow_with_accounts_or_jobs(settings_factory: Any, tmp_path: Path) -> None:
-    # One tenant: keep it on the normal lane (a bulk lane is one more queue label value, bounded but new).
-    with running_stack(settings_factory(**STACK_SETTINGS, bulk_threshold=0), tmp_path) as stack:
+    with running_stack(settings_factory(**STACK_SETTINGS), tmp_path) as stack:
         accounts = [stack.pipeline.account(account_id=f"bounded-{n}") for n in range(1000)]
         _load(stack, accounts[:100])
         small = _series(stack)
