@@ -2,7 +2,7 @@
 series from calsync as after 10 accounts and 10 jobs. No label carries an account, tenant, event or job id.
 
 A thousand distinct accounts, events and jobs show a label that carries any of them as well as ten thousand
-would; the issue's 10,000 jobs (ten per account) ran past the suite's time budget on a 2-vCPU machine.
+would; the issue's 10,000 jobs are too slow for the suite (docs/notes/monitoring.md).
 """
 
 from __future__ import annotations
