@@ -42,9 +42,7 @@ from pydantic import BaseModel, ConfigDict, computed_field
 from calsync.core.clients import Clients
 from calsync.core.config.settings import Settings, broker_kind
 from calsync.core.messaging.lanes import lanes_of
-from calsync.core.messaging.messages import RECONCILE_JOB
-from calsync.core.model.intake import INTAKE_JOB
-from calsync.core.model.payload import SYNC_JOB
+from calsync.core.messaging.messages import JOB_TYPES
 from calsync.core.model.vocabulary import OUTSTANDING_DELIVERY_STATUSES, OUTSTANDING_STATUSES
 from calsync.core.redis.keys import RedisKeys
 from calsync.core.redis.scripts import LuaScript
@@ -54,7 +52,6 @@ from calsync.core.webhooks import count_deliveries, count_disabled
 
 T = TypeVar("T")
 
-JOB_TYPES = (SYNC_JOB, INTAKE_JOB, RECONCILE_JOB)
 SOURCES = ("broker", "database", "redis")
 
 _SCAN_BATCH = 1000

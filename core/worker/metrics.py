@@ -26,19 +26,23 @@ import time
 from collections.abc import Iterator
 from importlib import metadata
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, TypeVar, get_args
 
 import dramatiq
 from prometheus_client import Counter, Gauge, Histogram, values
 
-from calsync.core.model.errors import ConfigurationError, error_class_of, is_permanent
-from calsync.core.model.vocabulary import Outcome
+from calsync.core.messaging.messages import JOB_TYPES
+from calsync.core.model.calendar import ProviderName
+from calsync.core.model.errors import ConfigurationError, PermanentError, TemporaryError, error_class_of, is_permanent
+from calsync.core.model.payload import SYNC_JOB
+from calsync.core.model.vocabulary import DeadLetterCause, Outcome
 from calsync.core.worker.delivery import Delivery
 
 if TYPE_CHECKING:
     from calsync.core.config.settings import Settings
 
 log = logging.getLogger(__name__)
+E = TypeVar("E", bound=BaseException)
 
 _JOB_BUCKETS = (0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300)
 _PROVIDER_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30)
@@ -165,12 +169,49 @@ def require_multiprocess(settings: Settings) -> None:
         )
 
 
+def _subclasses(cls: type[E]) -> list[type[E]]:
+    """``cls`` and every class derived from it."""
+    return [cls, *(sub for direct in cls.__subclasses__() for sub in _subclasses(direct))]
+
+
+def export_zeros() -> None:
+    """Create every known series of the counters alerts and panels read, at 0, when a worker process boots.
+
+    A counter series that first appears with its first increment hides that increment from ``increase()`` and
+    ``rate()`` (Prometheus' first sample already holds it): a burst of 12 dead letters in a new pod would never
+    fire CalsyncDeadLettersGrowingFast. Known: the actors of ``JOB_TYPES`` (sync jobs with each provider or
+    ``unknown``, the others ``unknown``), every outcome, the retried error classes (``TemporaryError``'s and
+    Dramatiq's ``TimeLimitExceeded``), the dead-letter reasons of ``PermanentError`` and of ``DeadLetterCause``.
+    Reasons and classes outside these (a foreign exception) still appear with their first increment.
+    """
+    providers = (*get_args(ProviderName), "unknown")
+    pairs = [(SYNC_JOB, p) for p in providers] + [(job, "unknown") for job in JOB_TYPES if job != SYNC_JOB]
+    errors = {c.__name__ for c in _subclasses(TemporaryError)} | {"TimeLimitExceeded"}
+    reasons = {c.reason for c in _subclasses(PermanentError)}
+    reasons |= {cause.reason(None) for cause in DeadLetterCause if cause is not DeadLetterCause.QUARANTINED}
+    for job_type, provider in pairs:
+        for outcome in Outcome:
+            JOBS.labels(job_type, provider, outcome)
+        for error in errors:
+            JOB_RETRIES.labels(job_type, provider, error)
+    for job_type in JOB_TYPES:
+        for reason in reasons:
+            DEAD_LETTERS.labels(job_type, reason)
+    for provider in providers:
+        for operation in ("create", "update", "delete"):
+            for status in ("ok", "temporary_error", "permanent_error"):
+                PROVIDER_REQUESTS.labels(provider, operation, status)
+    for result in ("acquired", "busy"):
+        LOCK_ACQUISITIONS.labels(result)
+
+
 class WorkerMetrics(dramatiq.Middleware):
-    """Labels the process with its calsync version; the deliveries' ends are counted by :func:`count_job`, lock
-    attempts and provider calls by the job."""
+    """Labels the process with its calsync version and creates the counters' known series at 0; the deliveries'
+    ends are counted by :func:`count_job`, lock attempts and provider calls by the job."""
 
     def after_process_boot(self, broker: dramatiq.Broker) -> None:
         BUILD_INFO.labels(calsync_version()).set(1)
+        export_zeros()
 
 
 def count_job(delivery: Delivery, outcome: Outcome, duration: float) -> None:

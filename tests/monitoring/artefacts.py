@@ -10,7 +10,6 @@ import json
 import re
 import textwrap
 from pathlib import Path
-from typing import Any
 
 ROOT = Path(__file__).resolve().parents[2]
 MONITORING = ROOT / "k8s" / "monitoring"
@@ -66,24 +65,6 @@ def spec_of(manifest: str) -> str:
     """The ``spec:`` of a generated manifest as a document of its own (a PrometheusRule's spec is a rules file)."""
     body = manifest.split("\nspec:\n", 1)[1]
     return textwrap.dedent(body)
-
-
-def dashboard_queries(node: Any) -> list[str]:
-    """Every PromQL expression in a dashboard: targets, annotations, and the selectors of label_values() variables."""
-    if isinstance(node, list):
-        return [query for item in node for query in dashboard_queries(item)]
-    if not isinstance(node, dict):
-        return []
-    found = [node["expr"]] if isinstance(node.get("expr"), str) else []
-    query = node.get("query")
-    if isinstance(query, str) and query.startswith("label_values("):
-        found.append(query.removeprefix("label_values(").rsplit(",", 1)[0])
-    return found + [q for key, value in node.items() if key != "expr" for q in dashboard_queries(value)]
-
-
-def as_plain_promql(expr: str) -> str:
-    """A dashboard expression with Grafana's variables replaced, so promtool can parse it."""
-    return re.sub(r"\$\{?\w+\}?", ".*", re.sub(r"\$__\w+", "5m", expr))
 
 
 def metric_names(expr: str) -> set[str]:

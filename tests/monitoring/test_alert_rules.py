@@ -43,3 +43,8 @@ def test_every_alert_is_tested_firing_and_silent(alert: str) -> None:
     text = "\n".join(path.read_text() for path in PROMTOOL_TESTS.glob("*.yml"))
     assert re.search(rf"alertname: {alert}\n +exp_alerts:\n +- exp_labels:", text), f"no case where {alert} fires"
     assert re.search(rf"alertname: {alert}\n +exp_alerts: \[\]", text), f"no case where {alert} stays silent"
+
+
+def test_the_readme_counts_the_alerts() -> None:
+    readme = (MONITORING / "README.md").read_text()
+    assert f"`source/alerts.py`: the alerts ({len(alerts(DEFAULTS))})" in readme

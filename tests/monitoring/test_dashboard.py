@@ -9,13 +9,12 @@ from typing import Any
 import pytest
 
 from k8s.monitoring import generate
+from k8s.monitoring.check import as_plain_promql, dashboard_queries
 from k8s.monitoring.source.dashboard import GRID_WIDTH
 from tests.monitoring.artefacts import (
     EXTRA_METRICS,
     ISSUE_5_METRICS,
     MONITORING,
-    as_plain_promql,
-    dashboard_queries,
     metric_names,
 )
 from tests.monitoring.conftest import Promtool

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 
 from k8s.monitoring import generate
+from k8s.monitoring.check import dashboard_queries
 from k8s.monitoring.source import contract
 from tests.monitoring.artefacts import (
     EXTRA_HISTOGRAMS,
@@ -12,7 +13,6 @@ from tests.monitoring.artefacts import (
     ISSUE_5_HISTOGRAMS,
     ISSUE_5_METRICS,
     MONITORING,
-    dashboard_queries,
     metric_names,
     values_of,
 )

@@ -120,7 +120,13 @@ def test_open_dead_letters_by_job_type_and_reason_and_the_oldest_age(pipeline: P
         dead_letters.mark_discarded(conn, discarded.id, note="closed records do not count")
     store = StateReader(pipeline.clients).store(time.time())
     assert store.dead_letters.open == 3
-    assert store.dead_letters.open_by_job_type == {SYNC_JOB: 2, INTAKE_JOB: 0, "reconcile": 1}
+    assert store.dead_letters.open_by_job_type == {
+        SYNC_JOB: 2,
+        INTAKE_JOB: 0,
+        "reconcile": 1,
+        "dispatch_webhook": 0,
+        "deliver_webhook": 0,
+    }
     assert store.dead_letters.open_by_reason == {"forbidden": 2, "retries exhausted": 1}
     assert 300 <= store.dead_letters.oldest_age_seconds < 330
 

@@ -45,7 +45,8 @@ def test_json_shows_queues_dead_letters_targets_workers_and_throughput(pipeline:
     assert (webhooks["queue"], webhooks["ready"]) == ("webhooks", 0)
     assert queue["oldest_age_seconds"] >= 0
     assert doc["dead_letters"] == {
-        "open": 0, "open_by_reason": {}, "open_by_job_type": {SYNC_JOB: 0, INTAKE_JOB: 0, "reconcile": 0},
+        "open": 0, "open_by_reason": {},
+        "open_by_job_type": {SYNC_JOB: 0, INTAKE_JOB: 0, "reconcile": 0, "dispatch_webhook": 0, "deliver_webhook": 0},
         "oldest_age_seconds": 0.0,
     }  # fmt: skip
     assert doc["targets"]["by_status"] == {"pending": 2, "failed": 0}

@@ -165,6 +165,17 @@ def worker_alerts(q: PromQL) -> list[Alert]:
             "past its time limit or the process died, and the liveness probe has not replaced the pod.",
         ),
         Alert(
+            "CalsyncWorkerDown",
+            f"{q.sel('up', job=p.worker_job)} == 0",
+            "5m",
+            "warning",
+            "calsync worker pod {{ $labels.pod }} does not answer scrapes",
+            f"The metrics endpoint of worker pod {{{{ $labels.pod }}}} (instance {{{{ $labels.instance }}}}){where} "
+            "has not answered for 5 minutes while the pod is still a target: its processes were killed (OOM, "
+            "SIGKILL) or hang. Its heartbeat series vanished with the endpoint, so CalsyncWorkerHeartbeatStale "
+            "cannot fire for it.",
+        ),
+        Alert(
             "CalsyncNoActiveWorkers",
             f"{_compare(q.queued_messages(), '>', 0)}\nand\n{_compare(q.active_workers(), '==', 0)}",
             "5m",
