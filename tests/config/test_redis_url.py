@@ -66,7 +66,7 @@ def test_every_sentinel_url_reads_back_as_what_it_was_written_from(where: Sentin
 
 
 @given(
-    st.text(st.characters(blacklist_categories=("Cs",), blacklist_characters="\x00"), max_size=60),
+    st.text(st.characters(exclude_categories=["Cs"], exclude_characters="\x00"), max_size=60),
     st.sampled_from(["CALSYNC_BROKER_URL", "CALSYNC_REDIS_URL"]),
 )
 def test_any_sentinel_url_is_read_or_refused_naming_its_variable_and_never_its_password(
