@@ -68,7 +68,7 @@ def parse_sentinel_url(url: str) -> SentinelUrl:
     if unknown:
         raise ValueError(f"unknown option {unknown[0]!r} (a sentinel URL takes only {' and '.join(_SENTINEL_OPTIONS)})")
     username, has_password, password = userinfo.partition(":")
-    options = {name: unquote(values[-1]) or None for name, values in query.items()}
+    options = {name: values[-1] or None for name, values in query.items()}  # parse_qs decoded them
     return SentinelUrl(
         sentinels,
         path["service"],

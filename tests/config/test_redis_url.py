@@ -24,7 +24,11 @@ _hosts = st.one_of(
     st.ip_addresses(v=4).map(str),
     st.ip_addresses(v=6).map(str),
 )
-_secrets = st.none() | st.text(min_size=1, max_size=20)
+# URL syntax characters drawn often: each must come back decoded exactly once.
+_pieces = st.sampled_from(["%41", "%", "+", "@", ":", "/", "&", "=", "?", "#", " "])
+_secrets = st.none() | st.lists(_pieces | st.characters(exclude_categories=["Cs"]), min_size=1, max_size=12).map(
+    "".join
+)
 
 
 def _member(host: str, port: int) -> str:
@@ -54,7 +58,7 @@ def _url(where: SentinelUrl) -> str:
         sentinels=st.lists(st.tuples(_hosts, st.integers(1, 65535)), min_size=1, max_size=4).map(tuple),
         service=st.from_regex(r"[A-Za-z0-9._-]{1,30}", fullmatch=True),
         db=st.integers(0, 15),
-        username=st.none() | st.text(min_size=1, max_size=10),
+        username=_secrets,
         password=_secrets,
         sentinel_username=_secrets,
         sentinel_password=_secrets,
@@ -113,6 +117,8 @@ def test_the_url_names_sentinels_master_database_and_both_passwords() -> None:
     )
     assert redis_address(URL) == "mymaster via sentinel 10.0.0.1:26379,sentinel-b:26379,::1:26380"
     assert parse_sentinel_url("rediss+sentinel://h/m").tls
+    escaped = parse_sentinel_url("redis+sentinel://:p%2541%40@h/m?sentinel_password=s%2541%26")
+    assert (escaped.password, escaped.sentinel_password) == ("p%41@", "s%41&")  # decoded once
 
 
 def _pool_of(url: str, client: object) -> SentinelConnectionPool:
