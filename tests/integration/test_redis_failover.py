@@ -35,8 +35,7 @@ pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
 ACCOUNTS = 3
 ENTITIES = 10
-VERSIONS = 5
-#: The spacing of submits: the load lasts about ENTITIES * VERSIONS * this, long enough to span the failover.
+#: The spacing of submits (a round of ENTITIES takes about ENTITIES times this).
 SUBMIT_EVERY = 0.1
 EFFECTS = {"created", "updated", "restored"}
 
@@ -55,26 +54,42 @@ def _master_answers(topology: Topology) -> bool:
     return port is not None and topology.answers(port)
 
 
-def _load(pipeline: Pipeline, accounts: list[str], done: list[int], errors: list[str]) -> dict[str, str]:
-    """Create ENTITIES events, then update each VERSIONS - 1 times; a refused submit is sent again (as a client
-    would). Returns each event's last title."""
-    titles: dict[str, str] = {}
-    for version in range(VERSIONS):
-        for n in range(ENTITIES):
-            entity, title = f"evt-{n}", f"event {n} v{version}"
-            deadline = time.monotonic() + 30
-            while True:
-                try:
-                    pipeline.submit(accounts, entity_id=entity, title=title)
-                    break
-                except Exception as exc:
-                    errors.append(f"{type(exc).__name__}: {exc}")
-                    assert time.monotonic() < deadline, f"submits refused for 30 s: {errors[-1]}"
-                    time.sleep(0.2)
-            titles[entity] = title
-            done.append(1)
-            time.sleep(SUBMIT_EVERY)
-    return titles
+class _Load:
+    """Rounds of submits, each a new version of every one of ENTITIES events, until stopped: the failure falls
+    inside it and work keeps coming after it. A refused submit is sent again, as a client would."""
+
+    def __init__(self, pipeline: Pipeline, accounts: list[str]) -> None:
+        self.titles: dict[str, str] = {}  # each event's last title
+        self.submitted = 0
+        self.refused: list[str] = []
+        self._stopping = threading.Event()
+        self._thread = threading.Thread(target=self._run, args=(pipeline, accounts), daemon=True)
+        self._thread.start()
+
+    def stop(self) -> None:
+        """Stop after the submit under way."""
+        self._stopping.set()
+        self._thread.join(timeout=60)
+
+    def _run(self, pipeline: Pipeline, accounts: list[str]) -> None:
+        version = 0
+        while not self._stopping.is_set():
+            for n in range(ENTITIES):
+                entity, title = f"evt-{n}", f"event {n} v{version}"
+                deadline = time.monotonic() + 30
+                while time.monotonic() < deadline:
+                    try:
+                        pipeline.submit(accounts, entity_id=entity, title=title)
+                        break
+                    except Exception as exc:
+                        self.refused.append(f"{type(exc).__name__}: {exc}")
+                        time.sleep(0.2)
+                else:
+                    return  # refused for 30 s: the test finds an event without its last title
+                self.titles[entity] = title
+                self.submitted += 1
+                time.sleep(SUBMIT_EVERY)
+            version += 1
 
 
 def _applied(calls: list[Call]) -> dict[tuple[str, str], list[tuple[str, int | None]]]:
@@ -119,14 +134,11 @@ def test_a_lost_master_under_load_loses_and_duplicates_nothing(
                 [SCRIPT, "worker", "--processes", "1", "--threads", "4"],
                 env=child_environment(settings), stdout=out, stderr=subprocess.STDOUT, start_new_session=True,
             )  # fmt: skip
+        load: _Load | None = None
         try:
             accounts = [pipeline.account(account_id=f"acct-{n}") for n in range(ACCOUNTS)]
-            done: list[int] = []
-            errors: list[str] = []
-            titles: dict[str, str] = {}
-            load = threading.Thread(target=lambda: titles.update(_load(pipeline, accounts, done, errors)))
-            load.start()
-            wait_until(lambda: len(done) >= ENTITIES * VERSIONS // 3, timeout=60, what="a third of the load")
+            load = _Load(pipeline, accounts)
+            wait_until(lambda: load.submitted >= 2 * ENTITIES, timeout=60, what="two rounds of the load")
             wait_until(lambda: provider.calls(), timeout=30, what="the worker's first effect")
             failed_at = time.time()
             fail(topology)
@@ -138,8 +150,9 @@ def test_a_lost_master_under_load_loses_and_duplicates_nothing(
                 what="the worker to resume",
             )
             resumed_at = min(c.at for c in provider.calls() if c.at > recovered_at and c.error is None)
-            load.join(timeout=60)
-            assert not load.is_alive()
+            load.stop()
+            titles = load.titles
+            assert len(titles) == ENTITIES, load.refused[-1:]
 
             _settled(pipeline, seconds=3)
             requeued = reconcile(pipeline.clients, older_than=0).requeued
@@ -151,7 +164,8 @@ def test_a_lost_master_under_load_loses_and_duplicates_nothing(
             stored = {(s.account_id, s.external_id): s for a in accounts for s in provider.events(a)}
             print(
                 f"\n{fail.__name__}: master answering again {recovered_at - failed_at:.2f} s after the failure, "
-                f"first effect after {resumed_at - failed_at:.2f} s; {len(errors)} submits refused and sent again; "
+                f"first effect after {resumed_at - failed_at:.2f} s; "
+                f"{load.submitted} submits ({len(load.refused)} refused and sent again); "
                 f"the reconciler re-enqueued {len(requeued)} jobs; {len(rows)} targets; {len(letters)} dead letters"
             )
             assert len(stored) == len(rows) == ACCOUNTS * ENTITIES
@@ -171,6 +185,8 @@ def test_a_lost_master_under_load_loses_and_duplicates_nothing(
                 print("dead letter:", {k: v for k, v in letter.as_json().items() if not k.startswith("raw_")})
             raise
         finally:
+            if load is not None:
+                load.stop()
             if worker.poll() is None:
                 os.killpg(worker.pid, signal.SIGTERM)
                 worker.wait(timeout=30)
