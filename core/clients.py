@@ -14,6 +14,7 @@ from dataclasses import dataclass
 import dramatiq
 import redis
 
+from calsync.core.config.redis_url import redis_client
 from calsync.core.config.settings import Settings, broker_kind, load_settings
 from calsync.core.messaging.broker import connect_broker
 from calsync.core.model.errors import ConfigurationError
@@ -73,7 +74,7 @@ def open_database(settings: Settings, *, pool_size: int = 5, pre_ping: bool = Tr
 
 def open_redis(url: str) -> redis.Redis:
     """A client of the Redis at ``url``; idle connections are checked before reuse every 30 s."""
-    return redis.Redis.from_url(url, health_check_interval=30)
+    return redis_client(url, health_check_interval=30)
 
 
 @dataclass(frozen=True)

@@ -12,10 +12,9 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 
 import click
-import redis
 
 from calsync.actors.cli.shell import CliState, pass_state, print_json
-from calsync.core.clients import resolve_broker_url, resolve_redis_url
+from calsync.core.clients import open_redis, resolve_broker_url, resolve_redis_url
 from calsync.core.redis.keys import RedisKeys
 from calsync.core.redis.pause import PauseSwitch
 
@@ -24,7 +23,7 @@ from calsync.core.redis.pause import PauseSwitch
 def _switch(state: CliState) -> Iterator[PauseSwitch]:
     settings = state.settings
     url = resolve_redis_url(settings, resolve_broker_url(settings))
-    with redis.Redis.from_url(url) as client:
+    with open_redis(url) as client:
         yield PauseSwitch(client, RedisKeys(settings.redis_namespace))
 
 

@@ -21,6 +21,7 @@ from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 from calsync.core.config.coalesce import CoalesceSettings
 from calsync.core.config.fairness import FairnessSettings
 from calsync.core.config.housekeeping import HousekeepingSettings
+from calsync.core.config.redis_url import REDIS_SCHEMES, is_sentinel_url, parse_sentinel_url
 from calsync.core.model.calendar import SendUpdates
 from calsync.core.model.errors import ConfigurationError
 from calsync.core.traffic.settings import TrafficSettings
@@ -31,11 +32,12 @@ ENV_PREFIX = "CALSYNC_"
 #: No single delay (a retry, a busy-lock wait) may exceed a day: a typo must not park a job for weeks.
 MAX_DELAY_SECONDS = 86400.0
 
-_BROKER_SCHEMES = {"redis", "rediss", "amqp", "amqps", "unix"}
-_REDIS_SCHEMES = {"redis", "rediss", "unix"}
 _URL_SCHEMES = {
-    "broker_url": (_BROKER_SCHEMES, "redis://, rediss://, unix://, amqp:// or amqps://"),
-    "redis_url": (_REDIS_SCHEMES, "redis://, rediss:// or unix://"),
+    "broker_url": (
+        REDIS_SCHEMES | {"amqp", "amqps"},
+        "redis://, rediss://, unix://, redis+sentinel://, amqp:// or amqps://",
+    ),
+    "redis_url": (REDIS_SCHEMES, "redis://, rediss://, unix:// or redis+sentinel://"),
 }
 
 BrokerKind = Literal["redis", "rabbitmq"]
@@ -43,7 +45,7 @@ BrokerKind = Literal["redis", "rabbitmq"]
 
 def broker_kind(url: str) -> BrokerKind:
     """Which broker a URL names: the one place that tells RabbitMQ (AMQP) from Redis."""
-    return "redis" if urlsplit(url).scheme in _REDIS_SCHEMES else "rabbitmq"
+    return "redis" if urlsplit(url).scheme in REDIS_SCHEMES else "rabbitmq"
 
 
 def _default_data_dir() -> Path:
@@ -188,6 +190,8 @@ class Settings(  # the mixins: one module of fields per area (core/config/)
         schemes, wording = _URL_SCHEMES[str(info.field_name)]
         if value is not None and urlsplit(value).scheme not in schemes:
             raise ValueError(f"must start with {wording}")
+        if value is not None and is_sentinel_url(value):
+            parse_sentinel_url(value)  # its ValueError says what is wrong
         return value
 
     @field_validator("database_url")

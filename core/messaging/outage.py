@@ -21,23 +21,16 @@ import logging
 import threading
 import time
 from dataclasses import dataclass
-from urllib.parse import urlsplit
 
 import dramatiq
+
+from calsync.core.config.redis_url import redis_address
 
 log = logging.getLogger(__name__)
 
 FIRST_WAIT = 0.5
 #: The longest a consumer waits between two tries: a restarted Redis is found within this many seconds.
 MAX_WAIT = 5.0
-
-
-def redis_address(url: str) -> str:
-    """Where a Redis URL points, without its credentials: ``host:port`` or the socket's path."""
-    parts = urlsplit(url)
-    if parts.scheme == "unix":
-        return parts.path
-    return f"{parts.hostname}:{parts.port or 6379}"
 
 
 def back_off(attempt: int) -> float:

@@ -47,8 +47,9 @@ from dramatiq.brokers.redis import RedisBroker, _RedisConsumer
 from dramatiq.common import compute_backoff, current_millis
 from dramatiq.errors import ConnectionClosed
 
+from calsync.core.config.redis_url import redis_address, redis_client
 from calsync.core.messaging.consumer_pause import pause_of
-from calsync.core.messaging.outage import RedisOutage, outage_of, redis_address
+from calsync.core.messaging.outage import RedisOutage, outage_of
 from calsync.core.messaging.quarantine import Arrival, Door, Quarantined
 
 log = logging.getLogger(__name__)
@@ -64,13 +65,14 @@ class SafeRedisBroker(RedisBroker):
     def __init__(
         self,
         *,
+        url: str,
         max_message_bytes: int,
         maintenance_interval: float,
         overflow: Mapping[str, str] | None = None,
         **kwargs: Any,
     ) -> None:
-        super().__init__(**kwargs)  # type: ignore[no-untyped-call]
-        self.address = redis_address(kwargs["url"]) if kwargs.get("url") else "redis"  # in outage log lines
+        super().__init__(client=redis_client(url), **kwargs)  # type: ignore[no-untyped-call]  # a Sentinel's too
+        self.address = redis_address(url)  # in outage log lines
         self.door = Door(self, max_message_bytes, dict(overflow or {}))
         self.maintenance_interval = maintenance_interval
         self._fetch_pairs = self.client.register_script(FETCH_PAIRS)

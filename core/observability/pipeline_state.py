@@ -39,7 +39,7 @@ from typing import Any, TypeVar
 import redis
 from pydantic import BaseModel, ConfigDict, computed_field
 
-from calsync.core.clients import Clients
+from calsync.core.clients import Clients, open_redis
 from calsync.core.config.settings import Settings, broker_kind
 from calsync.core.messaging.lanes import lanes_of
 from calsync.core.messaging.messages import JOB_TYPES
@@ -212,7 +212,7 @@ class StateReader:
         self._traffic = TrafficStore(clients.redis, clients.keys)
         self._broker_redis = clients.redis
         if clients.broker_url != clients.redis_url and broker_kind(clients.broker_url) == "redis":
-            self._broker_redis = redis.Redis.from_url(clients.broker_url)
+            self._broker_redis = open_redis(clients.broker_url)
         self._queue_depth = LuaScript(self._broker_redis, __package__, "queue_depth.lua")
 
     def read(self) -> PipelineState:

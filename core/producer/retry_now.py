@@ -18,9 +18,7 @@ from dataclasses import dataclass, field
 from importlib.resources import files
 from typing import Any, Final
 
-import redis
-
-from calsync.core.clients import Clients
+from calsync.core.clients import Clients, open_redis
 from calsync.core.config.settings import MAX_DELAY_SECONDS, broker_kind
 from calsync.core.messaging.lanes import lanes_of
 from calsync.core.model.errors import CalsyncError, ConfigurationError, InvalidPayload
@@ -102,7 +100,7 @@ def retry_now(clients: Clients, selection: RetrySelection) -> RetryNowReport:
     if broker_kind(clients.broker_url) != "redis":
         raise ConfigurationError("retry-now needs the Redis broker: RabbitMQ holds delayed messages in the workers")
     keys = clients.keys
-    client = clients.redis if clients.broker_url == clients.redis_url else redis.Redis.from_url(clients.broker_url)
+    client = clients.redis if clients.broker_url == clients.redis_url else open_redis(clients.broker_url)
     move = client.register_script(_PULL_FORWARD)
     report = RetryNowReport()
     try:
