@@ -7,8 +7,16 @@ admit, settle, hold; which failures count and which are excused) above ``metrics
 (the settings mixin and the :class:`Limits` one provider gets).
 """
 
-from calsync.core.traffic.gate import TrafficGate
+from calsync.core.traffic.gate import TrafficGate, export_deferral_zeros
 from calsync.core.traffic.settings import Limits, provider_limits
 from calsync.core.traffic.store import CIRCUIT_STATE_VALUES, CircuitReading, TrafficStore
 
-__all__ = ["CIRCUIT_STATE_VALUES", "CircuitReading", "Limits", "TrafficGate", "TrafficStore", "provider_limits"]
+__all__ = [
+    "CIRCUIT_STATE_VALUES",
+    "CircuitReading",
+    "Limits",
+    "TrafficGate",
+    "TrafficStore",
+    "export_deferral_zeros",
+    "provider_limits",
+]

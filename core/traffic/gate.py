@@ -21,9 +21,9 @@ from __future__ import annotations
 import contextlib
 import logging
 from collections.abc import Iterator, Mapping
-from typing import Final
+from typing import Final, get_args
 
-from calsync.core.model.calendar import Account
+from calsync.core.model.calendar import Account, ProviderName
 from calsync.core.model.errors import (
     AuthRevoked,
     BackingOff,
@@ -82,6 +82,16 @@ def block_of(exc: BaseException) -> tuple[Scope, float] | None:
     if not hint:
         return None
     return ("provider" if isinstance(exc, ProviderThrottled) else "account"), hint
+
+
+def export_deferral_zeros() -> None:
+    """Every (provider, limit) series of calsync_traffic_deferrals_total at 0, when a worker process boots: a series
+    that first appears with its first hold hides that hold from ``increase()`` (core/worker/metrics.py)."""
+    from calsync.core.traffic.metrics import TRAFFIC_DEFERRALS
+
+    for provider in get_args(ProviderName):
+        for reason in get_args(HoldReason):
+            TRAFFIC_DEFERRALS.labels(provider, reason)
 
 
 def _hold(account: Account, reason: HoldReason, wait: float, after: str = "") -> Held:

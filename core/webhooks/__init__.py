@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     from calsync.core.webhooks.deliverer import Deliverer as Deliverer
     from calsync.core.webhooks.deliverer import DeliveryPolicy as DeliveryPolicy
+    from calsync.core.webhooks.deliverer import export_delivery_zeros as export_delivery_zeros
     from calsync.core.webhooks.endpoints import Endpoints as Endpoints
     from calsync.core.webhooks.outbox import Outbox as Outbox
     from calsync.core.webhooks.recovery import WEBHOOK_JOBS as WEBHOOK_JOBS
@@ -31,7 +32,7 @@ if TYPE_CHECKING:
     from calsync.core.webhooks.transport import Transport as Transport
 
 _HOMES = {  # module: the names it holds
-    "deliverer": ("Deliverer", "DeliveryPolicy"),
+    "deliverer": ("Deliverer", "DeliveryPolicy", "export_delivery_zeros"),
     "endpoints": ("Endpoints",),
     "outbox": ("Outbox",),
     "recovery": ("WEBHOOK_JOBS", "reconcile_webhooks", "replay_webhook"),

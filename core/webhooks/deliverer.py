@@ -81,6 +81,14 @@ def _status_class(status: int | None, error: BaseException | None = None) -> str
     return "timeout" if isinstance(error, httpx.TimeoutException) else "connection"
 
 
+def export_delivery_zeros() -> None:
+    """Every (outcome, status class) series of calsync_webhook_deliveries_total at 0, when a worker process boots: a
+    series that first appears with its first attempt hides that attempt from ``increase()``."""
+    for outcome in WebhookOutcome:
+        for status_class in (*(f"{n}xx" for n in range(1, 6)), "timeout", "connection", "none"):
+            DELIVERIES.labels(outcome.value, status_class)
+
+
 def _count(outcome: WebhookOutcome, status: int | None = None, error: BaseException | None = None) -> None:
     """One attempt (or skip) counted."""
     DELIVERIES.labels(outcome.value, _status_class(status, error)).inc()

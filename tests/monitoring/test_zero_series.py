@@ -16,11 +16,13 @@ from tests.support import python_in_a_new_process
 # A fresh interpreter: the test process' own registry holds other tests' increments.
 _SCRIPT = """
 import json, sys
+from calsync.core.traffic.metrics import TRAFFIC_DEFERRALS
+from calsync.core.webhooks.deliverer import DELIVERIES
 from calsync.core.worker import metrics
 metrics.export_zeros()
 found = {}
 for counter in (metrics.JOBS, metrics.JOB_RETRIES, metrics.DEAD_LETTERS, metrics.PROVIDER_REQUESTS,
-                metrics.LOCK_ACQUISITIONS):
+                metrics.LOCK_ACQUISITIONS, TRAFFIC_DEFERRALS, DELIVERIES):
     for family in counter.collect():
         for sample in family.samples:
             if sample.name.endswith("_total"):
@@ -46,6 +48,10 @@ EXPECTED = [
     ("calsync_dead_letters_total", {"job_type": "submit_change", "reason": "invalid payload"}),
     ("calsync_provider_requests_total", {"provider": "exchange", "operation": "delete", "status_class": "ok"}),
     ("calsync_lock_acquisitions_total", {"result": "busy"}),
+    ("calsync_traffic_deferrals_total", {"provider": "graph", "limit": "account_circuit"}),
+    ("calsync_traffic_deferrals_total", {"provider": "google", "limit": "concurrency"}),
+    ("calsync_webhook_deliveries_total", {"outcome": "exhausted", "status_class": "5xx"}),
+    ("calsync_webhook_deliveries_total", {"outcome": "retry_scheduled", "status_class": "timeout"}),
 ]
 
 
