@@ -219,29 +219,21 @@ def alerts_reach_their_receivers(stack: Stack, notifications: Notifications) -> 
     def notified(receiver: str, status: str) -> set[str]:
         return {a["labels"]["alertname"] for a in notifications.alerts(receiver) if a["status"] == status}
 
+    def both(status: str) -> bool:  # the critical alert at the pager, the warning in the team channel
+        critical, warning = notified("pager", status), notified("team", status)
+        return "CalsyncExporterDown" in critical and "CalsyncWorkerHeartbeatStale" in warning
+
     stuck = stack.worker_pids()[0]
     stack.stop_exporter()
     os.kill(stuck, signal.SIGSTOP)
     try:
         wait_until(
-            lambda: (
-                "CalsyncExporterDown" in notified("pager", "firing")
-                and "CalsyncWorkerHeartbeatStale" in notified("team", "firing")
-            ),
-            timeout=60,
-            what="a critical alert at the pager and a warning in the team channel",
+            lambda: both("firing"), timeout=60, what="a critical alert at the pager and a warning in the team channel"
         )
     finally:
         os.kill(stuck, signal.SIGCONT)
         stack.start_exporter()
-    wait_until(
-        lambda: (
-            "CalsyncExporterDown" in notified("pager", "resolved")
-            and "CalsyncWorkerHeartbeatStale" in notified("team", "resolved")
-        ),
-        timeout=60,
-        what="their resolution",
-    )
+    wait_until(lambda: both("resolved"), timeout=60, what="their resolution")
     runbook = RUNBOOK.read_text()
     for receiver in receiver_of.values():
         for alert in notifications.alerts(receiver):
