@@ -1,8 +1,5 @@
-"""Labels stay bounded (issue 35): after 1,000 accounts with a job each the live Prometheus scrapes exactly as many
-series from calsync as after 10 accounts and 10 jobs. No label carries an account, tenant, event or job id.
-
-A thousand distinct accounts, events and jobs show a label that carries any of them as well as ten thousand
-would; the issue's 10,000 jobs are too slow for the suite (docs/notes/monitoring.md).
+"""Labels stay bounded (issue 35): after 1,000 accounts and 10,000 jobs calsync serves exactly as many series as
+after 100 accounts and 100 jobs. No label carries an account, tenant, event or job id.
 """
 
 from __future__ import annotations
@@ -17,7 +14,7 @@ import pytest
 from tests.monitoring.stack import STACK_SETTINGS, Stack, running_stack
 from tests.observability.conftest import scrape
 
-pytestmark = [pytest.mark.integration, pytest.mark.slow]
+pytestmark = [pytest.mark.integration, pytest.mark.slow, pytest.mark.timeout(900)]
 
 ACCOUNTS_PER_CHANGE = 10
 
@@ -47,9 +44,11 @@ def test_series_do_not_grow_with_accounts_or_jobs(settings_factory: Any, tmp_pat
         _load(stack, accounts[:100])
         small = _series(stack)
         _load(stack, accounts[100:])
+        for _ in range(9):  # 100 + 900 + 9 x 1,000 jobs
+            _load(stack, accounts)
         large = _series(stack)
         print("series per target after 100 accounts and jobs:", {job: len(s) for job, s in small.items()})
-        print("series per target after 1,000 accounts and jobs:", {job: len(s) for job, s in large.items()})
+        print("series per target after 1,000 accounts and 10,000 jobs:", {job: len(s) for job, s in large.items()})
         for job in large:
             assert large[job] == small[job], (job, sorted(large[job] ^ small[job]))
         ids = re.compile(r"'(evt|job|acc|trace)_[0-9a-f]{8}|bounded-\d|tenant-\d")
