@@ -170,6 +170,9 @@ def calsync(url: str, jobs: int, shape: Shape, scratch: Path, database: str, dsn
     data_dir = scratch / ns
     with private_database(database, dsn, data_dir) as database_url:
         data_dir.mkdir(parents=True, exist_ok=True)
+        if database == "postgresql":  # the worker's connections, told apart in pg_stat_activity
+            named = make_url(database_url).update_query_dict({"application_name": ns})
+            database_url = named.render_as_string(hide_password=False)
         settings = Settings(
             data_dir=data_dir,
             broker_url=url,
@@ -210,10 +213,25 @@ def calsync(url: str, jobs: int, shape: Shape, scratch: Path, database: str, dsn
             name = f"calsync {label} ({database})"
             # dramatiq puts its working directory first on sys.path: the compared tree's calsync must be there
             with running(command, env, data_dir / "worker.log", cwd=tree or ROOT) as worker:
-                return drain(name, client, ns, jobs, worker, adapter.emulator, adapter.served)
+                drained = drain(name, client, ns, jobs, worker, adapter.emulator, adapter.served)
+                if database == "postgresql":
+                    _print_connections(name, dsn, ns, shape)
+                return drained
         finally:
             client.close()
             remove_keys(url, ns)
+
+
+def _print_connections(name: str, dsn: str, application: str, shape: Shape) -> None:
+    """The PostgreSQL connections the worker holds once every thread has run jobs (its pools' steady state)."""
+    import psycopg
+
+    with psycopg.connect(dsn) as conn:
+        query = "SELECT count(*) FROM pg_stat_activity WHERE application_name = %s"
+        row = conn.execute(query, (application,)).fetchone()
+    held = int(row[0]) if row else 0
+    print(f"  {name}: {held} PostgreSQL connections held ({held / shape.processes:.1f} per process of {shape.threads}"
+          " threads)", flush=True)  # fmt: skip
 
 
 def round_trips(url: str, jobs: int, scratch: Path, dsn: str) -> float:
