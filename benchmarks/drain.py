@@ -11,7 +11,7 @@ import os
 import signal
 import subprocess
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -98,14 +98,16 @@ def redis_commands(client: redis.Redis) -> int:
     return int(client.info("stats")["total_commands_processed"])
 
 
-def drain(name: str, client: redis.Redis, ns: str, jobs: int, proc: subprocess.Popen[bytes],
-           emulator: psutil.Process | None = None,
-           served: Callable[[], tuple[int, int]] | None = None) -> Drain:  # fmt: skip
+def drain(name: str, client: redis.Redis, ns: str, jobs: int,
+          proc: subprocess.Popen[bytes] | Sequence[subprocess.Popen[bytes]], emulator: psutil.Process | None = None,
+          served: Callable[[], tuple[int, int]] | None = None) -> Drain:  # fmt: skip
     """Watch the queue's message hash (queued + unacked) fall from 90 % to 10 % of ``jobs``.
 
+    ``proc``: the worker, or several (separate ``calsync worker`` pods): their CPU is added up.
     ``served``: the emulator's request counts (all, not 2xx), read at both ends of the window after the CPU.
     """
-    worker = psutil.Process(proc.pid)
+    procs = [proc] if isinstance(proc, subprocess.Popen) else list(proc)
+    workers = [psutil.Process(p.pid) for p in procs]
     key = f"{ns}:{QUEUE}.msgs"
     high, low = jobs * 0.9, jobs * 0.1
     deadline = time.monotonic() + DRAIN_TIMEOUT
@@ -118,22 +120,20 @@ def drain(name: str, client: redis.Redis, ns: str, jobs: int, proc: subprocess.P
         polls += 1
         now = time.perf_counter()
         if not started and left <= high:
-            started, cpu, left_at_start = now, tree_cpu(worker), left
+            started, cpu, left_at_start = now, sum(map(tree_cpu, workers)), left
             emulator_cpu = tree_cpu(emulator) if emulator else 0.0
             commands, polls = redis_commands(client), 0
             requests = served() if served else (0, 0)
         if started and left <= low:
             emulator_cpu = tree_cpu(emulator) - emulator_cpu if emulator else 0.0
             sent = redis_commands(client) - commands - polls - 1  # less our HLENs and the first INFO
-            cpu = tree_cpu(worker) - cpu
+            cpu = sum(map(tree_cpu, workers)) - cpu
             if served:
                 total, failed = served()
                 requests = (total - requests[0], failed - requests[1])
             return Drain(name, left_at_start - left, now - started, cpu, emulator_cpu, sent, requests)
-        if proc.poll() is not None:
+        if any(p.poll() is not None for p in procs):
             raise RuntimeError(f"{name}: the worker exited before the queue drained (see its log)")
         if time.monotonic() > deadline:
             raise RuntimeError(f"{name}: {left} of {jobs} jobs still queued after {DRAIN_TIMEOUT:.0f} s")
         time.sleep(POLL_SECONDS)
-
-

@@ -1,7 +1,7 @@
 """Drain rate of ``calsync worker`` against the seed's job written by hand and bare ``dramatiq``, in one run.
 
     PYTHONPATH=. .venv/bin/python benchmarks/worker.py [--jobs 5000] [--rounds 3] [--shapes 1x8,2x8]
-        [--database sqlite|postgresql|sqlite,postgresql] [--latency-ms 0] [--redis-url URL]
+        [--database sqlite|postgresql|sqlite,postgresql] [--latency-ms 0] [--pods 1] [--redis-url URL]
 
 Three sides. ``calsync worker`` as users run it (Dramatiq's CLI under it, metrics in Prometheus
 multiprocess files, heartbeats, JSON logs at INFO written to a file, the memory provider in its data
@@ -28,6 +28,7 @@ another checkout (before/after). It is a benchmark, not a test: numbers depend o
 from __future__ import annotations
 
 import argparse
+import contextlib
 import functools
 import os
 import platform
@@ -156,8 +157,8 @@ def tree_environment(settings: Settings, tree: Path) -> dict[str, str]:
     return {**env, "PYTHONPATH": str(tree)}
 
 
-def calsync(url: str, jobs: int, shape: Shape, scratch: Path, database: str, dsn: str,
-            tree: Path | None = None, adapter: Adapter = Adapter(), latency_ms: int = 0) -> Drain:  # fmt: skip
+def calsync(url: str, jobs: int, shape: Shape, scratch: Path, database: str, dsn: str, tree: Path | None = None,
+            adapter: Adapter = Adapter(), latency_ms: int = 0, pods: int = 1) -> Drain:  # fmt: skip
     """``calsync worker`` as deployed: metrics, heartbeats, JSON logs, the memory provider's SQLite file.
 
     ``tree``: run the worker from another checkout of calsync (``--compare``, e.g. the previous release), its
@@ -165,6 +166,8 @@ def calsync(url: str, jobs: int, shape: Shape, scratch: Path, database: str, dsn
     ``adapter``: sync through another adapter (benchmarks/adapters.py).
     ``latency_ms``: every memory-provider write answers after it (a delay-only fault rule, the provider's own
     way to slow down; looking the rule up costs each write one more short transaction on the provider's file).
+    ``pods``: that many separate ``calsync worker`` commands of ``shape`` each, as pods of one Deployment on one
+    machine (each its own metrics port and directory; the database, Redis and calendar shared).
     """
     ns = namespace("calsync")
     data_dir = scratch / ns
@@ -210,12 +213,18 @@ def calsync(url: str, jobs: int, shape: Shape, scratch: Path, database: str, dsn
             label = "worker" if adapter.provider == "memory" else adapter.provider
             if tree is not None:
                 label = tree.name if adapter.provider == "memory" else f"{label} {tree.name}"
-            name = f"calsync {label} ({database})"
-            # dramatiq puts its working directory first on sys.path: the compared tree's calsync must be there
-            with running(command, env, data_dir / "worker.log", cwd=tree or ROOT) as worker:
-                drained = drain(name, client, ns, jobs, worker, adapter.emulator, adapter.served)
+            name = f"calsync {label} ({database})" + (f" x {pods} pods" if pods > 1 else "")
+            with contextlib.ExitStack() as stack:
+                workers = []
+                for pod in range(pods):
+                    own = {f"{ENV_PREFIX}METRICS_PORT": str(free_port()),
+                           f"{ENV_PREFIX}METRICS_DIR": str(data_dir / f"metrics-{pod}")} if pod else {}  # fmt: skip
+                    # dramatiq puts its working directory first on sys.path: the compared tree's calsync must be there
+                    log = data_dir / f"worker-{pod}.log"
+                    workers.append(stack.enter_context(running(command, {**env, **own}, log, cwd=tree or ROOT)))
+                drained = drain(name, client, ns, jobs, workers, adapter.emulator, adapter.served)
                 if database == "postgresql":
-                    _print_connections(name, dsn, ns, shape)
+                    _print_connections(name, dsn, ns, Shape(shape.processes * pods, shape.threads))
                 return drained
         finally:
             client.close()
@@ -288,7 +297,8 @@ def _configuration(args: argparse.Namespace, url: str) -> str:
     return "\n".join([
         f"calsync worker vs the hand-written job vs bare dramatiq: {args.jobs} jobs queued first per side, "
         "drain timed from 90 % to 10 % left",
-        f"  shapes {', '.join(map(str, args.shapes))} (processes x threads), {args.rounds} rounds, sides alternating, "
+        f"  shapes {', '.join(map(str, args.shapes))} (processes x threads), calsync as {args.pods} worker command(s) "
+        f"of each (the other sides with as many processes), {args.rounds} rounds, sides alternating, "
         f"provider latency {args.latency_ms} ms (calsync's memory provider and the hand-written job's provider)",
         f"  Redis {url} ({'explicit' if args.redis_url else 'embedded, own'}), database {' and '.join(args.database)}, "
         "metrics + heartbeats + JSON logs (INFO) on",
@@ -323,17 +333,19 @@ def _databases(text: str) -> list[str]:
 
 def _sides(args: argparse.Namespace, url: str, shape: Shape, scratch: Path) -> list[tuple[str, Any]]:
     """Every side of one shape and round: bare, then the hand-written job and calsync (and the compared tree)
-    on each database."""
-    sides: list[tuple[str, Any]] = [("bare", lambda: bare(url, args.jobs, shape, scratch))]
+    on each database. With ``--pods N`` calsync runs as N worker commands of the shape, the other sides with
+    N times its processes: the same processes and threads in all."""
+    whole = Shape(shape.processes * args.pods, shape.threads)
+    sides: list[tuple[str, Any]] = [("bare", lambda: bare(url, args.jobs, whole, scratch))]
     trees: list[tuple[str, Path | None]] = [("calsync", None)]
     if args.compare is not None:
         trees.append(("compared", args.compare))
     for database in args.database:
-        by_hand = functools.partial(hand, url, args.jobs, shape, scratch, database, args.postgres_dsn, args.latency_ms)
+        by_hand = functools.partial(hand, url, args.jobs, whole, scratch, database, args.postgres_dsn, args.latency_ms)
         sides.append((f"hand {database}", by_hand))
         for name, tree in trees:
             run = functools.partial(calsync, url, args.jobs, shape, scratch, database, args.postgres_dsn, tree,
-                                    latency_ms=args.latency_ms)  # fmt: skip
+                                    latency_ms=args.latency_ms, pods=args.pods)  # fmt: skip
             sides.append((f"{name} {database}", run))
     return sides
 
@@ -349,6 +361,7 @@ def main() -> None:
     parser.add_argument("--postgres-dsn", default="postgresql://postgres@127.0.0.1:5432/test")
     parser.add_argument("--latency-ms", type=int, default=0, help="the provider's latency per write, both sides")
     parser.add_argument("--compare", type=Path, help="also run the worker of this calsync checkout (before/after)")
+    parser.add_argument("--pods", type=int, default=1, help="calsync as this many separate worker commands")
     add_redis_option(parser)
     args = parser.parse_args()
     results: dict[tuple[str, str], list[Drain]] = {}
