@@ -251,7 +251,7 @@ class StateReader:
         with self.clients.db.read() as conn:
             open_counts = dead_letters.open_counts(conn)  # by (job type, reason)
             oldest_failure = dead_letters.oldest_open_failed_at(conn)
-            by_status = targets.count_outstanding(conn)
+            by_status = targets.count_by_status(conn, OUTSTANDING_STATUSES)
             oldest_due = targets.oldest_pending_due(conn)
             disabled = count_disabled(conn)
             deliveries = count_deliveries(conn, OUTSTANDING_DELIVERY_STATUSES)

@@ -16,7 +16,7 @@ from typing import Any, Literal, NamedTuple
 from sqlalchemy import ColumnElement, Connection, and_, bindparam, case, func, select, update
 
 from calsync.core.model.calendar import Target
-from calsync.core.model.vocabulary import OUTSTANDING_STATUSES, SyncStatus, WaitReason, as_wait_reason
+from calsync.core.model.vocabulary import SYNC_STATUSES, SyncStatus, WaitReason, as_wait_reason
 from calsync.core.store.schema import event_targets as t
 from calsync.core.store.schema import events as ev
 from calsync.core.store.schema import json_ready
@@ -276,15 +276,11 @@ def postpone(conn: Connection, key: TargetKey, *, due_at: dt.datetime) -> None:
     _update(conn, key, t.c.status == "pending", due_at=due_at, wait_reason=None)
 
 
-def count_by_status(conn: Connection) -> dict[str, int]:
-    """How many targets are in each sync status (reads every target: for tests and tools, not for every scrape)."""
-    query = select(t.c.status, func.count()).group_by(t.c.status)
-    return {status: int(count) for status, count in conn.execute(query).all()}
-
-
-def count_outstanding(conn: Connection) -> dict[str, int]:
-    """How many targets are pending or failed: a range of the (status, due_at) index, however many are synced."""
-    query = select(t.c.status, func.count()).where(t.c.status.in_(OUTSTANDING_STATUSES)).group_by(t.c.status)
+def count_by_status(conn: Connection, statuses: Collection[str] = SYNC_STATUSES) -> dict[str, int]:
+    """How many targets are in each of ``statuses``. ``calsync status`` and the exporter ask for the outstanding
+    ones only (pending, failed): a range of the (status, due_at) index however many are synced, where every
+    status would read every target (for tests and tools, not for every scrape)."""
+    query = select(t.c.status, func.count()).where(t.c.status.in_(tuple(statuses))).group_by(t.c.status)
     return {status: int(count) for status, count in conn.execute(query).all()}
 
 
