@@ -13,6 +13,7 @@ from calsync.core.drift.store import Finding, SweepState
 from calsync.core.drift.sweep import SweepParts, SweepResult, run_sweep
 from calsync.core.model.drift import DriftPolicy
 from calsync.core.webhooks import Outbox
+from calsync.core.worker.maintenance import Maintenance
 from tests.drift.support import NOW
 from tests.support import Pipeline
 from tests.webhooks.conftest import WEBHOOK_TEST_SETTINGS, Hooks
@@ -48,6 +49,11 @@ class Drift(Hooks):
         assert row.external_id is not None
         return receipt.entity_id, row.external_id
 
+    def maintenance(self) -> Maintenance:
+        """The workers' maintenance pass (run it with ``run_once``)."""
+        [found] = [m for m in self.pipeline.broker.middleware if isinstance(m, Maintenance)]
+        return found
+
     def findings(self) -> list[Finding]:
         """Every finding recorded, oldest first."""
         with self.pipeline.clients.db.read() as conn:
@@ -65,7 +71,10 @@ def drift_factory(settings_factory: Any) -> Iterator[Callable[..., Drift]]:
     built: list[Pipeline] = []
 
     def build(**overrides: Any) -> Drift:
-        pipeline = Pipeline(settings_factory(**{**WEBHOOK_TEST_SETTINGS, **overrides}))
+        # Sweeps scheduled every 5 minutes by a maintenance pass that never comes by itself during a test (a test
+        # runs it: Drift.maintenance); webhooks to the loopback receiver.
+        scheduled = {"drift_interval": 300, "maintenance_interval": 3600}
+        pipeline = Pipeline(settings_factory(**{**WEBHOOK_TEST_SETTINGS, **scheduled, **overrides}))
         built.append(pipeline)
         return Drift(pipeline)
 
