@@ -12,6 +12,7 @@ from calsync.core.drift import store
 from calsync.core.drift.store import Finding, SweepState
 from calsync.core.drift.sweep import SweepParts, SweepResult, run_sweep
 from calsync.core.model.drift import DriftPolicy
+from calsync.core.traffic import TrafficGate, TrafficStore, provider_limits
 from calsync.core.webhooks import Outbox
 from calsync.core.worker.maintenance import Maintenance
 from tests.drift.support import NOW
@@ -27,8 +28,9 @@ class Drift(Hooks):
         super().__init__(pipeline)
         rt, settings = pipeline.clients, pipeline.settings
         self.outbox = Outbox(rt.db, settings.webhook_queue, ttl=0)  # subscriptions read at every sweep
+        traffic = TrafficGate(TrafficStore(rt.redis, rt.keys), provider_limits(settings, lease=settings.job_time_limit))
         self.parts = SweepParts(rt.db, rt.cipher, pipeline.app.providers, pipeline.broker, settings.queue,
-                                outbox=self.outbox)  # fmt: skip
+                                traffic=traffic, outbox=self.outbox)  # fmt: skip
 
     def policy(self, policy: DriftPolicy, tenant: str = "tenant-1") -> None:
         """Set the tenant's policy."""

@@ -6,13 +6,16 @@ from __future__ import annotations
 
 import datetime as dt
 import threading
+from typing import Any
 
 import pytest
 
 from calsync.core.drift.schedule import enqueue_due
 from calsync.core.drift.sweep import parse_sweep, run_sweep, sweep_message
-from calsync.core.model.errors import ProviderUnavailable
+from calsync.core.messaging.messages import SYNC_JOB
+from calsync.core.model.errors import Held, ProviderUnavailable
 from calsync.core.model.vocabulary import Outcome
+from calsync.core.producer.reconcile import requeue_lost
 from tests.drift.conftest import Drift
 from tests.spies import EnqueueSpy
 from tests.support import wait_until
@@ -137,3 +140,40 @@ def test_the_workers_maintenance_pass_schedules_sweeps_the_actor_runs(drift: Dri
     assert read_backs(drift) == [("full", None)]
     maintenance.run_once()  # within the interval: nothing is due
     assert drift.pipeline.outcomes().get("success", 0) == 2  # the sync and the sweep
+
+
+def test_a_sweep_held_by_an_open_breaker_is_deferred_not_counted_as_failed(drift_factory: Any) -> None:
+    drift = drift_factory(breaker_failures="memory=1", breaker_open_seconds=60)
+    account, _, _ = baseline(drift)
+    drift.pipeline.provider.add_fault(op="read_back", error="unavailable", times=1)
+    with pytest.raises(ProviderUnavailable):
+        drift.sweep(account)  # the failure opens the account's breaker
+    with pytest.raises(Held):
+        drift.sweep(account)
+    assert drift.state(account).failures == 1  # type: ignore[union-attr]
+    assert read_backs(drift)[1:] == [(None, "ProviderUnavailable")]  # the held sweep sent nothing
+
+
+def test_a_repair_whose_enqueue_failed_is_enqueued_as_a_repair_by_the_reconciler(
+    drift: Drift, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    account, event, external_id = baseline(drift)
+    drift.policy("enforce")
+    drift.pipeline.provider.user_delete(account, external_id)
+    broker, real = drift.pipeline.broker, drift.pipeline.broker.enqueue
+
+    def refuse_syncs(message: Any, **kw: Any) -> Any:
+        if message.actor_name == SYNC_JOB:
+            raise ConnectionError("the broker is down")
+        return real(message, **kw)
+
+    monkeypatch.setattr(broker, "enqueue", refuse_syncs)
+    [finding] = drift.sweep(account).findings
+    assert finding.action == "repaired"
+    unqueued = drift.pipeline.target(event, account)
+    assert (unqueued.status, unqueued.due_at, unqueued.wait_reason) == ("pending", None, "not enqueued")
+    monkeypatch.setattr(broker, "enqueue", real)
+    assert requeue_lost(drift.pipeline.clients).enqueued == 1
+    with drift.pipeline.worker():
+        drift.pipeline.wait_target(event, account, "synced")
+    assert [e.status for e in drift.pipeline.provider.events(account)] == ["confirmed"]
