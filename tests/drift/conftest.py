@@ -3,7 +3,7 @@ webhooks reach a loopback receiver, with shortcuts to sweep an account and read 
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from typing import Any
 
 import pytest
@@ -17,8 +17,9 @@ from calsync.core.webhooks import Outbox
 from calsync.core.worker.maintenance import Maintenance
 from tests.drift.support import NOW
 from tests.support import Pipeline
-from tests.webhooks.conftest import WEBHOOK_TEST_SETTINGS, Hooks
-from tests.webhooks.receiver import Receiver, serve
+
+# The webhook tests' fixtures, imported to be found here: drift_factory builds on hooks_factory; receiver.
+from tests.webhooks.conftest import Hooks, hooks_factory, receiver  # noqa: F401
 
 
 class Drift(Hooks):
@@ -68,30 +69,17 @@ class Drift(Hooks):
 
 
 @pytest.fixture
-def drift_factory(settings_factory: Any) -> Iterator[Callable[..., Drift]]:
-    """Builds a drift pipeline (setting overrides as keyword arguments)."""
-    built: list[Pipeline] = []
+def drift_factory(hooks_factory: Callable[..., Hooks]) -> Callable[..., Drift]:  # noqa: F811
+    """Builds a drift pipeline (setting overrides as keyword arguments): sweeps scheduled every 5 minutes by a
+    maintenance pass that never comes by itself during a test (a test runs it: Drift.maintenance)."""
 
     def build(**overrides: Any) -> Drift:
-        # Sweeps scheduled every 5 minutes by a maintenance pass that never comes by itself during a test (a test
-        # runs it: Drift.maintenance); webhooks to the loopback receiver.
-        scheduled = {"drift_interval": 300, "maintenance_interval": 3600}
-        pipeline = Pipeline(settings_factory(**{**WEBHOOK_TEST_SETTINGS, **scheduled, **overrides}))
-        built.append(pipeline)
-        return Drift(pipeline)
+        return Drift(hooks_factory(**{"drift_interval": 300, "maintenance_interval": 3600, **overrides}).pipeline)
 
-    yield build
-    for pipeline in built:
-        pipeline.close()
+    return build
 
 
 @pytest.fixture
 def drift(drift_factory: Callable[..., Drift]) -> Drift:
     """A drift pipeline with the test settings."""
     return drift_factory()
-
-
-@pytest.fixture
-def receiver() -> Iterator[Receiver]:
-    """A webhook receiver answering 200, verifying with ``standardwebhooks``."""
-    yield from serve(Receiver())
