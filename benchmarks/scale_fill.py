@@ -10,8 +10,8 @@ every size. What each size holds, for ``n`` events:
   the others synced except among the first 10,000 events (:data:`OUTSTANDING_EVENTS`), where 1 % are pending
   (due in an hour: nothing overdue) and 0.2 % failed. The outstanding work is the same at every size: a backlog
   follows the rate of changes and the operators, not the history (docs/notes/scale.md);
-- ``n / 10`` dead letters of sync jobs (at most 100,000), 5 % open, the others replayed or discarded within the
-  retention (housekeeping has nothing to delete);
+- ``n / 10`` dead letters of sync jobs (at most 100,000): the first 500 open (5 in each tenant), the others
+  replayed or discarded within the retention (housekeeping has nothing to delete);
 - ``2 n`` idempotency records (the creates of two of each event's targets), none expired;
 - a webhook endpoint per tenant, written once, and ``n / 10`` notifications dispatched an hour ago, each
   with one delivery, delivered except among the first 1,000, where 1 % are pending (due in an hour) and 0.5 %
@@ -42,6 +42,7 @@ TABLES = (
 )
 
 OUTSTANDING_EVENTS = 10_000  # the events (and a tenth as many notifications) among which work is outstanding
+OPEN_DEAD_LETTERS = 500  # like the outstanding targets, the same at every size
 
 # Which target is pending, failed or synced: by its event's index i and its position k (0..2).
 _PENDING = f"(i < {OUTSTANDING_EVENTS} AND (i * 3 + k) % 100 = 7)"  # 300 targets
@@ -89,7 +90,7 @@ CROSS JOIN LATERAL (SELECT CASE WHEN {_CANCELLED} THEN 'deleted' WHEN {_PENDING}
 """
 
 # Dead letter j is about target 0 of event 10 j + (j / 10) % 10 (of every tenant in turn).
-_OPEN = "(j % 19 = 0)"  # 5 %, of every tenant
+_OPEN = f"(j < {OPEN_DEAD_LETTERS})"  # 5 in each tenant (j = 10, 110, 210, 310 and 410 in tenant-1)
 _DEAD_LETTERS = f"""
 INSERT INTO dead_letters (job_id, job_type, message_id, queue, tenant_id, entity_id, account_id, idempotency_key,
                           trace_id, payload, attempts, reason, error_class, last_error, error_history,
