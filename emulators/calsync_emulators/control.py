@@ -132,6 +132,14 @@ class EwsControl(EmulatorControl):
         """Delete an item as its owner would in Outlook."""
         self.control("DELETE", f"items/{quote(item_id, safe='')}")
 
+    def expire_sync_states(self) -> None:
+        """Every SyncState and Graph delta token issued so far is refused from now on."""
+        self.control("POST", "sync-states/expire")
+
+    def set_tombstone_limit(self, limit: int) -> None:
+        """How many deletions per mailbox the change log remembers (older sync states are refused)."""
+        self.control("PUT", "sync-states", {"tombstone_limit": limit})
+
     def set_directory(self, directory: Directory | Mapping[str, Any]) -> None:
         """Replace who may log in and which mailboxes exist."""
         payload = directory.model_dump() if isinstance(directory, Directory) else dict(directory)

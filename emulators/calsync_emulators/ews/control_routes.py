@@ -1,4 +1,4 @@
-"""The EWS emulator's own control routes under ``/_emulator/``: items, directory, token revocation, barriers."""
+"""The EWS emulator's own control routes under ``/_emulator/``: items, directory, tokens, barriers, sync states."""
 
 from __future__ import annotations
 
@@ -39,7 +39,24 @@ class ControlRoutes:
             return Response.json(200, {"revoked": self._access.revoke_tokens()})
         if route == ("POST", "barriers"):
             return self._add_barrier(request)
+        if route == ("POST", "sync-states") and parts[1:] == ["expire"]:
+            self._store.expire_sync_states()
+            return Response.json(200, {"expired": True})
+        if route == ("PUT", "sync-states"):
+            return self._sync_config(request)
         return None
+
+    def _sync_config(self, request: Request) -> Response:
+        spec = request.json() or {}
+        try:
+            limit = int(spec["tombstone_limit"])
+        except (KeyError, TypeError, ValueError):
+            return Response.json(400, {"error": "need tombstone_limit"})
+        if limit < 0:
+            return Response.json(400, {"error": "tombstone_limit must not be negative"})
+        with self._store.lock:
+            self._store.tombstone_limit = limit
+        return Response.json(200, {"tombstone_limit": limit})
 
     def _add_barrier(self, request: Request) -> Response:
         spec = request.json() or {}

@@ -1,0 +1,89 @@
+"""The Exchange adapter's read-back (SyncFolderItems + GetItem) through exchangelib against the EWS emulator."""
+
+from __future__ import annotations
+
+import pytest
+
+from calsync.core.model.drift import DriftReader, drift_reader
+from calsync.core.model.errors import ProviderUnavailable
+from calsync.providers.exchange.provider import ExchangeProvider
+from calsync_emulators.control import EwsControl
+from tests.providers.exchange.ews_support import ExchangeRig, recorded
+
+
+def _ops(ews: EwsControl, since: int) -> list[str | None]:
+    return [r.get("operation") for r in ews.requests()[since:]]
+
+
+def _seed(rig: ExchangeRig, count: int = 3) -> list[tuple[str, str]]:
+    """``count`` events written by the adapter, as (sync key, ItemId)."""
+    made = []
+    for n in range(count):
+        account, event, target = rig.triple(event=rig.make_event(id=f"evt-{n}", title=f"Meeting {n}"))
+        ref = rig.provider.upsert(account, event, target)
+        made.append((target.sync_key, ref.external_id))
+    return made
+
+
+def test_the_adapter_is_a_drift_reader(provider: ExchangeProvider) -> None:
+    assert isinstance(drift_reader(provider), DriftReader)
+
+
+def test_a_full_listing_holds_only_marked_items_with_the_fingerprint_of_what_was_written(rig: ExchangeRig) -> None:
+    made = _seed(rig)
+    account, event, target = rig.triple(event=rig.make_event(id="evt-0", title="Meeting 0"))
+    own = rig.ews.items("alpha@example.com")[0]
+    reading = rig.provider.read_back(account, None)
+    assert reading.full and reading.cursor
+    assert sorted((i.sync_key, i.external_id) for i in reading.items) == sorted(made)
+    first = next(i for i in reading.items if i.sync_key == target.sync_key)
+    assert first.etag == own["change_key"] and not first.removed
+    assert first.fingerprint == rig.provider.fingerprint(account, event)
+    assert first.fingerprint != rig.provider.fingerprint(account, rig.make_event(id="evt-0", title="Other"))
+
+
+def test_an_unchanged_calendar_costs_one_request_and_keeps_its_cursor(rig: ExchangeRig) -> None:
+    _seed(rig)
+    account = rig.make_account()
+    cursor = rig.provider.read_back(account, None).cursor
+    since = len(rig.ews.requests())
+    again = rig.provider.read_back(account, cursor)
+    assert (again.items, again.full, again.cursor) == ([], False, cursor)
+    assert _ops(rig.ews, since) == ["SyncFolderItems"]
+
+
+def test_a_user_edit_and_delete_show_up_incrementally(rig: ExchangeRig) -> None:
+    made = _seed(rig)
+    account = rig.make_account()
+    cursor = rig.provider.read_back(account, None).cursor
+    rig.ews.edit_item(made[0][1], subject="Renamed by the user")
+    rig.ews.delete_item(made[1][1])
+    reading = rig.provider.read_back(account, cursor)
+    assert not reading.full and reading.cursor != cursor
+    by_id = {i.external_id: i for i in reading.items}
+    assert set(by_id) == {made[0][1], made[1][1]}
+    assert by_id[made[1][1]].removed and by_id[made[1][1]].sync_key is None
+    edited = by_id[made[0][1]]
+    assert edited.sync_key == made[0][0] and edited.etag == rig.ews.item(made[0][1])["change_key"]
+    account_, event, _ = rig.triple(event=rig.make_event(id="evt-0", title="Meeting 0"))
+    assert edited.fingerprint != rig.provider.fingerprint(account_, event)
+    assert rig.provider.read_back(account, reading.cursor).items == []
+
+
+def test_a_refused_sync_state_leads_to_one_full_listing_without_duplicates(rig: ExchangeRig) -> None:
+    made = _seed(rig)
+    account = rig.make_account()
+    cursor = rig.provider.read_back(account, None).cursor
+    rig.ews.expire_sync_states()
+    since = len(rig.ews.requests())
+    reading = rig.provider.read_back(account, cursor)
+    assert reading.full
+    assert sorted(i.external_id for i in reading.items) == sorted(i for _, i in made)
+    assert _ops(rig.ews, since) == ["SyncFolderItems", "SyncFolderItems", "GetItem"]
+
+
+def test_a_503_during_the_read_back_is_a_temporary_error(rig: ExchangeRig) -> None:
+    _seed(rig, 1)
+    rig.ews.add_fault(operation="SyncFolderItems", status=503, times=1)
+    with pytest.raises(ProviderUnavailable):
+        rig.provider.read_back(rig.make_account(), None)
