@@ -1,0 +1,99 @@
+"""The Graph adapter's read-back (calendarView delta + the marker by id) on httpx against the Exchange emulator."""
+
+from __future__ import annotations
+
+import pytest
+
+from calsync.core.model.calendar import Account, EventState
+from calsync.core.model.drift import DriftReader, drift_reader
+from calsync.core.model.errors import ProviderUnavailable
+from calsync.providers.graph.provider import GraphProvider
+from calsync_emulators.control import GraphControl
+from tests.providers.graph.conftest import MakeAccount, MakeEvent, graph_ops, target_for
+
+
+def _seed(provider: GraphProvider, account: Account, make_event: MakeEvent, count: int = 3) -> list[tuple[str, str]]:
+    """``count`` events written by the adapter, as (sync key, Graph id)."""
+    made = []
+    for n in range(count):
+        event = make_event(id=f"evt-{n}", title=f"Meeting {n}")
+        target = target_for(account, event)
+        made.append((target.sync_key, provider.upsert(account, event, target).external_id))
+    return made
+
+
+def _event(make_event: MakeEvent, n: int) -> EventState:
+    return make_event(id=f"evt-{n}", title=f"Meeting {n}")
+
+
+def test_the_adapter_is_a_drift_reader(provider: GraphProvider) -> None:
+    assert isinstance(drift_reader(provider), DriftReader)
+
+
+def test_a_full_listing_holds_only_marked_events_with_the_fingerprint_of_what_was_written(
+    provider: GraphProvider, graph: GraphControl, make_account: MakeAccount, make_event: MakeEvent
+) -> None:
+    account = make_account()
+    made = _seed(provider, account, make_event)
+    reading = provider.read_back(account, None)
+    assert reading.full and reading.cursor
+    assert sorted((i.sync_key, i.external_id) for i in reading.items) == sorted(made)
+    first = next(i for i in reading.items if i.external_id == made[0][1])
+    assert first.etag == f'W/"{graph.item(made[0][1])["change_key"]}"' and not first.removed
+    assert first.fingerprint == provider.fingerprint(account, _event(make_event, 0))
+    assert first.fingerprint != provider.fingerprint(account, make_event(id="evt-0", title="Other"))
+
+
+def test_an_unchanged_calendar_costs_one_request_and_keeps_its_cursor(
+    provider: GraphProvider, graph: GraphControl, make_account: MakeAccount, make_event: MakeEvent
+) -> None:
+    account = make_account()
+    _seed(provider, account, make_event)
+    cursor = provider.read_back(account, None).cursor
+    since = len(graph.requests())
+    again = provider.read_back(account, cursor)
+    assert (again.items, again.full, again.cursor) == ([], False, cursor)
+    assert graph_ops(graph, since) == [("events.delta", 200)]
+
+
+def test_a_user_edit_and_delete_show_up_incrementally(
+    provider: GraphProvider, graph: GraphControl, make_account: MakeAccount, make_event: MakeEvent
+) -> None:
+    account = make_account()
+    made = _seed(provider, account, make_event)
+    cursor = provider.read_back(account, None).cursor
+    graph.edit_item(made[0][1], subject="Renamed by the user")
+    graph.delete_item(made[1][1])
+    reading = provider.read_back(account, cursor)
+    assert not reading.full and reading.cursor != cursor
+    by_id = {i.external_id: i for i in reading.items}
+    assert set(by_id) == {made[0][1], made[1][1]}
+    assert by_id[made[1][1]].removed and by_id[made[1][1]].sync_key is None
+    edited = by_id[made[0][1]]
+    assert edited.sync_key == made[0][0] and edited.etag == f'W/"{graph.item(made[0][1])["change_key"]}"'
+    assert edited.fingerprint != provider.fingerprint(account, _event(make_event, 0))
+    assert provider.read_back(account, reading.cursor).items == []
+
+
+def test_an_expired_delta_token_leads_to_one_full_listing_without_duplicates(
+    provider: GraphProvider, graph: GraphControl, make_account: MakeAccount, make_event: MakeEvent
+) -> None:
+    account = make_account()
+    made = _seed(provider, account, make_event)
+    cursor = provider.read_back(account, None).cursor
+    graph.expire_sync_states()
+    since = len(graph.requests())
+    reading = provider.read_back(account, cursor)
+    assert reading.full
+    assert sorted(i.external_id for i in reading.items) == sorted(i for _, i in made)
+    assert graph_ops(graph, since) == [("events.delta", 410), ("events.delta", 200), ("events.list", 200)]
+
+
+def test_a_503_during_the_read_back_is_a_temporary_error(
+    provider: GraphProvider, graph: GraphControl, make_account: MakeAccount, make_event: MakeEvent
+) -> None:
+    account = make_account()
+    _seed(provider, account, make_event, 1)
+    graph.add_fault(operation="events.delta", status=503, times=1)
+    with pytest.raises(ProviderUnavailable):
+        provider.read_back(account, None)
