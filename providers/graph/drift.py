@@ -68,6 +68,10 @@ class Send(Protocol):
     ) -> httpx.Response: ...
 
 
+def _mapping(value: Any) -> Mapping[str, Any]:
+    return value if isinstance(value, Mapping) else {}
+
+
 def _moment(value: Any, all_day: bool) -> dt.datetime | dt.date | None:
     if not isinstance(value, Mapping) or not isinstance(value.get("dateTime"), str):
         return None
@@ -87,13 +91,11 @@ def _fingerprint_of(event: Mapping[str, Any]) -> str:
     start, end = _moment(event.get("start"), all_day), _moment(event.get("end"), all_day)
     if all_day and isinstance(end, dt.date) and isinstance(start, dt.date):
         end = max(start, end - dt.timedelta(days=1))  # exclusive end; end == start is one day
-    body = event.get("body") if isinstance(event.get("body"), Mapping) else {}
-    location = event.get("location") if isinstance(event.get("location"), Mapping) else {}
-    attendees = [str((a.get("emailAddress") or {}).get("address") or "") for a in event.get("attendees") or ()
-                 if isinstance(a, Mapping)]  # fmt: skip
+    people = event.get("attendees") or ()
+    attendees = [str(_mapping(_mapping(a).get("emailAddress")).get("address") or "") for a in people]
     return owned_fingerprint(title=event.get("subject"), start=start, last=end, all_day=all_day,
-                             location=location.get("displayName"), description=body.get("content"),
-                             attendees=attendees)  # fmt: skip
+                             location=_mapping(event.get("location")).get("displayName"),
+                             description=_mapping(event.get("body")).get("content"), attendees=attendees)  # fmt: skip
 
 
 def fingerprint(event: EventState) -> str:

@@ -75,13 +75,8 @@ class DeltaFeed:
         base = f"https://{request.header('Host') or 'localhost'}{path}"
         token = self._token(request)
         with self._store.lock:
-            if token is None:
-                fields = self._first(request, mailbox)
-            else:
-                fields = self._resume(token, mailbox, base)
-                if isinstance(fields, Response):
-                    return fields
-            return self._page(request, mailbox, fields, base)
+            fields = self._first(request, mailbox) if token is None else self._resume(token, mailbox, base)
+            return fields if isinstance(fields, Response) else self._page(request, mailbox, fields, base)
 
     @staticmethod
     def _token(request: Request) -> str | None:

@@ -8,7 +8,7 @@ from calsync.core.model.drift import DriftReader, drift_reader
 from calsync.core.model.errors import ProviderUnavailable
 from calsync.providers.exchange.provider import ExchangeProvider
 from calsync_emulators.control import EwsControl
-from tests.providers.exchange.ews_support import ExchangeRig, recorded
+from tests.providers.exchange.ews_support import ExchangeRig
 
 
 def _ops(ews: EwsControl, since: int) -> list[str | None]:
