@@ -121,13 +121,14 @@ def read_back(account: Any, calendar: Any, cursor: str | None) -> ReadBack:
             removed.append(ObservedItem(external_id=item.id, sync_key=None, etag=None, removed=True))
         elif kind in ("create", "update") and getattr(item, SYNC_KEY_FIELD, None):
             marked.append(item)
-    return ReadBack(items=[*removed, *_fetch(account, marked)], cursor=state, full=full)
+    return ReadBack(items=[*removed, *_fetch(account, calendar, marked)], cursor=state, full=full)
 
 
-def _fetch(account: Any, items: Sequence[Any]) -> list[ObservedItem]:
+def _fetch(account: Any, calendar: Any, items: Sequence[Any]) -> list[ObservedItem]:
     if not items:
         return []
-    found = account.fetch(ids=[(i.id, i.changekey) for i in items], only_fields=list(OWNED_FIELDS))
+    # The folder validates only_fields; without it exchangelib resolves the mailbox's root first (a GetFolder).
+    found = account.fetch(ids=[(i.id, i.changekey) for i in items], folder=calendar, only_fields=list(OWNED_FIELDS))
     observed = []
     for asked, item in zip(items, found, strict=True):
         if isinstance(item, ErrorItemNotFound):  # gone since the sync (exchangelib yields it as a value)

@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import pytest
+from exchangelib import UTC, CalendarItem, EWSDateTime
 
 from calsync.core.model.drift import DriftReader, drift_reader
-from calsync.core.model.errors import ProviderUnavailable
-from calsync.providers.exchange.provider import ExchangeProvider
+from calsync.core.model.errors import InvalidRequest, ProviderUnavailable
+from calsync.providers.exchange.account_config import read_account_config
+from calsync.providers.exchange.provider import ExchangeProvider, connect
 from calsync_emulators.control import EwsControl
 from tests.providers.exchange.ews_support import ExchangeRig
 
@@ -87,3 +89,30 @@ def test_a_503_during_the_read_back_is_a_temporary_error(rig: ExchangeRig) -> No
     rig.ews.add_fault(operation="SyncFolderItems", status=503, times=1)
     with pytest.raises(ProviderUnavailable):
         rig.provider.read_back(rig.make_account(), None)
+
+
+def test_an_item_gone_before_its_getitem_is_removed_and_other_item_errors_raise(rig: ExchangeRig) -> None:
+    made = _seed(rig, 1)
+    account = rig.make_account()
+    rig.ews.add_fault(operation="GetItem", reason="ErrorItemNotFound", times=1)
+    [gone] = rig.provider.read_back(account, None).items
+    assert (gone.external_id, gone.removed, gone.sync_key) == (made[0][1], True, None)
+    rig.ews.add_fault(operation="GetItem", reason="ErrorInvalidIdMalformed", times=1)  # yielded, not raised
+    with pytest.raises(InvalidRequest):
+        rig.provider.read_back(account, None)
+
+
+def test_the_users_own_items_cost_no_getitem(rig: ExchangeRig) -> None:
+    account = rig.make_account()
+    cursor = rig.provider.read_back(account, None).cursor
+    _seed(rig, 1)
+    own = CalendarItem(subject="Dentist", start=EWSDateTime(2030, 1, 3, 9, tzinfo=UTC),
+                       end=EWSDateTime(2030, 1, 3, 10, tzinfo=UTC))  # fmt: skip
+    mbx = connect(account, read_account_config(account), max_connections=1, timeout=10)
+    own.account, own.folder = mbx.account, mbx.calendar
+    own.save()
+    since = len(rig.ews.requests())
+    reading = rig.provider.read_back(account, cursor)
+    assert len(reading.items) == 1 and reading.items[0].sync_key
+    assert _ops(rig.ews, since) == ["SyncFolderItems", "GetItem"]
+    assert len(rig.ews.requests("GetItem")[-1].get("response_codes", [])) == 1

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import datetime as dt
+
 import pytest
 
 from calsync.core.model.calendar import Account, EventState
@@ -97,3 +99,37 @@ def test_a_503_during_the_read_back_is_a_temporary_error(
     graph.add_fault(operation="events.delta", status=503, times=1)
     with pytest.raises(ProviderUnavailable):
         provider.read_back(account, None)
+
+
+def test_an_event_moved_out_of_the_window_is_read_again_not_called_removed(
+    provider: GraphProvider, graph: GraphControl, make_account: MakeAccount, make_event: MakeEvent
+) -> None:
+    account = make_account()
+    made = _seed(provider, account, make_event, 1)
+    cursor = provider.read_back(account, None).cursor
+    moved = make_event(
+        id="evt-0", title="Meeting 0", start=dt.datetime(2041, 1, 2, 10), end=dt.datetime(2041, 1, 2, 11)
+    )
+    target = target_for(account, moved, external_id=made[0][1], etag=None)
+    provider.upsert(account, moved, target)  # beyond the reader's window: delta reports it @removed
+    since = len(graph.requests())
+    [seen] = provider.read_back(account, cursor).items
+    assert (seen.external_id, seen.removed, seen.sync_key) == (made[0][1], False, made[0][0])
+    assert seen.fingerprint == provider.fingerprint(account, moved)
+    assert graph_ops(graph, since) == [("events.delta", 200), ("events.get", 200)]
+
+
+@pytest.mark.parametrize(
+    "cursor", ["2000-01-01;{link}", "{day};https://elsewhere.example/v1.0/x?$deltatoken=t", "junk"]
+)
+def test_a_stale_foreign_or_unreadable_cursor_starts_a_full_listing(
+    provider: GraphProvider, graph: GraphControl, make_account: MakeAccount, make_event: MakeEvent, cursor: str
+) -> None:
+    account = make_account()
+    _seed(provider, account, make_event, 1)
+    day, _, link = str(provider.read_back(account, None).cursor).partition(";")
+    since = len(graph.requests())
+    reading = provider.read_back(account, cursor.format(day=day, link=link))
+    assert reading.full and len(reading.items) == 1
+    assert [op for op, _ in graph_ops(graph, since)] == ["events.delta", "events.list"]
+    assert all("elsewhere" not in r["path"] for r in graph.requests())
