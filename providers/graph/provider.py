@@ -45,7 +45,7 @@ from calsync.core.model.errors import CalsyncError, InvalidRequest, TemporaryErr
 from calsync.core.model.markers import GRAPH_SYNC_KEY_PROPERTY_ID
 from calsync.core.model.provider_io import request_sent
 from calsync.providers.accounts import AccountCache
-from calsync.providers.graph import drift
+from calsync.providers.graph import delta
 from calsync.providers.graph.classification import GraphHttpError, classify
 from calsync.providers.graph.credentials import GraphAccount, read_graph_account
 from calsync.providers.graph.event_body import event_body, is_graph_ref, marker_of, ref_of
@@ -116,20 +116,20 @@ class GraphProvider:
         self._run(account, "delete", lambda s: self._delete(s, target))
 
     def read_back(self, account: Account, cursor: str | None) -> ReadBack:
-        """The mailbox's marked events changed since ``cursor`` (all when None or refused): drift.py."""
+        """The mailbox's marked events changed since ``cursor`` (all when None or refused): delta.py."""
 
         def read(s: _Session) -> ReadBack:
             def send(method: str, path: str, *, params: Mapping[str, str] | None = None,
                      headers: Mapping[str, str] | None = None) -> httpx.Response:  # fmt: skip
                 return self._send(s, method, path, params=params, headers=headers)
 
-            return drift.Reader(send, self._base, s.user, dt.datetime.now(dt.UTC)).read_back(cursor)
+            return delta.Reader(send, self._base, s.user, dt.datetime.now(dt.UTC)).read_back(cursor)
 
         return self._run(account, "read_back", read)
 
     def fingerprint(self, account: Account, event: EventState) -> str:
         """The owned fields of what ``upsert`` writes for ``event``, as :meth:`read_back` reduces an event."""
-        return drift.fingerprint(event)
+        return delta.fingerprint(event)
 
     def verify(self, account: Account) -> None:
         """One token call to Entra with the account's login (``accounts add --verify``); a refusal is permanent."""
