@@ -2,58 +2,29 @@
 
 from __future__ import annotations
 
-import base64
-from collections.abc import Iterator
 from typing import Any
 from xml.sax.saxutils import escape
 
 import pytest
 import requests
-from exchangelib import (
-    BASIC,
-    IMPERSONATION,
-    UTC,
-    Account,
-    CalendarItem,
-    Configuration,
-    Credentials,
-    EWSDateTime,
-    Version,
-)
+from exchangelib import UTC, CalendarItem, EWSDateTime
 from exchangelib.errors import ErrorInvalidSyncStateData
 from exchangelib.folders import FolderCollection
 from exchangelib.folders.collections import SyncCompleted
-from exchangelib.version import EXCHANGE_2016
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from calsync_emulators.control import EwsControl
 from calsync_emulators.server import RunningEmulator
+from tests.providers.exchange.ews_support import SOAP_PREFIX, basic
 
-SOAP = """<?xml version="1.0" encoding="utf-8"?>
-<s:Envelope xmlns:s="http://schemas.xmlsoap.org/soap/envelope/"
-  xmlns:m="http://schemas.microsoft.com/exchange/services/2006/messages"
-  xmlns:t="http://schemas.microsoft.com/exchange/services/2006/types">
-<s:Header><t:RequestServerVersion Version="Exchange2016"/></s:Header>
-<s:Body><m:SyncFolderItems><m:ItemShape><t:BaseShape>IdOnly</t:BaseShape>{extra}</m:ItemShape>
+SOAP = (
+    SOAP_PREFIX
+    + """<m:SyncFolderItems><m:ItemShape><t:BaseShape>IdOnly</t:BaseShape>{extra}</m:ItemShape>
 <m:SyncFolderId><t:DistinguishedFolderId Id="calendar"/></m:SyncFolderId>{state}
 <m:MaxChangesReturned>{limit}</m:MaxChangesReturned></m:SyncFolderItems></s:Body></s:Envelope>"""
-HEADERS = {
-    "Authorization": "Basic " + base64.b64encode(b"alice@example.com:alice-password").decode(),
-    "Content-Type": "text/xml; charset=utf-8",
-}
-
-
-@pytest.fixture
-def calendar(emulator: RunningEmulator) -> Iterator[Any]:
-    """A plain exchangelib calendar folder of delta@example.com on the emulator (no adapter involved)."""
-    config = Configuration(service_endpoint=f"{emulator.url}/EWS/Exchange.asmx",
-                           credentials=Credentials("svc@example.com", "svc-password"), auth_type=BASIC,
-                           version=Version(build=EXCHANGE_2016))  # fmt: skip
-    account = Account("delta@example.com", config=config, autodiscover=False, access_type=IMPERSONATION,
-                      default_timezone=UTC)  # fmt: skip
-    yield account.calendar
-    account.protocol.close()
+)
+HEADERS = basic("alice@example.com", "alice-password")
 
 
 def _save(calendar: Any, subject: str) -> Any:

@@ -24,6 +24,14 @@ def _seed(provider: GraphProvider, account: Account, make_event: MakeEvent, coun
     return made
 
 
+def _swept(
+    provider: GraphProvider, account: Account, make_event: MakeEvent, count: int = 3
+) -> tuple[list[tuple[str, str]], str | None]:
+    """Events written by the adapter and the cursor of a first full read-back."""
+    made = _seed(provider, account, make_event, count)
+    return made, provider.read_back(account, None).cursor
+
+
 def _event(make_event: MakeEvent, n: int) -> EventState:
     return make_event(id=f"evt-{n}", title=f"Meeting {n}")
 
@@ -50,8 +58,7 @@ def test_an_unchanged_calendar_costs_one_request_and_keeps_its_cursor(
     provider: GraphProvider, graph: GraphControl, make_account: MakeAccount, make_event: MakeEvent
 ) -> None:
     account = make_account()
-    _seed(provider, account, make_event)
-    cursor = provider.read_back(account, None).cursor
+    _, cursor = _swept(provider, account, make_event)
     since = len(graph.requests())
     again = provider.read_back(account, cursor)
     assert (again.items, again.full, again.cursor) == ([], False, cursor)
@@ -62,8 +69,7 @@ def test_a_user_edit_and_delete_show_up_incrementally(
     provider: GraphProvider, graph: GraphControl, make_account: MakeAccount, make_event: MakeEvent
 ) -> None:
     account = make_account()
-    made = _seed(provider, account, make_event)
-    cursor = provider.read_back(account, None).cursor
+    made, cursor = _swept(provider, account, make_event)
     graph.edit_item(made[0][1], subject="Renamed by the user")
     graph.delete_item(made[1][1])
     reading = provider.read_back(account, cursor)
@@ -81,8 +87,7 @@ def test_an_expired_delta_token_leads_to_one_full_listing_without_duplicates(
     provider: GraphProvider, graph: GraphControl, make_account: MakeAccount, make_event: MakeEvent
 ) -> None:
     account = make_account()
-    made = _seed(provider, account, make_event)
-    cursor = provider.read_back(account, None).cursor
+    made, cursor = _swept(provider, account, make_event)
     graph.expire_sync_states()
     since = len(graph.requests())
     reading = provider.read_back(account, cursor)
@@ -105,8 +110,7 @@ def test_an_event_moved_out_of_the_window_is_read_again_not_called_removed(
     provider: GraphProvider, graph: GraphControl, make_account: MakeAccount, make_event: MakeEvent
 ) -> None:
     account = make_account()
-    made = _seed(provider, account, make_event, 1)
-    cursor = provider.read_back(account, None).cursor
+    made, cursor = _swept(provider, account, make_event, 1)
     moved = make_event(
         id="evt-0", title="Meeting 0", start=dt.datetime(2041, 1, 2, 10), end=dt.datetime(2041, 1, 2, 11)
     )
