@@ -15,7 +15,7 @@ Graph's rules (Microsoft's "event: delta" and "delta query" documentation) and w
   cursor: the token must never go elsewhere). 410 Gone on it (``SyncStateNotFound``, ``resyncRequired``: the
   token expired or is unknown) → one full listing, ``full=True``.
 - A full listing is a new delta round (its items are not needed, only the deltaLink at its end), then the
-  mailbox's events listed with the marker expanded, following ``@odata.nextLink``: the window of the delta
+  calendar's events listed with the marker expanded, following ``@odata.nextLink``: the window of the delta
   round does not limit what a full listing can call missing. The round comes first, so a change made while
   listing is seen again by the next sweep rather than lost.
 - Every request asks for UTC times and text bodies (``Prefer: outlook.timezone``, ``outlook.body-content-type``)
@@ -104,10 +104,12 @@ def fingerprint(event: EventState) -> str:
 
 
 class Reader:
-    """One read-back of one mailbox (``user`` is the adapter's ``users/{address}`` path)."""
+    """One read-back of one calendar: ``user`` is the adapter's ``users/{address}`` path, ``calendar`` the id of
+    the calendar events are written to (None: the primary one)."""
 
-    def __init__(self, send: Send, base: str, user: str, now: dt.datetime) -> None:
+    def __init__(self, send: Send, base: str, user: str, calendar: str | None, now: dt.datetime) -> None:
         self._send, self._base, self._user, self._now = send, base, user, now
+        self._calendar = f"{user}/calendars/{quote(calendar, safe='')}" if calendar else f"{user}/calendar"
 
     def read_back(self, cursor: str | None) -> ReadBack:
         """The marked events changed since ``cursor`` (all when None, refused, stale or foreign), and the next one."""
@@ -124,7 +126,7 @@ class Reader:
         day = self._now.date().isoformat()
         window = {"startDateTime": (self._now - WINDOW_PAST).strftime("%Y-%m-%dT00:00:00Z"),
                   "endDateTime": (self._now + WINDOW_FUTURE).strftime("%Y-%m-%dT00:00:00Z")}  # fmt: skip
-        _, delta_link = self._delta_round(f"{self._user}/calendarView/delta", window)
+        _, delta_link = self._delta_round(f"{self._calendar}/calendarView/delta", window)
         return ReadBack(items=self._listing(), cursor=f"{day};{delta_link}", full=True)
 
     def _delta_round(self, path: str, params: Mapping[str, str] | None) -> tuple[list[dict[str, Any]], str]:
@@ -155,9 +157,9 @@ class Reader:
         return day, link[len(self._base) :]
 
     def _listing(self) -> list[ObservedItem]:
-        """Every event of the mailbox that carries calsync's marker."""
+        """Every event of the calendar that carries calsync's marker."""
         found: list[ObservedItem] = []
-        path: str = f"{self._user}/events"
+        path: str = f"{self._calendar}/events"
         params: Mapping[str, str] | None = {"$expand": EXPAND, "$select": _SELECT}
         while path:
             page = self._send("GET", path, params=params, headers={"Prefer": PREFER}).json()

@@ -123,7 +123,7 @@ class GraphProvider:
                      headers: Mapping[str, str] | None = None) -> httpx.Response:  # fmt: skip
                 return self._send(s, method, path, params=params, headers=headers)
 
-            return delta.Reader(send, self._base, s.user, dt.datetime.now(dt.UTC)).read_back(cursor)
+            return delta.Reader(send, self._base, s.user, s.config.calendar, dt.datetime.now(dt.UTC)).read_back(cursor)
 
         return self._run(account, "read_back", read)
 

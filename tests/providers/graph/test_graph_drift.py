@@ -137,3 +137,14 @@ def test_a_stale_foreign_or_unreadable_cursor_starts_a_full_listing(
     assert reading.full and len(reading.items) == 1
     assert [op for op, _ in graph_ops(graph, since)] == ["events.delta", "events.list"]
     assert all("elsewhere" not in r["path"] for r in graph.requests())
+
+
+def test_an_account_writing_to_another_calendar_reads_that_calendar_back(
+    provider: GraphProvider, graph: GraphControl, make_account: MakeAccount, make_event: MakeEvent
+) -> None:
+    account = make_account(calendar="team-calendar")
+    made, _ = _swept(provider, account, make_event, 1)
+    paths = [r["path"] for r in graph.requests() if r.get("operation") in ("events.delta", "events.list")]
+    base = "/v1.0/users/alpha@example.com/calendars/team-calendar"
+    assert paths == [f"{base}/calendarView/delta", f"{base}/events"]
+    assert [i.external_id for i in provider.read_back(account, None).items] == [made[0][1]]
