@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import datetime as dt
+
 import pytest
 from exchangelib import UTC, CalendarItem, EWSDateTime
 
@@ -116,3 +118,14 @@ def test_the_users_own_items_cost_no_getitem(rig: ExchangeRig) -> None:
     assert len(reading.items) == 1 and reading.items[0].sync_key
     assert _ops(rig.ews, since) == ["SyncFolderItems", "GetItem"]
     assert len(rig.ews.requests("GetItem")[-1].get("response_codes", [])) == 1
+
+
+@pytest.mark.parametrize("zone", ["Europe/Copenhagen", "America/New_York", "UTC"])
+def test_an_all_day_item_reads_back_with_the_fingerprint_of_what_was_written(rig: ExchangeRig, zone: str) -> None:
+    days = {"start": dt.date(2030, 3, 1), "end": dt.date(2030, 3, 3), "time_zone": zone, "all_day": True}
+    account, event, target = rig.triple(event=rig.make_event(**days))
+    rig.provider.upsert(account, event, target)
+    [seen] = rig.provider.read_back(account, None).items
+    assert seen.fingerprint == rig.provider.fingerprint(account, event)
+    other = rig.make_event(**{**days, "end": dt.date(2030, 3, 4)})
+    assert seen.fingerprint != rig.provider.fingerprint(account, other)

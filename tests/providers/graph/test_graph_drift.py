@@ -148,3 +148,16 @@ def test_an_account_writing_to_another_calendar_reads_that_calendar_back(
     base = "/v1.0/users/alpha@example.com/calendars/team-calendar"
     assert paths == [f"{base}/calendarView/delta", f"{base}/events"]
     assert [i.external_id for i in provider.read_back(account, None).items] == [made[0][1]]
+
+
+@pytest.mark.parametrize("zone", ["Europe/Copenhagen", "America/New_York", "UTC"])
+def test_an_all_day_event_reads_back_with_the_fingerprint_of_what_was_written(
+    provider: GraphProvider, make_account: MakeAccount, make_event: MakeEvent, zone: str
+) -> None:
+    account = make_account()
+    days = {"start": dt.date(2030, 3, 1), "end": dt.date(2030, 3, 3), "time_zone": zone, "all_day": True}
+    event = make_event(**days)
+    provider.upsert(account, event, target_for(account, event))
+    [seen] = provider.read_back(account, None).items
+    assert seen.fingerprint == provider.fingerprint(account, event)
+    assert seen.fingerprint != provider.fingerprint(account, make_event(**{**days, "end": dt.date(2030, 3, 4)}))
