@@ -17,7 +17,8 @@ from collections.abc import Iterable
 
 
 def _text(value: str | None) -> str:
-    return "\n".join(line.rstrip() for line in (value or "").replace("\r\n", "\n").split("\n")).strip()
+    lines = (value or "").replace("\r\n", "\n").replace("\r", "\n").split("\n")  # XML reads a lone CR as LF
+    return "\n".join(line.rstrip() for line in lines).strip()
 
 
 def _moment(value: dt.datetime | dt.date, all_day: bool) -> str:

@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import datetime as dt
+from typing import Any
 
 import pytest
 from exchangelib import UTC, CalendarItem, EWSDateTime
+from hypothesis import example, given
 
 from calsync.core.model.drift import DriftReader, drift_reader
 from calsync.core.model.errors import InvalidRequest, ProviderUnavailable
@@ -13,6 +15,7 @@ from calsync.providers.exchange.account_config import read_account_config
 from calsync.providers.exchange.provider import ExchangeProvider, connect
 from calsync_emulators.control import EwsControl
 from tests.providers.exchange.ews_support import ExchangeRig
+from tests.providers.fingerprint_support import CONTENT, LONE_CR, ROUND_TRIP, drawn_event
 
 
 def _ops(ews: EwsControl, since: int) -> list[str | None]:
@@ -129,3 +132,15 @@ def test_an_all_day_item_reads_back_with_the_fingerprint_of_what_was_written(rig
     assert seen.fingerprint == rig.provider.fingerprint(account, event)
     other = rig.make_event(**{**days, "end": dt.date(2030, 3, 4)})
     assert seen.fingerprint != rig.provider.fingerprint(account, other)
+
+
+@ROUND_TRIP
+@given(drawn=CONTENT)
+@example(drawn=LONE_CR)
+def test_exchange_reads_back_the_digest_of_what_it_wrote(rig: ExchangeRig, drawn: dict[str, Any]) -> None:
+    rig.ews.reset()
+    account, event, target = rig.triple(event=drawn_event(rig.make_event(), drawn))
+    provider = rig.provider
+    provider.upsert(account, event, target)
+    [seen] = provider.read_back(account, None).items
+    assert seen.fingerprint == provider.fingerprint(account, event)

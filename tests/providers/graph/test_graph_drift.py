@@ -3,14 +3,17 @@
 from __future__ import annotations
 
 import datetime as dt
+from typing import Any
 
 import pytest
+from hypothesis import given
 
 from calsync.core.model.calendar import Account, EventState
 from calsync.core.model.drift import DriftReader, drift_reader
 from calsync.core.model.errors import ProviderUnavailable
 from calsync.providers.graph.provider import GraphProvider
 from calsync_emulators.control import GraphControl
+from tests.providers.fingerprint_support import CONTENT, ROUND_TRIP, drawn_event
 from tests.providers.graph.conftest import MakeAccount, MakeEvent, graph_ops, target_for
 
 
@@ -161,3 +164,19 @@ def test_an_all_day_event_reads_back_with_the_fingerprint_of_what_was_written(
     [seen] = provider.read_back(account, None).items
     assert seen.fingerprint == provider.fingerprint(account, event)
     assert seen.fingerprint != provider.fingerprint(account, make_event(**{**days, "end": dt.date(2030, 3, 4)}))
+
+
+@ROUND_TRIP
+@given(drawn=CONTENT)
+def test_graph_reads_back_the_digest_of_what_it_wrote(
+    provider: GraphProvider,
+    graph: GraphControl,
+    make_account: MakeAccount,
+    make_event: MakeEvent,
+    drawn: dict[str, Any],
+) -> None:
+    graph.reset()
+    account, event = make_account(), drawn_event(make_event(), drawn)
+    provider.upsert(account, event, target_for(account, event))
+    [seen] = provider.read_back(account, None).items
+    assert seen.fingerprint == provider.fingerprint(account, event)
