@@ -9,7 +9,8 @@ Graph's rules (Microsoft's "event: delta" and "delta query" documentation) and w
 - Delta supports no ``$expand`` (nor ``$select``/``$filter``), so its items never carry calsync's marker: each
   changed id is read once more with ``$expand`` of the marker (``GET events/{id}``); events without it (the
   user's own) are dropped there. ``@removed`` also covers events that merely left the window, so a removal is
-  confirmed the same way: only a 404 reports it removed (with no sync key: Graph says nothing more).
+  confirmed the same way: only a 404 ``ErrorItemNotFound`` reports it removed (with no sync key: Graph says
+  nothing more); any other 404 (a mailbox gone or without REST) fails the read-back like any error.
   An unchanged calendar is the one delta request.
 - The deltaLink is followed only on the configured API endpoint (a cursor naming another host is read as no
   cursor: the token must never go elsewhere). 410 Gone on it (``SyncStateNotFound``, ``resyncRequired``: the
@@ -52,6 +53,7 @@ PREFER = (
     f'IdType="ImmutableId", outlook.timezone="UTC", outlook.body-content-type="text", odata.maxpagesize={PAGE_SIZE}'
 )
 EXPAND = f"singleValueExtendedProperties($filter=id eq '{GRAPH_SYNC_KEY_PROPERTY_ID}')"
+ITEM_NOT_FOUND = "ErrorItemNotFound"
 _SELECT = "subject,body,location,start,end,isAllDay,attendees"
 
 
@@ -176,7 +178,7 @@ class Reader:
                 event = self._send("GET", f"{self._user}/events/{quote(event_id, safe='')}", params={"$expand": EXPAND},
                                    headers={"Prefer": PREFER}).json()  # fmt: skip
             except GraphHttpError as exc:
-                if exc.status != 404:
+                if (exc.status, exc.code or ITEM_NOT_FOUND) != (404, ITEM_NOT_FOUND):  # not a gone mailbox
                     raise
                 found.append(ObservedItem(external_id=event_id, sync_key=None, etag=None, removed=True))
                 continue

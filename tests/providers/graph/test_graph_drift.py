@@ -10,7 +10,7 @@ from hypothesis import given
 
 from calsync.core.model.calendar import Account, EventState
 from calsync.core.model.drift import DriftReader, drift_reader
-from calsync.core.model.errors import ProviderUnavailable
+from calsync.core.model.errors import EntityNotFound, ProviderUnavailable
 from calsync.providers.graph.provider import GraphProvider
 from calsync_emulators.control import GraphControl
 from tests.providers.fingerprint_support import CONTENT, ROUND_TRIP, drawn_event
@@ -180,3 +180,17 @@ def test_graph_reads_back_the_digest_of_what_it_wrote(
     provider.upsert(account, event, target_for(account, event))
     [seen] = provider.read_back(account, None).items
     assert seen.fingerprint == provider.fingerprint(account, event)
+
+
+def test_only_a_missing_event_is_called_removed_not_a_missing_mailbox(
+    provider: GraphProvider, graph: GraphControl, make_account: MakeAccount, make_event: MakeEvent
+) -> None:
+    account = make_account()
+    made, cursor = _swept(provider, account, make_event, 1)
+    graph.edit_item(made[0][1], subject="Edited")
+    graph.add_fault(operation="events.get", status=404, reason="MailboxNotEnabledForRESTAPI", times=1)
+    with pytest.raises(EntityNotFound):
+        provider.read_back(account, cursor)
+    graph.delete_item(made[0][1])
+    [gone] = provider.read_back(account, cursor).items
+    assert (gone.external_id, gone.removed) == (made[0][1], True)
