@@ -20,11 +20,10 @@ from __future__ import annotations
 
 import xml.etree.ElementTree as ET
 from collections.abc import Callable
-from xml.sax.saxutils import escape
 
 from calsync_emulators.ews.directory import Caller
 from calsync_emulators.ews.mailbox import Item, MailboxStore, Tombstone, decode_state, encode_state
-from calsync_emulators.ews.soap import EwsError, M, success
+from calsync_emulators.ews.soap import EwsError, M, error, success
 from calsync_emulators.ews.views import Shape, render, shape_of
 
 MAX_CHANGES = 512
@@ -32,16 +31,6 @@ _NOT_IN_SYNC = ("Body", "Attachments")
 _INVALID_STATE = "Synchronization state data is corrupt or otherwise invalid."
 
 FolderOf = Callable[[ET.Element, Caller], tuple[str, str]]
-
-
-def _invalid_state() -> str:
-    return (
-        '<m:SyncFolderItemsResponseMessage ResponseClass="Error">'
-        f"<m:MessageText>{escape(_INVALID_STATE)}</m:MessageText>"
-        "<m:ResponseCode>ErrorInvalidSyncStateData</m:ResponseCode><m:DescriptiveLinkKey>0</m:DescriptiveLinkKey>"
-        "<m:SyncState/><m:IncludesLastItemInRange>true</m:IncludesLastItemInRange>"
-        "</m:SyncFolderItemsResponseMessage>"
-    )
 
 
 class SyncFolderItems:
@@ -52,7 +41,15 @@ class SyncFolderItems:
         self._folder_of = folder_of
 
     def __call__(self, operation: ET.Element, caller: Caller) -> list[str]:
-        """One ResponseMessage: a page of changes and the next SyncState, or ErrorInvalidSyncStateData."""
+        """One ResponseMessage: a page of changes and the next SyncState, or an error in the documented shape."""
+        try:
+            return [self._serve(operation, caller)]
+        except EwsError as exc:
+            if exc.fault:
+                raise
+            return [error("SyncFolderItems", exc.code, exc.message)]
+
+    def _serve(self, operation: ET.Element, caller: Caller) -> str:
         folder = operation.find(f"{M}SyncFolderId")
         if folder is None or len(folder) == 0:
             raise EwsError("ErrorSchemaValidation", "SyncFolderId is required.", fault=True)
@@ -70,7 +67,7 @@ class SyncFolderItems:
             since = self._since(mailbox, operation.findtext(f"{M}SyncState"))
             if since is None:
                 caller.log["sync"] = "invalid"
-                return [_invalid_state()]
+                raise EwsError("ErrorInvalidSyncStateData", _INVALID_STATE)
             changes = self._store.changes_since(mailbox, since)
             entries: list[tuple[int, Item | Tombstone]] = [(i.changed_seq, i) for i in changes.items]
             entries += [(t.seq, t) for t in changes.deleted if t.created_seq <= since]
@@ -80,14 +77,12 @@ class SyncFolderItems:
             body = "".join(self._change(entry, since, shape) for _, entry in page)
             state = encode_state({"g": self._store.generation, "m": mailbox, "s": upto})
         caller.log.update(sync="full" if since == 0 else "incremental", changes=len(page))
-        return [
-            success(
-                "SyncFolderItems",
-                f"<m:SyncState>{state}</m:SyncState>"
-                f"<m:IncludesLastItemInRange>{'false' if more else 'true'}</m:IncludesLastItemInRange>"
-                f"<m:Changes>{body}</m:Changes>",
-            )
-        ]
+        return success(
+            "SyncFolderItems",
+            f"<m:SyncState>{state}</m:SyncState>"
+            f"<m:IncludesLastItemInRange>{'false' if more else 'true'}</m:IncludesLastItemInRange>"
+            f"<m:Changes>{body}</m:Changes>",
+        )
 
     def _since(self, mailbox: str, text: str | None) -> int | None:
         """The sequence a SyncState stands for (0 without one), None when it is not valid here and now."""

@@ -94,6 +94,10 @@ def test_a_503_during_the_read_back_is_a_temporary_error(rig: ExchangeRig) -> No
     rig.ews.add_fault(operation="SyncFolderItems", status=503, times=1)
     with pytest.raises(ProviderUnavailable):
         rig.provider.read_back(rig.make_account(), None)
+    # An item-level error carries SyncState and IncludesLastItemInRange, which exchangelib reads before the code.
+    rig.ews.add_fault(operation="SyncFolderItems", reason="ErrorMailboxStoreUnavailable", times=1)
+    with pytest.raises(ProviderUnavailable, match="mailbox store unavailable"):
+        rig.provider.read_back(rig.make_account(), None)
 
 
 def test_an_item_gone_before_its_getitem_is_removed_and_other_item_errors_raise(rig: ExchangeRig) -> None:
