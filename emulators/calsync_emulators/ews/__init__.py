@@ -45,8 +45,9 @@ Control API (besides the shared routes of :mod:`calsync_emulators.server`)
   "required_attendees", "optional_attendees", "uid", "extended_properties": {name: value}}``
   (start/end exactly as the client sent them), in creation order.
 - ``GET /_emulator/items/{id}``: one item (404 when unknown).
-- ``PATCH /_emulator/items/{id}`` with ``{"subject"?, "location"?, "body"?}``: a user edits the item in
-  Outlook; its ChangeKey changes and the change is logged for SyncFolderItems and Graph delta.
+- ``PATCH /_emulator/items/{id}`` with ``{"subject"?, "location"?, "body"?, "start"?, "end"?}`` (times as
+  xs:dateTime): a user edits the item in Outlook; its ChangeKey changes and the change is logged for
+  SyncFolderItems and Graph delta (400 when the End would precede the Start).
 - ``DELETE /_emulator/items/{id}``: a user deletes the item in Outlook (404 when unknown).
 - ``GET /_emulator/directory`` / ``PUT /_emulator/directory``: who may log in and what they may reach,
   ``{"users": {name: {"password", "impersonation": bool, "delegate_for": [addr | "*"]}},

@@ -9,6 +9,7 @@ from pydantic import ValidationError
 from calsync_emulators.ews.barriers import Barriers
 from calsync_emulators.ews.directory import Access, Directory
 from calsync_emulators.ews.mailbox import MailboxStore
+from calsync_emulators.ews.soap import EwsError
 from calsync_emulators.server import Request, Response
 
 
@@ -87,6 +88,9 @@ class ControlRoutes:
                 self._store.remove(item_id)
                 return Response.json(200, {"deleted": item_id})
             if request.method == "PATCH":
-                self._store.edit(item, request.json() or {})
+                try:
+                    self._store.edit(item, request.json() or {})
+                except EwsError as exc:
+                    return Response.json(400, {"error": f"{exc.code}: {exc.message}"})
                 return Response.json(200, item.to_json())
         return None

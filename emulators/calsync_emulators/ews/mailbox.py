@@ -29,7 +29,7 @@ from calsync_emulators.ews.soap import EwsError, T, parse_time
 
 _ITEM_ID_PREFIX = b"calsync-ews-emulator:"
 _SENDING_MODES = {"SendOnlyToAll", "SendToAllAndSaveCopy", "SendOnlyToChanged", "SendToChangedAndSaveCopy"}
-_EDITABLE = (("subject", "Subject"), ("location", "Location"), ("body", "Body"))
+_EDITABLE = (("subject", "Subject"), ("location", "Location"), ("body", "Body"), ("start", "Start"), ("end", "End"))
 DEFAULT_TOMBSTONE_LIMIT = 1000
 
 
@@ -296,11 +296,18 @@ class MailboxStore:
             return [i.to_json() for i in self._items.values() if mailbox is None or i.mailbox == mailbox.lower()]
 
     def edit(self, item: Item, changes: Mapping[str, Any]) -> None:
-        """A user edits the subject, location or body in Outlook: the ChangeKey changes."""
+        """A user edits the subject, location, body or times (xs:dateTime) in Outlook: the ChangeKey changes.
+
+        An End before the Start raises :class:`EwsError` (``ErrorCalendarEndDateIsEarlierThanStartDate``), as
+        Outlook refuses it, and the item is left as it was.
+        """
         with self.lock:
+            fields = dict(item.fields)
             for name, tag in _EDITABLE:
                 if name in changes:
                     elem = ET.Element(f"{T}{tag}")
                     elem.text = str(changes[name])
-                    item.fields[tag] = elem
+                    fields[tag] = elem
+            check_times(fields)
+            item.fields = fields
             self.changed(item)

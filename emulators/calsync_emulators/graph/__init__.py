@@ -24,11 +24,11 @@ Control API (besides the shared routes and the EWS emulator's ``items``, ``direc
   ``ews_id`` = the EWS ItemId (Graph ids are immutable ids, never equal to EWS ItemIds);
 - ``GET /_emulator/graph/concurrency``: ``{"in_flight", "peak", "throttled", "limit"}`` per mailbox;
 - ``GET|POST /_emulator/graph/config`` ``{"token_lifetime", "latency_ms", "mailbox_concurrency"}``
-  (``latency_ms``: every Graph request takes that long while counted in flight).
-
-- ``PATCH /_emulator/graph/items/{graph id}`` ``{"subject"?, "location"?, "body"?}`` and ``DELETE`` of it: the
-  user edits or deletes the event in Outlook (a new changeKey and ``@odata.etag``; logged for delta and
-  SyncFolderItems alike). ``POST /_emulator/sync-states/expire`` voids every delta token (the EWS routes).
+  (``latency_ms``: every Graph request takes that long while counted in flight);
+- ``PATCH /_emulator/graph/items/{graph id}`` ``{"subject"?, "location"?, "body"?, "start"?, "end"?}`` and
+  ``DELETE`` of it: the user edits or deletes the event in Outlook (a new changeKey and ``@odata.etag``;
+  logged for delta and SyncFolderItems alike). ``POST /_emulator/sync-states/expire`` voids every delta
+  token (the EWS routes).
 
 Fault rules (:class:`ExchangeFaultRule`): on Graph requests ``operation`` is ``events.create``, ``events.list``,
 ``events.get``, ``events.update``, ``events.delete`` or ``events.delta`` (``calendarView/delta``, :mod:`.delta`),

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import datetime as dt
 from typing import Any
+from urllib.error import HTTPError
 
 import pytest
 from hypothesis import given
@@ -194,3 +195,20 @@ def test_only_a_missing_event_is_called_removed_not_a_missing_mailbox(
     graph.delete_item(made[0][1])
     [gone] = provider.read_back(account, cursor).items
     assert (gone.external_id, gone.removed) == (made[0][1], True)
+
+
+def test_a_user_moving_an_event_is_a_changed_fingerprint_and_a_backwards_move_is_refused(
+    provider: GraphProvider, graph: GraphControl, make_account: MakeAccount, make_event: MakeEvent
+) -> None:
+    account = make_account()
+    made, cursor = _swept(provider, account, make_event, 1)
+    before = graph.item(made[0][1])["change_key"]
+    with pytest.raises(HTTPError):
+        graph.edit_item(made[0][1], start="2030-01-02T12:00:00Z")  # after its end: Outlook refuses it
+    assert graph.item(made[0][1])["change_key"] == before
+    graph.edit_item(made[0][1], start="2030-01-02T08:00:00Z", end="2030-01-02T08:30:00Z")
+    [moved] = provider.read_back(account, cursor).items
+    there = make_event(
+        id="evt-0", title="Meeting 0", start=dt.datetime(2030, 1, 2, 9), end=dt.datetime(2030, 1, 2, 9, 30)
+    )
+    assert moved.fingerprint == provider.fingerprint(account, there)  # 09:00 in Copenhagen is 08:00 UTC
