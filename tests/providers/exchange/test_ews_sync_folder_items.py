@@ -111,3 +111,15 @@ def test_what_exchange_refuses_is_refused(emulator: RunningEmulator) -> None:
 def test_any_state_text_is_answered_never_a_server_error(emulator: RunningEmulator, state: str) -> None:
     raw = _post(emulator, state=escape(state))
     assert b"ErrorInvalidSyncStateData" in raw or b"NoError" in raw or b"ErrorSchemaValidation" in raw
+
+
+def test_exchangelibs_folder_sync_items_keeps_its_state_on_the_folder(calendar: Any, ews: EwsControl) -> None:
+    first = _save(calendar, "First")
+    assert [(kind, item.id) for kind, item in calendar.sync_items(only_fields=["subject"])] == [("create", first.id)]
+    state = calendar.item_sync_state
+    assert state
+    second = _save(calendar, "Second")
+    assert [(kind, item.id) for kind, item in calendar.sync_items(only_fields=["subject"])] == [("create", second.id)]
+    assert calendar.item_sync_state != state
+    assert list(calendar.sync_items(only_fields=["subject"])) == []
+    assert [r["sync"] for r in ews.requests("SyncFolderItems")] == ["full", "incremental", "incremental"]
