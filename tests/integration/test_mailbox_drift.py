@@ -23,7 +23,6 @@ from calsync.core.store import accounts
 from calsync.core.store.crypto import generate_key
 from calsync_emulators.control import GraphControl
 from calsync_emulators.graph.tls import TlsIdentity
-from calsync_emulators.server import RunningEmulator
 from tests.drift import conftest as drift_fixtures
 from tests.drift.conftest import Drift
 from tests.integration.provider_support import TENANT, add_account
@@ -33,14 +32,6 @@ drift_factory = drift_fixtures.drift_factory  # the drift tests' pipeline fixtur
 
 pytestmark = [pytest.mark.integration, pytest.mark.parametrize("provider", ["graph", "exchange"])]
 MAILBOX = "alpha@example.com"
-
-
-@pytest.fixture
-def graph(stamped_exchange_server: RunningEmulator) -> GraphControl:
-    """The module's Exchange server emulator (EWS + Graph), reset for this test."""
-    control = GraphControl(stamped_exchange_server.url)
-    control.reset()
-    return control
 
 
 @pytest.fixture
