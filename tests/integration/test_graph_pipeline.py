@@ -18,6 +18,7 @@ from calsync.core.store import accounts
 from calsync.core.store.crypto import generate_key
 from calsync_emulators.control import GraphControl
 from calsync_emulators.graph.tls import TlsIdentity
+from calsync_emulators.server import RunningEmulator
 from tests.integration.provider_support import TENANT, add_account, cli_json, run_cli, wait_synced
 from tests.providers.exchange.ews_support import LOGINS
 from tests.support import Pipeline, wait_until
@@ -25,6 +26,14 @@ from tests.support import Pipeline, wait_until
 pytestmark = pytest.mark.integration
 
 MakePipeline = Callable[..., Pipeline]
+
+
+@pytest.fixture
+def graph(stamped_exchange_server: RunningEmulator) -> GraphControl:
+    """The module's Exchange server emulator (EWS + Graph), reset for this test."""
+    control = GraphControl(stamped_exchange_server.url)
+    control.reset()
+    return control
 
 
 @pytest.fixture

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import datetime as dt
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any
 
 import pytest
@@ -23,28 +24,42 @@ from calsync.core.store import accounts
 from calsync.core.store.crypto import generate_key
 from calsync_emulators.control import GraphControl
 from calsync_emulators.graph.tls import TlsIdentity
-from tests.drift import conftest as drift_fixtures
+from calsync_emulators.server import RunningEmulator
 from tests.drift.conftest import Drift
 from tests.integration.provider_support import TENANT, add_account
 from tests.providers.exchange.ews_support import LOGINS
-
-drift_factory = drift_fixtures.drift_factory  # the drift tests' pipeline fixture, used here too
 
 pytestmark = [pytest.mark.integration, pytest.mark.parametrize("provider", ["graph", "exchange"])]
 MAILBOX = "alpha@example.com"
 
 
+@dataclass(frozen=True)
+class Mailbox:
+    """A drift pipeline whose adapters point at the Exchange server emulator, an account on it, the emulator."""
+
+    drift: Drift
+    account: str
+    graph: GraphControl
+
+
 @pytest.fixture
 def mailbox(
-    drift_factory: Callable[..., Drift], graph: GraphControl, emulator_tls: TlsIdentity, provider: ProviderName
-) -> tuple[Drift, str]:
-    """A drift pipeline whose adapters point at the emulator, and an account of ``provider`` on it."""
+    drift_factory: Callable[..., Drift],
+    stamped_exchange_server: RunningEmulator,
+    emulator_tls: TlsIdentity,
+    provider: ProviderName,
+) -> Mailbox:
+    """The account of ``provider`` (Graph, or EWS over the same emulator), in a fresh pipeline and mailbox."""
+    graph = GraphControl(stamped_exchange_server.url)
+    graph.reset()
     drift = drift_factory(secret_key=generate_key(), graph_api_endpoint=graph.api_endpoint,
                           graph_ca_file=emulator_tls.ca_file)  # fmt: skip
     if provider == "graph":
-        return drift, add_account(drift.pipeline, "graph", MAILBOX, graph.app_credentials(), account_id="acc-g")
-    options = {"server_url": graph.server_url, "auth_type": "basic", "access_type": "impersonation"}
-    return drift, add_account(drift.pipeline, "exchange", MAILBOX, LOGINS["svc"], options, account_id="acc-e")
+        account = add_account(drift.pipeline, "graph", MAILBOX, graph.app_credentials(), account_id="acc-g")
+    else:
+        options = {"server_url": graph.server_url, "auth_type": "basic", "access_type": "impersonation"}
+        account = add_account(drift.pipeline, "exchange", MAILBOX, LOGINS["svc"], options, account_id="acc-e")
+    return Mailbox(drift, account, graph)
 
 
 def _items(graph: GraphControl) -> dict[str, dict[str, Any]]:
@@ -52,9 +67,9 @@ def _items(graph: GraphControl) -> dict[str, dict[str, Any]]:
 
 
 def test_under_enforce_a_deleted_event_reappears_an_edited_one_is_restored_an_orphan_goes(
-    mailbox: tuple[Drift, str], graph: GraphControl, provider: ProviderName
+    mailbox: Mailbox, provider: ProviderName
 ) -> None:
-    drift, account = mailbox
+    drift, account, graph = mailbox.drift, mailbox.account, mailbox.graph
     planning, _ = drift.synced(account, title="Planning")
     review, _ = drift.synced(account, title="Review")
     drift.policy("enforce")
@@ -80,8 +95,8 @@ def test_under_enforce_a_deleted_event_reappears_an_edited_one_is_restored_an_or
     assert drift.sweep(account).findings == []
 
 
-def test_report_changes_nothing(mailbox: tuple[Drift, str], graph: GraphControl) -> None:
-    drift, account = mailbox
+def test_report_changes_nothing(mailbox: Mailbox) -> None:
+    drift, account, graph = mailbox.drift, mailbox.account, mailbox.graph
     drift.synced(account, title="Planning")
     drift.sweep(account)
     graph.control("PATCH", f"items/{_items(graph)['Planning']['ews_id']}", {"subject": "Mine now"})
@@ -91,9 +106,9 @@ def test_report_changes_nothing(mailbox: tuple[Drift, str], graph: GraphControl)
 
 
 def test_an_expired_token_is_one_full_listing_an_unchanged_calendar_one_request_a_503_no_finding(
-    mailbox: tuple[Drift, str], graph: GraphControl, provider: ProviderName
+    mailbox: Mailbox, provider: ProviderName
 ) -> None:
-    drift, account = mailbox
+    drift, account, graph = mailbox.drift, mailbox.account, mailbox.graph
     drift.synced(account, title="Planning")
     drift.sweep(account)
     since = len(graph.requests())
