@@ -27,8 +27,9 @@ from calsync.core.producer.reconcile import reconcile
 from calsync.core.store import targets
 from calsync.providers.memory import MemoryProvider
 from calsync.providers.memory_store import Call
+from calsync_emulators.harness.sentinel import Topology
 from tests.cli.process import SCRIPT
-from tests.integration.sentinel_support import Topology, sentinel_topology
+from tests.integration.sentinel_support import sentinel_topology
 from tests.support import Pipeline, wait_until
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
