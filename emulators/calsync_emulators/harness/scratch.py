@@ -12,8 +12,9 @@ import uuid
 from collections.abc import Iterator
 
 import psycopg
-import redis
 from sqlalchemy.engine import make_url
+
+from calsync.core.config.redis_url import redis_client
 
 
 def namespace(label: str) -> str:
@@ -23,7 +24,7 @@ def namespace(label: str) -> str:
 
 def remove_keys(url: str, prefix: str) -> int:
     """Delete every key under ``prefix:`` (a run's namespace) and return how many there were."""
-    client = redis.Redis.from_url(url)
+    client = redis_client(url)  # any URL form calsync takes, redis+sentinel:// included
     try:
         keys = list(client.scan_iter(match=f"{prefix}:*", count=1000))
         for start in range(0, len(keys), 1000):
