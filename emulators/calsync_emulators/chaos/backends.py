@@ -53,6 +53,10 @@ class Backend(Protocol):
         """Inject the ``n``-th fault of the cycle (``entity``: the one a permanent fault breaks); what it was."""
         ...
 
+    def refuse(self, entity: str, times: int) -> str:
+        """Refuse the next ``times`` writes (of ``entity`` where the backend can tell) for good; what it was."""
+        ...
+
     def faults_off(self) -> None:
         """Remove every fault rule."""
         ...
@@ -108,11 +112,17 @@ class MemoryBackend:
             ("3 x unavailable", {"error": "unavailable", "times": 3}),
             ("2 x timeout after the write", {"error": "timeout", "after": True, "times": 2}),
             ("2 x rate limited, retry after 1 s", {"error": "rate_limited", "retry_after": 1, "times": 2}),
-            (f"1 x forbidden for {entity} (permanent)", {"error": "forbidden", "entity_id": entity, "times": 1}),
         ]
-        what, rule = faults[n % len(faults)]
+        if n % (len(faults) + 1) == len(faults):
+            return self.refuse(entity, 1)
+        what, rule = faults[n % (len(faults) + 1)]
         self.provider.add_fault(op="upsert", **rule)
         return what
+
+    def refuse(self, entity: str, times: int) -> str:
+        """Forbidden (a permanent error) for the next ``times`` writes of ``entity``."""
+        self.provider.add_fault(op="upsert", error="forbidden", entity_id=entity, times=times)
+        return f"{times} x forbidden for {entity} (permanent)"
 
     def faults_off(self) -> None:
         """Remove every rule (the latency's too)."""
@@ -197,26 +207,31 @@ class GoogleBackend:
         return account
 
     def inject(self, n: int, entity: str) -> str:
-        """503 x3, an insert applied and its connection dropped, 429 x2 (Retry-After 1 s), or one insert refused
-        as invalid (permanent; ``entity`` is not matched: Google's paths do not name it)."""
+        """503 x3, an update applied and its connection dropped, 429 x2 (Retry-After 1 s), or one update refused
+        400 invalid (permanent; ``entity`` is not matched: Google's paths name the event by its own id).
+
+        Updates, because the load creates each event once, in its first round, and changes it from then on."""
         faults: list[tuple[str, dict[str, Any]]] = [
             ("3 x 503 backendError", {"path": "/events", "status": 503, "times": 3}),
             (
-                "1 x insert applied, connection dropped",
-                {"method": "POST", "path": "/events$", "drop": True, "after": True, "times": 1},
+                "1 x update applied, connection dropped",
+                {"method": "PUT", "path": "/events/", "drop": True, "after": True, "times": 1},
             ),
             (
                 "2 x 429 rateLimitExceeded, Retry-After 1 s",
                 {"path": "/events", "status": 429, "retry_after": 1, "times": 2},
             ),
-            (
-                "1 x insert 400 invalid (permanent)",
-                {"method": "POST", "path": "/events$", "status": 400, "reason": "invalid", "times": 1},
-            ),
         ]
-        what, rule = faults[n % len(faults)]
+        if n % (len(faults) + 1) == len(faults):
+            return self.refuse(entity, 1)
+        what, rule = faults[n % (len(faults) + 1)]
         self.control.add_fault(**rule)
         return what
+
+    def refuse(self, entity: str, times: int) -> str:
+        """400 invalid (a permanent error) for the next ``times`` updates, whichever event they are of."""
+        self.control.add_fault(method="PUT", path="/events/", status=400, reason="invalid", times=times)
+        return f"{times} x update 400 invalid (permanent)"
 
     def faults_off(self) -> None:
         """Remove every rule; keep the latency as a delay-only rule."""

@@ -12,7 +12,8 @@ import subprocess
 from pathlib import Path
 
 from calsync.core.config.settings import ENV_PREFIX, Settings, child_environment
-from calsync_emulators.harness.waiting import free_port
+from calsync.core.worker.heartbeat import HEARTBEAT_SUFFIX
+from calsync_emulators.harness.waiting import free_port, wait_until
 from calsync_emulators.harness.workers import kill_group, start_worker, stop_group
 
 
@@ -30,6 +31,13 @@ class Fleet:
         """Start every worker command."""
         for n in range(len(self.processes)):
             self._start(n)
+
+    def wait_ready(self, timeout: float) -> None:
+        """Wait until every worker process has written its first heartbeat (it consumes from then on); before,
+        a kill or an outage would hit a process still importing."""
+        directory = self.settings.effective_heartbeat_dir
+        wait_until(lambda: len(list(directory.glob(f"*{HEARTBEAT_SUFFIX}"))) >= len(self.processes),
+                   timeout=timeout, what="every worker's first heartbeat")  # fmt: skip
 
     def kill_next(self) -> str:
         """SIGKILL the next worker in turn (its whole process group) and start it again; what was done."""

@@ -40,6 +40,16 @@ class Load:
         if self._thread.is_alive():
             self._thread.join(timeout=RESEND_FOR_S + 10)
 
+    def last(self, entity: str) -> None:
+        """One more change of ``entity``, now, on this thread (after :meth:`stop`)."""
+        intake, tenant, accounts, _, _ = self._args
+        title = f"{entity} last"
+        if self._send(intake, tenant, _change(entity, accounts, title), f"{entity}-last"):
+            self.titles[entity] = title
+            self.submitted += 1
+        else:
+            self.given_up.append(f"{entity}: {title}")
+
     def _run(self) -> None:
         intake, tenant, accounts, entities, every = self._args
         round_ = 0

@@ -137,6 +137,7 @@ def run(options: Options, say: Callable[[str], None] = print) -> Report:
         fleet = Fleet(settings, directory, options.workers, options.threads)
         stack.callback(fleet.stop)
         fleet.start()
+        fleet.wait_ready(timeout=120)
         load = Load(Producer(clients), TENANT, accounts, entities, options.submit_every)
         stack.callback(load.stop)
         note(f"{options.workers} workers x {options.threads} threads, {options.provider} calendars "
@@ -148,16 +149,20 @@ def run(options: Options, say: Callable[[str], None] = print) -> Report:
             backend.faults_off()
             note(f"load stopped after {load.submitted} accepted changes ({len(load.refused)} refused and resent); "
                  "faults off")  # fmt: skip
-            _settle(clients, options.settle_seconds, note)
+            # The last change of one event refused for good: its targets end in the DLQ, for the replay to bring.
+            note(f"last change of {entities[0]} under {backend.refuse(entities[0], len(accounts))}")
+            load.last(entities[0])
+            _settle(clients, options.settle_seconds, note, "the load")
             accepted = _accepted(clients, load.titles, accounts)
             sync_keys = {f"{TENANT}:{a.target.entity_id}:{a.target.account_id}": a.target for a in accepted}
             records = _open_dead_letters(clients)
             letters = [_letter(record) for record in records]
             applied = backend.applied(sync_keys)
             verdict = check(accepted, applied, backend.shown(sync_keys), letters)
+            backend.faults_off()
             replayed = dlq.replay(clients, records)
             note(f"{len(letters)} dead letters; {len(replayed.replayed)} replayed, {len(replayed.skipped)} skipped")
-            _settle(clients, options.settle_seconds, note)
+            _settle(clients, options.settle_seconds, note, "the replay")
             verdict.violations["replay converges"] = converged(accepted, backend.shown(sync_keys))
             report.verdict = verdict
             report.counts = {"accepted changes": load.submitted, "targets": len(accepted), "effects": len(applied),
@@ -253,14 +258,14 @@ def _pending(clients: Clients) -> int:
         return targets.count_by_status(conn).get("pending", 0)
 
 
-def _settle(clients: Clients, seconds: float, note: Callable[[str], None]) -> None:
+def _settle(clients: Clients, seconds: float, note: Callable[[str], None], after: str) -> None:
     """Wait until nothing is pending: one reconciler pass re-enqueues what the outages took with them."""
     started = time.monotonic()
     with contextlib.suppress(AssertionError):
         wait_until(lambda: _pending(clients) == 0, timeout=min(20, seconds), what="the workers to settle")
     requeued = reconcile(clients, older_than=0).enqueued
     wait_until(lambda: _pending(clients) == 0, timeout=seconds, what="every target to leave pending")
-    note(f"settled {time.monotonic() - started:.1f} s after the load (the reconciler re-enqueued {requeued})")
+    note(f"settled {time.monotonic() - started:.1f} s after {after} (the reconciler re-enqueued {requeued})")
 
 
 def _accepted(clients: Clients, titles: dict[str, str], accounts: list[str]) -> list[Accepted]:
