@@ -1,0 +1,123 @@
+"""The chaos run users run themselves (``python -m calsync_emulators.chaos``, issue 33 item 5): a short run passes
+on the real command, and each invariant's check catches the violation it names.
+
+The run starts its own Redis master, replica and three sentinels, real ``calsync worker`` processes and works in
+a schema of its own in the machine's PostgreSQL, so it needs redis-server and PostgreSQL (CI has both).
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from calsync.core.model.payload import SYNC_JOB, new_payload
+from calsync_emulators.chaos.__main__ import parse
+from calsync_emulators.chaos.invariants import (
+    INVARIANTS,
+    Accepted,
+    Applied,
+    Letter,
+    Shown,
+    TargetId,
+    Verdict,
+    check,
+    converged,
+    duplicate_effects,
+    incomplete_letters,
+    lost_changes,
+    regressions,
+)
+from calsync_emulators.chaos.run import Report
+from calsync_emulators.harness.sentinel import redis_server_binary
+from tests.conftest import POSTGRES_DSN, missing
+
+ROOT = Path(__file__).resolve().parents[2]
+T = TargetId("acct-1", "evt-1")
+
+
+@pytest.mark.integration
+@pytest.mark.slow
+@pytest.mark.parametrize("provider", ["memory", "google"])
+def test_a_short_chaos_run_holds_every_invariant(provider: str, postgres_available: bool, tmp_path: Path) -> None:
+    if redis_server_binary() is None:
+        missing("redis", "redis-server (Debian package redis-server) is not on the PATH")
+    if not postgres_available:
+        missing("postgresql", "not reachable")
+    env = {k: v for k, v in os.environ.items() if not k.startswith("CALSYNC_")}
+    env["PYTHONPATH"] = os.pathsep.join([str(ROOT), str(ROOT / "emulators"), env.get("PYTHONPATH", "")])
+    command = [sys.executable, "-m", "calsync_emulators.chaos", "--provider", provider, "--seconds", "12",
+               "--kill-every", "5", "--fault-every", "1.5", "--database-url", POSTGRES_DSN,
+               "--directory", str(tmp_path / "run")]  # fmt: skip
+    done = subprocess.run(command, env=env, capture_output=True, text=True, timeout=170, check=False)
+    print(done.stdout, done.stderr[-3000:])
+    assert done.returncode == 0
+    assert done.stdout.rstrip().endswith("verdict: PASS: every invariant holds")
+    assert [f"HOLDS  {invariant}" in done.stdout for invariant in INVARIANTS] == [True] * len(INVARIANTS)
+    for kind in ("provider fault", "worker 0 SIGKILLed", "Redis master SIGKILLed", "connections terminated"):
+        assert kind in done.stdout  # every kind of trouble happened
+
+
+def test_a_target_the_provider_does_not_show_at_its_latest_version_is_a_lost_change() -> None:
+    accepted = [Accepted(T, 3, "v3")]
+    assert lost_changes(accepted, {T: Shown(T, 3, "v3")}, []) == []
+    assert lost_changes(accepted, {T: Shown(T, 2, "v2")}, []) == ["acct-1/evt-1: accepted v3 'v3', the provider "
+                                                                   "shows v2 'v2'"]  # fmt: skip
+    assert lost_changes(accepted, {T: Shown(T, 3, "other")}, []) != []  # the version, with another title
+    assert lost_changes(accepted, {}, []) != []
+    letter = Letter(1, "job", SYNC_JOB, T, None, False)
+    assert lost_changes(accepted, {}, [letter]) == []  # in the DLQ: an operator's to replay
+    assert converged(accepted, {}) != []  # ... but not after the replay
+
+
+def test_a_second_create_a_version_applied_twice_or_a_second_event_is_a_duplicate_effect() -> None:
+    assert duplicate_effects([Applied(T, "created", 1), Applied(T, "updated", 2)], {T: Shown(T, 2, "x")}) == []
+    assert duplicate_effects([Applied(T, "created", 1), Applied(T, "created", 2)], {}) == [
+        "acct-1/evt-1: created 2 times"
+    ]
+    assert duplicate_effects([Applied(T, "created", 1), Applied(T, "updated", 1)], {}) == [
+        "acct-1/evt-1: version(s) [1] applied more than once"
+    ]
+    assert duplicate_effects([], {T: Shown(T, 1, "x", copies=2)}) == ["acct-1/evt-1: 2 events at the provider"]
+    assert duplicate_effects([Applied(T, "created", 1), Applied(T, "unchanged", 1)], {}) == []  # wrote nothing
+
+
+def test_an_older_version_applied_after_a_newer_one_is_a_regression() -> None:
+    assert regressions([Applied(T, "created", 1), Applied(T, "updated", 3), Applied(T, "updated", 4)]) == []
+    assert regressions([Applied(T, "created", 1), Applied(T, "updated", 3), Applied(T, "updated", 2)]) == [
+        "acct-1/evt-1: v2 applied after v3 (applied in order: [1, 3, 2])"
+    ]
+
+
+def test_a_dead_letter_without_a_payload_that_parses_or_with_a_cut_body_is_incomplete() -> None:
+    payload = new_payload(tenant_id="t", entity_id="evt-1", account_id="acct-1", operation="create", version=1,
+                          trace_id="trace").model_dump(mode="json")  # fmt: skip
+    assert incomplete_letters([Letter(1, "job", SYNC_JOB, T, payload, False)]) == []
+    assert incomplete_letters([Letter(2, "job", SYNC_JOB, T, None, False)]) != []
+    assert incomplete_letters([Letter(3, "job", SYNC_JOB, T, {"job_id": "x"}, False)]) != []
+    assert incomplete_letters([Letter(4, "quarantined", "", None, None, True)]) == []
+    assert incomplete_letters([Letter(5, "quarantined", "", None, None, False)]) != []
+
+
+def test_the_report_fails_on_any_violation_and_on_an_invariant_left_unchecked() -> None:
+    held = check([Accepted(T, 1, "x")], [Applied(T, "created", 1)], {T: Shown(T, 1, "x")}, [])
+    held.violations["replay converges"] = []
+    assert Report(verdict=held).passed
+    assert "verdict: PASS: every invariant holds" in Report(verdict=held).lines()
+    broken = Verdict({**held.violations, "no regression": ["acct-1/evt-1: v1 applied after v2"]})
+    assert not Report(verdict=broken).passed
+    assert "VIOLATED  no regression" in Report(verdict=broken).lines()
+    unchecked = Verdict({k: v for k, v in held.violations.items() if k != "replay converges"})
+    assert not Report(verdict=unchecked).passed
+    assert not Report(verdict=held, error="RuntimeError: workers [0] exited by themselves").passed
+
+
+@pytest.mark.parametrize("option", ["--seconds", "--kill-every", "--fault-every", "--workers", "--accounts"])
+@pytest.mark.parametrize("value", ["0", "-1"])
+def test_options_that_cannot_make_a_run_are_refused(option: str, value: str) -> None:
+    with pytest.raises(SystemExit) as exit_:
+        parse([option, value])
+    assert exit_.value.code == 2
