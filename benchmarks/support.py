@@ -10,7 +10,6 @@ from __future__ import annotations
 import argparse
 import contextlib
 import datetime as dt
-import signal
 import threading
 import uuid
 from collections.abc import Callable, Iterator, Mapping
@@ -29,6 +28,7 @@ from calsync.core.store.database import Database
 from calsync.core.store.targets import TargetKey, Wanted
 from calsync_emulators.harness import scratch
 from calsync_emulators.harness.scratch import remove_keys as remove_keys
+from calsync_emulators.harness.signals import cleanup_on_signals
 from calsync_emulators.harness.waiting import free_port as free_port
 from calsync_emulators.harness.workers import start_worker as start_worker
 from calsync_emulators.harness.workers import stop_group as stop_group
@@ -53,7 +53,7 @@ def bench_redis(explicit: str | None, scratch: Path) -> Iterator[str]:
     stopped, the keys removed, the embedded server stopped. By default either signal ends Python without
     running them.
     """
-    with _cleanup_on_signals():
+    with cleanup_on_signals():
         if explicit is not None:
             yield explicit
             return
@@ -62,23 +62,6 @@ def bench_redis(explicit: str | None, scratch: Path) -> Iterator[str]:
             yield embedded.ensure()
         finally:
             embedded.stop()
-
-
-@contextlib.contextmanager
-def _cleanup_on_signals() -> Iterator[None]:
-    if threading.current_thread() is not threading.main_thread():  # only the main thread may set handlers
-        yield
-        return
-
-    def interrupt(signum: int, _frame: object) -> None:
-        raise SystemExit(128 + signum)
-
-    previous = {signum: signal.signal(signum, interrupt) for signum in (signal.SIGTERM, signal.SIGHUP)}
-    try:
-        yield
-    finally:
-        for signum, handler in previous.items():
-            signal.signal(signum, handler)
 
 
 def namespace(side: str) -> str:

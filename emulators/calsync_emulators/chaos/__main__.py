@@ -9,6 +9,7 @@ from pathlib import Path
 
 from calsync_emulators.chaos.backends import BACKENDS
 from calsync_emulators.chaos.run import Options, run
+from calsync_emulators.harness.signals import cleanup_on_signals
 
 
 def _positive(text: str) -> float:
@@ -52,7 +53,9 @@ def parse(argv: list[str] | None = None) -> Options:
 
 def main(argv: list[str] | None = None) -> int:
     """Run and print the report; the exit status."""
-    report = run(parse(argv), say=lambda line: print(line, file=sys.stderr, flush=True))  # progress; the report: stdout
+    options = parse(argv)
+    with cleanup_on_signals():  # SIGTERM and SIGHUP clean up as Ctrl-C does
+        report = run(options, say=lambda line: print(line, file=sys.stderr, flush=True))  # progress; report: stdout
     print("\n".join(report.lines()), flush=True)
     return 0 if report.passed else 1
 
