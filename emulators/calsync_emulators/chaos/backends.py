@@ -183,7 +183,7 @@ class GoogleBackend:
         self.emulator = RunningEmulator(self.app)
         self._calendars: dict[str, str] = {}  # account id: its calendar (the address)
         self.control = GoogleControl(self.emulator.url, timeout=5)
-        self.settings = {"google_api_endpoint": self.control.api_endpoint}
+        self.settings: Mapping[str, Any] = {"google_api_endpoint": self.control.api_endpoint}
         self.effects = EffectLog()
         self._latency_ms = latency_ms
         server = self.emulator.server
