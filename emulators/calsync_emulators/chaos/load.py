@@ -42,29 +42,28 @@ class Load:
 
     def last(self, entity: str) -> None:
         """One more change of ``entity``, now, on this thread (after :meth:`stop`)."""
-        intake, tenant, accounts, _, _ = self._args
-        title = f"{entity} last"
-        if self._send(intake, tenant, _change(entity, accounts, title), f"{entity}-last"):
-            self.titles[entity] = title
-            self.submitted += 1
-        else:
-            self.given_up.append(f"{entity}: {title}")
+        self._change(entity, "last")
 
     def _run(self) -> None:
-        intake, tenant, accounts, entities, every = self._args
+        entities, every = self._args[3], self._args[4]
         round_ = 0
         while not self._stopping.is_set():
             round_ += 1
             for entity in entities:
                 if self._stopping.is_set():
                     return
-                title = f"{entity} round {round_}"
-                if self._send(intake, tenant, _change(entity, accounts, title), f"{entity}-{round_}"):
-                    self.titles[entity] = title
-                    self.submitted += 1
-                else:
-                    self.given_up.append(f"{entity}: {title}")
+                self._change(entity, f"round {round_}")
                 time.sleep(every)
+
+    def _change(self, entity: str, label: str) -> None:
+        """Change ``entity``'s title to ``<entity> <label>``, under the request key ``<entity>-<label>``."""
+        intake, tenant, accounts = self._args[:3]
+        title = f"{entity} {label}"
+        if self._send(intake, tenant, _change(entity, accounts, title), f"{entity}-{label.replace(' ', '-')}"):
+            self.titles[entity] = title
+            self.submitted += 1
+        else:
+            self.given_up.append(f"{entity}: {title}")
 
     def _send(self, intake: Intake, tenant: str, change: dict[str, Any], request_key: str) -> bool:
         deadline = time.monotonic() + RESEND_FOR_S
