@@ -25,6 +25,7 @@ from typing import Any, Literal, Protocol
 from calsync.core.clients import Clients
 from calsync.core.store import accounts
 from calsync.providers.memory import MemoryProvider
+from calsync.providers.memory_store import Call
 from calsync_emulators import google
 from calsync_emulators.chaos.invariants import Applied, Shown, TargetId
 from calsync_emulators.control import GoogleControl
@@ -87,6 +88,13 @@ def shown_of(live: Iterable[Live], targets: Mapping[str, TargetId]) -> dict[Targ
     return {target: Shown(target, *seen[-1], copies=len(seen)) for target, seen in grouped.items()}
 
 
+def memory_writes(calls: Iterable[Call]) -> list[Applied]:
+    """The memory provider's upserts that answered, in order, with the effect its log names (the invariants count
+    only those in :data:`~calsync_emulators.chaos.invariants.EFFECTS`)."""
+    return [Applied(TargetId(c.account_id, c.entity_id), c.effect or "", c.version or 0) for c in calls
+            if c.op == "upsert" and c.error is None]  # fmt: skip
+
+
 class MemoryBackend:
     """The memory provider in the run's data dir, shared with the worker processes through its SQLite file."""
 
@@ -129,11 +137,9 @@ class MemoryBackend:
         self.provider.clear_faults()
 
     def applied(self, targets: Mapping[str, TargetId]) -> list[Applied]:
-        """The call log's upserts that wrote something."""
-        by_pair = {(t.account_id, t.entity_id): t for t in targets.values()}
-        return [Applied(by_pair[(c.account_id, c.entity_id)], c.effect or "", c.version or 0)
-                for c in self.provider.calls()
-                if c.op == "upsert" and c.error is None and (c.account_id, c.entity_id) in by_pair]  # fmt: skip
+        """The call log's upserts, of known targets."""
+        known = set(targets.values())
+        return [write for write in memory_writes(self.provider.calls()) if write.target in known]
 
     def shown(self, targets: Mapping[str, TargetId]) -> dict[TargetId, Shown]:
         """The stored events that are not cancelled."""
