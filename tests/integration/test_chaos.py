@@ -8,6 +8,7 @@ a schema of its own in the machine's PostgreSQL, so it needs redis-server and Po
 from __future__ import annotations
 
 import contextlib
+import math
 import os
 import subprocess
 import sys
@@ -17,6 +18,8 @@ import psutil
 import psycopg
 import pytest
 import redis
+from hypothesis import given
+from hypothesis import strategies as st
 
 from calsync.core.model.payload import SYNC_JOB, new_payload
 from calsync_emulators.chaos.__main__ import parse
@@ -158,3 +161,29 @@ def test_options_that_cannot_make_a_run_are_refused(option: str, value: str) -> 
     with pytest.raises(SystemExit) as exit_:
         parse([option, value])
     assert exit_.value.code == 2
+
+
+@given(st.floats(allow_nan=True, allow_infinity=True) | st.integers())
+def test_a_duration_is_taken_exactly_when_it_is_a_finite_number_of_seconds_above_zero(value: float) -> None:
+    text = str(value)
+    if value > 0 and math.isfinite(value):
+        assert parse(["--seconds", text, "--kill-every", text]).seconds == float(text)
+        return
+    with pytest.raises(SystemExit) as exit_:
+        parse(["--seconds", text])
+    assert exit_.value.code == 2
+
+
+@given(st.integers(min_value=-(10**6), max_value=10**6))
+def test_a_count_is_taken_exactly_when_it_is_at_least_one(value: int) -> None:
+    if value >= 1:
+        assert (parse(["--workers", str(value)]).workers, parse(["--latency-ms", str(value)]).latency_ms) == (
+            value,
+            value,
+        )
+        return
+    with pytest.raises(SystemExit):
+        parse(["--workers", str(value)])
+    if value < 0:
+        with pytest.raises(SystemExit):
+            parse(["--latency-ms", str(value)])

@@ -4,7 +4,9 @@ invariant holds (1 when one is violated or the run failed, 2 for bad options).""
 from __future__ import annotations
 
 import argparse
+import math
 import sys
+from collections.abc import Callable
 from pathlib import Path
 
 from calsync_emulators.chaos.backends import BACKENDS
@@ -14,16 +16,22 @@ from calsync_emulators.harness.signals import cleanup_on_signals
 
 def _positive(text: str) -> float:
     value = float(text)
-    if not value > 0:
-        raise argparse.ArgumentTypeError(f"must be greater than 0, not {text}")
+    if not (value > 0 and math.isfinite(value)):
+        raise argparse.ArgumentTypeError(f"must be a number of seconds greater than 0, not {text}")
     return value
 
 
-def _count(text: str) -> int:
-    value = int(text)
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"must be at least 1, not {text}")
-    return value
+def _at_least(low: int) -> Callable[[str], int]:
+    def whole(text: str) -> int:
+        value = int(text)
+        if value < low:
+            raise argparse.ArgumentTypeError(f"must be at least {low}, not {text}")
+        return value
+
+    return whole
+
+
+_count, _non_negative = _at_least(1), _at_least(0)
 
 
 def parse(argv: list[str] | None = None) -> Options:
@@ -37,7 +45,9 @@ def parse(argv: list[str] | None = None) -> Options:
     parser.add_argument("--accounts", type=_count, default=3)
     parser.add_argument("--entities", type=_count, default=8, help="events, each changed once per round")
     parser.add_argument("--provider", choices=BACKENDS, default="memory", help="the calendars synced into")
-    parser.add_argument("--latency-ms", type=int, default=0, help="every calendar write answers this much later")
+    parser.add_argument(
+        "--latency-ms", type=_non_negative, default=0, help="every calendar write answers this much later"
+    )
     parser.add_argument("--broker-url", help="a Redis (or RabbitMQ) of yours; default: the run's own Sentinel "
                         "topology, whose master it kills")  # fmt: skip
     parser.add_argument("--redis-url", help="the Redis for locks and state when --broker-url is RabbitMQ")
@@ -48,7 +58,7 @@ def parse(argv: list[str] | None = None) -> Options:
     parser.add_argument("--settle-seconds", type=_positive, default=120, help="how long settling may take")
     parser.add_argument("--directory", type=Path, help="keep logs and data here (default: a temporary directory)")
     args = parser.parse_args(argv)
-    return Options(**{name: value for name, value in vars(args).items()})
+    return Options(**vars(args))
 
 
 def main(argv: list[str] | None = None) -> int:
