@@ -53,6 +53,12 @@ TIMINGS: dict[str, Any] = {
 }
 
 
+def queues(ns: str) -> dict[str, str]:
+    """The run's own queue names (settings): on a broker shared with a deployment (RabbitMQ has no namespace) its
+    workers never consume the deployment's intake or webhook messages, nor its workers the run's."""
+    return {"queue": ns, "intake_queue": f"{ns}-intake", "webhook_queue": f"{ns}-webhooks"}
+
+
 @dataclass(frozen=True)
 class Options:
     """What ``python -m calsync_emulators.chaos`` was asked for."""
@@ -122,13 +128,15 @@ def run(options: Options, say: Callable[[str], None] = print) -> Report:
         broker_url, topology = _redis(options, directory, stack, report)
         database_url = _database(options, directory, ns, stack, report)
         values: dict[str, Any] = {"data_dir": directory, "broker_url": broker_url, "database_url": database_url,
-                                  "redis_url": options.redis_url or broker_url, "redis_namespace": ns, "queue": ns,
+                                  "redis_url": options.redis_url or broker_url, "redis_namespace": ns, **queues(ns),
                                   "secret_key": generate_key(), "log_level": "INFO", **TIMINGS}  # fmt: skip
         backend = _backend(options, Settings(**values).effective_memory_provider_path, stack)
         settings = Settings(**values, **backend.settings)
         clients = _clients(settings, stack)
         if options.broker_url is not None:
             stack.callback(scratch.remove_keys, settings.redis_url or broker_url, ns)
+            if broker_url.startswith("amqp"):
+                stack.callback(scratch.remove_queues, broker_url, scratch.rabbitmq_queues(*queues(ns).values()))
         restart = None
         if not database_url.startswith("sqlite"):
             restart = DatabaseRestart(database_url, ns, options.database_restart_command)
@@ -213,7 +221,7 @@ def _redis(options: Options, directory: Path, stack: contextlib.ExitStack,
            report: Report) -> tuple[str, sentinel.Topology | None]:  # fmt: skip
     """The broker's URL: the given one (no failover: not the run's Redis), or the run's own Sentinel topology."""
     if options.broker_url is not None:
-        report.skipped.append("Redis failover: the Redis of --broker-url is not this run's to kill")
+        report.skipped.append("Redis failover: the broker and Redis were given (--broker-url), not this run's to kill")
         return options.broker_url, None
     binary = sentinel.redis_server_binary()
     if binary is None:

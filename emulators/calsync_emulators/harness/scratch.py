@@ -1,8 +1,9 @@
 """A run's own place in a shared Redis and a shared PostgreSQL, removed when the run ends.
 
 A benchmark or a chaos run may be pointed at servers it does not own (a staging deployment's): everything
-it writes then lives under a key namespace of its own (:func:`namespace`, deleted by :func:`remove_keys`) and
-in a schema of its own (:func:`private_schema`, dropped afterwards), so it never touches anyone else's data.
+it writes then lives under a key namespace of its own (:func:`namespace`, deleted by :func:`remove_keys`), in
+queues of its own name (on RabbitMQ, deleted by :func:`remove_queues`) and in a schema of its own
+(:func:`private_schema`, dropped afterwards), so it never touches anyone else's data.
 """
 
 from __future__ import annotations
@@ -11,6 +12,7 @@ import contextlib
 import uuid
 from collections.abc import Iterator
 
+import pika
 import psycopg
 from sqlalchemy.engine import make_url
 
@@ -32,6 +34,23 @@ def remove_keys(url: str, prefix: str) -> int:
         return len(keys)
     finally:
         client.close()
+
+
+def rabbitmq_queues(*queues: str) -> list[str]:
+    """Every RabbitMQ queue calsync declares for ``queues``: each, its bulk lane, and Dramatiq's delay (``.DQ``) and
+    dead-letter (``.XQ``) queues of both."""
+    return [f"{lane}{suffix}" for queue in queues for lane in (queue, f"{queue}-bulk") for suffix in ("", ".DQ", ".XQ")]
+
+
+def remove_queues(url: str, names: list[str]) -> None:
+    """Delete the RabbitMQ queues ``names`` (a run's own) at the broker of ``url``; one that does not exist is fine."""
+    connection = pika.BlockingConnection(pika.URLParameters(url))
+    try:
+        channel = connection.channel()
+        for name in names:
+            channel.queue_delete(name)
+    finally:
+        connection.close()
 
 
 def libpq_url(url: str) -> str:
