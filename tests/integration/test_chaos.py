@@ -8,6 +8,8 @@ a schema of its own in the machine's PostgreSQL, so it needs redis-server and Po
 from __future__ import annotations
 
 import contextlib
+import dataclasses
+import datetime as dt
 import math
 import os
 import subprocess
@@ -21,8 +23,11 @@ import redis
 from hypothesis import given
 from hypothesis import strategies as st
 
+from calsync.core.model.calendar import Account, EventState, Target
 from calsync.core.model.payload import SYNC_JOB, new_payload
+from calsync_emulators.chaos import backends
 from calsync_emulators.chaos.__main__ import parse
+from calsync_emulators.chaos.backends import MemoryBackend
 from calsync_emulators.chaos.invariants import (
     INVARIANTS,
     Accepted,
@@ -187,3 +192,29 @@ def test_a_count_is_taken_exactly_when_it_is_at_least_one(value: int) -> None:
     if value < 0:
         with pytest.raises(SystemExit):
             parse(["--latency-ms", str(value)])
+
+
+def test_the_memory_backend_reports_each_write_what_it_shows_and_when_its_log_is_full(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    backend = MemoryBackend(tmp_path / "memory.sqlite3", latency_ms=0)
+    account = Account(id="acct-1", tenant_id="t", provider="memory", address="a@example.com")
+    target = Target(event_id="evt-1", account_id="acct-1", tenant_id="t")
+    start = dt.datetime(2026, 12, 1, 9, tzinfo=dt.UTC)
+    try:
+        for version in (1, 2, 2):  # the second v2 changes nothing: no effect
+            event = EventState(id="evt-1", tenant_id="t", version=version, title=f"v{version}", start=start,
+                               end=start + dt.timedelta(hours=1), time_zone="UTC", all_day=False)  # fmt: skip
+            ref = backend.provider.upsert(account, event, target)
+            target = dataclasses.replace(target, external_id=ref.external_id)  # as calsync records it
+        targets = {target.sync_key: T}
+        assert [(w.effect, w.version) for w in backend.applied(targets)] == [("created", 1), ("updated", 2),
+                                                                             ("unchanged", 2)]  # fmt: skip
+        assert duplicate_effects(backend.applied(targets), {}) == []
+        assert backend.shown(targets) == {T: Shown(T, 2, "v2")}
+        assert backend.applied({}) == [] and backend.shown({}) == {}  # another run's targets are not this run's
+        assert backend.unchecked() == []
+        monkeypatch.setattr(backends, "CALL_LOG_LIMIT", 3)
+        assert backend.unchecked() != []  # the log may have dropped older calls: the report says so
+    finally:
+        backend.close()

@@ -25,7 +25,7 @@ from typing import Any, Literal, Protocol
 from calsync.core.clients import Clients
 from calsync.core.store import accounts
 from calsync.providers.memory import MemoryProvider
-from calsync.providers.memory_store import Call
+from calsync.providers.memory_store import CALL_LOG_LIMIT, Call
 from calsync_emulators import google
 from calsync_emulators.chaos.invariants import Applied, Shown, TargetId
 from calsync_emulators.control import GoogleControl
@@ -68,6 +68,10 @@ class Backend(Protocol):
 
     def shown(self, targets: Mapping[str, TargetId]) -> dict[TargetId, Shown]:
         """What the calendar shows of each target now."""
+        ...
+
+    def unchecked(self) -> list[str]:
+        """What the effects it reports leave out (a log's limit reached), for the report."""
         ...
 
     def close(self) -> None:
@@ -140,6 +144,13 @@ class MemoryBackend:
         """The call log's upserts, of known targets."""
         known = set(targets.values())
         return [write for write in memory_writes(self.provider.calls()) if write.target in known]
+
+    def unchecked(self) -> list[str]:
+        """The calls before the newest CALL_LOG_LIMIT, once the log dropped some."""
+        if len(self.provider.calls()) < CALL_LOG_LIMIT:
+            return []
+        return [f"effects older than the memory calendar's newest {CALL_LOG_LIMIT} calls (its log's limit): "
+                "run shorter, or with --provider google"]  # fmt: skip
 
     def shown(self, targets: Mapping[str, TargetId]) -> dict[TargetId, Shown]:
         """The stored events that are not cancelled."""
@@ -244,6 +255,10 @@ class GoogleBackend:
         self.control.clear_faults()
         if self._latency_ms:
             self.control.add_fault(path="/events", delay_ms=self._latency_ms)
+
+    def unchecked(self) -> list[str]:
+        """Nothing: :class:`EffectLog` keeps every write."""
+        return []
 
     def applied(self, targets: Mapping[str, TargetId]) -> list[Applied]:
         """The writes :class:`EffectLog` saw, of known targets."""

@@ -166,6 +166,7 @@ def run(options: Options, say: Callable[[str], None] = print) -> Report:
             records = _open_dead_letters(clients)
             letters = [_letter(record) for record in records]
             applied = backend.applied(sync_keys)
+            report.skipped += backend.unchecked()
             verdict = check(accepted, applied, backend.shown(sync_keys), letters)
             backend.faults_off()
             replayed = dlq.replay(clients, records)
