@@ -10,6 +10,7 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import datetime as dt
+import json
 import math
 import os
 import subprocess
@@ -27,7 +28,7 @@ from calsync.core.model.calendar import Account, EventState, Target
 from calsync.core.model.payload import SYNC_JOB, new_payload
 from calsync_emulators.chaos import backends
 from calsync_emulators.chaos.__main__ import parse
-from calsync_emulators.chaos.backends import MemoryBackend
+from calsync_emulators.chaos.backends import EffectLog, MemoryBackend
 from calsync_emulators.chaos.invariants import (
     INVARIANTS,
     Accepted,
@@ -45,6 +46,7 @@ from calsync_emulators.chaos.invariants import (
 )
 from calsync_emulators.chaos.run import Report
 from calsync_emulators.harness.sentinel import redis_server_binary
+from calsync_emulators.server import Request
 from tests.conftest import POSTGRES_DSN, missing
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -218,3 +220,21 @@ def test_the_memory_backend_reports_each_write_what_it_shows_and_when_its_log_is
         assert backend.unchecked() != []  # the log may have dropped older calls: the report says so
     finally:
         backend.close()
+
+
+def _google_write(method: str, path: str, key: str, version: int) -> Request:
+    body = {"summary": "x", "extendedProperties": {"private": {"calsyncKey": key, "calsyncVersion": str(version)}}}
+    return Request(method, path, {}, {}, json.dumps(body).encode())
+
+
+def test_the_google_effect_log_counts_inserts_and_updates_not_a_rewrite_of_the_same_version() -> None:
+    log = EffectLog()
+    events = "/calendar/v3/calendars/a@example.com/events"
+    log.record(_google_write("POST", events, "k", 1), 200)
+    log.record(_google_write("PUT", f"{events}/id1", "k", 2), 200)
+    log.record(_google_write("PUT", f"{events}/id1", "k", 2), 200)  # a retry after a lost answer: no effect
+    log.record(_google_write("PUT", f"{events}/id1", "k", 3), 503)  # refused: no effect
+    log.record(_google_write("POST", events, "k", 3), None)  # dropped before it was applied
+    log.record(_google_write("POST", f"{events}/watch", "k", 3), 200)  # not a write of an event
+    log.record(_google_write("PATCH", f"{events}/id1", "k", 1), 200)  # an older version: the regression check's
+    assert log.writes == [("k", "created", 1), ("k", "updated", 2), ("k", "updated", 1)]

@@ -183,7 +183,9 @@ class EffectLog:
         key, version = private.get(SYNC_KEY_PROPERTY), private.get(VERSION_PROPERTY)
         if not isinstance(key, str) or not isinstance(version, str):
             return
-        effect = "created" if request.method == "POST" and found.group(2) is None else "updated"
+        if (request.method == "POST") != (found.group(2) is None):
+            return  # POST .../events/watch, or an update without an event id: no event written
+        effect = "created" if request.method == "POST" else "updated"
         if effect == "updated" and self._last.get(key) == int(version):
             return
         self._last[key] = int(version)
