@@ -121,10 +121,15 @@ def parse_sweep(arg: Any) -> tuple[str, dt.datetime | None]:
     if not isinstance(arg, Mapping) or not isinstance(arg.get("account_id"), str):
         raise InvalidPayload('a sweep takes one argument: {"account_id": "...", "claim": "<ISO 8601>"}')
     claim = arg.get("claim")
+    if claim is None:
+        return arg["account_id"], None
     try:
-        return arg["account_id"], dt.datetime.fromisoformat(claim) if isinstance(claim, str) else None
+        when = dt.datetime.fromisoformat(claim) if isinstance(claim, str) else None
     except ValueError:
-        raise InvalidPayload(f"a sweep's claim is not an ISO 8601 time: {claim!r}") from None
+        when = None
+    if when is None or when.tzinfo is None:
+        raise InvalidPayload(f"a sweep's claim is not an ISO 8601 time with its offset: {claim!r}")
+    return arg["account_id"], when
 
 
 def _skip(
