@@ -52,7 +52,7 @@ DEAD_LETTER_KINDS: Final[tuple[DeadLetterKind, ...]] = get_args(DeadLetterKind)
 # everything due went, more was due than one pass may delete (``behind``), or it failed.
 PrunedTable = Literal[
     "idempotency_records", "intake_requests", "dead_letters", "events", "event_targets",
-    "webhook_notifications", "webhook_deliveries", "provider_accounts",
+    "webhook_notifications", "webhook_deliveries", "provider_accounts", "drift_findings",
 ]  # fmt: skip
 PRUNED_TABLES: Final[tuple[PrunedTable, ...]] = get_args(PrunedTable)
 MaintenanceResult = Literal["caught_up", "behind", "failed"]

@@ -51,6 +51,8 @@ class TargetRow:
     due_at: dt.datetime | None
     updated_at: dt.datetime
     wait_reason: str | None = None  # as stored; read it as ``waiting``
+    verified_at: dt.datetime | None = None  # when a drift sweep last compared the provider's item with it
+    drift_kind: str | None = None  # what that sweep found (a DriftKind as stored); None: found as written
 
     @property
     def key(self) -> TargetKey:
@@ -86,7 +88,7 @@ class TargetRow:
 
 # What ``calsync events show`` shows of a target, in order (the wait reason as read), and the names it gives them.
 _SHOWN = ("account_id", "wanted", "status", "wanted_version", "synced_version", "external_id", "external_etag",
-          "last_error", "error_class", "waiting", "due_at", "updated_at")  # fmt: skip
+          "last_error", "error_class", "waiting", "due_at", "updated_at", "verified_at", "drift_kind")  # fmt: skip
 _SHOWN_AS = {"external_etag": "etag", "waiting": "wait_reason"}
 
 
