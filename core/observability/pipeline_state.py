@@ -10,7 +10,8 @@ Three sources, each read on its own so that one being down does not hide the oth
   only the ready count; delayed messages sit unacked in worker memory and unacked counts need the
   management API, so delayed, in-flight and oldest age are reported as unavailable (None).
 - **database**: open dead letters by job type and reason, the oldest open one, outstanding targets
-  (pending, failed) and the most overdue pending target, webhook endpoints disabled and outstanding deliveries.
+  (pending, failed) and the most overdue pending target, webhook endpoints disabled and outstanding deliveries,
+  the oldest drift sweep and the sweeps overdue.
 - **redis**: the circuit breakers and provider back-off of every provider with a breaker (core/traffic/store.py);
   live worker heartbeat keys (``<ns>:heartbeat:*``, each with a TTL), found with SCAN; their
   values tell each process' live worker threads against its configured count (a process that lost
@@ -41,6 +42,7 @@ from pydantic import BaseModel, ConfigDict, computed_field
 
 from calsync.core.clients import Clients, open_redis
 from calsync.core.config.settings import Settings, broker_kind
+from calsync.core.drift import store as drift_store
 from calsync.core.messaging.lanes import lanes_of
 from calsync.core.messaging.messages import JOB_TYPES
 from calsync.core.model.vocabulary import OUTSTANDING_DELIVERY_STATUSES, OUTSTANDING_STATUSES
@@ -104,12 +106,22 @@ class WebhookCounts:
 
 
 @dataclass(frozen=True)
+class DriftCounts:
+    """How far drift verification is behind: the age of the least recent sweep among the accounts sweeps are owed to
+    (0 when none was swept yet), and how many accounts' sweeps are overdue by more than an interval, unclaimed."""
+
+    sweep_age_seconds: float
+    sweeps_overdue: int
+
+
+@dataclass(frozen=True)
 class StoreCounts:
     """What the database says (in the shape of ``calsync status --json``)."""
 
     dead_letters: DeadLetterCounts
     targets: TargetCounts
     webhooks: WebhookCounts
+    drift: DriftCounts
 
 
 class LiveWorker(BaseModel):
@@ -247,7 +259,7 @@ class StateReader:
         return QueueDepth(queue, int(ready), int(delayed), max(0, int(unacked) - int(ready)), oldest)
 
     def store(self, now: float) -> StoreCounts:
-        """Dead letters, targets and webhooks, in one read transaction."""
+        """Dead letters, targets, webhooks and drift sweeps, in one read transaction."""
         with self.clients.db.read() as conn:
             open_counts = dead_letters.open_counts(conn)  # by (job type, reason)
             oldest_failure = dead_letters.oldest_open_failed_at(conn)
@@ -255,6 +267,9 @@ class StateReader:
             oldest_due = targets.oldest_pending_due(conn)
             disabled = count_disabled(conn)
             deliveries = count_deliveries(conn, OUTSTANDING_DELIVERY_STATUSES)
+            oldest_sweep = drift_store.oldest_sweep(conn)
+            at = dt.datetime.fromtimestamp(now, dt.UTC)
+            overdue = drift_store.overdue_sweeps(conn, now=at, grace=self.settings.drift_interval)
         by_reason: Counter[str] = Counter()
         by_job_type = Counter(dict.fromkeys(JOB_TYPES, 0))
         for (job_type, reason), n in sorted(open_counts.items()):
@@ -265,6 +280,7 @@ class StateReader:
             DeadLetterCounts(total, dict(by_reason), dict(by_job_type), _age(oldest_failure, now)),
             TargetCounts({status: by_status.get(status, 0) for status in OUTSTANDING_STATUSES}, _age(oldest_due, now)),
             WebhookCounts(disabled, {status: deliveries.get(status, 0) for status in OUTSTANDING_DELIVERY_STATUSES}),
+            DriftCounts(_age(oldest_sweep, now), overdue),
         )
 
     def circuits(self) -> list[CircuitReading]:
