@@ -20,3 +20,10 @@ class DriftSettings(BaseModel):
     # Seconds between two sweeps of one account (a read-back of what changed since the last one: one request when
     # nothing did). Lower notices drift sooner and costs more provider quota; at least 10 s.
     drift_interval: float = Field(default=DEFAULT_DRIFT_INTERVAL, ge=10, le=86400)
+
+    @property
+    def effective_drift_queue(self) -> str:
+        """The sweeps' queue, ``<QUEUE>-drift`` (derived as the bulk lane's is): a sweep never waits behind a write,
+        nor a write behind a sweep."""
+        # QUEUE is a field of Settings, the class this mixin is a base of.
+        return f"{getattr(self, 'queue', 'calendar')}-drift"

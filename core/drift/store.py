@@ -17,15 +17,18 @@ from typing import Any, cast
 from sqlalchemy import Connection, and_, bindparam, func, insert, literal, select, update
 
 from calsync.core.drift.settings import DEFAULT_DRIFT_INTERVAL
+from calsync.core.model.calendar import EventState
 from calsync.core.model.drift import DEFAULT_DRIFT_POLICY, DRIFT_POLICIES, DriftAction, DriftKind, DriftPolicy
 from calsync.core.store.database import upsert_insert
+from calsync.core.store.events import event_from_row
 from calsync.core.store.schema import drift_findings as f
 from calsync.core.store.schema import drift_policies as p
 from calsync.core.store.schema import drift_state as s
 from calsync.core.store.schema import event_targets as t
+from calsync.core.store.schema import events as ev
 from calsync.core.store.schema import json_ready
 from calsync.core.store.schema import provider_accounts as a
-from calsync.core.store.targets import TargetKey
+from calsync.core.store.targets import TargetKey, TargetRow
 
 
 @dataclass(frozen=True)
@@ -210,3 +213,69 @@ _MARK_VERIFIED = (
     )
     .values(verified_at=bindparam("v_now", type_=t.c.verified_at.type), drift_kind=bindparam("v_kind"))
 )
+
+
+#: Past this many ids, a sweep reads every target of the account rather than an IN list of them.
+_LOOKUP_LIMIT = 500
+
+
+def account_targets(
+    conn: Connection, account_id: str, *, event_ids: Collection[str] | None, external_ids: Collection[str] = ()
+) -> list[tuple[TargetRow, EventState]]:
+    """The account's targets with their events' latest state: every one (``event_ids`` None), or those of
+    ``event_ids`` and those known by ``external_ids``."""
+    query = select(t, *(c.label(f"ev_{c.name}") for c in ev.c)).join(
+        ev, and_(ev.c.tenant_id == t.c.tenant_id, ev.c.id == t.c.event_id)
+    )
+    query = query.where(t.c.account_id == account_id)
+    if event_ids is not None and len(event_ids) + len(external_ids) <= _LOOKUP_LIMIT:
+        if not event_ids and not external_ids:
+            return []
+        query = query.where(t.c.event_id.in_(tuple(event_ids)) | t.c.external_id.in_(tuple(external_ids)))
+    pairs = []
+    for row in conn.execute(query).mappings():
+        target = TargetRow(**{c.name: row[c.name] for c in t.c})
+        pairs.append((target, event_from_row({c.name: row[f"ev_{c.name}"] for c in ev.c})))
+    return pairs
+
+
+def touch_verified(conn: Connection, account_id: str, *, before: dt.datetime, now: dt.datetime) -> None:
+    """An incremental read-back that did not mention them says the account's synced targets written before
+    ``before`` are as the last sweep found them: verified now, their finding (drift_kind) kept."""
+    conn.execute(
+        update(t)
+        .where(t.c.account_id == account_id, t.c.status == "synced", t.c.updated_at < before)
+        .values(verified_at=now)
+    )
+
+
+def reopen_for_repair(
+    conn: Connection,
+    key: TargetKey,
+    *,
+    external_id: str,
+    version: int,
+    kind: DriftKind,
+    forget_ref: bool,
+    now: dt.datetime,
+) -> bool:
+    """Put a synced target back to pending so its version is asserted again (enforce), if it is still as the sweep
+    compared it (synced at ``version`` with ``external_id``); ``forget_ref`` clears the provider id and etag (the item
+    is gone: the repair creates it anew). The kind makes the re-assertion's record count (core/store/targets.py)."""
+    values: dict[str, Any] = {"status": "pending", "drift_kind": kind, "verified_at": now, "due_at": now,
+                              "wait_reason": None, "updated_at": now}  # fmt: skip
+    if forget_ref:
+        values.update(external_id=None, external_etag=None)
+    reopened = conn.execute(
+        update(t)
+        .where(
+            t.c.tenant_id == key.tenant_id,
+            t.c.event_id == key.event_id,
+            t.c.account_id == key.account_id,
+            t.c.status == "synced",
+            t.c.synced_version == version,
+            t.c.external_id == external_id,
+        )
+        .values(**values)
+    )
+    return reopened.rowcount > 0

@@ -66,7 +66,9 @@ API_SCOPES: Final[tuple[ApiScope, ...]] = get_args(ApiScope)
 Lane = Literal["normal", "bulk"]
 
 # What a webhook notification tells a tenant's services (docs/PROTOCOL.md, "Webhooks").
-WebhookEventType = Literal["sync.succeeded", "sync.dead_lettered", "event.cancelled", "account.needs_reauth"]
+WebhookEventType = Literal[
+    "sync.succeeded", "sync.dead_lettered", "event.cancelled", "account.needs_reauth", "event.drifted",
+]  # fmt: skip
 WEBHOOK_EVENT_TYPES: Final[tuple[WebhookEventType, ...]] = get_args(WebhookEventType)
 # An endpoint is enabled, or disabled by its breaker (``auto``) or by an operator.
 WebhookEndpointStatus = Literal["enabled", "disabled"]
