@@ -39,6 +39,7 @@ from typing import Any, TypeVar
 
 import redis
 from pydantic import BaseModel, ConfigDict, computed_field
+from sqlalchemy import Connection
 
 from calsync.core.clients import Clients, open_redis
 from calsync.core.config.settings import Settings, broker_kind
@@ -109,7 +110,8 @@ class WebhookCounts:
 @dataclass(frozen=True)
 class DriftCounts:
     """How far drift verification is behind: the age of the least recent sweep among the accounts sweeps are owed to
-    (0 when none was swept yet), and how many accounts' sweeps are overdue by more than an interval, unclaimed."""
+    (0 when none was swept yet), and how many accounts' sweeps are overdue by more than an interval, unclaimed.
+    Both 0 while sweeps are off (CALSYNC_DRIFT_INTERVAL=0)."""
 
     sweep_age_seconds: float
     sweeps_overdue: int
@@ -268,9 +270,7 @@ class StateReader:
             oldest_due = targets.oldest_pending_due(conn)
             disabled = count_disabled(conn)
             deliveries = count_deliveries(conn, OUTSTANDING_DELIVERY_STATUSES)
-            oldest_sweep = drift_store.oldest_sweep(conn)
-            at = dt.datetime.fromtimestamp(now, dt.UTC)
-            overdue = drift_store.overdue_sweeps(conn, now=at, grace=self.settings.drift_interval)
+            drift = self._drift(conn, now)
         by_reason: Counter[str] = Counter()
         by_job_type = Counter(dict.fromkeys(JOB_TYPES, 0))
         for (job_type, reason), n in sorted(open_counts.items()):
@@ -281,8 +281,17 @@ class StateReader:
             DeadLetterCounts(total, dict(by_reason), dict(by_job_type), _age(oldest_failure, now)),
             TargetCounts({status: by_status.get(status, 0) for status in OUTSTANDING_STATUSES}, _age(oldest_due, now)),
             WebhookCounts(disabled, {status: deliveries.get(status, 0) for status in OUTSTANDING_DELIVERY_STATUSES}),
-            DriftCounts(_age(oldest_sweep, now), overdue),
+            drift,
         )
+
+    def _drift(self, conn: Connection, now: float) -> DriftCounts:
+        """The sweeps' age and the overdue ones; nothing behind while CALSYNC_DRIFT_INTERVAL=0 turns sweeps off
+        (the state rows of earlier sweeps would otherwise age for ever)."""
+        if not self.settings.drift_enabled:
+            return DriftCounts(0.0, 0)
+        at = dt.datetime.fromtimestamp(now, dt.UTC)
+        overdue = drift_store.overdue_sweeps(conn, now=at, grace=self.settings.drift_interval)
+        return DriftCounts(_age(drift_store.oldest_sweep(conn), now), overdue)
 
     def circuits(self) -> list[CircuitReading]:
         """The breakers of every provider that has them (BREAKER_FAILURES above 0)."""

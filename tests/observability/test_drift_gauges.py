@@ -4,6 +4,8 @@ increments (findings by provider and kind, the repaired ones)."""
 from __future__ import annotations
 
 import datetime as dt
+from collections.abc import Iterator
+from typing import Any
 
 import pytest
 from prometheus_client import REGISTRY, generate_latest
@@ -11,6 +13,7 @@ from sqlalchemy import update
 
 from calsync.core.drift import store
 from calsync.core.drift.metrics import count_finding
+from calsync.core.drift.settings import DEFAULT_DRIFT_INTERVAL
 from calsync.core.observability.exporter import exporter_registry
 from calsync.core.observability.pipeline_state import StateReader
 from calsync.core.store.schema import drift_state
@@ -34,11 +37,19 @@ def _gauges(pipeline: Pipeline) -> tuple[float, float]:
     return page.samples[(AGE, frozenset())], page.samples[(OVERDUE, frozenset())]
 
 
+@pytest.fixture
+def swept(settings_factory: Any) -> Iterator[Pipeline]:
+    """A pipeline whose sweeps are on (the suite's default interval is 0: no sweeps); nothing schedules one here."""
+    pipeline = Pipeline(settings_factory(drift_interval=DEFAULT_DRIFT_INTERVAL))
+    yield pipeline
+    pipeline.close()
+
+
 @pytest.mark.both_databases
 def test_the_sweep_age_is_the_least_recent_sweeps_and_overdue_counts_sweeps_late_by_an_interval(
-    pipeline: Pipeline,
+    swept: Pipeline,
 ) -> None:
-    interval = pipeline.settings.drift_interval
+    pipeline, interval = swept, swept.settings.drift_interval
     assert _gauges(pipeline) == (0, 0)  # nothing swept yet: no age, nothing overdue
     old, recent, ignored = pipeline.account(account_id="a-old"), pipeline.account(account_id="a-new"), "a-off"
     pipeline.account(tenant="tenant-off", account_id=ignored)
@@ -52,6 +63,12 @@ def test_the_sweep_age_is_the_least_recent_sweeps_and_overdue_counts_sweeps_late
     assert overdue == 1
     drift = StateReader(pipeline.clients).read().as_json()["drift"]
     assert drift["sweeps_overdue"] == 1 and drift["sweep_age_seconds"] == round(drift["sweep_age_seconds"], 3)
+
+
+def test_with_sweeps_off_nothing_is_behind_however_old_the_last_sweep(pipeline: Pipeline) -> None:
+    assert pipeline.settings.drift_interval == 0  # CALSYNC_DRIFT_INTERVAL=0: workers schedule no sweep
+    _swept(pipeline, pipeline.account(), ago=86400, due_ago=86400)
+    assert _gauges(pipeline) == (0, 0)
 
 
 def test_a_finding_counts_as_detected_and_as_repaired_only_when_repaired() -> None:
