@@ -124,12 +124,19 @@ class DeadLetterSelection(BaseModel):
     job_type: str | None = Field(default=None, max_length=64)
 
 
-class DeadLetterQuery(DeadLetterSelection):
+class PageQuery(BaseModel):
+    """The page of a list read in keyset pages (core/api/cursors.py): how many items, and after which."""
+
+    model_config = ConfigDict(extra="forbid")  # an unknown parameter is refused, not ignored
+
+    limit: int = Field(default=100, ge=1, le=500)
+    cursor: str | None = Field(default=None, max_length=64, description="next_cursor of the previous page.")
+
+
+class DeadLetterQuery(PageQuery, DeadLetterSelection):
     """The filters and page of ``GET /v1/dead-letters`` (an unknown parameter is refused, not ignored)."""
 
     status: Literal["open", "replayed", "discarded", "all"] = "open"
-    limit: int = Field(default=100, ge=1, le=500)
-    cursor: str | None = Field(default=None, max_length=64, description="next_cursor of the previous page.")
 
 
 class ReplayRequest(BaseModel):

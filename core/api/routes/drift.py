@@ -15,6 +15,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from calsync.core.api.auth import Admin, Reader, Services
 from calsync.core.api.cursors import after_of, one_page
+from calsync.core.api.models import PageQuery
 from calsync.core.api.problems import AUTHENTICATED, problems
 from calsync.core.drift import store
 from calsync.core.model.drift import DriftAction, DriftKind, DriftPolicy
@@ -41,14 +42,10 @@ class DriftFindingPage(BaseModel):
     next_cursor: str | None
 
 
-class DriftFindingQuery(BaseModel):
+class DriftFindingQuery(PageQuery):
     """The filter and page of ``GET /v1/drift/findings`` (an unknown parameter is refused, not ignored)."""
 
-    model_config = ConfigDict(extra="forbid")
-
     kind: DriftKind | None = None
-    limit: int = Field(default=100, ge=1, le=500)
-    cursor: str | None = Field(default=None, max_length=64, description="next_cursor of the previous page.")
 
 
 class DriftPolicyIn(BaseModel):
