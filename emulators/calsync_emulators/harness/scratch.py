@@ -37,9 +37,10 @@ def remove_keys(url: str, prefix: str) -> int:
 
 
 def rabbitmq_queues(*queues: str) -> list[str]:
-    """Every RabbitMQ queue calsync declares for ``queues``: each, its bulk lane, and Dramatiq's delay (``.DQ``) and
-    dead-letter (``.XQ``) queues of both."""
-    return [f"{lane}{suffix}" for queue in queues for lane in (queue, f"{queue}-bulk") for suffix in ("", ".DQ", ".XQ")]
+    """Every RabbitMQ queue calsync declares for ``queues``: each, its bulk and drift lanes, and Dramatiq's delay
+    (``.DQ``) and dead-letter (``.XQ``) queues of all three."""
+    lanes = [lane for queue in queues for lane in (queue, f"{queue}-bulk", f"{queue}-drift")]
+    return [f"{lane}{suffix}" for lane in lanes for suffix in ("", ".DQ", ".XQ")]
 
 
 def remove_queues(url: str, names: list[str]) -> None:
