@@ -67,7 +67,13 @@ Control API (JSON in and out):
   ``deleted_writes``, ``sync_token_lifetime``, ``cancelled_retention``, ``cancelled_forget_after``,
   ``calendar_time_zone``), any subset, all or none applied;
 - ``GET /_emulator/notifications``: the push messages delivered so far (``channel``, ``state``, ``number``,
-  the receiver's ``status``).
+  the receiver's ``status``);
+- ``PATCH /_emulator/calendars/{calendarId}/events/{eventId}`` (a JSON object merged like ``events.patch``,
+  ``null`` removes a field) and ``DELETE`` of the same path: the event's owner edits or deletes it in
+  Calendar's UI. Like an API write it gets a new etag, ``updated`` and change position (the next ``syncToken``
+  list reports it, a deletion as the cancelled tombstone) and is pushed to watch channels; unlike one it needs
+  no token, ignores ``If-Match`` and is not in the request log. Answers the event (200) or 204; 404 for an
+  unknown id (and an edit of a cancelled one), 410 for a second delete, 400 for an edit Google would refuse.
 
 Documented vs inferred: each module's docstring says per topic what Google documents and what is inferred
 or chosen (``behaviour``, ``errors``, ``schema``, ``times``, ``events``, ``listing``, ``channels``,

@@ -12,7 +12,7 @@ from urllib.parse import parse_qs, unquote
 from calsync_emulators.faults import FaultRule, FaultRules
 from calsync_emulators.google.behaviour import GoogleBehaviour
 from calsync_emulators.google.channels import Channels
-from calsync_emulators.google.control_routes import control
+from calsync_emulators.google.control_routes import control, user_change
 from calsync_emulators.google.errors import ApiError, ErrorStyle, google_error, oauth_error, phrase
 from calsync_emulators.google.events import EventStore
 from calsync_emulators.google.listing import Listing, SyncTokens
@@ -169,9 +169,11 @@ class GoogleCalendarEmulator(EmulatorApp):
         return unquote(request.raw_path[len(API_PREFIX + "calendars/") :].split("/", 1)[0])
 
     def control(self, request: Request) -> Response | None:
-        """Revocation, token expiry, behaviour switches and push deliveries (see the package docstring)."""
+        """Revocation, token expiry, behaviour switches, push deliveries and the user's edits (package docstring)."""
         if (request.method, request.raw_path.rstrip("/")) == ("GET", "/_emulator/notifications"):
             return Response.json(200, self.channels.deliveries())
+        if (answer := user_change(request, self.events, self._lock)) is not None:
+            return answer
         return control(request, self.tokens, self.behaviour, self._configure_locked)
 
 

@@ -225,6 +225,23 @@ class EventStore:
         self._touch(calendar_id, entry)
         return Response(204)
 
+    # --- the user's own edits (control routes) ------------------------------------------------------
+
+    def user_edit(self, calendar_id: str, event_id: str, changes: Any) -> dict[str, Any]:
+        """Change an event as its owner did in Calendar's UI: merged like a PATCH, new etag, ``updated`` and
+        change position (so a ``syncToken`` list reports it), checked like any write; a cancelled event
+        cannot be edited (404 ``notFound``: the UI no longer shows it)."""
+        entry = self.entry(calendar_id, event_id)
+        if entry.cancelled:
+            raise ApiError(404)
+        writable = {k: v for k, v in entry.resource.items() if k not in _READ_ONLY}
+        edited = merge_patch(writable, self._conform(changes))
+        return self.present(self._store(calendar_id, event_id, edited, entry, {}))
+
+    def user_delete(self, calendar_id: str, event_id: str) -> None:
+        """Delete an event as its owner did: the same cancelled tombstone as ``events.delete`` (410 when already)."""
+        self.delete(calendar_id, event_id, None)
+
     # --- plumbing ----------------------------------------------------------------------------------
 
     def _conform(self, body: Any) -> dict[str, Any]:
