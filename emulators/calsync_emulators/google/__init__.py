@@ -47,9 +47,10 @@ Control API (JSON in and out):
   ``path`` decoded, ``status`` null for a dropped connection;
 - ``POST /_emulator/faults`` ``{"method", "path" (regex searched in the decoded path), "status", "reason",
   "message", "retry_after" (s), "delay_ms", "drop", "after" (apply the request, then break the answer),
-  "times", "probability", "style"}``, all optional: the first matching rule wins, ``times`` counts down,
-  ``probability`` tosses a coin (seeded by ``create_app(seed=...)``); ``GET`` lists the rules, ``DELETE``
-  clears them. A rule without ``path`` also hits ``/token``: give API faults a path such as ``/events``;
+  "times", "probability", "style", "query" (regex searched in the decoded ``name=value&...`` query)}``,
+  all optional: the first matching rule wins, ``times`` counts down, ``probability`` tosses a coin (seeded by
+  ``create_app(seed=...)``); ``GET`` lists the rules, ``DELETE`` clears them. A rule without ``path`` also
+  hits ``/token``: give API faults a path such as ``/events``;
 - ``"style"`` picks the error body (default: the emulator's ``error_style``): ``"documented"``, ``"status"``
   (adds ``status``), ``"details"`` (adds ``status`` and ``details[]`` of ``google.rpc.ErrorInfo``, which
   changes what ``HttpError.error_details`` returns), ``"status_only"`` (no ``errors[]``, like "insufficient
@@ -65,7 +66,7 @@ Control API (JSON in and out):
   tokens issued from now on (0 makes every token expire at once) and the switches of
   :class:`~calsync_emulators.google.behaviour.GoogleBehaviour` (``error_style``, ``strict``,
   ``deleted_writes``, ``sync_token_lifetime``, ``cancelled_retention``, ``cancelled_forget_after``,
-  ``calendar_time_zone``), any subset, all or none applied;
+  ``calendar_time_zone``, ``page_limit``), any subset, all or none applied;
 - ``GET /_emulator/notifications``: the push messages delivered so far (``channel``, ``state``, ``number``,
   the receiver's ``status``);
 - ``PATCH /_emulator/calendars/{calendarId}/events/{eventId}`` (a JSON object merged like ``events.patch``,

@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+import re
 import threading
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 from urllib.parse import parse_qs, unquote
+
+from pydantic import Field
 
 from calsync_emulators.faults import FaultRule, FaultRules
 from calsync_emulators.google.behaviour import GoogleBehaviour
@@ -24,9 +27,21 @@ _NOT_ALLOWED = ApiError(405, "httpMethodNotAllowed", "Method Not Allowed")
 
 
 class GoogleFaultRule(FaultRule):
-    """A fault rule that can also choose which of Google's error-body shapes to answer with."""
+    """A fault rule that can also choose which of Google's error-body shapes to answer with, and match the query."""
 
     style: ErrorStyle | None = None
+    query: str | None = Field(default=None, description="regex searched in the decoded query, name=value&...")
+
+    def matches(self, method: str, path: str, request: Any = None) -> bool:
+        """The shared matchers, and ``query`` (e.g. ``pageToken=`` for a listing's later pages)."""
+        if not super().matches(method, path, request):
+            return False
+        if self.query is None:
+            return True
+        pairs = request.query.items() if isinstance(request, Request) else ()
+        return (
+            re.search(self.query, "&".join(f"{name}={value}" for name, values in pairs for value in values)) is not None
+        )
 
 
 @dataclass(frozen=True)
