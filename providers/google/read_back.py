@@ -4,9 +4,10 @@ The listing. calsync's marker is the private property ``calsyncKey=<the target's
 target. Google's ``privateExtendedProperty`` filter matches ``name=value`` only, so it cannot ask for "every
 event that has a calsyncKey", and it cannot be combined with ``syncToken`` at all (the discovery document),
 while the sync guide asks an incremental list to repeat the full listing's other parameters. So both listings
-are the same query, ``events.list(showDeleted=true, maxResults=2500)``, the incremental one with ``syncToken``,
-and calsync's items are picked here by their marker: the full listing pays for the user's own events once (on
-the first sweep and after a 410), every later sweep only for what changed, one request when nothing did.
+are the same query, ``events.list(showDeleted=true, maxResults=2500)`` with a partial response (``fields``: what
+is read here), the incremental one with ``syncToken``, and calsync's items are picked here by their marker: the
+full listing pays for the user's own events once (on the first sweep and after a 410), every later sweep only
+for what changed, one request when nothing did.
 ``showDeleted=true`` on both: a syncToken list always includes deleted events and refuses ``showDeleted=false``,
 and in a full listing a cancelled item of ours is then seen as removed, not as missing.
 
@@ -38,7 +39,12 @@ from calsync.providers.google.event_body import SYNC_KEY_PROPERTY, instant, priv
 
 #: Google's largest page ("can never be larger than 2500"): a calendar of up to 2,500 items is one request.
 PAGE_SIZE: Final = 2500
-LIST_PARAMETERS: Final[Mapping[str, Any]] = {"showDeleted": True, "maxResults": PAGE_SIZE}
+#: A partial response: what ``observed`` reads and nothing else (a listed event is several times larger).
+LIST_FIELDS: Final = (
+    "nextPageToken,nextSyncToken,items(id,etag,status,summary,description,location,start,end,"
+    "attendees(email,self,organizer),extendedProperties/private)"
+)
+LIST_PARAMETERS: Final[Mapping[str, Any]] = {"showDeleted": True, "maxResults": PAGE_SIZE, "fields": LIST_FIELDS}
 
 #: ``events.list`` of the account's calendar with these parameters, classified (``GoogleProvider._execute``).
 ListPage = Callable[..., Mapping[str, Any]]

@@ -18,7 +18,8 @@ API (``/calendar/v3/calendars/{calendarId}/events[/{eventId}]``, segments percen
 - times are stored as sent and answered in the request's ``timeZone``, the event's or the calendar's (``times``);
 - list honours ``syncToken``/``nextSyncToken``, ``showDeleted``, ``updatedMin``, ``timeMin``/``timeMax``,
   ``iCalUID``, ``q``, ``orderBy``, ``singleEvents``, ``privateExtendedProperty``/``sharedExtendedProperty``,
-  ``timeZone``, ``maxResults`` (default 250, at most 2500) and ``pageToken`` (``listing``);
+  ``timeZone``, ``maxResults`` (default 250, at most 2500) and ``pageToken`` (``listing``), and answers only
+  the fields a ``fields`` selection names, checked against the discovery schema (``partial``);
   ``showDeleted=true`` returns every stored event, so the real client can inspect the emulator's state;
 - a watch channel gets a ``sync`` POST, then one ``exists`` POST per change, until stopped or expired
   (``channels``);
@@ -77,7 +78,7 @@ Control API (JSON in and out):
   unknown id (and an edit of a cancelled one), 410 for a second delete, 400 for an edit Google would refuse.
 
 Documented vs inferred: each module's docstring says per topic what Google documents and what is inferred
-or chosen (``behaviour``, ``errors``, ``schema``, ``times``, ``events``, ``listing``, ``channels``,
+or chosen (``behaviour``, ``errors``, ``schema``, ``times``, ``events``, ``listing``, ``partial``, ``channels``,
 ``oauth``; sources in docs/notes/emulators.md). Layout: those modules plus ``control_routes`` (the routes
 below ``/_emulator/`` of this emulator) and ``app`` (wiring and routing).
 """

@@ -20,6 +20,7 @@ from calsync_emulators.google.errors import ApiError, ErrorStyle, google_error, 
 from calsync_emulators.google.events import EventStore
 from calsync_emulators.google.listing import Listing, SyncTokens
 from calsync_emulators.google.oauth import DEFAULT_TOKEN_LIFETIME, TOKEN_PATH, TokenIssuer
+from calsync_emulators.google.partial import partial
 from calsync_emulators.server import EmulatorApp, Request, Response
 
 API_PREFIX = "/calendar/v3/"
@@ -148,7 +149,7 @@ class GoogleCalendarEmulator(EmulatorApp):
         if len(segments) == 3:
             if method == "GET":
                 page = Listing(self.events, self.sync_tokens, self.behaviour).answer(calendar_id, call.query)
-                return Response.json(200, page)
+                return Response.json(200, partial(page, call.param("fields"), "Events"))
             if method == "POST":
                 return self.events.insert(calendar_id, call.body(), call.query)
             raise _NOT_ALLOWED
