@@ -122,7 +122,7 @@ def _when(value: Any) -> str:
         return _text(value)
     try:
         moment = instant(value)
-    except (ValueError, TypeError, KeyError):  # a bad date/dateTime, an unknown time zone (a KeyError subclass)
+    except (ValueError, TypeError, KeyError, OSError):  # a bad date/dateTime; an unknown zone: KeyError, OSError
         return _text(dict(value))
     if isinstance(moment, dt.datetime):
         if moment.tzinfo is not None:

@@ -7,7 +7,7 @@ import datetime as dt
 import zoneinfo
 from typing import Any
 
-from hypothesis import given
+from hypothesis import example, given
 from hypothesis import strategies as st
 
 from calsync.core.model.calendar import EventState, Target
@@ -103,10 +103,12 @@ _fields = st.sampled_from(["id", "etag", "status", "start", "end", "summary", "a
 
 
 @given(st.dictionaries(_fields | _text, _json, max_size=8), st.sampled_from(["cancelled", "confirmed", None]))
+@example({"start": {"dateTime": "2026-01-01T10:00:00", "timeZone": "America"}}, "confirmed")  # a folder of zones
 def test_any_item_google_might_list_is_read_or_skipped_never_a_crash(item: dict[str, Any], status: str | None) -> None:
-    item = {**item, "status": status, "extendedProperties": {"private": {SYNC_KEY_PROPERTY: "k"}}}
+    item = {"id": "x1", **item, "status": status, "extendedProperties": {"private": {SYNC_KEY_PROPERTY: "k"}}}
     seen = observed(item, OWNER)
     assert seen is None or (seen.sync_key == "k" and seen.removed == (status == "cancelled"))
+    assert seen is not None or not isinstance(item["id"], str) or not item["id"]
 
 
 def test_which_listed_items_are_calsyncs() -> None:
