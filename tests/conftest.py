@@ -224,7 +224,8 @@ def settings_factory(tmp_path: Path, redis_url: str, database: str, namespace: s
 
         connection = pika.BlockingConnection(pika.URLParameters(RABBITMQ_URL))
         channel = connection.channel()
-        for name in (f"{lane}{suffix}" for lane in (queue, f"{queue}-bulk") for suffix in ("", ".DQ", ".XQ")):
+        lanes = (queue, f"{queue}-bulk", f"{queue}-drift")
+        for name in (f"{lane}{suffix}" for lane in lanes for suffix in ("", ".DQ", ".XQ")):
             channel.queue_delete(name)
         connection.close()
 

@@ -60,7 +60,8 @@ _RABBITMQ_TIMEOUT_S = 5
 
 def consumed_queues(settings: Settings) -> tuple[str, ...]:
     """Every queue a worker consumes (``calsync worker``'s ``--queues``), each once: what the state shows."""
-    return tuple(dict.fromkeys((*lanes_of(settings).queues, settings.intake_queue, settings.webhook_queue)))
+    queues = (*lanes_of(settings).queues, settings.intake_queue, settings.webhook_queue, settings.effective_drift_queue)
+    return tuple(dict.fromkeys(queues))
 
 
 @dataclass(frozen=True)
