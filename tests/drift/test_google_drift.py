@@ -32,9 +32,7 @@ CALENDAR = "alice@example.com"
 @pytest.fixture
 def emulator(google_server: RunningEmulator) -> Emulator:
     """The session's Google emulator, reset for this test."""
-    emu = Emulator(google_server)
-    emu.reset()
-    return emu
+    return Emulator.fresh(google_server)
 
 
 @pytest.fixture
