@@ -127,7 +127,7 @@ class Bench:
         self.worker = start_worker(self.env, self.log)
 
     def _booted(self) -> bool:
-        return any(True for _ in self.clients.redis.scan_iter(match=self.clients.keys.worker_heartbeats()))
+        return bool(self.clients.redis.scard(self.clients.keys.workers()))
 
     def stop_worker(self) -> None:
         """SIGTERM the worker and wait for it (it drains what it holds) and for its heartbeat key to go."""

@@ -358,7 +358,7 @@ def main() -> None:
 def _booted(clients: Clients, worker: subprocess.Popen[bytes]) -> None:
     """Wait for the worker's heartbeat key: its consumers run."""
     deadline = time.monotonic() + BOOT_TIMEOUT
-    while not any(True for _ in clients.redis.scan_iter(match=clients.keys.worker_heartbeats())):
+    while not clients.redis.scard(clients.keys.workers()):
         if worker.poll() is not None or time.monotonic() > deadline:
             raise RuntimeError("the worker did not start (see its log)")
         time.sleep(0.1)

@@ -12,7 +12,10 @@ then every operation runs in this process on calsync's own code, a warm-up first
   process on clients built once (their output discarded);
 - one exporter scrape (the exporter's registry, rendered as Prometheus text);
 - a reconcile pass with nothing overdue (``requeue_lost``, what workers run) and a housekeeping pass (``prune``);
-- a DLQ page as the HTTP API reads it (a tenant's open dead letters by id): the first, and one after a cursor.
+- a DLQ page as the HTTP API reads it (a tenant's open dead letters by id): the first, and one after a cursor;
+- the worker's cost per sync job: the jobs the size's ``submit_change`` samples enqueued, drained by an in-process
+  worker of 8 threads (memory provider), its CPU (this process's, over the drain) and PostgreSQL round trips
+  (libpq's trace) per job.
 
 Each is the median of ``--repeat`` runs. It prints a table with each size's figure and its ratio to the first
 size's. The schema is dropped at the end, the Redis keys deleted (its own embedded Redis unless ``--redis-url``).
@@ -35,13 +38,25 @@ from pathlib import Path
 from typing import Any
 
 import click
+import dramatiq
+import redis
 from prometheus_client import generate_latest
 
 from benchmarks.scale_fill import ACCOUNTS_PER_TENANT, TENANTS, fill
-from benchmarks.support import add_redis_option, bench_redis, migrated_clients, namespace, private_database, remove_keys
+from benchmarks.support import (
+    add_redis_option,
+    bench_redis,
+    finished_jobs,
+    migrated_clients,
+    namespace,
+    private_database,
+    remove_keys,
+    traced_round_trips,
+)
 from calsync.actors.cli.changes import show
 from calsync.actors.cli.shell import CliState
 from calsync.actors.cli.status import status
+from calsync.actors.worker import build_worker
 from calsync.core.clients import Clients
 from calsync.core.config.settings import Settings
 from calsync.core.observability.exporter import exporter_registry
@@ -51,6 +66,7 @@ from calsync.core.producer.submit import Producer
 from calsync.core.store import dead_letters
 from calsync.core.store.dead_letters import DeadLetterFilter
 from calsync.core.store.pruning import Retention, prune
+from calsync.providers.memory import MemoryProvider
 
 DLQ_PAGE = 50  # the API's default page size
 Figures = dict[str, float]  # operation -> milliseconds
@@ -157,6 +173,29 @@ def measure(ops: Operations, *, repeat: int, samples: int) -> Figures:
     return figures
 
 
+def worker_cost(settings: Settings, url: str, scratch: Path) -> Figures:
+    """Drain the queue with an in-process worker of 8 threads: its CPU and PostgreSQL round trips per job."""
+    client = redis.Redis.from_url(url)
+    jobs = int(client.hlen(f"{settings.redis_namespace}:{settings.queue}.msgs"))
+    worker = build_worker(settings, providers={"memory": MemoryProvider()})
+    try:
+        finished = finished_jobs(worker.clients.broker)
+        with traced_round_trips(worker.clients.db.engine, scratch) as trips:
+            worker.clients.broker.emit_after("process_boot")
+            runner = dramatiq.Worker(worker.clients.broker, worker_threads=8, worker_timeout=100)
+            cpu = time.process_time()
+            runner.start()
+            while finished() < jobs:
+                time.sleep(0.05)
+            runner.stop()
+            cpu = time.process_time() - cpu
+    finally:
+        worker.close()
+        client.close()
+    return {"worker CPU per sync job": cpu * 1000 / max(jobs, 1), "PostgreSQL round trips per sync job (count)":
+            trips() / max(jobs, 1)}  # fmt: skip
+
+
 def print_table(sizes: Sequence[int], results: Sequence[Figures]) -> None:
     """Each figure per size, and each size's ratio to the first."""
     base = sizes[0]
@@ -201,7 +240,9 @@ def main() -> None:
             print(f"  filled to {size} events in {time.perf_counter() - began:.0f} s", flush=True)
             if not results:  # a first round untimed: connections, compiled statements, the broker's scripts
                 measure(ops, repeat=1, samples=10)
+                worker_cost(settings, url, tmp / "trips-warm-up")
             results.append(measure(ops, repeat=args.repeat, samples=args.samples))
+            results[-1].update(worker_cost(settings, url, tmp / f"trips-{size}"))
     print_table(sizes, results)
 
 

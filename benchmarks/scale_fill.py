@@ -7,12 +7,15 @@ every size. What each size holds, for ``n`` events:
 - 10,000 memory accounts of 100 tenants (100 each), written once;
 - ``n`` events (2 % cancelled), event ``i`` of tenant ``i % 100``;
 - 3 targets per event, in three different accounts of its tenant: the targets of a cancelled event deleted, of
-  the others 1 % pending (due in an hour: nothing overdue), 0.2 % failed, the rest synced;
-- ``n / 10`` dead letters of sync jobs (at most 100,000), 5 % open, the others replayed or discarded within the
-  retention (housekeeping has nothing to delete);
+  the others synced except among the first 10,000 events (:data:`OUTSTANDING_EVENTS`), where 1 % are pending
+  (due in an hour: nothing overdue) and 0.2 % failed. The outstanding work is the same at every size: a backlog
+  follows the rate of changes and the operators, not the history (docs/notes/scale.md);
+- ``n / 10`` dead letters of sync jobs (at most 100,000): the first 500 open (5 in each tenant), the others
+  replayed or discarded within the retention (housekeeping has nothing to delete);
 - ``2 n`` idempotency records (the creates of two of each event's targets), none expired;
 - a webhook endpoint per tenant, written once, and ``n / 10`` notifications dispatched an hour ago, each
-  with one delivery: 1 % pending (due in an hour), 0.5 % failed, the rest delivered.
+  with one delivery, delivered except among the first 1,000, where 1 % are pending (due in an hour) and 0.5 %
+  failed.
 
 Every table is vacuumed and analyzed afterwards, as autovacuum would leave a table that large: planner
 statistics, and a visibility map for index-only scans.
@@ -38,9 +41,12 @@ TABLES = (
     "webhook_deliveries",
 )
 
+OUTSTANDING_EVENTS = 10_000  # the events (and a tenth as many notifications) among which work is outstanding
+OPEN_DEAD_LETTERS = 500  # like the outstanding targets, the same at every size
+
 # Which target is pending, failed or synced: by its event's index i and its position k (0..2).
-_PENDING = "((i * 3 + k) % 100 = 7)"  # 1 %
-_FAILED = "((i * 3 + k) % 500 = 11)"  # 0.2 %
+_PENDING = f"(i < {OUTSTANDING_EVENTS} AND (i * 3 + k) % 100 = 7)"  # 300 targets
+_FAILED = f"(i < {OUTSTANDING_EVENTS} AND (i * 3 + k) % 500 = 11)"  # 60 targets
 _CANCELLED = "(i % 50 = 0)"  # 2 % of events
 # Target k of event i: three distinct accounts of the event's tenant.
 _ACCOUNT = f"'acc-' || ((i % {TENANTS}) * {ACCOUNTS_PER_TENANT} + (i / {TENANTS} + k * 7) % {ACCOUNTS_PER_TENANT})"
@@ -84,7 +90,7 @@ CROSS JOIN LATERAL (SELECT CASE WHEN {_CANCELLED} THEN 'deleted' WHEN {_PENDING}
 """
 
 # Dead letter j is about target 0 of event 10 j + (j / 10) % 10 (of every tenant in turn).
-_OPEN = "(j % 19 = 0)"  # 5 %, of every tenant
+_OPEN = f"(j < {OPEN_DEAD_LETTERS})"  # 5 in each tenant (j = 10, 110, 210, 310 and 410 in tenant-1)
 _DEAD_LETTERS = f"""
 INSERT INTO dead_letters (job_id, job_type, message_id, queue, tenant_id, entity_id, account_id, idempotency_key,
                           trace_id, payload, attempts, reason, error_class, last_error, error_history,
@@ -129,8 +135,8 @@ SELECT 'whn-' || w, 'whe-' || (w % {TENANTS}), s.status, 1, CASE WHEN s.status =
        NULL, CASE WHEN s.status = 'pending' THEN now() + interval '1 hour' END, now() - interval '1 hour',
        now() - interval '1 hour'
 FROM generate_series(:start, :stop - 1) AS w
-CROSS JOIN LATERAL (SELECT CASE WHEN w % 100 = 3 THEN 'pending' WHEN w % 200 = 5 THEN 'failed'
-                                ELSE 'delivered' END AS status) AS s
+CROSS JOIN LATERAL (SELECT CASE WHEN w >= {OUTSTANDING_EVENTS // 10} THEN 'delivered' WHEN w % 100 = 3 THEN 'pending'
+                                WHEN w % 200 = 5 THEN 'failed' ELSE 'delivered' END AS status) AS s
 """
 
 

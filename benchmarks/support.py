@@ -223,6 +223,45 @@ def in_process_worker(scratch: Path, url: str, ns: str, **values: Any) -> Worker
     return app
 
 
+@contextlib.contextmanager
+def traced_round_trips(engine: Any, directory: Path) -> Iterator[Callable[[], int]]:
+    """Count the PostgreSQL round trips of every connection ``engine`` opens from here on; yields the counter.
+
+    libpq's protocol trace of each connection goes to a file in ``directory``: each round trip ends with the
+    server's ReadyForQuery message (after a Sync or a simple Query). Connections already pooled are disposed
+    first, so only new ones are traced. Read the counter after the block: leaving it closes the pooled
+    connections, and a connection's trace is complete (flushed) once it is closed.
+    """
+    from psycopg import pq
+    from sqlalchemy import event
+
+    directory.mkdir(parents=True, exist_ok=True)
+    engine.dispose()
+    traces: list[Path] = []
+    handles: list[Any] = []
+
+    def trace(dbapi_connection: Any, _record: Any) -> None:
+        path = directory / f"trace-{len(traces)}.txt"
+        traces.append(path)
+        handles.append(open(path, "w"))  # noqa: SIM115 (closed on exit)
+        dbapi_connection.pgconn.trace(handles[-1].fileno())
+        dbapi_connection.pgconn.set_trace_flags(pq.Trace.SUPPRESS_TIMESTAMPS)
+
+    def untrace(dbapi_connection: Any, _record: Any) -> None:
+        dbapi_connection.pgconn.untrace()  # flushes the connection's trace
+
+    event.listen(engine, "connect", trace)
+    event.listen(engine, "close", untrace)
+    try:
+        yield lambda: sum(path.read_text().count("\tReadyForQuery\t") for path in traces)
+    finally:
+        engine.dispose()
+        event.remove(engine, "connect", trace)
+        event.remove(engine, "close", untrace)
+        for handle in handles:
+            handle.close()
+
+
 def migrated_clients(settings: Settings) -> Clients:
     """A producer's clients (``calsync.connect``) on a database migrated to the head first."""
     from calsync.core.clients import connect

@@ -58,6 +58,7 @@ from benchmarks.support import (
     private_database,
     remove_keys,
     seed,
+    traced_round_trips,
 )
 from calsync.actors.worker import build_worker
 from calsync.core.config.settings import ENV_PREFIX, Settings, child_environment
@@ -244,13 +245,7 @@ def _print_connections(name: str, dsn: str, application: str, shape: Shape) -> N
 
 
 def round_trips(url: str, jobs: int, scratch: Path, dsn: str) -> float:
-    """PostgreSQL round trips per sync job: libpq's protocol trace of every connection of an in-process worker.
-
-    Each round trip ends with the server's ReadyForQuery message (after a Sync or a simple Query).
-    """
-    from psycopg import pq
-    from sqlalchemy import event
-
+    """PostgreSQL round trips per sync job of an in-process worker (``traced_round_trips``)."""
     ns = namespace("round-trips")
     data_dir = scratch / ns
     with private_database("postgresql", dsn, data_dir) as database_url:
@@ -259,38 +254,24 @@ def round_trips(url: str, jobs: int, scratch: Path, dsn: str) -> float:
                             queue=QUEUE, log_level="WARNING")  # fmt: skip
         migrated_clients(settings).close()
         worker = build_worker(settings, providers={"memory": MemoryProvider()})
-        traces: list[Path] = []
-        handles: list[Any] = []  # kept open: libpq writes to the descriptor for as long as the connection lives
         try:
             payloads = seed(worker.clients.db, jobs)
-            worker.clients.db.engine.dispose()  # only connections opened from here on are traced
-
-            @event.listens_for(worker.clients.db.engine, "connect")
-            def _trace(dbapi_connection: Any, _record: Any) -> None:
-                path = data_dir / f"trace-{len(traces)}.txt"
-                traces.append(path)
-                handles.append(open(path, "w"))  # noqa: SIM115 (closed at the end)
-                dbapi_connection.pgconn.trace(handles[-1].fileno())
-                dbapi_connection.pgconn.set_trace_flags(pq.Trace.SUPPRESS_TIMESTAMPS)
-
-            broker = worker.clients.broker
-            broker.emit_after("process_boot")
-            for payload in payloads:
-                broker.enqueue(sync_message(settings.queue, payload))
-            client = redis.Redis.from_url(url)
-            runner = dramatiq.Worker(broker, worker_threads=8, worker_timeout=100)
-            runner.start()
-            while int(client.hlen(f"{ns}:{QUEUE}.msgs")):
-                time.sleep(POLL_SECONDS)
-            runner.stop()
-            client.close()
+            with traced_round_trips(worker.clients.db.engine, data_dir) as trips:
+                broker = worker.clients.broker
+                broker.emit_after("process_boot")
+                for payload in payloads:
+                    broker.enqueue(sync_message(settings.queue, payload))
+                client = redis.Redis.from_url(url)
+                runner = dramatiq.Worker(broker, worker_threads=8, worker_timeout=100)
+                runner.start()
+                while int(client.hlen(f"{ns}:{QUEUE}.msgs")):
+                    time.sleep(POLL_SECONDS)
+                runner.stop()
+                client.close()
+            return trips() / jobs
         finally:
             worker.close()
-            for handle in handles:
-                handle.close()
             remove_keys(url, ns)
-        trips = sum(path.read_text().count("\tReadyForQuery\t") for path in traces)
-    return trips / jobs
 
 
 def _configuration(args: argparse.Namespace, url: str) -> str:

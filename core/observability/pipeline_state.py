@@ -12,9 +12,10 @@ Three sources, each read on its own so that one being down does not hide the oth
 - **database**: open dead letters by job type and reason, the oldest open one, outstanding targets
   (pending, failed) and the most overdue pending target, webhook endpoints disabled and outstanding deliveries.
 - **redis**: the circuit breakers and provider back-off of every provider with a breaker (core/traffic/store.py);
-  live worker heartbeat keys (``<ns>:heartbeat:*``, each with a TTL), found with SCAN; their
-  values tell each process' live worker threads against its configured count (a process that lost
-  threads is unhealthy, core/worker/heartbeat.py).
+  live worker heartbeat keys (``<ns>:heartbeat:<worker>``, each with a TTL), found through the set of worker
+  names (core/redis/live_workers.py: a cost per worker, not per key in the Redis); their values tell each
+  process' live worker threads against its configured count (a process that lost threads is unhealthy,
+  core/worker/heartbeat.py).
 
 The oldest ready message's age counts from when it became ready, not from its creation: the latest
 of its ``message_timestamp``, its ``eta`` option and, for sync jobs, the payload's ``scheduled_at``.
@@ -45,6 +46,7 @@ from calsync.core.messaging.lanes import lanes_of
 from calsync.core.messaging.messages import JOB_TYPES
 from calsync.core.model.vocabulary import OUTSTANDING_DELIVERY_STATUSES, OUTSTANDING_STATUSES
 from calsync.core.redis.keys import RedisKeys
+from calsync.core.redis.live_workers import read as live_workers_in
 from calsync.core.redis.scripts import LuaScript
 from calsync.core.store import dead_letters, targets
 from calsync.core.traffic import CircuitReading, TrafficStore
@@ -54,7 +56,6 @@ T = TypeVar("T")
 
 SOURCES = ("broker", "database", "redis")
 
-_SCAN_BATCH = 1000
 _RABBITMQ_TIMEOUT_S = 5
 
 
@@ -130,9 +131,8 @@ class LiveWorker(BaseModel):
         return self.threads is None or self.threads_alive is None or self.threads_alive >= self.threads
 
 
-def live_worker(key: str, raw: bytes | str | None) -> LiveWorker:
+def live_worker(name: str, raw: bytes | str | None) -> LiveWorker:
     """A heartbeat key's value read back; one that is not the JSON the heartbeat writes reads as unknown."""
-    name = key.rsplit(":heartbeat:", 1)[-1]
     try:
         return LiveWorker.model_validate({"worker": name, **json.loads(raw or "{}")})
     except (ValueError, TypeError):  # not JSON, not an object, or a field of another type
@@ -141,11 +141,7 @@ def live_worker(key: str, raw: bytes | str | None) -> LiveWorker:
 
 def live_workers(client: redis.Redis, keys: RedisKeys) -> list[LiveWorker]:
     """Every worker process whose heartbeat key (on ``client``) has not expired, with its worker threads."""
-    found = client.scan_iter(match=keys.worker_heartbeats(), count=_SCAN_BATCH)
-    names = sorted(key.decode() for key in found)
-    values = client.mget(names) if names else []
-    # A key that expired between SCAN and MGET is no longer a live worker.
-    return [live_worker(name, raw) for name, raw in zip(names, values, strict=True) if raw is not None]
+    return [live_worker(name, raw) for name, raw in live_workers_in(client, keys).items()]
 
 
 @dataclass(frozen=True)

@@ -105,15 +105,15 @@ class RedisKeys:
         """String marking one live worker process (``host:pid``), set with a TTL of ``HEARTBEAT_TTL``.
 
         Written (SET PX, every ``HEARTBEAT_INTERVAL``; deleted at graceful shutdown) by that process's
-        heartbeat thread; read (SCAN-counted) by the exporter and ``calsync status``, and (EXISTS) by the lock
-        scripts, which take over a lock whose owner's key is gone. Dramatiq's own
+        heartbeat thread; read by the exporter and ``calsync status`` (found through :meth:`workers`), and
+        (EXISTS) by the lock scripts, which take over a lock whose owner's key is gone. Dramatiq's own
         ``__heartbeats__`` set cannot count workers: producers write it too.
         """
         return f"{self.namespace}:heartbeat:{worker}"
 
-    def worker_heartbeats(self) -> str:
-        """Glob matching every worker heartbeat key (counted by the exporter and ``calsync status``)."""
-        return f"{self.namespace}:heartbeat:*"
+    def workers(self) -> str:
+        """Set of the worker names (``host:pid``) whose heartbeat key may be live (core/redis/live_workers.py)."""
+        return f"{self.namespace}:workers"
 
     def paused(self) -> str:
         """String holding the pause switch (JSON: since, by, reason); absent means processing runs.

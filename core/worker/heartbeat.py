@@ -2,8 +2,9 @@
 
 A thread started at worker boot, in every worker process, each interval:
 
-- sets the Redis key ``<ns>:heartbeat:<host>:<pid>`` with a TTL of ``HEARTBEAT_TTL`` (counted by the
-  exporter as ``calsync_workers_active``; deleted at graceful shutdown);
+- sets the Redis key ``<ns>:heartbeat:<host>:<pid>`` with a TTL of ``HEARTBEAT_TTL`` and lists the process in
+  ``<ns>:workers`` (core/redis/live_workers.py; counted by the exporter as ``calsync_workers_active``; both
+  removed at graceful shutdown);
 - touches ``HEARTBEAT_DIR/worker-<pid>.heartbeat``, whose mtime the Kubernetes liveness probe checks
   without starting Python (k8s/base/worker.yaml; the dir is emptied by ``calsync worker`` at start);
 - sets ``calsync_worker_heartbeat_timestamp_seconds{worker="<host>:<pid>"}``.
@@ -27,6 +28,7 @@ The key's ``paused`` is true once every consumer of the process holds for ``cals
 
 from __future__ import annotations
 
+import functools
 import json
 import logging
 import os
@@ -42,6 +44,7 @@ import redis
 
 from calsync.core.config.settings import Settings
 from calsync.core.messaging.outage import RedisWatch
+from calsync.core.redis import live_workers
 from calsync.core.redis.keys import RedisKeys
 from calsync.core.redis.periodic import start_repeating
 from calsync.core.worker.metrics import (
@@ -157,7 +160,8 @@ class Heartbeat(dramatiq.Middleware):
         if self._thread is not None:
             self._thread.join(timeout=self.settings.heartbeat_interval + 5)
             self._thread = None
-        self._redis("delete the heartbeat key; it expires by itself", lambda: self.redis.delete(self.key))
+        forget = functools.partial(live_workers.remove, self.redis, self.keys, self.worker)
+        self._redis("delete the heartbeat key; it expires by itself", forget)
         self.file.unlink(missing_ok=True)
 
     def beat(self) -> bool:
@@ -188,7 +192,8 @@ class Heartbeat(dramatiq.Middleware):
             value.update(threads=threads.configured, threads_alive=threads.alive)
             value["paused"] = self.pause.paused_on(self._worker.consumers)  # every consumer holds
         ttl = int(self.settings.heartbeat_ttl * 1000)
-        self._redis("renew the heartbeat key", lambda: self.redis.set(self.key, json.dumps(value), px=ttl))
+        renew = functools.partial(live_workers.renew, self.redis, self.keys, self.worker, json.dumps(value), ttl_ms=ttl)
+        self._redis("renew the heartbeat key", renew)
         if self.threads_lost is not None:
             return False
         try:

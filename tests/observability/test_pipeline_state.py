@@ -17,6 +17,8 @@ from calsync.core.model.intake import INTAKE_JOB
 from calsync.core.model.payload import SYNC_JOB, JobPayload, new_payload
 from calsync.core.observability.exporter import exporter_registry
 from calsync.core.observability.pipeline_state import QueueDepth, StateReader, ready_since
+from calsync.core.redis import live_workers
+from calsync.core.redis.keys import RedisKeys
 from calsync.core.store import dead_letters, targets
 from calsync.core.store.dead_letters import DeadLetterRecord
 from calsync.core.store.targets import TargetKey
@@ -146,15 +148,38 @@ def test_targets_by_status_and_the_most_overdue_pending_one(pipeline: Pipeline) 
 
 def test_active_workers_are_the_unexpired_heartbeat_keys_of_this_namespace(pipeline: Pipeline) -> None:
     client, keys = pipeline.clients.redis, pipeline.clients.keys
-    client.set(keys.worker_heartbeat("pod-a:7"), "{}", px=60_000)
-    client.set(keys.worker_heartbeat("pod-b:7"), "{}", px=60_000)
-    client.set(keys.worker_heartbeat("pod-c:7"), "{}", px=50)
-    client.set(f"other{keys.worker_heartbeat('pod-d:7')}", "{}", px=60_000)
+    other = RedisKeys(f"other-{keys.namespace}")
+    live_workers.renew(client, keys, "pod-a:7", "{}", ttl_ms=60_000)
+    live_workers.renew(client, keys, "pod-b:7", "{}", ttl_ms=60_000)
+    live_workers.renew(client, keys, "pod-c:7", "{}", ttl_ms=50)
+    live_workers.renew(client, keys, "pod-e:7", "{}", ttl_ms=60_000)
+    live_workers.remove(client, keys, "pod-e:7")  # stopped on purpose
+    live_workers.renew(client, other, "pod-d:7", "{}", ttl_ms=60_000)
     try:
         reader = StateReader(pipeline.clients)
-        wait_until(lambda: len(reader.workers()) == 2, what="the short-lived heartbeat to expire")
+        wait_until(lambda: [w.worker for w in reader.workers()] == ["pod-a:7", "pod-b:7"],
+                   what="the short-lived heartbeat to expire")  # fmt: skip
+        assert client.smembers(keys.workers()) == {b"pod-a:7", b"pod-b:7"}  # the expired name dropped by the read
     finally:
-        client.delete(f"other{keys.worker_heartbeat('pod-d:7')}")
+        live_workers.remove(client, other, "pod-d:7")
+
+
+def test_reading_the_workers_does_not_walk_the_other_keys(pipeline: Pipeline, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The workers are found through their set: a Redis full of other keys costs no SCAN (nor KEYS)."""
+    client, keys = pipeline.clients.redis, pipeline.clients.keys
+    live_workers.renew(client, keys, "pod-a:7", "{}", ttl_ms=60_000)
+    client.mset({keys.worker_heartbeat(f"unlisted-{n}"): "{}" for n in range(3)})  # keys no worker listed
+    commands: list[str] = []
+    send = client.execute_command
+
+    def recorded(*args: Any, **options: Any) -> Any:
+        commands.append(str(args[0]).upper())
+        return send(*args, **options)
+
+    monkeypatch.setattr(client, "execute_command", recorded)
+    workers = StateReader(pipeline.clients).workers()
+    assert [w.worker for w in workers] == ["pod-a:7"]
+    assert commands and not {"SCAN", "KEYS"} & set(commands), commands
 
 
 def test_the_exporter_reports_a_source_it_cannot_read_and_keeps_the_others(settings_factory: Any) -> None:

@@ -14,6 +14,7 @@ from calsync.core.model.intake import INTAKE_JOB
 from calsync.core.model.payload import SYNC_JOB
 from calsync.core.model.vocabulary import Outcome
 from calsync.core.observability.pipeline_state import StateReader
+from calsync.core.redis import live_workers
 from calsync.core.redis.stats import JobStats
 from tests.support import Pipeline
 
@@ -27,7 +28,7 @@ def _busy(pipeline: Pipeline) -> None:
     account = pipeline.account()
     pipeline.submit([account], title="one")
     pipeline.submit([account], title="two")
-    pipeline.clients.redis.set(pipeline.clients.keys.worker_heartbeat("pod-a:1"), "{}", px=60_000)
+    live_workers.renew(pipeline.clients.redis, pipeline.clients.keys, "pod-a:1", "{}", ttl_ms=60_000)
     pipeline.app.stats.record(Outcome.SUCCESS, count=3)
     pipeline.app.stats.record(Outcome.DEAD_LETTERED)
     pipeline.app.stats.flush()  # what a worker's stats thread does every second

@@ -97,12 +97,12 @@ def test_a_graceful_stop_is_not_a_lost_thread(settings_factory: Any) -> None:
 
 
 def test_a_heartbeat_value_is_read_back_whatever_it_holds() -> None:
-    assert live_worker("ns:heartbeat:h:1", b'{"worker": "h:1", "threads": 4, "threads_alive": 3}').healthy is False
-    assert live_worker("ns:heartbeat:h:1", b'{"worker": "h:1", "threads": 4, "threads_alive": 4}').healthy
-    older = live_worker("ns:heartbeat:h:2", b'{"worker": "h:2"}')  # written before threads were counted
+    assert live_worker("h:1", b'{"worker": "h:1", "threads": 4, "threads_alive": 3}').healthy is False
+    assert live_worker("h:1", b'{"worker": "h:1", "threads": 4, "threads_alive": 4}').healthy
+    older = live_worker("h:2", b'{"worker": "h:2"}')  # written before threads were counted
     assert (older.worker, older.threads, older.healthy) == ("h:2", None, True)
-    assert live_worker("ns:heartbeat:h:3", b"not json").worker == "h:3"
-    assert live_worker("ns:heartbeat:h:4", b'{"threads": true, "threads_alive": "2"}').threads is None
+    assert live_worker("h:3", b"not json").worker == "h:3"
+    assert live_worker("h:4", b'{"threads": true, "threads_alive": "2"}').threads is None
 
 
 def _text(renderable: Any) -> str:
