@@ -102,6 +102,11 @@ def build_worker(settings: Settings, *, providers: Mapping[str, Provider] | None
     middleware = worker_middleware(settings, db, client, keys, stats, outbox, watch=watch)
     broker = connect_broker(broker_url, settings, [*middleware, CloseOnShutdown(registry.close)])
     clients = Clients(settings, broker_url, redis_url, db, client, keys, cipher, broker)
+
+    def due_sweeps() -> int:  # the drift sweeps that are due (core/drift/schedule.py)
+        return enqueue_due(db, broker, settings.effective_drift_queue, interval=settings.drift_interval,
+                           reads_back=lambda name: _reads_back(registry, name))  # fmt: skip
+
     if settings.maintenance_enabled:  # housekeeping, one pass per interval across workers (docs/RUNBOOK.md)
         broker.add_middleware(
             Maintenance(
@@ -112,13 +117,7 @@ def build_worker(settings: Settings, *, providers: Mapping[str, Provider] | None
                 retention=Retention.of(settings),
                 watch=watch,
                 requeue=lambda: requeue_lost(clients).enqueued,  # the CronJob's pass, with no CronJob needed
-                sweeps=lambda: enqueue_due(
-                    db,
-                    broker,
-                    settings.effective_drift_queue,
-                    interval=settings.drift_interval,
-                    reads_back=lambda name: _reads_back(registry, name),
-                ),  # the drift sweeps that are due (core/drift/schedule.py)
+                sweeps=due_sweeps if settings.drift_enabled else None,
             )
         )
     parts = JobParts(
@@ -135,8 +134,8 @@ def build_worker(settings: Settings, *, providers: Mapping[str, Provider] | None
         outbox=outbox,
         traffic=traffic,
     )
-    sweeps = SweepParts(db, cipher, registry, broker, settings.queue, traffic=traffic, outbox=outbox)
-    return WorkerProcess(clients, locks, stats, registry, declare(clients, parts, sweeps))
+    sweep_parts = SweepParts(db, cipher, registry, broker, settings.queue, traffic=traffic, outbox=outbox)
+    return WorkerProcess(clients, locks, stats, registry, declare(clients, parts, sweep_parts))
 
 
 def _reads_back(registry: ProviderRegistry, name: ProviderName) -> bool:

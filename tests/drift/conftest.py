@@ -3,7 +3,7 @@ webhooks reach a loopback receiver, with shortcuts to sweep an account and read 
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from typing import Any
 
 import pytest
@@ -12,11 +12,14 @@ from calsync.core.drift import store
 from calsync.core.drift.store import Finding, SweepState
 from calsync.core.drift.sweep import SweepParts, SweepResult, run_sweep
 from calsync.core.model.drift import DriftPolicy
+from calsync.core.traffic import TrafficGate, TrafficStore, provider_limits
 from calsync.core.webhooks import Outbox
+from calsync.core.worker.maintenance import Maintenance
 from tests.drift.support import NOW
 from tests.support import Pipeline
-from tests.webhooks.conftest import WEBHOOK_TEST_SETTINGS, Hooks
-from tests.webhooks.receiver import Receiver, serve
+
+# The webhook tests' fixtures, imported to be found here: drift_factory builds on hooks_factory; receiver.
+from tests.webhooks.conftest import Hooks, hooks_factory, receiver  # noqa: F401
 
 
 class Drift(Hooks):
@@ -26,8 +29,9 @@ class Drift(Hooks):
         super().__init__(pipeline)
         rt, settings = pipeline.clients, pipeline.settings
         self.outbox = Outbox(rt.db, settings.webhook_queue, ttl=0)  # subscriptions read at every sweep
+        traffic = TrafficGate(TrafficStore(rt.redis, rt.keys), provider_limits(settings, lease=settings.job_time_limit))
         self.parts = SweepParts(rt.db, rt.cipher, pipeline.app.providers, pipeline.broker, settings.queue,
-                                outbox=self.outbox)  # fmt: skip
+                                traffic=traffic, outbox=self.outbox)  # fmt: skip
 
     def policy(self, policy: DriftPolicy, tenant: str = "tenant-1") -> None:
         """Set the tenant's policy."""
@@ -48,6 +52,11 @@ class Drift(Hooks):
         assert row.external_id is not None
         return receipt.entity_id, row.external_id
 
+    def maintenance(self) -> Maintenance:
+        """The workers' maintenance pass (run it with ``run_once``)."""
+        [found] = [m for m in self.pipeline.broker.middleware if isinstance(m, Maintenance)]
+        return found
+
     def findings(self) -> list[Finding]:
         """Every finding recorded, oldest first."""
         with self.pipeline.clients.db.read() as conn:
@@ -60,27 +69,17 @@ class Drift(Hooks):
 
 
 @pytest.fixture
-def drift_factory(settings_factory: Any) -> Iterator[Callable[..., Drift]]:
-    """Builds a drift pipeline (setting overrides as keyword arguments)."""
-    built: list[Pipeline] = []
+def drift_factory(hooks_factory: Callable[..., Hooks]) -> Callable[..., Drift]:  # noqa: F811
+    """Builds a drift pipeline (setting overrides as keyword arguments): sweeps scheduled every 5 minutes by a
+    maintenance pass that never comes by itself during a test (a test runs it: Drift.maintenance)."""
 
     def build(**overrides: Any) -> Drift:
-        pipeline = Pipeline(settings_factory(**{**WEBHOOK_TEST_SETTINGS, **overrides}))
-        built.append(pipeline)
-        return Drift(pipeline)
+        return Drift(hooks_factory(**{"drift_interval": 300, "maintenance_interval": 3600, **overrides}).pipeline)
 
-    yield build
-    for pipeline in built:
-        pipeline.close()
+    return build
 
 
 @pytest.fixture
 def drift(drift_factory: Callable[..., Drift]) -> Drift:
     """A drift pipeline with the test settings."""
     return drift_factory()
-
-
-@pytest.fixture
-def receiver() -> Iterator[Receiver]:
-    """A webhook receiver answering 200, verifying with ``standardwebhooks``."""
-    yield from serve(Receiver())

@@ -150,3 +150,52 @@ def test_housekeeping_prunes_findings_after_their_retention(db: Database) -> Non
         assert conn.execute(select(drift_findings.c.found_at)).scalars().all() == [recent]
     kept = prune(db, Retention(batch=2, max_batches=10, dead_letters=0, cancelled_events=0), now=NOW + 10 * (NOW - old))
     assert kept.purged["drift_findings"] == 0
+
+
+def test_a_repair_reopens_only_the_target_as_compared_and_its_record_counts_once(db: Database) -> None:
+    add_account(db, "a1")
+    (key,) = synced_event(db, "e1", ["a1"])
+    with db.write() as conn:
+        assert not store.reopen_for_repair(conn, key, external_id="x-other", version=1, kind="missing",
+                                           forget_ref=True, now=NOW)  # fmt: skip
+        assert not store.reopen_for_repair(conn, key, external_id="x-a1", version=2, kind="missing",
+                                           forget_ref=True, now=NOW)  # fmt: skip
+        # Without a repair, the version synced already is not recorded again (the compare-and-set).
+        assert not targets.record_synced(conn, key, version=1, external_id="x-new", etag=None, final_status="synced")
+        assert store.reopen_for_repair(conn, key, external_id="x-a1", version=1, kind="missing", forget_ref=True,
+                                       now=NOW)  # fmt: skip
+        reopened = targets.get_target(conn, key)
+        assert reopened is not None
+        assert (reopened.status, reopened.external_id, reopened.external_etag) == ("pending", None, None)
+        assert not store.reopen_for_repair(conn, key, external_id="x-a1", version=1, kind="missing",
+                                           forget_ref=True, now=NOW)  # fmt: skip  # pending now: not twice
+        assert targets.record_synced(conn, key, version=1, external_id="x-new", etag='"2"', final_status="synced")
+        assert not targets.record_synced(conn, key, version=1, external_id="x-3", etag=None, final_status="synced")
+        row = targets.get_target(conn, key)
+    assert row is not None and (row.status, row.external_id, row.synced_version) == ("synced", "x-new", 1)
+
+
+def test_a_modified_target_keeps_its_provider_id_when_reopened(db: Database) -> None:
+    add_account(db, "a1")
+    (key,) = synced_event(db, "e1", ["a1"])
+    with db.write() as conn:
+        assert store.reopen_for_repair(conn, key, external_id="x-a1", version=1, kind="modified_externally",
+                                       forget_ref=False, now=NOW)  # fmt: skip
+        row = targets.get_target(conn, key)
+    assert row is not None and (row.status, row.external_id, row.external_etag) == ("pending", "x-a1", '"1"')
+
+
+def test_an_account_s_targets_are_read_by_id_or_all_at_once_past_the_lookup_limit(db: Database) -> None:
+    add_account(db, "a1")
+    for n in range(3):
+        synced_event(db, f"e{n}", ["a1"])
+    with db.read() as conn:
+        one = store.account_targets(conn, "a1", event_ids={"e0"}, external_ids=["x-none"])
+        some = store.account_targets(conn, "a1", event_ids=set(), external_ids=["x-a1"])
+        none = store.account_targets(conn, "a1", event_ids=set(), external_ids=[])
+        many = store.account_targets(conn, "a1", event_ids={f"z{n}" for n in range(501)}, external_ids=[])
+        every = store.account_targets(conn, "a1", event_ids=None)
+    assert [t.event_id for t, _ in one] == ["e0"]
+    assert sorted(t.event_id for t, _ in some) == ["e0", "e1", "e2"]  # all three have the id x-a1
+    assert none == [] and len(many) == len(every) == 3
+    assert {event.id: event.version for _, event in every} == {"e0": 1, "e1": 1, "e2": 1}
