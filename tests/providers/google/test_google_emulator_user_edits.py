@@ -57,3 +57,12 @@ def test_user_edits_of_what_the_ui_does_not_show_or_google_refuses(emulator: Emu
         emulator.delete_event(CAL, "nope1")
     assert (cancelled.value.code, unknown.value.code) == (404, 404)
     assert api.run(api.events().get(calendarId=CAL, eventId="usr00003"))["status"] == "cancelled"
+
+
+def test_the_calendars_own_attendee_entry_is_marked_and_the_flags_are_read_only(api: Api) -> None:
+    people = [{"email": CAL.upper()}, {"email": "bob@example.com", "self": True, "organizer": True}]
+    created = api.run(api.events().insert(calendarId=CAL, body=body("usr00004", attendees=people)))
+    assert [(a["email"], a.get("self"), a.get("organizer")) for a in created["attendees"]] == [
+        (CAL.upper(), True, True),
+        ("bob@example.com", None, None),
+    ]

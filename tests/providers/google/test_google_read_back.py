@@ -173,3 +173,10 @@ def test_items_carry_the_marker_as_their_sync_key(provider: GoogleProvider, acco
         == stored["extendedProperties"]["private"][SYNC_KEY_PROPERTY]
         == target_for(event, account).sync_key
     )
+
+
+def test_inviting_the_calendars_owner_reads_back_as_written(provider: GoogleProvider, account: Account) -> None:
+    event = make_event(attendees=("bob@example.com", account.address))
+    ref = provider.upsert(account, event, target_for(event, account))
+    (item,) = provider.read_back(account, None).items
+    assert (item.external_id, item.fingerprint) == (ref.external_id, provider.fingerprint(account, event))
