@@ -227,8 +227,9 @@ def main() -> None:
         database_url = stack.enter_context(private_database("postgresql", args.postgres_dsn, tmp))
         ns = namespace("scale")
         stack.callback(remove_keys, url, ns)
+        # No drift sweeps: the worker's figures are the sync jobs' (benchmarks/drift.py measures the sweeps).
         settings = Settings(data_dir=tmp, broker_url=url, redis_namespace=ns, log_level="WARNING",
-                            database_url=database_url)  # fmt: skip
+                            database_url=database_url, drift_interval=0)  # fmt: skip
         clients = migrated_clients(settings)
         stack.callback(clients.close)
         ops = Operations(clients)

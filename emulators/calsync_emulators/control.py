@@ -103,6 +103,16 @@ class GoogleControl(EmulatorControl):
             "token_uri": self.token_uri,
         }
 
+    def edit_event(self, calendar_id: str, event_id: str, **changes: Any) -> dict[str, Any]:
+        """Change an event as its owner would in Calendar's UI (merged like a PATCH; new etag); returns it."""
+        path = f"calendars/{quote(calendar_id, safe='')}/events/{quote(event_id, safe='')}"
+        event: dict[str, Any] = self.control("PATCH", path, changes)
+        return event
+
+    def delete_event(self, calendar_id: str, event_id: str) -> None:
+        """Delete an event as its owner would in Calendar's UI (it becomes a cancelled tombstone)."""
+        self.control("DELETE", f"calendars/{quote(calendar_id, safe='')}/events/{quote(event_id, safe='')}")
+
 
 class EwsControl(EmulatorControl):
     """The EWS emulator: its endpoint for the client, and its own control routes."""

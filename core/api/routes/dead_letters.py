@@ -2,14 +2,12 @@
 
 from __future__ import annotations
 
-import base64
-import binascii
-import contextlib
 from typing import Annotated
 
 from fastapi import APIRouter, Body, Path, Query
 
 from calsync.core.api.auth import Admin, Services
+from calsync.core.api.cursors import after_of, one_page
 from calsync.core.api.models import (
     MAX_RECORD_ID,
     MAX_REPLAY,
@@ -22,26 +20,11 @@ from calsync.core.api.models import (
     ReplayRequest,
     SkippedOut,
 )
-from calsync.core.api.problems import AUTHENTICATED, FieldError, ProblemError, invalid, not_found, problems
+from calsync.core.api.problems import AUTHENTICATED, ProblemError, not_found, problems
 from calsync.core.store import dead_letters
 from calsync.core.store.dead_letters import DeadLetterFilter
 
 router = APIRouter(tags=["dead letters"])
-
-
-def _cursor(record_id: int) -> str:
-    return base64.urlsafe_b64encode(f"after:{record_id}".encode()).decode()
-
-
-def _after(cursor: str | None) -> int | None:
-    if cursor is None:
-        return None
-    with contextlib.suppress(binascii.Error, UnicodeError, ValueError):
-        prefix, _, record_id = base64.urlsafe_b64decode(cursor).decode().partition(":")
-        if prefix == "after" and record_id.isdigit():
-            return int(record_id)
-    error = FieldError(field="query.cursor", message="not a cursor from next_cursor")
-    raise invalid("the cursor is not one this API returned", [error])
 
 
 @router.get(
@@ -53,13 +36,9 @@ def list_dead_letters(deps: Services, principal: Admin, query: Annotated[DeadLet
     status = None if query.status == "all" else query.status
     flt = DeadLetterFilter(status=status, tenant_id=principal.tenant_id, **selection)
     with deps.db.read() as conn:
-        found = dead_letters.page(conn, flt, after_id=_after(query.cursor), limit=query.limit + 1)
-    more = len(found) > query.limit
-    items = found[: query.limit]
-    return DeadLetterPage(
-        items=[DeadLetterOut.model_validate(r.as_json()) for r in items],
-        next_cursor=_cursor(items[-1].id) if more else None,
-    )
+        found = dead_letters.page(conn, flt, after_id=after_of(query.cursor), limit=query.limit + 1)
+    items, next_cursor = one_page(found, query.limit, lambda record: record.id)
+    return DeadLetterPage(items=[DeadLetterOut.model_validate(r.as_json()) for r in items], next_cursor=next_cursor)
 
 
 @router.post(

@@ -37,8 +37,8 @@ def remove_keys(url: str, prefix: str) -> int:
 
 
 def rabbitmq_queues(*queues: str) -> list[str]:
-    """Every RabbitMQ queue calsync declares for ``queues``: each, its bulk lane, its drift sweeps' queue, and
-    Dramatiq's delay (``.DQ``) and dead-letter (``.XQ``) queues of all three."""
+    """Every RabbitMQ queue calsync declares for ``queues``: each, its bulk and drift lanes, and Dramatiq's delay
+    (``.DQ``) and dead-letter (``.XQ``) queues of all three."""
     lanes = [lane for queue in queues for lane in (queue, f"{queue}-bulk", f"{queue}-drift")]
     return [f"{lane}{suffix}" for lane in lanes for suffix in ("", ".DQ", ".XQ")]
 
