@@ -239,16 +239,6 @@ def account_targets(
     return pairs
 
 
-def touch_verified(conn: Connection, account_id: str, *, before: dt.datetime, now: dt.datetime) -> None:
-    """An incremental read-back that did not mention them says the account's synced targets written before
-    ``before`` are as the last sweep found them: verified now, their finding (drift_kind) kept."""
-    conn.execute(
-        update(t)
-        .where(t.c.account_id == account_id, t.c.status == "synced", t.c.updated_at < before)
-        .values(verified_at=now)
-    )
-
-
 def reopen_for_repair(
     conn: Connection,
     key: TargetKey,

@@ -105,12 +105,11 @@ def run_sweep(parts: SweepParts, account_id: str, *, claim: dt.datetime | None =
     if policy == "enforce":  # orphans go first: a failure here repeats the whole sweep
         provider = parts.providers.get(account.provider)
         actions.delete_orphans(provider, account, comparison.drifts, parts.traffic, sent)
-    now = _now()
     with parts.db.write() as tx:
-        if not reading.full:  # what the changes do not mention is as the last sweep found it
-            store.touch_verified(tx, account.id, before=started, now=now)
-        settled = actions.record(tx, account, comparison, policy, outbox=parts.outbox, now=now)
-        store.record_sweep(tx, account.id, cursor=reading.cursor, now=now)
+        settled = actions.record(tx, account, comparison, policy, outbox=parts.outbox, now=_now())
+        # What the changes did not mention is as the last sweep found it: verified as of this sweep's start, read
+        # from the account's state by the targets' view (core/store/targets.py), not written to each target.
+        store.record_sweep(tx, account.id, cursor=reading.cursor, now=started)
     actions.send(parts.db, parts.broker, parts.queue, settled, parts.outbox)
     result.full, result.findings, result.verified = reading.full, settled.findings, len(comparison.verified)
     return result

@@ -8,6 +8,7 @@ wants has been synced. The one write of a version already synced is a drift repa
 
 from __future__ import annotations
 
+import dataclasses
 import datetime as dt
 from collections.abc import Collection, Sequence
 from dataclasses import dataclass
@@ -17,9 +18,9 @@ from sqlalchemy import ColumnElement, Connection, and_, bindparam, case, func, o
 
 from calsync.core.model.calendar import Target
 from calsync.core.model.vocabulary import SYNC_STATUSES, SyncStatus, WaitReason, as_wait_reason
+from calsync.core.store.schema import drift_state, json_ready
 from calsync.core.store.schema import event_targets as t
 from calsync.core.store.schema import events as ev
-from calsync.core.store.schema import json_ready
 
 Wanted = Literal["present", "absent"]
 
@@ -132,13 +133,28 @@ def get_target(conn: Connection, key: TargetKey) -> TargetRow | None:
     return TargetRow(**row) if row else None
 
 
-_LIST = select(t).where(*_OF_EVENT).order_by(t.c.account_id)
+_LIST = (
+    select(t, drift_state.c.swept_at)
+    .outerjoin(drift_state, drift_state.c.account_id == t.c.account_id)
+    .where(*_OF_EVENT)
+    .order_by(t.c.account_id)
+)
 
 
 def list_targets(conn: Connection, tenant_id: str, event_id: str) -> list[TargetRow]:
-    """Every target of an event, by account id."""
+    """Every target of an event, by account id, ``verified_at`` as of its account's last sweep (:func:`_as_swept`)."""
     rows = conn.execute(_LIST, {"k_tenant": tenant_id, "k_event": event_id}).mappings()
-    return [TargetRow(**row) for row in rows]
+    return [_as_swept(dict(row)) for row in rows]
+
+
+def _as_swept(values: dict[str, Any]) -> TargetRow:
+    # A sweep's read-back lists only what changed since the last one: a synced target written before the sweep began
+    # and not mentioned is as the last sweep found it, so it counts as verified when the account was swept. Read
+    # here, rather than written to every such row on every sweep (a write per target per interval).
+    swept, row = values.pop("swept_at"), TargetRow(**values)
+    if swept is None or row.status != "synced" or row.updated_at >= swept:
+        return row
+    return dataclasses.replace(row, verified_at=max(swept, row.verified_at or swept))
 
 
 _PLANNED: dict[str, Any] = {

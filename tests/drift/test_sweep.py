@@ -9,7 +9,7 @@ from __future__ import annotations
 import pytest
 
 from calsync.core.model.calendar import Account, EventState, Target
-from calsync.core.store import accounts
+from calsync.core.store import accounts, targets
 from tests.drift.conftest import Drift
 from tests.drift.support import FIELDS
 from tests.support import wait_until
@@ -35,10 +35,13 @@ def test_a_first_sweep_lists_everything_and_verifies_what_calsync_wrote(drift: D
     assert row.verified_at is not None and row.drift_kind is None
     again = drift.sweep(account)  # nothing changed: the cursor lists nothing, the target stays verified
     assert (again.full, again.findings) == (False, [])
-    assert drift.pipeline.target(event, account).verified_at >= row.verified_at  # type: ignore[operator]
     assert [c.effect for c in drift.pipeline.provider.calls() if c.op == "read_back"] == ["full", "changes"]
     state = drift.state(account)
     assert state is not None and state.cursor is not None and state.failures == 0
+    with drift.pipeline.clients.db.read() as conn:  # the event's view: verified as of the second sweep, unwritten
+        [shown] = targets.list_targets(conn, "tenant-1", event)
+    assert shown.verified_at == state.swept_at and state.swept_at > row.verified_at  # type: ignore[operator]
+    assert drift.pipeline.target(event, account).verified_at == row.verified_at  # no write per target per sweep
 
 
 @pytest.mark.both_databases
