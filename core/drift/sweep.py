@@ -29,6 +29,7 @@ import dramatiq
 
 from calsync.core.drift import actions, store
 from calsync.core.drift.compare import Believed, compare
+from calsync.core.drift.metrics import count_finding
 from calsync.core.drift.store import Finding
 from calsync.core.messaging.messages import SWEEP_JOB
 from calsync.core.model.calendar import Account, EventState, ProviderLookup
@@ -111,6 +112,8 @@ def run_sweep(parts: SweepParts, account_id: str, *, claim: dt.datetime | None =
         # from the account's state by the targets' view (core/store/targets.py), not written to each target.
         store.record_sweep(tx, account.id, cursor=reading.cursor, now=started)
     actions.send(parts.db, parts.broker, parts.queue, settled, parts.outbox)
+    for finding in settled.findings:
+        count_finding(account.provider, finding.kind, repaired=finding.action == "repaired")
     result.full, result.findings, result.verified = reading.full, settled.findings, len(comparison.verified)
     return result
 

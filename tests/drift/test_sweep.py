@@ -7,6 +7,7 @@ back within one sweep under enforce, and reported (a finding, and an ``event.dri
 from __future__ import annotations
 
 import pytest
+from prometheus_client import REGISTRY
 
 from calsync.core.model.calendar import Account, EventState, Target
 from calsync.core.store import accounts, targets
@@ -24,6 +25,13 @@ def memory_account(drift: Drift, account_id: str) -> Account:
         account = accounts.load_account(conn, account_id, drift.pipeline.clients.cipher)
     assert account is not None
     return account
+
+
+def _counted(kind: str) -> tuple[float, float]:
+    """calsync_drift_detected_total and calsync_drift_repaired_total of the memory provider's ``kind``."""
+    labels = {"provider": "memory", "kind": kind}
+    return tuple(REGISTRY.get_sample_value(f"calsync_drift_{name}_total", labels) or 0.0  # type: ignore[return-value]
+                 for name in ("detected", "repaired"))  # fmt: skip
 
 
 def test_a_first_sweep_lists_everything_and_verifies_what_calsync_wrote(drift: Drift) -> None:
@@ -52,8 +60,10 @@ def test_under_enforce_an_event_the_user_deleted_reappears_after_one_sweep(drift
     drift.sweep(account)  # the baseline: a cursor
     drift.pipeline.provider.user_delete(account, external_id)
 
+    before = _counted("deleted_externally")
     result = drift.sweep(account)
     assert [(f.kind, f.action, f.event_id) for f in result.findings] == [("deleted_externally", "repaired", event)]
+    assert _counted("deleted_externally") == (before[0] + 1, before[1] + 1)  # detected, and repaired
     reopened = drift.pipeline.target(event, account)
     assert (reopened.status, reopened.external_id, reopened.drift_kind) == ("pending", None, "deleted_externally")
     with drift.pipeline.worker():
@@ -115,8 +125,10 @@ def test_under_report_a_deletion_is_recorded_and_notified_and_nothing_changes(dr
     drift.sweep(account)  # report is the default policy
     drift.pipeline.provider.user_delete(account, external_id)
 
+    before = _counted("deleted_externally")
     [finding] = drift.sweep(account).findings
     assert (finding.kind, finding.action) == ("deleted_externally", "reported")
+    assert _counted("deleted_externally") == (before[0] + 1, before[1])  # detected, not repaired
     row = drift.pipeline.target(event, account)
     assert (row.status, row.external_id, row.drift_kind) == ("synced", external_id, "deleted_externally")
     with drift.pipeline.worker():
