@@ -186,6 +186,18 @@ class WebhookEndpointNotFound(PermanentError, reason="webhook endpoint not found
     """No webhook endpoint of that id (for that tenant)."""
 
 
+class JobCancelled(PermanentError, reason="cancelled by operator"):
+    """An operator cancelled a queued or deferred job: its target is dead-lettered, replayable like any other."""
+
+
+class JobNotCancellable(PermanentError, reason="job not cancellable"):
+    """The job is running, finished or dead-lettered already: only a job waiting on the queue can be cancelled."""
+
+
+class AccountStatusConflict(PermanentError, reason="account status conflict"):
+    """An account cannot be enabled or disabled from the status it is in (being removed, awaiting re-authorization)."""
+
+
 class Deferred(CalsyncError, reason="deferred"):
     """The job cannot run yet: re-enqueued after a short delay without using an attempt, a bounded number of times."""
 

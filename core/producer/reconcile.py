@@ -117,7 +117,7 @@ def requeue_lost(
                 targets.mark_unqueued(conn, row.key)
             continue
         with clients.db.write() as conn:
-            targets.postpone(conn, row.key, due_at=dt.datetime.now(dt.UTC))
+            targets.postpone(conn, row.key, due_at=dt.datetime.now(dt.UTC), job_id=payload.job_id)
         report.requeued.append(payload.job_id)
     report.webhooks_requeued = reconcile_webhooks(
         clients.db, clients.broker, clients.settings.webhook_queue, before=before, limit=PASS_LIMIT

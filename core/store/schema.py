@@ -142,12 +142,20 @@ event_targets = Table(
     # reason never breaks an older schema. Read only while the target is pending (migration 0009_wait_reason).
     Column("wait_reason", String(32), nullable=True),
     Column("updated_at", UTCDateTime, nullable=False),
+    # The id of the target's latest job (the intake's, a replay's or the reconciler's), so GET /v1/jobs/{job_id}
+    # finds it; NULL for targets written before migration 0012 (0012_job_lookup).
+    Column("job_id", String(128), nullable=True),
     ForeignKeyConstraint(["tenant_id", "event_id"], ["events.tenant_id", "events.id"], name="fk_targets_event"),
     ForeignKeyConstraint(["account_id"], ["provider_accounts.id"], name="fk_targets_account"),
     _one_of("status", SYNC_STATUSES, "ck_event_targets_status"),
     CheckConstraint("wanted IN ('present', 'absent')", name="ck_event_targets_wanted"),
     Index("ix_event_targets_status_due", "status", "due_at"),
     Index("ix_event_targets_account", "account_id"),
+    # GET /v1/jobs/{job_id}, and the keyset pages of GET /v1/events, newest first, per tenant or per account
+    # (migration 0012).
+    Index("ix_event_targets_job", "job_id"),
+    Index("ix_event_targets_tenant_search", "tenant_id", "status", "updated_at", "event_id", "account_id"),
+    Index("ix_event_targets_account_search", "account_id", "status", "updated_at", "event_id"),
 )
 
 idempotency_records = Table(
