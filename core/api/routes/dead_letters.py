@@ -1,15 +1,13 @@
-"""The tenant's dead letters: list (filters, cursor pages), replay (ids or filter), discard. Admin scope."""
+"""The tenant's dead letters: list (filters, cursor pages), read one, replay (ids or filter), discard. Admin scope."""
 
 from __future__ import annotations
 
-import base64
-import binascii
-import contextlib
 from typing import Annotated
 
 from fastapi import APIRouter, Body, Path, Query
 
 from calsync.core.api.auth import Admin, Services
+from calsync.core.api.cursors import cursor_of, key_of
 from calsync.core.api.models import (
     MAX_RECORD_ID,
     MAX_REPLAY,
@@ -22,26 +20,17 @@ from calsync.core.api.models import (
     ReplayRequest,
     SkippedOut,
 )
-from calsync.core.api.problems import AUTHENTICATED, FieldError, ProblemError, invalid, not_found, problems
+from calsync.core.api.problems import AUTHENTICATED, ProblemError, not_found, problems
 from calsync.core.store import dead_letters
 from calsync.core.store.dead_letters import DeadLetterFilter
 
 router = APIRouter(tags=["dead letters"])
 
 
-def _cursor(record_id: int) -> str:
-    return base64.urlsafe_b64encode(f"after:{record_id}".encode()).decode()
-
-
-def _after(cursor: str | None) -> int | None:
-    if cursor is None:
-        return None
-    with contextlib.suppress(binascii.Error, UnicodeError, ValueError):
-        prefix, _, record_id = base64.urlsafe_b64decode(cursor).decode().partition(":")
-        if prefix == "after" and record_id.isdigit():
-            return int(record_id)
-    error = FieldError(field="query.cursor", message="not a cursor from next_cursor")
-    raise invalid("the cursor is not one this API returned", [error])
+def _record_id(key: object) -> int:
+    if not isinstance(key, int) or isinstance(key, bool) or key < 0:
+        raise ValueError("not a record id")
+    return key
 
 
 @router.get(
@@ -53,13 +42,31 @@ def list_dead_letters(deps: Services, principal: Admin, query: Annotated[DeadLet
     status = None if query.status == "all" else query.status
     flt = DeadLetterFilter(status=status, tenant_id=principal.tenant_id, **selection)
     with deps.db.read() as conn:
-        found = dead_letters.page(conn, flt, after_id=_after(query.cursor), limit=query.limit + 1)
+        found = dead_letters.page(conn, flt, after_id=key_of(query.cursor, _record_id), limit=query.limit + 1)
     more = len(found) > query.limit
     items = found[: query.limit]
     return DeadLetterPage(
         items=[DeadLetterOut.model_validate(r.as_json()) for r in items],
-        next_cursor=_cursor(items[-1].id) if more else None,
+        next_cursor=cursor_of(items[-1].id) if more else None,
     )
+
+
+@router.get(
+    "/v1/dead-letters/{record_id}",
+    response_model=DeadLetterOut,
+    responses=problems(404, *AUTHENTICATED),
+    summary="Read one dead letter",
+)
+def get_dead_letter(
+    deps: Services, principal: Admin, record_id: Annotated[int, Path(ge=1, le=MAX_RECORD_ID)]
+) -> DeadLetterOut:
+    """One record of the tenant, whatever its status: payload, error history, what operators did with it. Another
+    tenant's record is answered exactly like a missing one (404)."""
+    with deps.db.read() as conn:
+        record = dead_letters.get(conn, record_id, tenant_id=principal.tenant_id)
+    if record is None:
+        raise not_found(f"dead letter {record_id}")
+    return DeadLetterOut.model_validate(record.as_json())
 
 
 @router.post(
