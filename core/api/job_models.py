@@ -8,7 +8,7 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-from calsync.core.api.models import DeadLetterOut, TargetOut
+from calsync.core.api.models import DeadLetterOut, DiscardRequest, TargetOut
 from calsync.core.model.calendar import AccountStatus, ProviderName
 from calsync.core.model.ids import Identifier
 from calsync.core.model.vocabulary import JobState
@@ -96,12 +96,8 @@ class JobOut(BaseModel):
         )
 
 
-class CancelRequest(BaseModel):
+class CancelRequest(DiscardRequest):
     """Why the job is cancelled (kept in its dead letter's ``last_error``)."""
-
-    model_config = ConfigDict(extra="forbid")
-
-    note: str | None = Field(default=None, max_length=1000)
 
 
 class CancelledOut(BaseModel):
