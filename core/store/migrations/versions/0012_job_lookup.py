@@ -22,7 +22,7 @@ import sqlalchemy as sa
 from alembic import op
 
 revision = "0012"
-down_revision = "0010"
+down_revision = "0011"  # drift-core's 0011_drift.py: this branch migrates once it is merged
 branch_labels = None
 depends_on = None
 # Every migration says whether the previous revision's code runs on it (docs/DEPLOY.md, "Migrations").
