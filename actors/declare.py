@@ -14,7 +14,8 @@ import dramatiq
 
 from calsync.core.clients import Clients
 from calsync.core.config.logging import bind_job
-from calsync.core.messaging.messages import DELIVER_WEBHOOK_JOB, DISPATCH_WEBHOOK_JOB, RECONCILE_JOB
+from calsync.core.drift.sweep import SweepParts, parse_sweep, run_sweep
+from calsync.core.messaging.messages import DELIVER_WEBHOOK_JOB, DISPATCH_WEBHOOK_JOB, RECONCILE_JOB, SWEEP_JOB
 from calsync.core.model.errors import CalsyncError
 from calsync.core.model.intake import INTAKE_JOB, IntakeMessage
 from calsync.core.model.payload import SYNC_JOB
@@ -26,8 +27,9 @@ from calsync.core.worker.delivery import current_delivery
 from calsync.core.worker.job import JobParts, sync_actor
 
 
-def declare(clients: Clients, parts: JobParts) -> dict[str, dramatiq.Actor[Any, Any]]:
-    """Register every calsync actor on ``clients.broker``; returns them by name (``parts``: the sync job's)."""
+def declare(clients: Clients, parts: JobParts, sweeps: SweepParts | None = None) -> dict[str, dramatiq.Actor[Any, Any]]:
+    """Register every calsync actor on ``clients.broker``; returns them by name (``parts``: the sync job's,
+    ``sweeps``: the drift sweep's, None: no sweep actor)."""
     settings, broker = clients.settings, clients.broker
 
     def reconcile() -> None:
@@ -44,6 +46,9 @@ def declare(clients: Clients, parts: JobParts) -> dict[str, dramatiq.Actor[Any, 
         _actor(broker, INTAKE_JOB, intake, settings.intake_queue, settings.job_time_limit),
         *_webhook_actors(clients),
     ]
+    if sweeps is not None:  # a long full listing may take minutes: the reconciler's limit
+        declared.append(_actor(broker, SWEEP_JOB, _sweep(sweeps), settings.effective_drift_queue,
+                               max(settings.job_time_limit, 300)))  # fmt: skip
     return {actor.actor_name: actor for actor in declared}
 
 
@@ -91,6 +96,19 @@ def _webhook_actors(clients: Clients) -> list[dramatiq.Actor[Any, Any]]:
         _actor(broker, DISPATCH_WEBHOOK_JOB, dispatch_webhook, queue, limit),
         _actor(broker, DELIVER_WEBHOOK_JOB, deliver_webhook, queue, limit),
     ]
+
+
+def _sweep(parts: SweepParts) -> Callable[..., None]:
+    def sweep_account(arg: Any) -> None:
+        """Read one account's calendar back, compare it with what calsync wrote there, apply the tenant's policy."""
+        account_id, claim = parse_sweep(arg)
+        delivery = current_delivery()
+        result = run_sweep(parts, account_id, claim=claim, sent=delivery.provider_requests if delivery else None)
+        if delivery is not None:  # on the delivery's one log line
+            delivery.provider = result.provider
+            delivery.result.update(result.fields())
+
+    return sweep_account
 
 
 def _message_id() -> str | None:

@@ -12,9 +12,12 @@ from calsync.actors.declare import declare
 from calsync.actors.shutdown import CloseOnShutdown
 from calsync.core.clients import Clients, open_database, open_redis, resolve_broker_url, resolve_redis_url
 from calsync.core.config.settings import Settings
+from calsync.core.drift.schedule import enqueue_due
+from calsync.core.drift.sweep import SweepParts
 from calsync.core.messaging.broker import connect_broker
 from calsync.core.messaging.outage import RedisOutage
-from calsync.core.model.calendar import Provider
+from calsync.core.model.calendar import Provider, ProviderName
+from calsync.core.model.drift import drift_reader
 from calsync.core.producer.reconcile import requeue_lost
 from calsync.core.redis.keys import RedisKeys
 from calsync.core.redis.limiter import RedisLimiter
@@ -99,6 +102,11 @@ def build_worker(settings: Settings, *, providers: Mapping[str, Provider] | None
     middleware = worker_middleware(settings, db, client, keys, stats, outbox, watch=watch)
     broker = connect_broker(broker_url, settings, [*middleware, CloseOnShutdown(registry.close)])
     clients = Clients(settings, broker_url, redis_url, db, client, keys, cipher, broker)
+
+    def due_sweeps() -> int:  # the drift sweeps that are due (core/drift/schedule.py)
+        return enqueue_due(db, broker, settings.effective_drift_queue, interval=settings.drift_interval,
+                           reads_back=lambda name: _reads_back(registry, name))  # fmt: skip
+
     if settings.maintenance_enabled:  # housekeeping, one pass per interval across workers (docs/RUNBOOK.md)
         broker.add_middleware(
             Maintenance(
@@ -109,6 +117,7 @@ def build_worker(settings: Settings, *, providers: Mapping[str, Provider] | None
                 retention=Retention.of(settings),
                 watch=watch,
                 requeue=lambda: requeue_lost(clients).enqueued,  # the CronJob's pass, with no CronJob needed
+                sweeps=due_sweeps if settings.drift_enabled else None,
             )
         )
     parts = JobParts(
@@ -125,4 +134,13 @@ def build_worker(settings: Settings, *, providers: Mapping[str, Provider] | None
         outbox=outbox,
         traffic=traffic,
     )
-    return WorkerProcess(clients, locks, stats, registry, declare(clients, parts))
+    sweep_parts = SweepParts(db, cipher, registry, broker, settings.queue, traffic=traffic, outbox=outbox)
+    return WorkerProcess(clients, locks, stats, registry, declare(clients, parts, sweep_parts))
+
+
+def _reads_back(registry: ProviderRegistry, name: ProviderName) -> bool:
+    # Whether the provider's adapter is a DriftReader; one that cannot be built is not swept (its jobs say why).
+    try:
+        return drift_reader(registry.get(name)) is not None
+    except Exception:
+        return False

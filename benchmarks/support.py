@@ -10,11 +10,6 @@ from __future__ import annotations
 import argparse
 import contextlib
 import datetime as dt
-import os
-import signal
-import socket
-import subprocess
-import sys
 import threading
 import uuid
 from collections.abc import Callable, Iterator, Mapping
@@ -23,7 +18,6 @@ from typing import TYPE_CHECKING, Any
 
 import dramatiq
 import psutil
-import redis
 
 from calsync.core.model.calendar import ProviderName
 from calsync.core.model.change import EventFields
@@ -32,6 +26,12 @@ from calsync.core.redis.embedded import EmbeddedRedis
 from calsync.core.store import accounts, events, targets
 from calsync.core.store.database import Database
 from calsync.core.store.targets import TargetKey, Wanted
+from calsync_emulators.harness import scratch
+from calsync_emulators.harness.scratch import remove_keys as remove_keys
+from calsync_emulators.harness.signals import cleanup_on_signals
+from calsync_emulators.harness.waiting import free_port as free_port
+from calsync_emulators.harness.workers import start_worker as start_worker
+from calsync_emulators.harness.workers import stop_group as stop_group
 
 if TYPE_CHECKING:
     from calsync.actors.worker import WorkerProcess
@@ -53,7 +53,7 @@ def bench_redis(explicit: str | None, scratch: Path) -> Iterator[str]:
     stopped, the keys removed, the embedded server stopped. By default either signal ends Python without
     running them.
     """
-    with _cleanup_on_signals():
+    with cleanup_on_signals():
         if explicit is not None:
             yield explicit
             return
@@ -64,64 +64,19 @@ def bench_redis(explicit: str | None, scratch: Path) -> Iterator[str]:
             embedded.stop()
 
 
-@contextlib.contextmanager
-def _cleanup_on_signals() -> Iterator[None]:
-    if threading.current_thread() is not threading.main_thread():  # only the main thread may set handlers
-        yield
-        return
-
-    def interrupt(signum: int, _frame: object) -> None:
-        raise SystemExit(128 + signum)
-
-    previous = {signum: signal.signal(signum, interrupt) for signum in (signal.SIGTERM, signal.SIGHUP)}
-    try:
-        yield
-    finally:
-        for signum, handler in previous.items():
-            signal.signal(signum, handler)
-
-
 def namespace(side: str) -> str:
     """A fresh key namespace for one side of one round."""
-    return f"bench-{side}-{uuid.uuid4().hex[:8]}"
-
-
-def remove_keys(url: str, prefix: str) -> int:
-    """Delete every key under ``prefix:`` (the side's namespace) and return how many there were."""
-    client = redis.Redis.from_url(url)
-    try:
-        keys = list(client.scan_iter(match=f"{prefix}:*", count=1000))
-        for start in range(0, len(keys), 1000):
-            client.delete(*keys[start : start + 1000])
-        return len(keys)
-    finally:
-        client.close()
+    return scratch.namespace(f"bench-{side}")
 
 
 @contextlib.contextmanager
-def private_database(kind: str, dsn: str, scratch: Path) -> Iterator[str]:
+def private_database(kind: str, dsn: str, scratch_dir: Path) -> Iterator[str]:
     """A database URL private to one side: a SQLite file, or a fresh PostgreSQL schema dropped afterwards."""
     if kind == "sqlite":
-        yield f"sqlite:///{scratch / 'calsync.sqlite3'}"
+        yield f"sqlite:///{scratch_dir / 'calsync.sqlite3'}"
         return
-    import psycopg
-
-    schema = f"bench_{uuid.uuid4().hex[:10]}"
-    with psycopg.connect(dsn, autocommit=True) as conn:
-        conn.execute(f"CREATE SCHEMA {schema}")
-    host = dsn.split("://", 1)[1]
-    try:
-        yield f"postgresql+psycopg://{host}?options=-csearch_path%3D{schema}"
-    finally:
-        with psycopg.connect(dsn, autocommit=True) as conn:
-            conn.execute(f"DROP SCHEMA {schema} CASCADE")
-
-
-def free_port() -> int:
-    """A TCP port nobody listens on right now (for a worker's metrics server)."""
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
+    with scratch.private_schema(dsn, "bench") as url:
+        yield url
 
 
 def seed(db: Database, jobs: int, provider: ProviderName = "memory", *, address: str = "bench@example.com",
@@ -144,25 +99,6 @@ def seed(db: Database, jobs: int, provider: ProviderName = "memory", *, address:
                                         version=1, trace_id="bench"))  # fmt: skip
         targets.plan_targets(conn, planned, version=1, due_at=dt.datetime.now(dt.UTC), existing=())
     return payloads
-
-
-def start_worker(env: dict[str, str], log: Path) -> subprocess.Popen[bytes]:
-    """A ``calsync worker`` in a process group of its own, its output appended to ``log``."""
-    with open(log, "ab") as out:
-        return subprocess.Popen([str(Path(sys.executable).with_name("calsync")), "worker"], env=env,
-                                cwd=Path(__file__).resolve().parent.parent, stdout=out, stderr=out,
-                                start_new_session=True)  # fmt: skip
-
-
-def stop_group(proc: subprocess.Popen[bytes], *, timeout: float = 60) -> None:
-    """SIGTERM a process group started by :func:`start_worker` and wait; SIGKILL it after ``timeout``."""
-    if proc.poll() is None:
-        os.killpg(proc.pid, signal.SIGTERM)
-    try:
-        proc.wait(timeout=timeout)
-    except subprocess.TimeoutExpired:
-        os.killpg(proc.pid, signal.SIGKILL)
-        proc.wait()
 
 
 def tree_cpu(root: psutil.Process) -> float:

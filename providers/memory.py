@@ -1,5 +1,10 @@
 """The memory provider: a calendar with fault injection, for tests, the demo and the benchmark.
 
+It reads back too (core/model/drift.py): every write is numbered in the store, a cursor is the newest number a
+read-back saw, and the next one lists what changed after it (a deletion as a removed item), or every confirmed
+event of the account without a usable cursor. :meth:`MemoryProvider.user_edit` and :meth:`~MemoryProvider.user_delete`
+change an event as its user would, new etag included, so a sweep has drift to find.
+
 It behaves like a careful real provider: deterministic ids derived from ``target.sync_key`` (so a
 retried create adopts the event a lost response created), "already gone" deletes succeed, writes
 that change nothing are no-ops, and every call is logged with its effect. Its state lives in this
@@ -25,6 +30,7 @@ from pathlib import Path
 from typing import Any, Final, Literal
 
 from calsync.core.model.calendar import Account, EventState, ExternalRef, ProviderName, SendUpdates, Target
+from calsync.core.model.drift import ObservedItem, ReadBack
 from calsync.core.model.errors import (
     AuthRevoked,
     CalsyncError,
@@ -58,6 +64,18 @@ FAULT_ERRORS: dict[str, type[CalsyncError]] = {
 def external_id_for(sync_key: str) -> str:
     """The deterministic id of a target's event: a retried create finds what a lost create made."""
     return "mem" + hashlib.sha256(sync_key.encode()).hexdigest()[:29]
+
+
+#: The fields of a stored body calsync owns, as ``fingerprint`` compares them (the rest: version, send_updates).
+OWNED: Final = ("title", "start", "end", "time_zone", "all_day", "location", "description", "attendees")
+_CURSOR = re.compile(r"^mem:(\d+)$")
+
+
+def _fingerprint(body: dict[str, Any]) -> str:
+    owned = {name: body.get(name) or None for name in OWNED if name != "all_day"}  # empty text as missing
+    owned["all_day"] = bool(body.get("all_day"))
+    owned["attendees"] = sorted(body.get("attendees") or [])
+    return hashlib.sha256(json.dumps(owned, sort_keys=True).encode()).hexdigest()
 
 
 def _body(event: EventState) -> dict[str, Any]:
@@ -113,13 +131,57 @@ class MemoryProvider:
         """Close the store's connections (the registry calls this when the worker shuts down)."""
         self._store.close()
 
+    # --- the DriftReader protocol --------------------------------------------------------------
+
+    def read_back(self, account: Account, cursor: str | None) -> ReadBack:
+        """The account's events changed since ``cursor`` (removals included), or every confirmed one (``full``)
+        when there is no cursor or it is not one this store gave; one request either way."""
+        with self._call("read_back", account.id, "", None), self._store.transaction() as tx:
+            since = _CURSOR.match(cursor or "")
+            after = tx.last_change()
+            if since is not None and int(since.group(1)) <= after:
+                changed = tx.changed_since(account.id, int(since.group(1)))
+                items = [_observed(stored) for stored in changed]
+            else:
+                since = None
+                items = [_observed(stored) for stored in tx.events(account.id) if stored.status == "confirmed"]
+            _log(tx, "read_back", account.id, "", None, "full" if since is None else "changes")
+        return ReadBack(items, f"mem:{after}", full=since is None)
+
+    def fingerprint(self, account: Account, event: EventState) -> str:
+        """The owned fields of what :meth:`upsert` stores for ``event``."""
+        return _fingerprint(_body(event))
+
+    # --- as the user did -----------------------------------------------------------------------
+
+    def user_edit(self, account_id: str, external_id: str, **fields: Any) -> StoredEvent:
+        """Change fields of a stored event as its user would (its etag changes), unknown to calsync."""
+        with self._store.transaction() as tx:
+            stored = tx.find(account_id, external_id)
+            if stored is None:
+                raise KeyError(f"no event {external_id} in account {account_id}")
+            body, writes = stored.body | fields, stored.writes + 1
+            edited = dataclasses.replace(stored, body=body, writes=writes, etag=_etag(external_id, body, writes))
+            tx.save(edited)
+        return edited
+
+    def user_delete(self, account_id: str, external_id: str) -> None:
+        """Delete a stored event as its user would (it is cancelled, its etag changes), unknown to calsync."""
+        with self._store.transaction() as tx:
+            stored = tx.find(account_id, external_id)
+            if stored is None:
+                raise KeyError(f"no event {external_id} in account {account_id}")
+            writes = stored.writes + 1
+            tx.save(dataclasses.replace(stored, status="cancelled", writes=writes,
+                                        etag=_etag(external_id, stored.body, writes)))  # fmt: skip
+
     # --- faults --------------------------------------------------------------------------------
 
     def add_fault(
         self,
         *,
         error: str | None = "unavailable",
-        op: Literal["upsert", "delete"] | None = None,
+        op: Literal["upsert", "delete", "read_back"] | None = None,
         account_id: str | None = None,
         entity_id: str | None = None,
         title: str | None = None,
@@ -191,6 +253,12 @@ class MemoryProvider:
         """Every call in order, with its effect or error."""
         with self._store.transaction() as tx:
             return tx.calls()
+
+
+def _observed(stored: StoredEvent) -> ObservedItem:
+    removed = stored.status != "confirmed"
+    fingerprint = None if removed else _fingerprint(stored.body)
+    return ObservedItem(stored.external_id, stored.sync_key, stored.etag, removed=removed, fingerprint=fingerprint)
 
 
 def _etag(external_id: str, body: dict[str, Any], writes: int) -> str:

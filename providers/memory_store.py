@@ -83,6 +83,9 @@ CREATE TABLE IF NOT EXISTS calendar_events (
     account_id TEXT NOT NULL, external_id TEXT NOT NULL, event TEXT NOT NULL, PRIMARY KEY (account_id, external_id));
 CREATE TABLE IF NOT EXISTS call_log (seq INTEGER PRIMARY KEY AUTOINCREMENT, call TEXT NOT NULL);
 CREATE TABLE IF NOT EXISTS fault_rules (id INTEGER PRIMARY KEY AUTOINCREMENT, rule TEXT NOT NULL, remaining INTEGER);
+CREATE TABLE IF NOT EXISTS event_changes (
+    seq INTEGER PRIMARY KEY AUTOINCREMENT, account_id TEXT NOT NULL, external_id TEXT NOT NULL,
+    UNIQUE (account_id, external_id));
 """
 
 
@@ -154,6 +157,24 @@ class CalendarTx:
             "INSERT OR REPLACE INTO calendar_events VALUES (?, ?, ?)",
             (event.account_id, event.external_id, json.dumps(vars(event))),
         )
+        # The event's latest change, numbered after every other (the old row goes): what a read-back's cursor counts.
+        self._conn.execute(
+            "INSERT OR REPLACE INTO event_changes (account_id, external_id) VALUES (?, ?)",
+            (event.account_id, event.external_id),
+        )
+
+    def last_change(self) -> int:
+        """The number of the newest change of any event (0: none yet): a read-back's next cursor."""
+        return int(self._conn.execute("SELECT COALESCE(MAX(seq), 0) FROM event_changes").fetchone()[0])
+
+    def changed_since(self, account_id: str, seq: int) -> list[StoredEvent]:
+        """The account's events changed after change ``seq``, oldest change first (cancelled ones too)."""
+        rows = self._conn.execute(
+            "SELECT e.event FROM event_changes c JOIN calendar_events e USING (account_id, external_id)"
+            " WHERE c.account_id=? AND c.seq > ? ORDER BY c.seq",
+            (account_id, seq),
+        ).fetchall()
+        return [StoredEvent(**json.loads(event)) for (event,) in rows]
 
     def log(self, call: Call) -> None:
         cursor = self._conn.execute("INSERT INTO call_log (call) VALUES (?)", (json.dumps(vars(call)),))

@@ -23,6 +23,7 @@ import redis
 from calsync.core.redis.embedded import EmbeddedRedis
 from calsync.core.store import migrate
 from calsync.core.store.database import Database
+from calsync_emulators.harness.scratch import rabbitmq_queues, remove_queues
 from tests.support import free_port, make_settings
 
 # The fixtures that start the provider emulators (calsync-emulators, emulators/ in this repository).
@@ -220,13 +221,7 @@ def settings_factory(tmp_path: Path, redis_url: str, database: str, namespace: s
 
     yield build
     if broker_kind == "rabbitmq":
-        import pika
-
-        connection = pika.BlockingConnection(pika.URLParameters(RABBITMQ_URL))
-        channel = connection.channel()
-        for name in (f"{lane}{suffix}" for lane in (queue, f"{queue}-bulk") for suffix in ("", ".DQ", ".XQ")):
-            channel.queue_delete(name)
-        connection.close()
+        remove_queues(RABBITMQ_URL, rabbitmq_queues(queue))
 
 
 @pytest.fixture

@@ -11,10 +11,9 @@ import socket
 import subprocess
 import sys
 import threading
-import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any
 
 import dramatiq
 from sqlalchemy import Connection, select
@@ -36,8 +35,8 @@ from calsync.core.store.targets import TargetKey, TargetRow, Wanted
 from calsync.core.worker.heartbeat import HEARTBEAT_SUFFIX
 from calsync.core.worker.job import JobParts
 from calsync.providers.memory import MemoryProvider
-
-T = TypeVar("T")
+from calsync_emulators.harness.waiting import free_port as free_port
+from calsync_emulators.harness.waiting import wait_until as wait_until
 
 TEST_SCALE: dict[str, Any] = {
     "profile": "test",  # the internal timings scaled down with the rest (docs/TESTING.md)
@@ -55,14 +54,10 @@ TEST_SCALE: dict[str, Any] = {
     # end saw the earlier enqueues weighted below one job (core/producer/fairness.py) about once in 30 runs.
     # A day's window ends only at 00:00 UTC.
     "bulk_window": 86400,
+    # No drift sweeps scheduled: the workers' maintenance would sweep every account of a test that runs long enough,
+    # adding read-backs to the calls and outcomes the tests count. The drift tests set their interval.
+    "drift_interval": 0,
 }
-
-
-def free_port() -> int:
-    """A TCP port nobody listens on right now."""
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
 
 
 def make_settings(data_dir: Path, **values: Any) -> Settings:
@@ -94,18 +89,6 @@ def python_in_a_new_process(script: str, *args: str, env: dict[str, str] | None 
     done = subprocess.run([sys.executable, "-c", script, *args], env=env, capture_output=True, text=True, check=False)
     assert done.returncode == 0, done.stderr
     return done.stdout
-
-
-def wait_until(predicate: Callable[[], T], *, timeout: float = 30, what: str = "condition") -> T:
-    """Poll ``predicate`` until it returns something truthy; fail after ``timeout`` seconds."""
-    deadline = time.monotonic() + timeout
-    while True:
-        value = predicate()
-        if value:
-            return value
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out after {timeout}s waiting for {what}")
-        time.sleep(0.02)
 
 
 def closed_port() -> int:

@@ -45,7 +45,7 @@ def events() -> None:
 @pass_state
 def show(state: CliState, entity_id: str, tenant: str | None, as_json: bool) -> None:
     """Show an event's version, business status and every target's sync status (a pending one: why it waits, until
-    when, and the provider's last error)."""
+    when, and the provider's last error), and when a drift sweep last verified each target and what it found."""
     with state.clients.db.read() as conn:
         if tenant is None:
             tenants = event_repo.find_event_tenants(conn, entity_id)
@@ -71,6 +71,9 @@ def show(state: CliState, entity_id: str, tenant: str | None, as_json: bool) -> 
             for r in rows
         ],
     ))  # fmt: skip
+    verified = [(r.account_id, r.verified_at, r.drift_kind or "as written") for r in rows if r.verified_at]
+    if verified:  # a table of its own: the targets' table stays as wide as it was
+        stdout.print(table("drift verification", ["account", "verified at", "found"], verified))
 
 
 def _waits(row: TargetRow) -> str | None:

@@ -29,6 +29,7 @@ COMMANDS_OF_MODULE = {
     "api_keys": ("api-keys",),
     "changes": ("events", "submit"),
     "dlq": ("dlq",),
+    "drift": ("drift",),
     "exporter": ("exporter",),
     "ops": ("migrate", "reconcile", "secret-key", "stop", "worker"),
     "pause": ("pause", "resume"),

@@ -104,6 +104,9 @@ def render(status: Status) -> RenderableType:
         by_reason.add_row("total", str(dlq.open), style="bold")
         title = f"sync targets (most overdue pending: {format_age(targets.pending_oldest_age_seconds)})"
         parts += [by_reason, _table(title, ("status", "targets"), targets.by_status.items())]
+        age, overdue = format_age(store.drift.sweep_age_seconds), store.drift.sweeps_overdue
+        line = f"drift verification: oldest sweep {age} ago, {overdue} sweeps overdue"
+        parts.append(Text(line, style="yellow" if overdue else ""))
     if state.circuits:
         columns = ("provider", "provider breaker", "blocked for", "accounts open", "half-open", "e.g.")
         circuits = _table("circuit breakers", columns, [])

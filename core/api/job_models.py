@@ -6,9 +6,9 @@ from __future__ import annotations
 import datetime as dt
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import BaseModel, Field, model_validator
 
-from calsync.core.api.models import DeadLetterOut, DiscardRequest, TargetOut
+from calsync.core.api.models import DeadLetterOut, DiscardRequest, PageQuery, TargetOut
 from calsync.core.model.calendar import AccountStatus, ProviderName
 from calsync.core.model.ids import Identifier
 from calsync.core.model.vocabulary import JobState
@@ -44,10 +44,8 @@ class TargetPage(BaseModel):
     next_cursor: str | None
 
 
-class TargetQuery(BaseModel):
+class TargetQuery(PageQuery):
     """The filters and page of ``GET /v1/events`` (every one given must hold; an unknown parameter is refused)."""
-
-    model_config = ConfigDict(extra="forbid")
 
     state: JobState | None = Field(default=None, description=_STATE)
     account_id: Identifier | None = None
@@ -55,7 +53,7 @@ class TargetQuery(BaseModel):
     provider: ProviderName | None = None
     since: dt.datetime | None = Field(default=None, description="Targets updated at or after this time (RFC 3339).")
     until: dt.datetime | None = Field(default=None, description="Targets updated before this time (RFC 3339).")
-    limit: int = Field(default=100, ge=1, le=500)
+    # A keyset of a time and two identifiers: longer than a record id's.
     cursor: str | None = Field(default=None, max_length=512, description="next_cursor of the previous page.")
 
     @model_validator(mode="after")

@@ -9,6 +9,7 @@ from typing import Annotated, Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from calsync.core.model.calendar import BusinessStatus, EventState, SendUpdates
+from calsync.core.model.drift import DriftKind
 from calsync.core.model.ids import Identifier
 from calsync.core.model.vocabulary import DeadLetterKind, SyncStatus, WaitReason
 from calsync.core.store.targets import TargetRow
@@ -47,6 +48,10 @@ class TargetOut(BaseModel):
     due_at: dt.datetime | None = Field(description="When a pending target's job is due (for a waiting one: until when "
                                        "it waits, as last noted).")  # fmt: skip
     updated_at: dt.datetime
+    verified_at: dt.datetime | None = Field(description="When a drift sweep last compared the provider's item with "
+                                            "this target; null until one did.")  # fmt: skip
+    drift_kind: DriftKind | None = Field(description="What that sweep found (docs/PROTOCOL.md, \"Drift\"); null when "
+                                         "it found the item as calsync wrote it.")  # fmt: skip
 
 
 class EventOut(BaseModel):
@@ -119,12 +124,19 @@ class DeadLetterSelection(BaseModel):
     job_type: str | None = Field(default=None, max_length=64)
 
 
-class DeadLetterQuery(DeadLetterSelection):
+class PageQuery(BaseModel):
+    """The page of a list read in keyset pages (core/api/cursors.py): how many items, and after which."""
+
+    model_config = ConfigDict(extra="forbid")  # an unknown parameter is refused, not ignored
+
+    limit: int = Field(default=100, ge=1, le=500)
+    cursor: str | None = Field(default=None, max_length=64, description="next_cursor of the previous page.")
+
+
+class DeadLetterQuery(PageQuery, DeadLetterSelection):
     """The filters and page of ``GET /v1/dead-letters`` (an unknown parameter is refused, not ignored)."""
 
     status: Literal["open", "replayed", "discarded", "all"] = "open"
-    limit: int = Field(default=100, ge=1, le=500)
-    cursor: str | None = Field(default=None, max_length=64, description="next_cursor of the previous page.")
 
 
 class ReplayRequest(BaseModel):

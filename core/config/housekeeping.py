@@ -33,6 +33,8 @@ class HousekeepingSettings(BaseModel):
     # A webhook notification whose every delivery is finished (delivered, or failed with no open dead letter)
     # is pruned with its deliveries this many seconds after its last change.
     webhook_retention: float = Field(default=7 * 86400, ge=0)
+    # Drift findings (``calsync drift list``) are deleted this many seconds after they were found.
+    drift_finding_retention: float = Field(default=30 * 86400, ge=0)
     # A delete that knew no provider id (the target's create never reported back: it may still be in flight,
     # its client gave up) runs once more this many seconds later (0: never).
     delete_verify_delay: float = Field(default=120, ge=0, le=86400)

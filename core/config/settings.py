@@ -22,6 +22,7 @@ from calsync.core.config.coalesce import CoalesceSettings
 from calsync.core.config.fairness import FairnessSettings
 from calsync.core.config.housekeeping import HousekeepingSettings
 from calsync.core.config.redis_url import REDIS_SCHEMES, is_sentinel_url, parse_sentinel_url
+from calsync.core.drift.settings import DriftSettings
 from calsync.core.model.calendar import SendUpdates
 from calsync.core.model.errors import ConfigurationError
 from calsync.core.traffic.settings import TrafficSettings
@@ -62,7 +63,13 @@ def _is_fernet_key(key: str) -> bool:
 
 
 class Settings(  # the mixins: one module of fields per area (core/config/)
-    CoalesceSettings, HousekeepingSettings, WebhookSettings, FairnessSettings, TrafficSettings, BaseSettings
+    CoalesceSettings,
+    HousekeepingSettings,
+    WebhookSettings,
+    FairnessSettings,
+    TrafficSettings,
+    DriftSettings,
+    BaseSettings,
 ):
     """Every knob of calsync, read from ``CALSYNC_*`` variables (and nothing else)."""
 

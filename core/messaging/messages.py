@@ -19,8 +19,10 @@ RECONCILE_JOB = "reconcile"
 # The webhook actors (queue CALSYNC_WEBHOOK_QUEUE): a notification's fan-out to its endpoints, one delivery.
 DISPATCH_WEBHOOK_JOB = "dispatch_webhook"
 DELIVER_WEBHOOK_JOB = "deliver_webhook"
+# A drift sweep of one account (queue <QUEUE>-drift, core/drift/sweep.py).
+SWEEP_JOB = "sweep_account"
 # Every actor a worker runs: the job types metrics and the exporter export a series for from the start.
-JOB_TYPES = (SYNC_JOB, INTAKE_JOB, RECONCILE_JOB, DISPATCH_WEBHOOK_JOB, DELIVER_WEBHOOK_JOB)
+JOB_TYPES = (SYNC_JOB, INTAKE_JOB, RECONCILE_JOB, DISPATCH_WEBHOOK_JOB, DELIVER_WEBHOOK_JOB, SWEEP_JOB)
 
 #: Message option of a re-run of one target (a repair, a delete's verification): it runs even when its version
 #: is synced already (core/worker/job.py).

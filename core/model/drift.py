@@ -45,6 +45,11 @@ DriftPolicy = Literal["enforce", "report", "off"]
 DRIFT_POLICIES: Final[tuple[DriftPolicy, ...]] = get_args(DriftPolicy)
 DEFAULT_DRIFT_POLICY: Final[DriftPolicy] = "report"
 
+# What a sweep did about one finding (drift_findings.action, ``calsync_drift_repaired_total``): recorded it and sent
+# ``event.drifted`` (report), or put calsync's state back through the normal queue or deleted the orphan (enforce).
+DriftAction = Literal["reported", "repaired"]
+DRIFT_ACTIONS: Final[tuple[DriftAction, ...]] = get_args(DriftAction)
+
 
 @dataclass(frozen=True)
 class ObservedItem:

@@ -60,7 +60,7 @@ DEAD_LETTER_KINDS: Final[tuple[DeadLetterKind, ...]] = get_args(DeadLetterKind)
 # everything due went, more was due than one pass may delete (``behind``), or it failed.
 PrunedTable = Literal[
     "idempotency_records", "intake_requests", "dead_letters", "events", "event_targets",
-    "webhook_notifications", "webhook_deliveries", "provider_accounts",
+    "webhook_notifications", "webhook_deliveries", "provider_accounts", "drift_findings",
 ]  # fmt: skip
 PRUNED_TABLES: Final[tuple[PrunedTable, ...]] = get_args(PrunedTable)
 MaintenanceResult = Literal["caught_up", "behind", "failed"]
@@ -74,7 +74,9 @@ API_SCOPES: Final[tuple[ApiScope, ...]] = get_args(ApiScope)
 Lane = Literal["normal", "bulk"]
 
 # What a webhook notification tells a tenant's services (docs/PROTOCOL.md, "Webhooks").
-WebhookEventType = Literal["sync.succeeded", "sync.dead_lettered", "event.cancelled", "account.needs_reauth"]
+WebhookEventType = Literal[
+    "sync.succeeded", "sync.dead_lettered", "event.cancelled", "account.needs_reauth", "event.drifted",
+]  # fmt: skip
 WEBHOOK_EVENT_TYPES: Final[tuple[WebhookEventType, ...]] = get_args(WebhookEventType)
 # An endpoint is enabled, or disabled by its breaker (``auto``) or by an operator.
 WebhookEndpointStatus = Literal["enabled", "disabled"]

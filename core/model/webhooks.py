@@ -25,9 +25,14 @@ class WebhookData(BaseModel):
     account_id: str | None = Field(default=None, description="the target account; None for event.cancelled")
     version: int | None = Field(default=None, description="the event version; order by it per (tenant, entity)")
     external_id: str | None = Field(default=None, description="the provider's id of the event, once it has one")
-    status: str = Field(description="synced | deleted | failed | cancelled | needs_reauth")
+    status: str = Field(description="synced | deleted | failed | cancelled | needs_reauth | drifted")
     reason: str | None = Field(default=None, description="sync.dead_lettered: the reason class of the DLQ record")
     error_class: str | None = Field(default=None, description="sync.dead_lettered: the error class, never its text")
+    drift_kind: str | None = Field(
+        default=None,
+        description="event.drifted: deleted_externally | modified_externally | missing | unknown_item (a marked item "
+        "no target owns: entity_id is the event its marker names, if any)",
+    )
     job_id: str | None = None
     trace_id: str | None = None
 

@@ -60,6 +60,14 @@ GAUGES: dict[str, tuple[list[str], str]] = {
         ["provider"],
         "Seconds every job of the provider is still held by a back-off the provider asked for (0: none).",
     ),
+    "calsync_drift_sweep_age_seconds": (
+        [],
+        "Seconds since the least recently swept account was last swept, among those sweeps are owed to (0: none yet).",
+    ),
+    "calsync_drift_sweeps_overdue": (
+        [],
+        "Accounts whose drift sweep is due for more than CALSYNC_DRIFT_INTERVAL and no worker has claimed it.",
+    ),
     "calsync_workers_active": ([], "Worker processes with an unexpired heartbeat key."),
     "calsync_exporter_source_up": (["source"], "Whether the exporter could read a source (broker, database, redis)."),
     "calsync_exporter_scrape_duration_seconds": ([], "Time the exporter took to read every source."),
@@ -99,6 +107,8 @@ def _samples(state: PipelineState) -> Iterator[Sample]:
         yield "calsync_sync_pending_oldest_age_seconds", [], store.targets.pending_oldest_age_seconds
         yield from _by_label("calsync_webhook_endpoints_disabled", store.webhooks.endpoints_disabled)
         yield from _by_label("calsync_webhook_deliveries", store.webhooks.deliveries)
+        yield "calsync_drift_sweep_age_seconds", [], store.drift.sweep_age_seconds
+        yield "calsync_drift_sweeps_overdue", [], store.drift.sweeps_overdue
     for c in state.circuits or []:
         yield "calsync_circuit_state", [c.provider, "provider"], CIRCUIT_STATE_VALUES[c.state]
         yield "calsync_circuit_state", [c.provider, "account"], CIRCUIT_STATE_VALUES[c.accounts_state]

@@ -10,7 +10,8 @@ Three sources, each read on its own so that one being down does not hide the oth
   only the ready count; delayed messages sit unacked in worker memory and unacked counts need the
   management API, so delayed, in-flight and oldest age are reported as unavailable (None).
 - **database**: open dead letters by job type and reason, the oldest open one, outstanding targets
-  (pending, failed) and the most overdue pending target, webhook endpoints disabled and outstanding deliveries.
+  (pending, failed) and the most overdue pending target, webhook endpoints disabled and outstanding deliveries,
+  the oldest drift sweep and the sweeps overdue.
 - **redis**: the circuit breakers and provider back-off of every provider with a breaker (core/traffic/store.py);
   live worker heartbeat keys (``<ns>:heartbeat:<worker>``, each with a TTL), found through the set of worker
   names (core/redis/live_workers.py: a cost per worker, not per key in the Redis); their values tell each
@@ -39,9 +40,11 @@ from typing import Any, TypeVar
 
 import redis
 from pydantic import BaseModel, ConfigDict, computed_field
+from sqlalchemy import Connection
 
 from calsync.core.clients import Clients, open_redis
 from calsync.core.config.settings import Settings, broker_kind
+from calsync.core.drift import store as drift_store
 from calsync.core.messaging.lanes import lanes_of
 from calsync.core.messaging.messages import JOB_TYPES
 from calsync.core.model.vocabulary import OUTSTANDING_DELIVERY_STATUSES, OUTSTANDING_STATUSES
@@ -61,7 +64,8 @@ _RABBITMQ_TIMEOUT_S = 5
 
 def consumed_queues(settings: Settings) -> tuple[str, ...]:
     """Every queue a worker consumes (``calsync worker``'s ``--queues``), each once: what the state shows."""
-    return tuple(dict.fromkeys((*lanes_of(settings).queues, settings.intake_queue, settings.webhook_queue)))
+    queues = (*lanes_of(settings).queues, settings.intake_queue, settings.webhook_queue, settings.effective_drift_queue)
+    return tuple(dict.fromkeys(queues))
 
 
 @dataclass(frozen=True)
@@ -105,12 +109,23 @@ class WebhookCounts:
 
 
 @dataclass(frozen=True)
+class DriftCounts:
+    """How far drift verification is behind: the age of the least recent sweep among the accounts sweeps are owed to
+    (0 when none was swept yet), and how many accounts' sweeps are overdue by more than an interval, unclaimed.
+    Both 0 while sweeps are off (CALSYNC_DRIFT_INTERVAL=0)."""
+
+    sweep_age_seconds: float
+    sweeps_overdue: int
+
+
+@dataclass(frozen=True)
 class StoreCounts:
     """What the database says (in the shape of ``calsync status --json``)."""
 
     dead_letters: DeadLetterCounts
     targets: TargetCounts
     webhooks: WebhookCounts
+    drift: DriftCounts
 
 
 class LiveWorker(BaseModel):
@@ -243,7 +258,7 @@ class StateReader:
         return QueueDepth(queue, int(ready), int(delayed), max(0, int(unacked) - int(ready)), oldest)
 
     def store(self, now: float) -> StoreCounts:
-        """Dead letters, targets and webhooks, in one read transaction."""
+        """Dead letters, targets, webhooks and drift sweeps, in one read transaction."""
         with self.clients.db.read() as conn:
             open_counts = dead_letters.open_counts(conn)  # by (job type, reason)
             oldest_failure = dead_letters.oldest_open_failed_at(conn)
@@ -251,6 +266,7 @@ class StateReader:
             oldest_due = targets.oldest_pending_due(conn)
             disabled = count_disabled(conn)
             deliveries = count_deliveries(conn, OUTSTANDING_DELIVERY_STATUSES)
+            drift = self._drift(conn, now)
         by_reason: Counter[str] = Counter()
         by_job_type = Counter(dict.fromkeys(JOB_TYPES, 0))
         for (job_type, reason), n in sorted(open_counts.items()):
@@ -261,7 +277,17 @@ class StateReader:
             DeadLetterCounts(total, dict(by_reason), dict(by_job_type), _age(oldest_failure, now)),
             TargetCounts({status: by_status.get(status, 0) for status in OUTSTANDING_STATUSES}, _age(oldest_due, now)),
             WebhookCounts(disabled, {status: deliveries.get(status, 0) for status in OUTSTANDING_DELIVERY_STATUSES}),
+            drift,
         )
+
+    def _drift(self, conn: Connection, now: float) -> DriftCounts:
+        """The sweeps' age and the overdue ones; nothing behind while CALSYNC_DRIFT_INTERVAL=0 turns sweeps off
+        (the state rows of earlier sweeps would otherwise age for ever)."""
+        if not self.settings.drift_enabled:
+            return DriftCounts(0.0, 0)
+        at = dt.datetime.fromtimestamp(now, dt.UTC)
+        overdue = drift_store.overdue_sweeps(conn, now=at, grace=self.settings.drift_interval)
+        return DriftCounts(_age(drift_store.oldest_sweep(conn), now), overdue)
 
     def circuits(self) -> list[CircuitReading]:
         """The breakers of every provider that has them (BREAKER_FAILURES above 0)."""

@@ -5,6 +5,8 @@ more than ``RECONCILE_AFTER`` seconds has no live message (the broker lost it, a
 or Redis was flushed), so a fresh job for the event's latest version is enqueued. A target whose
 enqueue failed has no due time at all (``targets.mark_unqueued``): it is due at once, and the very
 next pass re-enqueues it.
+A pending target whose version is synced already was put back by a drift repair (core/drift/actions.py): its
+job is re-enqueued as a repair, under a key of its own, or the version's spent key would swallow it.
 Duplicates are harmless: jobs are idempotent. The same pass re-enqueues lost webhook dispatches and
 deliveries (core/webhooks/recovery.py) and runs one housekeeping pass (core/store/pruning.py).
 
@@ -24,7 +26,7 @@ from dataclasses import dataclass, field
 
 from calsync.core.clients import Clients
 from calsync.core.messaging.lanes import lanes_of
-from calsync.core.messaging.messages import sync_message
+from calsync.core.messaging.messages import rerun_message, sync_message
 from calsync.core.model.ids import new_trace_id
 from calsync.core.model.planner import plan
 from calsync.core.model.vocabulary import PRUNED_TABLES
@@ -108,8 +110,13 @@ def requeue_lost(
             trace_id=trace,
             earlier_jobs_lost=True,
         )
+        queue = queues.queue(next(lanes[row.tenant_id]))
+        message = sync_message(queue, payload)
+        if row.synced_version >= row.wanted_version:  # a drift repair's re-assertion of a version already synced
+            message = rerun_message(queue, payload, payload.operation, payload.target_version,
+                                    f"{payload.idempotency_key}:reassert:{payload.job_id}")  # fmt: skip
         try:
-            clients.broker.enqueue(sync_message(queues.queue(next(lanes[row.tenant_id])), payload))
+            clients.broker.enqueue(message)
         except Exception:
             log.exception("reconciler could not enqueue", extra={"fields": {"entity_id": row.event_id}})
             report.failed.append(payload.job_id)
@@ -117,7 +124,8 @@ def requeue_lost(
                 targets.mark_unqueued(conn, row.key)
             continue
         with clients.db.write() as conn:
-            targets.postpone(conn, row.key, due_at=dt.datetime.now(dt.UTC), job_id=payload.job_id)
+            # the job id enqueued (a re-assertion's is its own), so GET /v1/jobs/{job_id} finds it
+            targets.postpone(conn, row.key, due_at=dt.datetime.now(dt.UTC), job_id=message.args[0]["job_id"])
         report.requeued.append(payload.job_id)
     report.webhooks_requeued = reconcile_webhooks(
         clients.db, clients.broker, clients.settings.webhook_queue, before=before, limit=PASS_LIMIT

@@ -9,6 +9,7 @@ What goes (docs/RUNBOOK.md §Housekeeping):
   targets and idempotency records (core/store/cancelled_events.py);
 - webhook notifications whose every delivery is finished and no open dead letter names, unchanged for
   ``WEBHOOK_RETENTION`` seconds, with their deliveries (core/store/finished_notifications.py);
+- drift findings found more than ``DRIFT_FINDING_RETENTION`` seconds ago;
 - accounts being removed (``accounts remove --detach``) once every target is deleted and none changed for
   ``DELETE_VERIFY_DELAY``, with their targets (core/store/account_removal.py), each in its own transaction.
 
@@ -35,6 +36,7 @@ from calsync.core.model.vocabulary import PrunedTable
 from calsync.core.store import account_removal, cancelled_events, finished_notifications, idempotency, intake_requests
 from calsync.core.store.database import Database
 from calsync.core.store.schema import dead_letters as d
+from calsync.core.store.schema import drift_findings as f
 
 log = logging.getLogger(__name__)
 
@@ -49,6 +51,7 @@ class Retention:
     cancelled_events: float  # seconds after the last change; 0 keeps them
     webhooks: float = KEEP_FOREVER  # finished notifications, seconds after the last change; 0 keeps them
     removal_quiet: float = 0  # seconds a removed account's targets stay unchanged before it goes (DELETE_VERIFY_DELAY)
+    drift_findings: float = KEEP_FOREVER  # seconds after being found; 0 keeps them
 
     @classmethod
     def of(cls, settings: HousekeepingSettings) -> Retention:
@@ -60,6 +63,7 @@ class Retention:
             cancelled_events=settings.cancelled_event_retention,
             webhooks=settings.webhook_retention,
             removal_quiet=settings.delete_verify_delay,
+            drift_findings=settings.drift_finding_retention,
         )
 
 
@@ -87,6 +91,12 @@ def prune_resolved_dead_letters(conn: Connection, *, before: dt.datetime, limit:
         .scalar_subquery()
     )
     return int(conn.execute(delete(d).where(d.c.id.in_(picked))).rowcount)
+
+
+def prune_drift_findings(conn: Connection, *, before: dt.datetime, limit: int) -> int:
+    """Delete up to ``limit`` drift findings found before ``before``; returns how many went."""
+    picked = select(f.c.id).where(f.c.found_at < before).order_by(f.c.found_at).limit(limit).scalar_subquery()
+    return int(conn.execute(delete(f).where(f.c.id.in_(picked))).rowcount)
 
 
 def prune(
@@ -124,6 +134,9 @@ def prune(
     if retention.webhooks != KEEP_FOREVER:
         finished = now - dt.timedelta(seconds=retention.webhooks)
         repeat("webhook_notifications", lambda c, n: finished_notifications.prune_finished(c, before=finished, limit=n))
+    if retention.drift_findings != KEEP_FOREVER:
+        found = now - dt.timedelta(seconds=retention.drift_findings)
+        repeat("drift_findings", lambda c, n: prune_drift_findings(c, before=found, limit=n))
     report.purged["provider_accounts"] += _remove_accounts(db, retention, now, report)
     return report
 

@@ -30,6 +30,7 @@ from sqlalchemy import (
 from sqlalchemy.types import DateTime, TypeDecorator
 
 from calsync.core.model.calendar import AccountStatus, BusinessStatus, ProviderName
+from calsync.core.model.drift import DRIFT_ACTIONS, DRIFT_KINDS, DRIFT_POLICIES
 from calsync.core.model.vocabulary import (
     API_SCOPES,
     DEAD_LETTER_KINDS,
@@ -142,6 +143,10 @@ event_targets = Table(
     # reason never breaks an older schema. Read only while the target is pending (migration 0009_wait_reason).
     Column("wait_reason", String(32), nullable=True),
     Column("updated_at", UTCDateTime, nullable=False),
+    # When a drift sweep last compared the provider's item with this target, and what it found then (a
+    # core.model.drift.DriftKind; NULL: found as calsync wrote it). No CHECK, as wait_reason (migration 0011).
+    Column("verified_at", UTCDateTime, nullable=True),
+    Column("drift_kind", String(32), nullable=True),
     # The id of the target's latest job (the intake's, a replay's or the reconciler's), so GET /v1/jobs/{job_id}
     # finds it; NULL for targets written before migration 0012 (0012_job_lookup).
     Column("job_id", String(128), nullable=True),
@@ -308,4 +313,47 @@ webhook_deliveries = Table(
     _one_of("status", WEBHOOK_DELIVERY_STATUSES, "ck_webhook_deliveries_status"),
     Index("ix_webhook_deliveries_status_next", "status", "next_attempt_at"),
     Index("ix_webhook_deliveries_endpoint", "endpoint_id"),
+)
+
+# Drift detection (core/drift/, migration 0011). A tenant's policy; no row means DEFAULT_DRIFT_POLICY.
+drift_policies = Table(
+    "drift_policies",
+    metadata,
+    Column("tenant_id", String(128), primary_key=True),
+    Column("policy", String(16), nullable=False),
+    Column("updated_at", UTCDateTime, nullable=False),
+    _one_of("policy", DRIFT_POLICIES, "ck_drift_policies_policy"),
+)
+
+# One row per swept account: the provider's cursor for the next read-back (NULL: the next one lists everything),
+# when the last sweep succeeded, when the next one is due (moved forward when a worker claims it) and the
+# failed sweeps in a row.
+drift_state = Table(
+    "drift_state",
+    metadata,
+    Column("account_id", String(128), primary_key=True),
+    Column("cursor", Text, nullable=True),
+    Column("swept_at", UTCDateTime, nullable=True),
+    Column("next_sweep_at", UTCDateTime, nullable=False),
+    Column("failures", Integer, nullable=False, server_default="0"),
+    ForeignKeyConstraint(["account_id"], ["provider_accounts.id"], name="fk_drift_state_account", ondelete="CASCADE"),
+    Index("ix_drift_state_next", "next_sweep_at"),
+)
+
+# Every drift a sweep found and what was done about it (history: pruned by housekeeping after its retention).
+drift_findings = Table(
+    "drift_findings",
+    metadata,
+    Column("id", Integer, primary_key=True, autoincrement=True),
+    Column("tenant_id", String(128), nullable=False),
+    Column("account_id", String(128), nullable=False),
+    Column("event_id", String(128), nullable=True),  # None for an unknown_item no target owns
+    Column("external_id", String(1024), nullable=False),
+    Column("kind", String(32), nullable=False),
+    Column("action", String(16), nullable=False),
+    Column("found_at", UTCDateTime, nullable=False),
+    _one_of("kind", DRIFT_KINDS, "ck_drift_findings_kind"),
+    _one_of("action", DRIFT_ACTIONS, "ck_drift_findings_action"),
+    Index("ix_drift_findings_tenant", "tenant_id", "id"),
+    Index("ix_drift_findings_found", "found_at"),
 )

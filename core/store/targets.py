@@ -3,7 +3,7 @@
 ``wanted_version`` is the event version a target must reach; ``synced_version`` the newest version
 the provider is known to show. ``synced_version`` only grows (compare-and-set), so a late,
 superseded writer can never move it backwards, and a target stays ``pending`` until the version it
-wants has been synced.
+wants has been synced. The one write of a version already synced is a drift repair's (``_REASSERTED``).
 """
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal, NamedTuple
 
-from sqlalchemy import ColumnElement, Connection, and_, bindparam, case, func, select, update
+from sqlalchemy import ColumnElement, Connection, and_, bindparam, case, func, or_, select, update
 
 from calsync.core.model.calendar import Target
 from calsync.core.model.vocabulary import SYNC_STATUSES, SyncStatus, WaitReason, as_wait_reason
@@ -51,6 +51,8 @@ class TargetRow:
     due_at: dt.datetime | None
     updated_at: dt.datetime
     wait_reason: str | None = None  # as stored; read it as ``waiting``
+    verified_at: dt.datetime | None = None  # when a drift sweep last compared the provider's item with it
+    drift_kind: str | None = None  # what that sweep found (a DriftKind as stored); None: found as written
     job_id: str | None = None  # the target's latest job (None: written by a release before migration 0012)
 
     @property
@@ -87,7 +89,7 @@ class TargetRow:
 
 # What ``calsync events show`` shows of a target, in order (the wait reason as read), and the names it gives them.
 _SHOWN = ("account_id", "wanted", "status", "wanted_version", "synced_version", "external_id", "external_etag",
-          "last_error", "error_class", "waiting", "due_at", "updated_at")  # fmt: skip
+          "last_error", "error_class", "waiting", "due_at", "updated_at", "verified_at", "drift_kind")  # fmt: skip
 _SHOWN_AS = {"external_etag": "etag", "waiting": "wait_reason"}
 
 
@@ -96,9 +98,17 @@ _OF_EVENT = (t.c.tenant_id == bindparam("k_tenant"), t.c.event_id == bindparam("
 _BY_KEY = and_(*_OF_EVENT, t.c.account_id == bindparam("k_account"))
 _GET = select(t).where(_BY_KEY)
 _REACHED = t.c.wanted_version <= bindparam("v_version")
+# A drift repair (core/drift/) puts a synced target back to pending at the version it has, with the finding's kind:
+# its re-assertion of that version records like a newer one, once (it leaves the target synced).
+_REASSERTED = and_(
+    t.c.synced_version == bindparam("v_version"),
+    t.c.wanted_version <= bindparam("v_version"),
+    t.c.status == "pending",
+    t.c.drift_kind.is_not(None),
+)
 _RECORD_SYNCED = (
     update(t)
-    .where(_BY_KEY, t.c.synced_version < bindparam("v_version"))
+    .where(_BY_KEY, or_(t.c.synced_version < bindparam("v_version"), _REASSERTED))
     .values(
         synced_version=bindparam("v_version"),
         external_id=func.coalesce(bindparam("v_external_id", type_=t.c.external_id.type), t.c.external_id),

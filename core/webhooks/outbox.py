@@ -113,6 +113,26 @@ class Outbox:
             recorded.append(_record(conn, "account.needs_reauth", data, key))
         return recorded
 
+    def on_drifted(
+        self,
+        conn: Connection,
+        *,
+        finding_id: int,
+        tenant_id: str,
+        account_id: str,
+        event_id: str | None,
+        external_id: str,
+        kind: str,
+        version: int | None,
+    ) -> list[str]:
+        """``event.drifted``: a sweep found a drift and the tenant's policy is to report it, in the finding's
+        transaction (one notification per finding: its id is the key)."""
+        if not self.wants(tenant_id, "event.drifted"):
+            return []
+        data = {"tenant_id": tenant_id, "entity_id": event_id, "account_id": account_id, "version": version,
+                "external_id": external_id, "status": "drifted", "drift_kind": kind}  # fmt: skip
+        return [_record(conn, "event.drifted", data, (tenant_id, finding_id))]
+
     def send(self, broker: dramatiq.Broker, notification_ids: Iterable[str]) -> None:
         """After the commit: the ids wait ``LINGER`` seconds for others, then go in batches (one message per batch).
 

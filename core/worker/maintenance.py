@@ -12,6 +12,9 @@ A pass first re-enqueues what the broker lost, when the composition root gives i
 reconciler (``requeue``, core/producer/reconcile.py ``requeue_lost``): pending targets overdue by
 ``RECONCILE_AFTER`` and those whose enqueue failed (no due time). So changes accepted while the broker was
 down, or before it was started, are enqueued within one interval of it answering, with no CronJob.
+Next it enqueues the drift sweeps that are due when the composition root gives it that part
+(``sweeps``, core/drift/schedule.py ``enqueue_due``): sweeps are claimed per account in the database, so the
+lease is not what keeps two workers from enqueueing one account's sweep.
 An unreachable Redis is reported to the worker's :class:`~core.messaging.outage.RedisOutage` (``watch``),
 which says it once, instead of a warning with a traceback every interval.
 """
@@ -72,6 +75,7 @@ class Maintenance(dramatiq.Middleware):
     retention: Retention
     watch: RedisWatch
     requeue: Callable[[], int]  # re-enqueues what the broker lost; how many jobs
+    sweeps: Callable[[], int] | None = None  # enqueues the drift sweeps that are due; how many (None: none)
     _stop: threading.Event = field(default_factory=threading.Event, init=False)
     _thread: threading.Thread | None = field(default=None, init=False)
 
@@ -113,6 +117,7 @@ class Maintenance(dramatiq.Middleware):
         started = time.monotonic()
         try:
             requeued = self.requeue()
+            swept = self.sweeps() if self.sweeps is not None else 0
             report = prune(self.db, self.retention, budget_seconds=self.interval * BUDGET_SHARE)
         except Exception:
             PASSES.labels("failed").inc()
@@ -123,10 +128,12 @@ class Maintenance(dramatiq.Middleware):
         PASSES.labels(result).inc()
         for table, rows in report.purged.items():
             ROWS_PURGED.labels(table).inc(rows)
-        if report.total or requeued or not report.caught_up:
+        if report.total or requeued or swept or not report.caught_up:
             fields: dict[str, object] = {"result": result, "seconds": round(time.monotonic() - started, 3)}
             fields.update({str(table): rows for table, rows in report.purged.items()})
             if requeued:
                 fields["requeued"] = requeued
+            if swept:
+                fields["sweeps_enqueued"] = swept
             (log.info if report.caught_up else log.warning)("housekeeping pass done", extra={"fields": fields})
         return report

@@ -182,8 +182,8 @@ def export_zeros() -> None:
     fire CalsyncDeadLettersGrowingFast. Known: the actors of ``JOB_TYPES`` (sync jobs with each provider or
     ``unknown``, the others ``unknown``), every outcome, the retried error classes (``TemporaryError``'s and
     Dramatiq's ``TimeLimitExceeded``), the dead-letter reasons of ``PermanentError`` and of ``DeadLetterCause``;
-    traffic control's holds and webhook delivery attempts by their features' own vocabularies. Reasons and classes
-    outside these (a foreign exception) still appear with their first increment.
+    traffic control's holds, webhook delivery attempts and drift findings by their features' own vocabularies.
+    Reasons and classes outside these (a foreign exception) still appear with their first increment.
     """
     providers = (*get_args(ProviderName), "unknown")
     pairs = [(SYNC_JOB, p) for p in providers] + [(job, "unknown") for job in JOB_TYPES if job != SYNC_JOB]
@@ -205,11 +205,13 @@ def export_zeros() -> None:
     for result in ("acquired", "busy"):
         LOCK_ACQUISITIONS.labels(result)
     # Imported here: the webhooks' deliverer loads httpx, which only a worker process needs.
+    from calsync.core.drift.metrics import export_drift_zeros
     from calsync.core.traffic import export_deferral_zeros
     from calsync.core.webhooks import export_delivery_zeros
 
     export_deferral_zeros()
     export_delivery_zeros()
+    export_drift_zeros()
 
 
 class WorkerMetrics(dramatiq.Middleware):

@@ -103,6 +103,16 @@ class GoogleControl(EmulatorControl):
             "token_uri": self.token_uri,
         }
 
+    def edit_event(self, calendar_id: str, event_id: str, **changes: Any) -> dict[str, Any]:
+        """Change an event as its owner would in Calendar's UI (merged like a PATCH; new etag); returns it."""
+        path = f"calendars/{quote(calendar_id, safe='')}/events/{quote(event_id, safe='')}"
+        event: dict[str, Any] = self.control("PATCH", path, changes)
+        return event
+
+    def delete_event(self, calendar_id: str, event_id: str) -> None:
+        """Delete an event as its owner would in Calendar's UI (it becomes a cancelled tombstone)."""
+        self.control("DELETE", f"calendars/{quote(calendar_id, safe='')}/events/{quote(event_id, safe='')}")
+
 
 class EwsControl(EmulatorControl):
     """The EWS emulator: its endpoint for the client, and its own control routes."""
@@ -131,6 +141,14 @@ class EwsControl(EmulatorControl):
     def delete_item(self, item_id: str) -> None:
         """Delete an item as its owner would in Outlook."""
         self.control("DELETE", f"items/{quote(item_id, safe='')}")
+
+    def expire_sync_states(self) -> None:
+        """Every SyncState and Graph delta token issued so far is refused from now on."""
+        self.control("POST", "sync-states/expire")
+
+    def set_tombstone_limit(self, limit: int) -> None:
+        """How many deletions per mailbox the change log remembers (older sync states are refused)."""
+        self.control("PUT", "sync-states", {"tombstone_limit": limit})
 
     def set_directory(self, directory: Directory | Mapping[str, Any]) -> None:
         """Replace who may log in and which mailboxes exist."""
@@ -190,12 +208,13 @@ class GraphControl(EwsControl):
         return {**super().item(store_id(item_id)), "id": item_id}
 
     def edit_item(self, item_id: str, **changes: str) -> dict[str, Any]:
-        """Edit an item (by Graph id) as its owner would in Outlook (new ChangeKey)."""
-        return super().edit_item(store_id(item_id), **changes)
+        """Edit an item (by Graph id) as its owner would in Outlook (new changeKey and ``@odata.etag``)."""
+        item: dict[str, Any] = self.control("PATCH", f"graph/items/{quote(item_id, safe='')}", changes)
+        return item
 
     def delete_item(self, item_id: str) -> None:
         """Delete an item (by Graph id) as its owner would in Outlook."""
-        super().delete_item(store_id(item_id))
+        self.control("DELETE", f"graph/items/{quote(item_id, safe='')}")
 
     def revoke_user(self, user: str, code: int = 50173) -> int:
         """Revoke the user's refresh tokens (AADSTS ``code``); returns how many families."""

@@ -1,7 +1,8 @@
 """Exchange adapter: calendar items over EWS with exchangelib, safe to run twice for the same change.
 
 Modules: ``provider`` (the adapter, :class:`ExchangeProvider`, its idempotency rules and its mailboxes),
-``classification`` (the one table from exchangelib/EWS failures to calsync errors), ``items`` (local
+``classification`` (the one table from exchangelib/EWS failures to calsync errors), ``sync_items`` (the drift
+read-back: SyncFolderItems, then GetItem for calsync's items), ``items`` (local
 state → calendar-item fields, the sync-key property, invitation modes), ``account_config`` (an
 account's options and credentials, validated), ``transport`` (the requests adapter of exchangelib's
 sessions: each request counted, the proxies read once); the provider registry (providers/registry.py)

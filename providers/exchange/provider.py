@@ -50,9 +50,11 @@ from exchangelib.protocol import BaseProtocol
 from exchangelib.version import EXCHANGE_2016
 
 from calsync.core.model.calendar import Account, EventState, ExternalRef, ProviderName, SendUpdates, Target
+from calsync.core.model.drift import ReadBack
 from calsync.core.model.errors import AuthRevoked, CalsyncError, ConfigurationError
 from calsync.core.model.provider_io import request_sent
 from calsync.providers.accounts import AccountCache
+from calsync.providers.exchange import sync_items
 from calsync.providers.exchange.account_config import AccountConfig, read_account_config
 from calsync.providers.exchange.classification import classify_error
 from calsync.providers.exchange.items import SEND_MODES, UPDATE_FIELDS, item_fields
@@ -139,6 +141,18 @@ class ExchangeProvider:
         config = read_account_config(account)
         mode = SEND_MODES[send_updates]
         self._run(account, config, "delete", lambda mbx: self._delete(mbx, target, mode))
+
+    def read_back(self, account: Account, cursor: str | None) -> ReadBack:
+        """The calendar's marked items changed since ``cursor`` (a SyncState; all when None or refused).
+
+        SyncFolderItems, then GetItem for the marked changes (sync_items.py).
+        """
+        config = read_account_config(account)
+        return self._run(account, config, "read_back", lambda m: sync_items.read_back(m.account, m.calendar, cursor))
+
+    def fingerprint(self, account: Account, event: EventState) -> str:
+        """The owned fields of what ``upsert`` writes for ``event``, as :meth:`read_back` reduces an item."""
+        return sync_items.fingerprint(event)
 
     def verify(self, account: Account) -> None:
         """Connect the mailbox: one GetFolder of its calendar (after the token call for OAuth; ``--verify``)."""

@@ -1,7 +1,8 @@
 """Google Calendar adapter: makes a Calendar v3 calendar show an :class:`EventState`, on the real client library.
 
 Modules: ``provider`` (the adapter, :class:`GoogleProvider`, and the per-thread ``Http`` counting the requests
-it sends: core/model/provider_io.py), ``classification`` (the one table of what is temporary and what is not),
+it sends: core/model/provider_io.py), ``read_back`` (drift sweeps' listing and fingerprints: core/model/drift.py),
+``classification`` (the one table of what is temporary and what is not),
 ``event_body`` (local state → event resource, deterministic ids), ``credentials`` (Google's credential JSON →
 google-auth); the provider registry (providers/registry.py) builds it from the settings. The library facts
 behind these choices are in docs/notes/google-calendar.md.
@@ -24,6 +25,9 @@ behind these choices are in docs/notes/google-calendar.md.
   a later upsert with ``confirmed`` restores it.
 - Deletes treat 404 and 410 ``deleted`` as done (a 410 ``fullSyncRequired`` is not); without a recorded id
   they walk the generations.
+- Drift sweeps read back with ``events.list(showDeleted=true)``, the full listing and the ``syncToken`` one
+  being the same query, and keep the items carrying our marker (``privateExtendedProperty`` can neither ask
+  for "has the key" nor be combined with ``syncToken``); a 410 leads to one full listing (``read_back``).
 - Every failure goes through :data:`CLASSIFICATION`, which reads Google's ``errors[].reason`` (never
   ``error.status``).
 """

@@ -75,7 +75,7 @@ def reapply(current: Mapping[str, Any], wanted: Mapping[str, Any]) -> dict[str, 
     return body
 
 
-def _instant(value: Mapping[str, Any]) -> dt.date | dt.datetime | None:
+def instant(value: Mapping[str, Any]) -> dt.date | dt.datetime | None:
     """A start/end as a comparable value: Google answers ``dateTime`` in another offset than we sent."""
     if value.get("date"):
         return dt.date.fromisoformat(str(value["date"]))
@@ -87,8 +87,11 @@ def _instant(value: Mapping[str, Any]) -> dt.date | dt.datetime | None:
     return moment
 
 
-def _private(resource: Mapping[str, Any]) -> Mapping[str, Any]:
-    return (resource.get("extendedProperties") or {}).get("private") or {}
+def private_properties(resource: Mapping[str, Any]) -> Mapping[str, Any]:
+    """The event's private extended properties (ours among them); empty when it has none or they are malformed."""
+    properties = resource.get("extendedProperties")
+    private = properties.get("private") if isinstance(properties, Mapping) else None
+    return private if isinstance(private, Mapping) else {}
 
 
 def shows(current: Mapping[str, Any], wanted: Mapping[str, Any]) -> bool:
@@ -100,17 +103,17 @@ def shows(current: Mapping[str, Any], wanted: Mapping[str, Any]) -> bool:
         return False
     for field in ("start", "end"):
         ours, theirs = wanted.get(field) or {}, current.get(field) or {}
-        if _instant(ours) != _instant(theirs) or ours.get("timeZone") != theirs.get("timeZone"):
+        if instant(ours) != instant(theirs) or ours.get("timeZone") != theirs.get("timeZone"):
             return False
     if [a.get("email") for a in current.get("attendees") or ()] != [a["email"] for a in wanted["attendees"]]:
         return False
     ours = wanted["extendedProperties"]["private"]
-    return all(_private(current).get(key) == value for key, value in ours.items())
+    return all(private_properties(current).get(key) == value for key, value in ours.items())
 
 
 def check_ours(current: Mapping[str, Any], target: Target) -> None:
     """Refuse to adopt an event that carries another sync key (a cancelled stub may carry none)."""
-    marker = _private(current).get(SYNC_KEY_PROPERTY)
+    marker = private_properties(current).get(SYNC_KEY_PROPERTY)
     if marker != target.sync_key and not (marker is None and current.get("status") == "cancelled"):
         raise InvalidRequest(f"Google event {current.get('id')} exists but was not created by calsync for this target")
 

@@ -14,6 +14,7 @@ from googleapiclient.discovery import build
 from googleapiclient.errors import HttpError
 
 from calsync.core.model.calendar import Account, EventState, ExternalRef, ProviderName, SendUpdates, Target
+from calsync.core.model.drift import ReadBack
 from calsync.core.model.errors import ConfigurationError, EntityNotFound, InvalidRequest, TemporaryError
 from calsync.core.model.provider_io import request_sent
 from calsync.providers.accounts import AccountCache, fingerprint, secret_values
@@ -28,6 +29,7 @@ from calsync.providers.google.event_body import (
     ref_of,
     shows,
 )
+from calsync.providers.google.read_back import fingerprint_of, read_back
 
 MAX_CONFLICTS = 3
 #: How many re-creations under a new id one target may need (each after Google refused to restore the last).
@@ -60,7 +62,8 @@ class _Session:
 
 
 class GoogleProvider:
-    """Pushes local event state into Google Calendar; safe to share between worker threads."""
+    """Pushes local event state into Google Calendar and reads it back for drift sweeps; safe to share between
+    worker threads."""
 
     name: ProviderName = "google"
 
@@ -120,6 +123,20 @@ class GoogleProvider:
             session.credentials.refresh(google_auth_httplib2.Request(http))  # type: ignore[no-untyped-call]
         except Exception as exc:
             raise classify(exc, "token refresh", self._secrets(session)) from None
+
+    # --- DriftReader (core/model/drift.py; the listing and the fingerprint: read_back.py) ------------------------
+
+    def read_back(self, account: Account, cursor: str | None) -> ReadBack:
+        """calsync's items in the account's calendar changed since the sync token ``cursor`` (all of them without
+        one, or when Google answers 410), and the next sync token."""
+        session = self._session(account)
+        return read_back(lambda **params: self._execute(session, "list", **params), session.calendar_id, cursor)
+
+    def fingerprint(self, account: Account, event: EventState) -> str:
+        """The owned fields of the body ``upsert`` writes for ``event``, normalized as the items read back are."""
+        calendar_id = account_option(account, "calendar_id", str, account.address)
+        target = Target(event_id=event.id, account_id=account.id, tenant_id=event.tenant_id)
+        return fingerprint_of(event_body(event, target), calendar_id)
 
     def close(self) -> None:
         """Close every thread's pooled connections (call once the worker threads stopped); a later call reconnects."""

@@ -25,6 +25,7 @@ Idempotency and repair rules (facts and sources: docs/notes/exchange.md, "Micros
 from __future__ import annotations
 
 import contextlib
+import datetime as dt
 import http.cookiejar
 import logging
 import ssl
@@ -39,10 +40,12 @@ import httpx
 
 from calsync.core.model.adapter_parts import ConcurrencyLimiter, CredentialWriter, DiscardCredentials
 from calsync.core.model.calendar import Account, EventState, ExternalRef, ProviderName, SendUpdates, Target
+from calsync.core.model.drift import ReadBack
 from calsync.core.model.errors import CalsyncError, InvalidRequest, TemporaryError
 from calsync.core.model.markers import GRAPH_SYNC_KEY_PROPERTY_ID
 from calsync.core.model.provider_io import request_sent
 from calsync.providers.accounts import AccountCache
+from calsync.providers.graph import delta
 from calsync.providers.graph.classification import GraphHttpError, classify
 from calsync.providers.graph.credentials import GraphAccount, read_graph_account
 from calsync.providers.graph.event_body import event_body, is_graph_ref, marker_of, ref_of
@@ -111,6 +114,22 @@ class GraphProvider:
         """Delete the target's event (found by its marker when no Graph id is known); already gone is fine."""
         # Graph always mails a cancellation when an organizer deletes a meeting with attendees.
         self._run(account, "delete", lambda s: self._delete(s, target))
+
+    def read_back(self, account: Account, cursor: str | None) -> ReadBack:
+        """The mailbox's marked events changed since ``cursor`` (all when None or refused): delta.py."""
+
+        def read(s: _Session) -> ReadBack:
+            def send(method: str, path: str, *, params: Mapping[str, str] | None = None,
+                     headers: Mapping[str, str] | None = None) -> httpx.Response:  # fmt: skip
+                return self._send(s, method, path, params=params, headers=headers)
+
+            return delta.Reader(send, self._base, s.user, s.config.calendar, dt.datetime.now(dt.UTC)).read_back(cursor)
+
+        return self._run(account, "read_back", read)
+
+    def fingerprint(self, account: Account, event: EventState) -> str:
+        """The owned fields of what ``upsert`` writes for ``event``, as :meth:`read_back` reduces an event."""
+        return delta.fingerprint(event)
 
     def verify(self, account: Account) -> None:
         """One token call to Entra with the account's login (``accounts add --verify``); a refusal is permanent."""

@@ -30,7 +30,8 @@ ISSUE_5_METRICS = {
 EXTRA_METRICS = {
     "calsync_exporter_source_up", "calsync_traffic_deferrals_total", "calsync_circuit_state",
     "calsync_circuit_accounts_not_closed", "calsync_provider_blocked_seconds", "calsync_webhook_endpoints_disabled",
-    "calsync_webhook_deliveries_total", "calsync_webhook_delivery_seconds",
+    "calsync_webhook_deliveries_total", "calsync_webhook_delivery_seconds", "calsync_drift_detected_total",
+    "calsync_drift_repaired_total", "calsync_drift_sweep_age_seconds", "calsync_drift_sweeps_overdue",
 }  # fmt: skip
 ISSUE_5_HISTOGRAMS = {"calsync_job_duration_seconds", "calsync_provider_request_duration_seconds"}
 EXTRA_HISTOGRAMS = {"calsync_webhook_delivery_seconds"}

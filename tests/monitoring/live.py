@@ -40,6 +40,7 @@ LIVE_PARAMS = dataclasses.replace(
     retry_window="20s",
     heartbeat_stale_after_s=5,
     reconcile_after_s=60,
+    drift_sweep_max_age_s=60,
 )
 LIVE_FOR = "3s"
 NAMESPACE = "calsync"  # the scope label every target gets, as the Kubernetes service discovery would add it

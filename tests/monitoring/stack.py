@@ -32,6 +32,7 @@ STACK_SETTINGS: dict[str, Any] = {
     "heartbeat_interval": 0.5,
     "heartbeat_ttl": 3,
     "maintenance_interval": 0,
+    "drift_interval": 300,  # sweeps on (the exporter's gauges with them); without housekeeping none is scheduled
     "webhook_allow_http": True,
     "webhook_allowed_networks": "127.0.0.0/8",
     "webhook_retry_schedule": (0.05,) * 6,

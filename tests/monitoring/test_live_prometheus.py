@@ -1,11 +1,11 @@
 """The shipped alerts, proven in a real Prometheus scraping real calsync processes (issue 35).
 
-Each scenario provokes an alert's real cause (a stopped process, a killed pod, a paused pipeline, a broken
-provider, a failing webhook receiver, a stopped exporter), waits for Prometheus to fire the alert through
-/api/v1/alerts, removes the cause and waits for it to resolve. The rules are the shipped ones with a test
-profile of thresholds, windows and ``for:`` (tests/monitoring/live.py). A quiet healthy run comes first, the
-dashboard's queries and Alertmanager's routing after the scenarios: one test, so that one Prometheus and one
-worker pod serve it all (pytest-xdist hands separate tests to separate processes, each its own stack).
+Each scenario provokes an alert's real cause (a stopped process, a killed pod, a paused pipeline, a broken provider,
+a failing webhook receiver, an account not swept for drift, a stopped exporter), waits for Prometheus to fire the
+alert through /api/v1/alerts, removes the cause and waits for it to resolve. The rules are the shipped ones with a
+test profile of thresholds, windows and ``for:`` (tests/monitoring/live.py). A quiet healthy run comes first, the
+dashboard's queries and Alertmanager's routing after the scenarios: one test, so that one Prometheus and one worker
+pod serve it all (pytest-xdist hands separate tests to separate processes, each its own stack).
 """
 
 from __future__ import annotations
@@ -20,9 +20,11 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 import pytest
-from sqlalchemy import update
+from sqlalchemy import select, update
 
-from calsync.core.store.schema import event_targets
+from calsync.core.drift import store as drift_store
+from calsync.core.drift.schedule import enqueue_due
+from calsync.core.store.schema import event_targets, provider_accounts
 from calsync.core.webhooks.endpoints import Endpoints
 from calsync.core.worker.metrics import calsync_version
 from k8s.monitoring.check import panel_problems, rule_problems
@@ -183,6 +185,25 @@ def webhook_endpoint_disabled(stack: Stack, account: str) -> None:
         endpoints.remove(endpoint.id)
 
 
+def drift_verification_behind(stack: Stack, account: str) -> None:
+    """An account last swept an hour ago and due since (the stack runs no housekeeping, so nothing claims its sweep)
+    until the scheduler's own pass claims the due sweeps (every account's: none was swept before) and the worker's
+    sweeps read their calendars back."""
+    prom, pipeline = stack.prom, stack.pipeline
+    with pipeline.clients.db.write() as conn:
+        drift_store.record_sweep(conn, account, cursor=None, now=utcnow() - dt.timedelta(hours=1))
+    [labels] = prom.wait_firing("CalsyncDriftVerificationBehind")
+    assert labels["namespace"] == NAMESPACE
+    settings = stack.settings
+    queue, interval = settings.effective_drift_queue, settings.drift_interval
+    memory_only = {"memory"}.__contains__
+    assert enqueue_due(pipeline.clients.db, pipeline.broker, queue, interval=interval, reads_back=memory_only) >= 1
+    prom.wait_resolved("CalsyncDriftVerificationBehind")
+    with pipeline.clients.db.write() as conn:  # no account ages any more: no housekeeping sweeps them in this stack
+        for tenant in conn.execute(select(provider_accounts.c.tenant_id).distinct()).scalars():
+            drift_store.set_policy(conn, tenant, "off", now=utcnow())
+
+
 def exporter_down(stack: Stack, account: str) -> None:
     """The exporter stopped, then started unable to read Redis, then started again as it should."""
     prom = stack.prom
@@ -198,7 +219,7 @@ def exporter_down(stack: Stack, account: str) -> None:
 
 SCENARIOS = [
     heartbeat_lost_by_one_stuck_process, queue_backlog_while_paused, dead_letter_burst, retries_after_a_deploy,
-    pod_gone, circuit_open, target_overdue, webhook_endpoint_disabled, exporter_down,
+    pod_gone, circuit_open, target_overdue, webhook_endpoint_disabled, drift_verification_behind, exporter_down,
 ]  # fmt: skip
 
 

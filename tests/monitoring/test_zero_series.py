@@ -16,13 +16,14 @@ from tests.support import python_in_a_new_process
 # A fresh interpreter: the test process' own registry holds other tests' increments.
 _SCRIPT = """
 import json, sys
+from calsync.core.drift.metrics import DRIFT_DETECTED, DRIFT_REPAIRED
 from calsync.core.traffic.metrics import TRAFFIC_DEFERRALS
 from calsync.core.webhooks.deliverer import DELIVERIES
 from calsync.core.worker import metrics
 metrics.export_zeros()
 found = {}
 for counter in (metrics.JOBS, metrics.JOB_RETRIES, metrics.DEAD_LETTERS, metrics.PROVIDER_REQUESTS,
-                metrics.LOCK_ACQUISITIONS, TRAFFIC_DEFERRALS, DELIVERIES):
+                metrics.LOCK_ACQUISITIONS, TRAFFIC_DEFERRALS, DELIVERIES, DRIFT_DETECTED, DRIFT_REPAIRED):
     for family in counter.collect():
         for sample in family.samples:
             if sample.name.endswith("_total"):
@@ -52,6 +53,9 @@ EXPECTED = [
     ("calsync_traffic_deferrals_total", {"provider": "google", "limit": "concurrency"}),
     ("calsync_webhook_deliveries_total", {"outcome": "exhausted", "status_class": "5xx"}),
     ("calsync_webhook_deliveries_total", {"outcome": "retry_scheduled", "status_class": "timeout"}),
+    ("calsync_drift_detected_total", {"provider": "google", "kind": "deleted_externally"}),
+    ("calsync_drift_detected_total", {"provider": "graph", "kind": "unknown_item"}),
+    ("calsync_drift_repaired_total", {"provider": "exchange", "kind": "modified_externally"}),
 ]
 
 

@@ -38,10 +38,11 @@ def _message(queue: str, payload: JobPayload, *, created: float) -> dramatiq.Mes
 
 
 def _queue(pipeline: Pipeline) -> QueueDepth:
-    calendar, bulk, intake, webhooks = StateReader(pipeline.clients).queues(time.time())
+    calendar, bulk, intake, webhooks, sweeps = StateReader(pipeline.clients).queues(time.time())
     settings = pipeline.settings
-    assert (calendar.queue, bulk.queue, intake.queue, webhooks.queue) == (
-        settings.queue, settings.effective_bulk_queue, settings.intake_queue, settings.webhook_queue)  # fmt: skip
+    assert (calendar.queue, bulk.queue, intake.queue, webhooks.queue, sweeps.queue) == (
+        settings.queue, settings.effective_bulk_queue, settings.intake_queue, settings.webhook_queue,
+        settings.effective_drift_queue)  # fmt: skip
     return calendar
 
 
@@ -128,6 +129,7 @@ def test_open_dead_letters_by_job_type_and_reason_and_the_oldest_age(pipeline: P
         "reconcile": 1,
         "dispatch_webhook": 0,
         "deliver_webhook": 0,
+        "sweep_account": 0,
     }
     assert store.dead_letters.open_by_reason == {"forbidden": 2, "retries exhausted": 1}
     assert 300 <= store.dead_letters.oldest_age_seconds < 330
@@ -212,7 +214,7 @@ def test_rabbitmq_reports_only_the_ready_count(pipeline: Pipeline, broker_kind: 
         missing = pipeline.settings.model_copy(update={"queue": f"missing{uuid.uuid4().hex[:8]}"})
         clients = unchecked_clients(missing)
         try:
-            undeclared, _bulk, intake, _webhooks = StateReader(clients).queues(time.time())
+            undeclared, _bulk, intake, _webhooks, _sweeps = StateReader(clients).queues(time.time())
             assert undeclared.ready == 0 and undeclared.queue == missing.queue and intake.queue == missing.intake_queue
         finally:
             clients.close()

@@ -39,15 +39,17 @@ def test_json_shows_queues_dead_letters_targets_workers_and_throughput(pipeline:
     result = _run(pipeline, "--json")
     assert result.exit_code == 0, result.output
     doc = json.loads(result.output)
-    queue, bulk, intake, webhooks = doc["queues"]
+    queue, bulk, intake, webhooks, sweeps = doc["queues"]
     assert (queue["queue"], queue["ready"], queue["delayed"], queue["inflight"]) == ("calendar", 2, 0, 0)
     assert (bulk["queue"], bulk["ready"]) == ("calendar-bulk", 0)
     assert (intake["queue"], intake["ready"]) == ("intake", 0)
     assert (webhooks["queue"], webhooks["ready"]) == ("webhooks", 0)
+    assert (sweeps["queue"], sweeps["ready"]) == ("calendar-drift", 0)
     assert queue["oldest_age_seconds"] >= 0
     assert doc["dead_letters"] == {
         "open": 0, "open_by_reason": {},
-        "open_by_job_type": {SYNC_JOB: 0, INTAKE_JOB: 0, "reconcile": 0, "dispatch_webhook": 0, "deliver_webhook": 0},
+        "open_by_job_type": {SYNC_JOB: 0, INTAKE_JOB: 0, "reconcile": 0, "dispatch_webhook": 0, "deliver_webhook": 0,
+                             "sweep_account": 0},
         "oldest_age_seconds": 0.0,
     }  # fmt: skip
     assert doc["targets"]["by_status"] == {"pending": 2, "failed": 0}

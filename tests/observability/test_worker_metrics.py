@@ -127,6 +127,7 @@ def _assert_exporter_metrics(exporter: Exposition) -> None:
         frozenset({"job_type": "reconcile"}.items()): 0,
         frozenset({"job_type": "dispatch_webhook"}.items()): 0,
         frozenset({"job_type": "deliver_webhook"}.items()): 0,
+        frozenset({"job_type": "sweep_account"}.items()): 0,
     }
     oldest_dead_letter = exporter.value("calsync_dead_letter_oldest_age_seconds")
     assert oldest_dead_letter is not None and 0 < oldest_dead_letter < 600

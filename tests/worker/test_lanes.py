@@ -87,4 +87,5 @@ def test_calsync_worker_consumes_both_lanes_and_the_intake_queue(settings_factor
     state.settings = settings_factory(bulk_queue="overflow")
     command = worker_command(state, 1, 2)
     queues = command[command.index("--queues") + 1 : command.index("--worker-shutdown-timeout")]
-    assert queues == [state.settings.queue, "overflow", state.settings.intake_queue, state.settings.webhook_queue]
+    assert queues == [state.settings.queue, "overflow", state.settings.intake_queue, state.settings.webhook_queue,
+                      state.settings.effective_drift_queue]  # fmt: skip

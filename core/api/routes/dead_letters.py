@@ -7,7 +7,7 @@ from typing import Annotated
 from fastapi import APIRouter, Body, Path, Query
 
 from calsync.core.api.auth import Admin, Services
-from calsync.core.api.cursors import cursor_of, key_of
+from calsync.core.api.cursors import after_of, one_page
 from calsync.core.api.models import (
     MAX_RECORD_ID,
     MAX_REPLAY,
@@ -27,12 +27,6 @@ from calsync.core.store.dead_letters import DeadLetterFilter
 router = APIRouter(tags=["dead letters"])
 
 
-def _record_id(key: object) -> int:
-    if not isinstance(key, int) or isinstance(key, bool) or key < 0:
-        raise ValueError("not a record id")
-    return key
-
-
 @router.get(
     "/v1/dead-letters", response_model=DeadLetterPage, responses=problems(*AUTHENTICATED), summary="List dead letters"
 )
@@ -42,13 +36,9 @@ def list_dead_letters(deps: Services, principal: Admin, query: Annotated[DeadLet
     status = None if query.status == "all" else query.status
     flt = DeadLetterFilter(status=status, tenant_id=principal.tenant_id, **selection)
     with deps.db.read() as conn:
-        found = dead_letters.page(conn, flt, after_id=key_of(query.cursor, _record_id), limit=query.limit + 1)
-    more = len(found) > query.limit
-    items = found[: query.limit]
-    return DeadLetterPage(
-        items=[DeadLetterOut.model_validate(r.as_json()) for r in items],
-        next_cursor=cursor_of(items[-1].id) if more else None,
-    )
+        found = dead_letters.page(conn, flt, after_id=after_of(query.cursor), limit=query.limit + 1)
+    items, next_cursor = one_page(found, query.limit, lambda record: record.id)
+    return DeadLetterPage(items=[DeadLetterOut.model_validate(r.as_json()) for r in items], next_cursor=next_cursor)
 
 
 @router.get(

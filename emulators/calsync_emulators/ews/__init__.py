@@ -1,8 +1,8 @@
 """An Exchange Web Services emulator: the SOAP subset exchangelib 5.x sends for calendar sync.
 
 exchangelib configured with ``Version(build=EXCHANGE_2016)``, a fixed ``auth_type`` and
-``autodiscover=False`` sends only GetFolder (root, calendar), CreateItem, FindItem, GetItem, UpdateItem
-and DeleteItem (plus ConvertId when it has to guess the version); that is what this server speaks, at
+``autodiscover=False`` sends only GetFolder (root, calendar), CreateItem, FindItem, GetItem, UpdateItem,
+DeleteItem and SyncFolderItems (plus ConvertId when it has to guess the version); that is what this server speaks, at
 ``POST /EWS/Exchange.asmx``. It keeps the quirks exchangelib was verified to depend on
 (docs/notes/emulators.md, "EWS"): keep-alive HTTP/1.1 with Content-Length, SOAP faults with
 ``<detail>`` as HTTP 500 XML, item-level errors as ``ResponseClass="Error"``,
@@ -31,6 +31,10 @@ Semantics
   header gives the fault ``ErrorInvalidExchangeImpersonationHeaderData``. Without the header (delegate
   access) a user reaches its own mailbox and those in its ``delegate_for`` list (``"*"`` = all), else
   the item-level ``ErrorAccessDenied``.
+- ``SyncFolderItems`` on the calendar folder (:mod:`.sync`): ``SyncState``, ``MaxChangesReturned``,
+  ``IncludesLastItemInRange``, Create/Update/Delete changes from the mailbox's change log (:mod:`.mailbox`),
+  ``ErrorInvalidSyncStateData`` for an invalid or expired state; the log adds ``sync`` (``full``,
+  ``incremental`` or ``invalid``) and ``changes``.
 - Meeting modes (``SendMeetingInvitations``, ``SendMeetingInvitationsOrCancellations``,
   ``SendMeetingCancellations``) are recorded in the request log with the attendees they would notify.
 
@@ -41,14 +45,18 @@ Control API (besides the shared routes of :mod:`calsync_emulators.server`)
   "required_attendees", "optional_attendees", "uid", "extended_properties": {name: value}}``
   (start/end exactly as the client sent them), in creation order.
 - ``GET /_emulator/items/{id}``: one item (404 when unknown).
-- ``PATCH /_emulator/items/{id}`` with ``{"subject"?, "location"?}``: a user edits the item in
-  Outlook; its ChangeKey changes.
+- ``PATCH /_emulator/items/{id}`` with ``{"subject"?, "location"?, "body"?, "start"?, "end"?}`` (times as
+  xs:dateTime): a user edits the item in Outlook; its ChangeKey changes and the change is logged for
+  SyncFolderItems and Graph delta (400 when the End would precede the Start).
 - ``DELETE /_emulator/items/{id}``: a user deletes the item in Outlook (404 when unknown).
 - ``GET /_emulator/directory`` / ``PUT /_emulator/directory``: who may log in and what they may reach,
   ``{"users": {name: {"password", "impersonation": bool, "delegate_for": [addr | "*"]}},
   "clients": {client_id: {"secret", "tenant"}}, "mailboxes": [addr] | null}`` (null: every address
   exists). :data:`DEFAULT_DIRECTORY` applies until replaced; reset restores the directory the app was
   created with.
+- ``POST /_emulator/sync-states/expire``: every SyncState (and Graph delta token) issued so far is refused
+  from now on, as when the server lost its sync data; ``PUT /_emulator/sync-states`` ``{"tombstone_limit"}``:
+  how many deletions per mailbox the change log remembers (older states are refused; default 1000).
 - ``POST /_emulator/tokens/revoke``: every issued bearer token stops working (the next EWS call gets 401).
 - ``POST /_emulator/barriers`` with ``{"operation", "parties", "timeout_ms"}``: the next ``parties``
   requests for that SOAP operation wait for each other (up to ``timeout_ms``) before being served;

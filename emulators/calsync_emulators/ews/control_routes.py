@@ -1,4 +1,4 @@
-"""The EWS emulator's own control routes under ``/_emulator/``: items, directory, token revocation, barriers."""
+"""The EWS emulator's own control routes under ``/_emulator/``: items, directory, tokens, barriers, sync states."""
 
 from __future__ import annotations
 
@@ -9,6 +9,7 @@ from pydantic import ValidationError
 from calsync_emulators.ews.barriers import Barriers
 from calsync_emulators.ews.directory import Access, Directory
 from calsync_emulators.ews.mailbox import MailboxStore
+from calsync_emulators.ews.soap import EwsError
 from calsync_emulators.server import Request, Response
 
 
@@ -39,7 +40,24 @@ class ControlRoutes:
             return Response.json(200, {"revoked": self._access.revoke_tokens()})
         if route == ("POST", "barriers"):
             return self._add_barrier(request)
+        if route == ("POST", "sync-states") and parts[1:] == ["expire"]:
+            self._store.expire_sync_states()
+            return Response.json(200, {"expired": True})
+        if route == ("PUT", "sync-states"):
+            return self._sync_config(request)
         return None
+
+    def _sync_config(self, request: Request) -> Response:
+        spec = request.json() or {}
+        try:
+            limit = int(spec["tombstone_limit"])
+        except (KeyError, TypeError, ValueError):
+            return Response.json(400, {"error": "need tombstone_limit"})
+        if limit < 0:
+            return Response.json(400, {"error": "tombstone_limit must not be negative"})
+        with self._store.lock:
+            self._store.tombstone_limit = limit
+        return Response.json(200, {"tombstone_limit": limit})
 
     def _add_barrier(self, request: Request) -> Response:
         spec = request.json() or {}
@@ -70,6 +88,9 @@ class ControlRoutes:
                 self._store.remove(item_id)
                 return Response.json(200, {"deleted": item_id})
             if request.method == "PATCH":
-                self._store.edit(item, request.json() or {})
+                try:
+                    self._store.edit(item, request.json() or {})
+                except EwsError as exc:
+                    return Response.json(400, {"error": f"{exc.code}: {exc.message}"})
                 return Response.json(200, item.to_json())
         return None

@@ -1,5 +1,6 @@
 """The SOAP operations exchangelib sends for calendar sync: GetFolder, CreateItem, FindItem, GetItem,
-UpdateItem, DeleteItem and ConvertId (only ever answered with an error: it is sent when guessing versions).
+UpdateItem, DeleteItem, SyncFolderItems (:mod:`.sync`) and ConvertId (only ever answered with an error: it is
+sent when guessing versions).
 
 Exchange behaviour kept (documented, and verified with exchangelib): one ResponseMessage per input in
 request order, ``TotalItemsInView``/``IncludesLastItemInRange`` on FindItem, the same ItemId back from
@@ -20,6 +21,7 @@ from xml.sax.saxutils import escape
 from calsync_emulators.ews.directory import Access, Caller
 from calsync_emulators.ews.mailbox import Item, MailboxStore, check_times, is_item_id
 from calsync_emulators.ews.soap import END_ITEMS, EwsError, M, S, T, error, local, prop_key, stored, success
+from calsync_emulators.ews.sync import SyncFolderItems
 from calsync_emulators.ews.views import matches, property_lookup, render, shape_of
 
 Operation = Callable[[ET.Element, Caller], list[str]]
@@ -109,6 +111,7 @@ class Operations:
             "UpdateItem": self._update_item,
             "DeleteItem": self._delete_item,
             "ConvertId": self._convert_id,
+            "SyncFolderItems": SyncFolderItems(store, self._folder_of),
         }
 
     def _folder_of(self, elem: ET.Element, caller: Caller) -> tuple[str, str]:

@@ -119,12 +119,17 @@ def success(op: str, content: str = "") -> str:
     )
 
 
+# What a SyncFolderItems error message carries besides the code (documented): exchangelib reads both first.
+SYNC_ERROR_TAIL = "<m:SyncState/><m:IncludesLastItemInRange>true</m:IncludesLastItemInRange>"
+
+
 def error(op: str, code: str, text: str) -> str:
     """An item-level error ResponseMessage (HTTP 200: in a bulk request only that item fails)."""
+    tail = SYNC_ERROR_TAIL if op == "SyncFolderItems" else ""
     return (
         f'<m:{op}ResponseMessage ResponseClass="Error"><m:MessageText>{escape(text)}</m:MessageText>'
         f"<m:ResponseCode>{escape(code)}</m:ResponseCode><m:DescriptiveLinkKey>0</m:DescriptiveLinkKey>"
-        f"</m:{op}ResponseMessage>"
+        f"{tail}</m:{op}ResponseMessage>"
     )
 
 

@@ -18,7 +18,8 @@ API (``/calendar/v3/calendars/{calendarId}/events[/{eventId}]``, segments percen
 - times are stored as sent and answered in the request's ``timeZone``, the event's or the calendar's (``times``);
 - list honours ``syncToken``/``nextSyncToken``, ``showDeleted``, ``updatedMin``, ``timeMin``/``timeMax``,
   ``iCalUID``, ``q``, ``orderBy``, ``singleEvents``, ``privateExtendedProperty``/``sharedExtendedProperty``,
-  ``timeZone``, ``maxResults`` (default 250, at most 2500) and ``pageToken`` (``listing``);
+  ``timeZone``, ``maxResults`` (default 250, at most 2500) and ``pageToken`` (``listing``), and answers only
+  the fields a ``fields`` selection names, checked against the discovery schema (``partial``);
   ``showDeleted=true`` returns every stored event, so the real client can inspect the emulator's state;
 - a watch channel gets a ``sync`` POST, then one ``exists`` POST per change, until stopped or expired
   (``channels``);
@@ -47,9 +48,10 @@ Control API (JSON in and out):
   ``path`` decoded, ``status`` null for a dropped connection;
 - ``POST /_emulator/faults`` ``{"method", "path" (regex searched in the decoded path), "status", "reason",
   "message", "retry_after" (s), "delay_ms", "drop", "after" (apply the request, then break the answer),
-  "times", "probability", "style"}``, all optional: the first matching rule wins, ``times`` counts down,
-  ``probability`` tosses a coin (seeded by ``create_app(seed=...)``); ``GET`` lists the rules, ``DELETE``
-  clears them. A rule without ``path`` also hits ``/token``: give API faults a path such as ``/events``;
+  "times", "probability", "style", "query" (regex searched in the decoded ``name=value&...`` query)}``,
+  all optional: the first matching rule wins, ``times`` counts down, ``probability`` tosses a coin (seeded by
+  ``create_app(seed=...)``); ``GET`` lists the rules, ``DELETE`` clears them. A rule without ``path`` also
+  hits ``/token``: give API faults a path such as ``/events``;
 - ``"style"`` picks the error body (default: the emulator's ``error_style``): ``"documented"``, ``"status"``
   (adds ``status``), ``"details"`` (adds ``status`` and ``details[]`` of ``google.rpc.ErrorInfo``, which
   changes what ``HttpError.error_details`` returns), ``"status_only"`` (no ``errors[]``, like "insufficient
@@ -65,12 +67,18 @@ Control API (JSON in and out):
   tokens issued from now on (0 makes every token expire at once) and the switches of
   :class:`~calsync_emulators.google.behaviour.GoogleBehaviour` (``error_style``, ``strict``,
   ``deleted_writes``, ``sync_token_lifetime``, ``cancelled_retention``, ``cancelled_forget_after``,
-  ``calendar_time_zone``), any subset, all or none applied;
+  ``calendar_time_zone``, ``page_limit``), any subset, all or none applied;
 - ``GET /_emulator/notifications``: the push messages delivered so far (``channel``, ``state``, ``number``,
-  the receiver's ``status``).
+  the receiver's ``status``);
+- ``PATCH /_emulator/calendars/{calendarId}/events/{eventId}`` (a JSON object merged like ``events.patch``,
+  ``null`` removes a field) and ``DELETE`` of the same path: the event's owner edits or deletes it in
+  Calendar's UI. Like an API write it gets a new etag, ``updated`` and change position (the next ``syncToken``
+  list reports it, a deletion as the cancelled tombstone) and is pushed to watch channels; unlike one it needs
+  no token, ignores ``If-Match`` and is not in the request log. Answers the event (200) or 204; 404 for an
+  unknown id (and an edit of a cancelled one), 410 for a second delete, 400 for an edit Google would refuse.
 
 Documented vs inferred: each module's docstring says per topic what Google documents and what is inferred
-or chosen (``behaviour``, ``errors``, ``schema``, ``times``, ``events``, ``listing``, ``channels``,
+or chosen (``behaviour``, ``errors``, ``schema``, ``times``, ``events``, ``listing``, ``partial``, ``channels``,
 ``oauth``; sources in docs/notes/emulators.md). Layout: those modules plus ``control_routes`` (the routes
 below ``/_emulator/`` of this emulator) and ``app`` (wiring and routing).
 """

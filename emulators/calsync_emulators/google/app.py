@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import threading
 import time
 from collections.abc import Mapping
@@ -9,14 +10,17 @@ from dataclasses import dataclass
 from typing import Any
 from urllib.parse import parse_qs, unquote
 
+from pydantic import Field
+
 from calsync_emulators.faults import FaultRule, FaultRules
 from calsync_emulators.google.behaviour import GoogleBehaviour
 from calsync_emulators.google.channels import Channels
-from calsync_emulators.google.control_routes import control
+from calsync_emulators.google.control_routes import control, user_change
 from calsync_emulators.google.errors import ApiError, ErrorStyle, google_error, oauth_error, phrase
 from calsync_emulators.google.events import EventStore
 from calsync_emulators.google.listing import Listing, SyncTokens
 from calsync_emulators.google.oauth import DEFAULT_TOKEN_LIFETIME, TOKEN_PATH, TokenIssuer
+from calsync_emulators.google.partial import partial
 from calsync_emulators.server import EmulatorApp, Request, Response
 
 API_PREFIX = "/calendar/v3/"
@@ -24,9 +28,21 @@ _NOT_ALLOWED = ApiError(405, "httpMethodNotAllowed", "Method Not Allowed")
 
 
 class GoogleFaultRule(FaultRule):
-    """A fault rule that can also choose which of Google's error-body shapes to answer with."""
+    """A fault rule that can also choose which of Google's error-body shapes to answer with, and match the query."""
 
     style: ErrorStyle | None = None
+    query: str | None = Field(default=None, description="regex searched in the decoded query, name=value&...")
+
+    def matches(self, method: str, path: str, request: Any = None) -> bool:
+        """The shared matchers, and ``query`` (e.g. ``pageToken=`` for a listing's later pages)."""
+        if not super().matches(method, path, request):
+            return False
+        if self.query is None:
+            return True
+        pairs = request.query.items() if isinstance(request, Request) else ()
+        return (
+            re.search(self.query, "&".join(f"{name}={value}" for name, values in pairs for value in values)) is not None
+        )
 
 
 @dataclass(frozen=True)
@@ -133,7 +149,7 @@ class GoogleCalendarEmulator(EmulatorApp):
         if len(segments) == 3:
             if method == "GET":
                 page = Listing(self.events, self.sync_tokens, self.behaviour).answer(calendar_id, call.query)
-                return Response.json(200, page)
+                return Response.json(200, partial(page, call.param("fields"), "Events"))
             if method == "POST":
                 return self.events.insert(calendar_id, call.body(), call.query)
             raise _NOT_ALLOWED
@@ -169,9 +185,11 @@ class GoogleCalendarEmulator(EmulatorApp):
         return unquote(request.raw_path[len(API_PREFIX + "calendars/") :].split("/", 1)[0])
 
     def control(self, request: Request) -> Response | None:
-        """Revocation, token expiry, behaviour switches and push deliveries (see the package docstring)."""
+        """Revocation, token expiry, behaviour switches, push deliveries and the user's edits (package docstring)."""
         if (request.method, request.raw_path.rstrip("/")) == ("GET", "/_emulator/notifications"):
             return Response.json(200, self.channels.deliveries())
+        if (answer := user_change(request, self.events, self._lock)) is not None:
+            return answer
         return control(request, self.tokens, self.behaviour, self._configure_locked)
 
 

@@ -19,7 +19,10 @@ the most plausible) behaviour, and each says which:
 - ``cancelled_forget_after``: seconds after which a cancelled event is forgotten altogether (GET answers 404,
   its id is free, sync tokens older than its deletion answer 410); Google says cancelled events "will
   eventually disappear" (documented) but not when; ``None`` never forgets;
-- ``calendar_time_zone``: the time zone of every calendar, used to render times whose event has none.
+- ``calendar_time_zone``: the time zone of every calendar, used to render times whose event has none;
+- ``page_limit``: the most items one ``events.list`` page carries, whatever ``maxResults`` asks (Google: "the
+  number of events in the resulting page may be less than this value ... even if there are more events
+  matching the query", documented), so a test can make a client walk pages; ``None`` honours ``maxResults``.
 """
 
 from __future__ import annotations
@@ -48,6 +51,7 @@ class GoogleBehaviour(BaseModel):
     cancelled_retention: float | None = Field(default=None, ge=0)
     cancelled_forget_after: float | None = Field(default=None, ge=0)
     calendar_time_zone: str = "UTC"
+    page_limit: int | None = Field(default=None, ge=1)
 
     @field_validator("calendar_time_zone")
     @classmethod

@@ -1,13 +1,24 @@
-"""The Google emulator's own control routes (revocation, token expiry, behaviour) under ``/_emulator/``."""
+"""The Google emulator's own control routes under ``/_emulator/``: revocation, token expiry, behaviour, user edits.
+
+The user's edits (``PATCH`` / ``DELETE /_emulator/calendars/{calendarId}/events/{eventId}``) change an event as
+its owner did in Calendar's UI, without a token, an ``If-Match`` or the request log: a new etag and ``updated``,
+a new change position (the next ``syncToken`` list reports it; a deletion as the cancelled tombstone
+``events.delete`` leaves) and a push to the watch channels. That the UI's edits and the API's leave the same
+trace is inferred: Google documents one change history for a calendar, whoever changed it.
+"""
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Callable, Mapping
 from typing import Any
+from urllib.parse import unquote
 
 from pydantic import ValidationError
 
 from calsync_emulators.google.behaviour import GoogleBehaviour
+from calsync_emulators.google.errors import ApiError
+from calsync_emulators.google.events import EventStore
 from calsync_emulators.google.oauth import TokenIssuer
 from calsync_emulators.server import CONTROL_PREFIX, Request, Response
 
@@ -34,6 +45,32 @@ def _configure(
     if lifetime is not None:
         tokens.set_lifetime(lifetime)
     return None
+
+
+def user_change(request: Request, events: EventStore, lock: threading.Lock) -> Response | None:
+    """Serve the user's edit (``PATCH``, a JSON object merged like ``events.patch``) and delete of one event.
+
+    Answers the event as it is now (200), or 204 for a delete; 404 for an unknown or (on edit) cancelled event,
+    410 for a second delete, 400 for an edit Google would refuse. None for any other route.
+    """
+    segments = [unquote(s) for s in request.raw_path.removeprefix(CONTROL_PREFIX).rstrip("/").split("/")]
+    if len(segments) != 4 or segments[0] != "calendars" or segments[2] != "events":
+        return None
+    calendar_id, event_id = segments[1], segments[3]
+    if request.method not in ("PATCH", "DELETE"):
+        return Response.json(405, {"error": "PATCH or DELETE"})
+    try:
+        changes = request.json() or {}
+    except ValueError:
+        return Response.json(400, {"error": "body must be JSON"})
+    try:
+        with lock:
+            if request.method == "DELETE":
+                events.user_delete(calendar_id, event_id)
+                return Response(204)
+            return Response.json(200, events.user_edit(calendar_id, event_id, changes))
+    except ApiError as exc:
+        return Response.json(exc.status, {"error": str(exc), "reason": exc.reason})
 
 
 def control(

@@ -4,7 +4,8 @@ Documented by Google: the id alphabet and length, 409 ``duplicate`` (a cancelled
 answering 204 and a second one 410 ``deleted``, GET returning cancelled events, If-Match (412) /
 If-None-Match (304), the start/end and attendee requirements, ``conferenceData`` ignored unless
 ``conferenceDataVersion=1`` and attachments unless ``supportsAttachments=true`` (their parameter descriptions),
-and that deleted events are only guaranteed their id and eventually disappear.
+that deleted events are only guaranteed their id and eventually disappear, and an attendee's read-only ``self``
+and ``organizer`` (set on the calendar's own entry: its calendars organize their events).
 
 Inferred or chosen (docs/notes/emulators.md): what a write to a cancelled event does (``deleted_writes`` of
 :class:`~calsync_emulators.google.behaviour.GoogleBehaviour`), when cancelled events are reduced and forgotten
@@ -39,6 +40,9 @@ _EVENT_ID = re.compile(r"[a-v0-9]{5,1024}")
 _SERVER_FIELDS = frozenset({"kind", "etag", "htmlLink", "created", "updated", "creator", "organizer"})
 _READ_ONLY = _SERVER_FIELDS | {"id", "iCalUID"}
 _STATUSES = frozenset({"confirmed", "tentative", "cancelled"})
+# An attendee's read-only flags: the calendar's own entry is ``self`` and, the calendar organizing, ``organizer``.
+_ATTENDEE_READ_ONLY = ("self", "organizer")
+_THE_CALENDAR = {"self": True, "organizer": True}
 _STUB_FIELDS = ("kind", "etag", "id", "status", "updated")
 _SEQUENCE_BELOW = (
     "Invalid sequence value. The specified sequence number is below the current sequence number of the resource."
@@ -225,6 +229,23 @@ class EventStore:
         self._touch(calendar_id, entry)
         return Response(204)
 
+    # --- the user's own edits (control routes) ------------------------------------------------------
+
+    def user_edit(self, calendar_id: str, event_id: str, changes: Any) -> dict[str, Any]:
+        """Change an event as its owner did in Calendar's UI: merged like a PATCH, new etag, ``updated`` and
+        change position (so a ``syncToken`` list reports it), checked like any write; a cancelled event
+        cannot be edited (404 ``notFound``: the UI no longer shows it)."""
+        entry = self.entry(calendar_id, event_id)
+        if entry.cancelled:
+            raise ApiError(404)
+        writable = {k: v for k, v in entry.resource.items() if k not in _READ_ONLY}
+        edited = merge_patch(writable, self._conform(changes))
+        return self.present(self._store(calendar_id, event_id, edited, entry, {}))
+
+    def user_delete(self, calendar_id: str, event_id: str) -> None:
+        """Delete an event as its owner did: the same cancelled tombstone as ``events.delete`` (410 when already)."""
+        self.delete(calendar_id, event_id, None)
+
     # --- plumbing ----------------------------------------------------------------------------------
 
     def _conform(self, body: Any) -> dict[str, Any]:
@@ -264,7 +285,11 @@ class EventStore:
         old_replies = {a["email"]: a for a in before.get("attendees") or ()}
         if body.get("attendees"):
             body["attendees"] = [
-                {"responseStatus": old_replies.get(a["email"], {}).get("responseStatus", "needsAction"), **a}
+                {
+                    "responseStatus": old_replies.get(a["email"], {}).get("responseStatus", "needsAction"),
+                    **{k: v for k, v in a.items() if k not in _ATTENDEE_READ_ONLY},
+                    **(_THE_CALENDAR if a["email"].casefold() == calendar_id.casefold() else {}),
+                }
                 for a in body["attendees"]
             ]
         event: dict[str, Any] = {

@@ -139,7 +139,11 @@ class Listing:
             if show_deleted is False:
                 raise ApiError(400, "invalid", "showDeleted=false cannot be combined with syncToken.", "showDeleted")
         try:
-            size = min(int(_one(query, "maxResults") or DEFAULT_PAGE_SIZE), MAX_PAGE_SIZE)
+            size = min(
+                int(_one(query, "maxResults") or DEFAULT_PAGE_SIZE),
+                MAX_PAGE_SIZE,
+                self.behaviour.page_limit or MAX_PAGE_SIZE,
+            )
         except ValueError as exc:
             raise ApiError(400, "invalid", "Invalid value for: maxResults", location="maxResults") from exc
         offset, snapshot = _page_token(_one(query, "pageToken"), self.store.position)

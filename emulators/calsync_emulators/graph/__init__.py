@@ -24,15 +24,20 @@ Control API (besides the shared routes and the EWS emulator's ``items``, ``direc
   ``ews_id`` = the EWS ItemId (Graph ids are immutable ids, never equal to EWS ItemIds);
 - ``GET /_emulator/graph/concurrency``: ``{"in_flight", "peak", "throttled", "limit"}`` per mailbox;
 - ``GET|POST /_emulator/graph/config`` ``{"token_lifetime", "latency_ms", "mailbox_concurrency"}``
-  (``latency_ms``: every Graph request takes that long while counted in flight).
+  (``latency_ms``: every Graph request takes that long while counted in flight);
+- ``PATCH /_emulator/graph/items/{graph id}`` ``{"subject"?, "location"?, "body"?, "start"?, "end"?}`` and
+  ``DELETE`` of it: the user edits or deletes the event in Outlook (a new changeKey and ``@odata.etag``;
+  logged for delta and SyncFolderItems alike). ``POST /_emulator/sync-states/expire`` voids every delta
+  token (the EWS routes).
 
 Fault rules (:class:`ExchangeFaultRule`): on Graph requests ``operation`` is ``events.create``, ``events.list``,
-``events.get``, ``events.update`` or ``events.delete``, ``mailbox`` the addressed mailbox, ``reason`` a Graph
-error code (answered in Graph's body with ``status``, ``Retry-After`` from ``retry_after``); on the token
-endpoint ``operation`` is ``token``. ``after``/``drop``/``delay_ms``/``times`` work as for every emulator.
-Request log: Graph calls add ``operation``, ``mailbox``, ``principal``, ``code`` (errors), ``if_match``,
-``transaction_id``, ``replayed``, ``notified``; token calls ``operation: "token"``, ``client_id``, ``grant``,
-``outcome``.
+``events.get``, ``events.update``, ``events.delete`` or ``events.delta`` (``calendarView/delta``, :mod:`.delta`),
+``mailbox`` the addressed mailbox, ``reason`` a Graph error code (answered in Graph's body with ``status``,
+``Retry-After`` from ``retry_after``); on the token endpoint ``operation`` is ``token``.
+``after``/``drop``/``delay_ms``/``times`` work as for every emulator. Request log: Graph calls add
+``operation``, ``mailbox``, ``principal``, ``code`` (errors), ``if_match``, ``transaction_id``, ``replayed``,
+``notified``, and delta pages ``delta`` (``first``/``changes``), ``changes``, ``more``; token calls
+``operation: "token"``, ``client_id``, ``grant``, ``outcome``.
 
 :class:`calsync_emulators.control.GraphControl` is the typed client. Documented vs inferred: each module says.
 """

@@ -7,16 +7,19 @@ tokens EWS accepts as well). One fault-rule set covers all three.
 
 from __future__ import annotations
 
+import dataclasses
+import json
 import re
 from collections.abc import Mapping
 from typing import Any
+from urllib.parse import quote, unquote
 
 from calsync_emulators.ews.app import EwsEmulator, EwsFaultRule
 from calsync_emulators.ews.directory import Directory
 from calsync_emulators.faults import FaultRule
-from calsync_emulators.graph.convert import graph_id
+from calsync_emulators.graph.convert import graph_id, store_id
 from calsync_emulators.graph.entra import Entra
-from calsync_emulators.graph.errors import graph_error
+from calsync_emulators.graph.errors import GraphError, graph_error
 from calsync_emulators.graph.front import API_PREFIX, GraphFrontEnd, mailbox_of, operation_of, parse_mapping
 from calsync_emulators.server import CONTROL_PREFIX, EmulatorApp, Request, Response
 
@@ -93,10 +96,25 @@ class ExchangeServer(EmulatorApp):
                     mailbox = request.query.get("mailbox", [None])[0]
                     items = self.ews.store.to_json(mailbox)
                     return Response.json(200, [{**i, "id": graph_id(i["id"]), "ews_id": i["id"]} for i in items])
+                if rest.startswith("items/") and request.method in ("PATCH", "DELETE"):
+                    return self._as_the_user(request, rest[len("items/") :])
                 return self._graph_control(request.method, rest, parse_mapping(request))
             except (ValueError, KeyError, TypeError) as exc:
                 return Response.json(400, {"error": f"bad control request: {exc}"})
         return self.ews.control(request)
+
+    def _as_the_user(self, request: Request, event_id: str) -> Response:
+        """The user edits or deletes an event (by Graph id) in Outlook: the EWS item routes, answered with Graph ids."""
+        try:
+            item_id = store_id(unquote(event_id))
+        except GraphError:
+            return Response.json(404, {"error": f"no item {event_id}"})
+        raw_path = f"{CONTROL_PREFIX}items/{quote(item_id, safe='')}"
+        answer = self.ews.control(dataclasses.replace(request, raw_path=raw_path))
+        if answer is not None and answer.status == 200 and request.method == "PATCH":
+            item = json.loads(answer.body)
+            return Response.json(200, {**item, "id": graph_id(item["id"]), "ews_id": item["id"]})
+        return answer if answer is not None else Response.json(404, {"error": "no such route"})
 
     def _graph_control(self, method: str, route: str, body: Mapping[str, Any]) -> Response | None:
         entra, graph = self.entra, self.graph

@@ -4,7 +4,8 @@ Items are stored as EWS elements (mailbox.Item); a Graph write becomes those ele
 them back. ``singleValueExtendedProperties`` ids ``String {GUID} Name X`` are the EWS named property
 (PropertySetId GUID, PropertyName X, type String). Graph ids are immutable ids (never the EWS ItemId).
 Our simplifications: times are stored as UTC instants; a time zone that is not an IANA name is read as
-UTC; bodies keep their content type; only required attendees.
+UTC; bodies keep their content type; only required attendees. Inferred: an all-day event reads as midnight of
+its days in whatever zone is asked for (all-day events are floating in Outlook), never shifted to UTC.
 """
 
 from __future__ import annotations
@@ -134,14 +135,31 @@ def etag_of(item: Item) -> str:
     return f'W/"{item.change_key}"'
 
 
+def _local_day(moment: dt.datetime, zone: ET.Element | None) -> dt.datetime:
+    """Midnight of the day ``moment`` falls on where the event was written: in its IANA zone when it was stored as a
+    UTC instant (a Graph write), else in the offset it was written with (an EWS write keeps it)."""
+    try:
+        tz: dt.tzinfo | None = zoneinfo.ZoneInfo(zone.get("Id", "")) if zone is not None else None
+    except (zoneinfo.ZoneInfoNotFoundError, ValueError):
+        tz = None
+    local = moment.astimezone(tz) if tz is not None and moment.utcoffset() == dt.timedelta(0) else moment
+    return dt.datetime(local.year, local.month, local.day)
+
+
 def render(item: Item, expand: str | None = None, *, with_properties: bool = False) -> dict[str, Any]:
     """The item as a Graph event; ``expand`` (a store key) adds that property, as ``$expand`` does."""
+
+    all_day = item.text("IsAllDayEvent") in ("true", "1")
 
     def when(tag: str) -> dict[str, str] | None:
         text = item.text(tag)
         if not text:
             return None
-        return {"dateTime": parse_time(text).astimezone(dt.UTC).strftime(_FORMAT), "timeZone": "UTC"}
+        moment = parse_time(text)
+        if all_day:  # floating: midnight of the day it is in its own zone, whatever zone is asked for
+            return {"dateTime": _local_day(moment, item.fields.get(f"{tag}TimeZone")).strftime(_FORMAT),
+                    "timeZone": "UTC"}  # fmt: skip
+        return {"dateTime": moment.astimezone(dt.UTC).strftime(_FORMAT), "timeZone": "UTC"}
 
     body = item.fields.get("Body")
     event: dict[str, Any] = {
@@ -154,7 +172,7 @@ def render(item: Item, expand: str | None = None, *, with_properties: bool = Fal
         "location": {"displayName": item.text("Location") or ""},
         "start": when("Start"),
         "end": when("End"),
-        "isAllDay": item.text("IsAllDayEvent") in ("true", "1"),
+        "isAllDay": all_day,
         "attendees": [{"type": "required", "status": {"response": "none", "time": "0001-01-01T00:00:00Z"},
                        "emailAddress": {"address": a, "name": a}} for a in item.attendees("RequiredAttendees")],
     }  # fmt: skip

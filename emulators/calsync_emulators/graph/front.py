@@ -1,7 +1,8 @@
 """The Graph v1.0 events front end over the shared mailbox store: routes, auth, policy, concurrency, transactionId.
 
 Routes (``/v1.0/users/{id|upn}/…``): ``calendar/events`` and ``calendars/{id}/events`` (POST create, GET list),
-``events`` (GET list across calendars, POST), ``events/{id}`` and ``calendar/events/{id}`` (GET, PATCH, DELETE).
+``events`` (GET list across calendars, POST), ``events/{id}`` and ``calendar/events/{id}`` (GET, PATCH, DELETE),
+``calendarView/delta`` (:mod:`.delta`).
 Documented behaviour kept: 201 on create, ``@odata.etag`` = ``W/"<ChangeKey>"`` and a new one per change,
 ``If-Match`` mismatch → 412, DELETE → 204, unknown id → 404 ``ErrorItemNotFound``; ``$filter`` on
 ``singleValueExtendedProperties/Any(ep: ep/id eq '…' and ep/value eq '…')`` (the Name part case-sensitive,
@@ -34,6 +35,7 @@ from calsync_emulators.ews.directory import Access
 from calsync_emulators.ews.mailbox import MailboxStore, check_times
 from calsync_emulators.ews.soap import EwsError
 from calsync_emulators.graph.convert import apply, etag_of, property_key, property_value, render, store_id
+from calsync_emulators.graph.delta import DeltaFeed, is_delta
 from calsync_emulators.graph.entra import Entra
 from calsync_emulators.graph.errors import GraphError, graph_error
 from calsync_emulators.server import Request, Response
@@ -59,8 +61,10 @@ def split_path(request: Request) -> list[str]:
 
 
 def operation_of(request: Request) -> str:
-    """``events.create|list|get|update|delete`` (fault rules and the request log)."""
+    """``events.create|list|get|update|delete|delta`` (fault rules and the request log)."""
     parts = split_path(request)
+    if request.method == "GET" and is_delta(parts):
+        return "events.delta"
     item = bool(parts) and parts[-1] not in _OPAQUE and len(parts) >= 4 and parts[-2] == "events"
     if request.method == "POST":
         return "events.create"
@@ -83,6 +87,7 @@ class GraphFrontEnd:
         self._access = access
         self._entra = entra
         self._lock = lock
+        self._delta = DeltaFeed(store)
         self.reset()
 
     def reset(self) -> None:
@@ -158,6 +163,10 @@ class GraphFrontEnd:
     def _serve(self, request: Request, mailbox: str, log: dict[str, Any]) -> Response:
         self._authorize(request, mailbox, log)
         parts = split_path(request)[2:]
+        if is_delta(parts):
+            if request.method != "GET":
+                raise GraphError(405, "ErrorInvalidRequest", "Method not allowed.")
+            return self._delta.serve(request, mailbox, request.raw_path)
         expand = self._expand(request)
         if parts and parts[-1] == "events" and len(parts) <= 3:
             if request.method == "POST":

@@ -214,6 +214,27 @@ def traffic_alerts(q: PromQL) -> list[Alert]:
     ]
 
 
+def drift_alerts(q: PromQL) -> list[Alert]:
+    """Drift verification falls behind: some account's calendar has not been read back for several intervals, or
+    sweeps are due and no worker claims them; drift there goes unnoticed (nothing is lost, nothing is checked)."""
+    p, where = q.params, _where(q.params)
+    age = q.agg("max", q.sel("calsync_drift_sweep_age_seconds"))
+    overdue = q.agg("max", q.sel("calsync_drift_sweeps_overdue"))
+    return [
+        Alert(
+            "CalsyncDriftVerificationBehind",
+            f"{_compare(age, '>', p.drift_sweep_max_age_s)}\nor\n{_compare(overdue, '>', 0)}",
+            "15m",
+            "warning",
+            "calsync drift verification is behind",
+            f"Drift sweeps{where} fall behind: an account was last swept more than "
+            f"{duration(p.drift_sweep_max_age_s)} ago (its sweeps fail, or traffic control holds them), or accounts "
+            "are due for a sweep by more than CALSYNC_DRIFT_INTERVAL and no worker claims it (no worker runs its "
+            "housekeeping pass). Edits and deletions users make in those calendars go unnoticed until sweeps catch up.",
+        ),
+    ]
+
+
 def monitoring_alerts(q: PromQL) -> list[Alert]:
     """The exporter behind the queue alerts is down or silent: those alerts cannot fire."""
     up = q.sel("up", job=q.params.exporter_job)
@@ -263,7 +284,7 @@ def alerts(params: Params) -> list[Alert]:
     """Every calsync alert, in the order of docs/RUNBOOK.md."""
     q = PromQL(params)
     return [*queue_alerts(q), *job_alerts(q), *worker_alerts(q), *traffic_alerts(q), *webhook_alerts(q),
-            *monitoring_alerts(q)]  # fmt: skip
+            *drift_alerts(q), *monitoring_alerts(q)]  # fmt: skip
 
 
 def rule_groups(params: Params) -> dict[str, Value]:

@@ -10,6 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Literal
 
+from calsync.core.model.drift import DRIFT_KINDS
 from calsync.core.model.vocabulary import OUTSTANDING_STATUSES, Outcome
 
 Source = Literal["worker", "exporter", "prometheus"]
@@ -88,6 +89,11 @@ _METRICS = (
     Metric("calsync_webhook_endpoints_disabled", "exporter", "gauge", {"by": ("auto", "operator")}),
     Metric("calsync_webhook_deliveries_total", "worker", "counter", {"outcome": ANY, "status_class": ANY}),
     Metric("calsync_webhook_delivery_seconds", "worker", "histogram", {"status_class": ANY, "le": ANY}),
+    # Issue 34: drift detection: what sweeps found and repaired, and how far verification is behind.
+    Metric("calsync_drift_detected_total", "worker", "counter", {"provider": ANY, "kind": DRIFT_KINDS}),
+    Metric("calsync_drift_repaired_total", "worker", "counter", {"provider": ANY, "kind": DRIFT_KINDS}),
+    Metric("calsync_drift_sweep_age_seconds", "exporter", "gauge"),
+    Metric("calsync_drift_sweeps_overdue", "exporter", "gauge"),
     Metric("up", "prometheus", "gauge"),
 )
 

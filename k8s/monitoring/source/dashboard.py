@@ -186,6 +186,21 @@ def rows(params: Params) -> list[Row]:
                   (Query(q.agg("max", q.sel("calsync_webhook_endpoints_disabled"), "by"), legend("by")),), "short",
                   width=8, limit=Limit("CalsyncWebhookEndpointDisabled", 1)),
         )),
+        Row("Drift", (
+            Panel("Drift found and repaired", "Findings of the sweeps per second by provider and kind (users' edits "
+                  "and deletions, orphans), and those an enforce policy repaired.",
+                  (Query(q.rate("calsync_drift_detected_total", RATE, "provider", "kind"),
+                         legend("provider", "kind", text="found")),
+                   Query(q.rate("calsync_drift_repaired_total", RATE, "provider", "kind"),
+                         legend("provider", "kind", text="repaired"))), "ops", width=8),
+            Panel("Drift sweep age", "Seconds since the least recently swept account was read back.",
+                  (Query(q.agg("max", q.sel("calsync_drift_sweep_age_seconds")), legend(text="oldest sweep")),), "s",
+                  width=8, limit=Limit("CalsyncDriftVerificationBehind", p.drift_sweep_max_age_s)),
+            Panel("Overdue drift sweeps", "Accounts due for a sweep by more than CALSYNC_DRIFT_INTERVAL that no "
+                  "worker claimed.",
+                  (Query(q.agg("max", q.sel("calsync_drift_sweeps_overdue")), legend(text="overdue")),), "short",
+                  width=8, limit=Limit("CalsyncDriftVerificationBehind", 1)),
+        )),
         Row("Workers and locks", (
             Panel("Active workers", "Worker processes with a live heartbeat key (exporter) and worker processes "
                   "exporting a heartbeat series (scraped).",

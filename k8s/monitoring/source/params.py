@@ -36,6 +36,8 @@ class Params:
     # Workers and reconciliation (CALSYNC_RECONCILE_AFTER)
     heartbeat_stale_after_s: int = 120
     reconcile_after_s: int = 600
+    # Drift detection (CALSYNC_DRIFT_INTERVAL, 300 s): an account unswept for three intervals is behind.
+    drift_sweep_max_age_s: int = 900
 
 
 DEFAULTS = Params()

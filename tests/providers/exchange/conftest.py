@@ -9,6 +9,9 @@ from pathlib import Path
 from typing import Any, cast
 
 import pytest
+from exchangelib import BASIC, IMPERSONATION, UTC, Configuration, Credentials, Version
+from exchangelib import Account as EwsAccount
+from exchangelib.version import EXCHANGE_2016
 
 from calsync.core.model.calendar import Account, EventState
 from calsync.providers.exchange.provider import ExchangeProvider
@@ -141,6 +144,22 @@ def rig(
 ) -> ExchangeRig:
     """The adapter, the emulator's control API and the account/event/target factories, in one."""
     return ExchangeRig(provider, ews, make_account, make_event, make_target)
+
+
+@pytest.fixture
+def calendar(emulator: RunningEmulator) -> Iterator[Any]:
+    """A plain exchangelib calendar folder of delta@example.com on the emulator (no adapter involved)."""
+    config = Configuration(
+        service_endpoint=f"{emulator.url}/EWS/Exchange.asmx",
+        credentials=Credentials("svc@example.com", "svc-password"),
+        auth_type=BASIC,
+        version=Version(build=EXCHANGE_2016),
+    )
+    account = EwsAccount(
+        "delta@example.com", config=config, autodiscover=False, access_type=IMPERSONATION, default_timezone=UTC
+    )
+    yield account.calendar
+    account.protocol.close()
 
 
 @pytest.fixture

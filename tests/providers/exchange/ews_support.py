@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import base64
 import dataclasses
 from collections.abc import Callable
 from typing import Any
@@ -17,6 +18,20 @@ LOGINS = {
 }
 TENANT = "example-tenant"
 CLIENT = {"client_id": "calsync-client", "client_secret": "client-secret", "tenant_id": TENANT}
+
+SOAP_PREFIX = """<?xml version="1.0" encoding="utf-8"?>
+<s:Envelope xmlns:s="http://schemas.xmlsoap.org/soap/envelope/"
+  xmlns:m="http://schemas.microsoft.com/exchange/services/2006/messages"
+  xmlns:t="http://schemas.microsoft.com/exchange/services/2006/types">
+<s:Header><t:RequestServerVersion Version="Exchange2016"/></s:Header>
+<s:Body>"""
+
+
+def basic(user: str, password: str) -> dict[str, str]:
+    """Headers of a raw SOAP request with HTTP Basic credentials."""
+    token = base64.b64encode(f"{user}:{password}".encode()).decode()
+    return {"Authorization": f"Basic {token}", "Content-Type": "text/xml; charset=utf-8"}
+
 
 MakeAccount = Callable[..., Account]
 MakeEvent = Callable[..., EventState]

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import base64
-from collections.abc import Iterator
 from typing import Any
 
 import exchangelib
@@ -12,7 +10,6 @@ import requests
 from exchangelib import (
     BASIC,
     IMPERSONATION,
-    UTC,
     Account,
     CalendarItem,
     Configuration,
@@ -20,41 +17,17 @@ from exchangelib import (
     EWSDate,
     EWSDateTime,
     EWSTimeZone,
-    Version,
 )
-from exchangelib.version import EXCHANGE_2016
 
 from calsync_emulators.control import EwsControl
 from calsync_emulators.server import RunningEmulator
+from tests.providers.exchange.ews_support import SOAP_PREFIX, basic
 
-FIND_ITEM = """<?xml version="1.0" encoding="utf-8"?>
-<s:Envelope xmlns:s="http://schemas.xmlsoap.org/soap/envelope/"
-  xmlns:m="http://schemas.microsoft.com/exchange/services/2006/messages"
-  xmlns:t="http://schemas.microsoft.com/exchange/services/2006/types">
-<s:Header><t:RequestServerVersion Version="Exchange2016"/></s:Header>
-<s:Body><m:FindItem Traversal="Shallow"><m:ItemShape><t:BaseShape>IdOnly</t:BaseShape></m:ItemShape>
+FIND_ITEM = (
+    SOAP_PREFIX
+    + """<m:FindItem Traversal="Shallow"><m:ItemShape><t:BaseShape>IdOnly</t:BaseShape></m:ItemShape>
 <m:ParentFolderIds><t:DistinguishedFolderId Id="calendar"/></m:ParentFolderIds></m:FindItem></s:Body></s:Envelope>"""
-
-
-def basic(user: str, password: str) -> dict[str, str]:
-    token = base64.b64encode(f"{user}:{password}".encode()).decode()
-    return {"Authorization": f"Basic {token}", "Content-Type": "text/xml; charset=utf-8"}
-
-
-@pytest.fixture
-def calendar(emulator: RunningEmulator) -> Iterator[Any]:
-    """A plain exchangelib calendar folder on the emulator (no adapter involved)."""
-    config = Configuration(
-        service_endpoint=f"{emulator.url}/EWS/Exchange.asmx",
-        credentials=Credentials("svc@example.com", "svc-password"),
-        auth_type=BASIC,
-        version=Version(build=EXCHANGE_2016),
-    )
-    account = Account(
-        "delta@example.com", config=config, autodiscover=False, access_type=IMPERSONATION, default_timezone=UTC
-    )
-    yield account.calendar
-    account.protocol.close()
+)
 
 
 def test_items_read_back_through_getitem_and_findtitem_paging(calendar: Any, ews: EwsControl) -> None:

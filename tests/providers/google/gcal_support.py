@@ -37,6 +37,13 @@ class Emulator(GoogleControl):
         self.running = running
         self.url = running.url
 
+    @classmethod
+    def fresh(cls, running: RunningEmulator) -> Emulator:
+        """The control client of ``running``, after a reset (events, tokens, faults, the log, the switches)."""
+        emulator = cls(running)
+        emulator.reset()
+        return emulator
+
     def fault(self, **rule: Any) -> Any:
         """Add a fault rule."""
         return self.add_fault(**rule)

@@ -22,6 +22,16 @@ def test_fault_times_counts_down(emulator: Emulator, api: Api) -> None:
     assert emulator.control("GET", "faults") == []
 
 
+def test_fault_matches_the_query_and_pages_obey_the_page_limit(emulator: Emulator, api: Api) -> None:
+    for n in range(3):
+        api.run(api.events().insert(calendarId=CAL, body=body(f"pag0000{n}")))
+    emulator.configure(page_limit=2)
+    emulator.fault(method="GET", path=r"/events$", query="pageToken=", status=503)
+    first = api.run(api.events().list(calendarId=CAL, maxResults=2500))
+    assert len(first["items"]) == 2 and "nextSyncToken" not in first
+    assert http_error(api.events().list(calendarId=CAL, pageToken=first["nextPageToken"])).resp.status == 503
+
+
 def test_fault_matches_method_and_path(emulator: Emulator, api: Api) -> None:
     emulator.fault(method="POST", path=r"/calendars/bob@example\.com/", status=500)
     api.run(api.events().insert(calendarId=CAL, body=body("mat00001")))
