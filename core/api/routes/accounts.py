@@ -23,6 +23,7 @@ router = APIRouter(tags=["accounts"])
 
 AccountId = Annotated[Identifier, Path(description="The account's id.")]
 # The statuses each action may leave, and the status it sets.
+_ANSWERS = problems(404, 409, *AUTHENTICATED)
 _FROM: dict[Literal["disable", "enable"], tuple[tuple[AccountStatus, ...], AccountStatus]] = {
     "disable": (("active", "needs_reauth", "disabled"), "disabled"),
     "enable": (("disabled", "active"), "active"),
@@ -41,23 +42,15 @@ def _set_status(deps: Services, tenant_id: str, account_id: str, action: Literal
     return AccountOut.of(summary)
 
 
-@router.post(
-    "/v1/accounts/{account_id}/disable",
-    response_model=AccountOut,
-    responses=problems(404, 409, *AUTHENTICATED),
-    summary="Disable an account",
-)
+@router.post("/v1/accounts/{account_id}/disable", response_model=AccountOut, responses=_ANSWERS,
+             summary="Disable an account")  # fmt: skip
 def disable_account(deps: Services, principal: Admin, account_id: AccountId) -> AccountOut:
     """Stop syncing to the account (idempotent: a disabled account stays so)."""
     return _set_status(deps, principal.tenant_id, account_id, "disable")
 
 
-@router.post(
-    "/v1/accounts/{account_id}/enable",
-    response_model=AccountOut,
-    responses=problems(404, 409, *AUTHENTICATED),
-    summary="Enable an account",
-)
+@router.post("/v1/accounts/{account_id}/enable", response_model=AccountOut, responses=_ANSWERS,
+             summary="Enable an account")  # fmt: skip
 def enable_account(deps: Services, principal: Admin, account_id: AccountId) -> AccountOut:
     """Sync to a disabled account again (idempotent: an active account stays so); replay its dead letters after."""
     return _set_status(deps, principal.tenant_id, account_id, "enable")
