@@ -24,11 +24,13 @@ from starlette.responses import JSONResponse
 from starlette.types import Receive, Scope, Send
 
 from calsync.core.model.errors import (
+    AccountStatusConflict,
     EntityNotFound,
     IdempotencyKeyReused,
     InvalidChange,
     InvalidWebhookEndpoint,
     InvalidWebhookUrl,
+    JobNotCancellable,
     PermanentError,
     TemporaryError,
     WebhookEndpointNotFound,
@@ -190,6 +192,8 @@ def _problem_of(request: Request, exc: Exception) -> ProblemError:
         case InvalidWebhookEndpoint():
             field = "url" if isinstance(exc, InvalidWebhookUrl) else "events"  # named as the body's own fields are
             return invalid(str(exc), [FieldError(field=field, message=str(exc))])
+        case JobNotCancellable() | AccountStatusConflict():  # the resource's state does not allow it
+            return ProblemError(409, "conflict", "Conflict", str(exc))
         case PermanentError():
             return ProblemError(422, "rejected", "Unprocessable Content", f"{exc.reason}: {exc}")
         case DataError():

@@ -1,5 +1,5 @@
 """What the HTTP application uses, handed in by its composition root (tests build their own), and the services of
-one clients: its database, its intake, the DLQ operations and readiness checks."""
+one clients: its database, its intake, the DLQ operations, a job's cancel and readiness checks."""
 
 from __future__ import annotations
 
@@ -13,6 +13,7 @@ from calsync.core.clients import Clients
 from calsync.core.observability.pipeline_state import StateReader
 from calsync.core.producer import dead_letters
 from calsync.core.producer.dead_letters import DiscardReport, ReplayReport
+from calsync.core.producer.job_cancel import cancel_job
 from calsync.core.producer.submit import Intake, Producer
 from calsync.core.store.database import Database
 from calsync.core.store.dead_letters import DeadLetter
@@ -21,13 +22,15 @@ from calsync.core.webhooks import Endpoints
 
 @dataclass(frozen=True)
 class ApiServices:
-    """The database, the intake, the DLQ operations, readiness checks and the few limits of the API."""
+    """The database, the intake, the DLQ operations, a job's cancel, readiness checks and the few limits of the API."""
 
     db: Database
     intake: Intake
     replay: Callable[[list[DeadLetter]], ReplayReport]
     discard: Callable[[list[DeadLetter], str | None], DiscardReport]
     webhooks: Endpoints  # /v1/webhooks
+    # POST /v1/jobs/{job_id}/cancel: (tenant, job id, note) → the job's dead letter, None for no such job
+    cancel: Callable[[str, str, str | None], DeadLetter | None]
     # A readiness check raises when its dependency cannot be reached (the database is always checked).
     checks: Mapping[str, Callable[[], object]] = field(default_factory=dict)
     max_body_bytes: int = 1_048_576
@@ -52,6 +55,7 @@ def services_from_clients(clients: Clients, *, metrics_dir: Path | None = None) 
         replay=partial(dead_letters.replay, clients),
         discard=lambda records, note: dead_letters.discard_records(clients, records, note=note),
         webhooks=Endpoints.from_settings(clients.db, clients.cipher, settings),
+        cancel=lambda tenant_id, job_id, note: cancel_job(clients, tenant_id, job_id, note=note),
         checks={"broker": broker},
         max_body_bytes=settings.api_max_body_bytes,
         key_cache_seconds=settings.api_key_cache_seconds,

@@ -33,7 +33,10 @@ The worker decides retry-or-dead-letter by class alone, never by comparing messa
     │   │   └── SecretKeyMismatch      no configured secret key opens stored credentials (a worker holds the job)
     │   ├── InvalidWebhookEndpoint     a webhook endpoint as given cannot be registered
     │   │   └── InvalidWebhookUrl      not https, or it resolves to a refused address (SSRF)
-    │   └── WebhookEndpointNotFound    no webhook endpoint of that id for the tenant
+    │   ├── WebhookEndpointNotFound    no webhook endpoint of that id for the tenant
+    │   ├── JobCancelled               an operator cancelled the queued job: its target is dead-lettered, replayable
+    │   ├── JobNotCancellable          the job runs, finished or is dead-lettered: nothing waits to be cancelled
+    │   └── AccountStatusConflict      an account cannot be enabled or disabled from its status (being removed)
     └── Deferred                       not a failure: re-enqueued later without using an attempt
         ├── TargetLocked               another delivery holds the target's lock; bounded, gives up as LockBusy
         └── Held                       traffic control holds the job for retry_after s: unbounded, never a failure
@@ -184,6 +187,18 @@ class InvalidWebhookUrl(InvalidWebhookEndpoint, reason="invalid webhook URL"):
 
 class WebhookEndpointNotFound(PermanentError, reason="webhook endpoint not found"):
     """No webhook endpoint of that id (for that tenant)."""
+
+
+class JobCancelled(PermanentError, reason="cancelled by operator"):
+    """An operator cancelled a queued or deferred job: its target is dead-lettered, replayable like any other."""
+
+
+class JobNotCancellable(PermanentError, reason="job not cancellable"):
+    """The job is running, finished or dead-lettered already: only a job waiting on the queue can be cancelled."""
+
+
+class AccountStatusConflict(PermanentError, reason="account status conflict"):
+    """An account cannot be enabled or disabled from the status it is in (being removed, awaiting re-authorization)."""
 
 
 class Deferred(CalsyncError, reason="deferred"):

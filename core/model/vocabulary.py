@@ -38,6 +38,14 @@ WaitReason = Literal[
 WAIT_REASONS: Final[tuple[WaitReason, ...]] = get_args(WaitReason)
 
 
+# What a target's job is doing, as GET /v1/events and GET /v1/jobs/{job_id} say it: queued and due (pending), waiting
+# without using an attempt (deferred: a busy lock, traffic control, an enqueue that failed), waiting to retry after
+# a temporary failure (retrying), done (synced: shown or removed as wanted), or in the DLQ (dead-lettered, cancelled
+# by an operator included). Read from the sync status and the wait reason (core/store/job_lookup.py).
+JobState = Literal["pending", "deferred", "retrying", "synced", "dead-lettered"]
+JOB_STATES: Final[tuple[JobState, ...]] = get_args(JobState)
+
+
 def as_wait_reason(text: str) -> WaitReason:
     """A reason as the vocabulary spells it; an unknown one (a newer release's) reads as ``deferred``."""
     return text if text in WAIT_REASONS else "deferred"
@@ -103,6 +111,7 @@ class DeadLetterCause(StrEnum):
     INVALID_PAYLOAD = "invalid_payload"  # the message is not a job of a schema we know
     QUARANTINED = "quarantined"  # the bytes on the queue are no runnable message (kind 'quarantined')
     WORKER_BUG = "worker_bug"  # the same error on two attempts in a row, neither of which reached the provider
+    CANCELLED = "cancelled"  # an operator cancelled the queued or deferred job (POST /v1/jobs/{job_id}/cancel)
 
     def reason(self, error: BaseException | None) -> str:
         """The DLQ record's ``reason`` and the ``calsync_dead_letters_total{reason}`` label: one text for both."""
@@ -129,6 +138,7 @@ _REASONS: Final = {
     DeadLetterCause.UNKNOWN_ACTOR: "unknown actor",
     DeadLetterCause.INVALID_PAYLOAD: InvalidPayload.reason,
     DeadLetterCause.WORKER_BUG: "worker bug",
+    DeadLetterCause.CANCELLED: "cancelled by operator",
 }
 _CAUSES_BY_REASON: Final = {reason: cause for cause, reason in _REASONS.items()}
 

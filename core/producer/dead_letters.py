@@ -138,7 +138,8 @@ def _replay_one(clients: Clients, record: DeadLetter) -> Entry | str:
             return f"account {account.id} is {account.status}; re-authorize or enable it first"
         if not dead_letters.mark_replayed(conn, record.id, replay_job_id=fresh.job_id):
             return "record is no longer open"
-        targets.reopen(conn, TargetKey(payload.tenant_id, payload.entity_id, payload.account_id), due_at=now)
+        key = TargetKey(payload.tenant_id, payload.entity_id, payload.account_id)
+        targets.reopen(conn, key, due_at=now, job_id=fresh.job_id)
     try:
         # A replay of many dead letters of one tenant takes the bulk lane past the tenant's rate.
         [lane] = lane_choice(clients).lanes(payload.tenant_id, 1)

@@ -124,7 +124,8 @@ def requeue_lost(
                 targets.mark_unqueued(conn, row.key)
             continue
         with clients.db.write() as conn:
-            targets.postpone(conn, row.key, due_at=dt.datetime.now(dt.UTC))
+            # the job id enqueued (a re-assertion's is its own), so GET /v1/jobs/{job_id} finds it
+            targets.postpone(conn, row.key, due_at=dt.datetime.now(dt.UTC), job_id=message.args[0]["job_id"])
         report.requeued.append(payload.job_id)
     report.webhooks_requeued = reconcile_webhooks(
         clients.db, clients.broker, clients.settings.webhook_queue, before=before, limit=PASS_LIMIT

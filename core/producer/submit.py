@@ -63,12 +63,15 @@ class _KeyTaken(Exception):
 def _planned_jobs(
     conn: Connection, planned: Planned, rows: dict[str, TargetRow], version: int, trace: str, *, cancelled: bool = False
 ) -> list[JobPayload]:
-    """Mark the ``planned`` targets pending at ``version``, due now, and return the job of each; ``rows`` are the
+    """Mark the ``planned`` targets pending at ``version``, due now, by the job of each (returned); ``rows`` are the
     event's stored targets (what each one shows now)."""
     existing = {row.key for row in rows.values()}
-    targets.plan_targets(conn, planned, version=version, due_at=dt.datetime.now(dt.UTC), existing=existing)
-    return [plan(rows.get(key.account_id), key, version=version, wanted_present=wanted == "present",
+    jobs = [plan(rows.get(key.account_id), key, version=version, wanted_present=wanted == "present",
                  cancelled=cancelled, trace_id=trace) for key, wanted in planned]  # fmt: skip
+    job_ids = {key: job.job_id for (key, _), job in zip(planned, jobs, strict=True)}
+    targets.plan_targets(conn, planned, version=version, due_at=dt.datetime.now(dt.UTC), existing=existing,
+                         job_ids=job_ids)  # fmt: skip
+    return jobs
 
 
 def _gone(row: TargetRow) -> bool:

@@ -1,6 +1,6 @@
 -- Take a lock, or take it over from a dead owner (core/redis/locks.py; docs/notes/locks.md).
 -- KEYS: the lock, then (a worker: else a plain lock, never taken over) this process' heartbeat key, then the
--- lock's handover.
+-- lock's handover; a plain lock that keeps a handover gives '' for the heartbeat key (an operator's cancel).
 -- ARGV: the token's unique part, the TTL in ms, the handover's TTL in s.
 -- Returns {token, 1 when taken over from a dead owner else 0, what the handover said before it was set to
 -- 'unknown' ('' when none was kept)}, without the third with no handover; nil when a live owner holds it.
@@ -13,7 +13,7 @@ if not redis.call('set', KEYS[1], token, 'NX', 'PX', ARGV[2]) then
   local current = redis.call('get', KEYS[1]) or ''
   if current ~= token then
     local holder = string.match(current, '^(.*)|')
-    if not KEYS[2] or holder == nil or holder == '' or redis.call('exists', holder) == 1 then return nil end
+    if not KEYS[2] or KEYS[2] == '' or holder == nil or holder == '' or redis.call('exists', holder) == 1 then return nil end
     redis.call('set', KEYS[1], token, 'PX', ARGV[2])
     over = 1
   end

@@ -83,13 +83,17 @@ class LockManager:
     def acquire(self, key: str, *, handover: str | None = None) -> OwnedLock | None:
         """Take the lock (or take it over from a dead owner), or return None if a live one holds it.
 
-        With ``handover`` (the lock's handover key) the lock says what its last holder left. Without a
-        heartbeat in this process the lock is plain: never taken over, no handover kept.
+        With ``handover`` (the lock's handover key) the lock says what its last holder left, and says
+        :data:`UNKNOWN` from now on. Without a heartbeat in this process the lock is plain: never taken over; it
+        keeps a handover when given one (an operator's cancel, which writes outside a job: the next job then reads
+        the target again under the lock).
         """
         keys = [key]
         args: list[str | int] = [f"{self._nonce}:{next(self._serial)}", self._ttl_ms, HANDOVER_TTL]
         if self._owner is not None:
             keys += [self._owner()] if handover is None else [self._owner(), handover]
+        elif handover is not None:
+            keys += ["", handover]  # no heartbeat key: never takes a lock over (lock_acquire.lua)
         taken = self._acquire(keys, args)
         if taken is None:
             return None

@@ -147,12 +147,20 @@ event_targets = Table(
     # core.model.drift.DriftKind; NULL: found as calsync wrote it). No CHECK, as wait_reason (migration 0011).
     Column("verified_at", UTCDateTime, nullable=True),
     Column("drift_kind", String(32), nullable=True),
+    # The id of the target's latest job (the intake's, a replay's or the reconciler's), so GET /v1/jobs/{job_id}
+    # finds it; NULL for targets written before migration 0012 (0012_job_lookup).
+    Column("job_id", String(128), nullable=True),
     ForeignKeyConstraint(["tenant_id", "event_id"], ["events.tenant_id", "events.id"], name="fk_targets_event"),
     ForeignKeyConstraint(["account_id"], ["provider_accounts.id"], name="fk_targets_account"),
     _one_of("status", SYNC_STATUSES, "ck_event_targets_status"),
     CheckConstraint("wanted IN ('present', 'absent')", name="ck_event_targets_wanted"),
     Index("ix_event_targets_status_due", "status", "due_at"),
     Index("ix_event_targets_account", "account_id"),
+    # GET /v1/jobs/{job_id}, and the keyset pages of GET /v1/events, newest first, per tenant or per account
+    # (migration 0012).
+    Index("ix_event_targets_job", "job_id"),
+    Index("ix_event_targets_tenant_search", "tenant_id", "status", "updated_at", "event_id", "account_id"),
+    Index("ix_event_targets_account_search", "account_id", "status", "updated_at", "event_id"),
 )
 
 idempotency_records = Table(

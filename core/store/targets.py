@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import dataclasses
 import datetime as dt
-from collections.abc import Collection, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal, NamedTuple
 
@@ -54,6 +54,7 @@ class TargetRow:
     wait_reason: str | None = None  # as stored; read it as ``waiting``
     verified_at: dt.datetime | None = None  # when a drift sweep last compared the provider's item with it
     drift_kind: str | None = None  # what that sweep found (a DriftKind as stored); None: found as written
+    job_id: str | None = None  # the target's latest job (None: written by a release before migration 0012)
 
     @property
     def key(self) -> TargetKey:
@@ -163,6 +164,7 @@ _PLANNED: dict[str, Any] = {
     "status": "pending",
     "due_at": bindparam("v_due", type_=t.c.due_at.type),
     "updated_at": bindparam("v_now", type_=t.c.updated_at.type),
+    "job_id": bindparam("v_job", type_=t.c.job_id.type),
 }
 _PLAN = update(t).where(_BY_KEY).values(**_PLANNED, wait_reason=None)
 _PLAN_NEW = t.insert().values(
@@ -182,14 +184,16 @@ def plan_targets(
     version: int,
     due_at: dt.datetime,
     existing: Collection[TargetKey],
+    job_ids: Mapping[TargetKey, str] | None = None,
 ) -> None:
-    """Ask for ``version`` of the event to be synced (present) or removed (absent) at each planned target: each
-    turns pending. One statement for the ``existing`` rows, one for the new."""
+    """Ask for ``version`` of the event to be synced (present) or removed (absent) at each planned target, by the
+    job ``job_ids`` names for it: each turns pending. One statement for the ``existing`` rows, one for the new."""
     now = dt.datetime.now(dt.UTC)
     updates: list[dict[str, Any]] = []
     inserts: list[dict[str, Any]] = []
     for key, wanted in planned:
-        values = {**_key_params(key), "v_wanted": wanted, "v_version": version, "v_due": due_at, "v_now": now}
+        values = {**_key_params(key), "v_wanted": wanted, "v_version": version, "v_due": due_at, "v_now": now,
+                  "v_job": (job_ids or {}).get(key)}  # fmt: skip
         (updates if key in existing else inserts).append(values)
     if updates:
         conn.execute(_PLAN, updates)
@@ -246,6 +250,11 @@ def all_deleted(conn: Connection, tenant_id: str, event_id: str) -> bool:
     return conn.execute(_LIVE_OF_EVENT, params).scalar_one() == 0
 
 
+def _job(job_id: str | None) -> dict[str, str]:
+    """The ``job_id`` column's new value, when a new job takes the target over (none given: left alone)."""
+    return {} if job_id is None else {"job_id": job_id}
+
+
 def _update(conn: Connection, key: TargetKey, *where: ColumnElement[bool], **values: Any) -> None:
     conn.execute(update(t).where(_BY_KEY, *where).values(**values), _key_params(key))
 
@@ -274,10 +283,19 @@ def record_failed(conn: Connection, key: TargetKey, *, version: int, error_class
             error_class=error_class, due_at=None, wait_reason=None, updated_at=dt.datetime.now(dt.UTC))  # fmt: skip
 
 
-def reopen(conn: Connection, key: TargetKey, *, due_at: dt.datetime) -> None:
-    """Make a failed target pending again (DLQ replay); other statuses are left alone."""
+def reopen(conn: Connection, key: TargetKey, *, due_at: dt.datetime, job_id: str | None = None) -> None:
+    """Make a failed target pending again, by the job ``job_id`` (DLQ replay); other statuses are left alone."""
     _update(conn, key, t.c.status == "failed", status="pending", due_at=due_at, wait_reason=None,
-            updated_at=dt.datetime.now(dt.UTC))  # fmt: skip
+            updated_at=dt.datetime.now(dt.UTC), **_job(job_id))  # fmt: skip
+
+
+def cancel(conn: Connection, key: TargetKey, *, job_id: str, message: str) -> bool:
+    """Dead-letter the pending target of the job ``job_id`` as an operator's cancel (its record is the caller's);
+    False when the target is no longer pending or a newer job took it over."""
+    values = {"status": "failed", "last_error": message, "error_class": "JobCancelled", "due_at": None,
+              "wait_reason": None, "updated_at": dt.datetime.now(dt.UTC)}  # fmt: skip
+    changed = update(t).where(_BY_KEY, t.c.status == "pending", t.c.job_id == job_id).values(**values)
+    return bool(conn.execute(changed, _key_params(key)).rowcount)
 
 
 def overdue(conn: Connection, *, before: dt.datetime, limit: int) -> list[TargetRow]:
@@ -297,9 +315,10 @@ def mark_unqueued(conn: Connection, key: TargetKey) -> None:
     _update(conn, key, t.c.status == "pending", due_at=None, wait_reason="not enqueued")
 
 
-def postpone(conn: Connection, key: TargetKey, *, due_at: dt.datetime) -> None:
-    """Move a pending target's due time (after the reconciler re-enqueued it: it waits for nothing else now)."""
-    _update(conn, key, t.c.status == "pending", due_at=due_at, wait_reason=None)
+def postpone(conn: Connection, key: TargetKey, *, due_at: dt.datetime, job_id: str | None = None) -> None:
+    """Move a pending target's due time, now the job of ``job_id`` (after the reconciler re-enqueued it: it waits for
+    nothing else now)."""
+    _update(conn, key, t.c.status == "pending", due_at=due_at, wait_reason=None, **_job(job_id))
 
 
 def count_by_status(conn: Connection, statuses: Collection[str] = SYNC_STATUSES) -> dict[str, int]:

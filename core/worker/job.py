@@ -177,12 +177,15 @@ def _snapshot(parts: JobParts, payload: JobPayload) -> Snapshot:
 
 
 def _superseded(snapshot: Snapshot, payload: JobPayload, *, repair: bool) -> bool:
-    # A newer version exists (its own job will sync it), or this version is synced already. When the
-    # event or target is missing, _checked says what exactly.
+    # A newer version exists (its own job will sync it), this version is synced already, or the target is
+    # dead-lettered (failed): its record is what replays it, under a new job, after reopening it (an operator's
+    # cancel dead-letters a queued job's target so, and a duplicate delivery of a dead-lettered job finds it so).
+    # When the event or target is missing, _checked says what exactly.
     if snapshot.event is None or snapshot.target is None:
         return False
     wanted = payload.target_version
-    return snapshot.event.version > wanted or (snapshot.target.synced_version >= wanted and not repair)
+    dead_lettered = snapshot.target.status == "failed"
+    return snapshot.event.version > wanted or (snapshot.target.synced_version >= wanted and not repair) or dead_lettered
 
 
 def _checked(snapshot: Snapshot, payload: JobPayload) -> tuple[Account, EventState, TargetRow]:

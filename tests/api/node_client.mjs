@@ -36,7 +36,20 @@ for (;;) {
 }
 
 const foreign = await call("GET", `/v1/events/${entityId}`, OTHER_TENANT_KEY);
+// The job of the receipt by its id, and the target found by a search of the synced ones, page by page.
+const job = await call("GET", `/v1/jobs/${submitted.doc.job_ids[0]}`, TENANT_KEY);
+const found = [];
+let cursor = null;
+do {
+  const query = new URLSearchParams({ state: "synced", entity_id: entityId, limit: "1", ...(cursor ? { cursor } : {}) });
+  const page = await call("GET", `/v1/events?${query}`, TENANT_KEY);
+  if (page.status !== 200) fail("the search failed", page);
+  found.push(...page.doc.items.map((t) => [t.account_id, t.state, t.job_id === submitted.doc.job_ids[0]]));
+  cursor = page.doc.next_cursor;
+} while (cursor);
 console.log(JSON.stringify({
+  job: [job.status, job.doc.state, job.doc.account_id],
+  found,
   entity_id: entityId,
   version: event.doc.version,
   targets: event.doc.targets.map((t) => [t.account_id, t.status, t.synced_version]),

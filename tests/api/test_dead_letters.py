@@ -92,3 +92,14 @@ def test_replay_by_filter_and_discard(api: LiveApi, pipeline: Pipeline, records:
         "999999", "N"
     )
     assert [r.id for r in pipeline.dead_letters(tenant_id="tenant-1")] == [records["mine"][3]]
+
+
+def test_one_record_of_the_tenant_is_read_whole(api: LiveApi, records: dict[str, list[int]]) -> None:
+    first, theirs = records["mine"][0], records["theirs"][0]
+    with api.client(api.key(scope="admin")) as http, api.client(api.key(scope="read")) as reader:
+        mine, foreign, missing = (http.get(f"/v1/dead-letters/{i}") for i in (first, theirs, 999999))
+        refused = reader.get(f"/v1/dead-letters/{first}")
+    assert mine.status_code == 200 and mine.json()["id"] == first
+    assert mine.json()["payload"]["job_id"] == mine.json()["job_id"] and mine.json()["error_history"] == []
+    assert foreign.status_code == missing.status_code == 404 and refused.status_code == 403
+    assert foreign.json()["detail"].replace(str(theirs), "N") == missing.json()["detail"].replace("999999", "N")

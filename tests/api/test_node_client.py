@@ -1,5 +1,5 @@
-"""A Node.js service (built-in fetch, no npm install) submits over HTTP, polls until synced, and cannot see
-another tenant's event."""
+"""A Node.js service (built-in fetch, no npm install) submits over HTTP, polls until synced, reads its job by id
+and finds its target by a paged search, and cannot see another tenant's event."""
 
 from __future__ import annotations
 
@@ -36,6 +36,7 @@ def test_a_node_service_submits_and_polls_until_synced(node: str, api: LiveApi, 
     assert done.returncode == 0, done.stderr
     summary = json.loads(done.stdout)
     assert summary["targets"] == [[account, "synced", 1]] and summary["version"] == 1
+    assert summary["job"] == [200, "synced", account] and summary["found"] == [[account, "synced", True]]
     assert summary["other_tenant"] == {
         "status": 404, "type": "application/problem+json", "problem": "urn:calsync:problem:not-found"
     }  # fmt: skip

@@ -50,13 +50,21 @@ def test_a_holder_that_lost_its_lock_hands_over_nothing(owners: Owners, namespac
     assert theirs.release(taken, leaves="2:1") and client.get(handover) == b"2:1"
 
 
-def test_a_plain_lock_keeps_no_handover(namespace: str, client: redis.Redis) -> None:
+def test_a_plain_lock_given_a_handover_says_unknown_and_never_takes_over(
+    owners: Owners, namespace: str, client: redis.Redis
+) -> None:
+    """An operator's cancel (no heartbeat in its process) writes outside a job: the next job must read again."""
+    ours, _, our_beat, _ = owners
     plain = LockManager(client, ttl_seconds=30)  # no heartbeat in this process: a plain lock
     try:
         lock, handover = _keys(namespace, "e-plain")
+        client.set(handover, "1:0")
         held = plain.acquire(lock, handover=handover)
-        assert held is not None and held.handed_over is None and held.handover is None
-        assert plain.release(held, leaves="1:0") and client.exists(handover) == 0
+        assert held is not None and held.handed_over == "1:0" and client.get(handover) == UNKNOWN.encode()
+        assert plain.release(held) and client.get(handover) == UNKNOWN.encode()  # said nothing: stays unknown
+        dead = ours.acquire(lock, handover=handover)
+        client.delete(our_beat)  # its holder is gone
+        assert dead is not None and plain.acquire(lock, handover=handover) is None  # waits for the TTL
     finally:
         plain.close()
 

@@ -32,9 +32,10 @@ from calsync.core.model.payload import idempotency_key, new_payload
 from calsync.core.observability.exporter import exporter_registry
 from calsync.core.observability.pipeline_state import StateReader
 from calsync.core.producer.reconcile import requeue_lost
-from calsync.core.store import dead_letters, idempotency, targets
+from calsync.core.store import dead_letters, idempotency, job_lookup, targets
 from calsync.core.store.database import Database
 from calsync.core.store.dead_letters import DeadLetterFilter
+from calsync.core.store.job_lookup import TargetSearch
 from calsync.core.store.pruning import Retention, prune
 from calsync.core.store.targets import TargetKey
 from calsync.core.worker.snapshot import load_snapshot
@@ -80,7 +81,7 @@ def whole_reads(node: dict[str, Any], *, limited: bool = False) -> Iterator[str]
 
 
 def hot_paths(pipeline: Pipeline) -> dict[str, Callable[[], object]]:
-    """What runs on every status reading, scrape, reconcile or housekeeping pass, lookup, DLQ page and job."""
+    """What runs on every status reading, scrape, reconcile or housekeeping pass, lookup, DLQ or search page and job."""
     clients = pipeline.clients
     state = CliState()
     state.clients = clients
@@ -92,6 +93,25 @@ def hot_paths(pipeline: Pipeline) -> dict[str, Callable[[], object]]:
         with clients.db.read() as conn:
             first = dead_letters.page(conn, open_of_tenant, after_id=None, limit=51)
             dead_letters.page(conn, open_of_tenant, after_id=first[len(first) // 2].id, limit=51)
+
+    def target_searches() -> None:  # GET /v1/events: each filter, a first page and the one after it
+        since = dt.datetime.now(dt.UTC) - dt.timedelta(days=2)
+        searches = [TargetSearch(TENANT), TargetSearch(TENANT, state="pending"), TargetSearch(TENANT, state="synced"),
+                    TargetSearch(TENANT, state="deferred"), TargetSearch(TENANT, state="dead-lettered", since=since),
+                    TargetSearch(TENANT, account_id=ACCOUNT, state="synced"), TargetSearch(TENANT, account_id=ACCOUNT),
+                    TargetSearch(TENANT, entity_id=EVENT),
+                    TargetSearch(TENANT, provider="memory", state="synced")]  # fmt: skip
+        with clients.db.read() as conn:
+            for search in searches:
+                first = job_lookup.search(conn, search, after=None, limit=51)
+                if first:
+                    last = first[-1]
+                    job_lookup.search(conn, search, after=(last.updated_at, last.event_id, last.account_id), limit=51)
+
+    def job_lookups() -> None:  # GET /v1/jobs/{job_id}: a target's latest job, a dead letter's
+        with clients.db.read() as conn:
+            job_lookup.find_job(conn, TENANT, "job-dl-10")
+            job_lookup.find_job(conn, TENANT, "job-unknown")
 
     def idempotency_lookup() -> None:
         with clients.db.read() as conn:
@@ -112,6 +132,8 @@ def hot_paths(pipeline: Pipeline) -> dict[str, Callable[[], object]]:
         "events show without --tenant": lambda: invoke(show, state, entity_id=EVENT, tenant=None, as_json=True),
         "events show --tenant": lambda: invoke(show, state, entity_id=EVENT, tenant=TENANT, as_json=True),
         "DLQ pages": dlq_pages,
+        "target search pages": target_searches,
+        "job lookups": job_lookups,
         "idempotency lookup": idempotency_lookup,
         "job snapshot read": lambda: load_snapshot(clients.db, clients.cipher, payload),
         "job result write": result_write,

@@ -1,4 +1,4 @@
-"""The tenant's dead letters: list (filters, cursor pages), replay (ids or filter), discard. Admin scope."""
+"""The tenant's dead letters: list (filters, cursor pages), read one, replay (ids or filter), discard. Admin scope."""
 
 from __future__ import annotations
 
@@ -39,6 +39,24 @@ def list_dead_letters(deps: Services, principal: Admin, query: Annotated[DeadLet
         found = dead_letters.page(conn, flt, after_id=after_of(query.cursor), limit=query.limit + 1)
     items, next_cursor = one_page(found, query.limit, lambda record: record.id)
     return DeadLetterPage(items=[DeadLetterOut.model_validate(r.as_json()) for r in items], next_cursor=next_cursor)
+
+
+@router.get(
+    "/v1/dead-letters/{record_id}",
+    response_model=DeadLetterOut,
+    responses=problems(404, *AUTHENTICATED),
+    summary="Read one dead letter",
+)
+def get_dead_letter(
+    deps: Services, principal: Admin, record_id: Annotated[int, Path(ge=1, le=MAX_RECORD_ID)]
+) -> DeadLetterOut:
+    """One record of the tenant, whatever its status: payload, error history, what operators did with it. Another
+    tenant's record is answered exactly like a missing one (404)."""
+    with deps.db.read() as conn:
+        record = dead_letters.get(conn, record_id, tenant_id=principal.tenant_id)
+    if record is None:
+        raise not_found(f"dead letter {record_id}")
+    return DeadLetterOut.model_validate(record.as_json())
 
 
 @router.post(

@@ -1,0 +1,136 @@
+"""A job by its id, and a tenant's targets by state, account, event, provider and time: what the HTTP API's
+``GET /v1/jobs/{job_id}`` and ``GET /v1/events`` read, each through an index (migration 0012).
+
+A job is known by id while it is its target's latest job (``event_targets.job_id``, written by the intake, a DLQ
+replay and the reconciler) or while its dead letter is kept (``dead_letters.job_id``). A job superseded by a newer
+one of its target (a later change, a coalesced edit) or made by the worker itself (a repair sync, a delete's
+verification) is not found: its target's newest job says what became of the change.
+
+The search reads one range of an index per sync status, newest ``updated_at`` first, and merges them: a state is a
+status (and, for a pending target, its wait reason), so every query is an equality prefix of
+``ix_event_targets_tenant_search`` or, with an account, ``ix_event_targets_account_search``, then a keyset range.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import heapq
+import itertools
+from collections.abc import Iterator
+from dataclasses import dataclass
+
+from sqlalchemy import ColumnElement, Connection, literal, select, tuple_
+
+from calsync.core.model.calendar import ProviderName
+from calsync.core.model.vocabulary import JobState, SyncStatus
+from calsync.core.store.dead_letters import DeadLetter
+from calsync.core.store.schema import dead_letters as d
+from calsync.core.store.schema import event_targets as t
+from calsync.core.store.schema import provider_accounts as a
+from calsync.core.store.targets import TargetRow
+
+Keyset = tuple[dt.datetime, str, str]  # (updated_at, event_id, account_id) of the last target of a page
+
+_PENDING_WAIT: dict[JobState, ColumnElement[bool]] = {
+    "pending": t.c.wait_reason.is_(None),
+    "retrying": t.c.wait_reason == "retry",
+    "deferred": t.c.wait_reason.is_not(None) & (t.c.wait_reason != "retry"),
+}
+# The sync statuses each state reads, with what it asks of the wait reason (None: nothing).
+_RANGES: dict[JobState | None, tuple[tuple[SyncStatus, ColumnElement[bool] | None], ...]] = {
+    **{state: (("pending", wait),) for state, wait in _PENDING_WAIT.items()},
+    "synced": (("synced", None), ("deleted", None)),
+    "dead-lettered": (("failed", None),),
+    None: (("pending", None), ("synced", None), ("deleted", None), ("failed", None)),
+}
+
+
+def state_of(row: TargetRow) -> JobState:
+    """What the target's job is doing, from its status and (pending) wait reason."""
+    if row.status == "failed":
+        return "dead-lettered"
+    if row.status != "pending":
+        return "synced"
+    waiting = row.waiting
+    return "pending" if waiting is None else "retrying" if waiting == "retry" else "deferred"
+
+
+@dataclass(frozen=True)
+class FoundJob:
+    """A job of the tenant: its target (while it is the target's latest job) and its dead letter (if it has one)."""
+
+    job_id: str
+    target: TargetRow | None
+    dead_letter: DeadLetter | None
+
+    @property
+    def state(self) -> JobState:
+        """The job's state: its target's while it is the latest job; dead-lettered once only its record says so."""
+        return state_of(self.target) if self.target is not None else "dead-lettered"
+
+
+def find_job(conn: Connection, tenant_id: str, job_id: str) -> FoundJob | None:
+    """The job ``job_id`` of the tenant, or None (another tenant's job reads as absent)."""
+    target = conn.execute(select(t).where(t.c.job_id == job_id, t.c.tenant_id == tenant_id)).mappings().first()
+    record = conn.execute(select(d).where(d.c.job_id == job_id, d.c.tenant_id == tenant_id)).mappings().first()
+    if target is None and record is None:
+        return None
+    return FoundJob(job_id, TargetRow(**target) if target else None, DeadLetter(**record) if record else None)
+
+
+@dataclass(frozen=True)
+class TargetSearch:
+    """Which targets of a tenant (every condition given must hold); ``since`` inclusive, ``until`` exclusive."""
+
+    tenant_id: str
+    state: JobState | None = None
+    account_id: str | None = None
+    entity_id: str | None = None
+    provider: ProviderName | None = None
+    since: dt.datetime | None = None
+    until: dt.datetime | None = None
+
+
+def _conditions(conn: Connection, search: TargetSearch) -> list[ColumnElement[bool]] | None:
+    """The conditions every range shares; None when no target can match (no account of that provider)."""
+    where = [t.c.tenant_id == search.tenant_id]
+    if search.account_id is not None:
+        where.append(t.c.account_id == search.account_id)
+    if search.entity_id is not None:
+        where.append(t.c.event_id == search.entity_id)
+    if search.provider is not None:  # the tenant's accounts of that provider (ix_provider_accounts_tenant)
+        of_provider = select(a.c.id).where(a.c.tenant_id == search.tenant_id, a.c.provider == search.provider)
+        accounts = list(conn.execute(of_provider).scalars())
+        if not accounts:
+            return None
+        where.append(t.c.account_id.in_(accounts))
+    if search.since is not None:
+        where.append(t.c.updated_at >= search.since)
+    if search.until is not None:
+        where.append(t.c.updated_at < search.until)
+    return where
+
+
+def _newest_first(row: TargetRow) -> Keyset:
+    return row.updated_at, row.event_id, row.account_id
+
+
+def search(conn: Connection, query: TargetSearch, *, after: Keyset | None, limit: int) -> list[TargetRow]:
+    """Up to ``limit`` targets matching ``query`` older than ``after`` (a page's last), newest ``updated_at`` first:
+    keyset pages that stay correct while targets change between requests (a target that changes moves to the
+    front, and a page already read does not show it again)."""
+    where = _conditions(conn, query)
+    if where is None:
+        return []
+    if after is not None:
+        keyset = (t.c.updated_at, t.c.event_id, t.c.account_id)
+        bound = (literal(value, column.type) for value, column in zip(after, keyset, strict=True))
+        where.append(tuple_(*keyset) < tuple_(*bound))
+    order = (t.c.updated_at.desc(), t.c.event_id.desc(), t.c.account_id.desc())
+    ranges: list[Iterator[TargetRow]] = []
+    for status, wait in _RANGES[query.state]:
+        extra = [] if wait is None else [wait]
+        statement = select(t).where(*where, t.c.status == status, *extra).order_by(*order).limit(limit)
+        ranges.append(iter([TargetRow(**row) for row in conn.execute(statement).mappings()]))
+    merged = heapq.merge(*ranges, key=_newest_first, reverse=True)
+    return list(itertools.islice(merged, limit))
