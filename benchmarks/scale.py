@@ -13,9 +13,9 @@ then every operation runs in this process on calsync's own code, a warm-up first
 - one exporter scrape (the exporter's registry, rendered as Prometheus text);
 - a reconcile pass with nothing overdue (``requeue_lost``, what workers run) and a housekeeping pass (``prune``);
 - a DLQ page as the HTTP API reads it (a tenant's open dead letters by id): the first, and one after a cursor;
-- the worker's cost per sync job: the jobs the size's ``submit_change`` samples enqueued, drained by an in-process
-  worker of 8 threads (memory provider), its CPU (this process's, over the drain) and PostgreSQL round trips
-  (libpq's trace) per job.
+- the worker's cost per sync job: the jobs the size's ``submit_change`` samples enqueued (on both lanes), drained to
+  the last by an in-process worker of 8 threads (memory provider), its CPU (this process's, over the drain) and
+  PostgreSQL round trips (libpq's trace) per job.
 
 Each is the median of ``--repeat`` runs. It prints a table with each size's figure and its ratio to the first
 size's. The schema is dropped at the end, the Redis keys deleted (its own embedded Redis unless ``--redis-url``).
@@ -46,7 +46,6 @@ from benchmarks.scale_fill import ACCOUNTS_PER_TENANT, TENANTS, fill
 from benchmarks.support import (
     add_redis_option,
     bench_redis,
-    finished_jobs,
     migrated_clients,
     namespace,
     private_database,
@@ -59,6 +58,7 @@ from calsync.actors.cli.status import status
 from calsync.actors.worker import build_worker
 from calsync.core.clients import Clients
 from calsync.core.config.settings import Settings
+from calsync.core.messaging.lanes import lanes_of
 from calsync.core.observability.exporter import exporter_registry
 from calsync.core.observability.pipeline_state import StateReader
 from calsync.core.producer.reconcile import requeue_lost
@@ -176,16 +176,18 @@ def measure(ops: Operations, *, repeat: int, samples: int) -> Figures:
 def worker_cost(settings: Settings, url: str, scratch: Path) -> Figures:
     """Drain the queue with an in-process worker of 8 threads: its CPU and PostgreSQL round trips per job."""
     client = redis.Redis.from_url(url)
-    jobs = int(client.hlen(f"{settings.redis_namespace}:{settings.queue}.msgs"))
+    # Both lanes (a tenant's jobs past BULK_THRESHOLD a window take the bulk one) and their delay queues.
+    lanes = lanes_of(settings).queues
+    keys = [f"{settings.redis_namespace}:{queue}{suffix}.msgs" for queue in lanes for suffix in ("", ".DQ")]
+    jobs = sum(int(client.hlen(key)) for key in keys)
     worker = build_worker(settings, providers={"memory": MemoryProvider()})
     try:
-        finished = finished_jobs(worker.clients.broker)
         with traced_round_trips(worker.clients.db.engine, scratch) as trips:
             worker.clients.broker.emit_after("process_boot")
             runner = dramatiq.Worker(worker.clients.broker, worker_threads=8, worker_timeout=100)
             cpu = time.process_time()
             runner.start()
-            while finished() < jobs:
+            while sum(int(client.hlen(key)) for key in keys):  # every job done, its deferrals and retries too
                 time.sleep(0.05)
             runner.stop()
             cpu = time.process_time() - cpu

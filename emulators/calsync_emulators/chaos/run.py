@@ -150,6 +150,8 @@ def run(options: Options, say: Callable[[str], None] = print) -> Report:
         stack.callback(load.stop)
         note(f"{options.workers} workers x {options.threads} threads, {options.provider} calendars "
              f"({options.accounts} accounts x {options.entities} events), load for {options.seconds:g} s")  # fmt: skip
+        if restart is not None:  # the schema it drops at the end (its name, for whoever checks it is gone)
+            note(f"database: its own schema {scratch.schema_of(database_url)}, dropped at the end")
         try:
             load.start()
             _chaos(options, backend, fleet, topology, restart, entities, note)

@@ -59,6 +59,13 @@ def libpq_url(url: str) -> str:
     return make_url(url).set(drivername="postgresql").render_as_string(hide_password=False)
 
 
+def schema_of(url: str) -> str | None:
+    """The schema a :func:`private_schema` URL searches (None for any other URL)."""
+    options = make_url(url).query.get("options")
+    text = options if isinstance(options, str) else ""
+    return text.removeprefix("-csearch_path=") if text.startswith("-csearch_path=") else None
+
+
 @contextlib.contextmanager
 def private_schema(url: str, prefix: str, *, application_name: str | None = None) -> Iterator[str]:
     """calsync's database URL for a fresh schema ``<prefix>_<hex>`` of the PostgreSQL at ``url``, dropped with
