@@ -141,7 +141,9 @@ class LockManager:
         for lock in held:
             self._extend([lock.key], [lock.token, self._ttl_ms], client=pipe)
         for lock, extended in zip(held, pipe.execute(), strict=True):
-            if not extended:
+            with self._held_lock:
+                released = lock.token not in self._held  # by its job while the renewal was on its way: no loss
+            if not extended and not released:
                 lock.lost = True
                 log.warning("lock lost before release", extra={"fields": {"lock_key": lock.key}})
 

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+from typing import Any
+
+import pytest
 import redis
 
 from calsync.core.redis.locks import LockManager, OwnedLock
@@ -55,6 +58,34 @@ def test_an_expired_lock_taken_over_is_neither_released_nor_renewed_by_its_old_o
     assert not ours.release(stale)
     assert client.get(key) == current.token.encode()
     assert theirs.release(current)
+
+
+def test_a_lock_its_job_releases_while_the_renewal_is_on_its_way_is_not_lost(
+    managers: tuple[LockManager, LockManager],
+    namespace: str,
+    client: redis.Redis,
+    monkeypatch: pytest.MonkeyPatch,
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    ours, _ = managers
+    held = ours.acquire(f"{namespace}:lock:t:e:race")
+    assert held is not None
+    pipeline = client.pipeline
+
+    def released_meanwhile(*args: Any, **kwargs: Any) -> Any:
+        pipe = pipeline(*args, **kwargs)
+        execute = pipe.execute
+
+        def release_then_execute(*a: Any, **k: Any) -> Any:
+            assert ours.release(held)  # the job ends between the renewer's snapshot and its EXTENDs
+            return execute(*a, **k)
+
+        pipe.execute = release_then_execute
+        return pipe
+
+    monkeypatch.setattr(client, "pipeline", released_meanwhile)
+    ours.renew_all()
+    assert not held.lost and "lock lost" not in caplog.text
 
 
 def test_a_lock_expires_by_itself_and_release_survives_a_script_flush(
