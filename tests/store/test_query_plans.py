@@ -28,6 +28,7 @@ from benchmarks.scale import invoke
 from benchmarks.scale_fill import fill
 from calsync.actors.cli.changes import show
 from calsync.actors.cli.shell import CliState
+from calsync.core.drift import store as drift_store
 from calsync.core.model.payload import idempotency_key, new_payload
 from calsync.core.observability.exporter import exporter_registry
 from calsync.core.observability.pipeline_state import StateReader
@@ -113,6 +114,13 @@ def hot_paths(pipeline: Pipeline) -> dict[str, Callable[[], object]]:
             job_lookup.find_job(conn, TENANT, "job-dl-10")
             job_lookup.find_job(conn, TENANT, "job-unknown")
 
+    def drift_sweep_reads() -> None:  # a sweep's targets (a full listing, then the changes), findings, the gauges
+        with clients.db.read() as conn:
+            drift_store.account_targets(conn, ACCOUNT, event_ids=None)
+            drift_store.account_targets(conn, ACCOUNT, event_ids={EVENT}, external_ids=["ext-1-0"])
+            drift_store.list_findings(conn, tenant_id=TENANT, kind=None, after_id=None, limit=51)
+            drift_store.oldest_sweep(conn)
+
     def idempotency_lookup() -> None:
         with clients.db.read() as conn:
             idempotency.succeeded(conn, idempotency_key(TENANT, EVENT, ACCOUNT, "create", 1))
@@ -134,6 +142,7 @@ def hot_paths(pipeline: Pipeline) -> dict[str, Callable[[], object]]:
         "DLQ pages": dlq_pages,
         "target search pages": target_searches,
         "job lookups": job_lookups,
+        "drift sweep reads": drift_sweep_reads,
         "idempotency lookup": idempotency_lookup,
         "job snapshot read": lambda: load_snapshot(clients.db, clients.cipher, payload),
         "job result write": result_write,
