@@ -214,7 +214,8 @@ def test_all_images_are_the_same_release(overlay: Manifests) -> None:
 
 def test_keda_scales_on_the_brokers_ready_lists(overlay: Manifests) -> None:
     """listName is <CALSYNC_REDIS_NAMESPACE>:<queue>, the key Dramatiq's Redis broker pushes ready ids to, for
-    each queue workers consume (the calendar queue, its bulk lane, the intake queue and the webhook queue)."""
+    each queue workers consume (the calendar queue, its bulk lane, the intake queue, the webhook queue and the drift
+    sweeps' queue)."""
     scaled = overlay.of_kind("ScaledObject")
     if not scaled:
         assert overlay.of_kind("HorizontalPodAutoscaler"), "no autoscaler at all"
@@ -222,18 +223,20 @@ def test_keda_scales_on_the_brokers_ready_lists(overlay: Manifests) -> None:
     (obj,) = scaled
     settings = overlay.settings()
     defaults = Settings()
-    sync, bulk, intake, webhooks = obj["spec"]["triggers"]
-    for trigger, queue, default in ((sync, settings.queue, defaults.queue),
-                                    (bulk, settings.effective_bulk_queue, defaults.effective_bulk_queue),
-                                    (intake, settings.intake_queue, defaults.intake_queue),
-                                    (webhooks, settings.webhook_queue, defaults.webhook_queue)):  # fmt: skip
+    sync, bulk, intake, webhooks, drift = obj["spec"]["triggers"]
+    lanes = ((sync, settings.queue, defaults.queue),
+             (bulk, settings.effective_bulk_queue, defaults.effective_bulk_queue),
+             (intake, settings.intake_queue, defaults.intake_queue),
+             (webhooks, settings.webhook_queue, defaults.webhook_queue),
+             (drift, settings.effective_drift_queue, defaults.effective_drift_queue))  # fmt: skip
+    for trigger, queue, default in lanes:
         assert trigger["type"] == "redis"
         assert trigger["metadata"]["listName"] == RedisKeys(settings.redis_namespace).ready_queue(queue)
         assert trigger["metadata"]["listName"] == f"{defaults.redis_namespace}:{default}"
         assert int(trigger["metadata"]["listLength"]) >= 1
     assert obj["spec"]["minReplicaCount"] >= 1, "at zero workers nothing moves due retries out of the delay queue"
     assert obj["spec"]["maxReplicaCount"] >= obj["spec"]["minReplicaCount"]
-    for trigger in (sync, bulk, intake, webhooks):
+    for trigger in (sync, bulk, intake, webhooks, drift):
         auth = trigger["authenticationRef"]["name"]
         assert overlay.get("TriggerAuthentication", auth)["spec"]["secretTargetRef"]
 
@@ -245,9 +248,10 @@ def test_hpa_scales_on_the_exporters_queue_metric(overlay: Manifests) -> None:
     (hpa,) = hpas
     assert hpa["spec"]["minReplicas"] >= 1
     settings = overlay.settings()
-    normal, bulk, intake, webhooks = hpa["spec"]["metrics"]
+    normal, bulk, intake, webhooks, drift = hpa["spec"]["metrics"]
     for metric, queue in ((normal, settings.queue), (bulk, settings.effective_bulk_queue),
-                          (intake, settings.intake_queue), (webhooks, settings.webhook_queue)):  # fmt: skip
+                          (intake, settings.intake_queue), (webhooks, settings.webhook_queue),
+                          (drift, settings.effective_drift_queue)):  # fmt: skip
         assert metric["external"]["metric"]["name"] == "calsync_queue_ready_messages"
         assert metric["external"]["metric"]["selector"]["matchLabels"] == {"queue": queue}
     keda = yaml.safe_load((K8S / "components" / "keda" / "scaledobject.yaml").read_text())
