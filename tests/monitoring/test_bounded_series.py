@@ -13,6 +13,7 @@ import pytest
 
 from tests.monitoring.stack import STACK_SETTINGS, Stack, running_stack
 from tests.observability.conftest import scrape
+from tests.support import wait_until
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow, pytest.mark.timeout(900)]
 
@@ -21,7 +22,11 @@ ACCOUNTS_PER_CHANGE = 10
 
 def _series(stack: Stack) -> dict[str, set[str]]:
     """Every series each calsync target serves now (name and labels), from the target itself."""
-    time.sleep(2)  # a heartbeat and an exporter read after the last job
+    after = time.time()  # the worker's series once it has beaten since the last job (the exporter reads at scrape)
+    worker = f"http://127.0.0.1:{stack.settings.metrics_port}/metrics"
+    wait_until(lambda: max((value for (name, _), value in scrape(worker).samples.items()
+                            if name == "calsync_worker_heartbeat_timestamp_seconds"), default=0) >= after,
+               what="a heartbeat after the last job")  # fmt: skip
     targets = {
         "worker": f"http://127.0.0.1:{stack.settings.metrics_port}/metrics",
         "exporter": f"http://127.0.0.1:{stack.exporter_port}/metrics",
