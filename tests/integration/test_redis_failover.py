@@ -10,7 +10,6 @@ event's latest version and title. Prints the time from the failure to the first 
 from __future__ import annotations
 
 import signal
-import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -25,6 +24,7 @@ from calsync.core.store import targets
 from calsync.providers.memory import MemoryProvider
 from calsync_emulators.chaos.backends import memory_writes
 from calsync_emulators.chaos.invariants import TargetId, duplicate_effects, regressions
+from calsync_emulators.chaos.load import Load
 from calsync_emulators.harness.sentinel import Topology
 from calsync_emulators.harness.workers import start_worker, stop_group
 from tests.integration.sentinel_support import sentinel_topology
@@ -50,44 +50,6 @@ def _restart_master(topology: Topology) -> None:
 def _master_answers(topology: Topology) -> bool:
     port = topology.master_port()
     return port is not None and topology.answers(port)
-
-
-class _Load:
-    """Rounds of submits, each a new version of every one of ENTITIES events, until stopped: the failure falls
-    inside it and work keeps coming after it. A refused submit is sent again, as a client would."""
-
-    def __init__(self, pipeline: Pipeline, accounts: list[str]) -> None:
-        self.titles: dict[str, str] = {}  # each event's last title
-        self.submitted = 0
-        self.refused: list[str] = []
-        self._stopping = threading.Event()
-        self._thread = threading.Thread(target=self._run, args=(pipeline, accounts), daemon=True)
-        self._thread.start()
-
-    def stop(self) -> None:
-        """Stop after the submit under way."""
-        self._stopping.set()
-        self._thread.join(timeout=60)
-
-    def _run(self, pipeline: Pipeline, accounts: list[str]) -> None:
-        version = 0
-        while not self._stopping.is_set():
-            for n in range(ENTITIES):
-                entity, title = f"evt-{n}", f"event {n} v{version}"
-                deadline = time.monotonic() + 30
-                while time.monotonic() < deadline:
-                    try:
-                        pipeline.submit(accounts, entity_id=entity, title=title)
-                        break
-                    except Exception as exc:
-                        self.refused.append(f"{type(exc).__name__}: {exc}")
-                        time.sleep(0.2)
-                else:
-                    return  # refused for 30 s: the test finds an event without its last title
-                self.titles[entity] = title
-                self.submitted += 1
-                time.sleep(SUBMIT_EVERY)
-            version += 1
 
 
 def _pending(pipeline: Pipeline) -> int:
@@ -120,10 +82,12 @@ def test_a_lost_master_under_load_loses_and_duplicates_nothing(
         pipeline = Pipeline(settings, provider=provider)
         log = tmp_path / "worker.log"
         worker = start_worker(child_environment(settings), log, "--processes", "1", "--threads", "4")
-        load: _Load | None = None
+        load: Load | None = None
         try:
             accounts = [pipeline.account(account_id=f"acct-{n}") for n in range(ACCOUNTS)]
-            load = _Load(pipeline, accounts)
+            # Rounds of submits, a new version of every event each, until stopped: the failure falls inside them.
+            load = Load(pipeline.producer, "tenant-1", accounts, [f"evt-{n}" for n in range(ENTITIES)], SUBMIT_EVERY)
+            load.start()
             wait_until(lambda: load.submitted >= 2 * ENTITIES, timeout=60, what="two rounds of the load")
             wait_until(lambda: provider.calls(), timeout=30, what="the worker's first effect")
             failed_at = time.time()
