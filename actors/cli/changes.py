@@ -55,7 +55,7 @@ def show(state: CliState, entity_id: str, tenant: str | None, as_json: bool) -> 
         event = event_repo.get_event(conn, tenant, entity_id)
         if event is None:
             raise EntityNotFound(f"event {entity_id} does not exist")
-        rows = target_repo.list_targets(conn, tenant, entity_id)
+        rows = target_repo.shown_targets(conn, tenant, entity_id)
     if as_json:  # the event as stored, with its targets
         shown = dataclasses.asdict(event)
         when = {"start": event.start.isoformat(), "end": event.end.isoformat()}

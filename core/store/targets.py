@@ -134,7 +134,8 @@ def get_target(conn: Connection, key: TargetKey) -> TargetRow | None:
     return TargetRow(**row) if row else None
 
 
-_LIST = (
+_LIST = select(t).where(*_OF_EVENT).order_by(t.c.account_id)
+_SHOWN_TARGETS = (
     select(t, drift_state.c.swept_at)
     .outerjoin(drift_state, drift_state.c.account_id == t.c.account_id)
     .where(*_OF_EVENT)
@@ -143,8 +144,15 @@ _LIST = (
 
 
 def list_targets(conn: Connection, tenant_id: str, event_id: str) -> list[TargetRow]:
-    """Every target of an event, by account id, ``verified_at`` as of its account's last sweep (:func:`_as_swept`)."""
+    """Every target of an event, by account id."""
     rows = conn.execute(_LIST, {"k_tenant": tenant_id, "k_event": event_id}).mappings()
+    return [TargetRow(**row) for row in rows]
+
+
+def shown_targets(conn: Connection, tenant_id: str, event_id: str) -> list[TargetRow]:
+    """Every target of an event as people are shown it (``calsync events show``, GET /v1/events/{id}): by account id,
+    ``verified_at`` as of its account's last sweep (:func:`_as_swept`)."""
+    rows = conn.execute(_SHOWN_TARGETS, {"k_tenant": tenant_id, "k_event": event_id}).mappings()
     return [_as_swept(dict(row)) for row in rows]
 
 

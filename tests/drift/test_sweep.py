@@ -47,7 +47,7 @@ def test_a_first_sweep_lists_everything_and_verifies_what_calsync_wrote(drift: D
     state = drift.state(account)
     assert state is not None and state.cursor is not None and state.failures == 0
     with drift.pipeline.clients.db.read() as conn:  # the event's view: verified as of the second sweep, unwritten
-        [shown] = targets.list_targets(conn, "tenant-1", event)
+        [shown] = targets.shown_targets(conn, "tenant-1", event)
     assert shown.verified_at == state.swept_at and state.swept_at > row.verified_at  # type: ignore[operator]
     assert drift.pipeline.target(event, account).verified_at == row.verified_at  # no write per target per sweep
 

@@ -31,5 +31,5 @@ def get_event(
         event = events.get_event(conn, principal.tenant_id, entity_id)
         if event is None:
             raise not_found(f"event {entity_id}")
-        rows = targets.list_targets(conn, principal.tenant_id, entity_id)
+        rows = targets.shown_targets(conn, principal.tenant_id, entity_id)
     return EventOut.of(event, rows)
