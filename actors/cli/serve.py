@@ -5,6 +5,8 @@ from __future__ import annotations
 import functools
 import os
 import sys
+from collections.abc import Callable
+from pathlib import Path
 
 import click
 import uvicorn
@@ -15,9 +17,10 @@ from calsync.actors.cli.shell import CliState, empty_directory, pass_state
 from calsync.core.api.app import create_app, openapi_document
 from calsync.core.api.server import listening_socket
 from calsync.core.api.services import services_from_clients
-from calsync.core.clients import connect
+from calsync.core.clients import Clients, connect
 from calsync.core.config.logging import configure_logging
 from calsync.core.config.settings import load_settings
+from calsync.core.console import console_services_from_clients, create_console
 
 APP_FACTORY = "calsync.actors.cli.serve:app_from_environment"
 
@@ -28,8 +31,17 @@ def app_from_environment() -> FastAPI:
     settings = load_settings()
     configure_logging(settings.log_level)
     clients = connect(settings)
-    services = services_from_clients(clients, metrics_dir=settings.effective_metrics_dir / "api")
-    return create_app(services, on_shutdown=clients.close)
+    return serving_app(clients, metrics_dir=settings.effective_metrics_dir / "api", on_shutdown=clients.close)
+
+
+def serving_app(
+    clients: Clients, *, metrics_dir: Path | None = None, on_shutdown: Callable[[], None] | None = None
+) -> FastAPI:
+    """The HTTP API over ``clients`` with the operator console mounted at ``/console``."""
+    api = services_from_clients(clients, metrics_dir=metrics_dir)
+    app = create_app(api, on_shutdown=on_shutdown)
+    app.mount("/console", create_console(console_services_from_clients(clients, api)))
+    return app
 
 
 @click.command("serve")
@@ -55,7 +67,7 @@ def serve(state: CliState, host: str | None, port: int | None, workers: int | No
     sockets = [listening_socket(host, port)]
     if workers == 1:
         click.echo(f"calsync serve listening on http://{host}:{port}", err=True)
-        uvicorn.Server(config(create_app(services_from_clients(clients)))).run(sockets=sockets)
+        uvicorn.Server(config(serving_app(clients))).run(sockets=sockets)
         return
     directory = settings.effective_metrics_dir / "api"
     empty_directory(directory, "*.db")  # counters of a previous run would carry over

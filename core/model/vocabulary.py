@@ -71,6 +71,11 @@ ApiScope = Literal["submit", "read", "admin"]
 API_SCOPES: Final[tuple[ApiScope, ...]] = get_args(ApiScope)
 
 # Which queue a sync job takes: the normal one, or the bulk lane of a tenant over its enqueue rate.
+# An operator of the console (core/console/): a viewer reads every page; an operator also acts (replay, discard,
+# cancel, pause, disable) and every such action is written to the audit log.
+OperatorRole = Literal["viewer", "operator"]
+OPERATOR_ROLES: Final[tuple[OperatorRole, ...]] = get_args(OperatorRole)
+
 Lane = Literal["normal", "bulk"]
 
 # What a webhook notification tells a tenant's services (docs/PROTOCOL.md, "Webhooks").

@@ -34,6 +34,7 @@ from calsync.core.model.drift import DRIFT_ACTIONS, DRIFT_KINDS, DRIFT_POLICIES
 from calsync.core.model.vocabulary import (
     API_SCOPES,
     DEAD_LETTER_KINDS,
+    OPERATOR_ROLES,
     SYNC_STATUSES,
     WEBHOOK_DELIVERY_STATUSES,
     WEBHOOK_ENDPOINT_STATUSES,
@@ -356,4 +357,48 @@ drift_findings = Table(
     _one_of("action", DRIFT_ACTIONS, "ck_drift_findings_action"),
     Index("ix_drift_findings_tenant", "tenant_id", "id"),
     Index("ix_drift_findings_found", "found_at"),
+)
+
+# The console's operators (core/console/, migration 0013): people, not tenants. A key is stored as its SHA-256 hash
+# like an API key; an operator known only through a trusted proxy has none (``key_hash`` NULL).
+operators = Table(
+    "operators",
+    metadata,
+    Column("id", String(64), primary_key=True),
+    Column("name", String(256), nullable=False, unique=True),
+    Column("role", String(16), nullable=False),
+    Column("key_hash", String(128), nullable=True, unique=True),
+    Column("created_at", UTCDateTime, nullable=False),
+    Column("revoked_at", UTCDateTime, nullable=True),
+    _one_of("role", OPERATOR_ROLES, "ck_operators_role"),
+)
+
+# A signed-in browser: the cookie's SHA-256 hash, the CSRF token its forms carry, and when it was last used (a session
+# idle for longer than the console's idle expiry is refused). ``ended_at`` is set by signing out or revoking.
+operator_sessions = Table(
+    "operator_sessions",
+    metadata,
+    Column("id", String(128), primary_key=True),
+    Column("operator_id", String(64), nullable=False),
+    Column("csrf_token", String(128), nullable=False),
+    Column("created_at", UTCDateTime, nullable=False),
+    Column("last_seen_at", UTCDateTime, nullable=False),
+    Column("ended_at", UTCDateTime, nullable=True),
+    ForeignKeyConstraint(["operator_id"], ["operators.id"], name="fk_operator_sessions_operator", ondelete="CASCADE"),
+    Index("ix_operator_sessions_operator", "operator_id"),
+)
+
+# Every operator action (who, when, what, on how many), newest first by id; kept like the other history tables.
+audit_log = Table(
+    "audit_log",
+    metadata,
+    Column("id", Integer, primary_key=True, autoincrement=True),
+    Column("at", UTCDateTime, nullable=False),
+    Column("actor", String(256), nullable=False),
+    Column("action", String(64), nullable=False),
+    Column("subject", String(1024), nullable=False),
+    Column("count", Integer, nullable=False),
+    Column("detail", JSON, nullable=True),
+    Index("ix_audit_log_actor", "actor", "id"),
+    Index("ix_audit_log_at", "at"),
 )

@@ -9,6 +9,7 @@ from dataclasses import dataclass
 
 import httpx
 import uvicorn
+from fastapi import FastAPI
 
 from calsync.core.api.app import create_app
 from calsync.core.api.server import listening_socket
@@ -39,11 +40,11 @@ class LiveApi:
 
 
 @contextlib.contextmanager
-def serving(services: ApiServices) -> Iterator[LiveApi]:
-    """Run the application over ``services`` until the block ends."""
+def serving(services: ApiServices, app: FastAPI | None = None) -> Iterator[LiveApi]:
+    """Run the application over ``services`` (or ``app``, built over them) until the block ends."""
     sock = listening_socket("127.0.0.1", 0)
     port = sock.getsockname()[1]
-    config = uvicorn.Config(create_app(services), log_config=None, access_log=False, lifespan="on")
+    config = uvicorn.Config(app or create_app(services), log_config=None, access_log=False, lifespan="on")
     server = uvicorn.Server(config)
     thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, daemon=True, name="live-api")
     thread.start()

@@ -1,0 +1,47 @@
+"""The console's ASGI application, mounted by ``calsync serve`` at ``/console``: its pages, static files and error
+pages (HTML, not problem+json: the HTTP API keeps those)."""
+
+from __future__ import annotations
+
+from typing import Annotated, cast
+
+from fastapi import Depends, FastAPI, Request
+from fastapi.exceptions import HTTPException
+from fastapi.responses import RedirectResponse
+from fastapi.staticfiles import StaticFiles
+from starlette.responses import Response
+
+from calsync.core.console.services import ConsoleServices
+from calsync.core.console.templating import STATIC_DIR, render
+
+PAGES: tuple[object, ...] = ()  # each page module's ``router``, in the navigation's order
+
+
+def console_services(request: Request) -> ConsoleServices:
+    """The services the console was created with."""
+    return cast(ConsoleServices, request.app.state.console)
+
+
+Console = Annotated[ConsoleServices, Depends(console_services)]
+
+
+async def _error_page(request: Request, exc: Exception) -> Response:
+    assert isinstance(exc, HTTPException)
+    context = {"status": exc.status_code, "detail": exc.detail, "title": f"{exc.status_code}"}
+    return render(request, "error.html", context, status_code=exc.status_code)
+
+
+def create_console(services: ConsoleServices) -> FastAPI:
+    """The console over ``services``: mount it at ``/console`` of the HTTP API's application."""
+    app = FastAPI(docs_url=None, redoc_url=None, openapi_url=None)
+    app.state.console = services
+    app.mount("/static", StaticFiles(directory=STATIC_DIR), name="static")
+    for module in PAGES:
+        app.include_router(module.router)  # type: ignore[attr-defined]
+    app.add_exception_handler(HTTPException, _error_page)
+
+    @app.get("/", include_in_schema=False)
+    def home() -> RedirectResponse:
+        return RedirectResponse("overview", status_code=303)
+
+    return app

@@ -1,0 +1,29 @@
+"""What the console uses, handed in by its composition root: the HTTP API's services (database, DLQ operations, a
+job's cancel, webhooks), the pipeline's live state and the pause switch."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from calsync.core.api.services import ApiServices, services_from_clients
+from calsync.core.clients import Clients
+from calsync.core.observability.pipeline_state import StateReader
+from calsync.core.redis.pause import PauseSwitch
+
+
+@dataclass(frozen=True)
+class ConsoleServices:
+    """The parts the console's pages read and act through."""
+
+    api: ApiServices
+    state: StateReader
+    pause: PauseSwitch
+
+
+def console_services_from_clients(clients: Clients, api: ApiServices | None = None) -> ConsoleServices:
+    """The console's services bound to ``clients`` (which the caller closes), sharing ``api`` when given."""
+    return ConsoleServices(
+        api=api or services_from_clients(clients),
+        state=StateReader(clients),
+        pause=PauseSwitch(clients.redis, clients.keys),
+    )

@@ -1,0 +1,67 @@
+"""The console's Jinja2 environment: templates and static files inside the package, times in UTC and relative."""
+
+from __future__ import annotations
+
+import datetime as dt
+from pathlib import Path
+from typing import Any
+
+from fastapi import Request
+from fastapi.templating import Jinja2Templates
+from markupsafe import Markup, escape
+from starlette.responses import Response
+
+HERE = Path(__file__).parent
+STATIC_DIR = HERE / "static"
+templates = Jinja2Templates(directory=HERE / "templates")
+
+
+def _instant(value: dt.datetime | float | int | None) -> dt.datetime | None:
+    if value is None:
+        return None
+    if isinstance(value, dt.datetime):
+        return value if value.tzinfo is not None else value.replace(tzinfo=dt.UTC)
+    return dt.datetime.fromtimestamp(float(value), dt.UTC)
+
+
+def relative(seconds: float) -> str:
+    """``seconds`` from now in words: "12 s ago", "in 3 min", "2 h ago", "4 d ago"."""
+    size = abs(seconds)
+    if size < 60:
+        amount = f"{size:.0f} s"
+    elif size < 3600:
+        amount = f"{size / 60:.0f} min"
+    elif size < 86400:
+        amount = f"{size / 3600:.0f} h"
+    else:
+        amount = f"{size / 86400:.0f} d"
+    return f"{amount} ago" if seconds >= 0 else f"in {amount}"
+
+
+def when(value: dt.datetime | float | int | None, now: dt.datetime | None = None) -> Markup:
+    """A ``<time>`` element: the instant in UTC, and how long ago (or until) it is; an em dash for no time."""
+    at = _instant(value)
+    if at is None:
+        return Markup("&mdash;")
+    now = now or dt.datetime.now(dt.UTC)
+    utc = at.astimezone(dt.UTC)
+    shown = f"{utc:%Y-%m-%d %H:%M:%S} UTC"
+    ago = relative((now - utc).total_seconds())
+    return Markup('<time datetime="{0}" title="{1}">{1} ({2})</time>').format(
+        escape(utc.isoformat(timespec="seconds")), shown, ago
+    )
+
+
+templates.env.filters["when"] = when
+templates.env.filters["relative"] = relative
+
+
+def render(request: Request, name: str, context: dict[str, Any], *, status_code: int = 200) -> Response:
+    """Render template ``name`` for ``request``; the signed-in operator and the CSRF token come from the request's
+    state (set by the console's sign-in dependency), so every page and form can show and carry them."""
+    values = {
+        "operator": getattr(request.state, "operator", None),
+        "csrf_token": getattr(request.state, "csrf_token", ""),
+        **context,
+    }
+    return templates.TemplateResponse(request, name, values, status_code=status_code)
