@@ -22,6 +22,7 @@ from calsync.actors.worker import build_worker
 from calsync.core.clients import Clients, open_redis, resolve_broker_url, resolve_redis_url
 from calsync.core.config.settings import Settings
 from calsync.core.messaging.broker import connect_broker
+from calsync.core.model.payload import SYNC_JOB, new_payload
 from calsync.core.producer.receipts import Receipt
 from calsync.core.producer.submit import Producer
 from calsync.core.redis.keys import RedisKeys
@@ -29,7 +30,7 @@ from calsync.core.redis.locks import LockManager
 from calsync.core.store import accounts, dead_letters, events, migrate, targets
 from calsync.core.store.crypto import CredentialCipher
 from calsync.core.store.database import Database
-from calsync.core.store.dead_letters import DeadLetter, DeadLetterFilter
+from calsync.core.store.dead_letters import DeadLetter, DeadLetterFilter, DeadLetterRecord
 from calsync.core.store.schema import dead_letters as dead_letters_table
 from calsync.core.store.targets import TargetKey, TargetRow, Wanted
 from calsync.core.worker.heartbeat import HEARTBEAT_SUFFIX
@@ -247,6 +248,28 @@ def dead_letter_of_job(conn: Connection, job_id: str) -> DeadLetter | None:
     """The dead-letter record of a job, whatever its status."""
     row = conn.execute(select(dead_letters_table).where(dead_letters_table.c.job_id == job_id)).mappings().first()
     return None if row is None else DeadLetter(**row)
+
+
+def stored_dead_letter(
+    pipeline: Pipeline, tenant: str, account: str, entity: str, *, reason: str = "forbidden", error: str = "refused"
+) -> int:
+    """Submit a change of ``entity`` to ``account`` and store a dead letter of its job (as if it failed); its id."""
+    receipt = pipeline.submit([account], tenant=tenant, entity_id=entity)
+    key = f"calendar:{tenant}:{entity}:{account}:create"
+    payload = new_payload(tenant_id=tenant, entity_id=receipt.entity_id, account_id=account, operation="create",
+                          version=1, trace_id="trace-dlq", key=key)  # fmt: skip
+    now = dt.datetime.now(dt.UTC)
+    record = DeadLetterRecord(
+        job_id=payload.job_id, job_type=SYNC_JOB, message_id=None, queue="calendar", tenant_id=tenant,
+        entity_id=entity, account_id=account, idempotency_key=payload.idempotency_key, trace_id="trace-dlq",
+        payload=payload.model_dump(mode="json"), attempts=1, reason=reason, error_class="Forbidden",
+        last_error=error, error_history=[], first_failed_at=now, failed_at=now,
+    )  # fmt: skip
+    with pipeline.clients.db.write() as conn:
+        dead_letters.insert(pipeline.clients.db, conn, record)
+        stored = dead_letter_of_job(conn, payload.job_id)
+    assert stored is not None
+    return stored.id
 
 
 def probe_script(directory: Path, max_age: float) -> str:

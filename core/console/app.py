@@ -3,26 +3,19 @@ pages (HTML, not problem+json: the HTTP API keeps those)."""
 
 from __future__ import annotations
 
-from typing import Annotated, cast
-
-from fastapi import Depends, FastAPI, Request
+from fastapi import FastAPI, Request
 from fastapi.exceptions import HTTPException
 from fastapi.responses import RedirectResponse
 from fastapi.staticfiles import StaticFiles
 from starlette.responses import Response
 
-from calsync.core.console.services import ConsoleServices
+from calsync.core.console.pages import accounts, webhooks
+from calsync.core.console.services import Console, ConsoleServices, console_services
 from calsync.core.console.templating import STATIC_DIR, render
 
-PAGES: tuple[object, ...] = ()  # each page module's ``router``, in the navigation's order
+__all__ = ["PAGES", "Console", "console_services", "create_console"]
 
-
-def console_services(request: Request) -> ConsoleServices:
-    """The services the console was created with."""
-    return cast(ConsoleServices, request.app.state.console)
-
-
-Console = Annotated[ConsoleServices, Depends(console_services)]
+PAGES: tuple[object, ...] = (accounts, webhooks)  # each page module's ``router``, in the navigation's order
 
 
 async def _error_page(request: Request, exc: Exception) -> Response:

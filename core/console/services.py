@@ -4,11 +4,15 @@ job's cancel, webhooks), the pipeline's live state and the pause switch."""
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Annotated, cast
+
+from fastapi import Depends, Request
 
 from calsync.core.api.services import ApiServices, services_from_clients
 from calsync.core.clients import Clients
 from calsync.core.observability.pipeline_state import StateReader
 from calsync.core.redis.pause import PauseSwitch
+from calsync.core.traffic import TrafficStore
 
 
 @dataclass(frozen=True)
@@ -18,6 +22,7 @@ class ConsoleServices:
     api: ApiServices
     state: StateReader
     pause: PauseSwitch
+    traffic: TrafficStore  # the accounts page's breakers
 
 
 def console_services_from_clients(clients: Clients, api: ApiServices | None = None) -> ConsoleServices:
@@ -26,4 +31,14 @@ def console_services_from_clients(clients: Clients, api: ApiServices | None = No
         api=api or services_from_clients(clients),
         state=StateReader(clients),
         pause=PauseSwitch(clients.redis, clients.keys),
+        traffic=TrafficStore(clients.redis, clients.keys),
     )
+
+
+def console_services(request: Request) -> ConsoleServices:
+    """The services the console was created with (here, not in app.py, so page modules that app.py lists can
+    depend on it without an import cycle)."""
+    return cast(ConsoleServices, request.app.state.console)
+
+
+Console = Annotated[ConsoleServices, Depends(console_services)]

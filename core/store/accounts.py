@@ -6,13 +6,13 @@ from __future__ import annotations
 import datetime as dt
 from collections.abc import Collection, Mapping
 from dataclasses import asdict, dataclass
-from typing import Any, NamedTuple
+from typing import Any, Literal, NamedTuple
 
 from sqlalchemy import Connection, bindparam, select, update
 
 from calsync.core.model.account_rules import calendar_key
 from calsync.core.model.calendar import Account, AccountStatus, ProviderName
-from calsync.core.model.errors import EntityNotFound, InvalidChange
+from calsync.core.model.errors import AccountStatusConflict, EntityNotFound, InvalidChange
 from calsync.core.model.ids import new_id
 from calsync.core.model.redaction import register_secrets
 from calsync.core.store import targets
@@ -134,6 +134,27 @@ def list_accounts(conn: Connection, tenant_id: str | None = None) -> list[Accoun
     return [_summary(row) for row in conn.execute(query).mappings()]
 
 
+def list_page(
+    conn: Connection,
+    *,
+    tenant_id: str | None = None,
+    provider: ProviderName | None = None,
+    status: AccountStatus | None = None,
+    after: str | None = None,
+    limit: int = 50,
+) -> list[AccountSummary]:
+    """Up to ``limit`` accounts in id order after id ``after``, of one tenant, provider or status when given: the
+    primary key's range (``ix_provider_accounts_tenant`` for a tenant's)."""
+    a = provider_accounts.c
+    query = select(provider_accounts).order_by(a.id).limit(limit)
+    for column, value in ((a.tenant_id, tenant_id), (a.provider, provider), (a.status, status)):
+        if value is not None:
+            query = query.where(column == value)
+    if after is not None:
+        query = query.where(a.id > after)
+    return [_summary(row) for row in conn.execute(query).mappings()]
+
+
 def load_account(conn: Connection, account_id: str, cipher: CredentialCipher) -> Account | None:
     """An account with decrypted credentials, for an adapter call; its secrets are registered for redaction."""
     row = conn.execute(_GET, {"k_account": account_id}).mappings().first()
@@ -184,6 +205,32 @@ def update_account(
     if summary is None:
         raise EntityNotFound(f"account {account_id} does not exist")
     return summary
+
+
+StatusAction = Literal["disable", "enable"]
+# The statuses each action may leave, and the status it sets: a removing account is neither, and one awaiting
+# re-authorization is enabled only by new credentials (``calsync accounts update``).
+STATUS_ACTIONS: dict[StatusAction, tuple[tuple[AccountStatus, ...], AccountStatus]] = {
+    "disable": (("active", "needs_reauth", "disabled"), "disabled"),
+    "enable": (("disabled", "active"), "active"),
+}
+
+
+def set_status(
+    conn: Connection, account_id: str, action: StatusAction, *, tenant_id: str | None = None
+) -> tuple[AccountSummary, bool] | None:
+    """Disable or enable an account (of ``tenant_id`` when given: another tenant's reads as absent, None), and
+    whether its status changed (both are idempotent); AccountStatusConflict from a status the action may not leave.
+    What ``POST /v1/accounts/{id}/disable|enable`` and the console's buttons do."""
+    allowed, status = STATUS_ACTIONS[action]
+    current = get_summary(conn, account_id)
+    if current is None or (tenant_id is not None and current.tenant_id != tenant_id):
+        return None
+    if current.status not in allowed:
+        raise AccountStatusConflict(f"account {account_id} is {current.status}: it cannot be {action}d")
+    if current.status == status:
+        return current, False
+    return update_account(conn, account_id, status=status), True
 
 
 class StoredCredentials:

@@ -9,11 +9,12 @@ admit, settle, hold; which failures count and which are excused) above ``metrics
 
 from calsync.core.traffic.gate import TrafficGate, export_deferral_zeros
 from calsync.core.traffic.settings import Limits, provider_limits
-from calsync.core.traffic.store import CIRCUIT_STATE_VALUES, CircuitReading, TrafficStore
+from calsync.core.traffic.store import CIRCUIT_STATE_VALUES, CircuitReading, CircuitState, TrafficStore
 
 __all__ = [
     "CIRCUIT_STATE_VALUES",
     "CircuitReading",
+    "CircuitState",
     "Limits",
     "TrafficGate",
     "TrafficStore",

@@ -31,6 +31,7 @@ from __future__ import annotations
 
 import itertools
 import secrets
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Literal, cast
 
@@ -62,6 +63,7 @@ HoldReason = Literal[
 #: Why a temporary failure was excused (held, no attempt used) instead of charged to its job.
 Excuse = Literal["circuit", "provider_streak", "first_failure"]
 _EXCUSES: dict[int, Excuse] = {1: "circuit", 2: "provider_streak", 3: "first_failure"}
+_HALF_OPEN_MS = 86_400_000  # how long after it opened for its time an account breaker reads half-open (circuits.lua)
 
 
 @dataclass(frozen=True)
@@ -117,6 +119,7 @@ class TrafficStore:
 
     def __init__(self, client: redis.Redis, keys: RedisKeys) -> None:
         self._keys = keys
+        self._client = client
         self._admit = LuaScript(client, __package__, "admit.lua")
         self._settle = LuaScript(client, __package__, "settle.lua")
         self._circuits = LuaScript(client, __package__, "circuits.lua")
@@ -194,6 +197,24 @@ class TrafficStore:
         if open_until:
             state = "open" if int(open_until) > now_ms else "half_open"
         return CircuitReading(provider, state, blocked_for, int(open_), int(half), tuple(a.decode() for a in some))
+
+    def account_circuits(self, provider: str, account_ids: Sequence[str]) -> dict[str, CircuitState]:
+        """Each of ``account_ids``' breaker (accounts of ``provider``), in one round trip: open until its score in the
+        provider's open accounts, half-open for a day after it (as ``circuits.lua`` counts), closed when absent."""
+        if not account_ids:
+            return {}
+        pipe = self._client.pipeline(transaction=False)
+        pipe.time()
+        pipe.zmscore(self._keys.traffic_open_accounts(provider), list(account_ids))
+        (seconds, micros), scores = pipe.execute()
+        now_ms = seconds * 1000 + micros // 1000
+        return {account_id: _state(score, now_ms) for account_id, score in zip(account_ids, scores, strict=True)}
+
+
+def _state(open_until: float | None, now_ms: int) -> CircuitState:
+    if open_until is None or open_until < now_ms - _HALF_OPEN_MS:
+        return "closed"
+    return "open" if open_until > now_ms else "half_open"
 
 
 def _ms(seconds: float) -> int:

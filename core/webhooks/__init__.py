@@ -26,9 +26,11 @@ if TYPE_CHECKING:
     from calsync.core.webhooks.recovery import WEBHOOK_JOBS as WEBHOOK_JOBS
     from calsync.core.webhooks.recovery import reconcile_webhooks as reconcile_webhooks
     from calsync.core.webhooks.recovery import replay_webhook as replay_webhook
+    from calsync.core.webhooks.store import Delivery as Delivery
     from calsync.core.webhooks.store import Endpoint as Endpoint
     from calsync.core.webhooks.store import count_deliveries as count_deliveries
     from calsync.core.webhooks.store import count_disabled as count_disabled
+    from calsync.core.webhooks.store import recent_deliveries as recent_deliveries
     from calsync.core.webhooks.transport import Transport as Transport
 
 _HOMES = {  # module: the names it holds
@@ -36,7 +38,7 @@ _HOMES = {  # module: the names it holds
     "endpoints": ("Endpoints",),
     "outbox": ("Outbox",),
     "recovery": ("WEBHOOK_JOBS", "reconcile_webhooks", "replay_webhook"),
-    "store": ("Endpoint", "count_deliveries", "count_disabled"),
+    "store": ("Delivery", "Endpoint", "count_deliveries", "count_disabled", "recent_deliveries"),
     "transport": ("Transport",),
 }
 _HOME_OF = {name: module for module, names in _HOMES.items() for name in names}

@@ -24,7 +24,7 @@ from collections.abc import Iterable
 from dataclasses import asdict, dataclass
 from typing import Any
 
-from sqlalchemy import ColumnElement, Connection, delete, func, insert, select, true, update
+from sqlalchemy import ColumnElement, Connection, delete, func, insert, select, true, tuple_, update
 
 from calsync.core.model.ids import new_id
 from calsync.core.model.vocabulary import (
@@ -327,6 +327,30 @@ def overdue_deliveries(conn: Connection, *, before: dt.datetime, limit: int) -> 
     lost = (d.c.status == "pending") & (d.c.next_attempt_at < before)
     query = select(d).where(lost).order_by(d.c.next_attempt_at).limit(limit)
     return [Delivery(**row) for row in conn.execute(query).mappings()]
+
+
+DeliveryKey = tuple[dt.datetime, str, str]  # (updated_at, notification_id, endpoint_id) of a page's last delivery
+
+
+def recent_deliveries(
+    conn: Connection,
+    *,
+    statuses: Iterable[str] = WEBHOOK_DELIVERY_STATUSES,
+    endpoint_id: str | None = None,
+    before: DeliveryKey | None = None,
+    limit: int = 50,
+) -> list[Delivery]:
+    """Up to ``limit`` deliveries in ``statuses`` (of one endpoint), most recently changed first, after the key
+    ``before``: the console's keyset pages. One endpoint's read ``ix_webhook_deliveries_endpoint``, the outstanding
+    ones (pending, failed) a range of ``ix_webhook_deliveries_status_next``; both are sorted after the read, the
+    delivered ones too, which the webhook retention (CALSYNC_WEBHOOK_RETENTION) bounds."""
+    query = select(d).where(d.c.status.in_(tuple(statuses)))
+    if endpoint_id is not None:
+        query = query.where(d.c.endpoint_id == endpoint_id)
+    if before is not None:
+        query = query.where(tuple_(d.c.updated_at, d.c.notification_id, d.c.endpoint_id) < tuple_(*before))
+    order = (d.c.updated_at.desc(), d.c.notification_id.desc(), d.c.endpoint_id.desc())
+    return [Delivery(**row) for row in conn.execute(query.order_by(*order).limit(limit)).mappings()]
 
 
 def count_deliveries(conn: Connection, statuses: Iterable[str] = WEBHOOK_DELIVERY_STATUSES) -> dict[str, int]:

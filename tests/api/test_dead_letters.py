@@ -2,34 +2,10 @@
 
 from __future__ import annotations
 
-import datetime as dt
-
 import pytest
 
-from calsync.core.model.payload import SYNC_JOB, new_payload
-from calsync.core.store import dead_letters
-from calsync.core.store.dead_letters import DeadLetterRecord
 from tests.api.live import LiveApi
-from tests.support import Pipeline, dead_letter_of_job
-
-
-def _dead_letter(pipeline: Pipeline, tenant: str, account: str, entity: str, *, reason: str = "forbidden") -> int:
-    receipt = pipeline.submit([account], tenant=tenant, entity_id=entity)
-    key = f"calendar:{tenant}:{entity}:{account}:create"
-    payload = new_payload(tenant_id=tenant, entity_id=receipt.entity_id, account_id=account, operation="create",
-                          version=1, trace_id="trace-dlq", key=key)  # fmt: skip
-    now = dt.datetime.now(dt.UTC)
-    record = DeadLetterRecord(
-        job_id=payload.job_id, job_type=SYNC_JOB, message_id=None, queue="calendar", tenant_id=tenant,
-        entity_id=entity, account_id=account, idempotency_key=payload.idempotency_key, trace_id="trace-dlq",
-        payload=payload.model_dump(mode="json"), attempts=1, reason=reason, error_class="Forbidden",
-        last_error="refused", error_history=[], first_failed_at=now, failed_at=now,
-    )  # fmt: skip
-    with pipeline.clients.db.write() as conn:
-        dead_letters.insert(pipeline.clients.db, conn, record)
-        stored = dead_letter_of_job(conn, payload.job_id)
-    assert stored is not None
-    return stored.id
+from tests.support import Pipeline, stored_dead_letter
 
 
 @pytest.fixture
@@ -38,8 +14,8 @@ def records(pipeline: Pipeline) -> dict[str, list[int]]:
     theirs = pipeline.account(tenant="tenant-2", account_id="acc-theirs")
     reasons = ["entity not found", "forbidden"]
     return {
-        "mine": [_dead_letter(pipeline, "tenant-1", mine, f"evt-{i}", reason=reasons[i % 2]) for i in range(5)],
-        "theirs": [_dead_letter(pipeline, "tenant-2", theirs, "evt-t")],
+        "mine": [stored_dead_letter(pipeline, "tenant-1", mine, f"evt-{i}", reason=reasons[i % 2]) for i in range(5)],
+        "theirs": [stored_dead_letter(pipeline, "tenant-2", theirs, "evt-t")],
     }  # fmt: skip
 
 

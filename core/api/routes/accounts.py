@@ -7,39 +7,28 @@ re-authorization (enable), is 409: re-authorize it with new credentials (``calsy
 
 from __future__ import annotations
 
-from typing import Annotated, Literal
+from typing import Annotated
 
 from fastapi import APIRouter, Path
 
 from calsync.core.api.auth import Admin, Services
 from calsync.core.api.job_models import AccountOut
 from calsync.core.api.problems import AUTHENTICATED, not_found, problems
-from calsync.core.model.calendar import AccountStatus
-from calsync.core.model.errors import AccountStatusConflict
 from calsync.core.model.ids import Identifier
 from calsync.core.store import accounts
 
 router = APIRouter(tags=["accounts"])
 
 AccountId = Annotated[Identifier, Path(description="The account's id.")]
-# The statuses each action may leave, and the status it sets.
 _ANSWERS = problems(404, 409, *AUTHENTICATED)
-_FROM: dict[Literal["disable", "enable"], tuple[tuple[AccountStatus, ...], AccountStatus]] = {
-    "disable": (("active", "needs_reauth", "disabled"), "disabled"),
-    "enable": (("disabled", "active"), "active"),
-}
 
 
-def _set_status(deps: Services, tenant_id: str, account_id: str, action: Literal["disable", "enable"]) -> AccountOut:
-    allowed, status = _FROM[action]
+def _set_status(deps: Services, tenant_id: str, account_id: str, action: accounts.StatusAction) -> AccountOut:
     with deps.db.write() as conn:
-        current = accounts.get_summary(conn, account_id)
-        if current is None or current.tenant_id != tenant_id:  # another tenant's account reads as absent
-            raise not_found(f"account {account_id}")
-        if current.status not in allowed:
-            raise AccountStatusConflict(f"account {account_id} is {current.status}: it cannot be {action}d")
-        summary = accounts.update_account(conn, account_id, status=status) if current.status != status else current
-    return AccountOut.of(summary)
+        changed = accounts.set_status(conn, account_id, action, tenant_id=tenant_id)
+    if changed is None:  # another tenant's account reads as absent
+        raise not_found(f"account {account_id}")
+    return AccountOut.of(changed[0])
 
 
 @router.post("/v1/accounts/{account_id}/disable", response_model=AccountOut, responses=_ANSWERS,

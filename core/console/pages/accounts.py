@@ -1,0 +1,89 @@
+"""The accounts page: every tenant's accounts with their status, breaker, newest error and outstanding targets, and
+(for operators) disable/enable, the same store call as ``POST /v1/accounts/{id}/disable|enable``, audited.
+
+Reads: one keyset page of accounts (core/store/account_overview.py says which indexes) and, for the page's accounts,
+their breakers in one Redis round trip per provider (``TrafficStore.account_circuits``).
+"""
+
+from __future__ import annotations
+
+from typing import get_args
+from urllib.parse import urlencode
+
+from fastapi import APIRouter, HTTPException, Request
+from fastapi.responses import RedirectResponse
+from starlette.responses import Response
+
+from calsync.core.console import audit
+from calsync.core.console.auth import Acting, SignedIn
+from calsync.core.console.pages.filters import choice, text
+from calsync.core.console.services import Console
+from calsync.core.console.templating import render
+from calsync.core.model.calendar import AccountStatus, ProviderName
+from calsync.core.model.errors import AccountStatusConflict
+from calsync.core.store import account_overview, accounts
+from calsync.core.traffic import CircuitState
+
+router = APIRouter()
+
+PAGE_SIZE = 50
+PROVIDERS: tuple[ProviderName, ...] = get_args(ProviderName)
+STATUSES: tuple[AccountStatus, ...] = get_args(AccountStatus)
+
+
+@router.get("/accounts", name="accounts")
+def accounts_page(
+    request: Request,
+    console: Console,
+    operator: SignedIn,
+    tenant_id: str | None = None,
+    provider: str | None = None,
+    status: str | None = None,
+    after: str | None = None,
+    done: str | None = None,
+) -> Response:
+    """One page of accounts, oldest id first, filtered by tenant, provider and status; "Next →" pages on."""
+    chosen = {"tenant_id": text(tenant_id), "provider": choice("provider", provider, PROVIDERS),
+              "status": choice("status", status, STATUSES)}  # fmt: skip
+    with console.api.db.read() as conn:
+        found = account_overview.page(conn, **chosen, after=text(after), limit=PAGE_SIZE + 1)  # type: ignore[arg-type]
+    rows = found[:PAGE_SIZE]
+    breakers: dict[str, CircuitState] = {}
+    for name in sorted({account.provider for account, _ in rows}):
+        ids = [account.id for account, _ in rows if account.provider == name]
+        breakers.update(console.traffic.account_circuits(name, ids))
+    more = len(found) > PAGE_SIZE
+    next_query = urlencode({**{k: v for k, v in chosen.items() if v}, "after": rows[-1][0].id}) if more else None
+    context = {"title": "Accounts", "rows": rows, "breakers": breakers, "filters": chosen, "done": done,
+               "providers": PROVIDERS, "statuses": STATUSES, "next_query": next_query}  # fmt: skip
+    return render(request, "accounts.html", context)
+
+
+def _act(
+    request: Request, console: Console, operator: Acting, account_id: str, verb: accounts.StatusAction
+) -> Response:
+    try:
+        with console.api.db.write() as conn:
+            changed = accounts.set_status(conn, account_id, verb)
+            if changed is None:
+                raise HTTPException(404, f"no account {account_id}")
+            summary, did = changed
+            audit.record(conn, actor=operator.name, action=f"accounts.{verb}", subject=f"account {account_id}",
+                         count=int(did), detail={"tenant_id": summary.tenant_id, "status": summary.status})  # fmt: skip
+    except AccountStatusConflict as exc:
+        raise HTTPException(409, str(exc)) from exc
+    what = f"Account {account_id} {verb}d." if did else f"Account {account_id} was already {summary.status}."
+    back = request.url_for("accounts").include_query_params(tenant_id=summary.tenant_id, done=what)
+    return RedirectResponse(str(back), status_code=303)
+
+
+@router.post("/accounts/{account_id}/disable")
+def disable(request: Request, console: Console, operator: Acting, account_id: str) -> Response:
+    """Stop syncing to the account; its queued jobs are dead-lettered as ``account inactive`` when they run."""
+    return _act(request, console, operator, account_id, "disable")
+
+
+@router.post("/accounts/{account_id}/enable")
+def enable(request: Request, console: Console, operator: Acting, account_id: str) -> Response:
+    """Sync to a disabled account again; its dead letters stay for a replay."""
+    return _act(request, console, operator, account_id, "enable")

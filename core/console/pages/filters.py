@@ -1,0 +1,27 @@
+"""What the pages' plain GET filter forms send: an empty field is no filter, a value outside the field's choices is
+400 (a hand-edited address), never a 500 or a silently empty list."""
+
+from __future__ import annotations
+
+from collections.abc import Collection
+from typing import TypeVar
+
+from fastapi import HTTPException
+
+T = TypeVar("T", bound=str)
+
+
+def text(value: str | None) -> str | None:
+    """A free-text field: None when left empty."""
+    return value.strip() or None if value is not None else None
+
+
+def choice(name: str, value: str | None, allowed: Collection[T]) -> T | None:
+    """A select field's value among ``allowed``, None when left empty; anything else is 400 naming the field."""
+    given = text(value)
+    if given is None:
+        return None
+    for option in allowed:
+        if option == given:
+            return option
+    raise HTTPException(400, f"{name} must be one of {', '.join(allowed)}")

@@ -1,0 +1,71 @@
+"""The webhooks page: every tenant's endpoints (status, who disabled one and why, the breaker's failures in a row)
+and the recent deliveries (status, attempts, the last answer), read through the webhooks feature's seam.
+
+Endpoints are few per tenant (each one registered by hand) and listed whole, oldest first, through
+``ix_webhook_endpoints_tenant`` for one tenant's; deliveries are keyset pages, most recently changed first
+(``core.webhooks.recent_deliveries`` says which index serves which filter).
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from typing import Any
+from urllib.parse import urlencode
+
+from fastapi import APIRouter, HTTPException, Request
+from starlette.responses import Response
+
+from calsync.core.api.cursors import cursor_of, key_of
+from calsync.core.api.problems import ProblemError
+from calsync.core.console.auth import SignedIn
+from calsync.core.console.pages.filters import choice, text
+from calsync.core.console.services import Console
+from calsync.core.console.templating import render
+from calsync.core.model.vocabulary import OUTSTANDING_DELIVERY_STATUSES, WEBHOOK_DELIVERY_STATUSES
+from calsync.core.webhooks import recent_deliveries
+
+router = APIRouter()
+
+PAGE_SIZE = 50
+
+
+def _key(doc: Any) -> tuple[dt.datetime, str, str]:
+    at, notification_id, endpoint_id = doc
+    if not (isinstance(at, str) and isinstance(notification_id, str) and isinstance(endpoint_id, str)):
+        raise TypeError("not a delivery's key")
+    return dt.datetime.fromisoformat(at), notification_id, endpoint_id
+
+
+@router.get("/webhooks", name="webhooks")
+def webhooks_page(  # one parameter per field of the filter form
+    request: Request,
+    console: Console,
+    operator: SignedIn,
+    tenant_id: str | None = None,
+    endpoint_id: str | None = None,
+    status: str | None = None,
+    cursor: str | None = None,
+) -> Response:
+    """The endpoints (of a tenant) and one page of deliveries (of an endpoint, in a status; outstanding ones by
+    default: what an operator looks for), most recently changed first; "Older →" pages on."""
+    tenant, endpoint = text(tenant_id), text(endpoint_id)
+    chosen = choice("status", status, (*WEBHOOK_DELIVERY_STATUSES, "any"))
+    statuses = WEBHOOK_DELIVERY_STATUSES if chosen == "any" else (chosen,) if chosen else OUTSTANDING_DELIVERY_STATUSES
+    try:
+        before = key_of(text(cursor), _key)
+    except ProblemError as exc:
+        raise HTTPException(400, "the cursor is not one this page made") from exc
+    endpoints = console.api.webhooks.list(tenant)
+    with console.api.db.read() as conn:
+        found = recent_deliveries(conn, statuses=statuses, endpoint_id=endpoint, before=before, limit=PAGE_SIZE + 1)
+    deliveries = found[:PAGE_SIZE]
+    next_query = None
+    if len(found) > PAGE_SIZE:
+        last = deliveries[-1]
+        key = [last.updated_at.isoformat(), last.notification_id, last.endpoint_id]
+        kept = {"tenant_id": tenant, "endpoint_id": endpoint, "status": chosen}
+        next_query = urlencode({**{k: v for k, v in kept.items() if v}, "cursor": cursor_of(key)})
+    context = {"title": "Webhooks", "endpoints": endpoints, "deliveries": deliveries, "next_query": next_query,
+               "filters": {"tenant_id": tenant, "endpoint_id": endpoint, "status": chosen},
+               "statuses": ("", *WEBHOOK_DELIVERY_STATUSES, "any")}  # fmt: skip
+    return render(request, "webhooks.html", context)

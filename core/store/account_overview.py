@@ -1,0 +1,69 @@
+"""Accounts as the console lists them: a keyset page of accounts across tenants, and what each one owes.
+
+A page is read in account id order after the last id of the previous page, through the primary key; filtered by
+tenant, through ``ix_provider_accounts_tenant`` (a tenant's accounts are few, sorted after the read), by provider
+or status as a filter on that range. What an account owes is read for the page's accounts only, each with one
+range of an index: its outstanding (pending, failed) targets counted in ``ix_event_targets_account_search``
+(``account_id, status, ...``: an index-only count per status) and its newest open dead letter through
+``ix_dead_letters_account``.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from collections.abc import Collection
+from dataclasses import dataclass
+
+from sqlalchemy import Connection, func, select
+
+from calsync.core.model.calendar import AccountStatus, ProviderName
+from calsync.core.store.accounts import AccountSummary, list_page
+from calsync.core.store.schema import dead_letters as d
+from calsync.core.store.schema import event_targets as t
+
+
+@dataclass(frozen=True)
+class AccountDebt:
+    """An account's outstanding targets and its newest open dead letter's error (None: no open dead letter)."""
+
+    pending: int = 0
+    failed: int = 0
+    last_error: str | None = None
+    last_failed_at: dt.datetime | None = None
+
+
+def debts(conn: Connection, account_ids: Collection[str]) -> dict[str, AccountDebt]:
+    """What each of ``account_ids`` owes, by id (every id present: an account that owes nothing reads as zeros)."""
+    ids = list(account_ids)
+    counts: dict[str, dict[str, int]] = {account_id: {} for account_id in ids}
+    if not ids:
+        return {}
+    outstanding = t.c.account_id.in_(ids) & t.c.status.in_(("pending", "failed"))
+    query = select(t.c.account_id, t.c.status, func.count()).where(outstanding).group_by(t.c.account_id, t.c.status)
+    for account_id, status, n in conn.execute(query):
+        counts[account_id][status] = int(n)
+    newest = select(func.max(d.c.id)).where(d.c.account_id.in_(ids), d.c.status == "open").group_by(d.c.account_id)
+    errors = {
+        row.account_id: (row.last_error, row.failed_at)
+        for row in conn.execute(select(d.c.account_id, d.c.last_error, d.c.failed_at).where(d.c.id.in_(newest)))
+    }
+    return {
+        account_id: AccountDebt(counts[account_id].get("pending", 0), counts[account_id].get("failed", 0),
+                                *errors.get(account_id, (None, None)))
+        for account_id in ids
+    }  # fmt: skip
+
+
+def page(
+    conn: Connection,
+    *,
+    tenant_id: str | None = None,
+    provider: ProviderName | None = None,
+    status: AccountStatus | None = None,
+    after: str | None = None,
+    limit: int = 50,
+) -> list[tuple[AccountSummary, AccountDebt]]:
+    """Up to ``limit`` accounts after id ``after`` (matching the filters given), each with what it owes."""
+    found = list_page(conn, tenant_id=tenant_id, provider=provider, status=status, after=after, limit=limit)
+    owed = debts(conn, [account.id for account in found])
+    return [(account, owed[account.id]) for account in found]
