@@ -10,6 +10,7 @@ import re
 import pytest
 
 from calsync.core.console.pages import webhooks as webhooks_page
+from calsync.core.model.vocabulary import WebhookDeliveryStatus
 from calsync.core.store.crypto import CredentialCipher, generate_key
 from calsync.core.webhooks import store
 from tests.console.conftest import ConsoleClient
@@ -31,16 +32,16 @@ def _text(fragment: str) -> str:
 
 def _endpoint(pipeline: Pipeline, tenant: str, url: str) -> str:
     with pipeline.clients.db.write() as conn:
-        _, endpoint = store.create_endpoint(conn, CIPHER, tenant_id=tenant, url=url, events=["job.failed"])
+        _, endpoint = store.create_endpoint(conn, CIPHER, tenant_id=tenant, url=url, events=["sync.dead_lettered"])
     return endpoint.id
 
 
 def _delivery(pipeline: Pipeline, notification: str, endpoint: str, *, answer: int | None, error: str | None) -> None:
     """A notification delivered to ``endpoint`` once: 2xx delivers it, else it stays pending with the error."""
     with pipeline.clients.db.write() as conn:
-        store.record_notification(conn, notification, "tenant-1", "job.failed", {"n": notification})
+        store.record_notification(conn, notification, "tenant-1", "sync.dead_lettered", {"n": notification})
         store.create_deliveries(conn, notification, [endpoint])
-        status = "delivered" if answer is not None and answer < 300 else "pending"
+        status: WebhookDeliveryStatus = "delivered" if answer is not None and answer < 300 else "pending"
         later = dt.datetime.now(dt.UTC) + dt.timedelta(minutes=5) if status == "pending" else None
         store.record_attempt(conn, notification, endpoint, status, answer, error, later)
 
