@@ -82,6 +82,15 @@ def promtool_binary() -> str:
 
 
 @pytest.fixture(scope="session")
+def chromium_binaries() -> tuple[str, str]:
+    """Debian's chromium and its chromedriver (packages chromium, chromium-driver), for the console's browser tests."""
+    browser, driver = shutil.which("chromium"), shutil.which("chromedriver")
+    if browser is None or driver is None:
+        missing("chromium", "not installed (Debian packages chromium and chromium-driver)")
+    return browser, driver
+
+
+@pytest.fixture(scope="session")
 def redis_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     """The machine's Redis on 6379, or an embedded redis-server for the session."""
     url = "redis://127.0.0.1:6379/0"
