@@ -79,7 +79,8 @@ class LiveConsole:
 
     def submit(self, account: str, count: int, prefix: str) -> list[str]:
         """``count`` new events for ``account``: their entity ids."""
-        return [self.pipeline.submit([account], tenant=TENANT, entity_id=f"{prefix}-{i}").entity_id for i in range(count)]
+        receipts = [self.pipeline.submit([account], tenant=TENANT, entity_id=f"{prefix}-{i}") for i in range(count)]
+        return [receipt.entity_id for receipt in receipts]
 
     def output(self) -> str:
         """The processes' logs (their tails), for a failure message."""
@@ -231,7 +232,7 @@ class Browser:
 
     # --- the page's size --------------------------------------------------------------------------
     def size(self, width: int, height: int) -> None:
-        """A viewport of ``width`` × ``height`` CSS pixels: a phone's (touch, its device scale) below 600 wide."""
+        """A viewport of ``width`` x ``height`` CSS pixels: a phone's (touch, its device scale) below 600 wide."""
         self.driver.execute_cdp_cmd("Emulation.clearDeviceMetricsOverride", {})
         if width < 600:
             metrics = {"width": width, "height": height, "deviceScaleFactor": 3, "mobile": True}
