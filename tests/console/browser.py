@@ -58,7 +58,7 @@ class LiveConsole:
     pipeline: Pipeline
     emulator: Emulator
     url: str  # the console's root, e.g. http://127.0.0.1:PORT/console
-    processes: list[CalsyncProcess]
+    processes: dict[str, CalsyncProcess]  # by command: serve, worker
 
     def operator(self, role: OperatorRole, name: str) -> str:
         """``calsync operators create`` as an administrator runs it: the one-time key it prints."""
@@ -84,7 +84,7 @@ class LiveConsole:
 
     def output(self) -> str:
         """The processes' logs (their tails), for a failure message."""
-        return "\n".join(f"--- {' '.join(p.proc.args[1:3])}\n{p.output()}" for p in self.processes)  # type: ignore[index]
+        return "\n".join(f"--- calsync {name}\n{process.output()}" for name, process in self.processes.items())
 
 
 def _answers(url: str) -> bool:
@@ -109,22 +109,21 @@ def live_console(directory: Path, redis_url: str, google_server: RunningEmulator
     )  # fmt: skip
     pipeline = Pipeline(settings)  # migrates the schema
     port = free_port()
-    processes: list[CalsyncProcess] = []
+    commands = {"serve": ["--host", "127.0.0.1", "--port", str(port)], "worker": ["--processes", "1", "--threads", "4"]}
+    processes: dict[str, CalsyncProcess] = {}
+    live = LiveConsole(settings, pipeline, emulator, f"http://127.0.0.1:{port}/console", processes)
     try:
-        serve = ["serve", "--host", "127.0.0.1", "--port", str(port)]
-        processes.append(CalsyncProcess(settings, serve, directory / "serve.log"))
-        worker = ["worker", "--processes", "1", "--threads", "4"]
-        processes.append(CalsyncProcess(settings, worker, directory / "worker.log"))
-        live = LiveConsole(settings, pipeline, emulator, f"http://127.0.0.1:{port}/console", processes)
+        for name, args in commands.items():
+            processes[name] = CalsyncProcess(settings, [name, *args], directory / f"{name}.log")
         wait_until(lambda: _answers(f"http://127.0.0.1:{port}/healthz"), timeout=60, what="calsync serve")
         clients = pipeline.clients
         wait_until(lambda: live_workers(clients.redis, clients.keys), timeout=60, what="the worker's heartbeat")
         yield live
     except BaseException:
-        print("\n".join(p.output() for p in processes))
+        print(live.output())
         raise
     finally:
-        for process in processes:
+        for process in processes.values():
             process.stop()
         pipeline.close()
         with psycopg.connect(POSTGRES_DSN, autocommit=True) as conn:
