@@ -1,11 +1,9 @@
-"""Accounts as the console lists them: a keyset page of accounts across tenants, and what each one owes.
+"""What accounts owe, for the console's accounts page (a keyset page of ``accounts.list_page``: in id order
+through the primary key, one tenant's through ``ix_provider_accounts_tenant``).
 
-A page is read in account id order after the last id of the previous page, through the primary key; filtered by
-tenant, through ``ix_provider_accounts_tenant`` (a tenant's accounts are few, sorted after the read), by provider
-or status as a filter on that range. What an account owes is read for the page's accounts only, each with one
-range of an index: its outstanding (pending, failed) targets counted in ``ix_event_targets_account_search``
-(``account_id, status, ...``: an index-only count per status) and its newest open dead letter through
-``ix_dead_letters_account``.
+What an account owes is read for the page's accounts only, each with one range of an index: its outstanding (pending,
+failed) targets counted in ``ix_event_targets_account_search`` (``account_id, status, ...``: an index-only count per
+status) and its newest open dead letter through ``ix_dead_letters_account``.
 """
 
 from __future__ import annotations
@@ -16,8 +14,6 @@ from dataclasses import dataclass
 
 from sqlalchemy import Connection, func, select
 
-from calsync.core.model.calendar import AccountStatus, ProviderName
-from calsync.core.store.accounts import AccountSummary, list_page
 from calsync.core.store.schema import dead_letters as d
 from calsync.core.store.schema import event_targets as t
 
@@ -52,18 +48,3 @@ def debts(conn: Connection, account_ids: Collection[str]) -> dict[str, AccountDe
                                 *errors.get(account_id, (None, None)))
         for account_id in ids
     }  # fmt: skip
-
-
-def page(
-    conn: Connection,
-    *,
-    tenant_id: str | None = None,
-    provider: ProviderName | None = None,
-    status: AccountStatus | None = None,
-    after: str | None = None,
-    limit: int = 50,
-) -> list[tuple[AccountSummary, AccountDebt]]:
-    """Up to ``limit`` accounts after id ``after`` (matching the filters given), each with what it owes."""
-    found = list_page(conn, tenant_id=tenant_id, provider=provider, status=status, after=after, limit=limit)
-    owed = debts(conn, [account.id for account in found])
-    return [(account, owed[account.id]) for account in found]

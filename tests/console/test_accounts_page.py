@@ -14,6 +14,7 @@ from calsync.core.console import audit
 from calsync.core.console.pages import accounts as accounts_page
 from calsync.core.store import accounts
 from tests.console.conftest import ConsoleClient, form_token
+from tests.console.paging import every_page
 from tests.support import Pipeline, stored_dead_letter
 
 _ROW = re.compile(r'<tr class="account" data-account="([^"]+)">(.*?)</tr>', re.S)
@@ -73,13 +74,7 @@ def test_filters_and_keyset_pages(
     assert list(_rows(client.get("/accounts", params={"status": "disabled", "provider": "memory"}).text)) == ["acc-3"]
     assert client.get("/accounts", params={"status": "asleep"}).status_code == 400
     monkeypatch.setattr(accounts_page, "PAGE_SIZE", 2)
-    seen: list[str] = []
-    address: str | None = "/accounts?tenant_id="
-    while address is not None:
-        text = client.get(address).text
-        seen += list(_rows(text))
-        found = re.search(r'rel="next" id="older" href="\?([^"]+)"', text)
-        address = "/accounts?" + found.group(1).replace("&amp;", "&") if found else None
+    seen = every_page(client, "/accounts", "tenant_id=", lambda page: list(_rows(page)))
     assert seen == [f"acc-{i}" for i in range(5)]
 
 
@@ -109,6 +104,7 @@ def test_an_operator_disables_and_enables_an_account_and_each_is_audited(
     assert 'id="done"' in shown and "disabled" in shown and 'class="enable' in shown
     again = _act(client, account, "disable")
     assert again.status_code == 303 and "already" in client.get(again.headers["location"]).text
+    assert client.get("/accounts", params={"done": "Your key expired: sign in at evil.example"}).text.count("evil") == 0
     assert _act(client, account, "enable").status_code == 303 and _status(pipeline, account) == "active"
     log = _accounts_audit(pipeline)
     assert [(e.action, e.count, e.actor) for e in log] == [

@@ -14,6 +14,7 @@ from calsync.core.model.vocabulary import WebhookDeliveryStatus
 from calsync.core.store.crypto import CredentialCipher, generate_key
 from calsync.core.webhooks import store
 from tests.console.conftest import ConsoleClient
+from tests.console.paging import every_page
 from tests.support import Pipeline
 
 CIPHER = CredentialCipher(generate_key())  # the page never reads an endpoint's secret
@@ -86,11 +87,5 @@ def test_deliveries_outstanding_by_default_filtered_and_in_keyset_pages(
     assert client.get("/webhooks", params={"status": "lost"}).status_code == 400
     assert client.get("/webhooks", params={"cursor": "forged"}).status_code == 400
     monkeypatch.setattr(webhooks_page, "PAGE_SIZE", 2)
-    seen: list[str] = []
-    address: str | None = "/webhooks?status=any"
-    while address is not None:
-        text = client.get(address).text
-        seen += [d[0] for d in _DELIVERY.findall(text)]
-        found = re.search(r'rel="next" id="older" href="\?([^"]+)"', text)
-        address = "/webhooks?" + html.unescape(found.group(1)) if found else None
+    seen = every_page(client, "/webhooks", "status=any", lambda page: [d[0] for d in _DELIVERY.findall(page)])
     assert seen == ["msg_3", "msg_2", "msg_1", "msg_0", "msg_ok"]

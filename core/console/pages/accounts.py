@@ -1,7 +1,8 @@
 """The accounts page: every tenant's accounts with their status, breaker, newest error and outstanding targets, and
 (for operators) disable/enable, the same store call as ``POST /v1/accounts/{id}/disable|enable``, audited.
 
-Reads: one keyset page of accounts (core/store/account_overview.py says which indexes) and, for the page's accounts,
+Reads: one keyset page of accounts (``accounts.list_page``, with what they owe: core/store/account_overview.py
+says which indexes) and, for the page's accounts,
 their breakers in one Redis round trip per provider (``TrafficStore.account_circuits``).
 """
 
@@ -29,6 +30,11 @@ router = APIRouter()
 PAGE_SIZE = 50
 PROVIDERS: tuple[ProviderName, ...] = get_args(ProviderName)
 STATUSES: tuple[AccountStatus, ...] = get_args(AccountStatus)
+DONE = {  # what the post-redirect-get shows (?done=…): fixed messages, never text taken from the URL
+    "disabled": "The account is disabled: its queued jobs are dead-lettered as they run, new changes are refused.",
+    "enabled": "The account is enabled: new changes sync to it; replay its dead letters to catch up.",
+    "unchanged": "The account was already in that status: nothing changed.",
+}
 
 
 @router.get("/accounts", name="accounts")
@@ -43,18 +49,20 @@ def accounts_page(
     done: str | None = None,
 ) -> Response:
     """One page of accounts, oldest id first, filtered by tenant, provider and status; "Next →" pages on."""
-    chosen = {"tenant_id": text(tenant_id), "provider": choice("provider", provider, PROVIDERS),
-              "status": choice("status", status, STATUSES)}  # fmt: skip
+    tenant, kind, state = text(tenant_id), choice("provider", provider, PROVIDERS), choice("status", status, STATUSES)
     with console.api.db.read() as conn:
-        found = account_overview.page(conn, **chosen, after=text(after), limit=PAGE_SIZE + 1)  # type: ignore[arg-type]
-    rows = found[:PAGE_SIZE]
+        found = accounts.list_page(conn, tenant_id=tenant, provider=kind, status=state, after=text(after),
+                                   limit=PAGE_SIZE + 1)  # fmt: skip
+        owed = account_overview.debts(conn, [account.id for account in found[:PAGE_SIZE]])
+    chosen = {"tenant_id": tenant, "provider": kind, "status": state}
+    rows = [(account, owed[account.id]) for account in found[:PAGE_SIZE]]
     breakers: dict[str, CircuitState] = {}
     for name in sorted({account.provider for account, _ in rows}):
         ids = [account.id for account, _ in rows if account.provider == name]
         breakers.update(console.traffic.account_circuits(name, ids))
     more = len(found) > PAGE_SIZE
     next_query = urlencode({**{k: v for k, v in chosen.items() if v}, "after": rows[-1][0].id}) if more else None
-    context = {"title": "Accounts", "rows": rows, "breakers": breakers, "filters": chosen, "done": done,
+    context = {"title": "Accounts", "rows": rows, "breakers": breakers, "filters": chosen, "done": DONE.get(done or ""),
                "providers": PROVIDERS, "statuses": STATUSES, "next_query": next_query}  # fmt: skip
     return render(request, "accounts.html", context)
 
@@ -72,8 +80,9 @@ def _act(
                          count=int(did), detail={"tenant_id": summary.tenant_id, "status": summary.status})  # fmt: skip
     except AccountStatusConflict as exc:
         raise HTTPException(409, str(exc)) from exc
-    what = f"Account {account_id} {verb}d." if did else f"Account {account_id} was already {summary.status}."
-    back = request.url_for("accounts").include_query_params(tenant_id=summary.tenant_id, done=what)
+    back = request.url_for("accounts").include_query_params(
+        tenant_id=summary.tenant_id, done=f"{verb}d" if did else "unchanged"
+    )
     return RedirectResponse(str(back), status_code=303)
 
 
