@@ -1,12 +1,17 @@
 """What the console uses, handed in by its composition root: the HTTP API's services (database, DLQ operations, a
-job's cancel, webhooks), the pipeline's live state and the pause switch."""
+job's cancel, webhooks), the pipeline's live state, the pause switch and the console's own settings (sessions'
+idle expiry, the trusted proxy)."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Annotated, cast
+
+from fastapi import Depends, Request
 
 from calsync.core.api.services import ApiServices, services_from_clients
 from calsync.core.clients import Clients
+from calsync.core.console.settings import ConsoleSettings
 from calsync.core.observability.pipeline_state import StateReader
 from calsync.core.redis.pause import PauseSwitch
 
@@ -18,6 +23,7 @@ class ConsoleServices:
     api: ApiServices
     state: StateReader
     pause: PauseSwitch
+    access: ConsoleSettings  # sign-in: the sessions' idle expiry, the trusted proxy (the process's Settings)
 
 
 def console_services_from_clients(clients: Clients, api: ApiServices | None = None) -> ConsoleServices:
@@ -26,4 +32,13 @@ def console_services_from_clients(clients: Clients, api: ApiServices | None = No
         api=api or services_from_clients(clients),
         state=StateReader(clients),
         pause=PauseSwitch(clients.redis, clients.keys),
+        access=clients.settings,
     )
+
+
+def console_services(request: Request) -> ConsoleServices:
+    """The services the console was created with (a page's ``Console`` dependency)."""
+    return cast(ConsoleServices, request.app.state.console)
+
+
+Console = Annotated[ConsoleServices, Depends(console_services)]
