@@ -10,6 +10,7 @@ import datetime as dt
 import html
 from collections.abc import Iterator
 from contextlib import closing
+from dataclasses import replace
 from typing import Annotated
 
 import httpx
@@ -17,9 +18,10 @@ import pytest
 from fastapi import APIRouter, FastAPI, Form
 from sqlalchemy import select, update
 
-from calsync.core.console import operators, sessions
+from calsync.core.console import auth, operators, sessions
 from calsync.core.console.auth import COOKIE, Acting
 from calsync.core.console.pages.sign_in import KEY_REFUSED, TENANT_KEY_REFUSED
+from calsync.core.console.settings import ConsoleSettings
 from calsync.core.store.schema import audit_log, operator_sessions
 from tests.api.live import LiveApi
 from tests.console.conftest import ConsoleClient, console_of, form_token, new_operator, sign_in
@@ -176,3 +178,66 @@ def _last_seen(served: LiveApi) -> dt.datetime:
     with served.db.read() as conn:
         seen: dt.datetime = conn.execute(select(operator_sessions.c.last_seen_at)).scalar_one()
     return seen
+
+
+def _trust(served_app: FastAPI, *networks: str, header: str = "X-Forwarded-Email") -> None:
+    """Configure the live console's trusted proxy as CALSYNC_CONSOLE_TRUSTED_PROXY_HEADER/…_PROXIES would."""
+    console = console_of(served_app)
+    settings = ConsoleSettings(console_trusted_proxy_header=header, console_trusted_proxies=",".join(networks))
+    console.state.console = replace(console.state.console, access=settings)
+
+
+def test_a_trusted_proxys_header_signs_its_user_in_only_from_the_proxys_address(
+    served: LiveApi, served_app: FastAPI, caplog: pytest.LogCaptureFixture, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(auth, "_warned_peers", set())  # no earlier test's warning
+    name, _key = new_operator(served, "viewer")
+    with served.db.write() as conn:
+        _none, proxied = operators.create(conn, name="alice@example.test", role="operator", proxy=True)
+    assert _none is None
+    with _browser(served) as browser:
+        _trust(served_app, "10.0.0.0/8")  # the live server's peer is 127.0.0.1: not the proxy
+        assert browser.get("/audit", headers={"X-Forwarded-Email": proxied.name}).status_code == 303
+        assert browser.get("/audit", headers={"X-Forwarded-Email": proxied.name}).status_code == 303
+        assert [r.message for r in caplog.records if "not a trusted proxy" in r.message] == [
+            "console: ignored X-Forwarded-Email from 127.0.0.1, which is not a trusted proxy"
+        ]  # once, however often it comes
+        _trust(served_app, "10.0.0.0/8", "127.0.0.1/32")
+        page = browser.get("/audit", headers={"X-Forwarded-Email": proxied.name})
+        assert page.status_code == 200 and proxied.name in page.text
+        assert "set-cookie" not in page.headers  # the proxy names the user on every request
+        token = form_token(page.text)
+        again = browser.get("/audit", headers={"X-Forwarded-Email": proxied.name})
+        assert form_token(again.text) == token  # one session (and CSRF token) per proxied operator
+        for nobody in ["bob@example.test", "", "x" * 300]:
+            assert browser.get("/audit", headers={"X-Forwarded-Email": nobody}).status_code == 303, nobody
+        with served.db.write() as conn:
+            operators.revoke(conn, proxied.name)
+        assert browser.get("/audit", headers={"X-Forwarded-Email": proxied.name}).status_code == 303
+        assert browser.get("/audit", headers={"X-Forwarded-Email": name}).status_code == 200  # a keyed operator too
+
+
+@pytest.mark.usefixtures("acting_page")
+def test_a_proxied_operator_acts_with_their_sessions_csrf_token(served: LiveApi, served_app: FastAPI) -> None:
+    with served.db.write() as conn:
+        operators.create(conn, name="alice@example.test", role="operator", proxy=True)
+    _trust(served_app, "127.0.0.1/32")
+    as_alice = {"X-Forwarded-Email": "alice@example.test"}
+    with _browser(served) as browser:
+        token = form_token(browser.get("/audit", headers=as_alice).text)
+        assert browser.post("/test-act", headers=as_alice).status_code == 403
+        assert browser.post("/test-act", headers={**as_alice, "X-CSRF-Token": token}).status_code == 200
+
+
+def test_the_cookie_is_secure_when_a_trusted_proxy_says_the_browser_used_tls(
+    served: LiveApi, served_app: FastAPI
+) -> None:
+    _name, key = new_operator(served, "viewer")
+    tls = {"X-Forwarded-Proto": "https"}
+    with _browser(served) as browser:
+        _trust(served_app, "10.0.0.0/8")
+        untrusted = browser.post("/sign-in", data={"key": key}, headers=tls)
+        assert "secure" not in untrusted.headers["set-cookie"].lower()
+        _trust(served_app, "127.0.0.0/8")
+        trusted = browser.post("/sign-in", data={"key": key}, headers=tls)
+        assert "; secure" in trusted.headers["set-cookie"].lower()
