@@ -52,6 +52,7 @@ def create(
 ) -> tuple[str | None, OperatorRecord]:
     """Make an operator; returns their key (shown once, never stored; None for a trusted proxy's user, who has
     none) and the stored record. A name already taken (revoked or not: the audit log names people) is refused."""
+    check_name(name)
     secret = None if proxy else KEY_PREFIX + secrets.token_urlsafe(32)
     record = OperatorRecord(new_id("op"), name, role, dt.datetime.now(dt.UTC), None)
     digest = None if secret is None else key_hash(secret)
@@ -60,6 +61,15 @@ def create(
     except IntegrityError:
         raise InvalidRequest(f"an operator named {name!r} exists already") from None
     return secret, record
+
+
+def check_name(name: str) -> None:
+    """Refuse a name the audit log could not show plainly or a proxy's header could not carry: blank, padded, over
+    256 characters, or with a control character."""
+    if not name or name != name.strip() or len(name) > 256 or any(ord(c) < 0x20 or ord(c) == 0x7F for c in name):
+        raise InvalidRequest(
+            "an operator's name must be 1 to 256 printable characters without leading or trailing blanks"
+        )
 
 
 def list_operators(conn: Connection) -> list[OperatorRecord]:
