@@ -72,7 +72,8 @@ def local_path(value: str | None, root: str) -> str:
     if not value or len(value) > 2048 or any(not "\x21" <= c <= "\x7e" or c == "\\" for c in value):
         return fallback
     parts = urlsplit(value)
-    if parts.scheme or parts.netloc or not value.startswith(f"{root}/") or ".." in parts.path.split("/"):
+    outside = parts.scheme or parts.netloc or value.startswith("//") or not value.startswith(f"{root}/")
+    if outside or ".." in parts.path.split("/"):
         return fallback
     return value
 
