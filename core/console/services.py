@@ -1,5 +1,6 @@
 """What the console uses, handed in by its composition root: the HTTP API's services (database, DLQ operations, a
-job's cancel, webhooks), the pipeline's live state and the pause switch."""
+job's cancel, webhooks), the pipeline's live state, the pause switch and the console's own settings (sessions'
+idle expiry, the trusted proxy)."""
 
 from __future__ import annotations
 
@@ -10,6 +11,7 @@ from fastapi import Depends, Request
 
 from calsync.core.api.services import ApiServices, services_from_clients
 from calsync.core.clients import Clients
+from calsync.core.console.settings import ConsoleSettings
 from calsync.core.observability.pipeline_state import StateReader
 from calsync.core.redis.pause import PauseSwitch
 from calsync.core.traffic import TrafficStore
@@ -23,6 +25,7 @@ class ConsoleServices:
     state: StateReader
     pause: PauseSwitch
     traffic: TrafficStore  # the accounts page's breakers
+    access: ConsoleSettings  # sign-in: the sessions' idle expiry, the trusted proxy (the process's Settings)
 
 
 def console_services_from_clients(clients: Clients, api: ApiServices | None = None) -> ConsoleServices:
@@ -32,12 +35,12 @@ def console_services_from_clients(clients: Clients, api: ApiServices | None = No
         state=StateReader(clients),
         pause=PauseSwitch(clients.redis, clients.keys),
         traffic=TrafficStore(clients.redis, clients.keys),
+        access=clients.settings,
     )
 
 
 def console_services(request: Request) -> ConsoleServices:
-    """The services the console was created with (here, not in app.py, so page modules that app.py lists can
-    depend on it without an import cycle)."""
+    """The services the console was created with (a page's ``Console`` dependency)."""
     return cast(ConsoleServices, request.app.state.console)
 
 

@@ -1,1 +1,1 @@
-"""The console's pages, one module each with its ``router`` (listed in ``calsync.core.console.app.PAGES``)."""
+"""The console's pages: each module has a ``router`` (core/console/app.py lists the modules in ``PAGES``)."""
