@@ -17,7 +17,7 @@ from starlette.responses import Response
 
 from calsync.core.console import audit
 from calsync.core.console.auth import Acting, SignedIn
-from calsync.core.console.pages.filters import choice, text
+from calsync.core.console.pages.filters import choice, identifier
 from calsync.core.console.services import Console
 from calsync.core.console.templating import render
 from calsync.core.model.calendar import AccountStatus, ProviderName
@@ -49,10 +49,10 @@ def accounts_page(
     done: str | None = None,
 ) -> Response:
     """One page of accounts, oldest id first, filtered by tenant, provider and status; "Next →" pages on."""
-    tenant, kind, state = text(tenant_id), choice("provider", provider, PROVIDERS), choice("status", status, STATUSES)
+    tenant, last = identifier("tenant_id", tenant_id), identifier("after", after)
+    kind, state = choice("provider", provider, PROVIDERS), choice("status", status, STATUSES)
     with console.api.db.read() as conn:
-        found = accounts.list_page(conn, tenant_id=tenant, provider=kind, status=state, after=text(after),
-                                   limit=PAGE_SIZE + 1)  # fmt: skip
+        found = accounts.list_page(conn, tenant_id=tenant, provider=kind, status=state, after=last, limit=PAGE_SIZE + 1)
         owed = account_overview.debts(conn, [account.id for account in found[:PAGE_SIZE]])
     chosen = {"tenant_id": tenant, "provider": kind, "status": state}
     rows = [(account, owed[account.id]) for account in found[:PAGE_SIZE]]

@@ -1,5 +1,6 @@
-"""What the pages' plain GET filter forms send: an empty field is no filter, a value outside the field's choices is
-400 (a hand-edited address), never a 500 or a silently empty list."""
+"""What the pages' plain GET filter forms send: an empty field is no filter; an id that is no identifier, or a value
+outside the field's choices, is 400 naming the field (a hand-edited address), never a 500 (a NUL the database
+refuses) or a silently empty list."""
 
 from __future__ import annotations
 
@@ -7,6 +8,9 @@ from collections.abc import Collection
 from typing import TypeVar
 
 from fastapi import HTTPException
+
+from calsync.core.model.errors import InvalidChange
+from calsync.core.model.ids import check_identifier
 
 T = TypeVar("T", bound=str)
 
@@ -25,3 +29,14 @@ def choice(name: str, value: str | None, allowed: Collection[T]) -> T | None:
         if option == given:
             return option
     raise HTTPException(400, f"{name} must be one of {', '.join(allowed)}")
+
+
+def identifier(name: str, value: str | None) -> str | None:
+    """An id field (tenant, account, endpoint): None when left empty; one that is no identifier is 400."""
+    given = text(value)
+    if given is None:
+        return None
+    try:
+        return check_identifier(given, name)
+    except InvalidChange as exc:
+        raise HTTPException(400, str(exc)) from None

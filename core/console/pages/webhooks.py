@@ -18,7 +18,7 @@ from starlette.responses import Response
 from calsync.core.api.cursors import cursor_of, key_of
 from calsync.core.api.problems import ProblemError
 from calsync.core.console.auth import SignedIn
-from calsync.core.console.pages.filters import choice, text
+from calsync.core.console.pages.filters import choice, identifier, text
 from calsync.core.console.services import Console
 from calsync.core.console.templating import render
 from calsync.core.model.vocabulary import OUTSTANDING_DELIVERY_STATUSES, WEBHOOK_DELIVERY_STATUSES
@@ -48,7 +48,7 @@ def webhooks_page(  # one parameter per field of the filter form
 ) -> Response:
     """The endpoints (of a tenant) and one page of deliveries (of an endpoint, in a status; outstanding ones by
     default: what an operator looks for), most recently changed first; "Older →" pages on."""
-    tenant, endpoint = text(tenant_id), text(endpoint_id)
+    tenant, endpoint = identifier("tenant_id", tenant_id), identifier("endpoint_id", endpoint_id)
     chosen = choice("status", status, (*WEBHOOK_DELIVERY_STATUSES, "any"))
     statuses = WEBHOOK_DELIVERY_STATUSES if chosen == "any" else (chosen,) if chosen else OUTSTANDING_DELIVERY_STATUSES
     try:
