@@ -8,6 +8,7 @@ for what a person would wait for (an element, a text), never for a fixed time.
 
 from __future__ import annotations
 
+import base64
 import contextlib
 import json
 import uuid
@@ -246,7 +247,17 @@ class Browser:
         return overflow
 
     def screenshot(self, directory: Path | None, name: str) -> None:
-        """The page as a PNG ``name``.png in ``directory``, when screenshots were asked for (else nothing)."""
-        if directory is not None:
-            directory.mkdir(parents=True, exist_ok=True)
-            self.driver.save_screenshot(str(directory / f"{name}.png"))
+        """The whole page (up to 2,400 px tall) at the current width as ``name``.png in ``directory``, when
+        screenshots were asked for (else nothing)."""
+        if directory is None:
+            return
+        width = int(self.driver.execute_script("return document.documentElement.clientWidth"))
+        content = self.driver.execute_cdp_cmd("Page.getLayoutMetrics", {})["cssContentSize"]
+        whole = {"width": width, "height": min(int(content["height"]), 2400), "deviceScaleFactor": 1, "mobile": False}
+        self.driver.execute_cdp_cmd("Emulation.setDeviceMetricsOverride", whole)
+        try:
+            shot = self.driver.execute_cdp_cmd("Page.captureScreenshot", {"format": "png"})
+        finally:
+            self.driver.execute_cdp_cmd("Emulation.clearDeviceMetricsOverride", {})
+        directory.mkdir(parents=True, exist_ok=True)
+        (directory / f"{name}.png").write_bytes(base64.b64decode(shot["data"]))
