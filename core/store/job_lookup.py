@@ -29,7 +29,7 @@ from __future__ import annotations
 import datetime as dt
 import heapq
 import itertools
-from collections.abc import Iterator
+from collections.abc import Collection, Iterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -94,6 +94,22 @@ def find_job(conn: Connection, tenant_id: str | None, job_id: str) -> FoundJob |
     if target is None and record is None:
         return None
     return FoundJob(job_id, TargetRow(**target) if target else None, DeadLetter(**record) if record else None)
+
+
+def attempts_of(conn: Connection, job_ids: Collection[str]) -> dict[str, int]:
+    """The attempts the dead letters of ``job_ids`` record, by job id (``dead_letters.job_id``, unique)."""
+    if not job_ids:
+        return {}
+    rows = conn.execute(select(d.c.job_id, d.c.attempts).where(d.c.job_id.in_(list(job_ids))))
+    return {job_id: attempts for job_id, attempts in rows}
+
+
+def providers_of(conn: Connection, account_ids: Collection[str]) -> dict[str, ProviderName]:
+    """The provider of each of ``account_ids`` that exists, by account id (the primary key)."""
+    if not account_ids:
+        return {}
+    rows = conn.execute(select(a.c.id, a.c.provider).where(a.c.id.in_(list(account_ids))))
+    return {account_id: provider for account_id, provider in rows}
 
 
 def find_trace(conn: Connection, trace_id: str, *, limit: int) -> list[DeadLetter]:
