@@ -28,6 +28,7 @@ from benchmarks.scale import invoke
 from benchmarks.scale_fill import fill
 from calsync.actors.cli.changes import show
 from calsync.actors.cli.shell import CliState
+from calsync.core.console import target_history
 from calsync.core.drift import store as drift_store
 from calsync.core.model.payload import idempotency_key, new_payload
 from calsync.core.observability.exporter import exporter_registry
@@ -120,6 +121,13 @@ def hot_paths(pipeline: Pipeline) -> dict[str, Callable[[], object]]:
             job_lookup.find_job(conn, None, "job-dl-10")  # the console's, any tenant's
             job_lookup.find_trace(conn, "trace-unknown", limit=51)
 
+    def console_event_page() -> None:  # an event with a dead letter (job-dl-10): its targets, their history
+        with clients.db.read() as conn:
+            rows = targets.shown_targets(conn, TENANT, "evt-101")
+            job_lookup.providers_of(conn, {row.account_id for row in rows})
+            job_lookup.attempts_of(conn, ["job-dl-10", "job-unknown"])
+            target_history.history(conn, [row.key for row in rows], TENANT, "evt-101", limit=50)
+
     def drift_sweep_reads() -> None:  # a sweep's targets (a full listing, then the changes), findings, the gauges
         with clients.db.read() as conn:
             drift_store.account_targets(conn, ACCOUNT, event_ids=None)
@@ -148,6 +156,7 @@ def hot_paths(pipeline: Pipeline) -> dict[str, Callable[[], object]]:
         "DLQ pages": dlq_pages,
         "target search pages": target_searches,
         "job lookups": job_lookups,
+        "console event page": console_event_page,
         "drift sweep reads": drift_sweep_reads,
         "idempotency lookup": idempotency_lookup,
         "job snapshot read": lambda: load_snapshot(clients.db, clients.cipher, payload),
