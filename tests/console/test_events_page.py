@@ -114,11 +114,13 @@ def test_filters_narrow_the_hits_and_an_operator_sees_every_tenant(
     everyone = every_page(http, {})
     tenant_1 = every_page(http, {"tenant_id": "tenant-1"})
     retrying = every_page(http, {"tenant_id": "tenant-1", "status": "retrying"})
+    shown_back = http.get("/events", params={"tenant_id": "tenant-1", "status": "retrying"}).text
     of_account = every_page(http, {"account_id": "acc-g"})
     failed = every_page(http, {"status": "dead-lettered", "provider": "google"})
     assert ("tenant-2", "evt-0", "acc-z") in everyone and len(everyone) == len(states) + 1
     assert sorted(tenant_1) == sorted(("tenant-1", *key) for key in states)
     assert retrying == [("tenant-1", "evt-0", "acc-a")]
+    assert '<option value="retrying" selected>' in shown_back and 'value="tenant-1"' in shown_back  # the search shown
     assert sorted(of_account) == sorted(("tenant-1", *k) for k in states if k[1] == "acc-g")
     assert failed == [("tenant-1", "evt-2", "acc-g")]
 
