@@ -24,6 +24,7 @@ import pytest
 from prometheus_client import generate_latest
 from sqlalchemy import event
 
+from benchmarks.console_search import spread_updates
 from benchmarks.scale import invoke
 from benchmarks.scale_fill import fill
 from calsync.actors.cli.changes import show
@@ -162,16 +163,6 @@ def hot_paths(pipeline: Pipeline) -> dict[str, Callable[[], object]]:
         "job snapshot read": lambda: load_snapshot(clients.db, clients.cipher, payload),
         "job result write": result_write,
     }
-
-
-def spread_updates(db: Database) -> None:
-    """Targets updated over the last day, as a live system's are, rather than at the fill's one instant: with one
-    ``updated_at`` for all, a page's keyset bound looks to the planner as if it left no row, and any index ordered
-    by status and time (the console's search across tenants) seems as good as the tenant's own for a tenant's page."""
-    spread = "updated_at - make_interval(secs => abs(hashtext(event_id || account_id)) %% 86400)"
-    with db.engine.begin() as conn:
-        conn.exec_driver_sql(f"UPDATE event_targets SET updated_at = {spread}")
-        conn.exec_driver_sql("ANALYZE event_targets")
 
 
 def test_no_hot_query_reads_a_growing_table_whole(pipeline: Pipeline) -> None:
