@@ -249,3 +249,18 @@ def test_a_viewer_has_no_cancel_button_and_is_refused(console_client: ConsoleCli
     assert page.status_code == 200 and 'class="cancel' not in page.text
     assert posted.status_code == 403
     assert pipeline.target("evt-v", "acc-a").status == "pending" and _audit_rows(pipeline) == []
+
+
+def test_what_the_page_cannot_read_is_an_error_page_not_a_500(
+    console_client: ConsoleClient, pipeline: Pipeline
+) -> None:
+    account = pipeline.account(account_id="acc-a")
+    pipeline.submit([account], entity_id="evt-b")
+    http = console_client("operator")
+    token = form_token(http.get("/events/tenant-1/evt-b").text)
+    forged = http.get("/events", params={"cursor": "after:not-a-keyset"})
+    bad_state = http.get("/events", params={"status": "queued"})
+    no_job = http.post("/events/tenant-1/evt-b/cancel", data={"csrf_token": token, "job_id": ""})
+    for answer in (forged, bad_state, no_job):
+        assert answer.status_code == 400 and answer.headers["content-type"].startswith("text/html"), answer.text
+    assert "status" in bad_state.text and pipeline.target("evt-b", "acc-a").status == "pending"
