@@ -19,6 +19,7 @@ from hypothesis import strategies as st
 from sqlalchemy import select
 
 from calsync.core.model.vocabulary import JOB_STATES
+from calsync.core.redis.pause import PauseSwitch
 from calsync.core.store import dead_letters, targets
 from calsync.core.store.dead_letters import DeadLetterRecord
 from calsync.core.store.schema import audit_log
@@ -104,6 +105,16 @@ def test_a_job_id_opens_its_targets_page(console_client: ConsoleClient, pipeline
     [target] = rows_of(page.text, "target")
     assert target[0].startswith("acc-a") and target[1].startswith("pending")
     assert unknown.status_code == 200 and hits(unknown.text) == [] and "No job job-nobody-knows" in unknown.text
+    assert 'id="paused-note"' not in page.text
+
+
+def test_a_pause_is_shown_as_what_holds_waiting_jobs(console_client: ConsoleClient, pipeline: Pipeline) -> None:
+    account = pipeline.account(account_id="acc-a")
+    pipeline.submit([account], entity_id="evt-p")
+    PauseSwitch(pipeline.clients.redis, pipeline.clients.keys).pause("ops@host", "maintenance INC-7")
+    http = console_client("viewer")
+    for page in (http.get("/events/tenant-1/evt-p").text, http.get("/events").text):
+        assert 'id="paused-note"' in page and "ops@host" in page and "maintenance INC-7" in page
 
 
 def test_filters_narrow_the_hits_and_an_operator_sees_every_tenant(

@@ -21,6 +21,7 @@ from fastapi import APIRouter, Form, Request
 from fastapi.exceptions import HTTPException
 from fastapi.responses import RedirectResponse
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError, field_validator, model_validator
+from redis import RedisError
 from sqlalchemy import Connection
 from starlette.responses import Response
 
@@ -28,13 +29,14 @@ from calsync.core.api.cursors import cursor_of, key_of
 from calsync.core.api.problems import ProblemError
 from calsync.core.console import audit
 from calsync.core.console.auth import Acting, SignedIn
-from calsync.core.console.services import Console
+from calsync.core.console.services import Console, ConsoleServices
 from calsync.core.console.target_history import history, target_subject
 from calsync.core.console.templating import render
 from calsync.core.model.calendar import ProviderName
 from calsync.core.model.errors import JobNotCancellable
 from calsync.core.model.ids import Identifier
 from calsync.core.model.vocabulary import JOB_STATES, JobState
+from calsync.core.redis.pause import PauseState
 from calsync.core.store import events, job_lookup, targets
 from calsync.core.store.targets import TargetKey, TargetRow
 
@@ -152,8 +154,17 @@ def events_page(request: Request, console: Console, operator: SignedIn) -> Respo
         hits = _shown(conn, rows)
     older = f"?{urllib.parse.urlencode({**query.form(), 'cursor': cursor})}" if cursor else None
     context = {"title": "Events and jobs", "query": query.form(), "hits": hits, "older": older, "missing": missing,
-               "states": JOB_STATES, "providers": get_args(ProviderName)}  # fmt: skip
+               "states": JOB_STATES, "providers": get_args(ProviderName), "paused": _paused(console)}  # fmt: skip
     return render(request, "events.html", context)
+
+
+def _paused(console: ConsoleServices) -> PauseState | None:
+    """The pause switch, which holds every waiting job whatever its target says; None when Redis cannot be read
+    (the overview says so: this page still shows what the database holds)."""
+    try:
+        return console.pause.state()
+    except RedisError:
+        return None
 
 
 def _cursor(cursor: str | None) -> job_lookup.Keyset | None:
@@ -185,7 +196,8 @@ def event_page(request: Request, console: Console, operator: SignedIn, tenant_id
     done = _DONE.get(request.query_params.get("done", ""), "").format(job=job)
     failed = _FAILED.get(request.query_params.get("failed", ""), "").format(job=job)
     context = {"title": f"Event {event_id}", "tenant_id": tenant_id, "event_id": event_id, "event": event,
-               "targets": shown, "history": past, "done": done, "failed": failed}  # fmt: skip
+               "targets": shown, "history": past, "done": done, "failed": failed,
+               "paused": _paused(console)}  # fmt: skip
     return render(request, "target.html", context)
 
 
