@@ -8,7 +8,7 @@ newest ``updated_at`` first, in keyset pages (core/store/job_lookup.py: one rang
 jumps to its event's page. ``GET /events/{tenant}/{event}`` shows the event, each target's state, wait reason and
 until when, job and drift verification, and its history (core/console/target_history.py). ``POST
 .../cancel`` cancels a queued or deferred job (``ApiServices.cancel``, the twin of ``POST /v1/jobs/{id}/cancel``),
-audited ``jobs.cancel``.
+audited ``jobs.cancel``. What each read costs at 1 M targets: docs/notes/console-search.md.
 """
 
 from __future__ import annotations
