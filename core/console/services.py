@@ -4,9 +4,13 @@ job's cancel, webhooks), the pipeline's live state and the pause switch."""
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Annotated, cast
+
+from fastapi import Depends, Request
 
 from calsync.core.api.services import ApiServices, services_from_clients
 from calsync.core.clients import Clients
+from calsync.core.console.bulk import BulkActions
 from calsync.core.observability.pipeline_state import StateReader
 from calsync.core.redis.pause import PauseSwitch
 
@@ -18,12 +22,23 @@ class ConsoleServices:
     api: ApiServices
     state: StateReader
     pause: PauseSwitch
+    bulk: BulkActions  # dead letters' bulk actions and the pages' post-redirect-get messages
 
 
 def console_services_from_clients(clients: Clients, api: ApiServices | None = None) -> ConsoleServices:
     """The console's services bound to ``clients`` (which the caller closes), sharing ``api`` when given."""
+    api = api or services_from_clients(clients)
     return ConsoleServices(
-        api=api or services_from_clients(clients),
+        api=api,
         state=StateReader(clients),
         pause=PauseSwitch(clients.redis, clients.keys),
+        bulk=BulkActions(clients.redis, clients.keys, api),
     )
+
+
+def console_services(request: Request) -> ConsoleServices:
+    """The services the console was created with (a page's ``Console`` dependency)."""
+    return cast(ConsoleServices, request.app.state.console)
+
+
+Console = Annotated[ConsoleServices, Depends(console_services)]

@@ -87,7 +87,8 @@ class DeadLetterFilter:
     ``provider`` is the provider of the record's account (dead letters hold no provider of their own: a record
     without an account never matches one). ``q`` is a case-insensitive substring of the last error, taken
     literally (``%`` and ``_`` are no wildcards): on PostgreSQL a trigram index on ``lower(last_error)`` answers it
-    (migration 0014, for three characters or more); on SQLite it is a LIKE over the filtered rows.
+    (migration 0014, for three characters or more); on SQLite it is a LIKE over the filtered rows. ``up_to_id``
+    keeps to the records that existed when it was taken (:func:`tally`): a bulk action's confirmed set.
     """
 
     status: DeadLetterStatus | None = "open"
@@ -100,6 +101,7 @@ class DeadLetterFilter:
     kind: DeadLetterKind | None = None
     provider: str | None = None
     q: str | None = None
+    up_to_id: int | None = None
 
     def clauses(self) -> list[ColumnElement[bool]]:
         """SQL conditions for this filter."""
@@ -110,10 +112,12 @@ class DeadLetterFilter:
             found.append(d.c.account_id.in_(accounts_of))
         if self.q:
             found.append(error_search(self.q))
+        if self.up_to_id is not None:
+            found.append(d.c.id <= self.up_to_id)
         return found
 
 
-_DERIVED: Final = frozenset({"provider", "q"})  # filter fields that are no column of the table
+_DERIVED: Final = frozenset({"provider", "q", "up_to_id"})  # filter fields that are no column of the table
 
 
 def error_search(text: str) -> ColumnElement[bool]:
