@@ -183,9 +183,14 @@ class BulkActions:
 
     def start(self, action: Action, actor: str, criteria: dict[str, str], *, total: int, up_to_id: int) -> BulkAction:
         """Record a confirmed bulk action and start running it in this process."""
+        bulk = self.create(action, actor, criteria, total=total, up_to_id=up_to_id)
+        self.resume(bulk.id)
+        return bulk
+
+    def create(self, action: Action, actor: str, criteria: dict[str, str], *, total: int, up_to_id: int) -> BulkAction:
+        """Record a confirmed bulk action, not running (:meth:`resume` runs it; :meth:`start` does both)."""
         bulk = BulkAction(secrets.token_hex(8), action, actor, criteria, total, up_to_id, started_at=time.time())
         self._save(bulk)
-        self.resume(bulk.id)
         return bulk
 
     def get(self, bulk_id: str) -> BulkAction | None:
