@@ -10,7 +10,7 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
-from sqlalchemy import Select, func, select, text
+from sqlalchemy import ClauseElement, func, select, text
 
 from calsync.core.store import accounts, dead_letters
 from calsync.core.store.database import Database
@@ -56,7 +56,7 @@ def test_the_error_text_is_a_literal_case_insensitive_substring(db: Database) ->
     assert found(provider="memory") == [1, 2, 3, 4, 5] and found(provider="google") == []
 
 
-def _plan(db: Database, query: Select[Any]) -> tuple[dict[str, Any], float]:
+def _plan(db: Database, query: ClauseElement) -> tuple[dict[str, Any], float]:
     """The executed plan of ``query`` and how long it took, in ms."""
     compiled = query.compile(db.engine, compile_kwargs={"literal_binds": True})
     with db.read() as conn:
