@@ -91,6 +91,14 @@ def criteria_of(params: Mapping[str, str]) -> dict[str, str]:
     return found
 
 
+def number(value: object, *, most: int = 2**31 - 1) -> int | None:
+    """``value`` as a whole number of ``0`` … ``most`` written in ASCII digits (a cursor, a count in a form); None
+    for anything else (``int`` alone takes other scripts' digits, and refuses thousands of digits with an error)."""
+    if not isinstance(value, str) or not value.isascii() or not value.isdigit() or len(value) > len(str(most)):
+        return None
+    return int(value) if int(value) <= most else None
+
+
 def filter_of(criteria: Mapping[str, str], *, open_only: bool = False, up_to_id: int | None = None) -> DeadLetterFilter:
     """The store's filter for a selection; ``open_only`` for an action (whatever status the page showed)."""
     status = "open" if open_only else criteria.get("status", "open")

@@ -55,6 +55,8 @@ def hostile(pipeline: Pipeline) -> list[int]:
 @settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @example(field="q", value='"><script>alert(1)</script>')
 @example(field="tenant_id", value="<b>t</b>")
+@example(field="before", value="\N{SUPERSCRIPT TWO}")  # a digit to str.isdigit, not to int
+@example(field="before", value="9" * 5000)  # more digits than int() converts
 @given(
     field=st.sampled_from(["q", "tenant_id", "account_id", "error_class", "kind", "status", "provider", "before"]),
     value=st.text(st.characters(codec="utf-8"), max_size=300),
@@ -68,6 +70,13 @@ def test_any_filter_value_is_answered_and_shown_escaped(
     shown = re.search(rf'name="{field}" value="([^"]*)"', answer.text)
     if answer.status_code == 200 and shown is not None:  # a text field shows the value back, escaped
         assert shown.group(1) == str(escape(value.strip()))
+    bulk = {"action": "discard", "changed_from": value, field: value}
+    confirm = console_client("operator").get("/dead-letters/bulk", params=bulk)
+    assert confirm.status_code in (200, 400), confirm.text
+    assert "<script>" not in confirm.text
+    form = {"csrf_token": form_token(answer.text), "seen": value, "action": "discard", field: value}
+    posted = console_client("operator").post("/dead-letters/bulk", data=form)
+    assert posted.status_code in (303, 400), posted.text
 
 
 def test_a_record_is_read_whole_and_its_bodies_as_text(pipeline: Pipeline, console_client: ConsoleClient) -> None:

@@ -16,7 +16,7 @@ from fastapi.responses import RedirectResponse
 from starlette.responses import Response
 
 from calsync.core.console.auth import Acting, SignedIn
-from calsync.core.console.bulk import ACTIONS, Action, BadCriteria, BulkAction, criteria_of, describe, filter_of
+from calsync.core.console.bulk import ACTIONS, Action, BadCriteria, BulkAction, criteria_of, describe, filter_of, number
 from calsync.core.console.services import Console
 from calsync.core.console.templating import render
 from calsync.core.store import dead_letters
@@ -45,14 +45,13 @@ def confirm_page(request: Request, console: Console, operator: SignedIn) -> Resp
     action, criteria = _action(request.query_params.get("action")), _criteria(request.query_params)
     with console.api.db.read() as conn:
         count, _ = dead_letters.tally(conn, filter_of(criteria, open_only=True))
-    changed_from = request.query_params.get("changed_from", "")
     context = {
         "title": f"{action.capitalize()} dead letters",
         "action": action,
         "criteria": criteria,
         "described": describe(criteria),
         "count": count,
-        "changed_from": int(changed_from) if changed_from.isdigit() else None,
+        "changed_from": number(request.query_params.get("changed_from")),
         "back": request.url_for("dead_letters").include_query_params(**criteria),
     }
     return render(request, "dead_letter_confirm.html", context)
@@ -62,14 +61,14 @@ def confirm_page(request: Request, console: Console, operator: SignedIn) -> Resp
 async def start(request: Request, console: Console, operator: Acting) -> RedirectResponse:
     """Start the confirmed action if the filter still matches the count confirmed; else confirm again."""
     form = await request.form()
-    action, criteria, seen = _action(form.get("action")), _criteria(form), str(form.get("seen", ""))
-    if not seen.isdigit():
+    action, criteria, seen = _action(form.get("action")), _criteria(form), number(form.get("seen"))
+    if seen is None:
         raise HTTPException(400, "seen must be the count the confirmation stated")
     with console.api.db.read() as conn:
         count, up_to_id = dead_letters.tally(conn, filter_of(criteria, open_only=True))
-    if count != int(seen) or count == 0:
+    if count != seen or count == 0:
         again = request.url_for("dead_letters_bulk").include_query_params(action=action, **criteria)
-        return RedirectResponse(again.include_query_params(changed_from=int(seen)), status_code=303)
+        return RedirectResponse(again.include_query_params(changed_from=seen), status_code=303)
     bulk = console.bulk.start(action, operator.name, criteria, total=count, up_to_id=up_to_id)
     return RedirectResponse(request.url_for("dead_letters_bulk_progress", bulk_id=bulk.id), status_code=303)
 

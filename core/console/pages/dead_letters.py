@@ -26,7 +26,7 @@ from starlette.responses import Response
 from calsync.core.api.models import MAX_RECORD_ID
 from calsync.core.console import audit
 from calsync.core.console.auth import Acting, SignedIn
-from calsync.core.console.bulk import ACTIONS, CHOICES, Action, BadCriteria, act, criteria_of, filter_of
+from calsync.core.console.bulk import ACTIONS, CHOICES, Action, BadCriteria, act, criteria_of, filter_of, number
 from calsync.core.console.pages import dead_letter_bulk
 from calsync.core.console.services import Console
 from calsync.core.console.templating import render
@@ -52,11 +52,10 @@ def selection(request: Request) -> dict[str, str]:
 
 def _before(request: Request) -> int | None:
     raw = request.query_params.get("before", "")
-    if not raw:
-        return None
-    if not raw.isdigit() or not 1 <= int(raw) <= MAX_RECORD_ID:
+    before = number(raw, most=MAX_RECORD_ID)
+    if raw and not before:
         raise HTTPException(400, "before must be a dead letter's id")
-    return int(raw)
+    return before or None
 
 
 def list_url(request: Request, criteria: dict[str, str], **extra: str | int) -> URL:
