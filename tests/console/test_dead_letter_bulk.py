@@ -108,22 +108,41 @@ def test_records_that_cannot_be_replayed_are_reported_with_why(
     assert "unknown job type &#39;mystery&#39;: discard it" in page
 
 
+def _stopped(pipeline: Pipeline, served_app: FastAPI, ids: list[int]) -> str:
+    """A bulk discard of ``ids`` as a serve process that ended after its first batch (of 2) leaves it: the state of
+    that batch, no lease; its id."""
+    services: ConsoleServices = console_of(served_app).state.console
+    ended = BulkActions(pipeline.clients.redis, pipeline.clients.keys, services.api, batch=2)
+    bulk = ended.create("discard", "operator@example.test", {}, total=len(ids), up_to_id=ids[-1])
+    assert ended.step(bulk)
+    return bulk.id
+
+
 def test_a_stopped_action_is_resumed_from_where_it_stopped(
     pipeline: Pipeline, console_client: ConsoleClient, served_app: FastAPI
 ) -> None:
     ids = store(pipeline, *(record(entity=f"evt-{i}") for i in range(5)))
-    services: ConsoleServices = console_of(served_app).state.console
-    # What a serve process that ended after its first batch leaves: the state of that batch, no lease.
-    ended = BulkActions(pipeline.clients.redis, pipeline.clients.keys, services.api, batch=2)
-    bulk = ended.create("discard", "operator@example.test", {}, total=5, up_to_id=ids[-1])
-    assert ended.step(bulk)
+    bulk_id = _stopped(pipeline, served_app, ids)
     http = console_client("operator")
-    page = http.get(f"/dead-letters/bulk/{bulk.id}").text
+    page = http.get(f"/dead-letters/bulk/{bulk_id}").text
     assert element(page, "progress-heading") == "Stopped" and element(page, "progress-count") == "2 of 5"
     assert '<meta http-equiv="refresh"' not in page
-    resumed = http.post(f"/dead-letters/bulk/{bulk.id}/resume", data={"csrf_token": form_token(page)})
+    resumed = http.post(f"/dead-letters/bulk/{bulk_id}/resume", data={"csrf_token": form_token(page)})
     page = _finished(http, resumed.headers["location"])
     assert element(page, "progress-count") == "5 of 5"
     assert {stored(pipeline, i).status for i in ids} == {"discarded"}
     with pipeline.clients.db.read() as conn:
         assert [row.count for row in reversed(audit.page(conn))] == [2, 3]
+
+
+def test_a_viewer_sees_progress_but_cannot_resume(
+    pipeline: Pipeline, console_client: ConsoleClient, served_app: FastAPI
+) -> None:
+    ids = store(pipeline, *(record(entity=f"evt-{i}") for i in range(3)))
+    bulk_id = _stopped(pipeline, served_app, ids)
+    viewer = console_client("viewer")
+    page = viewer.get(f"/dead-letters/bulk/{bulk_id}").text
+    assert element(page, "progress-count") == "2 of 3" and 'id="resume-bulk"' not in page
+    refused = viewer.post(f"/dead-letters/bulk/{bulk_id}/resume", data={"csrf_token": form_token(page)})
+    assert refused.status_code == 403 and stored(pipeline, ids[-1]).status == "open"
+    assert viewer.get("/dead-letters/bulk/0123456789abcdef").status_code == 404
