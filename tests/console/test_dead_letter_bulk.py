@@ -126,7 +126,7 @@ def test_a_stopped_action_is_resumed_from_where_it_stopped(
     http = console_client("operator")
     page = http.get(f"/dead-letters/bulk/{bulk_id}").text
     assert element(page, "progress-heading") == "Stopped" and element(page, "progress-count") == "2 of 5"
-    assert '<meta http-equiv="refresh"' not in page
+    assert '<meta http-equiv="refresh"' not in page and 'id="resume-bulk"' in page
     resumed = http.post(f"/dead-letters/bulk/{bulk_id}/resume", data={"csrf_token": form_token(page)})
     page = _finished(http, resumed.headers["location"])
     assert element(page, "progress-count") == "5 of 5"
