@@ -1,5 +1,6 @@
 """What the console uses, handed in by its composition root: the HTTP API's services (database, DLQ operations, a
-job's cancel, webhooks), the pipeline's live state and the pause switch."""
+job's cancel, webhooks), the pipeline's live state, the pause switch and the console's own settings (sessions'
+idle expiry, the trusted proxy)."""
 
 from __future__ import annotations
 
@@ -11,6 +12,7 @@ from fastapi import Depends, Request
 from calsync.core.api.services import ApiServices, services_from_clients
 from calsync.core.clients import Clients
 from calsync.core.console.bulk import BulkActions
+from calsync.core.console.settings import ConsoleSettings
 from calsync.core.observability.pipeline_state import StateReader
 from calsync.core.redis.pause import PauseSwitch
 
@@ -22,6 +24,7 @@ class ConsoleServices:
     api: ApiServices
     state: StateReader
     pause: PauseSwitch
+    access: ConsoleSettings  # sign-in: the sessions' idle expiry, the trusted proxy (the process's Settings)
     bulk: BulkActions  # dead letters' bulk actions and the pages' post-redirect-get messages
 
 
@@ -32,6 +35,7 @@ def console_services_from_clients(clients: Clients, api: ApiServices | None = No
         api=api,
         state=StateReader(clients),
         pause=PauseSwitch(clients.redis, clients.keys),
+        access=clients.settings,
         bulk=BulkActions(clients.redis, clients.keys, api),
     )
 
