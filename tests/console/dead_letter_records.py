@@ -10,6 +10,8 @@ from typing import Any
 
 import httpx
 
+from calsync.core.console import audit
+from calsync.core.console.audit import AuditEntry
 from calsync.core.model.payload import SYNC_JOB, new_payload
 from calsync.core.store import dead_letters
 from calsync.core.store.dead_letters import DeadLetter, DeadLetterRecord
@@ -71,3 +73,16 @@ def element(page: str, element_id: str) -> str:
     found = re.search(rf'id="{element_id}"[^>]*>(.*?)</', page, re.DOTALL)
     assert found is not None, f"no #{element_id} on the page"
     return html.unescape(found.group(1))
+
+
+def signed_in_as(page: str) -> str:
+    """The name of the operator a console page was shown to (what the audit log records as the actor)."""
+    found = re.search(r'id="who">([^<]+?)\s*<small>', page)
+    assert found is not None, "the page shows no signed-in operator"
+    return html.unescape(found.group(1))
+
+
+def dead_letter_audit(pipeline: Pipeline) -> list[AuditEntry]:
+    """The audit log's dead-letter actions, newest first (signing in is audited too)."""
+    with pipeline.clients.db.read() as conn:
+        return [entry for entry in audit.page(conn) if entry.action.startswith("dead_letters.")]

@@ -10,11 +10,10 @@ import httpx
 import pytest
 from fastapi import FastAPI
 
-from calsync.core.console import audit
 from calsync.core.console.bulk import BulkActions
 from calsync.core.console.services import ConsoleServices
 from tests.console.conftest import ConsoleClient, console_of, form_token
-from tests.console.dead_letter_records import element, record, store, stored
+from tests.console.dead_letter_records import dead_letter_audit, element, record, signed_in_as, store, stored
 from tests.support import Pipeline, wait_until
 
 pytestmark = pytest.mark.slow
@@ -62,8 +61,8 @@ def test_a_filtered_set_is_replayed_in_batches_and_exactly_it(
     assert element(page, "progress-count") == "1200 of 1200" and element(page, "progress-changed") == "1200"
     assert {stored(pipeline, i).status for i in matching} == {"replayed"}
     assert {stored(pipeline, i).status for i in (*others, *foreign, late)} == {"open"}
-    with pipeline.clients.db.read() as conn:
-        rows = audit.page(conn)
+    rows = dead_letter_audit(pipeline)
+    assert {r.actor for r in rows} == {signed_in_as(page)}
     assert [(r.action, r.count, r.subject) for r in reversed(rows)] == [
         ("dead_letters.replay", n, 'filter: tenant_id="tenant-1" q="timeout"') for n in (500, 500, 200)
     ]
@@ -87,13 +86,11 @@ def test_a_count_changed_before_the_confirmation_came_back_is_caught(
     page = http.get(again.headers["location"]).text
     assert "changed from 2 to 3" in element(page, "count-changed") and element(page, "confirm-count") == "3"
     assert {stored(pipeline, i).status for i in first} == {"open"}
-    with pipeline.clients.db.read() as conn:
-        assert audit.page(conn) == []
+    assert dead_letter_audit(pipeline) == []
     _page, form = _confirmation(http, "discard", error_class="Gone")
     page = _finished(http, http.post("/dead-letters/bulk", data=form).headers["location"])
     assert element(page, "progress-changed") == "3"
-    with pipeline.clients.db.read() as conn:
-        [row] = audit.page(conn)
+    [row] = dead_letter_audit(pipeline)
     assert (row.action, row.count) == ("dead_letters.discard", 3)
 
 
@@ -131,8 +128,7 @@ def test_a_stopped_action_is_resumed_from_where_it_stopped(
     page = _finished(http, resumed.headers["location"])
     assert element(page, "progress-count") == "5 of 5"
     assert {stored(pipeline, i).status for i in ids} == {"discarded"}
-    with pipeline.clients.db.read() as conn:
-        assert [row.count for row in reversed(audit.page(conn))] == [2, 3]
+    assert [row.count for row in reversed(dead_letter_audit(pipeline))] == [2, 3]
 
 
 def test_a_viewer_sees_progress_but_cannot_resume(
