@@ -91,7 +91,9 @@ def test_a_record_is_read_whole_and_its_bodies_as_text(pipeline: Pipeline, conso
     assert element(page.text, "raw-body") == body.decode("utf-8", "backslashreplace")
     history = page.text[page.text.index('id="error-history"') :]
     assert f">{earlier}</a>" in history and "first failure" in history
-    assert console_client("viewer").get("/dead-letters/999999").status_code == 404
+    for missing in ("999999", "0", "2147483648", "abc", "%C2%B2"):
+        answer = console_client("viewer").get(f"/dead-letters/{missing}")
+        assert answer.status_code == 404 and 'id="error"' in answer.text, missing
 
 
 def _failed_target(pipeline: Pipeline) -> tuple[TargetKey, int]:

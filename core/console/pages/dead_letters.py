@@ -17,7 +17,7 @@ import json
 from typing import Annotated
 from urllib.parse import urlencode
 
-from fastapi import APIRouter, HTTPException, Path, Request
+from fastapi import APIRouter, Depends, HTTPException, Request
 from fastapi.responses import RedirectResponse
 from sqlalchemy import Connection
 from starlette.datastructures import URL
@@ -39,7 +39,17 @@ router.include_router(dead_letter_bulk.router)  # before /dead-letters/{id}: "bu
 
 PAGE = 50
 PAST = {"replay": "replayed", "discard": "discarded"}
-RecordId = Annotated[int, Path(ge=1, le=MAX_RECORD_ID)]
+
+
+def _record_id(record_id: str) -> int:
+    """The path's record id; anything else is no dead letter (404, an HTML page like every other error here)."""
+    found = number(record_id, most=MAX_RECORD_ID)
+    if not found:
+        raise HTTPException(404, f"There is no dead letter {record_id[:40]}.")
+    return found
+
+
+RecordId = Annotated[int, Depends(_record_id)]
 
 
 def selection(request: Request) -> dict[str, str]:
