@@ -8,7 +8,7 @@ Alembic migrations in ``core/store/migrations`` create exactly this (a test comp
 from __future__ import annotations
 
 import datetime as dt
-from typing import Any, get_args
+from typing import Any, Final, get_args
 
 from sqlalchemy import (
     JSON,
@@ -218,7 +218,13 @@ dead_letters = Table(
     Index("ix_dead_letters_tenant_status", "tenant_id", "status", "id"),  # a tenant's keyset pages (migration 0010)
     Index("ix_dead_letters_trace", "trace_id"),  # the console's search by trace id (migration 0014)
     Index("ix_dead_letters_event", "tenant_id", "entity_id", "id"),  # an event's, on its console page (0014)
+    Index("ix_dead_letters_target", "account_id", "entity_id", "id"),  # a target's dead letters (migration 0015)
+    # On PostgreSQL only, the trigram index of the console's error search (POSTGRESQL_ONLY_INDEXES).
 )
+
+# Indexes a migration creates on PostgreSQL only, with what SQLAlchemy cannot declare for one dialect alone (an
+# extension's operator class): ix_dead_letters_error_search, pg_trgm on lower(last_error) (migration 0015).
+POSTGRESQL_ONLY_INDEXES: Final = frozenset({"ix_dead_letters_error_search"})
 
 api_keys = Table(
     "api_keys",
