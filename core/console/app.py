@@ -3,26 +3,20 @@ pages (HTML, not problem+json: the HTTP API keeps those)."""
 
 from __future__ import annotations
 
-from typing import Annotated, cast
-
-from fastapi import Depends, FastAPI, Request
+from fastapi import FastAPI, Request
 from fastapi.exceptions import HTTPException
 from fastapi.responses import RedirectResponse
 from fastapi.staticfiles import StaticFiles
 from starlette.responses import Response
 
+from calsync.core.console.pages import overview
+from calsync.core.console.services import Console as Console  # where the pages' dependency lived first
 from calsync.core.console.services import ConsoleServices
 from calsync.core.console.templating import STATIC_DIR, render
 
-PAGES: tuple[object, ...] = ()  # each page module's ``router``, in the navigation's order
-
-
-def console_services(request: Request) -> ConsoleServices:
-    """The services the console was created with."""
-    return cast(ConsoleServices, request.app.state.console)
-
-
-Console = Annotated[ConsoleServices, Depends(console_services)]
+# Each page module's ``router``, in the navigation's order. A page takes ``Console`` from core.console.services
+# (importing it from here would be a cycle: this module imports the pages).
+PAGES: tuple[object, ...] = (overview,)
 
 
 async def _error_page(request: Request, exc: Exception) -> Response:

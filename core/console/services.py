@@ -1,14 +1,18 @@
 """What the console uses, handed in by its composition root: the HTTP API's services (database, DLQ operations, a
-job's cancel, webhooks), the pipeline's live state and the pause switch."""
+job's cancel, webhooks), the pipeline's live state, the pause switch and the job outcome counters."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Annotated, cast
+
+from fastapi import Depends, Request
 
 from calsync.core.api.services import ApiServices, services_from_clients
 from calsync.core.clients import Clients
 from calsync.core.observability.pipeline_state import StateReader
 from calsync.core.redis.pause import PauseSwitch
+from calsync.core.redis.stats import JobStats
 
 
 @dataclass(frozen=True)
@@ -18,6 +22,7 @@ class ConsoleServices:
     api: ApiServices
     state: StateReader
     pause: PauseSwitch
+    stats: JobStats  # the workers' per-minute job outcome counters (the overview's sparklines)
 
 
 def console_services_from_clients(clients: Clients, api: ApiServices | None = None) -> ConsoleServices:
@@ -26,4 +31,13 @@ def console_services_from_clients(clients: Clients, api: ApiServices | None = No
         api=api or services_from_clients(clients),
         state=StateReader(clients),
         pause=PauseSwitch(clients.redis, clients.keys),
+        stats=JobStats(clients.redis, clients.keys),
     )
+
+
+def console_services(request: Request) -> ConsoleServices:
+    """The services the console was created with (a page's ``Console`` dependency)."""
+    return cast(ConsoleServices, request.app.state.console)
+
+
+Console = Annotated[ConsoleServices, Depends(console_services)]
