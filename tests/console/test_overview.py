@@ -9,6 +9,7 @@ from html.parser import HTMLParser
 from typing import Any
 
 import httpx
+import redis
 from fastapi import FastAPI
 from hypothesis import given
 from hypothesis import strategies as st
@@ -140,6 +141,22 @@ def test_a_dependency_down_is_named_and_the_other_sources_still_shown(
         gone.close()
 
 
+def test_redis_lost_after_the_state_was_read_is_named_too(
+    pipeline: Pipeline, served_app: FastAPI, console_client: ConsoleClient
+) -> None:
+    console = console_of(served_app)
+    gone = redis.Redis.from_url(f"redis://127.0.0.1:{closed_port()}/0")
+    keys = pipeline.clients.keys
+    try:  # the pause switch and the counters on a Redis that is gone, the state reader's still there
+        services = dataclasses.replace(console.state.console, pause=PauseSwitch(gone, keys), stats=JobStats(gone, keys))
+        console.state.console = services
+        page = _page(console_client("viewer"))
+        assert "Redis unreachable" in page.text("stale") and page.text("paused") == "unknown"
+        assert "n/a" in page.text("throughput")
+    finally:
+        gone.close()
+
+
 def test_a_database_down_is_named_and_redis_still_shown(
     pipeline: Pipeline, served_app: FastAPI, console_client: ConsoleClient, settings_factory: Any
 ) -> None:
@@ -246,3 +263,8 @@ def test_the_throughput_sparkline_shows_the_workers_counts(pipeline: Pipeline, c
     page = _page(console_client("viewer"))
     assert page.text("throughput").startswith("Jobs ended per minute 7 this minute")
     assert page.text("failure-rate").startswith("Failed attempts 30 % this minute")
+
+
+def test_the_done_message_is_never_text_from_the_url(console_client: ConsoleClient) -> None:
+    page = _page(console_client("viewer"), "/overview?done=<b>hacked</b>")
+    assert "done" not in page.ids and "hacked" not in page.text("main")
