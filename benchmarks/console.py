@@ -4,10 +4,11 @@
         [--queued 1000] [--postgres-dsn DSN] [--redis-url URL]
 
 A fresh schema of ``--postgres-dsn``, migrated by calsync, is filled in bulk (benchmarks/scale_fill.py: 3 targets per
-event, N/10 dead letters up to 100,000; the default 1,000,000 events hold 3,000,000 targets and 100,000 dead letters),
-``--queued`` sync jobs wait on the normal lane, and ``calsync serve``'s application (the API with the console
-mounted) runs on uvicorn in a thread of this process, signed in as an operator (the sign-in dependency overridden,
-as tests/console/conftest.py does until the operators' sign-in lands). Then:
+event, N/10 dead letters up to 100,000; the default 1,000,000 events hold 3,000,000 targets and 100,000 dead letters)
+with a drift sweep state per account (swept an hour ago); ``--queued`` sync jobs wait on the normal lane; and
+``calsync serve``'s application (the API with the console mounted) runs on uvicorn in a thread of this process,
+signed in as an operator (the sign-in dependency overridden, as tests/console/conftest.py does until the operators'
+sign-in lands). Then:
 
 - each SQL statement of one overview reading, run again under ``EXPLAIN (ANALYZE, FORMAT JSON)``: its plan's scans
   (node, table, index), the rows they read, and its execution time;
@@ -21,11 +22,9 @@ benchmark, not a test: numbers depend on the machine (docs/notes/console.md).
 from __future__ import annotations
 
 import argparse
-import contextlib
 import datetime as dt
 import os
 import platform
-import statistics
 import tempfile
 import time
 from collections.abc import Callable, Iterator
@@ -36,13 +35,12 @@ import httpx
 from fastapi import Request
 from sqlalchemy import text
 
-from benchmarks.scale import percentiles_ms
+from benchmarks.scale import median_ms, percentiles_ms
 from benchmarks.scale_fill import fill
-from benchmarks.support import add_redis_option, bench_redis, migrated_clients, namespace, private_database, remove_keys
+from benchmarks.support import add_redis_option, postgresql_clients
 from calsync.actors.cli.serve import serving_app
 from calsync.core.api.services import services_from_clients
 from calsync.core.clients import Clients
-from calsync.core.config.settings import Settings
 from calsync.core.console.auth import Operator, signed_in
 from calsync.core.console.pages.overview import read_overview
 from calsync.core.console.services import console_services_from_clients
@@ -52,12 +50,34 @@ from tests.api.live import serving
 from tests.console.conftest import console_of
 from tests.store.test_query_plans import recorded
 
+SIZED = ("events", "event_targets", "dead_letters", "webhook_deliveries", "drift_state")
 OPERATOR = Operator(id="op-bench", name="bench@example.test", role="operator")
 
 
 async def _bench_operator(request: Request) -> Operator:
     request.state.operator, request.state.csrf_token = OPERATOR, "bench"
     return OPERATOR
+
+
+def load_average() -> str:
+    """The machine's load average over 1, 5 and 15 minutes (the timings depend on it: 2 vCPUs, shared)."""
+    return " ".join(f"{n:.1f}" for n in os.getloadavg())
+
+
+# Every account swept an hour ago, its next sweep due in an hour (nothing overdue): the drift statements of a reading
+# join a row per account, as they would once sweeps have run (benchmarks/scale_fill.py writes no sweep state).
+_SWEPT = """
+INSERT INTO drift_state (account_id, cursor, swept_at, next_sweep_at, failures)
+SELECT id, NULL, now() - interval '1 hour', now() + interval '1 hour', 0 FROM provider_accounts
+"""
+
+
+def sweep_state(clients: Clients) -> None:
+    """A drift sweep state row per account, analyzed."""
+    with clients.db.write() as conn:
+        conn.execute(text(_SWEPT))
+    with clients.db.engine.connect().execution_options(isolation_level="AUTOCOMMIT") as conn:
+        conn.execute(text("VACUUM ANALYZE drift_state"))
 
 
 def enqueue(clients: Clients, jobs: int) -> None:
@@ -71,8 +91,7 @@ def enqueue(clients: Clients, jobs: int) -> None:
 def sizes(clients: Clients) -> dict[str, int]:
     """The filled tables' sizes (counted once, outside the timings)."""
     with clients.db.read() as conn:
-        return {table: int(conn.execute(text(f"SELECT count(*) FROM {table}")).scalar_one())
-                for table in ("events", "event_targets", "dead_letters", "webhook_deliveries")}  # fmt: skip
+        return {table: int(conn.execute(text(f"SELECT count(*) FROM {table}")).scalar_one()) for table in SIZED}
 
 
 def _scans(node: dict[str, Any]) -> Iterator[str]:
@@ -112,6 +131,7 @@ def run(
     """Fill, explain, time; print as it goes; returns the figures (milliseconds)."""
     began = time.perf_counter()
     fill(clients.db, have=0, want=events)
+    sweep_state(clients)
     enqueue(clients, queued)
     out(f"filled in {time.perf_counter() - began:.0f} s: {sizes(clients)}, {queued} jobs queued")
     out("\nstatements of one reading, EXPLAIN ANALYZE:")
@@ -119,40 +139,19 @@ def run(
         out(f"- {ms:.2f} ms  {statement[:160]}")
         for scan in scans:
             out(f"    {scan}")
+    load_before = load_average()
     app = serving_app(clients)
     console_of(app).dependency_overrides[signed_in] = _bench_operator
     reading = console_services_from_clients(clients)
-    read_overview(reading)
-    in_process = statistics.median(_ms(lambda: read_overview(reading)) for _ in range(requests))
+    in_process = median_ms(lambda: read_overview(reading), requests)
     with serving(services_from_clients(clients), app) as live, httpx.Client(base_url=live.url, timeout=30) as http:
         p50, p99 = timed_requests(http, requests)
     figures = {"read_overview in process, median": in_process, "GET /console/overview/live p50": p50,
                "GET /console/overview/live p99": p99}  # fmt: skip
-    out(f"\n{requests} requests, milliseconds:")
+    out(f"\n{requests} requests, milliseconds (load average before the timings: {load_before}):")
     for name, ms in figures.items():
         out(f"  {name}: {ms:.1f}")
     return figures
-
-
-def _ms(work: Callable[[], object]) -> float:
-    start = time.perf_counter()
-    work()
-    return (time.perf_counter() - start) * 1000
-
-
-@contextlib.contextmanager
-def bench_clients(dsn: str, redis_url: str | None, scratch: Path) -> Iterator[Clients]:
-    """Clients on a fresh schema and Redis namespace of their own, both removed at the end."""
-    with contextlib.ExitStack() as stack:
-        url = stack.enter_context(bench_redis(redis_url, scratch))
-        database_url = stack.enter_context(private_database("postgresql", dsn, scratch))
-        ns = namespace("console")
-        stack.callback(remove_keys, url, ns)
-        settings = Settings(data_dir=scratch, broker_url=url, redis_namespace=ns, log_level="WARNING",
-                            database_url=database_url, drift_interval=0)  # fmt: skip
-        clients = migrated_clients(settings)
-        stack.callback(clients.close)
-        yield clients
 
 
 def main() -> None:
@@ -165,13 +164,13 @@ def main() -> None:
     add_redis_option(parser)
     args = parser.parse_args()
     print(f"calsync console overview, {dt.datetime.now(dt.UTC):%Y-%m-%d %H:%M} UTC, {platform.node()}, "
-          f"{os.cpu_count()} CPUs, load average {' '.join(f'{n:.1f}' for n in os.getloadavg())}")  # fmt: skip
+          f"{os.cpu_count()} CPUs, load average {load_average()}")  # fmt: skip
     with (
         tempfile.TemporaryDirectory(prefix="calsync-bench-console-") as tmp,
-        bench_clients(args.postgres_dsn, args.redis_url, Path(tmp)) as clients,
+        postgresql_clients("console", args.postgres_dsn, args.redis_url, Path(tmp)) as clients,
     ):
         run(clients, events=args.events, requests=args.requests, queued=args.queued)
-    print(f"load average at the end: {' '.join(f'{n:.1f}' for n in os.getloadavg())}")
+    print(f"load average at the end: {load_average()}")
 
 
 if __name__ == "__main__":
