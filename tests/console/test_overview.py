@@ -151,7 +151,8 @@ def test_redis_lost_after_the_state_was_read_is_named_too(
         services = dataclasses.replace(console.state.console, pause=PauseSwitch(gone, keys), stats=JobStats(gone, keys))
         console.state.console = services
         page = _page(console_client("viewer"))
-        assert "Redis unreachable" in page.text("stale") and page.text("paused") == "unknown"
+        assert "stale" not in page.hidden and "Redis unreachable" in page.text("stale")
+        assert page.text("paused") == "unknown"
         assert "n/a" in page.text("throughput")
     finally:
         gone.close()
