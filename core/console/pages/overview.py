@@ -17,17 +17,19 @@ events (3,000,000 targets) and 100,000 dead letters, EXPLAIN ANALYZE of each sta
   pending one, 0.05 ms: ``ix_event_targets_status_due`` (status, due_at), index only, the 360 outstanding entries;
   disabled webhook endpoints, 0.02 ms (a sequential scan of ``webhook_endpoints``: a row per endpoint, not per
   delivery); outstanding deliveries by status, 0.05 ms: ``ix_webhook_deliveries_status_next``, index only, 15
-  entries; while drift sweeps are on, the oldest sweep and the overdue sweeps, 0.03-0.07 ms each (``drift_state``
-  joined to the accounts: a row per account).
+  entries; while drift sweeps are on, the overdue sweeps, 0.02 ms (``ix_drift_state_next``), and the least recent
+  sweep, 6.3 ms at 10,000 accounts: sequential scans of ``drift_state`` and the accounts, a row per account (not
+  per event; drift's ``oldest_sweep``, the exporter's cost as well).
 - Redis: one Lua call per queue (5), one per provider with a breaker (3), the workers' set and one MGET, one GET of
   the pause switch, and one pipelined round trip of :data:`SPARK_MINUTES` HGETALLs for the sparklines.
 
-The statements' execution is under 1 ms in all; what a reading costs is its ~20 round trips (8 to PostgreSQL, 12 to
-Redis): 9 ms in process and 16 ms p50 / 35 ms p99 over HTTP on an idle 2-vCPU machine. The sparklines read the
-per-minute job outcome counters workers already keep (core/redis/stats.py, a hash per minute, expiring after a day):
-a fixed cost of :data:`SPARK_MINUTES` small hashes however long the history, shared by every serve process, nothing
-written by the console. A source that cannot be read is named in the ``#stale`` banner (e.g. "Redis unreachable")
-while the others are still shown.
+Apart from the sweep age, the statements execute in under 1 ms together; what a reading costs is its ~20 round
+trips (8 to PostgreSQL, 12 to Redis): 9 ms in process and 16 ms p50 / 35 ms p99 over HTTP on 2 vCPUs at a load
+average of 3 (19 / 61 ms at 7, with 10,000 sweep states; 72 / 276 ms at 10-15). The sparklines read the per-minute
+job outcome counters workers already keep (core/redis/stats.py, a hash per minute, expiring after a day): a fixed
+cost of :data:`SPARK_MINUTES` small hashes however long the history, shared by every serve process, nothing written
+by the console. A source that cannot be read is named in the ``#stale`` banner (e.g. "Redis unreachable") while the
+others are still shown.
 """
 
 from __future__ import annotations
