@@ -23,6 +23,7 @@ from calsync.core.console.auth import COOKIE, Acting
 from calsync.core.console.pages.sign_in import KEY_REFUSED, TENANT_KEY_REFUSED
 from calsync.core.console.settings import ConsoleSettings
 from calsync.core.store.schema import audit_log, operator_sessions
+from calsync.core.store.schema import operators as operators_table
 from tests.api.live import LiveApi
 from tests.console.conftest import ConsoleClient, console_of, form_token, new_operator, sign_in
 
@@ -155,6 +156,16 @@ def test_revoking_an_operator_ends_their_open_sessions(served: LiveApi) -> None:
     with served.db.read() as conn:
         ended = conn.execute(select(operator_sessions.c.ended_at)).scalars().all()
     assert len(ended) == 2 and all(at is not None for at in ended)
+
+
+def test_a_revoked_operators_session_is_refused_even_if_it_was_not_ended(served: LiveApi) -> None:
+    name, key = new_operator(served, "viewer")
+    with closing(sign_in(served, key)) as browser:
+        with served.db.write() as conn:  # revoked by hand, say, or by a release that did not end sessions
+            conn.execute(
+                update(operators_table).where(operators_table.c.name == name).values(revoked_at=dt.datetime.now(dt.UTC))
+            )
+        assert browser.get("/audit").status_code == 303
 
 
 @pytest.mark.parametrize(
