@@ -10,6 +10,7 @@ import html
 import re
 from urllib.parse import urlsplit
 
+import pytest
 from fastapi import FastAPI
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -28,7 +29,7 @@ _HEADER_VALUE = st.text(st.characters(min_codepoint=0x20, max_codepoint=0x7E), m
 
 
 @given(
-    st.one_of(st.text(), st.from_regex(r"\A(/|//|https?://|/console)[^\n]*", fullmatch=True)),
+    st.one_of(st.text(), st.from_regex(r"\A(/|//|/\\|https?://|/console)[^\n]*", fullmatch=True)),
     st.sampled_from(["", "/console"]),
 )
 @settings(max_examples=500, deadline=None, database=None)
@@ -39,6 +40,13 @@ def test_next_is_a_path_inside_the_console_or_the_overview(value: str, root: str
     assert kept.startswith(f"{root}/") and not kept.startswith("//")
     assert not parts.scheme and not parts.netloc and "\\" not in kept and ".." not in parts.path.split("/")
     assert all("\x21" <= c <= "\x7e" for c in kept)
+
+
+@pytest.mark.parametrize("root", ["", "/console"])
+@pytest.mark.parametrize("value", ["//evil.example", "/\\evil.example", "/\\/evil.example", "https://evil.example/",
+                                   "/console/../x", "javascript:alert(1)", "/console/\tx", "/console/é"])  # fmt: skip
+def test_known_ways_off_the_site_are_refused(root: str, value: str) -> None:
+    assert local_path(value, root) == f"{root}/overview"
 
 
 @given(st.lists(_SEGMENT.filter(lambda s: s not in {".", ".."}), min_size=1, max_size=4))
