@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import re
 import secrets
+from collections import Counter
 from collections.abc import Callable, Iterator
 
 import httpx
@@ -71,13 +72,17 @@ def new_operator(served: LiveApi, role: OperatorRole, *, name: str | None = None
 
 @pytest.fixture
 def console_client(served: LiveApi) -> Iterator[ConsoleClient]:
-    """Clients of the console signed in as a new operator of the role asked for (each call another operator, so a
-    test may hold several roles), through the sign-in form like a browser: the session cookie is kept, and a page's
-    CSRF token (:func:`form_token`) must be posted back with every state-changing form."""
+    """Clients of the console signed in as a new operator of the role asked for, named ``<role>@example.test`` (each
+    further call another operator, ``<role>-2@example.test``…, so a test may hold several), through the sign-in
+    form like a browser (audited: ``console.sign_in``): the session cookie is kept, and a page's CSRF token
+    (:func:`form_token`) must be posted back with every state-changing form."""
     clients: list[httpx.Client] = []
+    made: Counter[OperatorRole] = Counter()
 
     def make(role: OperatorRole) -> httpx.Client:
-        _name, key = new_operator(served, role)
+        made[role] += 1  # the audit log's name: "operator@example.test", then "operator-2@example.test", …
+        suffix = "" if made[role] == 1 else f"-{made[role]}"
+        _name, key = new_operator(served, role, name=f"{role}{suffix}@example.test")
         clients.append(sign_in(served, key))
         return clients[-1]
 
