@@ -71,9 +71,10 @@ def local_path(value: str | None, root: str) -> str:
     fallback = f"{root}/overview"
     if not value or len(value) > 2048 or any(not "\x21" <= c <= "\x7e" or c == "\\" for c in value):
         return fallback
+    if value.startswith("//") or not value.startswith(f"{root}/"):  # first: urlsplit("//[") raises
+        return fallback
     parts = urlsplit(value)
-    outside = parts.scheme or parts.netloc or value.startswith("//") or not value.startswith(f"{root}/")
-    if outside or ".." in parts.path.split("/"):
+    if parts.scheme or parts.netloc or ".." in parts.path.split("/"):
         return fallback
     return value
 
