@@ -7,6 +7,7 @@ import re
 import secrets
 from collections import Counter
 from collections.abc import Callable, Iterator
+from typing import Any
 
 import httpx
 import pytest
@@ -53,10 +54,16 @@ def served(pipeline: Pipeline, served_app: FastAPI) -> Iterator[LiveApi]:
 ConsoleClient = Callable[[OperatorRole], httpx.Client]
 
 
+def submit_sign_in(client: httpx.Client, key: str, *, next_path: str = "", **options: Any) -> httpx.Response:
+    """What a browser does to sign in: show the form (its token and cookie), then post the key with them."""
+    token = form_token(client.get("/sign-in", **options).text)
+    return client.post("/sign-in", data={"key": key, "next": next_path, "csrf_token": token}, **options)
+
+
 def sign_in(served: LiveApi, key: str, *, next_path: str = "") -> httpx.Client:
     """A browser-like client of the console that signed in with ``key`` through the sign-in form."""
     client = httpx.Client(base_url=served.url + "/console", timeout=30, follow_redirects=False)
-    answer = client.post("/sign-in", data={"key": key, "next": next_path})
+    answer = submit_sign_in(client, key, next_path=next_path)
     assert answer.status_code == 303, answer.text
     return client
 

@@ -16,10 +16,10 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from calsync.core.console import operators
-from calsync.core.console.auth import local_path
+from calsync.core.console.auth import COOKIE, local_path
 from calsync.core.console.pages.sign_in import KEY_REFUSED, TENANT_KEY_REFUSED
 from tests.api.live import LiveApi
-from tests.console.conftest import new_operator
+from tests.console.conftest import new_operator, submit_sign_in
 from tests.console.test_auth import _browser, _trust
 
 _LIVE = settings(max_examples=40, deadline=None, database=None, suppress_health_check=list(HealthCheck))
@@ -65,10 +65,10 @@ def test_a_page_of_the_console_is_kept_as_next(segments: list[str]) -> None:
 @_LIVE
 def test_no_key_but_an_operators_opens_the_console(served: LiveApi, key: str) -> None:
     with _browser(served) as browser:
-        answer = browser.post("/sign-in", data={"key": key})
+        answer = submit_sign_in(browser, key)
     expected = TENANT_KEY_REFUSED if key.strip().startswith("csk_") else KEY_REFUSED
     assert answer.status_code == 401 and expected in html.unescape(answer.text)
-    assert "set-cookie" not in answer.headers
+    assert COOKIE not in answer.cookies  # no session
 
 
 @given(asked=st.text(max_size=200))
@@ -76,7 +76,7 @@ def test_no_key_but_an_operators_opens_the_console(served: LiveApi, key: str) ->
 def test_sign_in_goes_on_to_a_console_path_whatever_next_says(served: LiveApi, asked: str) -> None:
     _name, key = new_operator(served, "viewer")
     with _browser(served) as browser:
-        answer = browser.post("/sign-in", data={"key": key, "next": asked})
+        answer = submit_sign_in(browser, key, next_path=asked)
     location = urlsplit(answer.headers["location"])
     assert answer.status_code == 303 and not location.scheme and not location.netloc
     assert location.path.startswith("/console/")
