@@ -7,8 +7,7 @@ A fresh schema of ``--postgres-dsn``, migrated by calsync, is filled in bulk (be
 event, N/10 dead letters up to 100,000; the default 1,000,000 events hold 3,000,000 targets and 100,000 dead letters)
 with a drift sweep state per account (swept an hour ago); ``--queued`` sync jobs wait on the normal lane; and
 ``calsync serve``'s application (the API with the console mounted) runs on uvicorn in a thread of this process,
-signed in as an operator (the sign-in dependency overridden, as tests/console/conftest.py does until the operators'
-sign-in lands). Then:
+signed in through the sign-in form as a viewer (a real session, looked up on each request). Then:
 
 - each SQL statement of one overview reading, run again under ``EXPLAIN (ANALYZE, FORMAT JSON)``: its plan's scans
   (node, table, index), the rows they read, and its execution time;
@@ -32,7 +31,6 @@ from pathlib import Path
 from typing import Any
 
 import httpx
-from fastapi import Request
 from sqlalchemy import text
 
 from benchmarks.scale import median_ms, percentiles_ms
@@ -41,22 +39,15 @@ from benchmarks.support import add_redis_option, postgresql_clients
 from calsync.actors.cli.serve import serving_app
 from calsync.core.api.services import services_from_clients
 from calsync.core.clients import Clients
-from calsync.core.console.auth import Operator, signed_in
 from calsync.core.console.pages.overview import read_overview
 from calsync.core.console.services import console_services_from_clients
 from calsync.core.messaging.messages import sync_message
 from calsync.core.model.payload import new_payload
 from tests.api.live import serving
-from tests.console.conftest import console_of
+from tests.console.conftest import new_operator, sign_in
 from tests.store.test_query_plans import recorded
 
 SIZED = ("events", "event_targets", "dead_letters", "webhook_deliveries", "drift_state")
-OPERATOR = Operator(id="op-bench", name="bench@example.test", role="operator")
-
-
-async def _bench_operator(request: Request) -> Operator:
-    request.state.operator, request.state.csrf_token = OPERATOR, "bench"
-    return OPERATOR
 
 
 def load_average() -> str:
@@ -119,7 +110,7 @@ def timed_requests(client: httpx.Client, requests: int) -> tuple[float, float]:
     """p50 and p99 of GET /console/overview/live (each answer checked), in milliseconds."""
 
     def one() -> None:
-        answer = client.get("/console/overview/live")
+        answer = client.get("/overview/live")
         assert answer.status_code == 200 and 'id="queues"' in answer.text, answer.status_code
 
     return percentiles_ms(one, requests)
@@ -140,12 +131,15 @@ def run(
         for scan in scans:
             out(f"    {scan}")
     load_before = load_average()
-    app = serving_app(clients)
-    console_of(app).dependency_overrides[signed_in] = _bench_operator
     reading = console_services_from_clients(clients)
     in_process = median_ms(lambda: read_overview(reading), requests)
-    with serving(services_from_clients(clients), app) as live, httpx.Client(base_url=live.url, timeout=30) as http:
-        p50, p99 = timed_requests(http, requests)
+    with serving(services_from_clients(clients), serving_app(clients)) as live:
+        _name, key = new_operator(live, "viewer", name="bench-viewer@example.test")
+        http = sign_in(live, key)  # a real session: its lookup is part of each request's cost
+        try:
+            p50, p99 = timed_requests(http, requests)
+        finally:
+            http.close()
     figures = {"read_overview in process, median": in_process, "GET /console/overview/live p50": p50,
                "GET /console/overview/live p99": p99}  # fmt: skip
     out(f"\n{requests} requests, milliseconds (load average before the timings: {load_before}):")

@@ -31,6 +31,7 @@ COMMANDS_OF_MODULE = {
     "dlq": ("dlq",),
     "drift": ("drift",),
     "exporter": ("exporter",),
+    "operators": ("operators",),
     "ops": ("migrate", "reconcile", "secret-key", "stop", "worker"),
     "pause": ("pause", "resume"),
     "retry_now": ("retry-now",),

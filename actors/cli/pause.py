@@ -5,15 +5,13 @@ Only Redis is needed (not the database), so the switch works during a database i
 
 from __future__ import annotations
 
-import getpass
-import socket
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 
 import click
 
-from calsync.actors.cli.shell import CliState, pass_state, print_json
+from calsync.actors.cli.shell import CliState, pass_state, print_json, user_at_host
 from calsync.core.clients import open_redis, resolve_broker_url, resolve_redis_url
 from calsync.core.redis.keys import RedisKeys
 from calsync.core.redis.pause import PauseSwitch
@@ -27,21 +25,13 @@ def _switch(state: CliState) -> Iterator[PauseSwitch]:
         yield PauseSwitch(client, RedisKeys(settings.redis_namespace))
 
 
-def _operator() -> str:
-    try:
-        user = getpass.getuser()
-    except (KeyError, OSError):
-        user = "unknown"
-    return f"{user}@{socket.gethostname()}"
-
-
 @click.command("pause")
 @click.option("--reason", help="Why (shown by `calsync status`).")
 @pass_state
 def pause(state: CliState, reason: str | None) -> None:
     """Stop handing jobs to workers: running jobs finish, queued ones wait (no attempt used) until `calsync resume`."""
     with _switch(state) as switch:
-        current, created = switch.pause(_operator(), reason)
+        current, created = switch.pause(user_at_host(), reason)
     print_json({"paused": True, "already_paused": not created, **current.as_json()})
 
 

@@ -7,7 +7,9 @@ from __future__ import annotations
 import contextlib
 import datetime as dt
 import functools
+import getpass
 import json
+import socket
 import sys
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from pathlib import Path
@@ -63,6 +65,15 @@ class CliState:
 
 
 pass_state = click.make_pass_decorator(CliState, ensure=True)
+
+
+def user_at_host() -> str:
+    """Who runs this command, as ``user@host``: what a pause and the audit log of an operator command record."""
+    try:
+        user = getpass.getuser()
+    except (KeyError, OSError):
+        user = "unknown"
+    return f"{user}@{socket.gethostname()}"
 
 
 def print_json(value: Any) -> None:

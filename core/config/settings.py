@@ -22,6 +22,7 @@ from calsync.core.config.coalesce import CoalesceSettings
 from calsync.core.config.fairness import FairnessSettings
 from calsync.core.config.housekeeping import HousekeepingSettings
 from calsync.core.config.redis_url import REDIS_SCHEMES, is_sentinel_url, parse_sentinel_url
+from calsync.core.console.settings import ConsoleSettings
 from calsync.core.drift.settings import DriftSettings
 from calsync.core.model.calendar import SendUpdates
 from calsync.core.model.errors import ConfigurationError
@@ -69,6 +70,7 @@ class Settings(  # the mixins: one module of fields per area (core/config/)
     FairnessSettings,
     TrafficSettings,
     DriftSettings,
+    ConsoleSettings,
     BaseSettings,
 ):
     """Every knob of calsync, read from ``CALSYNC_*`` variables (and nothing else)."""
@@ -299,11 +301,18 @@ class Settings(  # the mixins: one module of fields per area (core/config/)
             elif isinstance(value, tuple):
                 if not value:
                     continue
-                value = ",".join(v.get_secret_value() if isinstance(v, SecretStr) else f"{v:g}" for v in value)
+                value = ",".join(_listed(v) for v in value)
             elif isinstance(value, dict):  # per-provider values (core/traffic/settings.py)
                 value = ",".join(f"{k}={v:g}" for k, v in value.items())
             env[ENV_PREFIX + name.upper()] = str(value)
         return env
+
+
+def _listed(value: Any) -> str:
+    """One item of a comma-separated setting: a secret's value, a number, a network (CIDR)."""
+    if isinstance(value, SecretStr):
+        return value.get_secret_value()
+    return f"{value:g}" if isinstance(value, float | int) else str(value)
 
 
 def setting_names() -> list[str]:

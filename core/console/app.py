@@ -9,20 +9,22 @@ from fastapi.responses import RedirectResponse
 from fastapi.staticfiles import StaticFiles
 from starlette.responses import Response
 
-from calsync.core.console.pages import overview
+from calsync.core.console.pages import audit, dead_letters, events, overview, sign_in
 from calsync.core.console.services import Console as Console  # where the pages' dependency lived first
 from calsync.core.console.services import ConsoleServices
 from calsync.core.console.templating import STATIC_DIR, render
 
 # Each page module's ``router``, in the navigation's order. A page takes ``Console`` from core.console.services
 # (importing it from here would be a cycle: this module imports the pages).
-PAGES: tuple[object, ...] = (overview,)
+PAGES: tuple[object, ...] = (overview, events, dead_letters, audit, sign_in)
 
 
 async def _error_page(request: Request, exc: Exception) -> Response:
     assert isinstance(exc, HTTPException)
     context = {"status": exc.status_code, "detail": exc.detail, "title": f"{exc.status_code}"}
-    return render(request, "error.html", context, status_code=exc.status_code)
+    response = render(request, "error.html", context, status_code=exc.status_code)
+    response.headers.update(exc.headers or {})  # a redirect's Location (sign in first)
+    return response
 
 
 def create_console(services: ConsoleServices) -> FastAPI:

@@ -191,3 +191,28 @@ class RedisKeys:
         each (docs/notes/traffic.md, "Blast radius"). TTL a day.
         """
         return f"{self.namespace}:traffic:streak:{provider}:{what}"
+
+    def console_bulk(self, bulk_id: str) -> str:
+        """String holding one console bulk action on dead letters as JSON: what, by whom, the filter, the count
+        confirmed, how far it got (core.console.bulk). TTL a week.
+
+        Written by the serve process running the action (the holder of :meth:`console_bulk_lease`, after each batch)
+        and by the page that starts it; read by the console's progress page in any serve process.
+        """
+        return f"{self.namespace}:console:bulk:{bulk_id}"
+
+    def console_bulk_lease(self, bulk_id: str) -> str:
+        """String holding the token of the serve process running a console bulk action (PX, renewed per batch).
+
+        Written (SET NX PX, renewed by compare-and-set) by core.console.bulk's runner; read by the progress page,
+        which offers to resume an unfinished action whose lease expired (its process ended).
+        """
+        return f"{self.namespace}:console:bulk-lease:{bulk_id}"
+
+    def console_flash(self, token: str) -> str:
+        """String holding what a console action did, as the page it redirects to shows it (post-redirect-get),
+        under a random token the redirect carries: the text is the server's, never the URL's. EX ten minutes.
+
+        Written by the console's action handlers, read by the page redirected to (core.console.bulk).
+        """
+        return f"{self.namespace}:console:flash:{token}"

@@ -14,11 +14,12 @@ from dataclasses import asdict, dataclass, fields, replace
 from typing import Any, Final, Literal
 
 from sqlalchemy import ColumnElement, Connection, Integer, String, func, select, update
+from sqlalchemy.sql.elements import SQLColumnExpression
 
 from calsync.core.model.vocabulary import DeadLetterCause, DeadLetterKind, cause_of_reason
 from calsync.core.store.database import Database, upsert_insert
 from calsync.core.store.schema import dead_letters as d
-from calsync.core.store.schema import json_ready
+from calsync.core.store.schema import json_ready, provider_accounts
 
 DeadLetterStatus = Literal["open", "replayed", "discarded"]
 
@@ -81,7 +82,14 @@ class DeadLetter(DeadLetterRecord):
 
 @dataclass(frozen=True)
 class DeadLetterFilter:
-    """Which records an operator means (all given conditions must hold)."""
+    """Which records an operator means (all given conditions must hold).
+
+    ``provider`` is the provider of the record's account (dead letters hold no provider of their own: a record
+    without an account never matches one). ``q`` is a case-insensitive substring of the last error, taken
+    literally (``%`` and ``_`` are no wildcards): on PostgreSQL a trigram index on ``lower(last_error)`` answers it
+    (migration 0015, for three characters or more); on SQLite it is a LIKE over the filtered rows. ``up_to_id``
+    keeps to the records that existed when it was taken (:func:`tally`): a bulk action's confirmed set.
+    """
 
     status: DeadLetterStatus | None = "open"
     tenant_id: str | None = None
@@ -91,10 +99,33 @@ class DeadLetterFilter:
     error_class: str | None = None
     job_type: str | None = None
     kind: DeadLetterKind | None = None
+    provider: str | None = None
+    q: str | None = None
+    up_to_id: int | None = None
 
     def clauses(self) -> list[ColumnElement[bool]]:
         """SQL conditions for this filter."""
-        return [d.c[f.name] == getattr(self, f.name) for f in fields(self) if getattr(self, f.name) is not None]
+        given = [f.name for f in fields(self) if f.name not in _DERIVED and getattr(self, f.name) is not None]
+        found = [d.c[name] == getattr(self, name) for name in given]
+        if self.provider is not None:
+            accounts_of = select(provider_accounts.c.id).where(provider_accounts.c.provider == self.provider)
+            found.append(d.c.account_id.in_(accounts_of))
+        if self.q:
+            found.append(error_search(self.q))
+        if self.up_to_id is not None:
+            found.append(d.c.id <= self.up_to_id)
+        return found
+
+
+_DERIVED: Final = frozenset({"provider", "q", "up_to_id"})  # filter fields that are no column of the table
+
+
+def error_search(text: str) -> ColumnElement[bool]:
+    """Records whose last error contains ``text``, ignoring case: ``lower(last_error) LIKE '%text%'``, the
+    expression of the trigram index ``ix_dead_letters_error_search`` (migration 0015)."""
+    literal = _clean(text).lower().replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")
+    lowered: SQLColumnExpression[str] = func.lower(d.c.last_error)
+    return lowered.like(f"%{literal}%", escape="\\")
 
 
 def insert(db: Database, conn: Connection, record: DeadLetterRecord) -> None:
@@ -141,10 +172,35 @@ def find(conn: Connection, flt: DeadLetterFilter, *, limit: int | None = None) -
     return [DeadLetter(**row) for row in conn.execute(query).mappings()]
 
 
-def page(conn: Connection, flt: DeadLetterFilter, *, after_id: int | None, limit: int) -> list[DeadLetter]:
-    """Up to ``limit`` records matching the filter with an id above ``after_id``, by id: keyset pages for the HTTP
-    API, which stay correct while records are added or closed between requests."""
-    query = select(d).where(*flt.clauses(), d.c.id > (after_id or 0)).order_by(d.c.id).limit(limit)
+def page(
+    conn: Connection, flt: DeadLetterFilter, *, after_id: int | None, limit: int, newest_first: bool = False
+) -> list[DeadLetter]:
+    """Up to ``limit`` records matching the filter past ``after_id`` (an id above it; with ``newest_first``, below
+    it, newest first): keyset pages for the HTTP API and the console, which stay correct while records are added or
+    closed between requests. Read through ``ix_dead_letters_tenant_status`` for a tenant's, else the primary key."""
+    query = select(d).where(*flt.clauses())
+    if newest_first:
+        query = query.where(*([] if after_id is None else [d.c.id < after_id])).order_by(d.c.id.desc())
+    else:
+        query = query.where(d.c.id > (after_id or 0)).order_by(d.c.id)
+    query = query.limit(limit)
+    return [DeadLetter(**row) for row in conn.execute(query).mappings()]
+
+
+def tally(conn: Connection, flt: DeadLetterFilter) -> tuple[int, int]:
+    """How many records match the filter now, and the highest id among them (0 for none): what a bulk action's
+    confirmation states, and the bound that keeps it to those records (a later one has a higher id)."""
+    count, highest = conn.execute(select(func.count(), func.max(d.c.id)).where(*flt.clauses())).one()
+    return int(count), int(highest or 0)
+
+
+def same_target(conn: Connection, record: DeadLetter, *, limit: int = 20) -> list[DeadLetter]:
+    """The other records of ``record``'s target (tenant, event, account), newest first: its earlier failures and any
+    later one. Read through ``ix_dead_letters_target`` (migration 0015); none for a record without a target."""
+    if record.account_id is None or record.entity_id is None:
+        return []
+    where = (d.c.account_id == record.account_id, d.c.entity_id == record.entity_id, d.c.tenant_id == record.tenant_id)
+    query = select(d).where(*where, d.c.id != record.id).order_by(d.c.id.desc()).limit(limit)
     return [DeadLetter(**row) for row in conn.execute(query).mappings()]
 
 

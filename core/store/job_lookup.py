@@ -1,5 +1,6 @@
-"""A job by its id, and a tenant's targets by state, account, event, provider and time: what the HTTP API's
-``GET /v1/jobs/{job_id}`` and ``GET /v1/events`` read, each through an index (migration 0012).
+"""A job by its id, and targets by state, account, event, provider and time: what the HTTP API's
+``GET /v1/jobs/{job_id}`` and ``GET /v1/events`` read for one tenant, and the console's events page for every tenant,
+each through an index (migrations 0012 and 0014).
 
 A job is known by id while it is its target's latest job (``event_targets.job_id``, written by the intake, a DLQ
 replay and the reconciler) or while its dead letter is kept (``dead_letters.job_id``). A job superseded by a newer
@@ -9,6 +10,18 @@ verification) is not found: its target's newest job says what became of the chan
 The search reads one range of an index per sync status, newest ``updated_at`` first, and merges them: a state is a
 status (and, for a pending target, its wait reason), so every query is an equality prefix of
 ``ix_event_targets_tenant_search`` or, with an account, ``ix_event_targets_account_search``, then a keyset range.
+Without a tenant (the console's operators see every tenant) the same ranges are read from
+``ix_event_targets_status_search`` (migration 0014); an event id without a tenant is first read as the tenants having
+such an event (``ix_events_id``), so its targets are primary-key ranges. A provider is a semi-join with its accounts
+(the tenant's through ``ix_provider_accounts_tenant``; every tenant's read whole, a small table): the ranges are read
+in index order and the planner probes each target's account, so without a tenant or account a page of a rare
+provider reads as many targets as lie between its hits.
+
+The keyset ``(updated_at, event_id, account_id)`` is unique across tenants too: an account belongs to one tenant.
+
+A trace id is not stored with a target (the trace of a request lives in its logs and in the jobs' payloads on the
+queue): the one place the database keeps it is a dead letter's ``trace_id`` (``ix_dead_letters_trace``, migration
+0014), so a trace is found once one of its jobs failed for good or was cancelled (:func:`find_trace`).
 """
 
 from __future__ import annotations
@@ -16,13 +29,15 @@ from __future__ import annotations
 import datetime as dt
 import heapq
 import itertools
-from collections.abc import Iterator
+from collections.abc import Collection, Iterator
 from dataclasses import dataclass
+from typing import Any
 
 from sqlalchemy import ColumnElement, Connection, literal, select, tuple_
 
 from calsync.core.model.calendar import ProviderName
 from calsync.core.model.vocabulary import JobState, SyncStatus
+from calsync.core.store import events
 from calsync.core.store.dead_letters import DeadLetter
 from calsync.core.store.schema import dead_letters as d
 from calsync.core.store.schema import event_targets as t
@@ -69,20 +84,47 @@ class FoundJob:
         return state_of(self.target) if self.target is not None else "dead-lettered"
 
 
-def find_job(conn: Connection, tenant_id: str, job_id: str) -> FoundJob | None:
-    """The job ``job_id`` of the tenant, or None (another tenant's job reads as absent)."""
-    target = conn.execute(select(t).where(t.c.job_id == job_id, t.c.tenant_id == tenant_id)).mappings().first()
-    record = conn.execute(select(d).where(d.c.job_id == job_id, d.c.tenant_id == tenant_id)).mappings().first()
+def find_job(conn: Connection, tenant_id: str | None, job_id: str) -> FoundJob | None:
+    """The job ``job_id`` of the tenant (of any tenant when None: an operator's), or None (another tenant's job reads
+    as absent). Job ids are unique (uuid4), so a job id names at most one target and one dead letter."""
+    of_target = [t.c.tenant_id == tenant_id] if tenant_id is not None else []
+    of_record = [d.c.tenant_id == tenant_id] if tenant_id is not None else []
+    target = conn.execute(select(t).where(t.c.job_id == job_id, *of_target)).mappings().first()
+    record = conn.execute(select(d).where(d.c.job_id == job_id, *of_record)).mappings().first()
     if target is None and record is None:
         return None
     return FoundJob(job_id, TargetRow(**target) if target else None, DeadLetter(**record) if record else None)
 
 
+def attempts_of(conn: Connection, job_ids: Collection[str]) -> dict[str, int]:
+    """The attempts the dead letters of ``job_ids`` record, by job id (``dead_letters.job_id``, unique)."""
+    if not job_ids:
+        return {}
+    rows = conn.execute(select(d.c.job_id, d.c.attempts).where(d.c.job_id.in_(list(job_ids))))
+    return {job_id: attempts for job_id, attempts in rows}
+
+
+def providers_of(conn: Connection, account_ids: Collection[str]) -> dict[str, ProviderName]:
+    """The provider of each of ``account_ids`` that exists, by account id (the primary key)."""
+    if not account_ids:
+        return {}
+    rows = conn.execute(select(a.c.id, a.c.provider).where(a.c.id.in_(list(account_ids))))
+    return {account_id: provider for account_id, provider in rows}
+
+
+def find_trace(conn: Connection, trace_id: str, *, limit: int) -> list[DeadLetter]:
+    """Up to ``limit`` dead letters of the trace ``trace_id`` (of any tenant), newest first, through
+    ``ix_dead_letters_trace``: the one place a trace id is stored (see the module's docstring)."""
+    query = select(d).where(d.c.trace_id == trace_id).order_by(d.c.id.desc()).limit(limit)
+    return [DeadLetter(**row) for row in conn.execute(query).mappings()]
+
+
 @dataclass(frozen=True)
 class TargetSearch:
-    """Which targets of a tenant (every condition given must hold); ``since`` inclusive, ``until`` exclusive."""
+    """Which targets (every condition given must hold): of one tenant, or of every tenant when ``tenant_id`` is None
+    (an operator's search); ``since`` inclusive, ``until`` exclusive."""
 
-    tenant_id: str
+    tenant_id: str | None = None
     state: JobState | None = None
     account_id: str | None = None
     entity_id: str | None = None
@@ -92,18 +134,22 @@ class TargetSearch:
 
 
 def _conditions(conn: Connection, search: TargetSearch) -> list[ColumnElement[bool]] | None:
-    """The conditions every range shares; None when no target can match (no account of that provider)."""
-    where = [t.c.tenant_id == search.tenant_id]
+    """The conditions every range shares; None when no target can match (no event of that id)."""
+    where = [] if search.tenant_id is None else [t.c.tenant_id == search.tenant_id]
     if search.account_id is not None:
         where.append(t.c.account_id == search.account_id)
     if search.entity_id is not None:
         where.append(t.c.event_id == search.entity_id)
-    if search.provider is not None:  # the tenant's accounts of that provider (ix_provider_accounts_tenant)
-        of_provider = select(a.c.id).where(a.c.tenant_id == search.tenant_id, a.c.provider == search.provider)
-        accounts = list(conn.execute(of_provider).scalars())
-        if not accounts:
-            return None
-        where.append(t.c.account_id.in_(accounts))
+        if search.tenant_id is None:  # primary-key ranges: the tenants having such an event (ix_events_id)
+            tenants = events.find_event_tenants(conn, search.entity_id)
+            if not tenants:
+                return None
+            where.append(t.c.tenant_id.in_(tenants))
+    if search.provider is not None:  # the accounts of that provider (the tenant's: ix_provider_accounts_tenant)
+        of_provider = select(a.c.id).where(a.c.provider == search.provider)
+        if search.tenant_id is not None:
+            of_provider = of_provider.where(a.c.tenant_id == search.tenant_id)
+        where.append(t.c.account_id.in_(of_provider.scalar_subquery()))
     if search.since is not None:
         where.append(t.c.updated_at >= search.since)
     if search.until is not None:
@@ -113,6 +159,22 @@ def _conditions(conn: Connection, search: TargetSearch) -> list[ColumnElement[bo
 
 def _newest_first(row: TargetRow) -> Keyset:
     return row.updated_at, row.event_id, row.account_id
+
+
+def keyset_json(row: TargetRow) -> list[str]:
+    """The keyset of ``row`` as a page's cursor carries it: ``[updated_at (ISO 8601), event_id, account_id]``."""
+    return [row.updated_at.isoformat(), row.event_id, row.account_id]
+
+
+def keyset_of(key: Any) -> Keyset:
+    """The keyset :func:`keyset_json` made; ValueError or TypeError for anything else (a forged cursor's)."""
+    updated, event_id, account_id = key  # a list of three, else ValueError or TypeError
+    if not all(isinstance(part, str) for part in key):
+        raise TypeError("not a keyset")
+    at = dt.datetime.fromisoformat(updated)
+    if at.utcoffset() is None:
+        raise ValueError("a naive time")
+    return at, event_id, account_id
 
 
 def search(conn: Connection, query: TargetSearch, *, after: Keyset | None, limit: int) -> list[TargetRow]:

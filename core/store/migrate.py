@@ -32,7 +32,7 @@ if TYPE_CHECKING:
     from alembic.script import ScriptDirectory
 
 MIGRATIONS = Path(__file__).with_name("migrations")
-HEAD_REVISION = "0013"  # the newest script in migrations/versions (tests/store/test_migrate.py checks it)
+HEAD_REVISION = "0015"  # the newest script in migrations/versions (tests/store/test_migrate.py checks it)
 # Alembic's default version table, which env.py keeps: one row, the revision the schema is at.
 _ALEMBIC_VERSION = sa.table("alembic_version", sa.column("version_num", sa.String))
 

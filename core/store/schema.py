@@ -8,7 +8,7 @@ Alembic migrations in ``core/store/migrations`` create exactly this (a test comp
 from __future__ import annotations
 
 import datetime as dt
-from typing import Any, get_args
+from typing import Any, Final, get_args
 
 from sqlalchemy import (
     JSON,
@@ -162,6 +162,8 @@ event_targets = Table(
     Index("ix_event_targets_job", "job_id"),
     Index("ix_event_targets_tenant_search", "tenant_id", "status", "updated_at", "event_id", "account_id"),
     Index("ix_event_targets_account_search", "account_id", "status", "updated_at", "event_id"),
+    # The console's search of every tenant's targets (migration 0014).
+    Index("ix_event_targets_status_search", "status", "updated_at", "event_id", "account_id"),
 )
 
 idempotency_records = Table(
@@ -214,7 +216,15 @@ dead_letters = Table(
     Index("ix_dead_letters_status_failed", "status", "failed_at"),
     Index("ix_dead_letters_account", "account_id"),
     Index("ix_dead_letters_tenant_status", "tenant_id", "status", "id"),  # a tenant's keyset pages (migration 0010)
+    Index("ix_dead_letters_trace", "trace_id"),  # the console's search by trace id (migration 0014)
+    Index("ix_dead_letters_event", "tenant_id", "entity_id", "id"),  # an event's, on its console page (0014)
+    Index("ix_dead_letters_target", "account_id", "entity_id", "id"),  # a target's dead letters (migration 0015)
+    # On PostgreSQL only, the trigram index of the console's error search (POSTGRESQL_ONLY_INDEXES).
 )
+
+# Indexes a migration creates on PostgreSQL only, with what SQLAlchemy cannot declare for one dialect alone (an
+# extension's operator class): ix_dead_letters_error_search, pg_trgm on lower(last_error) (migration 0015).
+POSTGRESQL_ONLY_INDEXES: Final = frozenset({"ix_dead_letters_error_search"})
 
 api_keys = Table(
     "api_keys",
@@ -357,6 +367,7 @@ drift_findings = Table(
     _one_of("action", DRIFT_ACTIONS, "ck_drift_findings_action"),
     Index("ix_drift_findings_tenant", "tenant_id", "id"),
     Index("ix_drift_findings_found", "found_at"),
+    Index("ix_drift_findings_event", "tenant_id", "event_id", "id"),  # an event's, on its console page (0014)
 )
 
 # The console's operators (core/console/, migration 0013): people, not tenants. A key is stored as its SHA-256 hash
@@ -401,4 +412,5 @@ audit_log = Table(
     Column("detail", JSON, nullable=True),
     Index("ix_audit_log_actor", "actor", "id"),
     Index("ix_audit_log_at", "at"),
+    Index("ix_audit_log_subject", "subject", "id"),  # the audit rows about one target (migration 0014)
 )

@@ -44,7 +44,10 @@ def serving(services: ApiServices, app: FastAPI | None = None) -> Iterator[LiveA
     """Run the application over ``services`` (or ``app``, built over them) until the block ends."""
     sock = listening_socket("127.0.0.1", 0)
     port = sock.getsockname()[1]
-    config = uvicorn.Config(app or create_app(services), log_config=None, access_log=False, lifespan="on")
+    # proxy_headers=False as `calsync serve` runs it: the peer and the scheme are the connection's, not a header's.
+    config = uvicorn.Config(
+        app or create_app(services), log_config=None, access_log=False, lifespan="on", proxy_headers=False
+    )
     server = uvicorn.Server(config)
     thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, daemon=True, name="live-api")
     thread.start()

@@ -4,16 +4,19 @@ port, over the test pipeline's database, Redis and broker, and clients signed in
 from __future__ import annotations
 
 import re
+import secrets
+from collections import Counter
 from collections.abc import Callable, Iterator
+from typing import Any
 
 import httpx
 import pytest
-from fastapi import FastAPI, HTTPException, Request
+from fastapi import FastAPI
 from starlette.routing import Mount
 
 from calsync.actors.cli.serve import serving_app
 from calsync.core.api.services import services_from_clients
-from calsync.core.console.auth import Operator, acting, signed_in
+from calsync.core.console import operators
 from calsync.core.model.vocabulary import OperatorRole
 from tests.api.live import LiveApi, serving
 from tests.support import Pipeline
@@ -51,35 +54,44 @@ def served(pipeline: Pipeline, served_app: FastAPI) -> Iterator[LiveApi]:
 ConsoleClient = Callable[[OperatorRole], httpx.Client]
 
 
-@pytest.fixture
-def console_client(served: LiveApi, served_app: FastAPI) -> Iterator[ConsoleClient]:
-    """Clients of the console signed in as an operator of the role asked for.
+def submit_sign_in(client: httpx.Client, key: str, *, next_path: str = "", **options: Any) -> httpx.Response:
+    """What a browser does to sign in: show the form (its token and cookie), then post the key with them."""
+    token = form_token(client.get("/sign-in", **options).text)
+    return client.post("/sign-in", data={"key": key, "next": next_path, "csrf_token": token}, **options)
 
-    Until the operators' sign-in lands (branch console-auth), this stands in for it by overriding the two auth
-    dependencies; the console-auth branch replaces this body with a real sign-in, so page tests must send back
-    the CSRF token of the page's form (:func:`form_token`) like a browser does.
-    """
-    console = console_of(served_app)
+
+def sign_in(served: LiveApi, key: str, *, next_path: str = "") -> httpx.Client:
+    """A browser-like client of the console that signed in with ``key`` through the sign-in form."""
+    client = httpx.Client(base_url=served.url + "/console", timeout=30, follow_redirects=False)
+    answer = submit_sign_in(client, key, next_path=next_path)
+    assert answer.status_code == 303, answer.text
+    return client
+
+
+def new_operator(served: LiveApi, role: OperatorRole, *, name: str | None = None) -> tuple[str, str]:
+    """A new operator of ``role`` in the test's database: their name and one-time key."""
+    name = name or f"{role}-{secrets.token_hex(3)}@example.test"
+    with served.db.write() as conn:
+        key, _record = operators.create(conn, name=name, role=role)
+    assert key is not None
+    return name, key
+
+
+@pytest.fixture
+def console_client(served: LiveApi) -> Iterator[ConsoleClient]:
+    """Clients of the console signed in as a new operator of the role asked for, named ``<role>@example.test`` (each
+    further call another operator, ``<role>-2@example.test``…, so a test may hold several), through the sign-in
+    form like a browser (audited: ``console.sign_in``): the session cookie is kept, and a page's CSRF token
+    (:func:`form_token`) must be posted back with every state-changing form."""
     clients: list[httpx.Client] = []
+    made: Counter[OperatorRole] = Counter()
 
     def make(role: OperatorRole) -> httpx.Client:
-        operator = Operator(id=f"op-{role}", name=f"{role}@example.test", role=role)
-
-        async def as_signed_in(request: Request) -> Operator:
-            request.state.operator, request.state.csrf_token = operator, "csrf-of-test"
-            return operator
-
-        async def as_acting(request: Request) -> Operator:
-            await as_signed_in(request)
-            if not operator.can_act:
-                raise HTTPException(403, "a viewer cannot act")
-            return operator
-
-        console.dependency_overrides[signed_in] = as_signed_in
-        console.dependency_overrides[acting] = as_acting
-        client = httpx.Client(base_url=served.url + "/console", timeout=30, follow_redirects=False)
-        clients.append(client)
-        return client
+        made[role] += 1  # the audit log's name: "operator@example.test", then "operator-2@example.test", …
+        suffix = "" if made[role] == 1 else f"-{made[role]}"
+        _name, key = new_operator(served, role, name=f"{role}{suffix}@example.test")
+        clients.append(sign_in(served, key))
+        return clients[-1]
 
     yield make
     for client in clients:

@@ -10,11 +10,12 @@ from collections.abc import Iterator
 import pytest
 from fastapi import FastAPI
 from selenium import webdriver
+from selenium.webdriver.common.by import By
 
 from calsync.core.messaging.messages import sync_message
 from calsync.core.model.payload import new_payload
 from tests.api.live import LiveApi
-from tests.console.conftest import ConsoleClient, console_of
+from tests.console.conftest import console_of, new_operator
 from tests.support import Pipeline, wait_until
 
 pytestmark = [
@@ -35,9 +36,8 @@ def browser() -> Iterator[webdriver.Chrome]:
 
 
 def test_the_region_refreshes_itself_and_says_when_it_is_stale(
-    pipeline: Pipeline, served: LiveApi, served_app: FastAPI, console_client: ConsoleClient, browser: webdriver.Chrome
+    pipeline: Pipeline, served: LiveApi, served_app: FastAPI, browser: webdriver.Chrome
 ) -> None:
-    console_client("viewer")  # the app's sign-in, standing in for a session (tests/console/conftest.py)
     queue = pipeline.settings.queue
 
     def ready() -> str:  # read in one script: the region may be swapped between two WebDriver calls
@@ -48,7 +48,11 @@ def test_the_region_refreshes_itself_and_says_when_it_is_stale(
     def stale() -> bool:
         return bool(browser.execute_script("return !document.getElementById('stale').hidden;"))
 
-    browser.get(served.url + "/console/overview")
+    _name, key = new_operator(served, "viewer")
+    browser.get(served.url + "/console/sign-in")  # then the overview, the default next page
+    browser.find_element(By.ID, "key").send_keys(key)
+    browser.find_element(By.ID, "sign-in").click()
+    wait_until(lambda: browser.find_elements(By.ID, "overview"), timeout=15, what="the overview after signing in")
     browser.execute_script("window.notReloaded = true;")
     assert ready() == "0"
     for n in range(2):

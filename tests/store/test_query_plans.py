@@ -24,10 +24,12 @@ import pytest
 from prometheus_client import generate_latest
 from sqlalchemy import event
 
+from benchmarks.console_search import spread_updates
 from benchmarks.scale import invoke
 from benchmarks.scale_fill import fill
 from calsync.actors.cli.changes import show
 from calsync.actors.cli.shell import CliState
+from calsync.core.console import target_history
 from calsync.core.drift import store as drift_store
 from calsync.core.model.payload import idempotency_key, new_payload
 from calsync.core.observability.exporter import exporter_registry
@@ -101,7 +103,11 @@ def hot_paths(pipeline: Pipeline) -> dict[str, Callable[[], object]]:
                     TargetSearch(TENANT, state="deferred"), TargetSearch(TENANT, state="dead-lettered", since=since),
                     TargetSearch(TENANT, account_id=ACCOUNT, state="synced"), TargetSearch(TENANT, account_id=ACCOUNT),
                     TargetSearch(TENANT, entity_id=EVENT),
-                    TargetSearch(TENANT, provider="memory", state="synced")]  # fmt: skip
+                    TargetSearch(TENANT, provider="memory", state="synced"),
+                    # the console's, across tenants (migration 0014)
+                    TargetSearch(), TargetSearch(state="pending"), TargetSearch(state="dead-lettered", since=since),
+                    TargetSearch(account_id=ACCOUNT), TargetSearch(entity_id=EVENT),
+                    TargetSearch(provider="memory", state="synced")]  # fmt: skip
         with clients.db.read() as conn:
             for search in searches:
                 first = job_lookup.search(conn, search, after=None, limit=51)
@@ -109,10 +115,19 @@ def hot_paths(pipeline: Pipeline) -> dict[str, Callable[[], object]]:
                     last = first[-1]
                     job_lookup.search(conn, search, after=(last.updated_at, last.event_id, last.account_id), limit=51)
 
-    def job_lookups() -> None:  # GET /v1/jobs/{job_id}: a target's latest job, a dead letter's
+    def job_lookups() -> None:  # GET /v1/jobs/{job_id}: a target's latest job, a dead letter's; a trace's
         with clients.db.read() as conn:
             job_lookup.find_job(conn, TENANT, "job-dl-10")
             job_lookup.find_job(conn, TENANT, "job-unknown")
+            job_lookup.find_job(conn, None, "job-dl-10")  # the console's, any tenant's
+            job_lookup.find_trace(conn, "trace-unknown", limit=51)
+
+    def console_event_page() -> None:  # an event with a dead letter (job-dl-10): its targets, their history
+        with clients.db.read() as conn:
+            rows = targets.shown_targets(conn, TENANT, "evt-101")
+            job_lookup.providers_of(conn, {row.account_id for row in rows})
+            job_lookup.attempts_of(conn, ["job-dl-10", "job-unknown"])
+            target_history.history(conn, [row.key for row in rows], TENANT, "evt-101", limit=50)
 
     def drift_sweep_reads() -> None:  # a sweep's targets (a full listing, then the changes), findings, the gauges
         with clients.db.read() as conn:
@@ -142,6 +157,7 @@ def hot_paths(pipeline: Pipeline) -> dict[str, Callable[[], object]]:
         "DLQ pages": dlq_pages,
         "target search pages": target_searches,
         "job lookups": job_lookups,
+        "console event page": console_event_page,
         "drift sweep reads": drift_sweep_reads,
         "idempotency lookup": idempotency_lookup,
         "job snapshot read": lambda: load_snapshot(clients.db, clients.cipher, payload),
@@ -152,6 +168,7 @@ def hot_paths(pipeline: Pipeline) -> dict[str, Callable[[], object]]:
 def test_no_hot_query_reads_a_growing_table_whole(pipeline: Pipeline) -> None:
     fill(pipeline.clients.db, have=0, want=EVENTS)
     db = pipeline.clients.db
+    spread_updates(db)
     offenders = []
     for name, run in hot_paths(pipeline).items():
         with recorded(db) as sent:

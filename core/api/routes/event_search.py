@@ -3,8 +3,7 @@ first, each filter read through an index (core/store/job_lookup.py)."""
 
 from __future__ import annotations
 
-import datetime as dt
-from typing import Annotated, Any
+from typing import Annotated
 
 from fastapi import APIRouter, Query
 
@@ -13,19 +12,9 @@ from calsync.core.api.cursors import cursor_of, key_of
 from calsync.core.api.job_models import TargetHit, TargetPage, TargetQuery
 from calsync.core.api.problems import AUTHENTICATED, problems
 from calsync.core.store import job_lookup
-from calsync.core.store.job_lookup import Keyset, TargetSearch
+from calsync.core.store.job_lookup import TargetSearch
 
 router = APIRouter(tags=["events"])
-
-
-def _keyset(key: Any) -> Keyset:
-    updated, event_id, account_id = key  # a list of three, else ValueError or TypeError
-    if not all(isinstance(part, str) for part in key):
-        raise TypeError("not a keyset")
-    at = dt.datetime.fromisoformat(updated)
-    if at.utcoffset() is None:
-        raise ValueError("a naive time")
-    return at, event_id, account_id
 
 
 @router.get("/v1/events", response_model=TargetPage, responses=problems(*AUTHENTICATED), summary="Search targets")
@@ -33,10 +22,10 @@ def search_targets(deps: Services, principal: Reader, query: Annotated[TargetQue
     """The key's tenant's targets (one event in one account each) matching every filter given, with their state and
     latest job, most recently updated first."""
     search = TargetSearch(principal.tenant_id, **query.model_dump(exclude={"limit", "cursor"}))
-    after = key_of(query.cursor, _keyset)
+    after = key_of(query.cursor, job_lookup.keyset_of)
     with deps.db.read() as conn:
         found = job_lookup.search(conn, search, after=after, limit=query.limit + 1)
     items = found[: query.limit]
     last = items[-1] if len(found) > query.limit else None
-    cursor = cursor_of([last.updated_at.isoformat(), last.event_id, last.account_id]) if last else None
+    cursor = cursor_of(job_lookup.keyset_json(last)) if last else None
     return TargetPage(items=[TargetHit.of(row) for row in items], next_cursor=cursor)

@@ -1,0 +1,109 @@
+"""Repository of ``operator_sessions``: signed-in browsers (and trusted-proxy users), their CSRF tokens, their idle
+expiry.
+
+A session is identified by a random cookie value the browser holds; the table keeps only its SHA-256 digest, so a
+copy of the database opens no console. Each session has its own random CSRF token, which every state-changing form
+carries back. A session is live while it is not ended (signed out, or its operator revoked), its operator is not
+revoked, and it was used within the idle expiry. ``last_seen_at`` is written at most every :data:`TOUCH_EVERY`
+seconds, not on every request: a page that refreshes every 2 s must not write the database every 2 s.
+
+A trusted proxy's user has no cookie: the proxy names them on every request. They get one session per operator all
+the same (id ``proxy:<operator id>:<random>``, which no cookie's digest can equal), for its CSRF token and expiry.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import secrets
+from dataclasses import dataclass
+
+from sqlalchemy import Connection, select, update
+
+from calsync.core.model.vocabulary import OperatorRole
+from calsync.core.store.api_keys import key_hash
+from calsync.core.store.schema import operator_sessions as s
+from calsync.core.store.schema import operators as o
+
+#: Seconds between two writes of a session's ``last_seen_at`` (the idle expiry is that much less exact).
+TOUCH_EVERY = 30.0
+_PROXY = "proxy:"
+
+
+@dataclass(frozen=True)
+class Session:
+    """A live session: its id (the cookie's digest), the operator it belongs to, its CSRF token."""
+
+    id: str
+    operator_id: str
+    operator_name: str
+    role: OperatorRole
+    csrf_token: str
+    last_seen_at: dt.datetime
+
+
+def start(conn: Connection, operator_id: str) -> tuple[str, str]:
+    """Start a session for a signed-in operator; returns the cookie value (never stored) and the CSRF token."""
+    cookie = secrets.token_urlsafe(32)
+    csrf = _insert(conn, key_hash(cookie), operator_id)
+    return cookie, csrf
+
+
+def _insert(conn: Connection, session_id: str, operator_id: str) -> str:
+    csrf, now = secrets.token_urlsafe(32), dt.datetime.now(dt.UTC)
+    values = {"id": session_id, "operator_id": operator_id, "csrf_token": csrf}
+    conn.execute(s.insert().values(**values, created_at=now, last_seen_at=now))
+    return csrf
+
+
+_LIVE = (
+    select(s.c.id, s.c.operator_id, o.c.name, o.c.role, s.c.csrf_token, s.c.last_seen_at)
+    .join(o, o.c.id == s.c.operator_id)
+    .where(s.c.ended_at.is_(None), o.c.revoked_at.is_(None))
+)
+
+
+def _idle_limit(idle_seconds: float) -> dt.datetime:
+    return dt.datetime.now(dt.UTC) - dt.timedelta(seconds=idle_seconds)
+
+
+def find(conn: Connection, cookie: str, *, idle_seconds: float) -> Session | None:
+    """The live session of a cookie's value, or None (unknown, ended, idle too long, operator revoked).
+
+    Looked up by the primary key (the cookie's digest); no comparison of secrets happens in Python."""
+    query = _LIVE.where(s.c.id == key_hash(cookie), s.c.last_seen_at > _idle_limit(idle_seconds))
+    row = conn.execute(query).first()
+    return None if row is None else Session(*row)
+
+
+def proxy_session(conn: Connection, operator_id: str, *, idle_seconds: float) -> Session | None:
+    """A trusted proxy's user's live session, or None (then :func:`start_proxy` one).
+
+    By ``ix_operator_sessions_operator``: an operator has few sessions."""
+    query = _LIVE.where(
+        s.c.operator_id == operator_id, s.c.id.startswith(_PROXY), s.c.last_seen_at > _idle_limit(idle_seconds)
+    )
+    row = conn.execute(query.order_by(s.c.last_seen_at.desc()).limit(1)).first()
+    return None if row is None else Session(*row)
+
+
+def start_proxy(conn: Connection, operator_id: str) -> str:
+    """Start a session for a trusted proxy's user; returns its id."""
+    session_id = f"{_PROXY}{operator_id}:{secrets.token_hex(16)}"
+    _insert(conn, session_id, operator_id)
+    return session_id
+
+
+def needs_touch(session: Session) -> bool:
+    """Whether the session's use is to be noted (:func:`touch`): it was last noted :data:`TOUCH_EVERY` s ago."""
+    return (dt.datetime.now(dt.UTC) - session.last_seen_at).total_seconds() >= TOUCH_EVERY
+
+
+def touch(conn: Connection, session_id: str) -> None:
+    """Note that a session was used now (the caller asked :func:`needs_touch` first)."""
+    now = dt.datetime.now(dt.UTC)
+    conn.execute(update(s).where(s.c.id == session_id, s.c.ended_at.is_(None)).values(last_seen_at=now))
+
+
+def end(conn: Connection, session_id: str) -> None:
+    """End a session (signing out): its cookie opens nothing from now on."""
+    conn.execute(update(s).where(s.c.id == session_id, s.c.ended_at.is_(None)).values(ended_at=dt.datetime.now(dt.UTC)))
