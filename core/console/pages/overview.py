@@ -24,8 +24,8 @@ events (3,000,000 targets) and 100,000 dead letters, EXPLAIN ANALYZE of each sta
   the pause switch, and one pipelined round trip of :data:`SPARK_MINUTES` HGETALLs for the sparklines.
 
 Apart from the sweep age, the statements execute in under 1 ms together; what a reading costs is its ~20 round
-trips (8 to PostgreSQL, 12 to Redis): 9 ms in process and 16 ms p50 / 35 ms p99 over HTTP on 2 vCPUs at a load
-average of 3 (19 / 61 ms at 7, with 10,000 sweep states; 72 / 276 ms at 10-15). The sparklines read the per-minute
+trips (8 to PostgreSQL, 12 to Redis): 10 ms in process and 15 ms p50 / 33 ms p99 over HTTP, signed in, on 2 vCPUs
+at a load average of 2.4 (19 / 61 ms at 7; 72 / 276 ms at 10-15). The sparklines read the per-minute
 job outcome counters workers already keep (core/redis/stats.py, a hash per minute, expiring after a day): a fixed
 cost of :data:`SPARK_MINUTES` small hashes however long the history, shared by every serve process, nothing written
 by the console. A source that cannot be read is named in the ``#stale`` banner (e.g. "Redis unreachable") while the
