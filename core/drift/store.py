@@ -52,6 +52,7 @@ class Finding:
 
 #: Statements a sweep runs every time, built once (building one costs more CPU than SQLite running it).
 _POLICY = select(p.c.policy).where(p.c.tenant_id == bindparam("k_tenant"))
+_STATE = select(s).where(s.c.account_id == bindparam("k_account"))
 
 
 def policy_of(conn: Connection, tenant_id: str) -> DriftPolicy:
@@ -170,7 +171,7 @@ class SweepState:
 
 def sweep_state(conn: Connection, account_id: str) -> SweepState | None:
     """The account's sweep state, or None when it was never scheduled."""
-    row = conn.execute(select(s).where(s.c.account_id == account_id)).mappings().first()
+    row = conn.execute(_STATE, {"k_account": account_id}).mappings().first()
     return SweepState(**row) if row else None
 
 
