@@ -13,7 +13,9 @@ from tests.api.live import LiveApi
 from tests.support import Pipeline, dead_letter_of_job
 
 
-def _dead_letter(pipeline: Pipeline, tenant: str, account: str, entity: str, *, reason: str = "forbidden") -> int:
+def _dead_letter(
+    pipeline: Pipeline, tenant: str, account: str, entity: str, *, reason: str = "forbidden", error: str = "refused"
+) -> int:
     receipt = pipeline.submit([account], tenant=tenant, entity_id=entity)
     key = f"calendar:{tenant}:{entity}:{account}:create"
     payload = new_payload(tenant_id=tenant, entity_id=receipt.entity_id, account_id=account, operation="create",
@@ -23,7 +25,7 @@ def _dead_letter(pipeline: Pipeline, tenant: str, account: str, entity: str, *, 
         job_id=payload.job_id, job_type=SYNC_JOB, message_id=None, queue="calendar", tenant_id=tenant,
         entity_id=entity, account_id=account, idempotency_key=payload.idempotency_key, trace_id="trace-dlq",
         payload=payload.model_dump(mode="json"), attempts=1, reason=reason, error_class="Forbidden",
-        last_error="refused", error_history=[], first_failed_at=now, failed_at=now,
+        last_error=error, error_history=[], first_failed_at=now, failed_at=now,
     )  # fmt: skip
     with pipeline.clients.db.write() as conn:
         dead_letters.insert(pipeline.clients.db, conn, record)
@@ -92,6 +94,32 @@ def test_replay_by_filter_and_discard(api: LiveApi, pipeline: Pipeline, records:
         "999999", "N"
     )
     assert [r.id for r in pipeline.dead_letters(tenant_id="tenant-1")] == [records["mine"][3]]
+
+
+def test_the_consoles_filters_and_its_bulk_discard_have_their_api_twins(
+    api: LiveApi, pipeline: Pipeline, records: dict[str, list[int]]
+) -> None:
+    mine = pipeline.account(tenant="tenant-1", account_id="acc-timeouts")
+    slow = [_dead_letter(pipeline, "tenant-1", mine, f"evt-slow-{i}", error=f"Read TIMEOUT #{i}") for i in range(3)]
+    theirs = _dead_letter(pipeline, "tenant-2", "acc-theirs", "evt-t2", error="read timeout")
+    with api.client(api.key(scope="admin")) as http:
+        found = http.get("/v1/dead-letters", params={"q": "read timeout", "provider": "memory", "kind": "job"})
+        none = http.get("/v1/dead-letters", params={"q": "read timeout", "provider": "google"})
+        literal = http.get("/v1/dead-letters", params={"q": "read%timeout"})
+        nul = http.get("/v1/dead-letters", params={"q": "a\x00b"})
+        report = http.post("/v1/dead-letters/discard", json={"filter": {"q": "timeout"}, "note": "provider fixed"})
+        again = http.post("/v1/dead-letters/discard", json={"ids": [slow[0], theirs]})
+    assert [item["id"] for item in found.json()["items"]] == slow
+    assert none.json()["items"] == [] and literal.json()["items"] == []
+    assert nul.status_code == 422
+    assert sorted(entry["id"] for entry in report.json()["discarded"]) == slow
+    assert again.json()["discarded"] == []
+    assert {(e["id"], e["why"]) for e in again.json()["skipped"]} == {
+        (slow[0], "record is discarded"),
+        (theirs, "not found"),
+    }
+    assert [r.id for r in pipeline.dead_letters(tenant_id="tenant-1")] == records["mine"]  # the others stay open
+    assert [r.id for r in pipeline.dead_letters(tenant_id="tenant-2")] == [records["theirs"][0], theirs]
 
 
 def test_one_record_of_the_tenant_is_read_whole(api: LiveApi, records: dict[str, list[int]]) -> None:
