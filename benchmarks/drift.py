@@ -1,35 +1,35 @@
-"""Drift sweeps at scale: many accounts swept through an adapter's emulator, full and incremental.
+"""Drift sweeps at scale: many accounts swept through each adapter's emulator, full and incremental.
 
-    PYTHONPATH=. .venv/bin/python benchmarks/drift.py [--what read-back|sweep] [--provider google]
-        [--accounts 1000] [--events 100] [--user-events 0] [--threads 8] [--changed 0.1] [--rounds 2]
-        [--redis-url URL]
+    PYTHONPATH=.:emulators .venv/bin/python benchmarks/drift.py [--what read-back|sweep]
+        [--provider google|graph|ews ...] [--accounts 1000] [--events 100] [--user-events 0] [--threads 8]
+        [--changed 0.1] [--rounds 2] [--redis-url URL]
 
-The emulator runs in a child process, seeded there with ``--accounts`` calendars of ``--events`` events each,
-every one the body calsync's adapter writes (its marker included), plus ``--user-events`` of the user's own per
-calendar. This process builds the adapter as the provider registry does and sweeps every account from
-``--threads`` threads (a worker's thread pool), after one token grant per account (not counted in the sweeps:
-an access token outlives many sweeps). ``--what``:
+Each ``--provider`` (repeatable; default all three, one after the other, in one table) has its emulator run in a
+child process, seeded there with ``--accounts`` calendars or mailboxes of ``--events`` events each, every one the
+body calsync's adapter writes (its marker included), plus ``--user-events`` of the user's own per calendar
+(benchmarks/drift_emulators.py). This process builds the adapter as the provider registry does (Google:
+google-api-python-client over httplib2; Graph: httpx + msal; EWS: exchangelib) and sweeps every account from
+``--threads`` threads (a worker's thread pool), after one ``verify`` per account (the token grant, or EWS's
+connection and calendar folder: not counted in the sweeps, they outlive many sweeps). ``--what``:
 
 - ``read-back`` (default): the adapter's ``read_back`` alone, each account's cursor kept in memory;
 - ``sweep``: the whole sweep job, ``run_sweep`` of core/drift/sweep.py (its own Redis and SQLite database,
   the targets synced as workers leave them: benchmarks/drift_sweep.py); it reads and saves each account's
-  cursor in the database, so its full sweeps after the first are forced by expiring the sync tokens (a 410,
-  then the full listing: two requests per account).
+  cursor in the database, so its full sweeps after the first are forced by making the emulator refuse every
+  cursor issued so far (Google's 410, Graph's 410 ``SyncStateNotFound``, EWS's ``ErrorInvalidSyncStateData``),
+  then the full listing.
 
 Per round it times three sweeps of every account:
 
-- full: every marked item listed (the first sweep, and what a 410 leads to);
+- full: every marked item listed (the first sweep, and what a refused cursor leads to);
 - incremental, unchanged: from the full sweep's cursors, nothing changed (the goal: one request per account);
-- incremental, edited: ``--changed`` of the accounts had one event edited by the user (the emulator's control
+- incremental, edited: ``--changed`` of the accounts had one event retitled by the user (the emulator's control
   route) first.
 
 For each: wall seconds, accounts per second, requests the emulator answered (all, and not 2xx) per account,
 items read (``read-back``) or targets verified (``sweep``) and findings, this process' CPU seconds (calsync and
-its client libraries) and the emulator's apart.
-
-Providers: ``google`` (google-api-python-client + httplib2). Graph and EWS join ``--provider`` once their
-adapters' ``DriftReader`` is merged (branch drift-mailbox): a seeding function per emulator in ``SERVE``. It is a
-benchmark, not a test: numbers depend on the machine (docs/notes/drift.md).
+its client libraries) and the emulator's apart. Each round prints as it ends; the medians end the run in one
+table. It is a benchmark, not a test: numbers depend on the machine (docs/notes/drift.md).
 """
 
 from __future__ import annotations
@@ -37,39 +37,29 @@ from __future__ import annotations
 import argparse
 import contextlib
 import datetime as dt
+import functools
 import multiprocessing
 import os
 import platform
 import statistics
 import tempfile
-import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any, cast
+from typing import Any, Protocol, cast
 
 import psutil
 
+from benchmarks.drift_emulators import EMULATED, TENANT, Emulated, Refs, Seeded, accounts
 from benchmarks.drift_sweep import whole_sweeps
 from benchmarks.support import add_redis_option
 from calsync.core.config.settings import Settings
-from calsync.core.model.calendar import Account, EventState, Target
-from calsync.core.model.drift import ReadBack
-from calsync.providers.google.event_body import event_body, event_id_for
-from calsync.providers.google.provider import GoogleProvider
+from calsync.core.model.calendar import Account, EventState
+from calsync.core.model.drift import DriftReader
 from calsync.providers.registry import ProviderRegistry
-from calsync_emulators import google
-from calsync_emulators.control import GoogleControl
-from calsync_emulators.server import RunningEmulator
-
-PROVIDERS = ("google",)
-TENANT = "bench-drift"
-
-
-def _calendar(n: int) -> str:
-    return f"user{n}@example.com"
+from calsync_emulators.control import EmulatorControl
 
 
 def _event(m: int) -> EventState:
@@ -79,31 +69,17 @@ def _event(m: int) -> EventState:
                       location="Room 1", attendees=("bob@example.com", "carol@example.com"))  # fmt: skip
 
 
-def _serve_google(queue: Any, accounts: int, states: list[EventState], user_events: int) -> None:
-    """The child process: the Google emulator, seeded in place with what calsync wrote, until the benchmark ends.
+class _Adapter(DriftReader, Protocol):
+    """A remote adapter: a drift reader with ``verify`` (one live call with the account's login)."""
 
-    Puts its URL and every seeded event's etag (per account, per event) on ``queue``."""
-    app = google.create_app()
-    etags: list[list[str]] = []
-    for n in range(accounts):
-        etags.append([])
-        for event in states:
-            target = Target(event_id=event.id, account_id=f"acct{n}", tenant_id=TENANT)
-            event_id = event_id_for(target.sync_key)
-            app.events.insert(_calendar(n), {**event_body(event, target), "id": event_id}, {})
-            etags[-1].append(app.events.entry(_calendar(n), event_id).resource["etag"])
-        for m in range(user_events):
-            own = {"summary": f"Own {m}", "start": {"date": "2026-12-01"}, "end": {"date": "2026-12-02"}}
-            app.events.insert(_calendar(n), own, {})
-    running = RunningEmulator(app)
-    queue.put((running.url, etags))
-    threading.Event().wait()
+    def verify(self, account: Account) -> None: ...
 
 
 @dataclass(frozen=True)
 class Sweep:
     """One sweep of every account: what it cost and what it found."""
 
+    provider: str
     name: str
     seconds: float
     requests: int
@@ -114,12 +90,14 @@ class Sweep:
     emulator_cpu_seconds: float
     accounts: int
 
+    HEADER = (f"  {'provider':<8} {'sweep':<26} {'wall':>9}  {'accounts/s':>10}  {'requests/account':>16}"
+              f" {'not 2xx':>7}  {'items':>7} {'findings':>8}  {'CPU':>8} {'emulator CPU':>12}")  # fmt: skip
+
     def line(self) -> str:
-        """The sweep as one line of the report."""
-        return (f"  {self.name:<26} {self.seconds:7.2f} s  {self.accounts / self.seconds:7.0f} accounts/s"
-                f"  {self.requests / self.accounts:5.2f} requests/account ({self.failed} not 2xx)"
-                f"  {self.items:7d} items {self.findings:4d} findings  CPU {self.cpu_seconds:6.2f} s,"
-                f" emulator {self.emulator_cpu_seconds:6.2f} s")  # fmt: skip
+        """The sweep as one row of the table."""
+        return (f"  {self.provider:<8} {self.name:<26} {self.seconds:7.2f} s  {self.accounts / self.seconds:10.0f}"
+                f"  {self.requests / self.accounts:16.2f} {self.failed:7d}  {self.items:7d} {self.findings:8d}"
+                f"  {self.cpu_seconds:6.2f} s {self.emulator_cpu_seconds:10.2f} s")  # fmt: skip
 
 
 #: One account's sweep: (items read or verified, findings, whether it was a full listing).
@@ -128,13 +106,16 @@ SweepOne = Callable[[Account, bool], tuple[int, int, bool]]
 
 @dataclass
 class Bench:
-    """The accounts, the emulator, and how one account is swept."""
+    """One provider's accounts and emulator, and how one account is swept."""
 
+    provider: str
+    emulated: Emulated
     sweep_one: SweepOne
     accounts: list[Account]
-    control: GoogleControl
+    control: EmulatorControl
     emulator: psutil.Process
     threads: int
+    refs: Refs
 
     def sweep(self, name: str, *, full: bool) -> Sweep:
         """Every account swept from the pool's threads (a full listing when ``full``)."""
@@ -146,9 +127,18 @@ class Bench:
         after = self.control.request_count()
         if any(was_full is not full for _, _, was_full in swept):
             raise RuntimeError(f"asked for {'full' if full else 'incremental'} listings, got another kind")
-        return Sweep(name, seconds, after["total"] - before["total"], after["failed"] - before["failed"],
-                     sum(n for n, _, _ in swept), sum(f for _, f, _ in swept), time.process_time() - cpu,
-                     _cpu(self.emulator) - emulator_cpu, len(self.accounts))  # fmt: skip
+        return Sweep(self.provider, name, seconds, after["total"] - before["total"],
+                     after["failed"] - before["failed"], sum(n for n, _, _ in swept), sum(f for _, f, _ in swept),
+                     time.process_time() - cpu, _cpu(self.emulator) - emulator_cpu, len(self.accounts))  # fmt: skip
+
+    def edit(self, share: float, round_number: int) -> int:
+        """The user retitles one event in ``share`` of the accounts; returns how many accounts changed."""
+        step = max(1, round(1 / share)) if share > 0 else 0
+        changed = range(0, len(self.accounts), step) if step else range(0)
+        for k, n in enumerate(changed):
+            external_id = self.refs[n][k % len(self.refs[n])][0]
+            self.emulated.edit(self.control, n, external_id, f"Edited {round_number}")
+        return len(changed)
 
 
 def _cpu(process: psutil.Process) -> float:
@@ -156,73 +146,100 @@ def _cpu(process: psutil.Process) -> float:
     return float(times.user + times.system)
 
 
-def _accounts(control: GoogleControl, count: int) -> list[Account]:
-    return [Account(id=f"acct{n}", tenant_id=TENANT, provider="google", address=_calendar(n),
-                    credentials=control.user_credentials(f"1//bench-{n}", "client", "secret"))
-            for n in range(count)]  # fmt: skip
-
-
-def _read_backs(provider: GoogleProvider) -> SweepOne:
+def _read_backs(provider: DriftReader) -> SweepOne:
     """``read_back`` alone, each account's cursor kept here (None for a full listing)."""
     cursors: dict[str, str | None] = {}
 
     def sweep_one(account: Account, full: bool) -> tuple[int, int, bool]:
-        reading: ReadBack = provider.read_back(account, None if full else cursors[account.id])
+        reading = provider.read_back(account, None if full else cursors[account.id])
         cursors[account.id] = reading.cursor
         return len(reading.items), 0, reading.full
 
     return sweep_one
 
 
-def _edit(bench: Bench, share: float, round_number: int, states: list[EventState]) -> int:
-    """The user edits one event in ``share`` of the accounts; returns how many accounts changed."""
-    step = max(1, round(1 / share)) if share > 0 else 0
-    changed = bench.accounts[::step] if step else []
-    for n, account in enumerate(changed):
-        target = Target(event_id=states[n % len(states)].id, account_id=account.id, tenant_id=TENANT)
-        bench.control.edit_event(account.address, event_id_for(target.sync_key), summary=f"Edited {round_number}")
-    return len(changed)
-
-
-def _rounds(bench: Bench, args: argparse.Namespace, states: list[EventState], whole: bool) -> dict[str, list[Sweep]]:
+def _rounds(bench: Bench, args: argparse.Namespace, whole: bool) -> dict[str, list[Sweep]]:
     """Per round: a full sweep, an incremental one of an unchanged calendar, one after the user's edits.
 
-    A whole sweep finds its cursor in the database: its full sweeps after the first are forced by expiring the
-    emulator's sync tokens (the 410 path: two requests per account)."""
+    A whole sweep finds its cursor in the database: its full sweeps after the first are forced by making the
+    emulator refuse every cursor issued so far (two requests per account or more: the refused one, the listing)."""
     results: dict[str, list[Sweep]] = {}
     for n in range(1, args.rounds + 1):
         if whole and n > 1:
-            bench.control.control("POST", "config", {"sync_token_lifetime": 0})
-        full = bench.sweep("full" if n == 1 or not whole else "full (after a 410)", full=True)
-        bench.control.control("POST", "config", {"sync_token_lifetime": 86400})
+            bench.emulated.refuse_cursors(bench.control)
+        full = bench.sweep("full" if n == 1 or not whole else "full (cursor refused)", full=True)
+        bench.emulated.accept_cursors(bench.control)
         sweeps = [full, bench.sweep("incremental, unchanged", full=False)]
-        edited = _edit(bench, args.changed, n, states)
+        edited = bench.edit(args.changed, n)
         sweeps.append(bench.sweep(f"incremental, {edited} edited", full=False))
-        print(f"round {n}:", flush=True)
+        print(f"{bench.provider}, round {n}:", flush=True)
         for sweep in sweeps:
             results.setdefault(sweep.name, []).append(sweep)
             print(sweep.line(), flush=True)
     return results
 
 
-def _start(args: argparse.Namespace, states: list[EventState]) -> tuple[multiprocessing.Process, str, list[list[str]]]:
-    """The seeded emulator in its child process: the process, its URL, the seeded etags."""
+def _start(args: argparse.Namespace, emulated: Emulated, states: list[EventState]) -> tuple[Any, Seeded]:
+    """The seeded emulator in its child process: the process, and what it handed back."""
     spawn = multiprocessing.get_context("spawn")
     queue: Any = spawn.Queue()
-    child = spawn.Process(target=SERVE[args.provider], args=(queue, args.accounts, states, args.user_events),
-                          daemon=True)  # fmt: skip
+    child = spawn.Process(target=emulated.serve, args=(queue, args.accounts, states, args.user_events), daemon=True)
     child.start()
-    url, etags = queue.get(timeout=3600)
-    return cast(multiprocessing.Process, child), url, etags
+    seeded: Seeded = queue.get(timeout=3600)
+    return child, seeded
 
 
-SERVE: dict[str, Callable[..., None]] = {"google": _serve_google}
+@dataclass(frozen=True)
+class Parts:
+    """One provider's seeded emulator, adapter, accounts and sweep of one account."""
+
+    child: Any
+    seeded: Seeded
+    provider: _Adapter
+    accounts: list[Account]
+    sweep_one: SweepOne
+
+
+@contextlib.contextmanager
+def _parts(args: argparse.Namespace, emulated: Emulated) -> Iterator[Parts]:
+    """The emulator seeded and the adapter built, for ``--what``; the child process ends with the block."""
+    with contextlib.ExitStack() as stack:
+        if args.what == "sweep":
+            scratch = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="calsync-bench-drift-")))
+            start = functools.partial(_start, args, emulated)
+            whole = stack.enter_context(whole_sweeps(args, scratch, emulated, start, _event))
+            parts = Parts(whole.child, whole.seeded, cast(_Adapter, whole.provider), whole.accounts, whole.sweep_one)
+        else:
+            child, seeded = _start(args, emulated, [_event(m) for m in range(args.events)])
+            registry = ProviderRegistry(Settings(**emulated.settings(seeded)))
+            provider = cast(_Adapter, registry.get(emulated.adapter))
+            made = accounts(emulated, emulated.control(seeded.url), args.accounts)
+            parts = Parts(child, seeded, provider, made, _read_backs(provider))
+        stack.callback(parts.child.join, 10)
+        stack.callback(parts.child.terminate)
+        stack.callback(cast(Any, parts.provider).close)
+        yield parts
+
+
+def _run(args: argparse.Namespace, name: str) -> list[Sweep]:
+    """One provider's rounds; returns the median of each kind of sweep."""
+    emulated = EMULATED[name]
+    seeding = time.perf_counter()
+    with _parts(args, emulated) as parts:
+        with ThreadPoolExecutor(args.threads) as pool:  # one token grant or connection each, before anything is timed
+            list(pool.map(parts.provider.verify, parts.accounts))
+        print(f"{name}: seeded and verified in {time.perf_counter() - seeding:.0f} s", flush=True)
+        bench = Bench(name, emulated, parts.sweep_one, parts.accounts, emulated.control(parts.seeded.url),
+                      psutil.Process(parts.child.pid), args.threads, parts.seeded.refs)  # fmt: skip
+        results = _rounds(bench, args, args.what == "sweep")
+    return [_median(runs) for runs in results.values()]
 
 
 def main() -> None:
-    """Seed, then sweep full / incremental / incremental after edits per round, and print medians."""
+    """Seed, then sweep full / incremental / incremental after edits per round, per provider; print medians."""
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--provider", choices=PROVIDERS, default="google")
+    parser.add_argument("--provider", choices=sorted(EMULATED), action="append",
+                        help="google, graph or ews; repeat for several (default: all three)")  # fmt: skip
     parser.add_argument("--what", choices=("read-back", "sweep"), default="read-back",
                         help="the adapter's read_back alone, or the whole sweep job (core/drift/sweep.py)")  # fmt: skip
     parser.add_argument("--accounts", type=int, default=1000)
@@ -233,50 +250,31 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=2)
     add_redis_option(parser)
     args = parser.parse_args()
-    seeding = time.perf_counter()
-    with contextlib.ExitStack() as stack:
-        if args.what == "sweep":
-            scratch = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="calsync-bench-drift-")))
-            whole = stack.enter_context(whole_sweeps(args, scratch, _start, TENANT, _calendar, _event))
-            child, url, states, provider, sweep_one = (whole.child, whole.url, whole.states, whole.provider,
-                                                       whole.sweep_one)  # fmt: skip
-        else:
-            states = [_event(m) for m in range(args.events)]
-            child, url, _ = _start(args, states)
-            provider = _google(GoogleControl(url))
-            sweep_one = _read_backs(provider)
-        stack.callback(child.join, 10)
-        stack.callback(child.terminate)
-        control = GoogleControl(url)
-        accounts = _accounts(control, args.accounts)
-        with ThreadPoolExecutor(args.threads) as pool:  # one token grant each, before anything is timed
-            list(pool.map(provider.verify, accounts))
-        print(_configuration(args, time.perf_counter() - seeding), flush=True)
-        bench = Bench(sweep_one, accounts, control, psutil.Process(cast(int, child.pid)), args.threads)
-        results = _rounds(bench, args, states, args.what == "sweep")
-    print(f"median of {args.rounds} rounds:")
-    for runs in results.values():
-        middle = sorted(runs, key=lambda s: s.seconds)[len(runs) // 2] if len(runs) % 2 else None
-        print((middle or _median(runs)).line())
-
-
-def _google(control: GoogleControl) -> GoogleProvider:
-    """The adapter as the provider registry builds it, pointed at the emulator."""
-    return cast(GoogleProvider, ProviderRegistry(Settings(google_api_endpoint=control.api_endpoint)).get("google"))
+    args.provider = args.provider or ["google", "graph", "ews"]
+    print(_configuration(args), flush=True)
+    medians = [sweep for name in args.provider for sweep in _run(args, name)]
+    print(f"median of {args.rounds} rounds:\n{Sweep.HEADER}")
+    for sweep in medians:
+        print(sweep.line())
 
 
 def _median(runs: list[Sweep]) -> Sweep:
+    """The middle run by wall time (odd count), else each figure's median."""
+    if len(runs) % 2:
+        return sorted(runs, key=lambda s: s.seconds)[len(runs) // 2]
+
     def mid(field: str) -> float:
         return statistics.median(float(getattr(s, field)) for s in runs)
 
-    return Sweep(runs[0].name, mid("seconds"), round(mid("requests")), round(mid("failed")), round(mid("items")),
-                 round(mid("findings")), mid("cpu_seconds"), mid("emulator_cpu_seconds"), runs[0].accounts)  # fmt: skip
+    return replace(runs[0], seconds=mid("seconds"), requests=round(mid("requests")), failed=round(mid("failed")),
+                   items=round(mid("items")), findings=round(mid("findings")), cpu_seconds=mid("cpu_seconds"),
+                   emulator_cpu_seconds=mid("emulator_cpu_seconds"))  # fmt: skip
 
 
-def _configuration(args: argparse.Namespace, seeded: float) -> str:
+def _configuration(args: argparse.Namespace) -> str:
     return "\n".join([
-        f"drift {args.what}, {args.provider}: {args.accounts} accounts x {args.events} events of calsync's "
-        f"(+ {args.user_events} of the user's), {args.threads} threads, {args.rounds} rounds; seeded in {seeded:.0f} s",
+        f"drift {args.what}, {', '.join(args.provider)}: {args.accounts} accounts x {args.events} events of "
+        f"calsync's (+ {args.user_events} of the user's), {args.threads} threads, {args.rounds} rounds",
         f"  {dt.datetime.now(dt.UTC):%Y-%m-%d %H:%M} UTC, {platform.python_implementation()} "
         f"{platform.python_version()}, {os.cpu_count()} CPUs, "
         f"load average {' '.join(f'{x:.1f}' for x in os.getloadavg())}",

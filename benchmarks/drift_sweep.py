@@ -1,11 +1,11 @@
 """``benchmarks/drift.py --what sweep``: the whole sweep job (core/drift/sweep.py ``run_sweep``) per account.
 
 What it sets up: its own Redis (embedded unless ``--redis-url``) and SQLite file migrated to the head, a secret
-key; the events (``--events``, one tenant) and, once the emulator is seeded with what calsync wrote, one Google
-account per calendar and its targets synced with the seeded etags, as workers leave them. The sweeps run under
-traffic control's gate in Redis (its per-provider rate lifted: at the default, 100 requests a second for
-Google, a pass over 1,000 accounts would take 10 s of waiting), the tenant's policy the default ``report``,
-no webhook endpoint (no outbox).
+key; the events (``--events``, one tenant) and, once the emulator is seeded with what calsync wrote, one account
+of the provider per calendar or mailbox and its targets synced with the seeded ids and etags, as workers leave
+them. The sweeps run under traffic control's gate in Redis (the per-provider rates lifted: at the default, 100
+requests a second for Google, a pass over 1,000 accounts would take 10 s of waiting), the tenant's policy the
+default ``report``, no webhook endpoint (no outbox).
 """
 
 from __future__ import annotations
@@ -20,21 +20,20 @@ from typing import Any, cast
 
 from cryptography.fernet import Fernet
 
+from benchmarks.drift_emulators import TENANT, Emulated, Refs, Seeded, accounts
 from benchmarks.support import bench_redis, migrated_clients, namespace, remove_keys
 from calsync.core.config.settings import Settings
 from calsync.core.drift.sweep import SweepParts, run_sweep
-from calsync.core.model.calendar import Account, EventState, Target
+from calsync.core.model.calendar import Account, EventState, Provider
 from calsync.core.model.change import EventFields
-from calsync.core.store import accounts, events, targets
+from calsync.core.store import accounts as account_store
+from calsync.core.store import events, targets
 from calsync.core.store.targets import TargetKey
 from calsync.core.traffic import TrafficGate, TrafficStore, provider_limits
-from calsync.providers.google.event_body import event_id_for
-from calsync.providers.google.provider import GoogleProvider
 from calsync.providers.registry import ProviderRegistry
-from calsync_emulators.control import GoogleControl
 
-#: Starts the seeded emulator for these events: (its process, its URL, the etags per account and event).
-Start = Callable[[argparse.Namespace, list[EventState]], tuple[Any, str, list[list[str]]]]
+#: Starts the seeded emulator for these events: (its process, what it hands back).
+Start = Callable[[list[EventState]], tuple[Any, Seeded]]
 
 
 @dataclass(frozen=True)
@@ -42,29 +41,30 @@ class Whole:
     """A seeded emulator and database, and the sweep of one account through the job."""
 
     child: Any
-    url: str
+    seeded: Seeded
     states: list[EventState]
-    provider: GoogleProvider
+    provider: Provider
+    accounts: list[Account]
     sweep_one: Callable[[Account, bool], tuple[int, int, bool]]
 
 
 @contextlib.contextmanager
-def whole_sweeps(args: argparse.Namespace, scratch: Path, start: Start, tenant: str,
-                 calendar: Callable[[int], str], event: Callable[[int], EventState]) -> Iterator[Whole]:  # fmt: skip
+def whole_sweeps(args: argparse.Namespace, scratch: Path, emulated: Emulated, start: Start,
+                 event: Callable[[int], EventState]) -> Iterator[Whole]:  # fmt: skip
     """Seed the database and the emulator (module docstring); yields the parts, removes the keys afterwards."""
     with bench_redis(args.redis_url, scratch) as redis_url:
         ns = namespace("drift")
         settings = Settings(data_dir=scratch, broker_url=redis_url, redis_namespace=ns, log_level="ERROR",
                             database_url=f"sqlite:///{scratch / 'calsync.sqlite3'}",
-                            secret_key=Fernet.generate_key().decode(), provider_rate={"google": 0.0})  # fmt: skip
+                            secret_key=Fernet.generate_key().decode(),
+                            provider_rate={"google": 0.0, "graph": 0.0, "exchange": 0.0})  # fmt: skip
         clients = migrated_clients(settings)
         try:
-            states = _events(clients.db, tenant, [event(m) for m in range(args.events)])
-            child, url, etags = start(args, states)
-            control = GoogleControl(url)
-            settings = settings.model_copy(update={"google_api_endpoint": control.api_endpoint})
-            registry = ProviderRegistry(settings)
-            _accounts(clients, control, tenant, calendar, states, etags)
+            states = _events(clients.db, [event(m) for m in range(args.events)])
+            child, seeded = start(states)
+            registry = ProviderRegistry(settings.model_copy(update=emulated.settings(seeded)))
+            made = accounts(emulated, emulated.control(seeded.url), args.accounts)
+            _synced(clients, made, states, seeded.refs)
             traffic = TrafficGate(TrafficStore(clients.redis, clients.keys), provider_limits(settings, lease=60))
             parts = SweepParts(clients.db, clients.cipher, registry, clients.broker, settings.queue, traffic)
 
@@ -74,37 +74,34 @@ def whole_sweeps(args: argparse.Namespace, scratch: Path, start: Start, tenant: 
                     raise RuntimeError(f"the sweep of {account.id} read nothing: {result.skipped}")
                 return result.verified, len(result.findings), result.full
 
-            yield Whole(child, url, states, cast(GoogleProvider, registry.get("google")), sweep_one)
+            yield Whole(child, seeded, states, registry.get(emulated.adapter), made, sweep_one)
         finally:
             clients.close()
             remove_keys(redis_url, ns)
 
 
-def _events(db: Any, tenant: str, wanted: list[EventState]) -> list[EventState]:
+def _events(db: Any, wanted: list[EventState]) -> list[EventState]:
     """The events stored at version 1, as the store gives them back (what the sweep's fingerprints start from)."""
     with db.write() as conn:
         for state in wanted:
             fields = EventFields(title=state.title, time_zone=state.time_zone, all_day=state.all_day,
                                  start=state.start, end=state.end, location=state.location,
                                  description=state.description, attendees=state.attendees)  # fmt: skip
-            events.insert_event(conn, tenant, state.id, fields, "none")
+            events.insert_event(conn, TENANT, state.id, fields, "none")
     with db.read() as conn:
-        return [cast(EventState, events.get_event(conn, tenant, state.id)) for state in wanted]
+        return [cast(EventState, events.get_event(conn, TENANT, state.id)) for state in wanted]
 
 
-def _accounts(clients: Any, control: GoogleControl, tenant: str, calendar: Callable[[int], str],
-              states: list[EventState], etags: list[list[str]]) -> None:  # fmt: skip
-    """One account per seeded calendar, its targets synced at version 1 with the etags the emulator gave."""
+def _synced(clients: Any, made: list[Account], states: list[EventState], refs: Refs) -> None:
+    """The accounts stored, each one's targets synced at version 1 with the ids and etags the emulator gave."""
     now = dt.datetime.now(dt.UTC)
-    for n, account_etags in enumerate(etags):
-        account_id = f"acct{n}"
-        credentials = clients.cipher.encrypt(control.user_credentials(f"1//bench-{n}", "client", "secret"))
+    for account, account_refs in zip(made, refs, strict=True):
         with clients.db.write() as conn:
-            accounts.add_account(conn, tenant_id=tenant, provider="google", address=calendar(n),
-                                 credentials=credentials, options={}, account_id=account_id)  # fmt: skip
-            keys = [TargetKey(tenant, state.id, account_id) for state in states]
+            account_store.add_account(conn, tenant_id=TENANT, provider=account.provider, address=account.address,
+                                      credentials=clients.cipher.encrypt(dict(account.credentials)),
+                                      options=dict(account.options), account_id=account.id)  # fmt: skip
+            keys = [TargetKey(TENANT, state.id, account.id) for state in states]
             targets.plan_targets(conn, [(key, "present") for key in keys], version=1, due_at=now, existing=())
-            for key, etag in zip(keys, account_etags, strict=True):
-                sync_key = Target(event_id=key.event_id, account_id=account_id, tenant_id=tenant).sync_key
-                targets.record_synced(conn, key, version=1, external_id=event_id_for(sync_key), etag=etag,
+            for key, (external_id, etag) in zip(keys, account_refs, strict=True):
+                targets.record_synced(conn, key, version=1, external_id=external_id, etag=etag,
                                       final_status="synced")  # fmt: skip

@@ -45,11 +45,7 @@ from prometheus_client import generate_latest
 from benchmarks.scale_fill import ACCOUNTS_PER_TENANT, TENANTS, fill
 from benchmarks.support import (
     add_redis_option,
-    bench_redis,
-    migrated_clients,
-    namespace,
-    private_database,
-    remove_keys,
+    postgresql_clients,
     traced_round_trips,
 )
 from calsync.actors.cli.changes import show
@@ -225,15 +221,10 @@ def main() -> None:
           f"{TENANTS * ACCOUNTS_PER_TENANT} accounts, sizes {sizes}")  # fmt: skip
     with contextlib.ExitStack() as stack:
         tmp = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="calsync-bench-scale-")))
-        url = stack.enter_context(bench_redis(args.redis_url, tmp))
-        database_url = stack.enter_context(private_database("postgresql", args.postgres_dsn, tmp))
-        ns = namespace("scale")
-        stack.callback(remove_keys, url, ns)
         # No drift sweeps: the worker's figures are the sync jobs' (benchmarks/drift.py measures the sweeps).
-        settings = Settings(data_dir=tmp, broker_url=url, redis_namespace=ns, log_level="WARNING",
-                            database_url=database_url, drift_interval=0)  # fmt: skip
-        clients = migrated_clients(settings)
-        stack.callback(clients.close)
+        clients = stack.enter_context(postgresql_clients("scale", args.postgres_dsn, args.redis_url, tmp,
+                                                         drift_interval=0))  # fmt: skip
+        settings, url = clients.settings, clients.broker_url
         ops = Operations(clients)
         have = 0
         for size in sizes:

@@ -209,3 +209,23 @@ def migrated_clients(settings: Settings) -> Clients:
     finally:
         bootstrap.dispose()
     return connect(settings)
+
+
+@contextlib.contextmanager
+def postgresql_clients(
+    side: str, dsn: str, redis_url: str | None, scratch_dir: Path, **values: Any
+) -> Iterator[Clients]:
+    """Clients on a fresh PostgreSQL schema of ``dsn`` (migrated) and a Redis namespace of their own, on the Redis
+    :func:`bench_redis` gives; ``values`` are settings. The schema, the keys and an embedded Redis go at the end."""
+    from calsync.core.config.settings import Settings
+
+    with contextlib.ExitStack() as stack:
+        url = stack.enter_context(bench_redis(redis_url, scratch_dir))
+        database_url = stack.enter_context(private_database("postgresql", dsn, scratch_dir))
+        ns = namespace(side)
+        stack.callback(remove_keys, url, ns)
+        settings = Settings(data_dir=scratch_dir, broker_url=url, redis_namespace=ns, log_level="WARNING",
+                            database_url=database_url, **values)  # fmt: skip
+        clients = migrated_clients(settings)
+        stack.callback(clients.close)
+        yield clients

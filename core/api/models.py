@@ -8,7 +8,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-from calsync.core.model.calendar import BusinessStatus, EventState, SendUpdates
+from calsync.core.model.calendar import BusinessStatus, EventState, ProviderName, SendUpdates
 from calsync.core.model.drift import DriftKind
 from calsync.core.model.ids import Identifier
 from calsync.core.model.vocabulary import DeadLetterKind, SyncStatus, WaitReason
@@ -122,6 +122,12 @@ class DeadLetterSelection(BaseModel):
     reason: str | None = Field(default=None, max_length=128)
     error_class: str | None = Field(default=None, max_length=128)
     job_type: str | None = Field(default=None, max_length=64)
+    kind: DeadLetterKind | None = None
+    provider: ProviderName | None = Field(default=None, description="The provider of the record's account.")
+    q: str | None = Field(
+        default=None, min_length=1, max_length=200, pattern=r"^[^\x00]+$",
+        description="A case-insensitive substring of the last error, taken literally (no wildcards).",
+    )  # fmt: skip
 
 
 class PageQuery(BaseModel):
@@ -140,7 +146,7 @@ class DeadLetterQuery(PageQuery, DeadLetterSelection):
 
 
 class ReplayRequest(BaseModel):
-    """Replay by ids or by a filter (exactly one of the two)."""
+    """Replay (or discard) by ids or by a filter (exactly one of the two)."""
 
     model_config = ConfigDict(extra="forbid")
 
@@ -185,6 +191,26 @@ class DiscardRequest(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     note: str | None = Field(default=None, max_length=1000)
+
+
+class DiscardSetRequest(ReplayRequest):
+    """Discard by ids or by a filter, and why (kept on each record)."""
+
+    note: str | None = Field(default=None, max_length=1000)
+
+
+class DiscardedEntryOut(BaseModel):
+    """A record closed without a replay."""
+
+    id: int
+    job_id: str | None
+
+
+class DiscardReportOut(BaseModel):
+    """What a discard did, per record."""
+
+    discarded: list[DiscardedEntryOut]
+    skipped: list[SkippedOut]
 
 
 class DiscardedOut(BaseModel):

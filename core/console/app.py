@@ -9,14 +9,14 @@ from fastapi.responses import RedirectResponse
 from fastapi.staticfiles import StaticFiles
 from starlette.responses import Response
 
-from calsync.core.console.pages import accounts, audit, dead_letters, events, sign_in, webhooks
+from calsync.core.console.pages import accounts, audit, dead_letters, events, overview, sign_in, webhooks
 from calsync.core.console.services import Console as Console  # where the pages' dependency lived first
 from calsync.core.console.services import ConsoleServices
 from calsync.core.console.templating import STATIC_DIR, render
 
 # Each page module's ``router``, in the navigation's order. A page takes ``Console`` from core.console.services
 # (importing it from here would be a cycle: this module imports the pages).
-PAGES: tuple[object, ...] = (events, dead_letters, accounts, webhooks, audit, sign_in)
+PAGES: tuple[object, ...] = (overview, events, dead_letters, accounts, webhooks, audit, sign_in)
 
 
 async def _error_page(request: Request, exc: Exception) -> Response:

@@ -71,9 +71,10 @@ def local_path(value: str | None, root: str) -> str:
     fallback = f"{root}/overview"
     if not value or len(value) > 2048 or any(not "\x21" <= c <= "\x7e" or c == "\\" for c in value):
         return fallback
+    if value.startswith("//") or not value.startswith(f"{root}/"):  # first: urlsplit("//[") raises
+        return fallback
     parts = urlsplit(value)
-    outside = parts.scheme or parts.netloc or value.startswith("//") or not value.startswith(f"{root}/")
-    if outside or ".." in parts.path.split("/"):
+    if parts.scheme or parts.netloc or ".." in parts.path.split("/"):
         return fallback
     return value
 
@@ -87,15 +88,18 @@ def over_tls(request: Request) -> bool:
     return forwarded == "https" and console_services(request).access.is_trusted_proxy(peer)
 
 
-def set_session_cookie(request: Request, response: Response, value: str) -> None:
-    """Give the browser its session cookie (a session cookie: it ends with the browser, or at the idle expiry)."""
-    response.set_cookie(COOKIE, value, path=console_root(request) or "/", httponly=True, samesite="strict",
-                        secure=over_tls(request))  # fmt: skip
+def set_cookie(
+    request: Request, response: Response, value: str, *, name: str = COOKIE, max_age: int | None = None
+) -> None:
+    """Give the browser a console cookie: the session's (by default; it ends with the browser, or at the idle
+    expiry) or the sign-in form's. HttpOnly, SameSite=Strict, the console's path, Secure over TLS."""
+    response.set_cookie(name, value, max_age=max_age, path=console_root(request) or "/", httponly=True,
+                        samesite="strict", secure=over_tls(request))  # fmt: skip
 
 
-def clear_session_cookie(request: Request, response: Response) -> None:
-    """Tell the browser to forget its session cookie."""
-    response.delete_cookie(COOKIE, path=console_root(request) or "/", httponly=True, samesite="strict",
+def clear_cookie(request: Request, response: Response, *, name: str = COOKIE) -> None:
+    """Tell the browser to forget a console cookie (the session's by default)."""
+    response.delete_cookie(name, path=console_root(request) or "/", httponly=True, samesite="strict",
                            secure=over_tls(request))  # fmt: skip
 
 

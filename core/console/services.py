@@ -1,6 +1,6 @@
 """What the console uses, handed in by its composition root: the HTTP API's services (database, DLQ operations, a
-job's cancel, webhooks), the pipeline's live state, the pause switch and the console's own settings (sessions'
-idle expiry, the trusted proxy)."""
+job's cancel, webhooks), the pipeline's live state, the pause switch, the job outcome counters and the console's
+own settings (sessions' idle expiry, the trusted proxy)."""
 
 from __future__ import annotations
 
@@ -15,6 +15,7 @@ from calsync.core.console.bulk import BulkActions
 from calsync.core.console.settings import ConsoleSettings
 from calsync.core.observability.pipeline_state import StateReader
 from calsync.core.redis.pause import PauseSwitch
+from calsync.core.redis.stats import JobStats
 from calsync.core.traffic import TrafficStore
 
 
@@ -26,6 +27,7 @@ class ConsoleServices:
     state: StateReader
     pause: PauseSwitch
     traffic: TrafficStore  # the accounts page's breakers
+    stats: JobStats  # the workers' per-minute job outcome counters (the overview's sparklines)
     access: ConsoleSettings  # sign-in: the sessions' idle expiry, the trusted proxy (the process's Settings)
     bulk: BulkActions  # dead letters' bulk actions and the pages' post-redirect-get messages
 
@@ -38,6 +40,7 @@ def console_services_from_clients(clients: Clients, api: ApiServices | None = No
         state=StateReader(clients),
         pause=PauseSwitch(clients.redis, clients.keys),
         traffic=TrafficStore(clients.redis, clients.keys),
+        stats=JobStats(clients.redis, clients.keys),
         access=clients.settings,
         bulk=BulkActions(clients.redis, clients.keys, api),
     )

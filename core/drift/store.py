@@ -10,6 +10,7 @@ never both enqueue the same account's sweep.
 from __future__ import annotations
 
 import datetime as dt
+import functools
 from collections.abc import Collection, Iterable
 from dataclasses import asdict, dataclass
 from typing import Any, cast
@@ -49,9 +50,14 @@ class Finding:
         return json_ready(asdict(self))
 
 
+#: Statements a sweep runs every time, built once (building one costs more CPU than SQLite running it).
+_POLICY = select(p.c.policy).where(p.c.tenant_id == bindparam("k_tenant"))
+_STATE = select(s).where(s.c.account_id == bindparam("k_account"))
+
+
 def policy_of(conn: Connection, tenant_id: str) -> DriftPolicy:
     """The tenant's drift policy (DEFAULT_DRIFT_POLICY when none was set)."""
-    stored = conn.execute(select(p.c.policy).where(p.c.tenant_id == tenant_id)).scalar()
+    stored = conn.execute(_POLICY, {"k_tenant": tenant_id}).scalar()
     return cast(DriftPolicy, stored) if stored in DRIFT_POLICIES else DEFAULT_DRIFT_POLICY
 
 
@@ -165,16 +171,26 @@ class SweepState:
 
 def sweep_state(conn: Connection, account_id: str) -> SweepState | None:
     """The account's sweep state, or None when it was never scheduled."""
-    row = conn.execute(select(s).where(s.c.account_id == account_id)).mappings().first()
+    row = conn.execute(_STATE, {"k_account": account_id}).mappings().first()
     return SweepState(**row) if row else None
 
 
 def record_sweep(conn: Connection, account_id: str, *, cursor: str | None, now: dt.datetime) -> None:
     """A sweep succeeded: the cursor for the next one, when, and no failure in a row. An account without state (a
     sweep enqueued by hand) gets one, next due one interval after the claim that would have made it."""
-    values = {"cursor": cursor, "swept_at": now, "failures": 0}
-    stmt = upsert_insert(s, conn.dialect.name).values(account_id=account_id, next_sweep_at=now, **values)
-    conn.execute(stmt.on_conflict_do_update(index_elements=[s.c.account_id], set_=values))
+    conn.execute(
+        _sweep_upsert(conn.dialect.name),
+        {"account_id": account_id, "next_sweep_at": now, "cursor": cursor, "swept_at": now, "failures": 0},
+    )
+
+
+@functools.cache
+def _sweep_upsert(dialect: str) -> Any:
+    # record_sweep's statement, its values bound at execution: building it per sweep cost ~0.3 ms of CPU.
+    stmt = upsert_insert(s, dialect)
+    return stmt.on_conflict_do_update(index_elements=[s.c.account_id],
+                                      set_={"cursor": stmt.excluded.cursor, "swept_at": stmt.excluded.swept_at,
+                                            "failures": 0})  # fmt: skip
 
 
 def record_sweep_failure(conn: Connection, account_id: str) -> None:
@@ -217,6 +233,10 @@ _MARK_VERIFIED = (
 
 #: Past this many ids, a sweep reads every target of the account rather than an IN list of them.
 _LOOKUP_LIMIT = 500
+#: Targets joined with their events' latest state (statements are immutable: built once, narrowed per call).
+_TARGETS_WITH_EVENTS = select(t, *(c.label(f"ev_{c.name}") for c in ev.c)).join(
+    ev, and_(ev.c.tenant_id == t.c.tenant_id, ev.c.id == t.c.event_id)
+)
 
 
 def account_targets(
@@ -224,13 +244,10 @@ def account_targets(
 ) -> list[tuple[TargetRow, EventState]]:
     """The account's targets with their events' latest state: every one (``event_ids`` None), or those of
     ``event_ids`` and those known by ``external_ids``."""
-    query = select(t, *(c.label(f"ev_{c.name}") for c in ev.c)).join(
-        ev, and_(ev.c.tenant_id == t.c.tenant_id, ev.c.id == t.c.event_id)
-    )
-    query = query.where(t.c.account_id == account_id)
+    if event_ids is not None and not event_ids and not external_ids:
+        return []  # before building the statement: that alone cost ~0.3 ms, an eighth of an unchanged sweep's CPU
+    query = _TARGETS_WITH_EVENTS.where(t.c.account_id == account_id)
     if event_ids is not None and len(event_ids) + len(external_ids) <= _LOOKUP_LIMIT:
-        if not event_ids and not external_ids:
-            return []
         query = query.where(t.c.event_id.in_(tuple(event_ids)) | t.c.external_id.in_(tuple(external_ids)))
     pairs = []
     for row in conn.execute(query).mappings():

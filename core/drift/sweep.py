@@ -189,7 +189,10 @@ def _count_failure(db: Database, account_id: str) -> None:
 
 
 def _believed(db: Database, account: Account, reading: ReadBack) -> tuple[list[Believed], dict[str, EventState]]:
-    # Every target of the account for a full listing; for changes, those the items name (by id or marker).
+    # Every target of the account for a full listing; for changes, those the items name (by id or marker). No
+    # change, nothing to believe: an unchanged calendar's sweep opens no transaction for it.
+    if not reading.full and not reading.items:
+        return [], {}
     marked = {event_id for event_id in map(_marked_event, reading.items) if event_id is not None}
     external_ids = [item.external_id for item in reading.items]
     with db.read() as conn:

@@ -60,7 +60,7 @@ DEAD_LETTER_KINDS: Final[tuple[DeadLetterKind, ...]] = get_args(DeadLetterKind)
 # everything due went, more was due than one pass may delete (``behind``), or it failed.
 PrunedTable = Literal[
     "idempotency_records", "intake_requests", "dead_letters", "events", "event_targets",
-    "webhook_notifications", "webhook_deliveries", "provider_accounts", "drift_findings",
+    "webhook_notifications", "webhook_deliveries", "provider_accounts", "drift_findings", "operator_sessions",
 ]  # fmt: skip
 PRUNED_TABLES: Final[tuple[PrunedTable, ...]] = get_args(PrunedTable)
 MaintenanceResult = Literal["caught_up", "behind", "failed"]

@@ -75,14 +75,20 @@ class JobStats:
         except redis.RedisError:
             log.warning("job outcome counters lost at shutdown: Redis unavailable", exc_info=True)
 
-    def totals(self, *, minutes: int = 60, now: float | None = None) -> Counter[str]:
-        """Outcome counts over the last ``minutes`` minutes (current minute included)."""
+    def per_minute(self, *, minutes: int = 60, now: float | None = None) -> list[Counter[str]]:
+        """Outcome counts of each of the last ``minutes`` minutes, oldest first (current minute included): one
+        pipelined round trip of ``minutes`` HGETALLs of small hashes, whatever the history."""
         current = int((now if now is not None else time.time()) // 60)
         pipe = self._client.pipeline(transaction=False)
         for minute in range(current - minutes + 1, current + 1):
             pipe.hgetall(self._keys.stats(minute))
+        return [
+            Counter({outcome.decode(): int(value) for outcome, value in bucket.items()}) for bucket in pipe.execute()
+        ]
+
+    def totals(self, *, minutes: int = 60, now: float | None = None) -> Counter[str]:
+        """Outcome counts over the last ``minutes`` minutes (current minute included)."""
         totals: Counter[str] = Counter()
-        for bucket in pipe.execute():
-            for outcome, value in bucket.items():
-                totals[outcome.decode()] += int(value)
+        for bucket in self.per_minute(minutes=minutes, now=now):
+            totals.update(bucket)
         return totals

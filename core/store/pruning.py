@@ -10,6 +10,8 @@ What goes (docs/RUNBOOK.md §Housekeeping):
 - webhook notifications whose every delivery is finished and no open dead letter names, unchanged for
   ``WEBHOOK_RETENTION`` seconds, with their deliveries (core/store/finished_notifications.py);
 - drift findings found more than ``DRIFT_FINDING_RETENTION`` seconds ago;
+- console sessions ended, or idle, for more than :data:`SESSION_RETENTION` (a week: longer than the longest idle
+  expiry the console allows, so no live session goes);
 - accounts being removed (``accounts remove --detach``) once every target is deleted and none changed for
   ``DELETE_VERIFY_DELAY``, with their targets (core/store/account_removal.py), each in its own transaction.
 
@@ -37,8 +39,11 @@ from calsync.core.store import account_removal, cancelled_events, finished_notif
 from calsync.core.store.database import Database
 from calsync.core.store.schema import dead_letters as d
 from calsync.core.store.schema import drift_findings as f
+from calsync.core.store.schema import operator_sessions as o
 
 log = logging.getLogger(__name__)
+
+SESSION_RETENTION = dt.timedelta(days=8)  # CALSYNC_CONSOLE_SESSION_IDLE_SECONDS is at most 7 days
 
 
 @dataclass(frozen=True)
@@ -99,6 +104,14 @@ def prune_drift_findings(conn: Connection, *, before: dt.datetime, limit: int) -
     return int(conn.execute(delete(f).where(f.c.id.in_(picked))).rowcount)
 
 
+def prune_operator_sessions(conn: Connection, *, before: dt.datetime, limit: int) -> int:
+    """Delete up to ``limit`` console sessions last used before ``before`` (ended or not); returns how many went.
+
+    Sessions are a few per operator and day: the table stays small, and this reads it whole without an index."""
+    picked = select(o.c.id).where(o.c.last_seen_at < before).limit(limit).scalar_subquery()
+    return int(conn.execute(delete(o).where(o.c.id.in_(picked))).rowcount)
+
+
 def prune(
     db: Database, retention: Retention, *, now: dt.datetime | None = None, budget_seconds: float | None = None
 ) -> PruneReport:
@@ -137,6 +150,8 @@ def prune(
     if retention.drift_findings != KEEP_FOREVER:
         found = now - dt.timedelta(seconds=retention.drift_findings)
         repeat("drift_findings", lambda c, n: prune_drift_findings(c, before=found, limit=n))
+    sessions_before = now - SESSION_RETENTION
+    repeat("operator_sessions", lambda c, n: prune_operator_sessions(c, before=sessions_before, limit=n))
     report.purged["provider_accounts"] += _remove_accounts(db, retention, now, report)
     return report
 

@@ -15,7 +15,6 @@ from sqlalchemy import (
     Boolean,
     CheckConstraint,
     Column,
-    Dialect,
     ForeignKeyConstraint,
     Index,
     Integer,
@@ -27,7 +26,6 @@ from sqlalchemy import (
     Text,
     true,
 )
-from sqlalchemy.types import DateTime, TypeDecorator
 
 from calsync.core.model.calendar import AccountStatus, BusinessStatus, ProviderName
 from calsync.core.model.drift import DRIFT_ACTIONS, DRIFT_KINDS, DRIFT_POLICIES
@@ -39,6 +37,7 @@ from calsync.core.model.vocabulary import (
     WEBHOOK_DELIVERY_STATUSES,
     WEBHOOK_ENDPOINT_STATUSES,
 )
+from calsync.core.store.column_types import UTCDateTime
 
 metadata = MetaData()
 
@@ -46,26 +45,6 @@ metadata = MetaData()
 def _one_of(column: str, values: tuple[str, ...], name: str) -> CheckConstraint:
     """A CHECK that ``column`` holds one of the vocabulary's values (the model defines them once)."""
     return CheckConstraint(f"{column} IN ({', '.join(repr(v) for v in values)})", name=name)
-
-
-class UTCDateTime(TypeDecorator[dt.datetime]):
-    """Aware UTC datetimes on every backend (SQLite has no time zones; stored as naive UTC there)."""
-
-    impl = DateTime(timezone=True)
-    cache_ok = True
-
-    def process_bind_param(self, value: dt.datetime | None, dialect: Dialect) -> dt.datetime | None:
-        if value is None:
-            return None
-        if value.tzinfo is None:
-            raise ValueError("naive datetime given to a UTC column")
-        value = value.astimezone(dt.UTC)
-        return value.replace(tzinfo=None) if dialect.name == "sqlite" else value
-
-    def process_result_value(self, value: dt.datetime | None, dialect: Dialect) -> dt.datetime | None:
-        if value is None:
-            return None
-        return value.replace(tzinfo=dt.UTC) if value.tzinfo is None else value.astimezone(dt.UTC)
 
 
 def json_ready(doc: dict[str, Any]) -> dict[str, Any]:

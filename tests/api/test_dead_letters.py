@@ -70,6 +70,34 @@ def test_replay_by_filter_and_discard(api: LiveApi, pipeline: Pipeline, records:
     assert [r.id for r in pipeline.dead_letters(tenant_id="tenant-1")] == [records["mine"][3]]
 
 
+def test_the_consoles_filters_and_its_bulk_discard_have_their_api_twins(
+    api: LiveApi, pipeline: Pipeline, records: dict[str, list[int]]
+) -> None:
+    mine = pipeline.account(tenant="tenant-1", account_id="acc-timeouts")
+    slow = [
+        stored_dead_letter(pipeline, "tenant-1", mine, f"evt-slow-{i}", error=f"Read TIMEOUT #{i}") for i in range(3)
+    ]
+    theirs = stored_dead_letter(pipeline, "tenant-2", "acc-theirs", "evt-t2", error="read timeout")
+    with api.client(api.key(scope="admin")) as http:
+        found = http.get("/v1/dead-letters", params={"q": "read timeout", "provider": "memory", "kind": "job"})
+        none = http.get("/v1/dead-letters", params={"q": "read timeout", "provider": "google"})
+        literal = http.get("/v1/dead-letters", params={"q": "read%timeout"})
+        nul = http.get("/v1/dead-letters", params={"q": "a\x00b"})
+        report = http.post("/v1/dead-letters/discard", json={"filter": {"q": "timeout"}, "note": "provider fixed"})
+        again = http.post("/v1/dead-letters/discard", json={"ids": [slow[0], theirs]})
+    assert [item["id"] for item in found.json()["items"]] == slow
+    assert none.json()["items"] == [] and literal.json()["items"] == []
+    assert nul.status_code == 422
+    assert sorted(entry["id"] for entry in report.json()["discarded"]) == slow
+    assert again.json()["discarded"] == []
+    assert {(e["id"], e["why"]) for e in again.json()["skipped"]} == {
+        (slow[0], "record is discarded"),
+        (theirs, "not found"),
+    }
+    assert [r.id for r in pipeline.dead_letters(tenant_id="tenant-1")] == records["mine"]  # the others stay open
+    assert [r.id for r in pipeline.dead_letters(tenant_id="tenant-2")] == [records["theirs"][0], theirs]
+
+
 def test_one_record_of_the_tenant_is_read_whole(api: LiveApi, records: dict[str, list[int]]) -> None:
     first, theirs = records["mine"][0], records["theirs"][0]
     with api.client(api.key(scope="admin")) as http, api.client(api.key(scope="read")) as reader:

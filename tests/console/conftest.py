@@ -5,7 +5,9 @@ from __future__ import annotations
 
 import re
 import secrets
+from collections import Counter
 from collections.abc import Callable, Iterator
+from typing import Any
 
 import httpx
 import pytest
@@ -52,10 +54,16 @@ def served(pipeline: Pipeline, served_app: FastAPI) -> Iterator[LiveApi]:
 ConsoleClient = Callable[[OperatorRole], httpx.Client]
 
 
+def submit_sign_in(client: httpx.Client, key: str, *, next_path: str = "", **options: Any) -> httpx.Response:
+    """What a browser does to sign in: show the form (its token and cookie), then post the key with them."""
+    token = form_token(client.get("/sign-in", **options).text)
+    return client.post("/sign-in", data={"key": key, "next": next_path, "csrf_token": token}, **options)
+
+
 def sign_in(served: LiveApi, key: str, *, next_path: str = "") -> httpx.Client:
     """A browser-like client of the console that signed in with ``key`` through the sign-in form."""
     client = httpx.Client(base_url=served.url + "/console", timeout=30, follow_redirects=False)
-    answer = client.post("/sign-in", data={"key": key, "next": next_path})
+    answer = submit_sign_in(client, key, next_path=next_path)
     assert answer.status_code == 303, answer.text
     return client
 
@@ -71,13 +79,17 @@ def new_operator(served: LiveApi, role: OperatorRole, *, name: str | None = None
 
 @pytest.fixture
 def console_client(served: LiveApi) -> Iterator[ConsoleClient]:
-    """Clients of the console signed in as a new operator of the role asked for (each call another operator, so a
-    test may hold several roles), through the sign-in form like a browser: the session cookie is kept, and a page's
-    CSRF token (:func:`form_token`) must be posted back with every state-changing form."""
+    """Clients of the console signed in as a new operator of the role asked for, named ``<role>@example.test`` (each
+    further call another operator, ``<role>-2@example.test``…, so a test may hold several), through the sign-in
+    form like a browser (audited: ``console.sign_in``): the session cookie is kept, and a page's CSRF token
+    (:func:`form_token`) must be posted back with every state-changing form."""
     clients: list[httpx.Client] = []
+    made: Counter[OperatorRole] = Counter()
 
     def make(role: OperatorRole) -> httpx.Client:
-        _name, key = new_operator(served, role)
+        made[role] += 1  # the audit log's name: "operator@example.test", then "operator-2@example.test", …
+        suffix = "" if made[role] == 1 else f"-{made[role]}"
+        _name, key = new_operator(served, role, name=f"{role}{suffix}@example.test")
         clients.append(sign_in(served, key))
         return clients[-1]
 

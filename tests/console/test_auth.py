@@ -20,11 +20,12 @@ from sqlalchemy import select, update
 
 from calsync.core.console import auth, operators, sessions
 from calsync.core.console.auth import COOKIE, Acting
-from calsync.core.console.pages.sign_in import KEY_REFUSED, TENANT_KEY_REFUSED
+from calsync.core.console.pages.sign_in import FORM_COOKIE, FORM_REFUSED, KEY_REFUSED, TENANT_KEY_REFUSED
 from calsync.core.console.settings import ConsoleSettings
 from calsync.core.store.schema import audit_log, operator_sessions
+from calsync.core.store.schema import operators as operators_table
 from tests.api.live import LiveApi
-from tests.console.conftest import ConsoleClient, console_of, form_token, new_operator, sign_in
+from tests.console.conftest import ConsoleClient, console_of, form_token, new_operator, sign_in, submit_sign_in
 
 
 @pytest.fixture
@@ -53,7 +54,7 @@ def _browser(served: LiveApi) -> httpx.Client:
 def test_an_operator_key_opens_a_session_whose_cookie_a_script_cannot_read(served: LiveApi) -> None:
     name, key = new_operator(served, "viewer")
     with _browser(served) as browser:
-        answer = browser.post("/sign-in", data={"key": key, "next": "/console/audit"})
+        answer = submit_sign_in(browser, key, next_path="/console/audit")
         assert answer.status_code == 303 and answer.headers["location"] == "/console/audit"
         cookie = answer.headers["set-cookie"]
         assert cookie.startswith(f"{COOKIE}=")
@@ -80,13 +81,31 @@ def test_a_tenant_key_is_refused_by_name_and_any_other_key_with_one_message(serv
     with served.db.write() as conn:
         operators.revoke(conn, _name)
     with _browser(served) as browser:
-        tenant = browser.post("/sign-in", data={"key": served.key(scope="admin")})
+        tenant = submit_sign_in(browser, served.key(scope="admin"))
         assert tenant.status_code == 401 and TENANT_KEY_REFUSED in html.unescape(tenant.text)
         for key in ["cso_wrong", revoked_key, "", "   "]:
-            answer = browser.post("/sign-in", data={"key": key})
+            answer = submit_sign_in(browser, key)
             assert answer.status_code == 401 and KEY_REFUSED in html.unescape(answer.text), key
-            assert "set-cookie" not in answer.headers
+            assert COOKIE not in answer.cookies  # no session
     assert _audit(served, "console.sign_in") == []
+
+
+def test_a_sign_in_not_posted_from_the_form_this_browser_was_shown_is_refused(served: LiveApi) -> None:
+    _name, key = new_operator(served, "operator")
+    with _browser(served) as browser, _browser(served) as elsewhere:
+        token = form_token(browser.get("/sign-in").text)
+        for posted in [{"key": key}, {"key": key, "csrf_token": token + "x"}]:
+            answer = browser.post("/sign-in", data=posted)
+            assert answer.status_code == 403 and FORM_REFUSED in html.unescape(answer.text)
+            assert COOKIE not in answer.cookies
+        # another site's page posting the form: its browser holds no form cookie of ours, whatever the token
+        assert elsewhere.post("/sign-in", data={"key": key, "csrf_token": token}).status_code == 403
+        elsewhere.cookies.clear()  # the refusal showed the form again, with a cookie: forget it
+        assert elsewhere.post("/sign-in", data={"key": key, "csrf_token": ""}).status_code == 403
+        fresh = form_token(browser.get("/sign-in").text)
+        assert browser.post("/sign-in", data={"key": key, "csrf_token": fresh}).status_code == 303
+        assert FORM_COOKIE not in browser.cookies  # the form's token is spent
+    assert len(_audit(served, "console.sign_in")) == 1
 
 
 def test_signing_out_needs_the_csrf_token_ends_the_session_and_is_audited(served: LiveApi) -> None:
@@ -123,10 +142,9 @@ def test_a_session_unused_for_the_idle_expiry_is_over(served: LiveApi) -> None:
     _name, key = new_operator(served, "viewer")
     with closing(sign_in(served, key)) as browser:
         idle = 1800  # CALSYNC_CONSOLE_SESSION_IDLE_SECONDS' default
-        _age_sessions(served, dt.timedelta(seconds=idle - 60))
-        assert browser.get("/audit").status_code == 200  # still live, and now noted as used
-        _age_sessions(served, dt.timedelta(seconds=idle - 60))
-        assert browser.get("/audit").status_code == 200  # the use above restarted the clock
+        _age_sessions(served, dt.timedelta(seconds=idle - 10))
+        assert browser.get("/audit").status_code == 200  # still live, and now noted as used:
+        assert dt.datetime.now(dt.UTC) - _last_seen(served) < dt.timedelta(seconds=10)  # the clock restarted
         _age_sessions(served, dt.timedelta(seconds=idle + 1))
         assert browser.get("/audit").status_code == 303
 
@@ -157,13 +175,32 @@ def test_revoking_an_operator_ends_their_open_sessions(served: LiveApi) -> None:
     assert len(ended) == 2 and all(at is not None for at in ended)
 
 
+def test_a_revoked_operator_is_found_neither_by_key_nor_by_name(served: LiveApi) -> None:
+    name, key = new_operator(served, "operator")
+    with served.db.write() as conn:
+        found = operators.find_by_key(conn, key)
+        assert found is not None and found == operators.find_by_name(conn, name)
+        operators.revoke(conn, name)
+        assert operators.find_by_key(conn, key) is None and operators.find_by_name(conn, name) is None
+
+
+def test_a_revoked_operators_session_is_refused_even_if_it_was_not_ended(served: LiveApi) -> None:
+    name, key = new_operator(served, "viewer")
+    with closing(sign_in(served, key)) as browser:
+        with served.db.write() as conn:  # revoked by hand, say, or by a release that did not end sessions
+            conn.execute(
+                update(operators_table).where(operators_table.c.name == name).values(revoked_at=dt.datetime.now(dt.UTC))
+            )
+        assert browser.get("/audit").status_code == 303
+
+
 @pytest.mark.parametrize(
     "asked", ["//evil.example/x", "https://evil.example/", "/\\evil.example", "/console/../evil", "/elsewhere", ""]
 )
 def test_sign_in_never_sends_the_browser_off_the_console(served: LiveApi, asked: str) -> None:
     _name, key = new_operator(served, "viewer")
     with _browser(served) as browser:
-        answer = browser.post("/sign-in", data={"key": key, "next": asked})
+        answer = submit_sign_in(browser, key, next_path=asked)
         assert answer.headers["location"] == "/console/overview"
         form = browser.get("/sign-in", params={"next": asked}).text
         assert 'name="next" value="/console/overview"' in form
@@ -236,8 +273,8 @@ def test_the_cookie_is_secure_when_a_trusted_proxy_says_the_browser_used_tls(
     tls = {"X-Forwarded-Proto": "https"}
     with _browser(served) as browser:
         _trust(served_app, "10.0.0.0/8")
-        untrusted = browser.post("/sign-in", data={"key": key}, headers=tls)
+        untrusted = submit_sign_in(browser, key, headers=tls)
         assert "secure" not in untrusted.headers["set-cookie"].lower()
         _trust(served_app, "127.0.0.0/8")
-        trusted = browser.post("/sign-in", data={"key": key}, headers=tls)
+        trusted = submit_sign_in(browser, key, headers=tls)
         assert "; secure" in trusted.headers["set-cookie"].lower()

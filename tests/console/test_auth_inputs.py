@@ -10,15 +10,16 @@ import html
 import re
 from urllib.parse import urlsplit
 
+import pytest
 from fastapi import FastAPI
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from calsync.core.console import operators
-from calsync.core.console.auth import local_path
+from calsync.core.console.auth import COOKIE, local_path
 from calsync.core.console.pages.sign_in import KEY_REFUSED, TENANT_KEY_REFUSED
 from tests.api.live import LiveApi
-from tests.console.conftest import new_operator
+from tests.console.conftest import new_operator, submit_sign_in
 from tests.console.test_auth import _browser, _trust
 
 _LIVE = settings(max_examples=40, deadline=None, database=None, suppress_health_check=list(HealthCheck))
@@ -28,7 +29,7 @@ _HEADER_VALUE = st.text(st.characters(min_codepoint=0x20, max_codepoint=0x7E), m
 
 
 @given(
-    st.one_of(st.text(), st.from_regex(r"\A(/|//|https?://|/console)[^\n]*", fullmatch=True)),
+    st.one_of(st.text(), st.from_regex(r"\A(/|//|/\\|https?://|/console)[^\n]*", fullmatch=True)),
     st.sampled_from(["", "/console"]),
 )
 @settings(max_examples=500, deadline=None, database=None)
@@ -39,6 +40,18 @@ def test_next_is_a_path_inside_the_console_or_the_overview(value: str, root: str
     assert kept.startswith(f"{root}/") and not kept.startswith("//")
     assert not parts.scheme and not parts.netloc and "\\" not in kept and ".." not in parts.path.split("/")
     assert all("\x21" <= c <= "\x7e" for c in kept)
+
+
+# A host, another scheme, a backslash browsers read as a slash, a climb out, bytes a browser would encode, an IPv6
+# host that does not parse.
+OFF_THE_SITE = ["//evil.example", "/\\evil.example", "/\\/evil.example", "https://evil.example/", "/console/../x",
+                "javascript:alert(1)", "/console/\tx", "/console/é", "//[", "//[::1"]  # fmt: skip
+
+
+@pytest.mark.parametrize("root", ["", "/console"])
+@pytest.mark.parametrize("value", OFF_THE_SITE)
+def test_known_ways_off_the_site_are_refused(root: str, value: str) -> None:
+    assert local_path(value, root) == f"{root}/overview"
 
 
 @given(st.lists(_SEGMENT.filter(lambda s: s not in {".", ".."}), min_size=1, max_size=4))
@@ -52,10 +65,10 @@ def test_a_page_of_the_console_is_kept_as_next(segments: list[str]) -> None:
 @_LIVE
 def test_no_key_but_an_operators_opens_the_console(served: LiveApi, key: str) -> None:
     with _browser(served) as browser:
-        answer = browser.post("/sign-in", data={"key": key})
+        answer = submit_sign_in(browser, key)
     expected = TENANT_KEY_REFUSED if key.strip().startswith("csk_") else KEY_REFUSED
     assert answer.status_code == 401 and expected in html.unescape(answer.text)
-    assert "set-cookie" not in answer.headers
+    assert COOKIE not in answer.cookies  # no session
 
 
 @given(asked=st.text(max_size=200))
@@ -63,7 +76,7 @@ def test_no_key_but_an_operators_opens_the_console(served: LiveApi, key: str) ->
 def test_sign_in_goes_on_to_a_console_path_whatever_next_says(served: LiveApi, asked: str) -> None:
     _name, key = new_operator(served, "viewer")
     with _browser(served) as browser:
-        answer = browser.post("/sign-in", data={"key": key, "next": asked})
+        answer = submit_sign_in(browser, key, next_path=asked)
     location = urlsplit(answer.headers["location"])
     assert answer.status_code == 303 and not location.scheme and not location.netloc
     assert location.path.startswith("/console/")

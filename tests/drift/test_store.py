@@ -118,6 +118,23 @@ def test_sweep_age_and_overdue_count_only_accounts_owed_sweeps(db: Database) -> 
     assert state is not None and (state.cursor, state.failures) == (None, 1)
 
 
+def test_a_sweep_after_failures_saves_its_cursor_and_time_and_clears_the_failures_but_not_when_it_is_due(
+    db: Database,
+) -> None:
+    add_account(db, "a1")
+    with db.write() as conn:
+        store.claim_due(conn, now=NOW, interval=300, providers={"memory"}, limit=10)
+        store.record_sweep(conn, "a1", cursor="c1", now=NOW)
+        store.record_sweep_failure(conn, "a1")
+        store.record_sweep_failure(conn, "a1")
+        store.record_sweep(conn, "a1", cursor="c2", now=NOW + dt.timedelta(seconds=7))
+    with db.read() as conn:
+        state = store.sweep_state(conn, "a1")
+    assert state is not None
+    assert (state.cursor, state.swept_at, state.failures) == ("c2", NOW + dt.timedelta(seconds=7), 0)
+    assert state.next_sweep_at == NOW + dt.timedelta(seconds=300)  # the claim's, kept
+
+
 def test_removing_an_account_removes_its_sweep_state(db: Database) -> None:
     add_account(db, "a1")
     with db.write() as conn:

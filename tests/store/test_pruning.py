@@ -5,7 +5,7 @@ from __future__ import annotations
 import datetime as dt
 
 import pytest
-from sqlalchemy import func, select
+from sqlalchemy import func, insert, select
 
 from calsync.core.model.change import EventFields
 from calsync.core.model.payload import idempotency_key
@@ -14,7 +14,7 @@ from calsync.core.store.database import Database
 from calsync.core.store.dead_letters import DeadLetterRecord
 from calsync.core.store.pruning import Retention, prune
 from calsync.core.store.schema import dead_letters as dead_letters_table
-from calsync.core.store.schema import event_targets, idempotency_records
+from calsync.core.store.schema import event_targets, idempotency_records, operator_sessions, operators
 from calsync.core.store.schema import events as events_table
 from calsync.core.store.targets import TargetKey
 from tests.support import dead_letter_of_job, plan_target
@@ -181,3 +181,19 @@ def test_a_pass_deletes_at_most_batch_times_max_batches_and_says_it_is_behind(db
     second = prune(db, small, now=later)
     assert (second.purged["idempotency_records"], second.caught_up) == (4, True)
     assert counts(db)["idempotency_records"] == 0
+
+
+def test_console_sessions_unused_for_longer_than_any_idle_expiry_go_live_ones_stay(db: Database) -> None:
+    now = dt.datetime.now(dt.UTC)
+    with db.write() as conn:
+        conn.execute(insert(operators).values(id="op-1", name="ann", role="viewer", created_at=now))
+        for sid, days in (("old", 9), ("ended-old", 9), ("week", 7), ("today", 0)):
+            seen = now - dt.timedelta(days=days)
+            ended = seen if sid.startswith("ended") else None
+            row = {"operator_id": "op-1", "csrf_token": "t", "created_at": seen, "last_seen_at": seen}
+            conn.execute(insert(operator_sessions).values(id=sid, ended_at=ended, **row))
+    report = prune(db, RETENTION, now=now)
+    with db.read() as conn:
+        left = set(conn.execute(select(operator_sessions.c.id)).scalars())
+    assert left == {"week", "today"}  # 7 days is the longest idle expiry the console allows
+    assert report.purged["operator_sessions"] == 2

@@ -1,4 +1,6 @@
-"""The tenant's dead letters: list (filters, cursor pages), read one, replay (ids or filter), discard. Admin scope."""
+"""The tenant's dead letters: list (filters, cursor pages), read one, replay or discard (ids or filter). Admin scope.
+
+The console's dead letters page acts through the same services; these are its API twins for one tenant."""
 
 from __future__ import annotations
 
@@ -15,14 +17,17 @@ from calsync.core.api.models import (
     DeadLetterPage,
     DeadLetterQuery,
     DiscardedOut,
+    DiscardReportOut,
     DiscardRequest,
+    DiscardSetRequest,
     ReplayReportOut,
     ReplayRequest,
     SkippedOut,
 )
 from calsync.core.api.problems import AUTHENTICATED, ProblemError, not_found, problems
+from calsync.core.api.services import ApiServices
 from calsync.core.store import dead_letters
-from calsync.core.store.dead_letters import DeadLetterFilter
+from calsync.core.store.dead_letters import DeadLetter, DeadLetterFilter
 
 router = APIRouter(tags=["dead letters"])
 
@@ -69,18 +74,40 @@ def replay_dead_letters(
     deps: Services, principal: Admin, selection: Annotated[ReplayRequest, Body()]
 ) -> ReplayReportOut:
     """Re-enqueue open records of the tenant (at most 1000 per call); ids of other tenants are skipped as not found."""
-    with deps.db.read() as conn:
-        if selection.filter is None:
-            ids = dict.fromkeys(selection.ids or ())
-            found = {i: dead_letters.get(conn, i, tenant_id=principal.tenant_id) for i in ids}
-        else:
-            flt = DeadLetterFilter(status="open", tenant_id=principal.tenant_id, **selection.filter.model_dump())
-            found = {record.id: record for record in dead_letters.find(conn, flt, limit=MAX_REPLAY)}
-    records = [record for record in found.values() if record is not None]
-    skipped = [SkippedOut(id=i, job_id=None, why="not found") for i, record in found.items() if record is None]
+    records, skipped = _selected(deps, principal.tenant_id, selection)
     report = ReplayReportOut.model_validate(deps.replay(records).as_json())
     report.skipped.extend(skipped)
     return report
+
+
+@router.post(
+    "/v1/dead-letters/discard",
+    response_model=DiscardReportOut,
+    responses=problems(400, *AUTHENTICATED),
+    summary="Discard dead letters by ids or by filter",
+)
+def discard_dead_letters(
+    deps: Services, principal: Admin, selection: Annotated[DiscardSetRequest, Body()]
+) -> DiscardReportOut:
+    """Close open records of the tenant without replaying them (at most 1000 per call), with one note on each; ids
+    of other tenants are skipped as not found."""
+    records, skipped = _selected(deps, principal.tenant_id, selection)
+    report = DiscardReportOut.model_validate(deps.discard(records, selection.note).as_json())
+    report.skipped.extend(skipped)
+    return report
+
+
+def _selected(deps: ApiServices, tenant_id: str, selection: ReplayRequest) -> tuple[list[DeadLetter], list[SkippedOut]]:
+    """The tenant's records a selection names (open ones for a filter, at most 1000), and the ids not found."""
+    with deps.db.read() as conn:
+        if selection.filter is None:
+            ids = dict.fromkeys(selection.ids or ())
+            found = {i: dead_letters.get(conn, i, tenant_id=tenant_id) for i in ids}
+        else:
+            flt = DeadLetterFilter(status="open", tenant_id=tenant_id, **selection.filter.model_dump())
+            found = {record.id: record for record in dead_letters.find(conn, flt, limit=MAX_REPLAY)}
+    records = [record for record in found.values() if record is not None]
+    return records, [SkippedOut(id=i, job_id=None, why="not found") for i, record in found.items() if record is None]
 
 
 @router.post(
