@@ -182,7 +182,7 @@ class Browser:
         except StaleElementReferenceException:  # the live region was replaced while read: read it again
             return self.text(css)
 
-    def wait(self, what: str, check: Callable[[], Any], timeout: float = 20) -> Any:
+    def wait(self, what: str, check: Callable[[], Any], timeout: float = 40) -> Any:
         """Wait until ``check`` gives something truthy (a person watching the page), failing with ``what``."""
 
         def looked() -> Any:
@@ -193,7 +193,7 @@ class Browser:
 
         return wait_until(looked, timeout=timeout, what=what)
 
-    def wait_for(self, css: str, timeout: float = 20) -> WebElement:
+    def wait_for(self, css: str, timeout: float = 40) -> WebElement:
         """The element matching ``css`` once it is there."""
         found: WebElement = self.wait(f"{css} on {self.path}", lambda: self.find(css), timeout)
         return found

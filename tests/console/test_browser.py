@@ -118,7 +118,7 @@ def test_an_operator_follows_a_failing_account_from_the_overview_to_its_replay(
     browser.driver.execute_script("window.notReloaded = true")
     account, events = _failing_account(live, "bob", 3)
     # Live: the overview's region shows the three dead letters without the page being loaded again.
-    browser.wait("the overview to show 3 forbidden", lambda: "3 forbidden" in browser.text("#overview"), timeout=30)
+    browser.wait("the overview to show 3 forbidden", lambda: "3 forbidden" in browser.text("#overview"), timeout=60)
     assert browser.driver.execute_script("return window.notReloaded") is True
     # The dead-letters page, filtered by the account, lists them.
     browser.click("nav a[href$='/dead-letters']")
@@ -138,8 +138,8 @@ def test_an_operator_follows_a_failing_account_from_the_overview_to_its_replay(
     browser.click("#replay-all")
     assert browser.wait_for("#confirm").is_displayed() and browser.text("#confirm-count") == "3"
     browser.click("#confirm button[type='submit']")
-    browser.wait("the replay to finish", lambda: "Finished" in browser.text("#progress"), timeout=30)
-    wait_synced(live.pipeline, {(event, account): 1 for event in events}, timeout=30)
+    browser.wait("the replay to finish", lambda: "Finished" in browser.text("#progress"), timeout=60)
+    wait_synced(live.pipeline, {(event, account): 1 for event in events}, timeout=60)
     browser.open(f"events?account_id={account}&status=synced")
     browser.wait("three synced targets", lambda: len(browser.all("#results tr.hit")) == 3)
     # Pause and resume.
@@ -188,7 +188,7 @@ def test_a_post_without_the_csrf_token_is_refused(live: LiveConsole, browser: Br
 def test_no_page_scrolls_sideways_on_a_desktop_or_a_phone(live: LiveConsole, browser: Browser) -> None:
     _failing_account(live, "carol", 4)
     browser.sign_in(live.operator("operator", "layout@example.test"))
-    browser.wait("the overview to show 4 forbidden", lambda: "4 forbidden" in browser.text("#overview"), timeout=30)
+    browser.wait("the overview to show 4 forbidden", lambda: "4 forbidden" in browser.text("#overview"), timeout=60)
     browser.open("dead-letters?status=open")
     record = str(browser.wait_for("tr.dead-letter th a").get_attribute("href")).removeprefix(live.url)
     pages = {"overview": "overview", "events": "events", "event": f"events/{TENANT}/evt-carol-0",
