@@ -191,7 +191,10 @@ class Browser:
             except (StaleElementReferenceException, WebDriverException):
                 return None
 
-        return wait_until(looked, timeout=timeout, what=what)
+        try:
+            return wait_until(looked, timeout=timeout, what=what)
+        except AssertionError as exc:  # say what the person saw instead
+            raise AssertionError(f"{exc}; on {self.path} the page read: {self.text('main')[:800]!r}") from None
 
     def wait_for(self, css: str, timeout: float = 40) -> WebElement:
         """The element matching ``css`` once it is there."""
