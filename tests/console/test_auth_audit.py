@@ -44,3 +44,14 @@ def test_pages_run_newest_first_and_older_pages_follow_by_id(served: LiveApi, co
     assert older is not None and "actor=ann" in html.unescape(older.group(1))
     rest = viewer.get("/audit" + html.unescape(older.group(1)))
     assert _subjects(rest.text) == [f"subject-{n}" for n in range(20, -1, -2)]
+
+
+def test_what_the_database_would_refuse_is_a_clear_refusal_not_a_500(
+    served: LiveApi, console_client: ConsoleClient
+) -> None:
+    viewer = console_client("viewer")
+    nul = viewer.get("/audit", params={"actor": "ann\x00"})
+    huge = viewer.get("/audit", params={"before": str(2**40)})
+    assert nul.status_code == 400 and "actor must be printable text" in nul.text
+    assert huge.status_code == 422
+    assert viewer.get("/audit", params={"actor": "cli:root@host"}).status_code == 200

@@ -13,6 +13,7 @@ from starlette.responses import Response
 
 from calsync.core.console import audit
 from calsync.core.console.auth import SignedIn
+from calsync.core.console.pages.filters import free_text
 from calsync.core.console.services import Console
 from calsync.core.console.templating import render
 
@@ -27,10 +28,10 @@ def audit_page(
     console: Console,
     _operator: SignedIn,
     actor: Annotated[str | None, Query(max_length=256)] = None,
-    before: Annotated[int | None, Query(ge=1)] = None,
+    before: Annotated[int | None, Query(ge=1, le=2**31 - 1)] = None,
 ) -> Response:
     """Up to :data:`PAGE_SIZE` actions older than ``before``, of ``actor`` when given."""
-    actor = actor.strip() if actor and actor.strip() else None
+    actor = free_text("actor", actor)
     with console.api.db.read() as conn:
         entries = audit.page(conn, actor=actor, before=before, limit=PAGE_SIZE + 1)
     older = entries[PAGE_SIZE - 1].id if len(entries) > PAGE_SIZE else None

@@ -20,6 +20,15 @@ def text(value: str | None) -> str | None:
     return value.strip() or None if value is not None else None
 
 
+def free_text(name: str, value: str | None) -> str | None:
+    """A free-text filter (an actor's name): None when left empty; a control character (a NUL the database
+    refuses) is 400 naming the field."""
+    given = text(value)
+    if given is not None and not given.isprintable():
+        raise HTTPException(400, f"{name} must be printable text")
+    return given
+
+
 def choice(name: str, value: str | None, allowed: Collection[T]) -> T | None:
     """A select field's value among ``allowed``, None when left empty; anything else is 400 naming the field."""
     given = text(value)
