@@ -110,6 +110,11 @@ def test_the_wheel_ships_one_top_level_package_that_cannot_collide(
             "calsync/providers/google/provider.py", "calsync/core/store/migrations/env.py"} <= set(names)  # fmt: skip
     lua = {f"calsync/{path.relative_to(REPO)}" for name in CONSUMER_PACKAGES for path in (REPO / name).rglob("*.lua")}
     assert lua and lua <= set(names), "every Lua script ships beside the module that runs it"
+    console = REPO / "core" / "console"
+    pages = {
+        f"calsync/{p.relative_to(REPO)}" for folder in ("templates", "static") for p in (console / folder).iterdir()
+    }
+    assert pages and pages <= set(names), "the console's templates and static files ship in the package"
 
     venv = _fresh_venv(tmp_path, wheel)
     consumer = _consumer(tmp_path)
@@ -128,6 +133,8 @@ def test_the_wheel_ships_one_top_level_package_that_cannot_collide(
          "--id", "acc-wheel", cwd=consumer, env=env)  # fmt: skip
 
     facts: dict[str, Any] = json.loads(_run(venv / "bin" / "python", "consume.py", cwd=consumer, env=env))
+    render = "from calsync.core.console.templating import templates; print(templates.get_template('sign_in.html').name)"
+    assert _run(venv / "bin" / "python", "-c", render, cwd=consumer, env=env).strip() == "sign_in.html"
 
     assert facts["markers"] == {package: f"consumer {package}" for package in CONSUMER_PACKAGES}
     assert Path(facts["files"]["core"]) == consumer / "core" / "__init__.py"
