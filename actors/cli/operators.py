@@ -6,10 +6,10 @@ from __future__ import annotations
 import click
 
 from calsync.actors.cli.shell import CliState, pass_state, print_json, print_list, user_at_host
-from calsync.core.console import audit
-from calsync.core.console import operators as repo
 from calsync.core.model.errors import EntityNotFound
 from calsync.core.model.vocabulary import OPERATOR_ROLES, OperatorRole
+from calsync.core.store import audit
+from calsync.core.store import operators as repo
 
 
 def _actor() -> str:

@@ -15,7 +15,18 @@ from calsync.core.api import problems
 from calsync.core.api.auth import KeyCache
 from calsync.core.api.body_limit import BodyLimit
 from calsync.core.api.problems import Problem
-from calsync.core.api.routes import accounts, changes, dead_letters, drift, event_search, events, health, jobs, webhooks
+from calsync.core.api.routes import (
+    accounts,
+    changes,
+    dead_letters,
+    drift,
+    event_search,
+    events,
+    health,
+    jobs,
+    pause,
+    webhooks,
+)  # fmt: skip
 from calsync.core.api.services import ApiServices
 from calsync.core.api.tracing import RequestObserver, exposition
 
@@ -42,7 +53,7 @@ def create_app(services: ApiServices | None, *, on_shutdown: Callable[[], None] 
     )  # fmt: skip
     app.state.services = services
     app.state.key_cache = KeyCache(services.key_cache_seconds if services else 0)
-    for module in (changes, events, event_search, jobs, dead_letters, accounts, webhooks, drift, health):
+    for module in (changes, events, event_search, jobs, dead_letters, accounts, webhooks, drift, pause, health):
         app.include_router(module.router)
     problems.install(app)
     multiprocess_dir = services.metrics_dir if services else None

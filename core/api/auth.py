@@ -1,5 +1,9 @@
 """Per-tenant API keys sent as ``Authorization: Bearer <key>``, and the scope each route needs.
 
+Operators of the console (``calsync operators create``) call the operator routes (``/v1/pause``) with their own
+key the same way (:func:`require_operator`): not a tenant's, so no tenant route takes it, and no tenant key opens
+an operator route. A ``viewer`` reads; an ``operator`` also acts.
+
 Scopes nest: ``read`` reads events; ``submit`` also submits changes (a submitter polls what it sent);
 ``admin`` also operates the tenant's dead letters. A missing or unknown key is 401 with
 ``WWW-Authenticate: Bearer``; a key without the scope is 403. The key itself never reaches a log line:
@@ -20,8 +24,8 @@ from starlette.concurrency import run_in_threadpool
 
 from calsync.core.api.problems import ProblemError
 from calsync.core.api.services import ApiServices
-from calsync.core.model.vocabulary import ApiScope
-from calsync.core.store import api_keys
+from calsync.core.model.vocabulary import ApiScope, OperatorRole
+from calsync.core.store import api_keys, operators
 
 _RANK: dict[ApiScope, int] = {"read": 0, "submit": 1, "admin": 2}  # a scope grants those ranked at or below it
 _bearer = HTTPBearer(auto_error=False, description="An API key from `calsync api-keys create`.")
@@ -77,6 +81,44 @@ def require(scope: ApiScope) -> Callable[..., Awaitable[Principal]]:
 Reader = Annotated[Principal, Depends(require("read"))]
 Submitter = Annotated[Principal, Depends(require("submit"))]
 Admin = Annotated[Principal, Depends(require("admin"))]
+
+
+@dataclass(frozen=True)
+class OperatorPrincipal:
+    """An operator calling with their own key: their id, name (what the audit log records) and role."""
+
+    operator_id: str
+    name: str
+    role: OperatorRole
+
+
+def require_operator(role: OperatorRole) -> Callable[..., Awaitable[OperatorPrincipal]]:
+    """A dependency that authenticates an operator's key and checks it holds ``role`` (an operator may also view)."""
+
+    async def dependency(
+        request: Request,
+        credentials: HTTPAuthorizationCredentials | None = Depends(_bearer),  # noqa: B008
+    ) -> OperatorPrincipal:
+        if credentials is None:
+            raise _unauthorized("send an operator key as Authorization: Bearer <key>")
+        record = await run_in_threadpool(_find_operator, services(request), credentials.credentials)
+        if record is None:
+            raise _unauthorized("the operator key is unknown or revoked", error="invalid_token")
+        if role == "operator" and record.role != "operator":
+            detail = f"this operator's role {record.role!r} cannot act"
+            raise ProblemError(403, "forbidden", "Forbidden", detail)
+        return OperatorPrincipal(record.id, record.name, record.role)
+
+    return dependency
+
+
+def _find_operator(deps: ApiServices, presented: str) -> operators.OperatorRecord | None:
+    with deps.db.read() as conn:
+        return operators.find_by_key(conn, presented)
+
+
+OperatorViewer = Annotated[OperatorPrincipal, Depends(require_operator("viewer"))]
+OperatorActing = Annotated[OperatorPrincipal, Depends(require_operator("operator"))]
 
 
 def _authenticate(deps: ApiServices, presented: str) -> Principal:

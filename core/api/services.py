@@ -15,6 +15,7 @@ from calsync.core.producer import dead_letters
 from calsync.core.producer.dead_letters import DiscardReport, ReplayReport
 from calsync.core.producer.job_cancel import cancel_job
 from calsync.core.producer.submit import Intake, Producer
+from calsync.core.redis.pause import PauseSwitch
 from calsync.core.store.database import Database
 from calsync.core.store.dead_letters import DeadLetter
 from calsync.core.webhooks import Endpoints
@@ -31,6 +32,7 @@ class ApiServices:
     webhooks: Endpoints  # /v1/webhooks
     # POST /v1/jobs/{job_id}/cancel: (tenant, job id, note) → the job's dead letter, None for no such job
     cancel: Callable[[str, str, str | None], DeadLetter | None]
+    pause: PauseSwitch  # /v1/pause, for operators (and the console's overview)
     # A readiness check raises when its dependency cannot be reached (the database is always checked).
     checks: Mapping[str, Callable[[], object]] = field(default_factory=dict)
     max_body_bytes: int = 1_048_576
@@ -56,6 +58,7 @@ def services_from_clients(clients: Clients, *, metrics_dir: Path | None = None) 
         discard=lambda records, note: dead_letters.discard_records(clients, records, note=note),
         webhooks=Endpoints.from_settings(clients.db, clients.cipher, settings),
         cancel=lambda tenant_id, job_id, note: cancel_job(clients, tenant_id, job_id, note=note),
+        pause=PauseSwitch(clients.redis, clients.keys),
         checks={"broker": broker},
         max_body_bytes=settings.api_max_body_bytes,
         key_cache_seconds=settings.api_key_cache_seconds,

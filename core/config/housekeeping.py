@@ -60,8 +60,7 @@ class HousekeepingSettings(BaseModel):
         webhooks = self.webhook_retention
         if ttl is not None and webhooks != KEEP_FOREVER and webhooks < ttl:
             raise ValueError(
-                "CALSYNC_WEBHOOK_RETENTION must be 0 (keep) or at least CALSYNC_IDEMPOTENCY_TTL "
-                f"({webhooks:g} < {ttl})"
+                f"CALSYNC_WEBHOOK_RETENTION must be 0 (keep) or at least CALSYNC_IDEMPOTENCY_TTL ({webhooks:g} < {ttl})"
             )
         # Notification ids are derived from (tenant, event, version): once a cancelled event is pruned its id may
         # be used again, and a notification of the old event still in the outbox would swallow the new one's.

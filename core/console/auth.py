@@ -29,10 +29,11 @@ from fastapi import Depends, HTTPException, Request
 from starlette.concurrency import run_in_threadpool
 from starlette.responses import Response
 
-from calsync.core.console import operators, sessions
+from calsync.core.console import sessions
 from calsync.core.console.services import ConsoleServices, console_services
 from calsync.core.console.sessions import Session
 from calsync.core.model.vocabulary import OperatorRole
+from calsync.core.store import operators
 
 log = logging.getLogger(__name__)
 

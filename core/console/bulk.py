@@ -32,13 +32,12 @@ from typing import Final, Literal, cast, get_args
 import redis
 
 from calsync.core.api.services import ApiServices
-from calsync.core.console import audit
 from calsync.core.model.calendar import ProviderName
 from calsync.core.model.vocabulary import DEAD_LETTER_KINDS, DeadLetterKind
 from calsync.core.producer.dead_letters import Entry
 from calsync.core.redis.keys import RedisKeys
 from calsync.core.redis.scripts import LuaScript
-from calsync.core.store import dead_letters
+from calsync.core.store import audit, dead_letters
 from calsync.core.store.dead_letters import DeadLetter, DeadLetterFilter, DeadLetterStatus
 
 log = logging.getLogger(__name__)

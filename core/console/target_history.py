@@ -13,8 +13,8 @@ from dataclasses import dataclass
 
 from sqlalchemy import Connection, select
 
-from calsync.core.console.audit import AuditEntry
 from calsync.core.drift.store import Finding
+from calsync.core.store.audit import AuditEntry
 from calsync.core.store.dead_letters import DeadLetter
 from calsync.core.store.schema import audit_log as au
 from calsync.core.store.schema import dead_letters as d

@@ -135,8 +135,22 @@ def test_dlq_list_show_replay_discard(settings: Settings, tmp_path: Path) -> Non
             pipeline.wait_target(other.entity_id, account, "failed")
             records = _json(_run(settings, "dlq", "list", "--json"))
             assert len(records) == 2
-            required = {"id", "job_id", "job_type", "tenant_id", "entity_id", "account_id", "idempotency_key",
-                        "trace_id", "attempts", "last_error", "error_class", "error_history", "failed_at", "status"}
+            required = {
+                "id",
+                "job_id",
+                "job_type",
+                "tenant_id",
+                "entity_id",
+                "account_id",
+                "idempotency_key",
+                "trace_id",
+                "attempts",
+                "last_error",
+                "error_class",
+                "error_history",
+                "failed_at",
+                "status",
+            }
             assert required <= set(records[0])  # fmt: skip
             first, second = records
             assert _json(_run(settings, "dlq", "show", str(first["id"])))["job_id"] == first["job_id"]

@@ -48,4 +48,3 @@ def test_a_cancelled_event_retention_within_the_delete_re_run_is_refused() -> No
     )
     with pytest.raises(ConfigurationError, match=re.escape(wording)):
         load_settings(cancelled_event_retention=120, idempotency_ttl=60, delete_verify_delay=120)
-

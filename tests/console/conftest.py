@@ -16,8 +16,8 @@ from starlette.routing import Mount
 
 from calsync.actors.cli.serve import serving_app
 from calsync.core.api.services import services_from_clients
-from calsync.core.console import operators
 from calsync.core.model.vocabulary import OperatorRole
+from calsync.core.store import operators
 from tests.api.live import LiveApi, serving
 from tests.support import Pipeline
 

@@ -10,10 +10,9 @@ from typing import Any
 
 import httpx
 
-from calsync.core.console import audit
-from calsync.core.console.audit import AuditEntry
 from calsync.core.model.payload import SYNC_JOB, new_payload
-from calsync.core.store import dead_letters
+from calsync.core.store import audit, dead_letters
+from calsync.core.store.audit import AuditEntry
 from calsync.core.store.dead_letters import DeadLetter, DeadLetterRecord
 from calsync.core.store.schema import dead_letters as table
 from tests.support import Pipeline

@@ -10,9 +10,8 @@ import time
 import httpx
 import pytest
 
-from calsync.core.console import audit
 from calsync.core.console.pages import accounts as accounts_page
-from calsync.core.store import accounts
+from calsync.core.store import accounts, audit
 from tests.console.conftest import ConsoleClient, form_token
 from tests.console.paging import every_page
 from tests.support import Pipeline, stored_dead_letter

@@ -18,10 +18,11 @@ import pytest
 from fastapi import APIRouter, FastAPI, Form
 from sqlalchemy import select, update
 
-from calsync.core.console import auth, operators, sessions
+from calsync.core.console import auth, sessions
 from calsync.core.console.auth import COOKIE, Acting
 from calsync.core.console.pages.sign_in import FORM_COOKIE, FORM_REFUSED, KEY_REFUSED, TENANT_KEY_REFUSED
 from calsync.core.console.settings import ConsoleSettings
+from calsync.core.store import operators
 from calsync.core.store.schema import audit_log, operator_sessions
 from calsync.core.store.schema import operators as operators_table
 from tests.api.live import LiveApi

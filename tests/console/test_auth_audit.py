@@ -5,7 +5,7 @@ from __future__ import annotations
 import html
 import re
 
-from calsync.core.console import audit
+from calsync.core.store import audit
 from tests.api.live import LiveApi
 from tests.console.conftest import ConsoleClient
 

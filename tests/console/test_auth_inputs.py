@@ -15,9 +15,9 @@ from fastapi import FastAPI
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from calsync.core.console import operators
 from calsync.core.console.auth import COOKIE, local_path
 from calsync.core.console.pages.sign_in import KEY_REFUSED, TENANT_KEY_REFUSED
+from calsync.core.store import operators
 from tests.api.live import LiveApi
 from tests.console.conftest import new_operator, submit_sign_in
 from tests.console.test_auth import _browser, _trust

@@ -12,7 +12,7 @@ from sqlalchemy import select
 
 from calsync.actors.cli.main import cli
 from calsync.actors.cli.shell import user_at_host
-from calsync.core.console import operators
+from calsync.core.store import operators
 from calsync.core.store.api_keys import key_hash
 from calsync.core.store.schema import audit_log
 from tests.api.live import LiveApi

@@ -14,7 +14,6 @@ from fastapi import FastAPI
 from hypothesis import given
 from hypothesis import strategies as st
 
-from calsync.core.console import audit
 from calsync.core.console.pages.overview import Spark, sparks
 from calsync.core.messaging.messages import sync_message
 from calsync.core.model.payload import new_payload
@@ -22,6 +21,7 @@ from calsync.core.model.vocabulary import Outcome
 from calsync.core.observability.pipeline_state import StateReader
 from calsync.core.redis.pause import PauseSwitch
 from calsync.core.redis.stats import JobStats
+from calsync.core.store import audit
 from calsync.core.traffic import Limits, TrafficStore
 from tests.console.conftest import ConsoleClient, console_of, form_token
 from tests.support import Pipeline, closed_port, unchecked_clients

@@ -347,8 +347,14 @@ def test_an_older_write_landing_after_a_newer_one_is_repaired(
             paused.append(1)
             pipeline.submit(None, entity_id=first.entity_id, title="v2")
             with pipeline.clients.db.write() as tx:  # the other worker's v2 sync lands first
-                targets.record_synced(tx, TargetKey("tenant-1", first.entity_id, account), version=2,
-                                      external_id=external_id_for(target.sync_key), etag=None, final_status="synced")
+                targets.record_synced(
+                    tx,
+                    TargetKey("tenant-1", first.entity_id, account),
+                    version=2,
+                    external_id=external_id_for(target.sync_key),
+                    etag=None,
+                    final_status="synced",
+                )
             real_upsert(acc, replace(event, title="v2", version=2), target)  # fmt: skip
         return real_upsert(acc, event, target)  # ...and then our v1 write reaches the provider
 

@@ -20,4 +20,3 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
         used = SERVICE_FIXTURES.intersection(getattr(item, "fixturenames", ()))
         if used and item.path.is_relative_to(_HERE):
             raise pytest.UsageError(f"{item.nodeid} is a model test but uses {sorted(used)}: move it to its layer")
-

@@ -36,7 +36,6 @@ def test_the_request_count_outlives_the_log_limit(monkeypatch: pytest.MonkeyPatc
         assert control.request_count() == {"total": 0, "failed": 0}
 
 
-
 def test_a_client_dropping_its_connection_is_no_error_of_the_emulator(capsys: pytest.CaptureFixture[str]) -> None:
     # socketserver calls handle_error inside the except block of a failed connection; a worker stopping resets its own.
     with RunningEmulator(create_app()) as emulator:

@@ -31,9 +31,7 @@ def test_registered_secrets_and_token_shapes_are_masked() -> None:
 
 def test_the_call_s_own_secrets_are_masked_longest_first_and_short_strings_left_alone() -> None:
     text = "user ann, password hunter22 or hunter22-extended, pin 123"
-    assert redact(text, ["hunter22", "hunter22-extended", "123", "ann"]) == (
-        "user ann, password *** or ***, pin 123"
-    )
+    assert redact(text, ["hunter22", "hunter22-extended", "123", "ann"]) == ("user ann, password *** or ***, pin 123")
 
 
 @pytest.mark.parametrize(

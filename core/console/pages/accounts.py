@@ -15,14 +15,13 @@ from fastapi import APIRouter, HTTPException, Request
 from fastapi.responses import RedirectResponse
 from starlette.responses import Response
 
-from calsync.core.console import audit
 from calsync.core.console.auth import Acting, SignedIn
 from calsync.core.console.pages.filters import choice, identifier
 from calsync.core.console.services import Console
 from calsync.core.console.templating import render
 from calsync.core.model.calendar import AccountStatus, ProviderName
 from calsync.core.model.errors import AccountStatusConflict
-from calsync.core.store import account_overview, accounts
+from calsync.core.store import account_overview, accounts, audit
 from calsync.core.traffic import CircuitState
 
 router = APIRouter()

@@ -11,11 +11,11 @@ from typing import Annotated
 from fastapi import APIRouter, Query, Request
 from starlette.responses import Response
 
-from calsync.core.console import audit
 from calsync.core.console.auth import SignedIn
 from calsync.core.console.pages.filters import free_text
 from calsync.core.console.services import Console
 from calsync.core.console.templating import render
+from calsync.core.store import audit
 
 router = APIRouter()
 

@@ -24,13 +24,12 @@ from starlette.datastructures import URL
 from starlette.responses import Response
 
 from calsync.core.api.models import MAX_RECORD_ID
-from calsync.core.console import audit
 from calsync.core.console.auth import Acting, SignedIn
 from calsync.core.console.bulk import ACTIONS, CHOICES, Action, BadCriteria, act, criteria_of, filter_of, number
 from calsync.core.console.pages import dead_letter_bulk
 from calsync.core.console.services import Console
 from calsync.core.console.templating import render
-from calsync.core.store import dead_letters, targets
+from calsync.core.store import audit, dead_letters, targets
 from calsync.core.store.dead_letters import DeadLetter
 from calsync.core.store.targets import TargetKey
 

@@ -27,7 +27,6 @@ from starlette.responses import Response
 
 from calsync.core.api.cursors import cursor_of, key_of
 from calsync.core.api.problems import ProblemError
-from calsync.core.console import audit
 from calsync.core.console.auth import Acting, SignedIn
 from calsync.core.console.services import Console, ConsoleServices
 from calsync.core.console.target_history import history, target_subject
@@ -37,7 +36,7 @@ from calsync.core.model.errors import JobNotCancellable
 from calsync.core.model.ids import Identifier
 from calsync.core.model.vocabulary import JOB_STATES, JobState
 from calsync.core.redis.pause import PauseState
-from calsync.core.store import events, job_lookup, targets
+from calsync.core.store import audit, events, job_lookup, targets
 from calsync.core.store.targets import TargetKey, TargetRow
 
 router = APIRouter()

@@ -45,13 +45,13 @@ from fastapi.responses import RedirectResponse
 from starlette.responses import Response
 
 from calsync.core.config.settings import Settings
-from calsync.core.console import audit
-from calsync.core.console.auth import Acting, Operator, SignedIn
+from calsync.core.console.auth import Acting, SignedIn
 from calsync.core.console.services import Console, ConsoleServices
 from calsync.core.console.templating import render
 from calsync.core.messaging.lanes import lanes_of
 from calsync.core.model.vocabulary import Outcome
 from calsync.core.observability.pipeline_state import PipelineState
+from calsync.core.producer import pause as pipeline_pause
 from calsync.core.redis.pause import PauseState
 
 router = APIRouter()
@@ -171,11 +171,7 @@ def overview_live(request: Request, console: Console, operator: SignedIn) -> Res
     return render(request, "overview_region.html", {"o": read_overview(console), "refresh": REFRESH_SECONDS})
 
 
-def _flipped(request: Request, console: ConsoleServices, operator: Operator, action: str, changed: bool,
-             detail: dict[str, str | None], done: str) -> RedirectResponse:  # fmt: skip
-    """Audit a flip of the switch (after Redis took it), then send the browser back to the overview."""
-    with console.api.db.write() as conn:
-        audit.record(conn, actor=operator.name, action=action, subject="pipeline", count=int(changed), detail=detail)
+def _back(request: Request, done: str) -> RedirectResponse:
     return RedirectResponse(f"{request.url_for('overview')}?done={done}", status_code=303)
 
 
@@ -183,23 +179,20 @@ def _flipped(request: Request, console: ConsoleServices, operator: Operator, act
 def pause(
     request: Request, console: Console, operator: Acting, reason: Annotated[str, Form(max_length=500)] = ""
 ) -> RedirectResponse:
-    """Pause processing as this operator, with the reason given (the first pause wins)."""
+    """Pause processing as this operator, with the reason given (the first pause wins), audited."""
     try:
-        switch, created = console.pause.pause(by=operator.name, reason=reason.strip() or None)
+        _state, created = pipeline_pause.pause(console.api.db, console.pause, actor=operator.name,
+                                               reason=reason.strip() or None)  # fmt: skip
     except redis.RedisError as exc:
         raise HTTPException(503, f"Redis unreachable: processing was not paused ({type(exc).__name__})") from exc
-    detail = {"reason": switch.reason, "by": switch.by}
-    return _flipped(request, console, operator, "pipeline.pause", created, detail,
-                    "paused" if created else "already-paused")  # fmt: skip
+    return _back(request, "paused" if created else "already-paused")
 
 
 @router.post("/overview/resume", name="resume")
 def resume(request: Request, console: Console, operator: Acting) -> RedirectResponse:
     """Resume processing; the audit row keeps who had paused it and why."""
     try:
-        was = console.pause.resume()
+        was = pipeline_pause.resume(console.api.db, console.pause, actor=operator.name)
     except redis.RedisError as exc:
         raise HTTPException(503, f"Redis unreachable: processing was not resumed ({type(exc).__name__})") from exc
-    detail = {"paused_by": was.by, "reason": was.reason} if was is not None else {}
-    return _flipped(request, console, operator, "pipeline.resume", was is not None, detail,
-                    "resumed" if was is not None else "not-paused")  # fmt: skip
+    return _back(request, "resumed" if was is not None else "not-paused")

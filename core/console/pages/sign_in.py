@@ -19,10 +19,11 @@ from fastapi import APIRouter, Form, Request
 from fastapi.responses import RedirectResponse
 from starlette.responses import Response
 
-from calsync.core.console import audit, operators, sessions
+from calsync.core.console import sessions
 from calsync.core.console.auth import Verified, clear_cookie, console_root, local_path, set_cookie
 from calsync.core.console.services import Console
 from calsync.core.console.templating import render
+from calsync.core.store import audit, operators
 from calsync.core.store.api_keys import KEY_PREFIX as TENANT_KEY_PREFIX
 
 router = APIRouter()

@@ -1,0 +1,85 @@
+"""``/v1/pause``: the pause switch for operators, the API twin of the console's pause and resume buttons.
+
+Operator keys only (``calsync operators create``): pausing stops every tenant's processing, which no tenant key may
+do. ``GET`` reads the switch (any operator); ``PUT`` pauses (the first pause wins: its time, author and reason
+stand) and ``DELETE`` resumes (role ``operator``), each writing one audit row as the console's buttons do.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from typing import Annotated
+
+import redis
+from fastapi import APIRouter, Body
+from pydantic import BaseModel, ConfigDict, Field
+
+from calsync.core.api.auth import OperatorActing, OperatorViewer, Services
+from calsync.core.api.problems import AUTHENTICATED, ProblemError, problems
+from calsync.core.producer import pause as pipeline_pause
+from calsync.core.redis.pause import PauseState
+
+router = APIRouter(tags=["operators"])
+
+
+class PauseIn(BaseModel):
+    """Why processing is paused (shown to everyone, kept in the audit log)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    reason: str | None = Field(default=None, max_length=500, pattern=r"^[^\x00-\x1f\x7f]*$")
+
+
+class PauseOut(BaseModel):
+    """The switch: paused or not, since when, by whom and why; ``changed`` says whether this request flipped it."""
+
+    paused: bool
+    since: dt.datetime | None = None
+    by: str | None = None
+    reason: str | None = None
+    changed: bool = False
+
+
+def _out(state: PauseState | None, *, paused: bool, changed: bool) -> PauseOut:
+    if state is None:
+        return PauseOut(paused=paused, changed=changed)
+    since = dt.datetime.fromtimestamp(state.since, dt.UTC)
+    return PauseOut(paused=paused, since=since, by=state.by, reason=state.reason, changed=changed)
+
+
+def _redis_down(exc: redis.RedisError) -> ProblemError:
+    detail = f"Redis, which holds the pause switch, is unreachable ({type(exc).__name__})"
+    return ProblemError(503, "unavailable", "Service Unavailable", detail, headers={"Retry-After": "5"})
+
+
+@router.get("/v1/pause", response_model=PauseOut, responses=problems(*AUTHENTICATED), summary="Read the pause switch")
+def read_pause_switch(deps: Services, _operator: OperatorViewer) -> PauseOut:
+    """Whether processing is paused, since when, by whom and why."""
+    try:
+        state = deps.pause.state()
+    except redis.RedisError as exc:
+        raise _redis_down(exc) from exc
+    return _out(state, paused=state is not None, changed=False)
+
+
+@router.put("/v1/pause", response_model=PauseOut, responses=problems(400, *AUTHENTICATED), summary="Pause processing")
+def pause_processing(
+    deps: Services, operator: OperatorActing, body: Annotated[PauseIn | None, Body()] = None
+) -> PauseOut:
+    """Pause every worker's processing (producers go on accepting); pausing again keeps the first pause."""
+    reason = body.reason.strip() or None if body and body.reason else None
+    try:
+        state, created = pipeline_pause.pause(deps.db, deps.pause, actor=operator.name, reason=reason)
+    except redis.RedisError as exc:
+        raise _redis_down(exc) from exc
+    return _out(state, paused=True, changed=created)
+
+
+@router.delete("/v1/pause", response_model=PauseOut, responses=problems(*AUTHENTICATED), summary="Resume processing")
+def resume_processing(deps: Services, operator: OperatorActing) -> PauseOut:
+    """Resume processing; the answer says which pause was removed (``changed`` false: it was running)."""
+    try:
+        was = pipeline_pause.resume(deps.db, deps.pause, actor=operator.name)
+    except redis.RedisError as exc:
+        raise _redis_down(exc) from exc
+    return _out(was, paused=False, changed=was is not None)
