@@ -216,6 +216,17 @@ def test_pausing_a_paused_pipeline_keeps_the_first_pause_and_audits_no_change(
     assert [(r.action, r.count) for r in _audit_rows(pipeline)] == [("pipeline.pause", 0)]
 
 
+def test_a_reason_the_audit_log_cannot_hold_is_refused_before_the_switch_moves(
+    pipeline: Pipeline, console_client: ConsoleClient
+) -> None:
+    operator = console_client("operator")
+    token = form_token(operator.get("/overview").text)
+    answer = operator.post("/overview/pause", data={"csrf_token": token, "reason": "outage\x00"})
+    assert answer.status_code == 400
+    assert PauseSwitch(pipeline.clients.redis, pipeline.clients.keys).state() is None
+    assert _audit_rows(pipeline) == []
+
+
 def test_a_viewer_sees_no_buttons_and_is_refused_when_posting(
     pipeline: Pipeline, console_client: ConsoleClient
 ) -> None:

@@ -46,6 +46,7 @@ from starlette.responses import Response
 
 from calsync.core.config.settings import Settings
 from calsync.core.console.auth import Acting, SignedIn
+from calsync.core.console.pages.filters import free_text
 from calsync.core.console.services import Console, ConsoleServices
 from calsync.core.console.templating import render
 from calsync.core.messaging.lanes import lanes_of
@@ -179,10 +180,11 @@ def _back(request: Request, done: str) -> RedirectResponse:
 def pause(
     request: Request, console: Console, operator: Acting, reason: Annotated[str, Form(max_length=500)] = ""
 ) -> RedirectResponse:
-    """Pause processing as this operator, with the reason given (the first pause wins), audited."""
+    """Pause processing as this operator, with the reason given (the first pause wins), audited. A reason with a
+    control character is refused before the switch moves (the audit row could not hold a NUL)."""
+    why = free_text("reason", reason)
     try:
-        _state, created = pipeline_pause.pause(console.api.db, console.pause, actor=operator.name,
-                                               reason=reason.strip() or None)  # fmt: skip
+        _state, created = pipeline_pause.pause(console.api.db, console.pause, actor=operator.name, reason=why)
     except redis.RedisError as exc:
         raise HTTPException(503, f"Redis unreachable: processing was not paused ({type(exc).__name__})") from exc
     return _back(request, "paused" if created else "already-paused")
