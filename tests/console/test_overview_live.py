@@ -3,13 +3,13 @@ the page, shows ``#stale`` once readings have failed for three intervals, and cl
 
 from __future__ import annotations
 
-import shutil
 import time
 from collections.abc import Iterator
 
 import pytest
 from fastapi import FastAPI
 from selenium import webdriver
+from selenium.webdriver.chrome.service import Service
 from selenium.webdriver.common.by import By
 
 from calsync.core.messaging.messages import sync_message
@@ -18,19 +18,18 @@ from tests.api.live import LiveApi
 from tests.console.conftest import console_of, new_operator
 from tests.support import Pipeline, wait_until
 
-pytestmark = [
-    pytest.mark.slow,
-    pytest.mark.skipif(shutil.which("chromedriver") is None, reason="needs chromium and chromium-driver (.ci/run)"),
-]
+pytestmark = pytest.mark.slow
 
 
 @pytest.fixture
-def browser() -> Iterator[webdriver.Chrome]:
-    """A headless Chromium."""
+def browser(chromium_binaries: tuple[str, str]) -> Iterator[webdriver.Chrome]:
+    """A headless Chromium (skipped without Debian's chromium and chromedriver; CI requires them)."""
+    binary, driver_path = chromium_binaries
     options = webdriver.ChromeOptions()
+    options.binary_location = binary
     for flag in ("--headless=new", "--no-sandbox", "--disable-dev-shm-usage"):
         options.add_argument(flag)
-    driver = webdriver.Chrome(options=options)
+    driver = webdriver.Chrome(options=options, service=Service(driver_path))
     yield driver
     driver.quit()
 
