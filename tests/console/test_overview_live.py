@@ -9,12 +9,12 @@ from collections.abc import Iterator
 import pytest
 from fastapi import FastAPI
 from selenium import webdriver
-from selenium.webdriver.chrome.service import Service
 from selenium.webdriver.common.by import By
 
 from calsync.core.messaging.messages import sync_message
 from calsync.core.model.payload import new_payload
 from tests.api.live import LiveApi
+from tests.console.browser import chromium
 from tests.console.conftest import console_of, new_operator
 from tests.support import Pipeline, wait_until
 
@@ -24,12 +24,7 @@ pytestmark = pytest.mark.slow
 @pytest.fixture
 def browser(chromium_binaries: tuple[str, str]) -> Iterator[webdriver.Chrome]:
     """A headless Chromium (skipped without Debian's chromium and chromedriver; CI requires them)."""
-    binary, driver_path = chromium_binaries
-    options = webdriver.ChromeOptions()
-    options.binary_location = binary
-    for flag in ("--headless=new", "--no-sandbox", "--disable-dev-shm-usage"):
-        options.add_argument(flag)
-    driver = webdriver.Chrome(options=options, service=Service(driver_path))
+    driver = chromium(*chromium_binaries)
     yield driver
     driver.quit()
 
