@@ -14,6 +14,7 @@ from prometheus_client import REGISTRY
 from calsync.core.model.errors import Forbidden, ProviderUnavailable
 from calsync.core.model.payload import SYNC_JOB
 from calsync.core.model.vocabulary import DeadLetterCause
+from calsync.core.producer.reconcile import reconcile
 from calsync.core.worker.metrics import provider_request, status_class
 from tests.support import Pipeline, wait_until
 
@@ -54,12 +55,11 @@ def test_a_message_for_an_unknown_actor_is_counted_as_dead_lettered(pipeline: Pi
     assert (record.kind, record.reason) == ("quarantined", "quarantined: unknown actor")
 
 
-def test_a_retry_that_cannot_be_enqueued_is_dead_lettered_as_such_not_as_exhausted(
+def test_a_retry_that_cannot_be_enqueued_is_owed_to_the_reconciler_not_dead_lettered(
     pipeline: Pipeline, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     failed = {"job_type": SYNC_JOB, "reason": "retry enqueue failed"}
-    exhausted = {"job_type": SYNC_JOB, "reason": "retries exhausted"}
-    before = (_sample("calsync_dead_letters_total", **failed), _sample("calsync_dead_letters_total", **exhausted))
+    before = _sample("calsync_dead_letters_total", **failed)
     real_enqueue = pipeline.broker.enqueue
 
     def retries_refused(message: dramatiq.Message[Any], *, delay: int | None = None) -> dramatiq.Message[Any]:
@@ -72,14 +72,12 @@ def test_a_retry_that_cannot_be_enqueued_is_dead_lettered_as_such_not_as_exhaust
     account = pipeline.account()
     with pipeline.worker():
         receipt = pipeline.submit([account])
-        row = pipeline.wait_target(receipt.entity_id, account, "failed")
-        wait_until(lambda: _sample("calsync_dead_letters_total", **failed) == before[0] + 1, what="the metric")
-    [record] = pipeline.dead_letters()
-    assert record.cause is DeadLetterCause.ENQUEUE_FAILED and record.reason == "retry enqueue failed"
-    assert record.error_class == "ProviderUnavailable" and record.attempts == 1
-    assert record.last_error.endswith("(the retry could not be enqueued)") and row.error_class == "ProviderUnavailable"
-    assert _sample("calsync_dead_letters_total", **exhausted) == before[1]
-    assert pipeline.outcomes() == {"dead_lettered": 1}
+        wait_until(lambda: pipeline.target(receipt.entity_id, account).wait_reason == "not enqueued", what="owed")
+        assert reconcile(pipeline.clients, older_than=0).requeued  # its next pass: a first delivery again
+        row = pipeline.wait_target(receipt.entity_id, account, "synced")
+    assert row.synced_version == 1 and pipeline.dead_letters() == []
+    assert _sample("calsync_dead_letters_total", **failed) == before
+    assert pipeline.outcomes() == {"retry_scheduled": 1, "success": 1}
 
 
 @pytest.mark.parametrize(

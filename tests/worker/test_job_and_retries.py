@@ -260,20 +260,46 @@ def test_a_lock_busy_to_the_end_is_dead_lettered_as_exhausted_retries(pipeline: 
     [(TargetLocked("busy"), BrokerConnectionError), (ProviderUnavailable("503"), ProviderUnavailable)],
     ids=["deferral", "retry"],
 )
-def test_a_retry_or_deferral_that_cannot_be_enqueued_is_dead_lettered_not_lost(
+def test_a_retry_or_deferral_that_cannot_be_enqueued_is_owed_to_the_reconciler_not_lost(
     pipeline: Pipeline, stub: StubBroker, monkeypatch: pytest.MonkeyPatch, failure: Exception, recorded: type
 ) -> None:
+    entity, account, payload = _submitted(pipeline)
     retries = _retries(pipeline, stub)
 
     def down(*_args: Any, **_kwargs: Any) -> None:
         raise BrokerConnectionError("redis went away")  # type: ignore[no-untyped-call]
 
     monkeypatch.setattr(stub, "enqueue", down)
-    message = _delivery(pipeline, _payload("e1"))
+    message = _delivery(pipeline, payload)
     retries.after_process_message(stub, message, exception=failure)
     delivery = current_delivery()
-    assert message.failed and delivery is not None and delivery.dead_letter_cause is DeadLetterCause.ENQUEUE_FAILED
+    assert not message.failed and delivery is not None and delivery.dead_letter_cause is None
     assert isinstance(delivery.error, recorded) and message.options["retries"] == 1
+    row = pipeline.target(entity, account)
+    assert (row.status, row.due_at, row.wait_reason) == ("pending", None, "not enqueued")
+    with pipeline.clients.db.read() as conn:  # the reconciler's next pass enqueues it first
+        assert [(r.event_id, r.account_id) for r in targets.overdue(conn, before=row.updated_at, limit=10)] == [
+            (entity, account)
+        ]
+
+
+def test_a_retry_that_can_be_neither_enqueued_nor_marked_owed_is_dead_lettered_not_lost(
+    pipeline: Pipeline, stub: StubBroker, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    retries = _retries(pipeline, stub)
+
+    def down(*_args: Any, **_kwargs: Any) -> None:
+        raise BrokerConnectionError("redis went away")  # type: ignore[no-untyped-call]
+
+    def database_down(*_args: Any, **_kwargs: Any) -> None:
+        raise OSError("database went away")
+
+    monkeypatch.setattr(stub, "enqueue", down)
+    monkeypatch.setattr(targets, "mark_unqueued", database_down)
+    message = _delivery(pipeline, _payload("e1"))
+    retries.after_process_message(stub, message, exception=ProviderUnavailable("503"))
+    delivery = current_delivery()
+    assert message.failed and delivery is not None and delivery.dead_letter_cause is DeadLetterCause.ENQUEUE_FAILED
 
 
 # --- ScheduledRetries: failures ------------------------------------------------------------------------

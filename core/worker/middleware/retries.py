@@ -166,11 +166,30 @@ class ScheduledRetries(Retries):
             try:
                 broker.enqueue(redelivery(message, args=args), delay=int(delay * 1000))
             except Exception:
-                log.exception("could not enqueue the retry; dead-lettering instead of losing the message")
+                if self._leave_to_reconciler(delivery):
+                    log.warning("could not enqueue the retry; the reconciler's next pass enqueues it", exc_info=True)
+                    delivery.outcome = Outcome.RETRY_SCHEDULED
+                    return
+                log.exception("could not enqueue the retry nor mark it owed; dead-lettering instead of losing it")
                 self._dead_letter(message, delivery, DeadLetterCause.ENQUEUE_FAILED)
                 return
             delivery.outcome, delivery.retry_in = Outcome.RETRY_SCHEDULED, delay
             self._note_retry(delivery, error, delay)
+
+    def _leave_to_reconciler(self, delivery: Delivery) -> bool:
+        # A retry the broker refused (no Redis master answering, mostly during a failover) is owed, not failed: the
+        # target, still pending, loses its due time and the reconciler's next pass enqueues it, as for an intake
+        # whose enqueue failed after its commit. Only when that cannot be written either is it dead-lettered.
+        p = delivery.payload
+        if p is None:
+            return False
+        try:
+            with self.db.write() as conn:
+                targets.mark_unqueued(conn, TargetKey(p.tenant_id, p.entity_id, p.account_id))
+        except Exception:
+            log.warning("could not mark the target's retry as owed", exc_info=True)
+            return False
+        return True
 
     def _dead_letter(self, message: dramatiq.MessageProxy, delivery: Delivery, cause: DeadLetterCause) -> None:
         message.fail()
