@@ -20,7 +20,8 @@ from calsync.core.api.services import services_from_clients
 from calsync.core.clients import Clients, connect
 from calsync.core.config.logging import configure_logging
 from calsync.core.config.settings import load_settings
-from calsync.core.console import console_services_from_clients, create_console
+from calsync.core.console.app import create_console
+from calsync.core.console.services import console_services_from_clients
 
 APP_FACTORY = "calsync.actors.cli.serve:app_from_environment"
 
