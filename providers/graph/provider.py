@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import contextlib
 import datetime as dt
+import functools
 import http.cookiejar
 import logging
 import ssl
@@ -57,7 +58,6 @@ T = TypeVar("T")
 MAX_CONFLICTS = 3
 DUPLICATE_TRANSACTION = "ErrorDuplicateTransactionId"
 _PREFER = 'IdType="ImmutableId", outlook.timezone="UTC"'
-_EXPAND = f"singleValueExtendedProperties($filter=id eq '{GRAPH_SYNC_KEY_PROPERTY_ID}')"
 
 
 def _odata_string(value: str) -> str:
@@ -119,10 +119,7 @@ class GraphProvider:
         """The mailbox's marked events changed since ``cursor`` (all when None or refused): delta.py."""
 
         def read(s: _Session) -> ReadBack:
-            def send(method: str, path: str, *, params: Mapping[str, str] | None = None,
-                     headers: Mapping[str, str] | None = None) -> httpx.Response:  # fmt: skip
-                return self._send(s, method, path, params=params, headers=headers)
-
+            send = functools.partial(self._send, s)
             return delta.Reader(send, self._base, s.user, s.config.calendar, dt.datetime.now(dt.UTC)).read_back(cursor)
 
         return self._run(account, "read_back", read)
@@ -199,7 +196,7 @@ class GraphProvider:
         """Re-read the event (is it ours?) and apply our state under its current etag until no one races us."""
         for _ in range(MAX_CONFLICTS):
             try:
-                current = self._send(s, "GET", self._item(s, event_id), params={"$expand": _EXPAND}).json()
+                current = self._send(s, "GET", self._item(s, event_id), params={"$expand": delta.EXPAND}).json()
             except GraphHttpError as exc:
                 if exc.status != 404:
                     raise
@@ -231,7 +228,7 @@ class GraphProvider:
             f"singleValueExtendedProperties/Any(ep: ep/id eq {_odata_string(GRAPH_SYNC_KEY_PROPERTY_ID)} "
             f"and ep/value eq {_odata_string(sync_key)})"
         )
-        params = {"$filter": where, "$expand": _EXPAND, "$select": "id"}
+        params = {"$filter": where, "$expand": delta.EXPAND, "$select": "id"}
         found = self._send(s, "GET", f"{s.user}/events", params=params).json().get("value") or []
         ids = [str(e["id"]) for e in found if marker_of(e) == sync_key]
         if len(ids) > 1:
