@@ -116,6 +116,12 @@ def compare(
     return result
 
 
+def marked_event(item: ObservedItem | None) -> str | None:
+    """The event an item's marker names (``tenant:event:account``, as ``Believed.sync_key`` writes it), if readable."""
+    parts = (item.sync_key or "").split(":") if item is not None else []
+    return parts[1] if len(parts) == 3 else None
+
+
 def _latest(items: Sequence[ObservedItem]) -> list[ObservedItem]:
     # One item per provider id, its last mention (a listing may report an item twice: changed, then removed).
     return list({item.external_id: item for item in items}.values())

@@ -28,12 +28,12 @@ from typing import Any
 import dramatiq
 
 from calsync.core.drift import actions, store
-from calsync.core.drift.compare import Believed, compare
+from calsync.core.drift.compare import Believed, compare, marked_event
 from calsync.core.drift.metrics import count_finding
 from calsync.core.drift.store import Finding
 from calsync.core.messaging.messages import SWEEP_JOB
 from calsync.core.model.calendar import Account, EventState, ProviderLookup
-from calsync.core.model.drift import DriftPolicy, DriftReader, ObservedItem, ReadBack, drift_reader
+from calsync.core.model.drift import DriftPolicy, DriftReader, ReadBack, drift_reader
 from calsync.core.model.errors import Deferred, InvalidPayload, PermanentError
 from calsync.core.model.provider_io import RequestsSent
 from calsync.core.store import accounts
@@ -193,17 +193,12 @@ def _believed(db: Database, account: Account, reading: ReadBack) -> tuple[list[B
     # change, nothing to believe: an unchanged calendar's sweep opens no transaction for it.
     if not reading.full and not reading.items:
         return [], {}
-    marked = {event_id for event_id in map(_marked_event, reading.items) if event_id is not None}
+    marked = {event_id for event_id in map(marked_event, reading.items) if event_id is not None}
     external_ids = [item.external_id for item in reading.items]
     with db.read() as conn:
         pairs = store.account_targets(conn, account.id, event_ids=None if reading.full else marked,
                                       external_ids=external_ids)  # fmt: skip
     return [Believed.of(row, event.version) for row, event in pairs], {event.id: event for _, event in pairs}
-
-
-def _marked_event(item: ObservedItem) -> str | None:
-    parts = (item.sync_key or "").split(":")
-    return parts[1] if len(parts) == 3 else None
 
 
 def _now() -> dt.datetime:
