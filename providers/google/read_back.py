@@ -27,6 +27,7 @@ Google, so the owner is left out on both sides). A value that does not parse is 
 
 from __future__ import annotations
 
+import contextlib
 import datetime as dt
 import hashlib
 import json
@@ -53,14 +54,9 @@ ListPage = Callable[..., Mapping[str, Any]]
 def read_back(list_page: ListPage, owner: str, cursor: str | None) -> ReadBack:
     """The marked items changed since the sync token ``cursor``, or all of them (``full``) without one or on 410."""
     if cursor is not None:
-        try:
-            items, next_cursor = _listing(list_page, owner, cursor)
-        except FullSyncRequired:
-            pass
-        else:
-            return ReadBack(items, next_cursor, full=False)
-    items, next_cursor = _listing(list_page, owner, None)
-    return ReadBack(items, next_cursor, full=True)
+        with contextlib.suppress(FullSyncRequired):
+            return ReadBack(*_listing(list_page, owner, cursor), full=False)
+    return ReadBack(*_listing(list_page, owner, None), full=True)
 
 
 def _listing(list_page: ListPage, owner: str, sync_token: str | None) -> tuple[list[ObservedItem], str | None]:
