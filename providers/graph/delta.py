@@ -181,8 +181,7 @@ class Reader:
 
     @staticmethod
     def _observed(event: Any) -> ObservedItem | None:
-        key = marker_of(event) if isinstance(event, Mapping) else None
-        if key is None or not isinstance(event, Mapping):
+        if not isinstance(event, Mapping) or (key := marker_of(event)) is None:
             return None
         return ObservedItem(external_id=str(event["id"]), sync_key=key, etag=event.get("@odata.etag"),
                             fingerprint=_fingerprint_of(event))  # fmt: skip

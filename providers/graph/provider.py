@@ -161,14 +161,14 @@ class GraphProvider:
                 return ref_of(self._patch(s, target.external_id, wanted, target.etag))
             except GraphHttpError as exc:
                 if exc.status == 412:
-                    return self._reapply(s, target.external_id, wanted, event, target)
+                    return self._reapply(s, target.external_id, event, target)
                 if exc.status != 404:
                     raise
                 logger.info("Graph event %s is gone; resolving sync key %s", target.external_id, target.sync_key)
         found = self._lookup(s, target.sync_key)
         if found:
             logger.info("Adopting Graph event %s for sync key %s", found[0], target.sync_key)
-            return self._reapply(s, found[0], wanted, event, target)
+            return self._reapply(s, found[0], event, target)
         return self._create(s, event, target, replacing=target.external_id)
 
     def _create(self, s: _Session, event: EventState, target: Target, replacing: str | None = None) -> ExternalRef:
@@ -187,13 +187,11 @@ class GraphProvider:
         if not found:
             raise failure
         logger.info("Adopting Graph event %s for sync key %s after %s", found[0], target.sync_key, failure)
-        wanted = event_body(event, target.sync_key, event.send_updates, create=False)
-        return self._reapply(s, found[0], wanted, event, target)
+        return self._reapply(s, found[0], event, target)
 
-    def _reapply(
-        self, s: _Session, event_id: str, wanted: Mapping[str, Any], event: EventState, target: Target
-    ) -> ExternalRef:
+    def _reapply(self, s: _Session, event_id: str, event: EventState, target: Target) -> ExternalRef:
         """Re-read the event (is it ours?) and apply our state under its current etag until no one races us."""
+        wanted = event_body(event, target.sync_key, event.send_updates, create=False)
         for _ in range(MAX_CONFLICTS):
             try:
                 current = self._send(s, "GET", self._item(s, event_id), params={"$expand": delta.EXPAND}).json()
