@@ -25,7 +25,7 @@ import dramatiq
 from sqlalchemy import Connection
 
 from calsync.core.drift import store
-from calsync.core.drift.compare import Believed, Comparison, Drift
+from calsync.core.drift.compare import Believed, Comparison, Drift, marked_event
 from calsync.core.drift.store import Finding
 from calsync.core.messaging.messages import REPAIR_OPTION, sync_message
 from calsync.core.model.calendar import Account, Provider, Target
@@ -119,11 +119,8 @@ def _key(target: Believed) -> TargetKey:
 
 
 def _event_of(drift: Drift) -> str | None:
-    # The event of the drift: its target's, else the one an item's marker names (tenant:event:account), if readable.
-    if drift.target is not None:
-        return drift.target.event_id
-    parts = (drift.item.sync_key or "").split(":") if drift.item is not None else []
-    return parts[1] if len(parts) == 3 else None
+    # The event of the drift: its target's, else the one its item's marker names.
+    return drift.target.event_id if drift.target is not None else marked_event(drift.item)
 
 
 def _finding(account: Account, drift: Drift, action: DriftAction, now: dt.datetime) -> Finding:

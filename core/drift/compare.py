@@ -97,11 +97,8 @@ def compare(
     by_id = {t.external_id: t for t in targets if t.external_id is not None}
     by_key = {t.sync_key: t for t in targets}
     result = Comparison()
-    seen: set[str] = set()
     for item in _latest(reading.items):
         target = by_id.get(item.external_id)
-        if target is not None:
-            seen.add(item.external_id)
         if target is not None and target.settled(since):
             _judge(result, target, item, fingerprint)
         elif item.removed or item.sync_key is None or not item.sync_key.endswith(f":{account_id}"):
@@ -109,11 +106,18 @@ def compare(
         elif _orphan(target if target is not None else by_key.get(item.sync_key), since):
             result.drifts.append(Drift("unknown_item", item.external_id, None, item))
     if reading.full:
+        listed = {item.external_id for item in reading.items}
         for target in targets:
-            if target.settled(since) and target.external_id not in seen:
+            if target.settled(since) and target.external_id not in listed:
                 assert target.external_id is not None  # settled
                 result.drifts.append(Drift("missing", target.external_id, target))
     return result
+
+
+def marked_event(item: ObservedItem | None) -> str | None:
+    """The event an item's marker names (``tenant:event:account``, as ``Believed.sync_key`` writes it), if readable."""
+    parts = (item.sync_key or "").split(":") if item is not None else []
+    return parts[1] if len(parts) == 3 else None
 
 
 def _latest(items: Sequence[ObservedItem]) -> list[ObservedItem]:

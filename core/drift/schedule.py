@@ -21,19 +21,12 @@ from calsync.core.drift import store
 from calsync.core.drift.sweep import sweep_message
 from calsync.core.model.calendar import ProviderName
 from calsync.core.store.database import Database
-from calsync.core.store.schema import provider_accounts
+from calsync.core.store.schema import provider_accounts as a
 
 log = logging.getLogger(__name__)
 
 #: Sweeps one pass enqueues at most; the rest stay due for the next pass.
 PASS_LIMIT = 5000
-
-
-def providers_in_use(db: Database) -> set[ProviderName]:
-    """The providers of the active accounts."""
-    a = provider_accounts
-    with db.read() as conn:
-        return set(conn.execute(select(a.c.provider).where(a.c.status == "active").distinct()).scalars())
 
 
 def enqueue_due(
@@ -50,7 +43,9 @@ def enqueue_due(
 
     ``reads_back(provider)``: whether that provider's adapter is a DriftReader.
     """
-    readers = {name for name in providers_in_use(db) if reads_back(name)}
+    with db.read() as conn:  # the providers of the active accounts
+        in_use = set(conn.execute(select(a.c.provider).where(a.c.status == "active").distinct()).scalars())
+    readers = {name for name in in_use if reads_back(name)}
     if not readers:
         return 0
     now = now or dt.datetime.now(dt.UTC)

@@ -84,41 +84,26 @@ def list_findings(
     return [Finding(**row) for row in conn.execute(query).mappings()]
 
 
-def _swept_accounts() -> Any:
-    # The accounts sweeps are owed to: active, of a tenant whose policy is not off (no policy row: the default).
-    policy = func.coalesce(p.c.policy, DEFAULT_DRIFT_POLICY)
-    return (
-        s.join(a, a.c.id == s.c.account_id).outerjoin(p, p.c.tenant_id == a.c.tenant_id),
-        and_(a.c.status == "active", policy != "off"),
-    )
+#: The accounts sweeps are owed to: active, of a tenant whose policy is not off (no policy row: the default); over
+#: accounts outer-joined with their tenants' policies.
+_OWED = and_(a.c.status == "active", func.coalesce(p.c.policy, DEFAULT_DRIFT_POLICY) != "off")
+_SWEPT = s.join(a, a.c.id == s.c.account_id).outerjoin(p, p.c.tenant_id == a.c.tenant_id)
 
 
 def oldest_sweep(conn: Connection) -> dt.datetime | None:
     """When the least recently swept account was last swept (the sweep-age gauge), over the accounts sweeps are owed
     to: one whose tenant turned drift off, or that was disabled, does not age the gauge. None when none was swept."""
-    joined, owed = _swept_accounts()
-    return conn.execute(select(func.min(s.c.swept_at)).select_from(joined).where(owed)).scalar()
+    return conn.execute(select(func.min(s.c.swept_at)).select_from(_SWEPT).where(_OWED)).scalar()
 
 
 def overdue_sweeps(conn: Connection, *, now: dt.datetime, grace: float = DEFAULT_DRIFT_INTERVAL) -> int:
     """How many accounts' sweeps are due for more than ``grace`` seconds (pass CALSYNC_DRIFT_INTERVAL) and not
     claimed by any worker: scheduling has fallen behind (no worker runs maintenance, or it cannot keep up)."""
-    joined, owed = _swept_accounts()
     late = s.c.next_sweep_at < now - dt.timedelta(seconds=grace)
-    return int(conn.execute(select(func.count()).select_from(joined).where(owed, late)).scalar_one())
+    return int(conn.execute(select(func.count()).select_from(_SWEPT).where(_OWED, late)).scalar_one())
 
 
 # --- the scheduler's ---------------------------------------------------------------------------------------------
-
-
-def _owed_accounts(providers: Collection[str]) -> Any:
-    """Accounts owed a sweep (active, a provider that reads back, a policy other than off), as a select of ids."""
-    policy = func.coalesce(p.c.policy, DEFAULT_DRIFT_POLICY)
-    return (
-        select(a.c.id)
-        .select_from(a.outerjoin(p, p.c.tenant_id == a.c.tenant_id))
-        .where(a.c.status == "active", a.c.provider.in_(tuple(providers)), policy != "off")
-    )
 
 
 def claim_due(
@@ -129,7 +114,12 @@ def claim_due(
     that has no state yet gets one, due now. Returns the claimed account ids, longest overdue first."""
     if not providers:
         return []
-    owed = _owed_accounts(providers)
+    # The ids of the accounts owed a sweep whose provider reads back.
+    owed = (
+        select(a.c.id)
+        .select_from(a.outerjoin(p, p.c.tenant_id == a.c.tenant_id))
+        .where(_OWED, a.c.provider.in_(tuple(providers)))
+    )
     fresh = owed.where(~select(s.c.account_id).where(s.c.account_id == a.c.id).exists())
     conn.execute(
         upsert_insert(s, conn.dialect.name)

@@ -28,12 +28,12 @@ from typing import Any
 import dramatiq
 
 from calsync.core.drift import actions, store
-from calsync.core.drift.compare import Believed, compare
+from calsync.core.drift.compare import Believed, compare, marked_event
 from calsync.core.drift.metrics import count_finding
 from calsync.core.drift.store import Finding
 from calsync.core.messaging.messages import SWEEP_JOB
 from calsync.core.model.calendar import Account, EventState, ProviderLookup
-from calsync.core.model.drift import DriftPolicy, DriftReader, ObservedItem, ReadBack, drift_reader
+from calsync.core.model.drift import DriftReader, ReadBack, drift_reader
 from calsync.core.model.errors import Deferred, InvalidPayload, PermanentError
 from calsync.core.model.provider_io import RequestsSent
 from calsync.core.store import accounts
@@ -88,13 +88,22 @@ def run_sweep(parts: SweepParts, account_id: str, *, claim: dt.datetime | None =
     result, sent = SweepResult(account_id), sent or RequestsSent()
     with parts.db.read() as conn:
         account = accounts.load_account(conn, account_id, parts.cipher)
+        if account is None:
+            result.skipped = "not found"
+            return result
         state = store.sweep_state(conn, account_id)
-        policy: DriftPolicy = store.policy_of(conn, account.tenant_id) if account is not None else "off"
-    if account is not None:
-        result.provider = account.provider
-    reader = drift_reader(parts.providers.get(account.provider)) if account is not None else None
-    result.skipped = _skip(account, policy, reader, state, claim)
-    if result.skipped is not None or account is None or reader is None:
+        policy = store.policy_of(conn, account.tenant_id)
+    result.provider = account.provider
+    reader = drift_reader(parts.providers.get(account.provider))
+    skips = {  # why this sweep reads nothing: the first that applies (none: it runs)
+        "inactive": account.status != "active",
+        "off": policy == "off",
+        "no reader": reader is None,
+        # A later claim enqueued another sweep of the account.
+        "superseded": claim is not None and state is not None and state.next_sweep_at > claim,
+    }
+    result.skipped = next((why for why, applies in skips.items() if applies), None)
+    if result.skipped is not None or reader is None:
         return result
     started = _now()
     reading = _read_back(parts, account, reader, state.cursor if state is not None else None, sent, result)
@@ -132,27 +141,6 @@ def parse_sweep(arg: Any) -> tuple[str, dt.datetime | None]:
     if when is None or when.tzinfo is None:
         raise InvalidPayload(f"a sweep's claim is not an ISO 8601 time with its offset: {claim!r}")
     return arg["account_id"], when
-
-
-def _skip(
-    account: Account | None,
-    policy: DriftPolicy,
-    reader: DriftReader | None,
-    state: store.SweepState | None,
-    claim: dt.datetime | None,
-) -> str | None:
-    # Why this sweep reads nothing (None: it runs).
-    if account is None:
-        return "not found"
-    if account.status != "active":
-        return "inactive"
-    if policy == "off":
-        return "off"
-    if reader is None:
-        return "no reader"
-    if claim is not None and state is not None and state.next_sweep_at > claim:
-        return "superseded"  # a later claim enqueued another sweep of the account
-    return None
 
 
 def _read_back(
@@ -193,17 +181,12 @@ def _believed(db: Database, account: Account, reading: ReadBack) -> tuple[list[B
     # change, nothing to believe: an unchanged calendar's sweep opens no transaction for it.
     if not reading.full and not reading.items:
         return [], {}
-    marked = {event_id for event_id in map(_marked_event, reading.items) if event_id is not None}
+    marked = {event_id for event_id in map(marked_event, reading.items) if event_id is not None}
     external_ids = [item.external_id for item in reading.items]
     with db.read() as conn:
         pairs = store.account_targets(conn, account.id, event_ids=None if reading.full else marked,
                                       external_ids=external_ids)  # fmt: skip
     return [Believed.of(row, event.version) for row, event in pairs], {event.id: event for _, event in pairs}
-
-
-def _marked_event(item: ObservedItem) -> str | None:
-    parts = (item.sync_key or "").split(":")
-    return parts[1] if len(parts) == 3 else None
 
 
 def _now() -> dt.datetime:

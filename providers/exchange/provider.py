@@ -206,17 +206,11 @@ class ExchangeProvider:
         return found
 
     @staticmethod
-    def _insert(mbx: ConnectedMailbox, fields: Mapping[str, Any], sync_key: str, mode: str) -> ExternalRef:
-        item = CalendarItem(account=mbx.account, folder=mbx.calendar, calsync_sync_key=sync_key, **fields)
-        item.save(send_meeting_invitations=mode)
-        return ExternalRef(item.id, item.changekey)
-
-    @staticmethod
-    def _save(
-        mbx: ConnectedMailbox, item_id: str, change_key: str, fields: Mapping[str, Any], mode: str
-    ) -> ExternalRef:
-        item = CalendarItem(account=mbx.account, folder=mbx.calendar, id=item_id, changekey=change_key, **fields)
-        item.save(update_fields=list(UPDATE_FIELDS), send_meeting_invitations=mode)
+    def _save(mbx: ConnectedMailbox, fields: Mapping[str, Any], mode: str, **identity: Any) -> ExternalRef:
+        """Create an item (``identity``: its ``calsync_sync_key``) or write every field :func:`item_fields` sets on
+        an existing one (``identity``: its ``id`` and ``changekey``)."""
+        item = CalendarItem(account=mbx.account, folder=mbx.calendar, **identity, **fields)
+        item.save(update_fields=list(UPDATE_FIELDS) if item.id else None, send_meeting_invitations=mode)
         return ExternalRef(item.id, item.changekey)
 
     def _create(self, mbx: ConnectedMailbox, fields: Mapping[str, Any], target: Target, mode: str) -> ExternalRef:
@@ -226,20 +220,20 @@ class ExchangeProvider:
             logger.info(
                 "Adopting Exchange item %s for sync key %s (a previous create succeeded)", existing[0].id, sync_key
             )
-            return self._save(mbx, existing[0].id, existing[0].changekey, fields, mode)
-        return self._insert(mbx, fields, sync_key, mode)
+            return self._save(mbx, fields, mode, id=existing[0].id, changekey=existing[0].changekey)
+        return self._save(mbx, fields, mode, calsync_sync_key=sync_key)
 
     def _update(self, mbx: ConnectedMailbox, fields: Mapping[str, Any], target: Target, mode: str) -> ExternalRef:
         if target.external_id is not None and target.etag is not None:
             try:
-                return self._save(mbx, target.external_id, target.etag, fields, mode)
+                return self._save(mbx, fields, mode, id=target.external_id, changekey=target.etag)
             except _STALE_REFERENCE as exc:
                 logger.info("Exchange item %s: %s, re-resolving by sync key", target.external_id, type(exc).__name__)
         current = self._find(mbx, target.sync_key)
         if not current:
             logger.info("Exchange item for sync key %s was deleted in Exchange; recreating it", target.sync_key)
-            return self._insert(mbx, fields, target.sync_key, mode)
-        return self._save(mbx, current[0].id, current[0].changekey, fields, mode)
+            return self._save(mbx, fields, mode, calsync_sync_key=target.sync_key)
+        return self._save(mbx, fields, mode, id=current[0].id, changekey=current[0].changekey)
 
     def _delete(self, mbx: ConnectedMailbox, target: Target, mode: str) -> None:
         if target.external_id is not None:

@@ -19,7 +19,7 @@
 from __future__ import annotations
 
 import datetime as dt
-from collections.abc import Iterable, Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from exchangelib.errors import ErrorInvalidSyncStateData, ErrorItemNotFound
@@ -28,48 +28,33 @@ from exchangelib.folders.collections import SyncCompleted
 
 from calsync.core.model.calendar import EventState
 from calsync.core.model.drift import ObservedItem, ReadBack
-from calsync.providers.exchange.items import item_fields
+from calsync.providers.exchange.items import UPDATE_FIELDS, item_fields
 from calsync.providers.fingerprint import owned_fingerprint
 
 MAX_CHANGES = 512  # SyncFolderItems' ceiling per call
 SYNC_KEY_FIELD = "calsync_sync_key"
-OWNED_FIELDS = ("subject", "body", "location", "start", "end", "is_all_day", "required_attendees", SYNC_KEY_FIELD)
+OWNED_FIELDS = (*UPDATE_FIELDS, SYNC_KEY_FIELD)
 
 
-def _addresses(attendees: Iterable[Any] | None) -> list[str]:
-    return [a.mailbox.email_address or "" for a in attendees or () if a.mailbox is not None]
-
-
-def _fingerprint_of(
-    subject: Any, body: Any, location: Any, start: Any, end: Any, all_day: bool, attendees: Any, *, written: bool
-) -> str:
-    last = end
+def _fingerprint_of(fields: Mapping[str, Any], *, written: bool) -> str:
+    """The owned ``fields`` (named as CalendarItem's) of an item ``written`` by ``upsert`` or read back."""
+    all_day, end, attendees = bool(fields["is_all_day"]), fields["end"], fields["required_attendees"]
     if all_day and written and end is not None:
-        last = (end - dt.timedelta(days=1)).date()  # written: midnight after the last day
+        end = (end - dt.timedelta(days=1)).date()  # written: midnight after the last day
     return owned_fingerprint(
-        title=subject,
-        start=start,
-        last=last,
+        title=fields["subject"],
+        start=fields["start"],
+        last=end,
         all_day=all_day,
-        location=location,
-        description=None if body is None else str(body),
-        attendees=_addresses(attendees),
+        location=fields["location"],
+        description=None if fields["body"] is None else str(fields["body"]),
+        attendees=[a.mailbox.email_address or "" for a in attendees or () if a.mailbox is not None],
     )
 
 
 def fingerprint(event: EventState) -> str:
     """The owned fields of what ``upsert`` writes for ``event``."""
-    f = item_fields(event)
-    return _fingerprint_of(
-        f["subject"],
-        f["body"],
-        f["location"],
-        f["start"],
-        f["end"],
-        f["is_all_day"],
-        f["required_attendees"],
-        written=True,
-    )
+    return _fingerprint_of(item_fields(event), written=True)
 
 
 def _observed(item: Any) -> ObservedItem:
@@ -77,16 +62,7 @@ def _observed(item: Any) -> ObservedItem:
         external_id=item.id,
         sync_key=getattr(item, SYNC_KEY_FIELD),
         etag=item.changekey,
-        fingerprint=_fingerprint_of(
-            item.subject,
-            item.body,
-            item.location,
-            item.start,
-            item.end,
-            bool(item.is_all_day),
-            item.required_attendees,
-            written=False,
-        ),
+        fingerprint=_fingerprint_of({name: getattr(item, name) for name in UPDATE_FIELDS}, written=False),
     )
 
 

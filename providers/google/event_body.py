@@ -1,10 +1,21 @@
-"""Local event state as a Calendar v3 event resource: ids, bodies, and re-applying our state on top of theirs."""
+"""Local event state as a Calendar v3 event resource: ids, bodies, re-applying our state on top of theirs, and the
+fingerprint of the fields calsync owns.
+
+The fingerprint reduces the fields calsync owns (summary, description, location, start, end and their time
+zones, attendees, status) of a Calendar v3 resource, the same function for the body :func:`event_body` writes, for
+the item a drift sweep reads (read_back.py) and for the event an adoption finds (:func:`shows`): times as UTC
+instants to the second (Google answers in another offset than was sent), all-day days as dates, empty text as
+missing, attendees as a set of case-folded addresses without the calendar's owner (Google may list the organizer
+among them, marked ``organizer``/``self``; unverified on Google, so the owner is left out on both sides). A value
+that does not parse is kept as its text.
+"""
 
 from __future__ import annotations
 
 import base64
 import datetime as dt
 import hashlib
+import json
 import zoneinfo
 from collections.abc import Mapping
 from typing import Any
@@ -94,21 +105,11 @@ def private_properties(resource: Mapping[str, Any]) -> Mapping[str, Any]:
     return private if isinstance(private, Mapping) else {}
 
 
-def shows(current: Mapping[str, Any], wanted: Mapping[str, Any]) -> bool:
-    """True when the event already shows our state (times compared as instants, never as strings)."""
-    for field in ("summary", "description", "location"):
-        if current.get(field) != wanted.get(field):
-            return False
-    if current.get("status", "confirmed") != wanted.get("status", "confirmed"):
-        return False
-    for field in ("start", "end"):
-        ours, theirs = wanted.get(field) or {}, current.get(field) or {}
-        if instant(ours) != instant(theirs) or ours.get("timeZone") != theirs.get("timeZone"):
-            return False
-    if [a.get("email") for a in current.get("attendees") or ()] != [a["email"] for a in wanted["attendees"]]:
-        return False
+def shows(current: Mapping[str, Any], wanted: Mapping[str, Any], owner: str) -> bool:
+    """True when the event already shows our state: the same fingerprint (of ``owner``'s calendar), our properties."""
     ours = wanted["extendedProperties"]["private"]
-    return all(private_properties(current).get(key) == value for key, value in ours.items())
+    same = fingerprint_of(current, owner) == fingerprint_of(wanted, owner)
+    return same and all(private_properties(current).get(key) == value for key, value in ours.items())
 
 
 def check_ours(current: Mapping[str, Any], target: Target) -> None:
@@ -121,3 +122,50 @@ def check_ours(current: Mapping[str, Any], target: Target) -> None:
 def ref_of(resource: Mapping[str, Any]) -> ExternalRef:
     """The id and etag Google answered with, as the pipeline records them."""
     return ExternalRef(external_id=str(resource["id"]), etag=resource.get("etag"))
+
+
+def fingerprint_of(resource: Mapping[str, Any], owner: str) -> str:
+    """The owned fields of a Calendar v3 event resource (a body we write or an item we read), normalized, hashed."""
+    start, end = resource.get("start"), resource.get("end")
+    owned = {
+        **{field: _text(resource.get(field)) for field in ("summary", "description", "location")},
+        "start": _moment(start),
+        "end": _moment(end),
+        "zones": [_text(when.get("timeZone")) if isinstance(when, Mapping) else "" for when in (start, end)],
+        "attendees": _attendees(resource.get("attendees"), owner),
+        "status": _text(resource.get("status")) or "confirmed",
+    }
+    canonical = json.dumps(owned, sort_keys=True, ensure_ascii=False)
+    return hashlib.sha256(canonical.encode()).hexdigest()
+
+
+def _text(value: Any) -> str:
+    return value if isinstance(value, str) else "" if value is None else json.dumps(value, sort_keys=True)
+
+
+def _moment(value: Any) -> str:
+    """A start or end as ``date:YYYY-MM-DD`` or a UTC instant to the second; its text when it does not parse."""
+    if not isinstance(value, Mapping):
+        return _text(value)
+    try:
+        moment = instant(value)
+    except (ValueError, TypeError, KeyError, OSError):  # a bad date/dateTime; an unknown zone: KeyError, OSError
+        return _text(dict(value))
+    if isinstance(moment, dt.datetime):
+        if moment.tzinfo is not None:
+            moment = moment.astimezone(dt.UTC)
+        return moment.replace(microsecond=0).isoformat()
+    return f"date:{moment.isoformat()}" if moment is not None else ""
+
+
+def _attendees(value: Any, owner: str) -> list[str]:
+    if not isinstance(value, list):
+        return []
+    found = set()
+    for attendee in value:
+        if not isinstance(attendee, Mapping) or attendee.get("organizer") is True or attendee.get("self") is True:
+            continue
+        email = attendee.get("email")
+        if isinstance(email, str) and email.casefold() != owner.casefold():
+            found.add(email.casefold())
+    return sorted(found)

@@ -25,11 +25,12 @@ from calsync.providers.google.event_body import (
     check_ours,
     event_body,
     event_id_for,
+    fingerprint_of,
     reapply,
     ref_of,
     shows,
 )
-from calsync.providers.google.read_back import fingerprint_of, read_back
+from calsync.providers.google.read_back import read_back
 
 MAX_CONFLICTS = 3
 #: How many re-creations under a new id one target may need (each after Google refused to restore the last).
@@ -188,7 +189,7 @@ class GoogleProvider:
             current = self._execute(session, "get", eventId=event_id)
             check_ours(current, target)
             cancelled = current.get("status") == "cancelled"
-            if shows(current, wanted) or (cancelled and wanted["status"] == "cancelled"):
+            if shows(current, wanted, session.calendar_id) or (cancelled and wanted["status"] == "cancelled"):
                 return ref_of(current)  # nothing to write (a cancelled event stays hidden, stub or not)
             try:
                 changed = {"eventId": event_id, "body": reapply(current, wanted), "sendUpdates": send_updates}

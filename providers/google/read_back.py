@@ -17,25 +17,19 @@ as removed without a sync key, to be matched by its id. A 410 on the incremental
 classified as :class:`FullSyncRequired`) leads to one full listing; any other failure is raised as the
 classification table says, and nothing is returned from a listing that did not reach its last page.
 
-The fingerprint reduces the fields calsync owns (summary, description, location, start, end and their time
-zones, attendees, status) of a Calendar v3 resource, the same function for the body ``event_body`` writes and
-for the item read: times as UTC instants to the second (Google answers in another offset than was sent),
-all-day days as dates, empty text as missing, attendees as a set of case-folded addresses without the
-calendar's owner (Google may list the organizer among them, marked ``organizer``/``self``; unverified on
-Google, so the owner is left out on both sides). A value that does not parse is kept as its text.
+The fingerprint of an item read is :func:`~calsync.providers.google.event_body.fingerprint_of`, the function that
+also reduces the body ``event_body`` writes.
 """
 
 from __future__ import annotations
 
-import datetime as dt
-import hashlib
-import json
+import contextlib
 from collections.abc import Callable, Mapping
 from typing import Any, Final
 
 from calsync.core.model.drift import ObservedItem, ReadBack
 from calsync.core.model.errors import FullSyncRequired
-from calsync.providers.google.event_body import SYNC_KEY_PROPERTY, instant, private_properties
+from calsync.providers.google.event_body import SYNC_KEY_PROPERTY, fingerprint_of, private_properties
 
 #: Google's largest page ("can never be larger than 2500"): a calendar of up to 2,500 items is one request.
 PAGE_SIZE: Final = 2500
@@ -53,14 +47,9 @@ ListPage = Callable[..., Mapping[str, Any]]
 def read_back(list_page: ListPage, owner: str, cursor: str | None) -> ReadBack:
     """The marked items changed since the sync token ``cursor``, or all of them (``full``) without one or on 410."""
     if cursor is not None:
-        try:
-            items, next_cursor = _listing(list_page, owner, cursor)
-        except FullSyncRequired:
-            pass
-        else:
-            return ReadBack(items, next_cursor, full=False)
-    items, next_cursor = _listing(list_page, owner, None)
-    return ReadBack(items, next_cursor, full=True)
+        with contextlib.suppress(FullSyncRequired):
+            return ReadBack(*_listing(list_page, owner, cursor), full=False)
+    return ReadBack(*_listing(list_page, owner, None), full=True)
 
 
 def _listing(list_page: ListPage, owner: str, sync_token: str | None) -> tuple[list[ObservedItem], str | None]:
@@ -95,50 +84,3 @@ def observed(item: Mapping[str, Any], owner: str) -> ObservedItem | None:
     if sync_key is None:
         return None
     return ObservedItem(event_id, sync_key, etag, fingerprint=fingerprint_of(item, owner))
-
-
-def fingerprint_of(resource: Mapping[str, Any], owner: str) -> str:
-    """The owned fields of a Calendar v3 event resource (a body we write or an item we read), normalized, hashed."""
-    start, end = resource.get("start"), resource.get("end")
-    owned = {
-        **{field: _text(resource.get(field)) for field in ("summary", "description", "location")},
-        "start": _when(start),
-        "end": _when(end),
-        "zones": [_text(when.get("timeZone")) if isinstance(when, Mapping) else "" for when in (start, end)],
-        "attendees": _attendees(resource.get("attendees"), owner),
-        "status": _text(resource.get("status")) or "confirmed",
-    }
-    canonical = json.dumps(owned, sort_keys=True, ensure_ascii=False)
-    return hashlib.sha256(canonical.encode()).hexdigest()
-
-
-def _text(value: Any) -> str:
-    return value if isinstance(value, str) else "" if value is None else json.dumps(value, sort_keys=True)
-
-
-def _when(value: Any) -> str:
-    """A start or end as ``date:YYYY-MM-DD`` or a UTC instant to the second; its text when it does not parse."""
-    if not isinstance(value, Mapping):
-        return _text(value)
-    try:
-        moment = instant(value)
-    except (ValueError, TypeError, KeyError, OSError):  # a bad date/dateTime; an unknown zone: KeyError, OSError
-        return _text(dict(value))
-    if isinstance(moment, dt.datetime):
-        if moment.tzinfo is not None:
-            moment = moment.astimezone(dt.UTC)
-        return moment.replace(microsecond=0).isoformat()
-    return f"date:{moment.isoformat()}" if moment is not None else ""
-
-
-def _attendees(value: Any, owner: str) -> list[str]:
-    if not isinstance(value, list):
-        return []
-    found = set()
-    for attendee in value:
-        if not isinstance(attendee, Mapping) or attendee.get("organizer") is True or attendee.get("self") is True:
-            continue
-        email = attendee.get("email")
-        if isinstance(email, str) and email.casefold() != owner.casefold():
-            found.add(email.casefold())
-    return sorted(found)

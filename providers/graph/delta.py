@@ -31,8 +31,8 @@ from __future__ import annotations
 
 import datetime as dt
 import zoneinfo
-from collections.abc import Mapping
-from typing import Any, Protocol
+from collections.abc import Callable, Mapping
+from typing import Any
 from urllib.parse import quote
 
 import httpx
@@ -57,17 +57,9 @@ ITEM_NOT_FOUND = "ErrorItemNotFound"
 _SELECT = "subject,body,location,start,end,isAllDay,attendees"
 
 
-class Send(Protocol):
-    """The adapter's one API call (a mailbox slot, one token refresh on 401, non-2xx raised as GraphHttpError)."""
-
-    def __call__(
-        self,
-        method: str,
-        path: str,
-        *,
-        params: Mapping[str, str] | None = None,
-        headers: Mapping[str, str] | None = None,
-    ) -> httpx.Response: ...
+#: The adapter's one API call, bound to a session (``GraphProvider._send``: a mailbox slot, one token refresh on 401,
+#: non-2xx raised as GraphHttpError).
+Send = Callable[..., httpx.Response]
 
 
 def _mapping(value: Any) -> Mapping[str, Any]:
@@ -189,8 +181,7 @@ class Reader:
 
     @staticmethod
     def _observed(event: Any) -> ObservedItem | None:
-        key = marker_of(event) if isinstance(event, Mapping) else None
-        if key is None or not isinstance(event, Mapping):
+        if not isinstance(event, Mapping) or (key := marker_of(event)) is None:
             return None
         return ObservedItem(external_id=str(event["id"]), sync_key=key, etag=event.get("@odata.etag"),
                             fingerprint=_fingerprint_of(event))  # fmt: skip

@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import contextlib
 import datetime as dt
+import functools
 import http.cookiejar
 import logging
 import ssl
@@ -57,7 +58,6 @@ T = TypeVar("T")
 MAX_CONFLICTS = 3
 DUPLICATE_TRANSACTION = "ErrorDuplicateTransactionId"
 _PREFER = 'IdType="ImmutableId", outlook.timezone="UTC"'
-_EXPAND = f"singleValueExtendedProperties($filter=id eq '{GRAPH_SYNC_KEY_PROPERTY_ID}')"
 
 
 def _odata_string(value: str) -> str:
@@ -119,10 +119,7 @@ class GraphProvider:
         """The mailbox's marked events changed since ``cursor`` (all when None or refused): delta.py."""
 
         def read(s: _Session) -> ReadBack:
-            def send(method: str, path: str, *, params: Mapping[str, str] | None = None,
-                     headers: Mapping[str, str] | None = None) -> httpx.Response:  # fmt: skip
-                return self._send(s, method, path, params=params, headers=headers)
-
+            send = functools.partial(self._send, s)
             return delta.Reader(send, self._base, s.user, s.config.calendar, dt.datetime.now(dt.UTC)).read_back(cursor)
 
         return self._run(account, "read_back", read)
@@ -164,14 +161,14 @@ class GraphProvider:
                 return ref_of(self._patch(s, target.external_id, wanted, target.etag))
             except GraphHttpError as exc:
                 if exc.status == 412:
-                    return self._reapply(s, target.external_id, wanted, event, target)
+                    return self._reapply(s, target.external_id, event, target)
                 if exc.status != 404:
                     raise
                 logger.info("Graph event %s is gone; resolving sync key %s", target.external_id, target.sync_key)
         found = self._lookup(s, target.sync_key)
         if found:
             logger.info("Adopting Graph event %s for sync key %s", found[0], target.sync_key)
-            return self._reapply(s, found[0], wanted, event, target)
+            return self._reapply(s, found[0], event, target)
         return self._create(s, event, target, replacing=target.external_id)
 
     def _create(self, s: _Session, event: EventState, target: Target, replacing: str | None = None) -> ExternalRef:
@@ -190,16 +187,14 @@ class GraphProvider:
         if not found:
             raise failure
         logger.info("Adopting Graph event %s for sync key %s after %s", found[0], target.sync_key, failure)
-        wanted = event_body(event, target.sync_key, event.send_updates, create=False)
-        return self._reapply(s, found[0], wanted, event, target)
+        return self._reapply(s, found[0], event, target)
 
-    def _reapply(
-        self, s: _Session, event_id: str, wanted: Mapping[str, Any], event: EventState, target: Target
-    ) -> ExternalRef:
+    def _reapply(self, s: _Session, event_id: str, event: EventState, target: Target) -> ExternalRef:
         """Re-read the event (is it ours?) and apply our state under its current etag until no one races us."""
+        wanted = event_body(event, target.sync_key, event.send_updates, create=False)
         for _ in range(MAX_CONFLICTS):
             try:
-                current = self._send(s, "GET", self._item(s, event_id), params={"$expand": _EXPAND}).json()
+                current = self._send(s, "GET", self._item(s, event_id), params={"$expand": delta.EXPAND}).json()
             except GraphHttpError as exc:
                 if exc.status != 404:
                     raise
@@ -231,7 +226,7 @@ class GraphProvider:
             f"singleValueExtendedProperties/Any(ep: ep/id eq {_odata_string(GRAPH_SYNC_KEY_PROPERTY_ID)} "
             f"and ep/value eq {_odata_string(sync_key)})"
         )
-        params = {"$filter": where, "$expand": _EXPAND, "$select": "id"}
+        params = {"$filter": where, "$expand": delta.EXPAND, "$select": "id"}
         found = self._send(s, "GET", f"{s.user}/events", params=params).json().get("value") or []
         ids = [str(e["id"]) for e in found if marker_of(e) == sync_key]
         if len(ids) > 1:

@@ -15,6 +15,7 @@ def test_times_are_compared_as_instants_not_strings() -> None:
         "start": {"dateTime": "2026-12-01T08:00:00Z", "timeZone": "Europe/Berlin"},
         "end": {"dateTime": "2026-12-01T18:00:00+09:00", "timeZone": "Europe/Berlin"},
     }
-    assert shows(answered, wanted)
-    assert not shows({**answered, "start": {"dateTime": "2026-12-01T09:00:00Z", "timeZone": "Europe/Berlin"}}, wanted)
-    assert not shows({**answered, "summary": "Edited in Google"}, wanted)
+    moved = {**answered, "start": {"dateTime": "2026-12-01T09:00:00Z", "timeZone": "Europe/Berlin"}}
+    assert shows(answered, wanted, "primary")
+    assert not shows(moved, wanted, "primary")
+    assert not shows({**answered, "summary": "Edited in Google"}, wanted, "primary")

@@ -11,8 +11,8 @@ from hypothesis import example, given
 from hypothesis import strategies as st
 
 from calsync.core.model.calendar import EventState, Target
-from calsync.providers.google.event_body import SYNC_KEY_PROPERTY, event_body, instant
-from calsync.providers.google.read_back import fingerprint_of, observed
+from calsync.providers.google.event_body import SYNC_KEY_PROPERTY, event_body, fingerprint_of, instant
+from calsync.providers.google.read_back import observed
 
 OWNER = "alice@example.com"
 ZONES = ("UTC", "Europe/Berlin", "America/New_York", "Asia/Kolkata", "Australia/Lord_Howe")
