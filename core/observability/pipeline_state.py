@@ -182,7 +182,7 @@ class PipelineState:
             **(dataclasses.asdict(self.store) if self.store else {"dead_letters": None, "targets": None}),
             "workers_active": self.workers_active,
             "workers": _each(self.workers, LiveWorker.model_dump),
-            "circuits": _each(self.circuits, CircuitReading.as_json),
+            "circuits": _each(self.circuits, dataclasses.asdict),
             "errors": self.errors,
         }
 

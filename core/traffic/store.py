@@ -92,26 +92,15 @@ class CircuitReading:
 
     provider: str
     state: CircuitState
-    blocked_for: float  # seconds the whole provider is still blocked
+    blocked_for_seconds: float  # seconds (whole milliseconds) the whole provider is still blocked
     accounts_open: int
     accounts_half_open: int
-    some_accounts: tuple[str, ...]
+    some_accounts: list[str]
 
     @property
     def accounts_state(self) -> CircuitState:
         """The worst state of the provider's account breakers."""
         return "open" if self.accounts_open else "half_open" if self.accounts_half_open else "closed"
-
-    def as_json(self) -> dict[str, object]:
-        """JSON-ready form for ``calsync status --json``."""
-        return {
-            "provider": self.provider,
-            "state": self.state,
-            "blocked_for_seconds": round(self.blocked_for, 3),
-            "accounts_open": self.accounts_open,
-            "accounts_half_open": self.accounts_half_open,
-            "some_accounts": list(self.some_accounts),
-        }
 
 
 class TrafficStore:
@@ -196,7 +185,7 @@ class TrafficStore:
         state: CircuitState = "closed"
         if open_until:
             state = "open" if int(open_until) > now_ms else "half_open"
-        return CircuitReading(provider, state, blocked_for, int(open_), int(half), tuple(a.decode() for a in some))
+        return CircuitReading(provider, state, blocked_for, int(open_), int(half), [a.decode() for a in some])
 
     def account_circuits(self, provider: str, account_ids: Sequence[str]) -> dict[str, CircuitState]:
         """Each of ``account_ids``' breaker (accounts of ``provider``), in one round trip: open until its score in the
