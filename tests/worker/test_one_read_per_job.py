@@ -22,6 +22,7 @@ from calsync.core.worker import job
 from calsync.core.worker.delivery import Delivery
 from calsync.core.worker.job import run_sync
 from calsync.core.worker.metrics import worker_id
+from calsync.core.worker.snapshot import load_snapshot
 from tests.support import Pipeline
 
 
@@ -152,12 +153,12 @@ def test_a_job_for_a_missing_account_reads_the_rest_and_ends_not_found(pipeline:
     account = pipeline.account()
     entity = pipeline.submit([account]).entity_id
     payload = _payload(entity, "acc-gone", 1)
-    snapshot = job.load_snapshot(pipeline.clients.db, pipeline.clients.cipher, payload)
+    snapshot = load_snapshot(pipeline.clients.db, pipeline.clients.cipher, payload)
     assert snapshot.account is None and snapshot.target is None and not snapshot.already_done
     assert snapshot.event is not None and snapshot.event.id == entity
     with pytest.raises(EntityNotFound, match=f"is not synced to account {payload.account_id}"):
         _run(pipeline, stub, payload)
     with pipeline.clients.db.write() as conn:
         idempotency.record_success(conn, payload.idempotency_key, job_id=payload.job_id, result={}, ttl_seconds=60)
-    assert job.load_snapshot(pipeline.clients.db, pipeline.clients.cipher, payload).already_done
+    assert load_snapshot(pipeline.clients.db, pipeline.clients.cipher, payload).already_done
     assert _run(pipeline, stub, payload) is Outcome.ALREADY_DONE
