@@ -113,15 +113,10 @@ class Maintenance(dramatiq.Middleware):
         if not self.take_lease():
             return None
         started = time.monotonic()
-        try:
+        with PASS_DURATION.time(), PASSES.labels("failed").count_exceptions():
             requeued = self.requeue()
             swept = self.sweeps() if self.sweeps is not None else 0
             report = prune(self.db, self.retention, budget_seconds=self.interval * BUDGET_SHARE)
-        except Exception:
-            PASSES.labels("failed").inc()
-            raise
-        finally:
-            PASS_DURATION.observe(time.monotonic() - started)
         result: MaintenanceResult = "caught_up" if report.caught_up else "behind"
         PASSES.labels(result).inc()
         for table, rows in report.purged.items():
