@@ -125,10 +125,8 @@ def worker_id() -> str:
     return f"{socket.gethostname()}:{os.getpid()}"
 
 
-def status_class(exc: BaseException | None) -> str:
-    """How a provider call ended, as the ``status_class`` label: the retry policy's own classification."""
-    if exc is None:
-        return "ok"
+def status_class(exc: BaseException) -> str:
+    """How a failed provider call ended, as the ``status_class`` label: the retry policy's own classification."""
     return "permanent_error" if is_permanent(exc) else "temporary_error"
 
 
@@ -140,15 +138,13 @@ def lock_attempt(*, acquired: bool) -> None:
 @contextlib.contextmanager
 def provider_request(provider: str, operation: str) -> Iterator[None]:
     """Count and time one provider adapter call (the one place every provider call goes through)."""
-    failure: BaseException | None = None
     with PROVIDER_DURATION.labels(provider, operation).time():
         try:
             yield
         except BaseException as exc:
-            failure = exc
+            PROVIDER_REQUESTS.labels(provider, operation, status_class(exc)).inc()
             raise
-        finally:
-            PROVIDER_REQUESTS.labels(provider, operation, status_class(failure)).inc()
+        PROVIDER_REQUESTS.labels(provider, operation, "ok").inc()
 
 
 def require_multiprocess(settings: Settings) -> None:
