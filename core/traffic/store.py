@@ -95,7 +95,7 @@ class CircuitReading:
     blocked_for_seconds: float  # seconds (whole milliseconds) the whole provider is still blocked
     accounts_open: int
     accounts_half_open: int
-    some_accounts: list[str]
+    some_accounts: tuple[str, ...]
 
     @property
     def accounts_state(self) -> CircuitState:
@@ -185,7 +185,7 @@ class TrafficStore:
         state: CircuitState = "closed"
         if open_until:
             state = "open" if int(open_until) > now_ms else "half_open"
-        return CircuitReading(provider, state, blocked_for, int(open_), int(half), [a.decode() for a in some])
+        return CircuitReading(provider, state, blocked_for, int(open_), int(half), tuple(a.decode() for a in some))
 
     def account_circuits(self, provider: str, account_ids: Sequence[str]) -> dict[str, CircuitState]:
         """Each of ``account_ids``' breaker (accounts of ``provider``), in one round trip: open until its score in the
