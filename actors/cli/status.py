@@ -112,7 +112,8 @@ def render(status: Status) -> RenderableType:
         circuits = _table("circuit breakers", columns, [])
         for c in state.circuits:
             style = "red" if "open" in (c.state, c.accounts_state) else None
-            cells = (c.state.replace("_", "-"), format_age(c.blocked_for), c.accounts_open, c.accounts_half_open)
+            blocked = format_age(c.blocked_for_seconds)
+            cells = (c.state.replace("_", "-"), blocked, c.accounts_open, c.accounts_half_open)
             circuits.add_row(c.provider, *map(str, cells), ", ".join(c.some_accounts), style=style)
         parts.append(circuits)
     if (throughput := status.throughput) is not None:

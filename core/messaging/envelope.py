@@ -4,7 +4,7 @@ Dramatiq trusts what it reads off a queue: a body that does not decode crashes t
 (stranding the messages it had prefetched), a ``queue_name`` other than the consumer's kills the worker
 thread that ran it (``WorkerThread.process_message`` acks through ``consumers[message.queue_name]``), a
 missing ``redis_message_id`` makes the ack fail forever, and a ``throws`` option that is not a class
-makes the worker thread's exception handler raise. :func:`read_message` admits only messages none of
+makes the worker thread's exception handler raise. The :class:`EnvelopeCheck` admits only messages none of
 that can happen to; everything else is refused with a :class:`~core.model.vocabulary.Refusal`
 (docs/notes/dramatiq.md §poison).
 """
@@ -16,10 +16,11 @@ import inspect
 import json
 import time
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Annotated, Any, Final
 
 import dramatiq
+from dramatiq import Message
 from dramatiq.common import q_name
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
@@ -102,51 +103,51 @@ def _consumes(actor: dramatiq.Actor[Any, Any], queue: str, overflow: Mapping[str
     return actor.queue_name == queue or (actor.actor_name == SYNC_JOB and overflow.get(queue) == actor.queue_name)
 
 
-def read_message(
-    body: bytes | None,
-    *,
-    broker: dramatiq.Broker,
-    queue_name: str,
-    broker_message_id: str | None,
-    max_bytes: int,
-    overflow: Mapping[str, str] | None = None,
-) -> dramatiq.Message[Any] | Refused:
-    """The message in ``body`` if a worker may run it from ``queue_name``; else why not.
+@dataclass
+class EnvelopeCheck:
+    """The envelope check of one broker's deliveries: the actors it declares, the size limit, the lanes."""
 
-    ``broker_message_id`` is the id the broker queued the body under, when the envelope must repeat it
-    (Redis: ``options.redis_message_id``). ``overflow`` maps a bulk lane to the queue whose sync actor
-    it also carries (core/messaging/lanes.py).
-    """
-    if body is None:
-        return Refused(Refusal.NO_BODY, f"queued id {broker_message_id!r} has no body in the messages hash")
-    if len(body) > max_bytes:
-        return Refused(Refusal.TOO_LARGE, f"{len(body)} bytes, more than the limit of {max_bytes}")
-    try:
-        text = body.decode("utf-8")
-    except UnicodeDecodeError as exc:
-        return Refused(Refusal.NOT_UTF8, f"byte {exc.start}: {exc.reason}")
-    try:
-        doc = json.loads(text, parse_constant=_no_constants)
-    except ValueError as exc:
-        return Refused(Refusal.NOT_JSON, str(exc)[:300])
-    try:
-        _Envelope.model_validate(doc)
-    except ValidationError as exc:
-        return Refused(Refusal.NOT_ENVELOPE, describe_validation_error(exc), doc)
-    if doc["queue_name"] != queue_name:
-        said = doc["queue_name"][:NAME_LIMIT]
-        return Refused(Refusal.WRONG_QUEUE, f"queue_name {said!r} on queue {queue_name!r}", doc)
-    actor = broker.actors.get(doc["actor_name"])
-    if actor is None:
-        return Refused(Refusal.UNKNOWN_ACTOR, f"no actor named {doc['actor_name'][:NAME_LIMIT]!r}", doc)
-    if not _consumes(actor, q_name(queue_name), overflow or {}):
-        detail = f"actor {actor.actor_name} consumes {actor.queue_name!r}, not {queue_name!r}"
-        return Refused(Refusal.WRONG_QUEUE, detail, doc)
-    option = _option_problem(doc["options"], broker_message_id)
-    if option is not None:
-        return Refused(option[0], option[1], doc)
-    try:
-        _signature(actor.fn).bind(*doc["args"], **doc["kwargs"])
-    except TypeError as exc:
-        return Refused(Refusal.BAD_ARGUMENTS, f"actor {actor.actor_name}: {exc}", doc)
-    return dramatiq.Message(**doc | {"args": tuple(doc["args"])})  # the envelope's fields, exactly (extra="forbid")
+    broker: dramatiq.Broker
+    max_bytes: int
+    overflow: Mapping[str, str] = field(default_factory=dict)  # a bulk lane -> the queue whose sync actor it carries
+    # (core/messaging/lanes.py)
+
+    def read(self, body: bytes | None, queue_name: str, broker_message_id: str | None) -> Message[Any] | Refused:
+        """The message in ``body`` if a worker may run it from ``queue_name``; else why not.
+
+        ``broker_message_id`` is the id the broker queued the body under, when the envelope must repeat it
+        (Redis: ``options.redis_message_id``).
+        """
+        if body is None:
+            return Refused(Refusal.NO_BODY, f"queued id {broker_message_id!r} has no body in the messages hash")
+        if len(body) > self.max_bytes:
+            return Refused(Refusal.TOO_LARGE, f"{len(body)} bytes, more than the limit of {self.max_bytes}")
+        try:
+            text = body.decode("utf-8")
+        except UnicodeDecodeError as exc:
+            return Refused(Refusal.NOT_UTF8, f"byte {exc.start}: {exc.reason}")
+        try:
+            doc = json.loads(text, parse_constant=_no_constants)
+        except ValueError as exc:
+            return Refused(Refusal.NOT_JSON, str(exc)[:300])
+        try:
+            _Envelope.model_validate(doc)
+        except ValidationError as exc:
+            return Refused(Refusal.NOT_ENVELOPE, describe_validation_error(exc), doc)
+        if doc["queue_name"] != queue_name:
+            said = doc["queue_name"][:NAME_LIMIT]
+            return Refused(Refusal.WRONG_QUEUE, f"queue_name {said!r} on queue {queue_name!r}", doc)
+        actor = self.broker.actors.get(doc["actor_name"])
+        if actor is None:
+            return Refused(Refusal.UNKNOWN_ACTOR, f"no actor named {doc['actor_name'][:NAME_LIMIT]!r}", doc)
+        if not _consumes(actor, q_name(queue_name), self.overflow):
+            detail = f"actor {actor.actor_name} consumes {actor.queue_name!r}, not {queue_name!r}"
+            return Refused(Refusal.WRONG_QUEUE, detail, doc)
+        option = _option_problem(doc["options"], broker_message_id)
+        if option is not None:
+            return Refused(option[0], option[1], doc)
+        try:
+            _signature(actor.fn).bind(*doc["args"], **doc["kwargs"])
+        except TypeError as exc:
+            return Refused(Refusal.BAD_ARGUMENTS, f"actor {actor.actor_name}: {exc}", doc)
+        return Message(**doc | {"args": tuple(doc["args"])})  # the envelope's fields, exactly (extra="forbid")

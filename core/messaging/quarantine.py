@@ -10,13 +10,13 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Final, Protocol, runtime_checkable
 
 import dramatiq
 
-from calsync.core.messaging.envelope import Refused, read_message
+from calsync.core.messaging.envelope import EnvelopeCheck, Refused
 from calsync.core.model.errors import MalformedMessage
 from calsync.core.model.payload import raw_ids
 from calsync.core.model.vocabulary import DeadLetterCause, Refusal
@@ -79,20 +79,13 @@ class QuarantineSink(Protocol):
         """Store ``item`` or raise."""
 
 
-@dataclass
-class Door:
+class Door(EnvelopeCheck):
     """Admits deliveries of one broker: envelope check, then quarantine of whatever fails it."""
-
-    broker: dramatiq.Broker
-    max_bytes: int
-    overflow: Mapping[str, str] = field(default_factory=dict)  # bulk lane -> the queue whose sync actor it carries
 
     def admit(self, body: bytes | None, arrival: Arrival) -> dramatiq.Message[Any] | Quarantined:
         """The message to run, or the quarantine record of a delivery that must not run."""
         try:
-            verdict = read_message(body, broker=self.broker, queue_name=arrival.queue,
-                                   broker_message_id=arrival.broker_message_id if arrival.broker == "redis" else None,
-                                   max_bytes=self.max_bytes, overflow=self.overflow)  # fmt: skip
+            verdict = self.read(body, arrival.queue, arrival.broker_message_id if arrival.broker == "redis" else None)
         except Exception as exc:  # a check that itself fails must not take the consumer down
             verdict = Refused(Refusal.NOT_ENVELOPE, f"the envelope check failed: {type(exc).__name__}")
         if not isinstance(verdict, Refused):

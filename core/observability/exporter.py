@@ -113,7 +113,7 @@ def _samples(state: PipelineState) -> Iterator[Sample]:
         yield "calsync_circuit_state", [c.provider, "provider"], CIRCUIT_STATE_VALUES[c.state]
         yield "calsync_circuit_state", [c.provider, "account"], CIRCUIT_STATE_VALUES[c.accounts_state]
         yield "calsync_circuit_accounts_not_closed", [c.provider], c.accounts_open + c.accounts_half_open
-        yield "calsync_provider_blocked_seconds", [c.provider], c.blocked_for
+        yield "calsync_provider_blocked_seconds", [c.provider], c.blocked_for_seconds
     if state.workers_active is not None:
         yield "calsync_workers_active", [], state.workers_active
     yield from (("calsync_exporter_source_up", [s], int(s not in state.errors)) for s in SOURCES)

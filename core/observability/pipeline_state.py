@@ -182,7 +182,7 @@ class PipelineState:
             **(dataclasses.asdict(self.store) if self.store else {"dead_letters": None, "targets": None}),
             "workers_active": self.workers_active,
             "workers": _each(self.workers, LiveWorker.model_dump),
-            "circuits": _each(self.circuits, CircuitReading.as_json),
+            "circuits": _each(self.circuits, dataclasses.asdict),
             "errors": self.errors,
         }
 
@@ -240,7 +240,7 @@ class StateReader:
 
         queues = guarded("broker", lambda: self.queues(now))
         store = guarded("database", lambda: self.store(now))
-        workers = guarded("redis", self.workers)
+        workers = guarded("redis", lambda: live_workers(self.clients.redis, self.keys))
         circuits = guarded("redis", self.circuits)
         return PipelineState(now, queues, store, workers, circuits, errors)
 
@@ -293,10 +293,6 @@ class StateReader:
         """The breakers of every provider that has them (BREAKER_FAILURES above 0)."""
         breakers = sorted(self.settings.breaker_failures.items())
         return [self._traffic.circuits(name) for name, failures in breakers if failures]
-
-    def workers(self) -> list[LiveWorker]:
-        """Every worker process whose heartbeat key has not expired, with its worker threads."""
-        return live_workers(self.clients.redis, self.keys)
 
     def close(self) -> None:
         """Release the broker's Redis connection when it is not the clients's."""

@@ -92,7 +92,7 @@ class CircuitReading:
 
     provider: str
     state: CircuitState
-    blocked_for: float  # seconds the whole provider is still blocked
+    blocked_for_seconds: float  # seconds (whole milliseconds) the whole provider is still blocked
     accounts_open: int
     accounts_half_open: int
     some_accounts: tuple[str, ...]
@@ -101,17 +101,6 @@ class CircuitReading:
     def accounts_state(self) -> CircuitState:
         """The worst state of the provider's account breakers."""
         return "open" if self.accounts_open else "half_open" if self.accounts_half_open else "closed"
-
-    def as_json(self) -> dict[str, object]:
-        """JSON-ready form for ``calsync status --json``."""
-        return {
-            "provider": self.provider,
-            "state": self.state,
-            "blocked_for_seconds": round(self.blocked_for, 3),
-            "accounts_open": self.accounts_open,
-            "accounts_half_open": self.accounts_half_open,
-            "some_accounts": list(self.some_accounts),
-        }
 
 
 class TrafficStore:

@@ -112,11 +112,6 @@ class Heartbeat(dramatiq.Middleware):
         self._started_at = time.time()
 
     @property
-    def key(self) -> str:
-        """This process' heartbeat key."""
-        return self.keys.worker_heartbeat(self.worker)
-
-    @property
     def file(self) -> Path:
         """This process' heartbeat file."""
         return heartbeat_file(self.settings.effective_heartbeat_dir, os.getpid())
@@ -131,8 +126,7 @@ class Heartbeat(dramatiq.Middleware):
     def after_process_message(self, broker: dramatiq.Broker, message: dramatiq.MessageProxy, **outcome: object) -> None:
         self._running.pop(threading.get_ident(), None)
 
-    def after_skip_message(self, broker: dramatiq.Broker, message: dramatiq.MessageProxy) -> None:
-        self._running.pop(threading.get_ident(), None)
+    after_skip_message = after_process_message
 
     def before_worker_boot(self, broker: dramatiq.Broker, worker: dramatiq.Worker) -> None:
         # Beat once before the worker threads start: the locks their first jobs take then name a live

@@ -38,7 +38,7 @@ from calsync.core.redis.keys import RedisKeys
 from calsync.core.redis.periodic import start_repeating
 from calsync.core.store.database import Database
 from calsync.core.store.pruning import PruneReport, Retention, prune
-from calsync.core.worker.metrics import worker_id
+from calsync.core.worker.metrics import worker_id, zeros
 
 log = logging.getLogger(__name__)
 
@@ -80,10 +80,8 @@ class Maintenance(dramatiq.Middleware):
     _thread: threading.Thread | None = field(default=None, init=False)
 
     def __post_init__(self) -> None:
-        for table in PRUNED_TABLES:
-            ROWS_PURGED.labels(table)  # every series exists from the start, at 0
-        for result in MAINTENANCE_RESULTS:
-            PASSES.labels(result)
+        zeros(ROWS_PURGED, PRUNED_TABLES)  # every series exists from the start, at 0
+        zeros(PASSES, MAINTENANCE_RESULTS)
 
     def after_worker_boot(self, broker: dramatiq.Broker, worker: dramatiq.Worker) -> None:
         self._stop.clear()
@@ -115,15 +113,10 @@ class Maintenance(dramatiq.Middleware):
         if not self.take_lease():
             return None
         started = time.monotonic()
-        try:
+        with PASS_DURATION.time(), PASSES.labels("failed").count_exceptions():
             requeued = self.requeue()
             swept = self.sweeps() if self.sweeps is not None else 0
             report = prune(self.db, self.retention, budget_seconds=self.interval * BUDGET_SHARE)
-        except Exception:
-            PASSES.labels("failed").inc()
-            raise
-        finally:
-            PASS_DURATION.observe(time.monotonic() - started)
         result: MaintenanceResult = "caught_up" if report.caught_up else "behind"
         PASSES.labels(result).inc()
         for table, rows in report.purged.items():

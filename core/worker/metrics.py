@@ -19,11 +19,11 @@ from __future__ import annotations
 
 import contextlib
 import functools
+import itertools
 import logging
 import os
 import socket
-import time
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from importlib import metadata
 from pathlib import Path
 from typing import TYPE_CHECKING, TypeVar, get_args
@@ -34,7 +34,7 @@ from prometheus_client import Counter, Gauge, Histogram, values
 from calsync.core.messaging.messages import JOB_TYPES
 from calsync.core.model.calendar import ProviderName
 from calsync.core.model.errors import ConfigurationError, PermanentError, TemporaryError, error_class_of, is_permanent
-from calsync.core.model.payload import SYNC_JOB
+from calsync.core.model.payload import SYNC_JOB, Operation
 from calsync.core.model.vocabulary import DeadLetterCause, Outcome
 from calsync.core.worker.delivery import Delivery
 
@@ -86,31 +86,30 @@ DEAD_LETTERS = Counter(
     "Jobs dead-lettered, by the reason recorded in the durable DLQ.",
     ["job_type", "reason"],
 )
-WORKER_HEARTBEAT = Gauge(
+
+
+def _per_process(name: str, documentation: str, label: str = "worker") -> Gauge:
+    """A gauge with one series per live worker process: dropped when it exits gracefully, stale when killed."""
+    return Gauge(name, documentation, [label], multiprocess_mode="livemax")
+
+
+WORKER_HEARTBEAT = _per_process(
     "calsync_worker_heartbeat_timestamp_seconds",
     "Unix time of the last heartbeat of each live worker process; stops moving when the process is stuck or dead.",
-    ["worker"],
-    multiprocess_mode="livemax",
 )
-WORKER_THREADS_ALIVE = Gauge(
+WORKER_THREADS_ALIVE = _per_process(
     "calsync_worker_threads_alive",
     "Worker threads alive in each worker process; below calsync_worker_threads_configured the process is unhealthy.",
-    ["worker"],
-    multiprocess_mode="livemax",
 )
-WORKER_THREADS_CONFIGURED = Gauge(
+WORKER_THREADS_CONFIGURED = _per_process(
     "calsync_worker_threads_configured",
     "Worker threads each worker process was started with (--threads, CALSYNC_WORKER_THREADS).",
-    ["worker"],
-    multiprocess_mode="livemax",
 )
-BUILD_INFO = Gauge(
+BUILD_INFO = _per_process(
     "calsync_build_info",
     "Always 1, labelled with the running calsync version (a gauge: Info does not work in multiprocess mode).",
-    ["version"],
-    multiprocess_mode="livemax",
+    "version",
 )
-
 
 @functools.cache  # the code running is what was installed at start: read once, not at every heartbeat
 def calsync_version() -> str:
@@ -126,10 +125,8 @@ def worker_id() -> str:
     return f"{socket.gethostname()}:{os.getpid()}"
 
 
-def status_class(exc: BaseException | None) -> str:
-    """How a provider call ended, as the ``status_class`` label: the retry policy's own classification."""
-    if exc is None:
-        return "ok"
+def status_class(exc: BaseException) -> str:
+    """How a failed provider call ended, as the ``status_class`` label: the retry policy's own classification."""
     return "permanent_error" if is_permanent(exc) else "temporary_error"
 
 
@@ -141,16 +138,13 @@ def lock_attempt(*, acquired: bool) -> None:
 @contextlib.contextmanager
 def provider_request(provider: str, operation: str) -> Iterator[None]:
     """Count and time one provider adapter call (the one place every provider call goes through)."""
-    started = time.perf_counter()
-    failure: BaseException | None = None
-    try:
-        yield
-    except BaseException as exc:
-        failure = exc
-        raise
-    finally:
-        PROVIDER_REQUESTS.labels(provider, operation, status_class(failure)).inc()
-        PROVIDER_DURATION.labels(provider, operation).observe(time.perf_counter() - started)
+    with PROVIDER_DURATION.labels(provider, operation).time():
+        try:
+            yield
+        except BaseException as exc:
+            PROVIDER_REQUESTS.labels(provider, operation, status_class(exc)).inc()
+            raise
+        PROVIDER_REQUESTS.labels(provider, operation, "ok").inc()
 
 
 def require_multiprocess(settings: Settings) -> None:
@@ -167,6 +161,12 @@ def require_multiprocess(settings: Settings) -> None:
             f"dramatiq_prom_db ({prometheus.DB_PATH}) is not CALSYNC_METRICS_DIR "
             f"({settings.effective_metrics_dir}): start workers with `calsync worker`"
         )
+
+
+def zeros(metric: Counter, *labels: Iterable[str]) -> None:
+    """Create the series of ``metric`` for every combination of ``labels``' values, at 0."""
+    for combination in itertools.product(*labels):
+        metric.labels(*combination)
 
 
 def _subclasses(cls: type[E]) -> list[type[E]]:
@@ -191,19 +191,11 @@ def export_zeros() -> None:
     reasons = {c.reason for c in _subclasses(PermanentError)}
     reasons |= {cause.reason(None) for cause in DeadLetterCause if cause is not DeadLetterCause.QUARANTINED}
     for job_type, provider in pairs:
-        for outcome in Outcome:
-            JOBS.labels(job_type, provider, outcome)
-        for error in errors:
-            JOB_RETRIES.labels(job_type, provider, error)
-    for job_type in JOB_TYPES:
-        for reason in reasons:
-            DEAD_LETTERS.labels(job_type, reason)
-    for provider in providers:
-        for operation in ("create", "update", "delete"):
-            for status in ("ok", "temporary_error", "permanent_error"):
-                PROVIDER_REQUESTS.labels(provider, operation, status)
-    for result in ("acquired", "busy"):
-        LOCK_ACQUISITIONS.labels(result)
+        zeros(JOBS, [job_type], [provider], Outcome)
+        zeros(JOB_RETRIES, [job_type], [provider], errors)
+    zeros(DEAD_LETTERS, JOB_TYPES, reasons)
+    zeros(PROVIDER_REQUESTS, providers, get_args(Operation), ("ok", "temporary_error", "permanent_error"))
+    zeros(LOCK_ACQUISITIONS, ("acquired", "busy"))
     # Imported here: the webhooks' deliverer loads httpx, which only a worker process needs.
     from calsync.core.drift.metrics import export_drift_zeros
     from calsync.core.traffic import export_deferral_zeros

@@ -1,10 +1,10 @@
 """The state one sync job is about (account, event, target, is its effect done?), read in one query.
 
-The snapshot is read before the target's lock, in one statement: the account joined to the event, the
-target and the job's idempotency record.
+The snapshot is read before the target's lock, in one statement: the account, the event, the target and the
+job's idempotency record, each outer-joined to one constant row, so the statement always yields one row and a
+part that does not exist reads as NULLs (the job then says precisely what is missing).
 A stale or finished job is dropped by this read without touching the lock; versions only grow, so a job
-that is stale by it stays stale. When the account does not exist the join yields nothing and the parts
-are read one by one, so the job can say precisely what is missing.
+that is stale by it stays stale.
 
 Whether that read is still good once the lock is taken, :func:`still_current` tells from the lock's
 handover (core/redis/locks.py): what the lock's last holder left the target as. Only two columns ever
@@ -22,7 +22,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from sqlalchemy import and_, bindparam, select
+from sqlalchemy import and_, bindparam, literal, select
 
 from calsync.core.model.calendar import Account, EventState
 from calsync.core.model.payload import JobPayload
@@ -31,7 +31,7 @@ from calsync.core.store.crypto import CredentialCipher
 from calsync.core.store.database import Database
 from calsync.core.store.schema import event_targets, idempotency_records, provider_accounts
 from calsync.core.store.schema import events as events_table
-from calsync.core.store.targets import TargetKey, TargetRow
+from calsync.core.store.targets import TargetRow
 
 _BOOKKEEPING = ("created_at", "updated_at")  # of accounts and events: not needed by a job
 _PARTS = {
@@ -42,12 +42,14 @@ _PARTS = {
 _PRESENT = {"a": "a_id", "e": "e_id", "t": "t_account_id"}  # never NULL in a row that exists
 _LABELS = {prefix: tuple((f"{prefix}_{c.name}", c.name) for c in columns) for prefix, columns in _PARTS.items()}
 _DONE = idempotency.succeeded_condition("k_idempotency", "k_now")
+_ONE_ROW = select(literal(1).label("one")).subquery()  # what every part is outer-joined to
 _JOINED = (
     select(
         *(column.label(f"{prefix}_{column.name}") for prefix, columns in _PARTS.items() for column in columns),
         idempotency_records.c.key.label("done_key"),
     )
-    .select_from(provider_accounts)
+    .select_from(_ONE_ROW)
+    .outerjoin(provider_accounts, provider_accounts.c.id == bindparam("k_account"))
     .outerjoin(
         events_table,
         and_(events_table.c.tenant_id == bindparam("k_tenant"), events_table.c.id == bindparam("k_event")),
@@ -57,11 +59,10 @@ _JOINED = (
         and_(
             event_targets.c.tenant_id == bindparam("k_tenant"),
             event_targets.c.event_id == bindparam("k_event"),
-            event_targets.c.account_id == provider_accounts.c.id,
+            event_targets.c.account_id == bindparam("k_account"),
         ),
     )
     .outerjoin(idempotency_records, _DONE)
-    .where(provider_accounts.c.id == bindparam("k_account"))
 )
 
 
@@ -106,24 +107,12 @@ def _part(row: Mapping[Any, Any], prefix: str) -> dict[str, Any] | None:
 def load_snapshot(db: Database, cipher: CredentialCipher, payload: JobPayload) -> Snapshot:
     """Read the latest state a job needs, in one statement."""
     with db.autocommit() as conn:  # one statement: one snapshot, one round trip
-        row = conn.execute(_JOINED, _params(payload)).mappings().first()
-    if row is None:
-        return _without_account(db, payload)
+        row = conn.execute(_JOINED, _params(payload)).mappings().one()
     account, event, target = _part(row, "a"), _part(row, "e"), _part(row, "t")
-    assert account is not None
     return Snapshot(
-        account=accounts.account_from_row(account, cipher),
+        account=accounts.account_from_row(account, cipher) if account else None,
         event=events.event_from_row(event) if event else None,
         target=targets.TargetRow(**target) if target else None,
         already_done=row["done_key"] is not None,
     )
 
-
-def _without_account(db: Database, payload: JobPayload) -> Snapshot:
-    with db.read() as conn:
-        return Snapshot(
-            account=None,
-            event=events.get_event(conn, payload.tenant_id, payload.entity_id),
-            target=targets.get_target(conn, TargetKey(payload.tenant_id, payload.entity_id, payload.account_id)),
-            already_done=idempotency.succeeded(conn, payload.idempotency_key),
-        )

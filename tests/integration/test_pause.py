@@ -24,7 +24,7 @@ def paused_pipeline(settings_factory: Any) -> Any:
 
 
 def _every_worker_paused(pipeline: Pipeline) -> bool:
-    workers = StateReader(pipeline.clients).workers()
+    workers = StateReader(pipeline.clients).read().workers or []
     return bool(workers) and all(w.paused for w in workers)
 
 

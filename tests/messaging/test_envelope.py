@@ -11,7 +11,7 @@ import dramatiq
 import pytest
 from dramatiq.brokers.stub import StubBroker
 
-from calsync.core.messaging.envelope import Refused, read_message
+from calsync.core.messaging.envelope import EnvelopeCheck, Refused
 from calsync.core.messaging.lanes import Lanes
 from calsync.core.model.payload import SYNC_JOB
 from calsync.core.model.vocabulary import Refusal
@@ -38,7 +38,7 @@ def _doc(**over: Any) -> dict[str, Any]:
 
 
 def _read(broker: StubBroker, body: bytes | None, *, queue: str = "calendar", rid: str | None = "rid") -> Any:
-    return read_message(body, broker=broker, queue_name=queue, broker_message_id=rid, max_bytes=4096)
+    return EnvelopeCheck(broker, max_bytes=4096).read(body, queue, rid)
 
 
 def test_a_good_envelope_is_admitted_as_it_was_sent(broker: StubBroker) -> None:
@@ -104,8 +104,8 @@ def lanes_broker() -> Iterator[StubBroker]:
 
 
 def _read_lane(broker: StubBroker, doc: dict[str, Any], queue: str) -> Any:
-    return read_message(json.dumps(doc).encode(), broker=broker, queue_name=queue, broker_message_id="rid",
-                        max_bytes=4096, overflow=Lanes("calendar", "calendar-bulk").overflow)  # fmt: skip
+    check = EnvelopeCheck(broker, max_bytes=4096, overflow=Lanes("calendar", "calendar-bulk").overflow)
+    return check.read(json.dumps(doc).encode(), queue, "rid")
 
 
 @pytest.mark.parametrize("queue", ["calendar", "calendar-bulk", "calendar-bulk.DQ"])

@@ -67,6 +67,10 @@ def test_a_message_is_stuck_only_past_its_time_limit_plus_the_grace() -> None:
     assert stuck([reconcile], now=401, grace=10) == reconcile
 
 
+def _key(heartbeat: Heartbeat) -> str:
+    return heartbeat.keys.worker_heartbeat(heartbeat.worker)
+
+
 def test_a_running_worker_beats_and_cleans_up_when_it_stops(settings_factory: Any) -> None:
     settings = settings_factory(heartbeat_interval=0.05, heartbeat_ttl=5)
     pipeline = Pipeline(settings)
@@ -74,13 +78,13 @@ def test_a_running_worker_beats_and_cleans_up_when_it_stops(settings_factory: An
         heartbeat = _heartbeat(pipeline)
         client = pipeline.clients.redis
         with pipeline.worker(threads=1):
-            assert client.exists(heartbeat.key) and heartbeat.file.exists()
-            assert 0 < client.pttl(heartbeat.key) <= 5000
+            assert client.exists(_key(heartbeat)) and heartbeat.file.exists()
+            assert 0 < client.pttl(_key(heartbeat)) <= 5000
             first = _last_beat(heartbeat)
             assert first is not None
             wait_until(lambda: _last_beat(heartbeat) != first, what="the next beat")
             assert _probe(settings.effective_heartbeat_dir, settings.heartbeat_ttl) == 0
-        assert not client.exists(heartbeat.key) and not heartbeat.file.exists()
+        assert not client.exists(_key(heartbeat)) and not heartbeat.file.exists()
     finally:
         pipeline.close()
 
@@ -102,7 +106,7 @@ def test_a_stuck_worker_thread_stops_the_heartbeat(
             pipeline.submit([pipeline.account()], title="hangs")
             stuck = wait_until(lambda: heartbeat.stuck, what="the stuck thread to be noticed")
             assert stuck.actor == "sync_calendar_event"
-            wait_until(lambda: not pipeline.clients.redis.exists(heartbeat.key), what="the heartbeat key to expire")
+            wait_until(lambda: not pipeline.clients.redis.exists(_key(heartbeat)), what="the heartbeat key to expire")
             wait_until(lambda: _probe(settings.effective_heartbeat_dir, 1) != 0, what="the probe to fail")
             assert not heartbeat.beat()  # for good: the worker must be restarted
         assert "a worker thread is stuck" in caplog.text

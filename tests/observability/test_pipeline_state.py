@@ -157,7 +157,7 @@ def test_active_workers_are_the_unexpired_heartbeat_keys_of_this_namespace(pipel
     live_workers.renew(client, other, "pod-d:7", "{}", ttl_ms=60_000)
     try:
         reader = StateReader(pipeline.clients)
-        wait_until(lambda: [w.worker for w in reader.workers()] == ["pod-a:7", "pod-b:7"],
+        wait_until(lambda: [w.worker for w in reader.read().workers or []] == ["pod-a:7", "pod-b:7"],
                    what="the short-lived heartbeat to expire")  # fmt: skip
         assert client.smembers(keys.workers()) == {b"pod-a:7", b"pod-b:7"}  # the expired name dropped by the read
     finally:
@@ -177,7 +177,7 @@ def test_reading_the_workers_does_not_walk_the_other_keys(pipeline: Pipeline, mo
         return send(*args, **options)
 
     monkeypatch.setattr(client, "execute_command", recorded)
-    workers = StateReader(pipeline.clients).workers()
+    workers = StateReader(pipeline.clients).read().workers or []
     assert [w.worker for w in workers] == ["pod-a:7"]
     assert commands and not {"SCAN", "KEYS"} & set(commands), commands
 

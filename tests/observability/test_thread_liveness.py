@@ -68,7 +68,7 @@ def test_a_worker_thread_that_dies_fails_the_liveness_probe(
             wait_until(lambda: _probe(directory, 1) != 0, what="the liveness probe to fail")
             assert _gauge("calsync_worker_threads_alive", heartbeat) == 1
 
-            stored = json.loads(pipeline.clients.redis.get(heartbeat.key) or "{}")
+            stored = json.loads(pipeline.clients.redis.get(heartbeat.keys.worker_heartbeat(heartbeat.worker)) or "{}")
             assert (stored["threads"], stored["threads_alive"]) == (2, 1)  # still renewed: status names it
             status = read_status(reader, pipeline.app.stats)
             [unhealthy] = [w for w in status.state.workers or [] if not w.healthy]

@@ -88,7 +88,7 @@ def test_a_worker_beats_before_its_threads_start_so_its_first_locks_name_a_live_
     account = pipeline.account()
     receipt = pipeline.submit([account])  # queued before the worker boots: its first job runs at once
     heartbeat.before_worker_boot(pipeline.broker, None)  # type: ignore[arg-type]  # the hook needs no worker
-    assert rt.redis.exists(heartbeat.key)  # beaten before any worker thread exists
+    assert rt.redis.exists(heartbeat.keys.worker_heartbeat(heartbeat.worker))  # beaten before any worker thread exists
     key = rt.keys.lock("tenant-1", receipt.entity_id, account)
     seen: list[bytes | None] = []
     real_upsert = pipeline.provider.upsert
@@ -100,4 +100,4 @@ def test_a_worker_beats_before_its_threads_start_so_its_first_locks_name_a_live_
     monkeypatch.setattr(pipeline.provider, "upsert", watched)
     with pipeline.worker():
         pipeline.wait_target(receipt.entity_id, account, "synced")
-    assert seen and (seen[0] or b"").startswith(f"{heartbeat.key}|".encode())
+    assert seen and (seen[0] or b"").startswith(f"{heartbeat.keys.worker_heartbeat(heartbeat.worker)}|".encode())

@@ -6,6 +6,7 @@ import datetime as dt
 from typing import Any
 
 import dramatiq
+import pytest
 import redis
 from prometheus_client import REGISTRY
 from sqlalchemy import func, select
@@ -93,3 +94,26 @@ def test_the_pass_re_enqueues_what_the_broker_lost_under_the_same_lease(
                                  requeue=requeue) for _ in range(2))  # fmt: skip
     assert first.run_once() is not None and calls == [1]
     assert second.run_once() is None and calls == [1]  # another process' pass of this interval: not again
+
+
+def _passes(result: str) -> float:
+    return REGISTRY.get_sample_value("calsync_housekeeping_passes_total", {"result": result}) or 0.0
+
+
+def _timed() -> float:
+    return REGISTRY.get_sample_value("calsync_housekeeping_pass_duration_seconds_count") or 0.0
+
+
+def test_every_pass_is_timed_and_counted_by_how_it_ended(db: Database, redis_url: str, namespace: str) -> None:
+    caught_up, failed, timed = _passes("caught_up"), _passes("failed"), _timed()
+    assert maintenance(db, redis_url, namespace).run_once() is not None
+    assert (_passes("caught_up"), _passes("failed"), _timed()) == (caught_up + 1, failed, timed + 1)
+
+    def lost() -> int:
+        raise ConnectionError("the broker went away")
+
+    broken = maintenance(db, redis_url, f"{namespace}-other")  # its own lease: this interval's is taken
+    broken.requeue = lost
+    with pytest.raises(ConnectionError):
+        broken.run_once()
+    assert (_passes("caught_up"), _passes("failed"), _timed()) == (caught_up + 1, failed + 1, timed + 2)

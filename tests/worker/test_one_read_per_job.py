@@ -13,14 +13,16 @@ from typing import Any
 import pytest
 from dramatiq.brokers.stub import StubBroker
 
-from calsync.core.model.errors import ProviderUnavailable
+from calsync.core.model.errors import EntityNotFound, ProviderUnavailable
 from calsync.core.model.payload import JobPayload, new_payload
 from calsync.core.model.vocabulary import Outcome
 from calsync.core.redis.locks import UNKNOWN, OwnedLock
+from calsync.core.store import idempotency
 from calsync.core.worker import job
 from calsync.core.worker.delivery import Delivery
 from calsync.core.worker.job import run_sync
 from calsync.core.worker.metrics import worker_id
+from calsync.core.worker.snapshot import load_snapshot
 from tests.support import Pipeline
 
 
@@ -143,3 +145,20 @@ def test_with_the_handover_not_trusted_a_job_reads_again_under_the_lock(
     delivery = Delivery("m-1", "sync_calendar_event", "calendar")
     assert run_sync(parts, delivery, [_payload(entity, account, 1).to_message_arg()], {}) is Outcome.SUCCESS
     assert reads == ["read", "read"] and _handover(pipeline, entity, account) == b"1:0"  # written all the same
+
+
+def test_a_job_for_a_missing_account_reads_the_rest_and_ends_not_found(pipeline: Pipeline, stub: StubBroker) -> None:
+    """The one read still says what exists when the account does not: the event (so the job names what is missing),
+    no target, and whether the job's effect is recorded as done."""
+    account = pipeline.account()
+    entity = pipeline.submit([account]).entity_id
+    payload = _payload(entity, "acc-gone", 1)
+    snapshot = load_snapshot(pipeline.clients.db, pipeline.clients.cipher, payload)
+    assert snapshot.account is None and snapshot.target is None and not snapshot.already_done
+    assert snapshot.event is not None and snapshot.event.id == entity
+    with pytest.raises(EntityNotFound, match=f"is not synced to account {payload.account_id}"):
+        _run(pipeline, stub, payload)
+    with pipeline.clients.db.write() as conn:
+        idempotency.record_success(conn, payload.idempotency_key, job_id=payload.job_id, result={}, ttl_seconds=60)
+    assert load_snapshot(pipeline.clients.db, pipeline.clients.cipher, payload).already_done
+    assert _run(pipeline, stub, payload) is Outcome.ALREADY_DONE
