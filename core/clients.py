@@ -98,11 +98,12 @@ class Clients:
         self.db.dispose()
 
 
-def connect(settings: Settings, *, start_embedded: bool = True) -> Clients:
-    """The composition root of ``calsync serve``, a CLI command and the Python API, top to bottom."""
+def connect(settings: Settings, *, start_embedded: bool = True, pool_size: int = 5, pre_ping: bool = True) -> Clients:
+    """The composition root of ``calsync serve``, a CLI command and the Python API, top to bottom, and the start of a
+    worker's (which adds its middleware to the broker); ``pool_size`` and ``pre_ping``: :func:`open_database`'s."""
     broker_url = resolve_broker_url(settings, start_embedded=start_embedded)
     redis_url = resolve_redis_url(settings, broker_url)
-    db = open_database(settings)
+    db = open_database(settings, pool_size=pool_size, pre_ping=pre_ping)
     client = open_redis(redis_url)
     keys = RedisKeys(settings.redis_namespace)
     cipher = CredentialCipher(settings.cipher_keys)
