@@ -379,11 +379,12 @@ def child_environment(settings: Settings) -> dict[str, str]:
     return env
 
 
-def metrics_environment(settings: Settings) -> dict[str, str]:
+def worker_environment(settings: Settings) -> dict[str, str]:
     """The variables Dramatiq and prometheus_client read at import time, for the worker's environment.
 
     They must be in the environment before the worker imports anything: prometheus_client picks
-    in-memory or multiprocess values at its first import (docs/notes/dramatiq.md §metrics).
+    in-memory or multiprocess values at its first import (docs/notes/dramatiq.md §metrics), and Dramatiq
+    its consumers' poll, so how late a due coalesced edit, retry or lock wait is released.
     """
     directory = str(settings.effective_metrics_dir)
     return {
@@ -392,4 +393,5 @@ def metrics_environment(settings: Settings) -> dict[str, str]:
         "dramatiq_prom_db": directory,
         "dramatiq_prom_host": settings.metrics_host,
         "dramatiq_prom_port": str(settings.metrics_port),
+        "dramatiq_worker_timeout": str(round(settings.worker_poll_interval * 1000)),  # milliseconds
     }
