@@ -292,27 +292,20 @@ class Settings(  # the mixins: one module of fields per area (core/config/)
 
     def as_environment(self) -> dict[str, str]:
         """The settings as ``CALSYNC_*`` variables, to hand the exact same configuration to a child process."""
-        env: dict[str, str] = {}
-        for name, value in self.model_dump().items():
-            if value is None:
-                continue
-            if isinstance(value, SecretStr):
-                value = value.get_secret_value()
-            elif isinstance(value, tuple):
-                if not value:
-                    continue
-                value = ",".join(_listed(v) for v in value)
-            elif isinstance(value, dict):  # per-provider values (core/traffic/settings.py)
-                value = ",".join(f"{k}={v:g}" for k, v in value.items())
-            env[ENV_PREFIX + name.upper()] = str(value)
-        return env
+        values = self.model_dump().items()
+        return {ENV_PREFIX + name.upper(): _variable(value) for name, value in values if value not in (None, ())}
 
 
-def _listed(value: Any) -> str:
-    """One item of a comma-separated setting: a secret's value, a number, a network (CIDR)."""
+def _variable(value: Any) -> str:
+    """A setting's value as its variable holds it: a secret's value; the items of a list (retry delays, networks) or of
+    the per-provider values (core/traffic/settings.py) comma-separated."""
     if isinstance(value, SecretStr):
         return value.get_secret_value()
-    return f"{value:g}" if isinstance(value, float | int) else str(value)
+    if isinstance(value, tuple):
+        return ",".join(map(_variable, value))
+    if isinstance(value, dict):
+        return ",".join(f"{key}={item}" for key, item in value.items())
+    return str(value)
 
 
 def setting_names() -> list[str]:
