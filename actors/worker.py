@@ -2,14 +2,13 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
 import dramatiq
 
 from calsync.actors.declare import declare
-from calsync.actors.shutdown import CloseOnShutdown
 from calsync.core.clients import Clients, connect
 from calsync.core.config.settings import Settings
 from calsync.core.drift.schedule import enqueue_due
@@ -31,6 +30,17 @@ from calsync.core.worker.maintenance import Maintenance
 from calsync.core.worker.metrics import worker_id
 from calsync.core.worker.stack import worker_middleware
 from calsync.providers.registry import ProviderRegistry
+
+
+class CloseOnShutdown(dramatiq.Middleware):
+    """Calls ``close`` once the worker's threads have stopped, so no adapter call is still running."""
+
+    def __init__(self, close: Callable[[], None]) -> None:
+        self._close = close
+
+    def after_worker_shutdown(self, broker: dramatiq.Broker, worker: dramatiq.Worker) -> None:
+        """Dramatiq's hook after the worker threads joined: release the adapters."""
+        self._close()
 
 
 @dataclass(frozen=True)
