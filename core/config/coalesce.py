@@ -30,4 +30,3 @@ class CoalesceSettings(BaseModel):
                 f"({self.coalesce_max_wait} < {self.coalesce_window})"
             )
         return self
-

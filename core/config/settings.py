@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Annotated, Any, ClassVar, Literal
 from urllib.parse import urlsplit
 
-from pydantic import Field, SecretStr, ValidationError, ValidationInfo, field_validator, model_validator
+from pydantic import AfterValidator, Field, SecretStr, ValidationError, field_validator, model_validator
 from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 
 from calsync.core.config.coalesce import CoalesceSettings
@@ -34,13 +34,24 @@ ENV_PREFIX = "CALSYNC_"
 #: No single delay (a retry, a busy-lock wait) may exceed a day: a typo must not park a job for weeks.
 MAX_DELAY_SECONDS = 86400.0
 
-_URL_SCHEMES = {
-    "broker_url": (
-        REDIS_SCHEMES | {"amqp", "amqps"},
-        "redis://, rediss://, unix://, redis+sentinel://, amqp:// or amqps://",
-    ),
-    "redis_url": (REDIS_SCHEMES, "redis://, rediss://, unix:// or redis+sentinel://"),
-}
+
+def _url(schemes: frozenset[str], wording: str) -> AfterValidator:
+    """A URL setting's check: its scheme one of ``schemes`` (``wording`` lists them), a sentinel URL well-formed."""
+
+    def check(url: str) -> str:
+        if urlsplit(url).scheme not in schemes:
+            raise ValueError(f"must start with {wording}")
+        if is_sentinel_url(url):
+            parse_sentinel_url(url)  # its ValueError says what is wrong
+        return url
+
+    return AfterValidator(check)
+
+
+RedisUrl = Annotated[str, _url(REDIS_SCHEMES, "redis://, rediss://, unix:// or redis+sentinel://")]
+BrokerUrl = Annotated[
+    str, _url(REDIS_SCHEMES | {"amqp", "amqps"}, "redis://, rediss://, unix://, redis+sentinel://, amqp:// or amqps://")
+]
 
 BrokerKind = Literal["redis", "rabbitmq"]
 
@@ -79,8 +90,8 @@ class Settings(  # the mixins: one module of fields per area (core/config/)
 
     # --- where things live -------------------------------------------------------------------
     data_dir: Path = Field(default_factory=_default_data_dir)
-    broker_url: str | None = None
-    redis_url: str | None = None
+    broker_url: BrokerUrl | None = None
+    redis_url: RedisUrl | None = None
     database_url: str | None = None
     redis_namespace: str = Field(default="calsync", pattern=r"^[A-Za-z0-9_.-]+$")
     queue: str = Field(default="calendar", pattern=r"^[A-Za-z0-9_-]+$")
@@ -191,16 +202,6 @@ class Settings(  # the mixins: one module of fields per area (core/config/)
             if not _is_fernet_key(key.get_secret_value()):
                 where = f"key {position} " if isinstance(value, tuple) else ""
                 raise ValueError(f"{where}must be 32 url-safe base64-encoded bytes (`calsync secret-key` makes one)")
-        return value
-
-    @field_validator("broker_url", "redis_url")
-    @classmethod
-    def _check_scheme(cls, value: str | None, info: ValidationInfo) -> str | None:
-        schemes, wording = _URL_SCHEMES[str(info.field_name)]
-        if value is not None and urlsplit(value).scheme not in schemes:
-            raise ValueError(f"must start with {wording}")
-        if value is not None and is_sentinel_url(value):
-            parse_sentinel_url(value)  # its ValueError says what is wrong
         return value
 
     @field_validator("database_url")
