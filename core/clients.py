@@ -1,9 +1,10 @@
-"""The clients a producer-side process shares, and the steps every composition root starts with.
+"""The clients a process shares, and the steps every composition root starts with.
 
-A composition root (``build_worker`` in actors/worker.py for a worker; :func:`connect` for ``calsync
-serve``, a CLI command and the Python API) calls these in order: the broker's address (which may start
-the embedded Redis), the database (whose schema is checked or, on the embedded default, migrated),
-Redis. Each is a function, so the I/O is where a reader sees it; :class:`Clients` is the frozen result.
+Every composition root (``calsync serve``, a CLI command, the Python API, and ``build_worker`` in
+actors/worker.py, which then adds its middleware to the broker) starts with :func:`connect`, which calls
+these in order: the broker's address (which may start the embedded Redis), the database (whose schema is
+checked or, on the embedded default, migrated), Redis. Each is a function, so the I/O is where a reader
+sees it; :class:`Clients` is the frozen result.
 """
 
 from __future__ import annotations
