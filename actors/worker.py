@@ -2,29 +2,25 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
 import dramatiq
 
 from calsync.actors.declare import declare
-from calsync.actors.shutdown import CloseOnShutdown
-from calsync.core.clients import Clients, open_database, open_redis, resolve_broker_url, resolve_redis_url
+from calsync.core.clients import Clients, connect
 from calsync.core.config.settings import Settings
 from calsync.core.drift.schedule import enqueue_due
 from calsync.core.drift.sweep import SweepParts
-from calsync.core.messaging.broker import connect_broker
 from calsync.core.messaging.outage import RedisOutage
 from calsync.core.model.calendar import Provider, ProviderName
 from calsync.core.model.drift import drift_reader
 from calsync.core.producer.reconcile import requeue_lost
-from calsync.core.redis.keys import RedisKeys
 from calsync.core.redis.limiter import RedisLimiter
 from calsync.core.redis.locks import LockManager
 from calsync.core.redis.stats import JobStats
 from calsync.core.store.accounts import StoredCredentials
-from calsync.core.store.crypto import CredentialCipher
 from calsync.core.store.key_rotation import require_secret_key
 from calsync.core.store.pruning import Retention
 from calsync.core.traffic import TrafficGate, TrafficStore, provider_limits
@@ -34,6 +30,17 @@ from calsync.core.worker.maintenance import Maintenance
 from calsync.core.worker.metrics import worker_id
 from calsync.core.worker.stack import worker_middleware
 from calsync.providers.registry import ProviderRegistry
+
+
+class CloseOnShutdown(dramatiq.Middleware):
+    """Calls ``close`` once the worker's threads have stopped, so no adapter call is still running."""
+
+    def __init__(self, close: Callable[[], None]) -> None:
+        self._close = close
+
+    def after_worker_shutdown(self, broker: dramatiq.Broker, worker: dramatiq.Worker) -> None:
+        """Dramatiq's hook after the worker threads joined: release the adapters."""
+        self._close()
 
 
 @dataclass(frozen=True)
@@ -61,23 +68,18 @@ def build_worker(settings: Settings, *, providers: Mapping[str, Provider] | None
     Each part takes the parts it uses; nothing is looked up later. A wrong secret key stops the process
     here, before any job is taken (:func:`require_secret_key`).
     """
-    broker_url = resolve_broker_url(settings)  # may start the embedded Redis
-    redis_url = resolve_redis_url(settings, broker_url)
-
     # Database: connections are checked out without a pre-ping (a dead one fails its job, which is retried).
     # The pool keeps one per worker thread, so no job waits for a connection, and two more: the maintenance
     # pass, and the outbox's subscriptions read inside a job's write transaction.
-    db = open_database(settings, pool_size=settings.worker_threads + 2, pre_ping=False)
-    cipher = CredentialCipher(settings.cipher_keys)
+    clients = connect(settings, pool_size=settings.worker_threads + 2, pre_ping=False)  # may start embedded Redis
+    db, client, keys, cipher, broker = clients.db, clients.redis, clients.keys, clients.cipher, clients.broker
     try:
         require_secret_key(cipher, db)
     except BaseException:
-        db.dispose()
+        clients.close()
         raise
 
     # Redis: locks naming this process' heartbeat (a dead worker's locks can be taken over), batched counters.
-    client = open_redis(redis_url)
-    keys = RedisKeys(settings.redis_namespace)
     locks = LockManager(client, ttl_seconds=settings.lock_ttl, owner=lambda: keys.worker_heartbeat(worker_id()))
     stats = JobStats(client, keys, flush_every=1.0)
 
@@ -97,11 +99,11 @@ def build_worker(settings: Settings, *, providers: Mapping[str, Provider] | None
         settings, dict(providers or {}), limiter=mailbox_slots, credentials=StoredCredentials(db, cipher)
     )
 
-    # Middleware, then the broker that runs it, then the actors on that broker.
-    watch = RedisOutage().of(redis_url)
+    # Middleware on the broker (connect built it without any), then the actors on that broker.
+    watch = RedisOutage().of(clients.redis_url)
     middleware = worker_middleware(settings, db, client, keys, stats, outbox, watch=watch)
-    broker = connect_broker(broker_url, settings, [*middleware, CloseOnShutdown(registry.close)])
-    clients = Clients(settings, broker_url, redis_url, db, client, keys, cipher, broker)
+    for each in [*middleware, CloseOnShutdown(registry.close)]:
+        broker.add_middleware(each)
 
     def due_sweeps() -> int:  # the drift sweeps that are due (core/drift/schedule.py)
         return enqueue_due(db, broker, settings.effective_drift_queue, interval=settings.drift_interval,

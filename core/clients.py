@@ -1,9 +1,10 @@
-"""The clients a producer-side process shares, and the steps every composition root starts with.
+"""The clients a process shares, and the steps every composition root starts with.
 
-A composition root (``build_worker`` in actors/worker.py for a worker; :func:`connect` for ``calsync
-serve``, a CLI command and the Python API) calls these in order: the broker's address (which may start
-the embedded Redis), the database (whose schema is checked or, on the embedded default, migrated),
-Redis. Each is a function, so the I/O is where a reader sees it; :class:`Clients` is the frozen result.
+Every composition root (``calsync serve``, a CLI command, the Python API, and ``build_worker`` in
+actors/worker.py, which then adds its middleware to the broker) starts with :func:`connect`, which calls
+these in order: the broker's address (which may start the embedded Redis), the database (whose schema is
+checked or, on the embedded default, migrated), Redis. Each is a function, so the I/O is where a reader
+sees it; :class:`Clients` is the frozen result.
 """
 
 from __future__ import annotations
@@ -98,11 +99,12 @@ class Clients:
         self.db.dispose()
 
 
-def connect(settings: Settings, *, start_embedded: bool = True) -> Clients:
-    """The composition root of ``calsync serve``, a CLI command and the Python API, top to bottom."""
+def connect(settings: Settings, *, start_embedded: bool = True, pool_size: int = 5, pre_ping: bool = True) -> Clients:
+    """The composition root of ``calsync serve``, a CLI command and the Python API, top to bottom, and the start of a
+    worker's (which adds its middleware to the broker); ``pool_size`` and ``pre_ping``: :func:`open_database`'s."""
     broker_url = resolve_broker_url(settings, start_embedded=start_embedded)
     redis_url = resolve_redis_url(settings, broker_url)
-    db = open_database(settings)
+    db = open_database(settings, pool_size=pool_size, pre_ping=pre_ping)
     client = open_redis(redis_url)
     keys = RedisKeys(settings.redis_namespace)
     cipher = CredentialCipher(settings.cipher_keys)

@@ -13,6 +13,7 @@ from calsync.actors.cli.shell import (
     CliState,
     KeyValue,
     exit_if_deferred,
+    identifier,
     pass_state,
     print_json,
     print_list,
@@ -22,7 +23,6 @@ from calsync.actors.cli.shell import (
 from calsync.core.model.account_rules import calendar_key
 from calsync.core.model.calendar import Account, ProviderName, SendUpdates
 from calsync.core.model.errors import CalsyncError, EntityNotFound, InvalidChange, PermanentError, ProviderUnavailable
-from calsync.core.model.ids import check_identifier
 from calsync.core.producer.account_removal import remove_account
 from calsync.core.producer.submit import Producer
 from calsync.core.store import account_removal
@@ -67,14 +67,14 @@ _VERIFY = click.option(
 
 
 @accounts.command("add")
-@click.option("--tenant", required=True, help="Tenant that owns the account.")
+@click.option("--tenant", required=True, callback=identifier, help="Tenant that owns the account.")
 @click.option("--provider", type=PROVIDERS, required=True)
 @click.option("--address", required=True, help="Calendar id or mailbox address.")
 @click.option(
     "--credentials-file", type=click.Path(path_type=Path), help="Provider credentials JSON (encrypted at rest)."
 )
 @click.option("--option", "options", type=KeyValue(), multiple=True, help="Non-secret provider option; repeatable.")
-@click.option("--id", "account_id", help="Choose the account id instead of generating one.")
+@click.option("--id", "account_id", callback=identifier, help="Choose the account id instead of generating one.")
 @_VERIFY
 @pass_state
 def add(
@@ -89,9 +89,6 @@ def add(
 ) -> None:
     """Register an account (ids, address, options and credentials checked; --verify: tried live); prints
     {"account_id": ...}. One account per calendar and tenant: a second one for the same mailbox is refused."""
-    check_identifier(tenant, "--tenant")
-    if account_id is not None:
-        check_identifier(account_id, "--id")
     parsed = dict(options)
     data = _read_credentials(credentials_file)
     _validated(Account(account_id or "new", tenant, provider, address, credentials=data or {}, options=parsed),

@@ -4,9 +4,8 @@ from __future__ import annotations
 
 import click
 
-from calsync.actors.cli.shell import CliState, pass_state, print_json, print_list
+from calsync.actors.cli.shell import CliState, identifier, pass_state, print_json, print_list
 from calsync.core.model.errors import EntityNotFound
-from calsync.core.model.ids import check_identifier
 from calsync.core.model.vocabulary import API_SCOPES, ApiScope
 from calsync.core.store import api_keys as repo
 
@@ -17,14 +16,13 @@ def api_keys() -> None:
 
 
 @api_keys.command("create")
-@click.option("--tenant", required=True, help="The tenant the key acts for.")
+@click.option("--tenant", required=True, callback=identifier, help="The tenant the key acts for.")
 @click.option("--scope", type=click.Choice(API_SCOPES), required=True,
               help="read: events; submit: also changes; admin: also the dead letters.")  # fmt: skip
 @click.option("--name", help="What the key is for (shown by list).")
 @pass_state
 def create(state: CliState, tenant: str, scope: ApiScope, name: str | None) -> None:
     """Create a key and print {"key", "id"} once: only its hash is stored."""
-    check_identifier(tenant, "--tenant")
     with state.clients.db.write() as conn:
         secret, record = repo.create(conn, tenant_id=tenant, scope=scope, name=name)
     print_json({"key": secret, "id": record.id, "tenant_id": tenant, "scope": scope})

@@ -6,10 +6,9 @@ import datetime as dt
 
 import click
 
-from calsync.actors.cli.shell import CliState, pass_state, print_json, print_list, stderr
+from calsync.actors.cli.shell import CliState, identifier, pass_state, print_json, print_list, stderr
 from calsync.core.drift import store
 from calsync.core.model.drift import DRIFT_KINDS, DRIFT_POLICIES, DriftKind, DriftPolicy
-from calsync.core.model.ids import check_identifier
 
 
 @click.group("drift")
@@ -18,7 +17,7 @@ def drift() -> None:
 
 
 @drift.command("list")
-@click.option("--tenant", help="Only this tenant's findings.")
+@click.option("--tenant", callback=identifier, help="Only this tenant's findings.")
 @click.option("--kind", type=click.Choice(DRIFT_KINDS), help="Only this kind of finding.")
 @click.option("--after", "after_id", type=click.IntRange(0), help="Only findings with an id above this one: the "
               "next page after the last id printed.")  # fmt: skip
@@ -29,8 +28,6 @@ def list_(
     state: CliState, tenant: str | None, kind: DriftKind | None, after_id: int | None, limit: int, as_json: bool
 ) -> None:
     """List findings, oldest first, one page of --limit; when more follow, stderr names the --after of the next."""
-    if tenant is not None:
-        check_identifier(tenant, "--tenant")
     with state.clients.db.read() as conn:
         found = store.list_findings(conn, tenant_id=tenant, kind=kind, after_id=after_id, limit=limit + 1)
     page = found[:limit]
@@ -42,7 +39,7 @@ def list_(
 
 
 @drift.command("policy")
-@click.argument("tenant")
+@click.argument("tenant", callback=identifier)
 @click.argument("policy", required=False, type=click.Choice(DRIFT_POLICIES))
 @pass_state
 def policy(state: CliState, tenant: str, policy: DriftPolicy | None) -> None:
@@ -50,7 +47,6 @@ def policy(state: CliState, tenant: str, policy: DriftPolicy | None) -> None:
 
     Prints {"tenant_id", "policy"}, and when setting also "previous": the policy it replaced.
     """
-    check_identifier(tenant, "TENANT")
     if policy is None:
         with state.clients.db.read() as conn:
             print_json({"tenant_id": tenant, "policy": store.policy_of(conn, tenant)})

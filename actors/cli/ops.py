@@ -11,8 +11,7 @@ import click
 import redis
 
 from calsync.actors.cli.shell import CliState, empty_directory, pass_state, print_json, progress
-from calsync.core.config.coalesce import poll_environment
-from calsync.core.config.settings import metrics_environment
+from calsync.core.config.settings import worker_environment
 from calsync.core.messaging.messages import reconcile_message
 from calsync.core.model.errors import ConfigurationError
 from calsync.core.observability.pipeline_state import consumed_queues, live_workers
@@ -68,9 +67,7 @@ def worker(state: CliState, processes: int | None, threads: int | None) -> None:
     clients = state.clients  # resolves the broker (starting the embedded Redis) and checks the schema
     require_secret_key(clients.cipher, clients.db)  # one line here, not a crash in every worker process
     require_metrics_port(settings.metrics_host, settings.metrics_port)
-    env = state.child_environment()
-    env.update(metrics_environment(settings))
-    env.update(poll_environment(settings))  # how late a due coalesced edit, retry or lock wait is released
+    env = state.child_environment() | worker_environment(settings)
     # Files of a previous run would inflate gauges and carry counters over, and a stale heartbeat
     # file would fail the liveness probe: both directories start empty (docs/notes/dramatiq.md §metrics).
     empty_directory(settings.effective_metrics_dir, "*.db")

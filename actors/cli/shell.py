@@ -25,6 +25,7 @@ from rich.table import Table
 from calsync.core.clients import Clients, connect
 from calsync.core.config.settings import Settings, child_environment, load_settings
 from calsync.core.model.errors import CalsyncError, InvalidChange, PermanentError
+from calsync.core.model.ids import check_identifier
 
 # Tables stay readable when piped (rich would otherwise assume 80 columns).
 stdout = Console(soft_wrap=True, width=None if sys.stdout.isatty() else 160)
@@ -130,6 +131,13 @@ def read_json_file(path: Path, what: str) -> Any:
         raise InvalidChange(f"{what} {path} is not valid JSON: {exc.msg} at {where}") from None
     except ValueError as exc:  # JSON the parser refuses: a number of more than 4300 digits
         raise InvalidChange(f"{what} {path} cannot be read as JSON: {str(exc).split(';', 1)[0]}") from None
+
+
+def identifier(ctx: click.Context, param: click.Parameter, value: str | None) -> str | None:
+    """A parameter's callback: its value (when given) if it is an identifier, else bad input naming the parameter as
+    given (``--tenant``, ``TENANT``), in the words every door uses (:func:`check_identifier`)."""
+    name = param.opts[0] if isinstance(param, click.Option) else param.human_readable_name
+    return None if value is None else check_identifier(value, name)
 
 
 class KeyValue(click.ParamType[tuple[str, Any], str]):

@@ -4,8 +4,7 @@ from __future__ import annotations
 
 import click
 
-from calsync.actors.cli.shell import CliState, pass_state, print_json, print_list
-from calsync.core.model.ids import check_identifier
+from calsync.actors.cli.shell import CliState, identifier, pass_state, print_json, print_list
 from calsync.core.model.vocabulary import WEBHOOK_EVENT_TYPES
 from calsync.core.webhooks import Endpoints
 
@@ -21,13 +20,12 @@ def webhooks() -> None:
 
 
 @webhooks.command("add")
-@click.option("--tenant", required=True, help="The tenant whose events are notified.")
+@click.option("--tenant", required=True, callback=identifier, help="The tenant whose events are notified.")
 @click.option("--url", required=True, help="The receiver: https (http only with CALSYNC_WEBHOOK_ALLOW_HTTP).")
 @click.option("--events", required=True, help=f"Comma-separated event types: {', '.join(WEBHOOK_EVENT_TYPES)}.")
 @pass_state
 def add(state: CliState, tenant: str, url: str, events: str) -> None:
     """Register an endpoint and print its signing secret once (stored encrypted only)."""
-    check_identifier(tenant, "--tenant")
     secret, endpoint = endpoints(state).add(tenant, url, events.split(","))
     print_json({"secret": secret, **endpoint.as_json()})
 

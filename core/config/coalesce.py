@@ -10,10 +10,6 @@ from pydantic import BaseModel, Field, model_validator
 MAX_COALESCE_WINDOW = 60.0
 
 
-def _ms(seconds: float) -> int:
-    return round(seconds * 1000)
-
-
 class CoalesceSettings(BaseModel):
     """The producer's per-target coalesce window and the worker's poll (docs/notes/coalescing.md)."""
 
@@ -34,8 +30,3 @@ class CoalesceSettings(BaseModel):
                 f"({self.coalesce_max_wait} < {self.coalesce_window})"
             )
         return self
-
-
-def poll_environment(settings: CoalesceSettings) -> dict[str, str]:
-    """The variable Dramatiq reads at import for its consumers' poll, for the worker's environment."""
-    return {"dramatiq_worker_timeout": str(_ms(settings.worker_poll_interval))}

@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Annotated, Any, ClassVar, Literal
 from urllib.parse import urlsplit
 
-from pydantic import Field, SecretStr, ValidationError, ValidationInfo, field_validator, model_validator
+from pydantic import AfterValidator, Field, SecretStr, ValidationError, field_validator, model_validator
 from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 
 from calsync.core.config.coalesce import CoalesceSettings
@@ -34,13 +34,24 @@ ENV_PREFIX = "CALSYNC_"
 #: No single delay (a retry, a busy-lock wait) may exceed a day: a typo must not park a job for weeks.
 MAX_DELAY_SECONDS = 86400.0
 
-_URL_SCHEMES = {
-    "broker_url": (
-        REDIS_SCHEMES | {"amqp", "amqps"},
-        "redis://, rediss://, unix://, redis+sentinel://, amqp:// or amqps://",
-    ),
-    "redis_url": (REDIS_SCHEMES, "redis://, rediss://, unix:// or redis+sentinel://"),
-}
+
+def _url(schemes: frozenset[str], wording: str) -> AfterValidator:
+    """A URL setting's check: its scheme one of ``schemes`` (``wording`` lists them), a sentinel URL well-formed."""
+
+    def check(url: str) -> str:
+        if urlsplit(url).scheme not in schemes:
+            raise ValueError(f"must start with {wording}")
+        if is_sentinel_url(url):
+            parse_sentinel_url(url)  # its ValueError says what is wrong
+        return url
+
+    return AfterValidator(check)
+
+
+RedisUrl = Annotated[str, _url(REDIS_SCHEMES, "redis://, rediss://, unix:// or redis+sentinel://")]
+BrokerUrl = Annotated[
+    str, _url(REDIS_SCHEMES | {"amqp", "amqps"}, "redis://, rediss://, unix://, redis+sentinel://, amqp:// or amqps://")
+]
 
 BrokerKind = Literal["redis", "rabbitmq"]
 
@@ -79,8 +90,8 @@ class Settings(  # the mixins: one module of fields per area (core/config/)
 
     # --- where things live -------------------------------------------------------------------
     data_dir: Path = Field(default_factory=_default_data_dir)
-    broker_url: str | None = None
-    redis_url: str | None = None
+    broker_url: BrokerUrl | None = None
+    redis_url: RedisUrl | None = None
     database_url: str | None = None
     redis_namespace: str = Field(default="calsync", pattern=r"^[A-Za-z0-9_.-]+$")
     queue: str = Field(default="calendar", pattern=r"^[A-Za-z0-9_-]+$")
@@ -193,16 +204,6 @@ class Settings(  # the mixins: one module of fields per area (core/config/)
                 raise ValueError(f"{where}must be 32 url-safe base64-encoded bytes (`calsync secret-key` makes one)")
         return value
 
-    @field_validator("broker_url", "redis_url")
-    @classmethod
-    def _check_scheme(cls, value: str | None, info: ValidationInfo) -> str | None:
-        schemes, wording = _URL_SCHEMES[str(info.field_name)]
-        if value is not None and urlsplit(value).scheme not in schemes:
-            raise ValueError(f"must start with {wording}")
-        if value is not None and is_sentinel_url(value):
-            parse_sentinel_url(value)  # its ValueError says what is wrong
-        return value
-
     @field_validator("database_url")
     @classmethod
     def _check_database_url(cls, value: str | None) -> str | None:
@@ -292,27 +293,20 @@ class Settings(  # the mixins: one module of fields per area (core/config/)
 
     def as_environment(self) -> dict[str, str]:
         """The settings as ``CALSYNC_*`` variables, to hand the exact same configuration to a child process."""
-        env: dict[str, str] = {}
-        for name, value in self.model_dump().items():
-            if value is None:
-                continue
-            if isinstance(value, SecretStr):
-                value = value.get_secret_value()
-            elif isinstance(value, tuple):
-                if not value:
-                    continue
-                value = ",".join(_listed(v) for v in value)
-            elif isinstance(value, dict):  # per-provider values (core/traffic/settings.py)
-                value = ",".join(f"{k}={v:g}" for k, v in value.items())
-            env[ENV_PREFIX + name.upper()] = str(value)
-        return env
+        values = self.model_dump().items()
+        return {ENV_PREFIX + name.upper(): _variable(value) for name, value in values if value not in (None, ())}
 
 
-def _listed(value: Any) -> str:
-    """One item of a comma-separated setting: a secret's value, a number, a network (CIDR)."""
+def _variable(value: Any) -> str:
+    """A setting's value as its variable holds it: a secret's value; the items of a list (retry delays, networks) or of
+    the per-provider values (core/traffic/settings.py) comma-separated."""
     if isinstance(value, SecretStr):
         return value.get_secret_value()
-    return f"{value:g}" if isinstance(value, float | int) else str(value)
+    if isinstance(value, tuple):
+        return ",".join(map(_variable, value))
+    if isinstance(value, dict):
+        return ",".join(f"{key}={item}" for key, item in value.items())
+    return str(value)
 
 
 def setting_names() -> list[str]:
@@ -379,11 +373,12 @@ def child_environment(settings: Settings) -> dict[str, str]:
     return env
 
 
-def metrics_environment(settings: Settings) -> dict[str, str]:
+def worker_environment(settings: Settings) -> dict[str, str]:
     """The variables Dramatiq and prometheus_client read at import time, for the worker's environment.
 
     They must be in the environment before the worker imports anything: prometheus_client picks
-    in-memory or multiprocess values at its first import (docs/notes/dramatiq.md §metrics).
+    in-memory or multiprocess values at its first import (docs/notes/dramatiq.md §metrics), and Dramatiq
+    its consumers' poll, so how late a due coalesced edit, retry or lock wait is released.
     """
     directory = str(settings.effective_metrics_dir)
     return {
@@ -392,4 +387,5 @@ def metrics_environment(settings: Settings) -> dict[str, str]:
         "dramatiq_prom_db": directory,
         "dramatiq_prom_host": settings.metrics_host,
         "dramatiq_prom_port": str(settings.metrics_port),
+        "dramatiq_worker_timeout": str(round(settings.worker_poll_interval * 1000)),  # milliseconds
     }

@@ -9,8 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from calsync.core.config.coalesce import poll_environment
-from calsync.core.config.settings import Settings, load_settings
+from calsync.core.config.settings import Settings, load_settings, worker_environment
 from calsync.core.model.errors import ConfigurationError
 
 
@@ -27,8 +26,8 @@ def test_a_window_out_of_bounds_is_refused(monkeypatch: pytest.MonkeyPatch, valu
         load_settings()
 
 
-def test_a_dramatiq_worker_started_with_the_poll_environment_polls_that_often(tmp_path: Path) -> None:
-    env = {**os.environ, **poll_environment(Settings(data_dir=tmp_path))}
+def test_a_dramatiq_worker_started_with_the_worker_environment_polls_that_often(tmp_path: Path) -> None:
+    env = {**os.environ, **worker_environment(Settings(data_dir=tmp_path))}
     probe = "import dramatiq.worker as w; print(w.Worker(__import__('dramatiq').get_broker()).worker_timeout)"
     stub = "import dramatiq; from dramatiq.brokers.stub import StubBroker; dramatiq.set_broker(StubBroker()); "
     out = subprocess.run([sys.executable, "-c", stub + probe], env=env, capture_output=True, text=True, check=True)

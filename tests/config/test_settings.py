@@ -53,7 +53,7 @@ def test_a_child_process_gets_exactly_the_same_settings(tmp_path: object, monkey
     first, second = generate_key(), generate_key()
     original = Settings(
         retry_schedule=(0.5, 2), secret_key=second, secret_keys=(first, second), lock_ttl=65,
-        broker_url="redis://h:1/0", embedded_redis=True,
+        broker_url="redis://h:1/0", embedded_redis=True, account_rate={"google": 2.5}, dead_letter_retention=2592001.5,
     )  # fmt: skip
     for name, value in original.as_environment().items():
         monkeypatch.setenv(name, value)

@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 from prometheus_client import REGISTRY
 
-from calsync.core.config.settings import Settings, load_settings, metrics_environment
+from calsync.core.config.settings import Settings, load_settings, worker_environment
 from calsync.core.model.errors import ConfigurationError
 from calsync.core.worker.heartbeat import Heartbeat, Running, heartbeat_file, stuck
 from calsync.core.worker.metrics import require_multiprocess
@@ -123,7 +123,7 @@ def test_heartbeat_settings_must_leave_room_for_one_late_beat(monkeypatch: pytes
 
 def test_the_worker_environment_points_dramatiq_and_prometheus_client_at_one_directory(tmp_path: Path) -> None:
     settings = Settings(data_dir=tmp_path, metrics_port=9300, metrics_host="127.0.0.1")
-    env = metrics_environment(settings)
+    env = worker_environment(settings)
     assert env["PROMETHEUS_MULTIPROC_DIR"] == env["dramatiq_prom_db"] == str(tmp_path / "prometheus")
     assert (env["dramatiq_prom_host"], env["dramatiq_prom_port"]) == ("127.0.0.1", "9300")
 
