@@ -6,7 +6,7 @@ from __future__ import annotations
 import datetime as dt
 from typing import Literal
 
-from pydantic import BaseModel, Field, model_validator
+from pydantic import AwareDatetime, BaseModel, Field
 
 from calsync.core.api.models import DeadLetterOut, DiscardRequest, PageQuery, TargetOut
 from calsync.core.model.calendar import AccountStatus, ProviderName
@@ -51,18 +51,10 @@ class TargetQuery(PageQuery):
     account_id: Identifier | None = None
     entity_id: Identifier | None = None
     provider: ProviderName | None = None
-    since: dt.datetime | None = Field(default=None, description="Targets updated at or after this time (RFC 3339).")
-    until: dt.datetime | None = Field(default=None, description="Targets updated before this time (RFC 3339).")
+    since: AwareDatetime | None = Field(default=None, description="Targets updated at or after this time (RFC 3339).")
+    until: AwareDatetime | None = Field(default=None, description="Targets updated before this time (RFC 3339).")
     # A keyset of a time and two identifiers: longer than a record id's.
     cursor: str | None = Field(default=None, max_length=512, description="next_cursor of the previous page.")
-
-    @model_validator(mode="after")
-    def _aware(self) -> TargetQuery:
-        for name in ("since", "until"):
-            value = getattr(self, name)
-            if value is not None and value.utcoffset() is None:
-                raise ValueError(f"{name} needs a UTC offset (e.g. Z)")
-        return self
 
 
 class JobOut(BaseModel):
