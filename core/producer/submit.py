@@ -42,7 +42,7 @@ from calsync.core.model.validation_wording import describe_validation_error
 from calsync.core.model.vocabulary import Lane
 from calsync.core.producer.dedup import Claim, EnqueueMarkers, Mark, RedisMarkers
 from calsync.core.producer.fairness import TenantLanes, lane_choice
-from calsync.core.producer.receipts import FirstReceipts, Receipt, body_hash
+from calsync.core.producer.receipts import Receipt, body_hash, first_receipt, store_receipt
 from calsync.core.store import accounts, events, intake_requests, targets
 from calsync.core.store.database import Database
 from calsync.core.store.targets import TargetKey, TargetRow
@@ -125,11 +125,11 @@ class Intake:
             return self._enqueue(tenant_id, *saved, trace)
         digest = body_hash(parsed)
         while (saved_once := self._save_claiming(tenant_id, parsed, trace, request_key, digest)) is None:
-            first = FirstReceipts(self.db).first(tenant_id, request_key, digest)  # waits while the key's owner enqueues
+            first = first_receipt(self.db, tenant_id, request_key, digest)  # waits while the key's owner enqueues
             if first is not None:
                 return first
         receipt = self._enqueue(tenant_id, *saved_once, trace)
-        return FirstReceipts(self.db).store(tenant_id, request_key, receipt)
+        return store_receipt(self.db, tenant_id, request_key, receipt)
 
     def _save_claiming(self, tenant_id: str, change: Change, trace: str, request_key: str, digest: str) -> Saved | None:
         """Save the intent and claim the request key in one transaction; None (nothing saved) when the key is taken."""
