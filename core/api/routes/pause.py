@@ -41,10 +41,8 @@ class PauseOut(BaseModel):
 
 
 def _out(state: PauseState | None, *, paused: bool, changed: bool) -> PauseOut:
-    if state is None:
-        return PauseOut(paused=paused, changed=changed)
-    since = dt.datetime.fromtimestamp(state.since, dt.UTC)
-    return PauseOut(paused=paused, since=since, by=state.by, reason=state.reason, changed=changed)
+    # The switch as ``calsync pause`` and ``calsync status --json`` show it (``since`` to the second).
+    return PauseOut(paused=paused, changed=changed, **(state.as_json() if state is not None else {}))
 
 
 def _redis_down(exc: redis.RedisError) -> ProblemError:
