@@ -12,7 +12,7 @@ from typing import Annotated
 from fastapi import APIRouter, Path
 
 from calsync.core.api.auth import Admin, Services
-from calsync.core.api.job_models import AccountOut
+from calsync.core.api.models import AccountOut
 from calsync.core.api.problems import AUTHENTICATED, not_found, problems
 from calsync.core.model.ids import Identifier
 from calsync.core.store import accounts

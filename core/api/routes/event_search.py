@@ -9,7 +9,7 @@ from fastapi import APIRouter, Query
 
 from calsync.core.api.auth import Reader, Services
 from calsync.core.api.cursors import key_of, one_page
-from calsync.core.api.job_models import TargetHit, TargetPage, TargetQuery
+from calsync.core.api.models import TargetHit, TargetPage, TargetQuery
 from calsync.core.api.problems import AUTHENTICATED, problems
 from calsync.core.store import job_lookup
 from calsync.core.store.job_lookup import TargetSearch
