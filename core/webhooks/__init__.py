@@ -26,7 +26,6 @@ if TYPE_CHECKING:
     from calsync.core.webhooks.recovery import WEBHOOK_JOBS as WEBHOOK_JOBS
     from calsync.core.webhooks.recovery import reconcile_webhooks as reconcile_webhooks
     from calsync.core.webhooks.recovery import replay_webhook as replay_webhook
-    from calsync.core.webhooks.store import Delivery as Delivery
     from calsync.core.webhooks.store import Endpoint as Endpoint
     from calsync.core.webhooks.store import count_deliveries as count_deliveries
     from calsync.core.webhooks.store import count_disabled as count_disabled
@@ -38,7 +37,7 @@ _HOMES = {  # module: the names it holds
     "endpoints": ("Endpoints",),
     "outbox": ("Outbox",),
     "recovery": ("WEBHOOK_JOBS", "reconcile_webhooks", "replay_webhook"),
-    "store": ("Delivery", "Endpoint", "count_deliveries", "count_disabled", "recent_deliveries"),
+    "store": ("Endpoint", "count_deliveries", "count_disabled", "recent_deliveries"),
     "transport": ("Transport",),
 }
 _HOME_OF = {name: module for module, names in _HOMES.items() for name in names}
