@@ -5,7 +5,7 @@ idempotency key, so an effect that did happen is not repeated and a job made sta
 is skipped. An intake message (``submit_change``) is sent again as it was, under its original message
 id, so it stays idempotent under the same request key. Records of accounts still awaiting
 re-authorization are not replayed (they would fail again at once); re-authorize the account first.
-A webhook delivery (kind ``webhook``) is delivered again under its ``webhook-id`` (core/webhooks/recovery.py).
+A webhook delivery (kind ``webhook``) is delivered again under its ``webhook-id`` (core/webhooks/outbox.py).
 
 A quarantined message (kind ``quarantined``) is replayed only when its stored body is complete and
 decodes to the envelope of a job this module knows (a sync job or the reconciler): it is then enqueued

@@ -8,7 +8,7 @@ next pass re-enqueues it.
 A pending target whose version is synced already was put back by a drift repair (core/drift/actions.py): its
 job is re-enqueued as a repair, under a key of its own, or the version's spent key would swallow it.
 Duplicates are harmless: jobs are idempotent. The same pass re-enqueues lost webhook dispatches and
-deliveries (core/webhooks/recovery.py) and runs one housekeeping pass (core/store/pruning.py).
+deliveries (core/webhooks/outbox.py) and runs one housekeeping pass (core/store/pruning.py).
 
 Workers run the re-enqueueing part (:func:`requeue_lost`) in their housekeeping pass, every
 ``MAINTENANCE_INTERVAL`` under its lease (core/worker/maintenance.py): so a target whose enqueue failed
