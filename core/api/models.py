@@ -14,7 +14,6 @@ from calsync.core.model.calendar import AccountStatus, BusinessStatus, EventStat
 from calsync.core.model.drift import DriftKind
 from calsync.core.model.ids import Identifier
 from calsync.core.model.vocabulary import DeadLetterKind, JobState, SyncStatus, WaitReason
-from calsync.core.store.accounts import AccountSummary
 from calsync.core.store.job_lookup import FoundJob, state_of
 from calsync.core.store.targets import TargetRow
 
@@ -323,8 +322,3 @@ class AccountOut(BaseModel):
     has_credentials: bool
     created_at: dt.datetime
     updated_at: dt.datetime
-
-    @classmethod
-    def of(cls, summary: AccountSummary) -> AccountOut:
-        """From the stored account."""
-        return cls.model_validate(summary.as_json())
