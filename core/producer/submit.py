@@ -172,6 +172,7 @@ class Intake:
             self._check_accounts(conn, tenant_id, change.accounts)
         # Locked: concurrent changes of one event take turns, each decided against the version committed before it.
         existing = events.get_event(conn, tenant_id, change.entity_id, lock=True) if change.entity_id else None
+        rows = {row.account_id: row for row in targets.list_targets(conn, tenant_id, existing.id)} if existing else {}
 
         if change.operation == "delete":
             if existing is None:
@@ -179,7 +180,6 @@ class Intake:
             if existing.status == "cancelled":
                 return existing.id, existing.version, []
             version = events.bump_event(conn, tenant_id, existing.id, status="cancelled", send_updates=send_updates)
-            rows = {row.account_id: row for row in targets.list_targets(conn, tenant_id, existing.id)}
             live: Planned = [(row.key, row.wanted) for row in rows.values() if not _gone(row)]
             return existing.id, version, _planned_jobs(conn, live, rows, version, trace, cancelled=True)
 
@@ -194,7 +194,6 @@ class Intake:
             new: Planned = [(TargetKey(tenant_id, entity_id, account_id), "present") for account_id in change.accounts]
             return entity_id, 1, _planned_jobs(conn, new, {}, 1, trace)
 
-        rows = {row.account_id: row for row in targets.list_targets(conn, tenant_id, existing.id)}
         present_now = {a for a, row in rows.items() if row.wanted == "present"}
         wanted = list(change.accounts) if change.accounts is not None else sorted(present_now)
         unchanged = (
