@@ -19,9 +19,8 @@ from calsync.core.messaging.messages import DELIVER_WEBHOOK_JOB, DISPATCH_WEBHOO
 from calsync.core.model.errors import CalsyncError
 from calsync.core.model.intake import INTAKE_JOB, IntakeMessage
 from calsync.core.model.payload import SYNC_JOB
-from calsync.core.producer.intake_job import intake_actor
 from calsync.core.producer.reconcile import reconcile as reconcile_overdue
-from calsync.core.producer.submit import Producer
+from calsync.core.producer.submit import Producer, intake_actor
 from calsync.core.webhooks import Deliverer, DeliveryPolicy, Transport
 from calsync.core.worker.delivery import current_delivery
 from calsync.core.worker.job import JobParts, sync_actor

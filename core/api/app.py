@@ -73,12 +73,10 @@ def _describe_problems(app: FastAPI) -> None:
     generate = app.openapi
 
     def openapi() -> dict[str, Any]:
-        if app.openapi_schema is None:
-            schema = generate()
+        if app.openapi_schema is None:  # FastAPI's document is made once and kept: the schema is added to it then
             problem = Problem.model_json_schema(ref_template="#/components/schemas/{model}")
-            schema["components"]["schemas"].update(problem.pop("$defs", {}), Problem=problem)
-            app.openapi_schema = schema
-        return app.openapi_schema
+            generate()["components"]["schemas"].update(problem.pop("$defs", {}), Problem=problem)
+        return generate()
 
     app.openapi = openapi  # type: ignore[method-assign]
 

@@ -15,7 +15,6 @@ from __future__ import annotations
 import datetime as dt
 import time
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass
 from typing import Annotated, cast
 
 from fastapi import Depends, Request
@@ -31,15 +30,6 @@ _RANK: dict[ApiScope, int] = {"read": 0, "submit": 1, "admin": 2}  # a scope gra
 _bearer = HTTPBearer(auto_error=False, description="An API key from `calsync api-keys create`.")
 
 
-@dataclass(frozen=True)
-class Principal:
-    """Who is calling: the key's id, its tenant and its scope."""
-
-    key_id: str
-    tenant_id: str
-    scope: ApiScope
-
-
 def services(request: Request) -> ApiServices:
     """The services the application was created with."""
     return cast(ApiServices, request.app.state.services)
@@ -53,13 +43,13 @@ def _unauthorized(detail: str, *, error: str | None = None) -> ProblemError:
     return ProblemError(401, "unauthorized", "Unauthorized", detail, headers={"WWW-Authenticate": challenge})
 
 
-def require(scope: ApiScope) -> Callable[..., Awaitable[Principal]]:
+def require(scope: ApiScope) -> Callable[..., Awaitable[api_keys.ApiKey]]:
     """A dependency that authenticates the caller and checks it holds ``scope``."""
 
     async def dependency(
         request: Request,
         credentials: HTTPAuthorizationCredentials | None = Depends(_bearer),  # noqa: B008
-    ) -> Principal:
+    ) -> api_keys.ApiKey:
         if credentials is None:  # no Authorization header, another scheme, or no key after "Bearer"
             raise _unauthorized("send an API key as Authorization: Bearer <key>")
         presented = credentials.credentials
@@ -78,27 +68,19 @@ def require(scope: ApiScope) -> Callable[..., Awaitable[Principal]]:
     return dependency
 
 
-Reader = Annotated[Principal, Depends(require("read"))]
-Submitter = Annotated[Principal, Depends(require("submit"))]
-Admin = Annotated[Principal, Depends(require("admin"))]
+Reader = Annotated[api_keys.ApiKey, Depends(require("read"))]
+Submitter = Annotated[api_keys.ApiKey, Depends(require("submit"))]
+Admin = Annotated[api_keys.ApiKey, Depends(require("admin"))]
 
 
-@dataclass(frozen=True)
-class OperatorPrincipal:
-    """An operator calling with their own key: their id, name (what the audit log records) and role."""
-
-    operator_id: str
-    name: str
-    role: OperatorRole
-
-
-def require_operator(role: OperatorRole) -> Callable[..., Awaitable[OperatorPrincipal]]:
-    """A dependency that authenticates an operator's key and checks it holds ``role`` (an operator may also view)."""
+def require_operator(role: OperatorRole) -> Callable[..., Awaitable[operators.OperatorRecord]]:
+    """A dependency that authenticates an operator's key and checks it holds ``role`` (an operator may also view);
+    the operator's record (its ``name`` is what the audit log records)."""
 
     async def dependency(
         request: Request,
         credentials: HTTPAuthorizationCredentials | None = Depends(_bearer),  # noqa: B008
-    ) -> OperatorPrincipal:
+    ) -> operators.OperatorRecord:
         if credentials is None:
             raise _unauthorized("send an operator key as Authorization: Bearer <key>")
         record = await run_in_threadpool(_find_operator, services(request), credentials.credentials)
@@ -107,7 +89,7 @@ def require_operator(role: OperatorRole) -> Callable[..., Awaitable[OperatorPrin
         if role == "operator" and record.role != "operator":
             detail = f"this operator's role {record.role!r} cannot act"
             raise ProblemError(403, "forbidden", "Forbidden", detail)
-        return OperatorPrincipal(record.id, record.name, record.role)
+        return record
 
     return dependency
 
@@ -117,11 +99,11 @@ def _find_operator(deps: ApiServices, presented: str) -> operators.OperatorRecor
         return operators.find_by_key(conn, presented)
 
 
-OperatorViewer = Annotated[OperatorPrincipal, Depends(require_operator("viewer"))]
-OperatorActing = Annotated[OperatorPrincipal, Depends(require_operator("operator"))]
+OperatorViewer = Annotated[operators.OperatorRecord, Depends(require_operator("viewer"))]
+OperatorActing = Annotated[operators.OperatorRecord, Depends(require_operator("operator"))]
 
 
-def _authenticate(deps: ApiServices, presented: str) -> Principal:
+def _authenticate(deps: ApiServices, presented: str) -> api_keys.ApiKey:
     with deps.db.read() as conn:
         key = api_keys.find_live(conn, presented)
     if key is None:
@@ -130,7 +112,7 @@ def _authenticate(deps: ApiServices, presented: str) -> Principal:
     if age is None or age >= deps.key_touch_interval:
         with deps.db.write() as conn:
             api_keys.touch(conn, key.id, older_than=deps.key_touch_interval)
-    return Principal(key.id, key.tenant_id, key.scope)
+    return key
 
 
 class KeyCache:
@@ -145,14 +127,14 @@ class KeyCache:
 
     def __init__(self, ttl: float) -> None:
         self._ttl = ttl
-        self._entries: dict[str, tuple[float, Principal]] = {}
+        self._entries: dict[str, tuple[float, api_keys.ApiKey]] = {}
 
-    def get(self, presented: str) -> Principal | None:
+    def get(self, presented: str) -> api_keys.ApiKey | None:
         """The cached principal of a key, if it authenticated within ``ttl``."""
         expires, principal = self._entries.get(api_keys.key_hash(presented), (0.0, None))
         return principal if expires > time.monotonic() else None
 
-    def put(self, presented: str, principal: Principal) -> None:
+    def put(self, presented: str, principal: api_keys.ApiKey) -> None:
         """Remember a key that just authenticated."""
         if len(self._entries) >= self._MAX_ENTRIES:
             self._entries.clear()

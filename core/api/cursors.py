@@ -13,11 +13,14 @@ import binascii
 import contextlib
 import json
 from collections.abc import Callable, Sequence
-from typing import Any, TypeVar
+from typing import Annotated, Any, TypeVar
+
+from pydantic import Field, TypeAdapter
 
 from calsync.core.api.problems import FieldError, invalid
 
 T = TypeVar("T")
+_RECORD_ID: TypeAdapter[int] = TypeAdapter(Annotated[int, Field(strict=True, ge=0)])  # no bool, float or "12"
 
 
 def cursor_of(key: Any) -> str:
@@ -38,18 +41,12 @@ def key_of(cursor: str | None, read: Callable[[Any], T]) -> T | None:
     raise invalid("the cursor is not one this API returned", [error])
 
 
-def _record_id(key: Any) -> int:
-    if not isinstance(key, int) or isinstance(key, bool) or key < 0:
-        raise ValueError("not a record id")
-    return key
-
-
 def after_of(cursor: str | None) -> int | None:
     """The id a cursor resumes after (None: the first page); a cursor this API did not answer is 422."""
-    return key_of(cursor, _record_id)
+    return key_of(cursor, _RECORD_ID.validate_python)  # its ValidationError is a ValueError
 
 
-def one_page(found: Sequence[T], limit: int, id_of: Callable[[T], int]) -> tuple[list[T], str | None]:
+def one_page(found: Sequence[T], limit: int, key: Callable[[T], Any]) -> tuple[list[T], str | None]:
     """The first ``limit`` of ``found`` (read with ``limit + 1``) and the cursor after the last, when more exist."""
     items = list(found[:limit])
-    return items, cursor_of(id_of(items[-1])) if len(found) > limit else None
+    return items, cursor_of(key(items[-1])) if len(found) > limit else None

@@ -116,5 +116,5 @@ class RequestObserver:
                                   "duration_ms": round(seconds * 1000, 2), "trace_id": trace}  # fmt: skip
         principal = scope.get("state", {}).get("principal")
         if principal is not None:
-            fields.update(tenant_id=principal.tenant_id, key_id=principal.key_id)
+            fields.update(tenant_id=principal.tenant_id, key_id=principal.id)
         log.info("%s %s %s", method, route, status, extra={"fields": fields})

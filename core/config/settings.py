@@ -170,7 +170,7 @@ class Settings(  # the mixins: one module of fields per area (core/config/)
     # --- the test suite's profile (docs/TESTING.md): "test" scales internal timings down; never in production
     profile: Literal["production", "test"] = "production"
 
-    @field_validator("retry_schedule", "secret_keys", mode="before")
+    @field_validator("retry_schedule", "secret_keys", "webhook_retry_schedule", mode="before")
     @classmethod
     def _split_commas(cls, value: Any) -> Any:
         if isinstance(value, str):

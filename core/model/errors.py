@@ -72,6 +72,11 @@ class CalsyncError(Exception):
         super().__init__(message)
         self.retry_after = retry_after
 
+    @classmethod
+    def with_subclasses(cls) -> list[type[CalsyncError]]:
+        """This class and every class derived from it (the tree below it, walked depth first)."""
+        return [cls, *(sub for direct in cls.__subclasses__() for sub in direct.with_subclasses())]
+
 
 class TemporaryError(CalsyncError, reason="temporary failure"):
     """Worth retrying later: the same request may succeed once the world recovers."""

@@ -94,7 +94,6 @@ def new_payload(
         operation=operation,
         target_version=version,
         idempotency_key=key or idempotency_key(tenant_id, entity_id, account_id, operation, version),
-        attempt=1,
         scheduled_at=dt.datetime.now(dt.UTC),
         trace_id=trace_id,
     )

@@ -35,6 +35,7 @@ _TYPES: dict[str, str] = {
     "missing": "is required",
     "extra_forbidden": "is not a known field",
     "none_required": "must be null",
+    "timezone_aware": "needs a UTC offset (e.g. Z)",
     "string_unicode": "must be valid Unicode text: a lone surrogate (such as \\ud800) cannot be stored",
 }
 

@@ -5,7 +5,7 @@ idempotency key, so an effect that did happen is not repeated and a job made sta
 is skipped. An intake message (``submit_change``) is sent again as it was, under its original message
 id, so it stays idempotent under the same request key. Records of accounts still awaiting
 re-authorization are not replayed (they would fail again at once); re-authorize the account first.
-A webhook delivery (kind ``webhook``) is delivered again under its ``webhook-id`` (core/webhooks/recovery.py).
+A webhook delivery (kind ``webhook``) is delivered again under its ``webhook-id`` (core/webhooks/outbox.py).
 
 A quarantined message (kind ``quarantined``) is replayed only when its stored body is complete and
 decodes to the envelope of a job this module knows (a sync job or the reconciler): it is then enqueued
@@ -21,6 +21,9 @@ import json
 import logging
 from collections.abc import Callable, Iterable
 from dataclasses import asdict, dataclass, field, replace
+from typing import Any
+
+import dramatiq
 
 from calsync.core.clients import Clients
 from calsync.core.messaging.lanes import lanes_of
@@ -114,12 +117,7 @@ def _replay_one(clients: Clients, record: DeadLetter) -> Entry | str:
             return f"quarantined message cannot be replayed: {recovered}; discard it"
         record = recovered
     if record.job_type == RECONCILE_JOB:
-        with clients.db.write() as conn:
-            replay_id = new_id("job")
-            if not dead_letters.mark_replayed(conn, record.id, replay_job_id=replay_id):
-                return "record is no longer open"
-        clients.broker.enqueue(reconcile_message(clients.settings.queue))
-        return {"id": record.id, "job_id": replay_id}
+        return _replay_message(clients, record, reconcile_message(clients.settings.queue))
     if record.job_type == INTAKE_JOB:
         return _replay_intake(clients, record)
     if record.kind == "webhook" or record.job_type in WEBHOOK_JOBS:
@@ -157,6 +155,10 @@ def _replay_intake(clients: Clients, record: DeadLetter) -> Entry | str:
     except (InvalidPayload, InvalidChange) as exc:
         return f"message is invalid ({exc}); fix the producer and discard this record"
     message = intake_message(clients.settings.intake_queue, intake, message_id=record.message_id)
+    return _replay_message(clients, record, message)
+
+
+def _replay_message(clients: Clients, record: DeadLetter, message: dramatiq.Message[Any]) -> Entry | str:
     # Enqueued inside the transaction: if the broker refuses it, the record stays open (no reconciler covers it).
     with clients.db.write() as conn:
         if not dead_letters.mark_replayed(conn, record.id, replay_job_id=message.message_id):

@@ -24,8 +24,8 @@ from calsync.core.clients import Clients
 from calsync.core.model.errors import JobCancelled, JobNotCancellable
 from calsync.core.model.ids import new_trace_id
 from calsync.core.model.payload import SYNC_JOB
-from calsync.core.model.planner import plan
 from calsync.core.model.vocabulary import DeadLetterCause
+from calsync.core.producer.reconcile import lost_job
 from calsync.core.redis.locks import LockManager
 from calsync.core.store import dead_letters, events, job_lookup, targets
 from calsync.core.store.dead_letters import DeadLetter, DeadLetterRecord
@@ -61,9 +61,7 @@ def _dead_letter(clients: Clients, row: TargetRow, job_id: str, note: str | None
         event = events.get_event(conn, row.tenant_id, row.event_id)
         if event is None or not targets.cancel(conn, row.key, job_id=job_id, message=message):
             raise JobNotCancellable(f"job {job_id} is no longer queued: its target moved on meanwhile")
-        payload = plan(row, row.key, version=max(event.version, row.wanted_version), trace_id=new_trace_id(),
-                       wanted_present=row.wanted == "present", cancelled=event.status == "cancelled",
-                       earlier_jobs_lost=True).model_copy(update={"job_id": job_id})  # fmt: skip
+        payload = lost_job(row, event, new_trace_id()).model_copy(update={"job_id": job_id})
         now = dt.datetime.now(dt.UTC)
         record = DeadLetterRecord(
             job_id=job_id, job_type=SYNC_JOB, message_id=None, queue=None, tenant_id=row.tenant_id,

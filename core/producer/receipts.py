@@ -58,47 +58,43 @@ def body_hash(change: Change) -> str:
     return hashlib.sha256(change.model_dump_json().encode()).hexdigest()
 
 
-class FirstReceipts:
-    """The receipt of each request key's first request: stored once, read (and waited for) by its replays."""
+def first_receipt(db: Database, tenant_id: str, request_key: str, digest: str) -> Receipt | None:
+    """The receipt of the key's first request, once it is stored; None when the key is free (never used, or expired).
 
-    def __init__(self, db: Database) -> None:
-        self._db = db
+    Raises :class:`IdempotencyKeyReused` when the key was used for another change.
+    """
+    pause = _FIRST_PAUSE
+    while True:
+        with db.read() as conn:
+            first = intake_requests.find(conn, tenant_id, request_key)
+        if first is None:
+            return None
+        if first.body_hash != digest:
+            raise IdempotencyKeyReused(f"Idempotency-Key {request_key!r} was already used for a different change")
+        if first.receipt is not None:
+            return Receipt(**first.receipt)
+        if dt.datetime.now(dt.UTC) - first.created_at >= dt.timedelta(seconds=OWNER_GRACE):
+            return _complete(db, tenant_id, request_key, first)
+        time.sleep(pause)  # the owner is between its commit and its receipt
+        pause = min(2 * pause, _LONGEST_PAUSE)
 
-    def first(self, tenant_id: str, request_key: str, digest: str) -> Receipt | None:
-        """The first request's receipt, once it is stored; None when the key is free (never used, or expired).
 
-        Raises :class:`IdempotencyKeyReused` when the key was used for another change.
-        """
-        pause = _FIRST_PAUSE
-        while True:
-            with self._db.read() as conn:
-                first = intake_requests.find(conn, tenant_id, request_key)
-            if first is None:
-                return None
-            if first.body_hash != digest:
-                raise IdempotencyKeyReused(f"Idempotency-Key {request_key!r} was already used for a different change")
-            if first.receipt is not None:
-                return Receipt(**first.receipt)
-            if dt.datetime.now(dt.UTC) - first.created_at >= dt.timedelta(seconds=OWNER_GRACE):
-                return self._complete(tenant_id, request_key, first)
-            time.sleep(pause)  # the owner is between its commit and its receipt
-            pause = min(2 * pause, _LONGEST_PAUSE)
+def store_receipt(db: Database, tenant_id: str, request_key: str, receipt: Receipt) -> Receipt:
+    """Store the owner's receipt; returns the key's receipt: this one, unless a replay completed it first."""
+    with db.write() as conn:
+        stored = intake_requests.store_receipt(conn, tenant_id, request_key, receipt.as_json())
+    return receipt if stored is None else Receipt(**stored)
 
-    def store(self, tenant_id: str, request_key: str, receipt: Receipt) -> Receipt:
-        """Store the owner's receipt; returns the key's receipt: this one, unless a replay completed it first."""
-        with self._db.write() as conn:
-            stored = intake_requests.store_receipt(conn, tenant_id, request_key, receipt.as_json())
-        return receipt if stored is None else Receipt(**stored)
 
-    def _complete(self, tenant_id: str, request_key: str, first: IntakeRequest) -> Receipt:
-        with self._db.write() as conn:
-            pending = [row.account_id for row in targets.list_targets(conn, tenant_id, first.entity_id)
-                       if row.status == "pending" and row.wanted_version == first.version]  # fmt: skip
-            doc = Receipt(first.entity_id, first.version, [], pending).as_json()
-            stored = intake_requests.store_receipt(conn, tenant_id, request_key, doc)
-        if stored in (None, doc):
-            log.warning(
-                "the first request under a request key stored no receipt; its targets are left to the reconciler",
-                extra={"fields": {"tenant_id": tenant_id, "request_key": request_key, **doc}},
-            )
-        return Receipt(**(stored or doc))
+def _complete(db: Database, tenant_id: str, request_key: str, first: IntakeRequest) -> Receipt:
+    with db.write() as conn:
+        pending = [row.account_id for row in targets.list_targets(conn, tenant_id, first.entity_id)
+                   if row.status == "pending" and row.wanted_version == first.version]  # fmt: skip
+        doc = Receipt(first.entity_id, first.version, [], pending).as_json()
+        stored = intake_requests.store_receipt(conn, tenant_id, request_key, doc)
+    if stored in (None, doc):
+        log.warning(
+            "the first request under a request key stored no receipt; its targets are left to the reconciler",
+            extra={"fields": {"tenant_id": tenant_id, "request_key": request_key, **doc}},
+        )
+    return Receipt(**(stored or doc))

@@ -8,7 +8,7 @@ next pass re-enqueues it.
 A pending target whose version is synced already was put back by a drift repair (core/drift/actions.py): its
 job is re-enqueued as a repair, under a key of its own, or the version's spent key would swallow it.
 Duplicates are harmless: jobs are idempotent. The same pass re-enqueues lost webhook dispatches and
-deliveries (core/webhooks/recovery.py) and runs one housekeeping pass (core/store/pruning.py).
+deliveries (core/webhooks/outbox.py) and runs one housekeeping pass (core/store/pruning.py).
 
 Workers run the re-enqueueing part (:func:`requeue_lost`) in their housekeeping pass, every
 ``MAINTENANCE_INTERVAL`` under its lease (core/worker/maintenance.py): so a target whose enqueue failed
@@ -27,12 +27,15 @@ from dataclasses import dataclass, field
 from calsync.core.clients import Clients
 from calsync.core.messaging.lanes import lanes_of
 from calsync.core.messaging.messages import rerun_message, sync_message
+from calsync.core.model.calendar import EventState
 from calsync.core.model.ids import new_trace_id
+from calsync.core.model.payload import JobPayload
 from calsync.core.model.planner import plan
 from calsync.core.model.vocabulary import PRUNED_TABLES
 from calsync.core.producer.fairness import lane_choice
 from calsync.core.store import events, targets
 from calsync.core.store.pruning import PruneReport, Retention, prune
+from calsync.core.store.targets import TargetRow
 from calsync.core.webhooks import reconcile_webhooks
 
 log = logging.getLogger(__name__)
@@ -68,6 +71,13 @@ class ReconcileReport:
         }
 
 
+def lost_job(row: TargetRow, event: EventState, trace_id: str) -> JobPayload:
+    """The job of a target whose jobs are presumed lost: the event's latest version (or the target's, when a drift
+    repair put it ahead), the create key reused unless a sync already spent it."""
+    return plan(row, row.key, version=max(event.version, row.wanted_version), wanted_present=row.wanted == "present",
+                cancelled=event.status == "cancelled", trace_id=trace_id, earlier_jobs_lost=True)  # fmt: skip
+
+
 def reconcile(clients: Clients, *, older_than: float | None = None, now: dt.datetime | None = None) -> ReconcileReport:
     """Re-enqueue overdue pending targets and lost webhook work, then run one housekeeping pass."""
     now = now or dt.datetime.now(dt.UTC)
@@ -100,16 +110,7 @@ def requeue_lost(
         event = states[(row.tenant_id, row.event_id)]
         if event is None:
             continue
-        # The target's jobs are presumed lost: a create key is reused unless a sync already spent it.
-        payload = plan(
-            row,
-            row.key,
-            version=max(event.version, row.wanted_version),
-            wanted_present=row.wanted == "present",
-            cancelled=event.status == "cancelled",
-            trace_id=trace,
-            earlier_jobs_lost=True,
-        )
+        payload = lost_job(row, event, trace)
         queue = queues.queue(next(lanes[row.tenant_id]))
         message = sync_message(queue, payload)
         if row.synced_version >= row.wanted_version:  # a drift repair's re-assertion of a version already synced

@@ -28,15 +28,6 @@ _PULL_FORWARD: Final = files(__package__).joinpath("pull_forward.lua").read_text
 _DELIVERY_OPTIONS = ("eta", "redis_message_id")
 
 
-def _reason_of(error_class: str) -> str | None:
-    classes: list[type[CalsyncError]] = [CalsyncError]
-    for cls in classes:  # the error tree, walked breadth first
-        if cls.__name__ == error_class:
-            return cls.reason
-        classes += cls.__subclasses__()
-    return None
-
-
 @dataclass(frozen=True)
 class RetrySelection:
     """Which delayed jobs to pull forward: every given field must match (``everything`` selects all)."""
@@ -64,7 +55,8 @@ class RetrySelection:
         if self.reason is not None:
             history = body.get("options", {}).get("errors") or [{}]
             error_class = str(history[-1].get("error_class", ""))
-            if self.reason not in (error_class, _reason_of(error_class)):
+            reasons = {cls.reason for cls in CalsyncError.with_subclasses() if cls.__name__ == error_class}
+            if self.reason != error_class and self.reason not in reasons:
                 return None
         return payload.job_id
 

@@ -15,6 +15,13 @@ concurrent create of the same new ``entity_id`` waits for the first one's commit
 the event it created. Each change is decided against the version committed before it, as if sent one
 after the other: an identical one creates no version and gets the first one's jobs, a different one
 the next version.
+
+The ``submit_change`` actor (:func:`intake_actor`) does the same in a worker for an intake message. It is
+idempotent per request: the message's ``request_id`` when it has one, else its Dramatiq ``message_id`` (kept
+across retries and redeliveries), so a message delivered twice (a worker killed after the commit) creates
+one version, not two events. A bad change raises :class:`~core.model.errors.InvalidChange` (or
+EntityNotFound, IdempotencyKeyReused, …): a PermanentError, dead-lettered at once with its reason;
+anything else (the database down) is retried on the schedule like any job.
 """
 
 from __future__ import annotations
@@ -23,7 +30,7 @@ import datetime as dt
 import logging
 from collections.abc import Callable
 from dataclasses import KW_ONLY, dataclass
-from typing import Any
+from typing import Any, Final
 
 from pydantic import BaseModel, ValidationError
 from sqlalchemy import Connection
@@ -35,14 +42,14 @@ from calsync.core.model.calendar import SendUpdates
 from calsync.core.model.change import Change, parse_change
 from calsync.core.model.errors import EntityNotFound, InvalidChange
 from calsync.core.model.ids import check_identifier, new_id, new_trace_id
-from calsync.core.model.intake import RequestId, TraceId
+from calsync.core.model.intake import IntakeMessage, RequestId, TraceId, parse_intake
 from calsync.core.model.payload import JobPayload
 from calsync.core.model.planner import plan
 from calsync.core.model.validation_wording import describe_validation_error
 from calsync.core.model.vocabulary import Lane
 from calsync.core.producer.dedup import Claim, EnqueueMarkers, Mark, RedisMarkers
 from calsync.core.producer.fairness import TenantLanes, lane_choice
-from calsync.core.producer.receipts import FirstReceipts, Receipt, body_hash
+from calsync.core.producer.receipts import Receipt, body_hash, first_receipt, store_receipt
 from calsync.core.store import accounts, events, intake_requests, targets
 from calsync.core.store.database import Database
 from calsync.core.store.targets import TargetKey, TargetRow
@@ -125,11 +132,11 @@ class Intake:
             return self._enqueue(tenant_id, *saved, trace)
         digest = body_hash(parsed)
         while (saved_once := self._save_claiming(tenant_id, parsed, trace, request_key, digest)) is None:
-            first = FirstReceipts(self.db).first(tenant_id, request_key, digest)  # waits while the key's owner enqueues
+            first = first_receipt(self.db, tenant_id, request_key, digest)  # waits while the key's owner enqueues
             if first is not None:
                 return first
         receipt = self._enqueue(tenant_id, *saved_once, trace)
-        return FirstReceipts(self.db).store(tenant_id, request_key, receipt)
+        return store_receipt(self.db, tenant_id, request_key, receipt)
 
     def _save_claiming(self, tenant_id: str, change: Change, trace: str, request_key: str, digest: str) -> Saved | None:
         """Save the intent and claim the request key in one transaction; None (nothing saved) when the key is taken."""
@@ -165,6 +172,7 @@ class Intake:
             self._check_accounts(conn, tenant_id, change.accounts)
         # Locked: concurrent changes of one event take turns, each decided against the version committed before it.
         existing = events.get_event(conn, tenant_id, change.entity_id, lock=True) if change.entity_id else None
+        rows = {row.account_id: row for row in targets.list_targets(conn, tenant_id, existing.id)} if existing else {}
 
         if change.operation == "delete":
             if existing is None:
@@ -172,7 +180,6 @@ class Intake:
             if existing.status == "cancelled":
                 return existing.id, existing.version, []
             version = events.bump_event(conn, tenant_id, existing.id, status="cancelled", send_updates=send_updates)
-            rows = {row.account_id: row for row in targets.list_targets(conn, tenant_id, existing.id)}
             live: Planned = [(row.key, row.wanted) for row in rows.values() if not _gone(row)]
             return existing.id, version, _planned_jobs(conn, live, rows, version, trace, cancelled=True)
 
@@ -187,7 +194,6 @@ class Intake:
             new: Planned = [(TargetKey(tenant_id, entity_id, account_id), "present") for account_id in change.accounts]
             return entity_id, 1, _planned_jobs(conn, new, {}, 1, trace)
 
-        rows = {row.account_id: row for row in targets.list_targets(conn, tenant_id, existing.id)}
         present_now = {a for a, row in rows.items() if row.wanted == "present"}
         wanted = list(change.accounts) if change.accounts is not None else sorted(present_now)
         unchanged = (
@@ -313,3 +319,34 @@ def submit_change(
 ) -> Receipt:
     """Accept a change for a tenant (see :class:`Producer`); uses the process-wide clients by default."""
     return Producer(clients or default_clients()).submit(tenant_id, change, trace_id=trace_id, request_key=request_key)
+
+
+MESSAGE_KEY_PREFIX: Final = "dramatiq-message:"  # request key of an intake message sent without a request_id
+
+
+def submit_intake(intake: Intake, message: IntakeMessage, *, message_id: str | None) -> Receipt:
+    """Save the message's change and fan out its sync jobs, once per request key: the message's request id, else
+    its Dramatiq message id."""
+    request_key = message.request_id or (MESSAGE_KEY_PREFIX + message_id if message_id else None)
+    receipt = intake.submit(message.tenant_id, message.change, trace_id=message.trace_id, request_key=request_key)
+    log.info(
+        "intake message accepted",
+        extra={"fields": {"tenant_id": message.tenant_id, "request_id": message.request_id, **receipt.as_json()}},
+    )
+    return receipt
+
+
+def intake_actor(
+    intake: Intake,
+    delivery: Callable[[], str | None],
+    on_parsed: Callable[[IntakeMessage], None] = lambda _: None,
+) -> Callable[..., None]:
+    """The function the intake actor runs; ``delivery`` tells the current message id, ``on_parsed`` sees the message."""
+
+    def submit_change(*args: Any, **kwargs: Any) -> None:
+        """Accept one change sent as a message: validate, save the intent, enqueue its sync jobs."""
+        message = parse_intake(args, kwargs)
+        on_parsed(message)
+        submit_intake(intake, message, message_id=delivery())
+
+    return submit_change

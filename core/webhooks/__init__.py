@@ -3,9 +3,10 @@ receivers, from an outbox written in the transaction of what it reports.
 
 Inside, layered (pyproject's contracts): ``settings`` and ``model`` (ids, URL and address rules, signatures)
 at the bottom; ``store`` (the three tables) and ``transport`` (SSRF-safe HTTP) above them; on top
-``outbox`` (recorded by the sync job and the DLQ recorder), ``deliverer`` (fan-out, sign, post, retry, DLQ,
-the breaker, metrics), ``endpoints`` (registration) and ``recovery`` (replay, reconcile). The worker, the
-producer, the API, the CLI and the composition root import the names below from here, never a module inside.
+``outbox`` (recorded by the sync job and the DLQ recorder; DLQ replay and the reconciler's re-sends),
+``deliverer`` (fan-out, sign, post, retry, DLQ, the breaker, metrics) and ``endpoints`` (registration). The
+worker, the producer, the API, the CLI and the composition root import the names below from here, never a
+module inside.
 
 They load on first use (PEP 562): core/config/settings.py imports ``.settings``, which runs this file in
 every process, and one that never touches webhooks (a ``calsync`` command, a service calling
@@ -22,11 +23,10 @@ if TYPE_CHECKING:
     from calsync.core.webhooks.deliverer import DeliveryPolicy as DeliveryPolicy
     from calsync.core.webhooks.deliverer import export_delivery_zeros as export_delivery_zeros
     from calsync.core.webhooks.endpoints import Endpoints as Endpoints
+    from calsync.core.webhooks.outbox import WEBHOOK_JOBS as WEBHOOK_JOBS
     from calsync.core.webhooks.outbox import Outbox as Outbox
-    from calsync.core.webhooks.recovery import WEBHOOK_JOBS as WEBHOOK_JOBS
-    from calsync.core.webhooks.recovery import reconcile_webhooks as reconcile_webhooks
-    from calsync.core.webhooks.recovery import replay_webhook as replay_webhook
-    from calsync.core.webhooks.store import Delivery as Delivery
+    from calsync.core.webhooks.outbox import reconcile_webhooks as reconcile_webhooks
+    from calsync.core.webhooks.outbox import replay_webhook as replay_webhook
     from calsync.core.webhooks.store import Endpoint as Endpoint
     from calsync.core.webhooks.store import count_deliveries as count_deliveries
     from calsync.core.webhooks.store import count_disabled as count_disabled
@@ -36,9 +36,8 @@ if TYPE_CHECKING:
 _HOMES = {  # module: the names it holds
     "deliverer": ("Deliverer", "DeliveryPolicy", "export_delivery_zeros"),
     "endpoints": ("Endpoints",),
-    "outbox": ("Outbox",),
-    "recovery": ("WEBHOOK_JOBS", "reconcile_webhooks", "replay_webhook"),
-    "store": ("Delivery", "Endpoint", "count_deliveries", "count_disabled", "recent_deliveries"),
+    "outbox": ("Outbox", "WEBHOOK_JOBS", "reconcile_webhooks", "replay_webhook"),
+    "store": ("Endpoint", "count_deliveries", "count_disabled", "recent_deliveries"),
     "transport": ("Transport",),
 }
 _HOME_OF = {name: module for module, names in _HOMES.items() for name in names}

@@ -7,7 +7,7 @@ that pyproject's contracts allow besides the package's own ``__init__``).
 from __future__ import annotations
 
 import ipaddress
-from typing import Annotated, Any
+from typing import Annotated
 
 from pydantic import BaseModel, Field, field_validator
 from pydantic_settings import NoDecode
@@ -24,18 +24,14 @@ class WebhookSettings(BaseModel):
     # (comma-separated; a string, so child processes get it back verbatim).
     webhook_allowed_networks: str = ""
     webhook_timeout: float = Field(default=10, gt=0)  # the whole request, connect included
-    # Delays (s) between attempts: one retry per entry, ± RETRY_JITTER; Retry-After (429/503) is a floor.
+    # Delays (s) between attempts, comma-separated (split by Settings, as RETRY_SCHEDULE): one retry per entry,
+    # ± RETRY_JITTER; Retry-After (429/503) is a floor.
     webhook_retry_schedule: Annotated[tuple[float, ...], NoDecode] = (5, 30, 120, 600, 1800, 3600, 10800)
     # The breaker: an endpoint failing for this long (and this many attempts in a row) is disabled.
     webhook_disable_after: float = Field(default=3 * 86400, gt=0)
     webhook_disable_min_failures: int = Field(default=10, ge=1)
     # How long the previous secret keeps signing after `calsync webhooks rotate-secret`.
     webhook_secret_grace: float = Field(default=86400, ge=0)
-
-    @field_validator("webhook_retry_schedule", mode="before")
-    @classmethod
-    def _split_webhook_schedule(cls, value: Any) -> Any:
-        return tuple(p.strip() for p in value.split(",") if p.strip()) if isinstance(value, str) else value
 
     @field_validator("webhook_allowed_networks")
     @classmethod

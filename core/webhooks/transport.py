@@ -113,7 +113,3 @@ class Transport:
             return Answer(response.status_code, bytes(kept), parse_retry_after(response.headers.get("retry-after")))
         finally:
             response.close()
-
-    def close(self) -> None:
-        """Close the pooled connections."""
-        self._client.close()

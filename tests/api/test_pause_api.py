@@ -2,10 +2,16 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+
+import redis
+
+from calsync.core.api.services import services_from_clients
 from calsync.core.model.vocabulary import OperatorRole
+from calsync.core.redis.pause import PauseSwitch
 from calsync.core.store import audit, operators
-from tests.api.live import LiveApi
-from tests.support import Pipeline
+from tests.api.live import LiveApi, serving
+from tests.support import Pipeline, free_port
 
 
 def _operator(api: LiveApi, name: str, role: OperatorRole) -> str:
@@ -50,3 +56,17 @@ def test_a_revoked_or_unknown_operator_key_is_refused(api: LiveApi) -> None:
         operators.revoke(conn, "gone@example.test")
     with api.client(key) as gone, api.client("cso_not-a-key") as unknown:
         assert gone.put("/v1/pause").status_code == unknown.get("/v1/pause").status_code == 401
+
+
+def test_redis_unreachable_is_503_and_nothing_is_audited(pipeline: Pipeline) -> None:
+    down = redis.Redis(host="127.0.0.1", port=free_port(), socket_connect_timeout=0.5)
+    services = replace(services_from_clients(pipeline.clients), pause=PauseSwitch(down, pipeline.clients.keys))
+    with serving(services) as api:
+        ann = _operator(api, "ann@example.test", "operator")
+        with api.client(ann) as op:
+            answers = [op.get("/v1/pause"), op.put("/v1/pause", json={"reason": "incident"}), op.delete("/v1/pause")]
+    for answer in answers:
+        assert answer.status_code == 503 and answer.headers["retry-after"] == "5", answer.text
+        assert answer.json()["detail"] == "Redis, which holds the pause switch, is unreachable (ConnectionError)"
+    with api.db.read() as conn:
+        assert audit.page(conn, actor="ann@example.test") == []

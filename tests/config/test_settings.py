@@ -18,9 +18,11 @@ def test_defaults_follow_the_seed() -> None:
     assert settings.broker_url is None and settings.uses_embedded_redis
 
 
-def test_the_retry_schedule_is_read_from_a_comma_list(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_the_retry_schedules_are_read_from_comma_lists(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("CALSYNC_RETRY_SCHEDULE", "1, 2.5,60")
-    assert load_settings().retry_schedule == (1, 2.5, 60)
+    monkeypatch.setenv("CALSYNC_WEBHOOK_RETRY_SCHEDULE", "0, 5")
+    settings = load_settings()
+    assert settings.retry_schedule == (1, 2.5, 60) and settings.webhook_retry_schedule == (0, 5)
 
 
 @pytest.mark.parametrize(
@@ -29,6 +31,7 @@ def test_the_retry_schedule_is_read_from_a_comma_list(monkeypatch: pytest.Monkey
         ("CALSYNC_RETRY_SCHEDULE", "10,abc", "CALSYNC_RETRY_SCHEDULE"),
         ("CALSYNC_RETRY_SCHEDULE", "10,-5", "positive"),
         ("CALSYNC_RETRY_SCHEDULE", " , ", "at least one delay"),
+        ("CALSYNC_WEBHOOK_RETRY_SCHEDULE", " , ", "at least one delay"),
         ("CALSYNC_RETRY_JITTER", "1.5", "CALSYNC_RETRY_JITTER"),
         ("CALSYNC_LOCK_TTL", "soon", "CALSYNC_LOCK_TTL"),
         ("CALSYNC_BROKER_URL", "http://example.com", "CALSYNC_BROKER_URL"),

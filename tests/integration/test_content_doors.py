@@ -25,7 +25,7 @@ from hypothesis import HealthCheck, example, given, settings
 from calsync.core.api.services import services_from_clients
 from calsync.core.model.calendar import Target
 from calsync.core.model.errors import PermanentError
-from calsync.core.producer.intake_job import intake_actor
+from calsync.core.producer.submit import intake_actor
 from calsync.core.store import events
 from tests.api.live import LiveApi, serving
 from tests.integration.change_strategies import changes, explicit_examples

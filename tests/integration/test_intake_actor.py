@@ -13,7 +13,7 @@ from sqlalchemy import text
 from calsync.core.messaging.messages import intake_message
 from calsync.core.model.intake import INTAKE_JOB, IntakeMessage
 from calsync.core.producer import dead_letters as dlq
-from calsync.core.producer.intake_job import MESSAGE_KEY_PREFIX
+from calsync.core.producer.submit import MESSAGE_KEY_PREFIX
 from calsync.core.store import intake_requests
 from tests.conftest import POSTGRES_DSN
 from tests.integration.intake_support import intake_pipeline, send_raw, wait_intake_letter, wait_synced

@@ -12,9 +12,8 @@ import pytest
 import calsync
 from calsync.core.model.intake import IntakeMessage
 from calsync.core.producer.dedup import Claim, Claimed
-from calsync.core.producer.intake_job import submit_intake
 from calsync.core.producer.receipts import Receipt
-from calsync.core.producer.submit import Intake
+from calsync.core.producer.submit import Intake, submit_intake
 from calsync.core.store import events
 from tests.producer.fakes import MemoryMarkers, MemoryQueue
 from tests.support import Pipeline, change, in_threads, wait_until

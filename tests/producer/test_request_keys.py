@@ -14,7 +14,7 @@ from sqlalchemy import update
 from calsync.core.model.errors import IdempotencyKeyReused
 from calsync.core.model.payload import JobPayload
 from calsync.core.model.vocabulary import Lane
-from calsync.core.producer.receipts import OWNER_GRACE, FirstReceipts, Receipt
+from calsync.core.producer.receipts import OWNER_GRACE, Receipt, store_receipt
 from calsync.core.producer.submit import Intake
 from calsync.core.store import events, intake_requests
 from calsync.core.store.schema import intake_requests as intake_requests_table
@@ -150,6 +150,6 @@ def test_a_receipt_the_first_request_never_stored_is_completed_once_by_a_replay(
     again = pipeline.producer.submit("tenant-1", change([account]), request_key="k")
 
     assert replayed == again == Receipt(first.entity_id, 1, [], deferred_accounts=[account])
-    resumed = FirstReceipts(pipeline.clients.db).store("tenant-1", "k", Receipt(first.entity_id, 1, ["job-late"]))
+    resumed = store_receipt(pipeline.clients.db, "tenant-1", "k", Receipt(first.entity_id, 1, ["job-late"]))
     assert resumed == replayed  # the first receipt stored is the key's for good
     assert pipeline.target(first.entity_id, account).status == "pending"  # left to the reconciler

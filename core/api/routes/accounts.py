@@ -12,7 +12,7 @@ from typing import Annotated
 from fastapi import APIRouter, Path
 
 from calsync.core.api.auth import Admin, Services
-from calsync.core.api.job_models import AccountOut
+from calsync.core.api.models import AccountOut
 from calsync.core.api.problems import AUTHENTICATED, not_found, problems
 from calsync.core.model.ids import Identifier
 from calsync.core.store import accounts
@@ -28,7 +28,7 @@ def _set_status(deps: Services, tenant_id: str, account_id: str, action: account
         changed = accounts.set_status(conn, account_id, action, tenant_id=tenant_id)
     if changed is None:  # another tenant's account reads as absent
         raise not_found(f"account {account_id}")
-    return AccountOut.of(changed[0])
+    return AccountOut.model_validate(changed[0].as_json())
 
 
 @router.post("/v1/accounts/{account_id}/disable", response_model=AccountOut, responses=_ANSWERS,

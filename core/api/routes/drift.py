@@ -65,13 +65,6 @@ class DriftPolicyOut(BaseModel):
     policy: DriftPolicy
 
 
-def _finding(finding: store.Finding) -> DriftFindingOut:
-    return DriftFindingOut(
-        id=finding.id, account_id=finding.account_id, entity_id=finding.event_id, external_id=finding.external_id,
-        kind=finding.kind, action=finding.action, found_at=finding.found_at,
-    )  # fmt: skip
-
-
 @router.get("/v1/drift/findings", response_model=DriftFindingPage, responses=problems(*AUTHENTICATED),
             summary="List drift findings")  # fmt: skip
 def list_findings(deps: Services, principal: Reader, query: Annotated[DriftFindingQuery, Query()]) -> DriftFindingPage:
@@ -81,7 +74,8 @@ def list_findings(deps: Services, principal: Reader, query: Annotated[DriftFindi
             conn, tenant_id=principal.tenant_id, kind=query.kind, after_id=after_of(query.cursor), limit=query.limit + 1
         )
     items, next_cursor = one_page(found, query.limit, lambda finding: finding.id)
-    return DriftFindingPage(items=[_finding(f) for f in items], next_cursor=next_cursor)
+    findings = [DriftFindingOut.model_validate({**f.as_json(), "entity_id": f.event_id}) for f in items]
+    return DriftFindingPage(items=findings, next_cursor=next_cursor)
 
 
 @router.get("/v1/drift/policy", response_model=DriftPolicyOut, responses=problems(*AUTHENTICATED),

@@ -8,8 +8,8 @@ from typing import Annotated
 from fastapi import APIRouter, Query
 
 from calsync.core.api.auth import Reader, Services
-from calsync.core.api.cursors import cursor_of, key_of
-from calsync.core.api.job_models import TargetHit, TargetPage, TargetQuery
+from calsync.core.api.cursors import key_of, one_page
+from calsync.core.api.models import TargetHit, TargetPage, TargetQuery
 from calsync.core.api.problems import AUTHENTICATED, problems
 from calsync.core.store import job_lookup
 from calsync.core.store.job_lookup import TargetSearch
@@ -25,7 +25,5 @@ def search_targets(deps: Services, principal: Reader, query: Annotated[TargetQue
     after = key_of(query.cursor, job_lookup.keyset_of)
     with deps.db.read() as conn:
         found = job_lookup.search(conn, search, after=after, limit=query.limit + 1)
-    items = found[: query.limit]
-    last = items[-1] if len(found) > query.limit else None
-    cursor = cursor_of(job_lookup.keyset_json(last)) if last else None
+    items, cursor = one_page(found, query.limit, job_lookup.keyset_json)
     return TargetPage(items=[TargetHit.of(row) for row in items], next_cursor=cursor)

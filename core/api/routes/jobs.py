@@ -8,8 +8,7 @@ from typing import Annotated
 from fastapi import APIRouter, Body, Path
 
 from calsync.core.api.auth import Admin, Reader, Services
-from calsync.core.api.job_models import CancelledOut, CancelRequest, JobOut
-from calsync.core.api.models import DeadLetterOut
+from calsync.core.api.models import CancelledOut, CancelRequest, DeadLetterOut, JobOut
 from calsync.core.api.problems import AUTHENTICATED, not_found, problems
 from calsync.core.model.ids import Identifier
 from calsync.core.store import job_lookup

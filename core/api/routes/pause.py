@@ -8,10 +8,11 @@ stand) and ``DELETE`` resumes (role ``operator``), each writing one audit row as
 from __future__ import annotations
 
 import datetime as dt
+from collections.abc import Iterator
 from typing import Annotated
 
 import redis
-from fastapi import APIRouter, Body
+from fastapi import APIRouter, Body, Depends
 from pydantic import BaseModel, ConfigDict, Field
 
 from calsync.core.api.auth import OperatorActing, OperatorViewer, Services
@@ -19,7 +20,17 @@ from calsync.core.api.problems import AUTHENTICATED, ProblemError, problems
 from calsync.core.producer import pause as pipeline_pause
 from calsync.core.redis.pause import PauseState
 
-router = APIRouter(tags=["operators"])
+
+def _switch_reachable() -> Iterator[None]:
+    """Every route here reads or flips the switch, which Redis holds: Redis unreachable is 503 (nothing changed)."""
+    try:
+        yield
+    except redis.RedisError as exc:
+        detail = f"Redis, which holds the pause switch, is unreachable ({type(exc).__name__})"
+        raise ProblemError(503, "unavailable", "Service Unavailable", detail, headers={"Retry-After": "5"}) from exc
+
+
+router = APIRouter(tags=["operators"], dependencies=[Depends(_switch_reachable)])
 
 
 class PauseIn(BaseModel):
@@ -41,24 +52,14 @@ class PauseOut(BaseModel):
 
 
 def _out(state: PauseState | None, *, paused: bool, changed: bool) -> PauseOut:
-    if state is None:
-        return PauseOut(paused=paused, changed=changed)
-    since = dt.datetime.fromtimestamp(state.since, dt.UTC)
-    return PauseOut(paused=paused, since=since, by=state.by, reason=state.reason, changed=changed)
-
-
-def _redis_down(exc: redis.RedisError) -> ProblemError:
-    detail = f"Redis, which holds the pause switch, is unreachable ({type(exc).__name__})"
-    return ProblemError(503, "unavailable", "Service Unavailable", detail, headers={"Retry-After": "5"})
+    # The switch as ``calsync pause`` and ``calsync status --json`` show it (``since`` to the second).
+    return PauseOut(paused=paused, changed=changed, **(state.as_json() if state is not None else {}))
 
 
 @router.get("/v1/pause", response_model=PauseOut, responses=problems(*AUTHENTICATED), summary="Read the pause switch")
 def read_pause_switch(deps: Services, _operator: OperatorViewer) -> PauseOut:
     """Whether processing is paused, since when, by whom and why."""
-    try:
-        state = deps.pause.state()
-    except redis.RedisError as exc:
-        raise _redis_down(exc) from exc
+    state = deps.pause.state()
     return _out(state, paused=state is not None, changed=False)
 
 
@@ -68,18 +69,12 @@ def pause_processing(
 ) -> PauseOut:
     """Pause every worker's processing (producers go on accepting); pausing again keeps the first pause."""
     reason = body.reason.strip() or None if body and body.reason else None
-    try:
-        state, created = pipeline_pause.pause(deps.db, deps.pause, actor=operator.name, reason=reason)
-    except redis.RedisError as exc:
-        raise _redis_down(exc) from exc
+    state, created = pipeline_pause.pause(deps.db, deps.pause, actor=operator.name, reason=reason)
     return _out(state, paused=True, changed=created)
 
 
 @router.delete("/v1/pause", response_model=PauseOut, responses=problems(*AUTHENTICATED), summary="Resume processing")
 def resume_processing(deps: Services, operator: OperatorActing) -> PauseOut:
     """Resume processing; the answer says which pause was removed (``changed`` false: it was running)."""
-    try:
-        was = pipeline_pause.resume(deps.db, deps.pause, actor=operator.name)
-    except redis.RedisError as exc:
-        raise _redis_down(exc) from exc
+    was = pipeline_pause.resume(deps.db, deps.pause, actor=operator.name)
     return _out(was, paused=False, changed=was is not None)
