@@ -26,7 +26,7 @@ import socket
 from collections.abc import Iterable, Iterator
 from importlib import metadata
 from pathlib import Path
-from typing import TYPE_CHECKING, TypeVar, get_args
+from typing import TYPE_CHECKING, get_args
 
 import dramatiq
 from prometheus_client import Counter, Gauge, Histogram, values
@@ -42,7 +42,6 @@ if TYPE_CHECKING:
     from calsync.core.config.settings import Settings
 
 log = logging.getLogger(__name__)
-E = TypeVar("E", bound=BaseException)
 
 _JOB_BUCKETS = (0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300)
 _PROVIDER_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30)
@@ -169,11 +168,6 @@ def zeros(metric: Counter, *labels: Iterable[str]) -> None:
         metric.labels(*combination)
 
 
-def _subclasses(cls: type[E]) -> list[type[E]]:
-    """``cls`` and every class derived from it."""
-    return [cls, *(sub for direct in cls.__subclasses__() for sub in _subclasses(direct))]
-
-
 def export_zeros() -> None:
     """Create every known series of the counters alerts and panels read, at 0, when a worker process boots.
 
@@ -187,8 +181,8 @@ def export_zeros() -> None:
     """
     providers = (*get_args(ProviderName), "unknown")
     pairs = [(SYNC_JOB, p) for p in providers] + [(job, "unknown") for job in JOB_TYPES if job != SYNC_JOB]
-    errors = {c.__name__ for c in _subclasses(TemporaryError)} | {"TimeLimitExceeded"}
-    reasons = {c.reason for c in _subclasses(PermanentError)}
+    errors = {c.__name__ for c in TemporaryError.with_subclasses()} | {"TimeLimitExceeded"}
+    reasons = {c.reason for c in PermanentError.with_subclasses()}
     reasons |= {cause.reason(None) for cause in DeadLetterCause if cause is not DeadLetterCause.QUARANTINED}
     for job_type, provider in pairs:
         zeros(JOBS, [job_type], [provider], Outcome)
