@@ -25,8 +25,9 @@ from starlette.responses import Response
 
 from calsync.core.api.models import MAX_RECORD_ID
 from calsync.core.console.auth import Acting, SignedIn
-from calsync.core.console.bulk import ACTIONS, CHOICES, Action, BadCriteria, act, criteria_of, filter_of, number
+from calsync.core.console.bulk import ACTIONS, Action, act, filter_of, number
 from calsync.core.console.pages import dead_letter_bulk
+from calsync.core.console.pages.dead_letter_bulk import CHOICES, selection
 from calsync.core.console.services import Console
 from calsync.core.console.templating import render
 from calsync.core.store import audit, dead_letters, targets
@@ -51,14 +52,6 @@ def _record_id(record_id: str) -> int:
 RecordId = Annotated[int, Depends(_record_id)]
 
 
-def selection(request: Request) -> dict[str, str]:
-    """The page's selection (its query), or 400 naming the field that is wrong."""
-    try:
-        return criteria_of(request.query_params)
-    except BadCriteria as exc:
-        raise HTTPException(400, str(exc)) from exc
-
-
 def _before(request: Request) -> int | None:
     raw = request.query_params.get("before", "")
     before = number(raw, most=MAX_RECORD_ID)
@@ -75,7 +68,7 @@ def list_url(request: Request, criteria: dict[str, str], **extra: str | int) -> 
 @router.get("/dead-letters", name="dead_letters")
 def list_page(request: Request, console: Console, operator: SignedIn) -> Response:
     """The records matching the filter, newest first, a page at a time; the bulk actions for open ones."""
-    criteria = selection(request)
+    criteria = selection(request.query_params)
     with console.api.db.read() as conn:
         found = dead_letters.page(
             conn, filter_of(criteria), after_id=_before(request), limit=PAGE + 1, newest_first=True
@@ -134,7 +127,7 @@ def act_on_one(
     if request.query_params.get("from") == "record":
         back = request.url_for("dead_letter", record_id=record_id)
     else:
-        back = list_url(request, selection(request))
+        back = list_url(request, selection(request.query_params))
     with console.api.db.read() as conn:
         record = _record(conn, record_id)
     changed, skipped = act(console.api, verb, [record], actor=operator.name)
