@@ -30,8 +30,9 @@ from starlette.concurrency import run_in_threadpool
 from starlette.responses import Response
 
 from calsync.core.console import sessions
-from calsync.core.console.services import ConsoleServices, console_services
+from calsync.core.console.services import console_services
 from calsync.core.console.sessions import Session
+from calsync.core.console.settings import ConsoleSettings
 from calsync.core.model.vocabulary import OperatorRole
 from calsync.core.store import operators
 
@@ -104,9 +105,8 @@ def clear_cookie(request: Request, response: Response, *, name: str = COOKIE) ->
                            secure=over_tls(request))  # fmt: skip
 
 
-def _proxied_session(request: Request, console: ConsoleServices) -> Session | None:
-    """The session of the operator a trusted proxy names, or None when the header does not count."""
-    access = console.access
+def _proxied_name(request: Request, access: ConsoleSettings) -> str | None:
+    """The operator's name a trusted proxy's header gives, or None when the header does not count."""
     header = access.console_trusted_proxy_header
     named = request.headers.get(header) if header else None
     if header is None or named is None:
@@ -117,39 +117,29 @@ def _proxied_session(request: Request, console: ConsoleServices) -> Session | No
             _warned_peers.add(str(peer))
             log.warning("console: ignored %s from %s, which is not a trusted proxy", header, peer)
         return None
-    name, idle = named.strip(), access.console_session_idle_seconds
-    if not name or len(name) > _MAX_NAME:
-        return None
+    name = named.strip()
+    return name if name and len(name) <= _MAX_NAME else None
+
+
+def session_of(request: Request) -> Session | None:
+    """This request's live session: a trusted proxy's user's (started at their first request), else the cookie's;
+    None when it has neither. Its use is noted when :func:`sessions.needs_touch` says so."""
+    console = console_services(request)
+    idle, cookie = console.access.console_session_idle_seconds, request.cookies.get(COOKIE)
+    name = _proxied_name(request, console.access)
     with console.api.db.read() as conn:
-        operator = operators.find_by_name(conn, name)
-        session = None if operator is None else sessions.proxy_session(conn, operator.id, idle_seconds=idle)
-    if operator is None or (session is not None and not sessions.needs_touch(session)):
-        return session
-    with console.api.db.write() as conn:
-        if session is None:
-            sessions.start_proxy(conn, operator.id)
+        operator = operators.find_by_name(conn, name) if name else None
+        if operator is not None:
+            session = sessions.proxy_session(conn, operator.id, idle_seconds=idle)
         else:
-            sessions.touch(conn, session.id)
-        return sessions.proxy_session(conn, operator.id, idle_seconds=idle)
-
-
-def _cookie_session(request: Request, console: ConsoleServices) -> Session | None:
-    cookie = request.cookies.get(COOKIE)
-    if not cookie:
-        return None
-    idle = console.access.console_session_idle_seconds
-    with console.api.db.read() as conn:
-        session = sessions.find(conn, cookie, idle_seconds=idle)
+            session = sessions.find(conn, cookie, idle_seconds=idle) if cookie else None
+    if session is None and operator is not None:
+        with console.api.db.write() as conn:
+            return sessions.start(conn, operator, proxied=True)[1]
     if session is not None and sessions.needs_touch(session):
         with console.api.db.write() as conn:
             sessions.touch(conn, session.id)
     return session
-
-
-def session_of(request: Request) -> Session | None:
-    """This request's live session: a trusted proxy's user's, else the cookie's; None when it has neither."""
-    console = console_services(request)
-    return _proxied_session(request, console) or _cookie_session(request, console)
 
 
 async def signed_in(request: Request) -> Operator:

@@ -74,7 +74,7 @@ def sign_in(
         operator = operators.find_by_key(conn, presented) if presented else None
         if operator is None:
             return _form(request, target, error=KEY_REFUSED, status=401)
-        cookie, _csrf = sessions.start(conn, operator.id)
+        cookie, _session = sessions.start(conn, operator)
         audit.record(conn, actor=operator.name, action="console.sign_in", subject=f"operator {operator.name}", count=1)
     response = RedirectResponse(target, status_code=303)
     set_cookie(request, response, cookie)
