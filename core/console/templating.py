@@ -1,4 +1,5 @@
-"""The console's Jinja2 environment: templates and static files inside the package, times in UTC and relative."""
+"""The console's Jinja2 environment (templates and static files inside the package, times in UTC and relative) and
+its two kinds of answer: a rendered page, a 303 redirect."""
 
 from __future__ import annotations
 
@@ -7,8 +8,10 @@ from pathlib import Path
 from typing import Any
 
 from fastapi import Request
+from fastapi.responses import RedirectResponse
 from fastapi.templating import Jinja2Templates
 from markupsafe import Markup, escape
+from starlette.datastructures import URL
 from starlette.responses import Response
 
 HERE = Path(__file__).parent
@@ -65,3 +68,8 @@ def render(request: Request, name: str, context: dict[str, Any], *, status_code:
         **context,
     }
     return templates.TemplateResponse(request, name, values, status_code=status_code)
+
+
+def redirect(url: str | URL, **params: str | int) -> RedirectResponse:
+    """303 See Other to ``url`` with ``params`` set in its query (a filter, a post-redirect-get's message)."""
+    return RedirectResponse(str(URL(str(url)).include_query_params(**params)), status_code=303)

@@ -12,13 +12,12 @@ from typing import get_args
 from urllib.parse import urlencode
 
 from fastapi import APIRouter, HTTPException, Request
-from fastapi.responses import RedirectResponse
 from starlette.responses import Response
 
 from calsync.core.console.auth import Acting, SignedIn
 from calsync.core.console.pages.filters import choice, identifier
 from calsync.core.console.services import Console
-from calsync.core.console.templating import render
+from calsync.core.console.templating import redirect, render
 from calsync.core.model.calendar import AccountStatus, ProviderName
 from calsync.core.model.errors import AccountStatusConflict
 from calsync.core.store import account_overview, accounts, audit
@@ -79,10 +78,7 @@ def _act(
                          count=int(did), detail={"tenant_id": summary.tenant_id, "status": summary.status})  # fmt: skip
     except AccountStatusConflict as exc:
         raise HTTPException(409, str(exc)) from exc
-    back = request.url_for("accounts").include_query_params(
-        tenant_id=summary.tenant_id, done=f"{verb}d" if did else "unchanged"
-    )
-    return RedirectResponse(str(back), status_code=303)
+    return redirect(request.url_for("accounts"), tenant_id=summary.tenant_id, done=f"{verb}d" if did else "unchanged")
 
 
 @router.post("/accounts/{account_id}/disable")

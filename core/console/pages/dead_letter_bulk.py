@@ -20,7 +20,7 @@ from calsync.core.console.auth import Acting, SignedIn
 from calsync.core.console.bulk import ACTIONS, Action, BulkAction, describe, filter_of, number
 from calsync.core.console.pages.filters import choice
 from calsync.core.console.services import Console
-from calsync.core.console.templating import render
+from calsync.core.console.templating import redirect, render
 from calsync.core.model.calendar import ProviderName
 from calsync.core.model.vocabulary import DEAD_LETTER_KINDS
 from calsync.core.store import dead_letters
@@ -90,10 +90,9 @@ async def start(request: Request, console: Console, operator: Acting) -> Redirec
     with console.api.db.read() as conn:
         count, up_to_id = dead_letters.tally(conn, filter_of(criteria, open_only=True))
     if count != seen or count == 0:
-        again = request.url_for("dead_letters_bulk").include_query_params(action=action, **criteria)
-        return RedirectResponse(again.include_query_params(changed_from=seen), status_code=303)
+        return redirect(request.url_for("dead_letters_bulk"), action=action, **criteria, changed_from=seen)
     bulk = console.bulk.start(action, operator.name, criteria, total=count, up_to_id=up_to_id)
-    return RedirectResponse(request.url_for("dead_letters_bulk_progress", bulk_id=bulk.id), status_code=303)
+    return redirect(request.url_for("dead_letters_bulk_progress", bulk_id=bulk.id))
 
 
 def _bulk(console: Console, bulk_id: str) -> BulkAction:
@@ -125,4 +124,4 @@ def resume(request: Request, console: Console, operator: Acting, bulk_id: str) -
     """Run a stopped bulk action on from where it stopped (in this process), unless it finished or runs."""
     if _bulk(console, bulk_id).finished_at is None:
         console.bulk.resume(bulk_id)
-    return RedirectResponse(request.url_for("dead_letters_bulk_progress", bulk_id=bulk_id), status_code=303)
+    return redirect(request.url_for("dead_letters_bulk_progress", bulk_id=bulk_id))

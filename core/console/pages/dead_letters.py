@@ -18,7 +18,6 @@ from typing import Annotated
 from urllib.parse import urlencode
 
 from fastapi import APIRouter, Depends, HTTPException, Request
-from fastapi.responses import RedirectResponse
 from sqlalchemy import Connection
 from starlette.datastructures import URL
 from starlette.responses import Response
@@ -29,7 +28,7 @@ from calsync.core.console.bulk import ACTIONS, Action, act, filter_of, number
 from calsync.core.console.pages import dead_letter_bulk
 from calsync.core.console.pages.dead_letter_bulk import CHOICES, selection
 from calsync.core.console.services import Console
-from calsync.core.console.templating import render
+from calsync.core.console.templating import redirect, render
 from calsync.core.store import audit, dead_letters, targets
 from calsync.core.store.dead_letters import DeadLetter
 from calsync.core.store.targets import TargetKey
@@ -116,9 +115,7 @@ def _record(conn: Connection, record_id: int) -> DeadLetter:
 
 
 @router.post("/dead-letters/{record_id}/{action}", name="dead_letter_action")
-def act_on_one(
-    request: Request, console: Console, operator: Acting, record_id: RecordId, action: str
-) -> RedirectResponse:
+def act_on_one(request: Request, console: Console, operator: Acting, record_id: RecordId, action: str) -> Response:
     """Replay or discard one record, then show the page it was acted on from (the list with its filter, or the
     record's own page: ``?from=record``) with what happened."""
     if action not in ACTIONS:
@@ -136,4 +133,4 @@ def act_on_one(
         audit.record(conn, actor=operator.name, action=f"dead_letters.{verb}", subject=f"dead letter {record_id}",
                      count=changed, detail=None if why is None else {"skipped": why})  # fmt: skip
     said = f"Dead letter {record_id} {PAST[verb]}." if why is None else f"Dead letter {record_id} left: {why}."
-    return RedirectResponse(back.include_query_params(done=console.bulk.flash(said)), status_code=303)
+    return redirect(back, done=console.bulk.flash(said))

@@ -19,7 +19,6 @@ from typing import Annotated, Any, get_args
 
 from fastapi import APIRouter, Form, Request
 from fastapi.exceptions import HTTPException
-from fastapi.responses import RedirectResponse
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError, field_validator, model_validator
 from redis import RedisError
 from sqlalchemy import Connection
@@ -30,7 +29,7 @@ from calsync.core.api.problems import ProblemError
 from calsync.core.console.auth import Acting, SignedIn
 from calsync.core.console.services import Console, ConsoleServices
 from calsync.core.console.target_history import history, target_subject
-from calsync.core.console.templating import render
+from calsync.core.console.templating import redirect, render
 from calsync.core.model.calendar import ProviderName
 from calsync.core.model.errors import JobNotCancellable
 from calsync.core.model.ids import Identifier
@@ -143,7 +142,7 @@ def events_page(request: Request, console: Console, operator: SignedIn) -> Respo
         if query.job_id is not None or query.trace_id is not None:
             keys, missing = _jump(conn, query)
             if len(keys) == 1:
-                return RedirectResponse(event_url(request, keys[0]), status_code=303)
+                return redirect(event_url(request, keys[0]))
             rows = [row for row in (targets.get_target(conn, key) for key in keys) if row is not None]
         else:
             found = job_lookup.search(conn, query.search(), after=after, limit=PAGE + 1)
@@ -220,19 +219,15 @@ def cancel_job(
     with console.api.db.read() as conn:
         found = job_lookup.find_job(conn, tenant_id, job_id)
     if found is None or found.target is None or found.target.event_id != event_id:
-        return _back(page, failed="unknown", job=job_id)  # not a job of this event's: nothing is cancelled
+        return redirect(page, failed="unknown", job=job_id)  # not a job of this event's: nothing is cancelled
     key = found.target.key
     try:
         record = console.api.cancel(tenant_id, job_id, note.strip() or None)
     except JobNotCancellable:
-        return _back(page, failed="not-cancellable", job=job_id)
+        return redirect(page, failed="not-cancellable", job=job_id)
     if record is None:  # the target was removed meanwhile
-        return _back(page, failed="unknown", job=job_id)
+        return redirect(page, failed="unknown", job=job_id)
     with console.api.db.write() as conn:  # the cancel committed itself: the row records what it reported
         audit.record(conn, actor=operator.name, action="jobs.cancel", subject=target_subject(key), count=1,
                      detail={"job_id": job_id, "dead_letter_id": record.id, "note": note.strip() or None})  # fmt: skip
-    return _back(page, done="cancelled", job=job_id)
-
-
-def _back(page: str, **flash: str) -> RedirectResponse:
-    return RedirectResponse(f"{page}?{urllib.parse.urlencode(flash)}", status_code=303)
+    return redirect(page, done="cancelled", job=job_id)
