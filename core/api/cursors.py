@@ -49,7 +49,8 @@ def after_of(cursor: str | None) -> int | None:
     return key_of(cursor, _record_id)
 
 
-def one_page(found: Sequence[T], limit: int, id_of: Callable[[T], int]) -> tuple[list[T], str | None]:
-    """The first ``limit`` of ``found`` (read with ``limit + 1``) and the cursor after the last, when more exist."""
+def one_page(found: Sequence[T], limit: int, id_of: Callable[[T], Any]) -> tuple[list[T], str | None]:
+    """The first ``limit`` of ``found`` (read with ``limit + 1``) and the cursor after the last, when more exist
+    (``id_of`` gives an item's key: its id, or a keyset's JSON-ready list)."""
     items = list(found[:limit])
     return items, cursor_of(id_of(items[-1])) if len(found) > limit else None

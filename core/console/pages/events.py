@@ -24,9 +24,9 @@ from redis import RedisError
 from sqlalchemy import Connection
 from starlette.responses import Response
 
-from calsync.core.api.cursors import cursor_of, key_of
-from calsync.core.api.problems import ProblemError
+from calsync.core.api.cursors import one_page
 from calsync.core.console.auth import Acting, SignedIn
+from calsync.core.console.pages.filters import resume_key
 from calsync.core.console.services import Console, ConsoleServices
 from calsync.core.console.target_history import history, target_subject
 from calsync.core.console.templating import redirect, render
@@ -44,6 +44,7 @@ HISTORY = 50  # dead letters, findings and audit rows shown of one event
 _FILTERS = ("tenant_id", "job_id", "trace_id", "account_id", "event_id", "status", "provider", "updated_after",
             "updated_before")  # fmt: skip
 _ID: TypeAdapter[str] = TypeAdapter(Identifier)
+_BAD_CURSOR = "This page's cursor is not one the console made: start the search again."
 
 
 class EventsQuery(BaseModel):
@@ -136,7 +137,7 @@ def _shown(conn: Connection, rows: list[TargetRow]) -> list[dict[str, Any]]:
 def events_page(request: Request, console: Console, operator: SignedIn) -> Response:
     """The search form and a page of hits; a job id or trace id of one target opens its event's page."""
     query = _query(request)
-    after = _cursor(query.cursor)
+    after = resume_key(query.cursor, job_lookup.keyset_of, _BAD_CURSOR)
     missing, cursor = None, None
     with console.api.db.read() as conn:
         if query.job_id is not None or query.trace_id is not None:
@@ -146,9 +147,7 @@ def events_page(request: Request, console: Console, operator: SignedIn) -> Respo
             rows = [row for row in (targets.get_target(conn, key) for key in keys) if row is not None]
         else:
             found = job_lookup.search(conn, query.search(), after=after, limit=PAGE + 1)
-            rows = found[:PAGE]
-            if len(found) > PAGE:
-                cursor = cursor_of(job_lookup.keyset_json(rows[-1]))
+            rows, cursor = one_page(found, PAGE, job_lookup.keyset_json)
         hits = _shown(conn, rows)
     older = f"?{urllib.parse.urlencode({**query.form(), 'cursor': cursor})}" if cursor else None
     context = {"title": "Events and jobs", "query": query.form(), "hits": hits, "older": older, "missing": missing,
@@ -163,13 +162,6 @@ def _paused(console: ConsoleServices) -> PauseState | None:
         return console.pause.state()
     except RedisError:
         return None
-
-
-def _cursor(cursor: str | None) -> job_lookup.Keyset | None:
-    try:
-        return key_of(cursor, job_lookup.keyset_of)
-    except ProblemError as exc:
-        raise HTTPException(400, "This page's cursor is not one the console made: start the search again.") from exc
 
 
 _DONE = {"cancelled": "Job {job} cancelled: its target is dead-lettered; replay its dead letter to run the change."}
