@@ -9,7 +9,6 @@ from fastapi.staticfiles import StaticFiles
 from starlette.responses import Response
 
 from calsync.core.console.pages import accounts, audit, dead_letters, events, overview, sign_in, webhooks
-from calsync.core.console.services import Console as Console  # where the pages' dependency lived first
 from calsync.core.console.services import ConsoleServices
 from calsync.core.console.templating import STATIC_DIR, redirect, render
 

@@ -100,9 +100,8 @@ def set_cookie(
 
 
 def clear_cookie(request: Request, response: Response, *, name: str = COOKIE) -> None:
-    """Tell the browser to forget a console cookie (the session's by default)."""
-    response.delete_cookie(name, path=console_root(request) or "/", httponly=True, samesite="strict",
-                           secure=over_tls(request))  # fmt: skip
+    """Tell the browser to forget a console cookie (the session's by default): the same cookie, expired."""
+    set_cookie(request, response, "", name=name, max_age=0)
 
 
 def _proxied_name(request: Request, access: ConsoleSettings) -> str | None:
@@ -148,18 +147,14 @@ async def signed_in(request: Request) -> Operator:
     if session is None:
         if request.method in ("GET", "HEAD"):
             root = console_root(request)
-            here = quote(local_path(str(request.url.path) + _query(request), root), safe="/")
+            query = f"?{request.url.query}" if request.url.query else ""
+            here = quote(local_path(request.url.path + query, root), safe="/")
             raise HTTPException(303, "sign in first", headers={"Location": f"{root}/sign-in?next={here}"})
         raise HTTPException(401, "sign in first")
     operator = Operator(session.operator_id, session.operator_name, session.role)
     request.state.operator, request.state.csrf_token = operator, session.csrf_token
     request.state.session_id = session.id  # signing out ends it
     return operator
-
-
-def _query(request: Request) -> str:
-    query = request.url.query
-    return f"?{query}" if query else ""
 
 
 async def _check_csrf(request: Request) -> None:
