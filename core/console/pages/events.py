@@ -19,7 +19,7 @@ from typing import Annotated, Any, get_args
 
 from fastapi import APIRouter, Form, Request
 from fastapi.exceptions import HTTPException
-from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError, field_validator, model_validator
+from pydantic import BaseModel, Field, TypeAdapter, ValidationError, field_serializer, field_validator, model_validator
 from redis import RedisError
 from sqlalchemy import Connection
 from starlette.responses import Response
@@ -41,17 +41,13 @@ from calsync.core.store.targets import TargetKey, TargetRow
 router = APIRouter()
 PAGE = 50  # hits per page
 HISTORY = 50  # dead letters, findings and audit rows shown of one event
-_FILTERS = ("tenant_id", "job_id", "trace_id", "account_id", "event_id", "status", "provider", "updated_after",
-            "updated_before")  # fmt: skip
 _ID: TypeAdapter[str] = TypeAdapter(Identifier)
 _BAD_CURSOR = "This page's cursor is not one the console made: start the search again."
 
 
 class EventsQuery(BaseModel):
     """The search form's fields, as a browser sends them (an empty field is no filter; a time without an offset is
-    UTC, as ``<input type="datetime-local">`` sends it)."""
-
-    model_config = ConfigDict(extra="ignore")
+    UTC, as ``<input type="datetime-local">`` sends it; other parameters are ignored, as pydantic ignores them)."""
 
     tenant_id: Identifier | None = None
     job_id: Identifier | None = None
@@ -83,12 +79,13 @@ class EventsQuery(BaseModel):
             provider=self.provider, since=self.updated_after, until=self.updated_before,
         )  # fmt: skip
 
+    @field_serializer("updated_after", "updated_before")
+    def _as_typed(self, value: dt.datetime | None) -> str | None:
+        return None if value is None else f"{value:%Y-%m-%dT%H:%M:%S}"  # as <input type="datetime-local"> shows it
+
     def form(self) -> dict[str, str]:
         """The filters given, as the form shows them back and the next page's link carries them."""
-        values = {name: getattr(self, name) for name in _FILTERS}
-        shown = {name: f"{value:%Y-%m-%dT%H:%M:%S}" if isinstance(value, dt.datetime) else value
-                 for name, value in values.items() if value is not None}  # fmt: skip
-        return {name: str(value) for name, value in shown.items()}
+        return {name: str(value) for name, value in self.model_dump(exclude={"cursor"}, exclude_none=True).items()}
 
 
 def _query(request: Request) -> EventsQuery:
