@@ -27,6 +27,7 @@ from calsync.core.console.bulk import ACTIONS, Action, act, filter_of, number
 from calsync.core.console.pages import dead_letter_bulk
 from calsync.core.console.pages.dead_letter_bulk import CHOICES, selection
 from calsync.core.console.services import Console
+from calsync.core.console.target_history import dead_letter_subject
 from calsync.core.console.templating import redirect, render
 from calsync.core.store import audit, dead_letters, targets
 from calsync.core.store.dead_letters import DeadLetter
@@ -120,7 +121,7 @@ def act_on_one(request: Request, console: Console, operator: Acting, record_id: 
     changed, skipped = act(console.api, verb, [record], actor=operator.name)
     why = str(skipped[0]["why"]) if skipped else None
     with console.api.db.write() as conn:
-        audit.record(conn, actor=operator.name, action=f"dead_letters.{verb}", subject=f"dead letter {record.id}",
+        audit.record(conn, actor=operator.name, action=f"dead_letters.{verb}", subject=dead_letter_subject(record.id),
                      count=changed, detail=None if why is None else {"skipped": why})  # fmt: skip
     said = f"Dead letter {record.id} {verb}ed." if why is None else f"Dead letter {record.id} left: {why}."
     return redirect(back, done=console.bulk.flash(said))
