@@ -157,27 +157,22 @@ async def signed_in(request: Request) -> Operator:
     return operator
 
 
-async def _check_csrf(request: Request) -> None:
-    """Refuse (403) a request that does not carry its session's CSRF token: a form field or a header."""
+async def verified(request: Request, operator: Annotated[Operator, Depends(signed_in)]) -> Operator:
+    """The signed-in operator (any role), whose request carries its session's CSRF token (a form field or a
+    header); 403 without it."""
     expected: str = request.state.csrf_token
     presented: object = request.headers.get(CSRF_HEADER)
     if presented is None:
         presented = (await request.form()).get(CSRF_FIELD)
     if not isinstance(presented, str) or not hmac.compare_digest(presented.encode(), expected.encode()):
         raise HTTPException(403, "this form is out of date or did not come from the console: reload the page")
-
-
-async def verified(request: Request, operator: Annotated[Operator, Depends(signed_in)]) -> Operator:
-    """The signed-in operator (any role), with this request's CSRF token checked."""
-    await _check_csrf(request)
     return operator
 
 
-async def acting(request: Request, operator: Annotated[Operator, Depends(signed_in)]) -> Operator:
+async def acting(operator: Annotated[Operator, Depends(verified)]) -> Operator:
     """The signed-in operator, allowed to act, with this request's CSRF token checked."""
     if not operator.can_act:
         raise HTTPException(403, f"{operator.name} is a viewer: only an operator may change anything")
-    await _check_csrf(request)
     return operator
 
 
