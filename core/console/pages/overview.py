@@ -147,15 +147,14 @@ def read_overview(console: ConsoleServices) -> Overview:
     """Read the state once, then the pause switch and the counters unless Redis already failed the reading."""
     state = console.state.read()
     roles = queue_roles(console.state.settings)
-    if "redis" in state.errors:  # a second wait on a Redis that is gone would only slow the page
-        return Overview(state, None, False, None, None, roles)
-    try:
-        paused = console.pause.state()
-        throughput, failure_rate = sparks(console.stats.per_minute(minutes=SPARK_MINUTES, now=state.at))
-    except redis.RedisError as exc:
-        state.errors["redis"] = f"{type(exc).__name__}: {exc}"
-        return Overview(state, None, False, None, None, roles)
-    return Overview(state, paused, True, throughput, failure_rate, roles)
+    if "redis" not in state.errors:  # a second wait on a Redis that is gone would only slow the page
+        try:
+            paused = console.pause.state()
+            throughput, failure_rate = sparks(console.stats.per_minute(minutes=SPARK_MINUTES, now=state.at))
+            return Overview(state, paused, True, throughput, failure_rate, roles)
+        except redis.RedisError as exc:
+            state.errors["redis"] = f"{type(exc).__name__}: {exc}"
+    return Overview(state, None, False, None, None, roles)
 
 
 @router.get("/overview", name="overview")
