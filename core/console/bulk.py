@@ -116,10 +116,6 @@ class BulkAction:
         """Once finished: confirmed records it never came to, closed by someone else meanwhile."""
         return max(0, self.total - self.handled) if self.finished_at is not None else 0
 
-    def selection(self) -> DeadLetterFilter:
-        """The records still to act on (past the cursor: :func:`dead_letters.page`)."""
-        return filter_of(self.criteria, open_only=True, up_to_id=self.up_to_id)
-
     def count_skipped(self, entries: list[Entry]) -> None:
         """Add a batch's skipped entries to the counts, by reason (the first :data:`MAX_REASONS` reasons by name)."""
         self.skipped += len(entries)
@@ -206,8 +202,9 @@ class BulkActions:
 
     def step(self, bulk: BulkAction) -> bool:
         """Run one batch of ``bulk`` and record it; False once nothing is left (the action is then finished)."""
+        confirmed = filter_of(bulk.criteria, open_only=True, up_to_id=bulk.up_to_id)  # what is left: past the cursor
         with self._api.db.read() as conn:
-            records = dead_letters.page(conn, bulk.selection(), after_id=bulk.cursor, limit=self._batch)
+            records = dead_letters.page(conn, confirmed, after_id=bulk.cursor, limit=self._batch)
         if not records:
             bulk.finished_at, bulk.error = time.time(), None
             self._save(bulk)
