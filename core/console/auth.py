@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import hmac
 import logging
-from dataclasses import dataclass
 from typing import Annotated
 from urllib.parse import quote, urlsplit
 
@@ -33,7 +32,6 @@ from calsync.core.console import sessions
 from calsync.core.console.services import console_services
 from calsync.core.console.sessions import Session
 from calsync.core.console.settings import ConsoleSettings
-from calsync.core.model.vocabulary import OperatorRole
 from calsync.core.store import operators
 
 log = logging.getLogger(__name__)
@@ -44,20 +42,6 @@ CSRF_HEADER = "X-CSRF-Token"
 _MAX_NAME = 256  # operators.name's length: a longer header value names nobody
 _warned_peers: set[str] = set()  # peers whose proxy header was ignored and logged (at most _MAX_WARNED)
 _MAX_WARNED = 1024
-
-
-@dataclass(frozen=True)
-class Operator:
-    """A signed-in person: their operator id, name (what the audit log records) and role."""
-
-    id: str
-    name: str
-    role: OperatorRole
-
-    @property
-    def can_act(self) -> bool:
-        """Whether this operator may change anything (the pages hide their buttons otherwise)."""
-        return self.role == "operator"
 
 
 def console_root(request: Request) -> str:
@@ -141,8 +125,8 @@ def session_of(request: Request) -> Session | None:
     return session
 
 
-async def signed_in(request: Request) -> Operator:
-    """The signed-in operator of this request."""
+async def signed_in(request: Request) -> Session:
+    """The signed-in operator of this request: their live session (name, role, CSRF token)."""
     session = await run_in_threadpool(session_of, request)
     if session is None:
         if request.method in ("GET", "HEAD"):
@@ -151,16 +135,14 @@ async def signed_in(request: Request) -> Operator:
             here = quote(local_path(request.url.path + query, root), safe="/")
             raise HTTPException(303, "sign in first", headers={"Location": f"{root}/sign-in?next={here}"})
         raise HTTPException(401, "sign in first")
-    operator = Operator(session.operator_id, session.operator_name, session.role)
-    request.state.operator, request.state.csrf_token = operator, session.csrf_token
-    request.state.session_id = session.id  # signing out ends it
-    return operator
+    request.state.operator, request.state.csrf_token = session, session.csrf_token
+    return session
 
 
-async def verified(request: Request, operator: Annotated[Operator, Depends(signed_in)]) -> Operator:
+async def verified(request: Request, operator: Annotated[Session, Depends(signed_in)]) -> Session:
     """The signed-in operator (any role), whose request carries its session's CSRF token (a form field or a
     header); 403 without it."""
-    expected: str = request.state.csrf_token
+    expected = operator.csrf_token
     presented: object = request.headers.get(CSRF_HEADER)
     if presented is None:
         presented = (await request.form()).get(CSRF_FIELD)
@@ -169,13 +151,13 @@ async def verified(request: Request, operator: Annotated[Operator, Depends(signe
     return operator
 
 
-async def acting(operator: Annotated[Operator, Depends(verified)]) -> Operator:
+async def acting(operator: Annotated[Session, Depends(verified)]) -> Session:
     """The signed-in operator, allowed to act, with this request's CSRF token checked."""
     if not operator.can_act:
         raise HTTPException(403, f"{operator.name} is a viewer: only an operator may change anything")
     return operator
 
 
-SignedIn = Annotated[Operator, Depends(signed_in)]
-Acting = Annotated[Operator, Depends(acting)]
-Verified = Annotated[Operator, Depends(verified)]
+SignedIn = Annotated[Session, Depends(signed_in)]
+Acting = Annotated[Session, Depends(acting)]
+Verified = Annotated[Session, Depends(verified)]

@@ -32,14 +32,20 @@ _PROXY = "proxy:"
 
 @dataclass(frozen=True)
 class Session:
-    """A live session: its id (the cookie's digest), the operator it belongs to, its CSRF token."""
+    """A live session: its id (the cookie's digest), the operator it belongs to (their id, name: what the audit log
+    records, and role), its CSRF token."""
 
     id: str
     operator_id: str
-    operator_name: str
+    name: str
     role: OperatorRole
     csrf_token: str
     last_seen_at: dt.datetime
+
+    @property
+    def can_act(self) -> bool:
+        """Whether this operator may change anything (the pages hide their buttons otherwise)."""
+        return self.role == "operator"
 
 
 def start(conn: Connection, operator: OperatorRecord, *, proxied: bool = False) -> tuple[str, Session]:
