@@ -118,7 +118,8 @@ def session_of(request: Request) -> Session | None:
             session = sessions.find(conn, cookie, idle_seconds=idle) if cookie else None
     if session is None and operator is not None:
         with console.api.db.write() as conn:
-            return sessions.start(conn, operator, proxied=True)[1]
+            _no_cookie, started = sessions.start(conn, operator, proxied=True)
+        return started
     if session is not None and sessions.needs_touch(session):
         with console.api.db.write() as conn:
             sessions.touch(conn, session.id)
