@@ -5,14 +5,12 @@ from __future__ import annotations
 
 from fastapi import FastAPI, Request
 from fastapi.exceptions import HTTPException
-from fastapi.responses import RedirectResponse
 from fastapi.staticfiles import StaticFiles
 from starlette.responses import Response
 
 from calsync.core.console.pages import accounts, audit, dead_letters, events, overview, sign_in, webhooks
-from calsync.core.console.services import Console as Console  # where the pages' dependency lived first
 from calsync.core.console.services import ConsoleServices
-from calsync.core.console.templating import STATIC_DIR, render
+from calsync.core.console.templating import STATIC_DIR, redirect, render
 
 # Each page module's ``router``, in the navigation's order. A page takes ``Console`` from core.console.services
 # (importing it from here would be a cycle: this module imports the pages).
@@ -37,7 +35,7 @@ def create_console(services: ConsoleServices) -> FastAPI:
     app.add_exception_handler(HTTPException, _error_page)
 
     @app.get("/", include_in_schema=False)
-    def home() -> RedirectResponse:
-        return RedirectResponse("overview", status_code=303)
+    def home() -> Response:
+        return redirect("overview")
 
     return app

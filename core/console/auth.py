@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import hmac
 import logging
-from dataclasses import dataclass
 from typing import Annotated
 from urllib.parse import quote, urlsplit
 
@@ -30,9 +29,9 @@ from starlette.concurrency import run_in_threadpool
 from starlette.responses import Response
 
 from calsync.core.console import sessions
-from calsync.core.console.services import ConsoleServices, console_services
+from calsync.core.console.services import console_services
 from calsync.core.console.sessions import Session
-from calsync.core.model.vocabulary import OperatorRole
+from calsync.core.console.settings import ConsoleSettings
 from calsync.core.store import operators
 
 log = logging.getLogger(__name__)
@@ -43,20 +42,6 @@ CSRF_HEADER = "X-CSRF-Token"
 _MAX_NAME = 256  # operators.name's length: a longer header value names nobody
 _warned_peers: set[str] = set()  # peers whose proxy header was ignored and logged (at most _MAX_WARNED)
 _MAX_WARNED = 1024
-
-
-@dataclass(frozen=True)
-class Operator:
-    """A signed-in person: their operator id, name (what the audit log records) and role."""
-
-    id: str
-    name: str
-    role: OperatorRole
-
-    @property
-    def can_act(self) -> bool:
-        """Whether this operator may change anything (the pages hide their buttons otherwise)."""
-        return self.role == "operator"
 
 
 def console_root(request: Request) -> str:
@@ -99,14 +84,12 @@ def set_cookie(
 
 
 def clear_cookie(request: Request, response: Response, *, name: str = COOKIE) -> None:
-    """Tell the browser to forget a console cookie (the session's by default)."""
-    response.delete_cookie(name, path=console_root(request) or "/", httponly=True, samesite="strict",
-                           secure=over_tls(request))  # fmt: skip
+    """Tell the browser to forget a console cookie (the session's by default): the same cookie, expired."""
+    set_cookie(request, response, "", name=name, max_age=0)
 
 
-def _proxied_session(request: Request, console: ConsoleServices) -> Session | None:
-    """The session of the operator a trusted proxy names, or None when the header does not count."""
-    access = console.access
+def _proxied_name(request: Request, access: ConsoleSettings) -> str | None:
+    """The operator's name a trusted proxy's header gives, or None when the header does not count."""
     header = access.console_trusted_proxy_header
     named = request.headers.get(header) if header else None
     if header is None or named is None:
@@ -117,85 +100,65 @@ def _proxied_session(request: Request, console: ConsoleServices) -> Session | No
             _warned_peers.add(str(peer))
             log.warning("console: ignored %s from %s, which is not a trusted proxy", header, peer)
         return None
-    name, idle = named.strip(), access.console_session_idle_seconds
-    if not name or len(name) > _MAX_NAME:
-        return None
+    name = named.strip()
+    return name if name and len(name) <= _MAX_NAME else None
+
+
+def session_of(request: Request) -> Session | None:
+    """This request's live session: a trusted proxy's user's (started at their first request), else the cookie's;
+    None when it has neither. Its use is noted when :func:`sessions.needs_touch` says so."""
+    console = console_services(request)
+    idle, cookie = console.access.console_session_idle_seconds, request.cookies.get(COOKIE)
+    name = _proxied_name(request, console.access)
     with console.api.db.read() as conn:
-        operator = operators.find_by_name(conn, name)
-        session = None if operator is None else sessions.proxy_session(conn, operator.id, idle_seconds=idle)
-    if operator is None or (session is not None and not sessions.needs_touch(session)):
-        return session
-    with console.api.db.write() as conn:
-        if session is None:
-            sessions.start_proxy(conn, operator.id)
+        operator = operators.find_by_name(conn, name) if name else None
+        if operator is not None:
+            session = sessions.proxy_session(conn, operator.id, idle_seconds=idle)
         else:
-            sessions.touch(conn, session.id)
-        return sessions.proxy_session(conn, operator.id, idle_seconds=idle)
-
-
-def _cookie_session(request: Request, console: ConsoleServices) -> Session | None:
-    cookie = request.cookies.get(COOKIE)
-    if not cookie:
-        return None
-    idle = console.access.console_session_idle_seconds
-    with console.api.db.read() as conn:
-        session = sessions.find(conn, cookie, idle_seconds=idle)
+            session = sessions.find(conn, cookie, idle_seconds=idle) if cookie else None
+    if session is None and operator is not None:
+        with console.api.db.write() as conn:
+            _no_cookie, started = sessions.start(conn, operator, proxied=True)
+        return started
     if session is not None and sessions.needs_touch(session):
         with console.api.db.write() as conn:
             sessions.touch(conn, session.id)
     return session
 
 
-def session_of(request: Request) -> Session | None:
-    """This request's live session: a trusted proxy's user's, else the cookie's; None when it has neither."""
-    console = console_services(request)
-    return _proxied_session(request, console) or _cookie_session(request, console)
-
-
-async def signed_in(request: Request) -> Operator:
-    """The signed-in operator of this request."""
+async def signed_in(request: Request) -> Session:
+    """The signed-in operator of this request: their live session (name, role, CSRF token)."""
     session = await run_in_threadpool(session_of, request)
     if session is None:
         if request.method in ("GET", "HEAD"):
             root = console_root(request)
-            here = quote(local_path(str(request.url.path) + _query(request), root), safe="/")
+            query = f"?{request.url.query}" if request.url.query else ""
+            here = quote(local_path(request.url.path + query, root), safe="/")
             raise HTTPException(303, "sign in first", headers={"Location": f"{root}/sign-in?next={here}"})
         raise HTTPException(401, "sign in first")
-    operator = Operator(session.operator_id, session.operator_name, session.role)
-    request.state.operator, request.state.csrf_token = operator, session.csrf_token
-    request.state.session_id = session.id  # signing out ends it
-    return operator
+    request.state.operator, request.state.csrf_token = session, session.csrf_token
+    return session
 
 
-def _query(request: Request) -> str:
-    query = request.url.query
-    return f"?{query}" if query else ""
-
-
-async def _check_csrf(request: Request) -> None:
-    """Refuse (403) a request that does not carry its session's CSRF token: a form field or a header."""
-    expected: str = request.state.csrf_token
+async def verified(request: Request, operator: Annotated[Session, Depends(signed_in)]) -> Session:
+    """The signed-in operator (any role), whose request carries its session's CSRF token (a form field or a
+    header); 403 without it."""
+    expected = operator.csrf_token
     presented: object = request.headers.get(CSRF_HEADER)
     if presented is None:
         presented = (await request.form()).get(CSRF_FIELD)
     if not isinstance(presented, str) or not hmac.compare_digest(presented.encode(), expected.encode()):
         raise HTTPException(403, "this form is out of date or did not come from the console: reload the page")
-
-
-async def verified(request: Request, operator: Annotated[Operator, Depends(signed_in)]) -> Operator:
-    """The signed-in operator (any role), with this request's CSRF token checked."""
-    await _check_csrf(request)
     return operator
 
 
-async def acting(request: Request, operator: Annotated[Operator, Depends(signed_in)]) -> Operator:
+async def acting(operator: Annotated[Session, Depends(verified)]) -> Session:
     """The signed-in operator, allowed to act, with this request's CSRF token checked."""
     if not operator.can_act:
         raise HTTPException(403, f"{operator.name} is a viewer: only an operator may change anything")
-    await _check_csrf(request)
     return operator
 
 
-SignedIn = Annotated[Operator, Depends(signed_in)]
-Acting = Annotated[Operator, Depends(acting)]
-Verified = Annotated[Operator, Depends(verified)]
+SignedIn = Annotated[Session, Depends(signed_in)]
+Acting = Annotated[Session, Depends(acting)]
+Verified = Annotated[Session, Depends(verified)]

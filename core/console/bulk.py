@@ -1,9 +1,8 @@
 """Dead letters as an operator selects them in the console, and bulk actions on a whole selection.
 
-A selection (:func:`criteria_of`) is the dead-letter page's query: the same words are the filter form's fields, the
-confirmation's hidden fields and a bulk action's record, so what the operator saw is what is acted on. Values are
-checked here (choices, length, no NUL): a wrong one is refused, never dropped, since dropping a condition would widen
-a bulk action.
+A selection (``criteria``, read and checked by core.console.pages.dead_letter_bulk.selection) is the dead-letter
+page's query: the same words are the filter form's fields, the confirmation's hidden fields and a bulk action's
+record, so what the operator saw is what is acted on.
 
 A bulk action (:class:`BulkActions`) replays or discards the open records a selection matched when the operator
 confirmed it, and no others: the highest id matched then bounds it (a later dead letter has a higher id), and only
@@ -32,8 +31,7 @@ from typing import Final, Literal, cast, get_args
 import redis
 
 from calsync.core.api.services import ApiServices
-from calsync.core.model.calendar import ProviderName
-from calsync.core.model.vocabulary import DEAD_LETTER_KINDS, DeadLetterKind
+from calsync.core.model.vocabulary import DeadLetterKind
 from calsync.core.producer.dead_letters import Entry
 from calsync.core.redis.keys import RedisKeys
 from calsync.core.redis.scripts import LuaScript
@@ -50,15 +48,6 @@ KEPT_SECONDS: Final = 7 * 86400  # a bulk action's record in Redis
 FLASH_SECONDS: Final = 600
 MAX_REASONS: Final = 20  # distinct reasons a bulk action keeps for its progress page
 
-# The selection's fields: the page's query, the filter form's inputs. Choices where the values are fixed.
-CRITERIA: Final = ("tenant_id", "account_id", "provider", "kind", "error_class", "q", "status")
-CHOICES: Final[Mapping[str, tuple[str, ...]]] = {
-    "provider": get_args(ProviderName),
-    "kind": DEAD_LETTER_KINDS,
-    "status": ("open", "replayed", "discarded", "all"),
-}
-MAX_LENGTH: Final = {"error_class": 128, "q": 200}  # the others are ids: 128
-
 
 def act(api: ApiServices, action: Action, records: list[DeadLetter], *, actor: str) -> tuple[int, list[Entry]]:
     """Replay or discard ``records`` through the API's own services: how many changed, and the skipped entries
@@ -68,26 +57,6 @@ def act(api: ApiServices, action: Action, records: list[DeadLetter], *, actor: s
         return len(replayed.replayed), replayed.skipped
     discarded = api.discard(records, f"discarded from the console by {actor}")
     return len(discarded.discarded), discarded.skipped
-
-
-class BadCriteria(ValueError):
-    """A selection the console refuses (its message says which field and why)."""
-
-
-def criteria_of(params: Mapping[str, str]) -> dict[str, str]:
-    """The selection in ``params`` (a query or a form): its non-empty fields, checked; ``status`` defaults to open."""
-    found: dict[str, str] = {}
-    for name in CRITERIA:
-        value = params.get(name, "").strip()
-        if not value:
-            continue
-        limit = MAX_LENGTH.get(name, 128)
-        if len(value) > limit or "\x00" in value:
-            raise BadCriteria(f"{name} must be at most {limit} characters, without NUL")
-        if name in CHOICES and value not in CHOICES[name]:
-            raise BadCriteria(f"{name} must be one of {', '.join(CHOICES[name])}")
-        found[name] = value
-    return found
 
 
 def number(value: object, *, most: int = 2**31 - 1) -> int | None:
@@ -146,10 +115,6 @@ class BulkAction:
     def vanished(self) -> int:
         """Once finished: confirmed records it never came to, closed by someone else meanwhile."""
         return max(0, self.total - self.handled) if self.finished_at is not None else 0
-
-    def selection(self) -> DeadLetterFilter:
-        """The records still to act on (past the cursor: :func:`dead_letters.page`)."""
-        return filter_of(self.criteria, open_only=True, up_to_id=self.up_to_id)
 
     def count_skipped(self, entries: list[Entry]) -> None:
         """Add a batch's skipped entries to the counts, by reason (the first :data:`MAX_REASONS` reasons by name)."""
@@ -237,8 +202,9 @@ class BulkActions:
 
     def step(self, bulk: BulkAction) -> bool:
         """Run one batch of ``bulk`` and record it; False once nothing is left (the action is then finished)."""
+        confirmed = filter_of(bulk.criteria, open_only=True, up_to_id=bulk.up_to_id)  # what is left: past the cursor
         with self._api.db.read() as conn:
-            records = dead_letters.page(conn, bulk.selection(), after_id=bulk.cursor, limit=self._batch)
+            records = dead_letters.page(conn, confirmed, after_id=bulk.cursor, limit=self._batch)
         if not records:
             bulk.finished_at, bulk.error = time.time(), None
             self._save(bulk)

@@ -17,10 +17,11 @@ import datetime as dt
 import secrets
 from dataclasses import dataclass
 
-from sqlalchemy import Connection, select, update
+from sqlalchemy import ColumnElement, Connection, select, update
 
 from calsync.core.model.vocabulary import OperatorRole
 from calsync.core.store.api_keys import key_hash
+from calsync.core.store.operators import OperatorRecord
 from calsync.core.store.schema import operator_sessions as s
 from calsync.core.store.schema import operators as o
 
@@ -31,28 +32,30 @@ _PROXY = "proxy:"
 
 @dataclass(frozen=True)
 class Session:
-    """A live session: its id (the cookie's digest), the operator it belongs to, its CSRF token."""
+    """A live session: its id (the cookie's digest), the operator it belongs to (their id, name: what the audit log
+    records, and role), its CSRF token."""
 
     id: str
     operator_id: str
-    operator_name: str
+    name: str
     role: OperatorRole
     csrf_token: str
     last_seen_at: dt.datetime
 
-
-def start(conn: Connection, operator_id: str) -> tuple[str, str]:
-    """Start a session for a signed-in operator; returns the cookie value (never stored) and the CSRF token."""
-    cookie = secrets.token_urlsafe(32)
-    csrf = _insert(conn, key_hash(cookie), operator_id)
-    return cookie, csrf
+    @property
+    def can_act(self) -> bool:
+        """Whether this operator may change anything (the pages hide their buttons otherwise)."""
+        return self.role == "operator"
 
 
-def _insert(conn: Connection, session_id: str, operator_id: str) -> str:
-    csrf, now = secrets.token_urlsafe(32), dt.datetime.now(dt.UTC)
-    values = {"id": session_id, "operator_id": operator_id, "csrf_token": csrf}
-    conn.execute(s.insert().values(**values, created_at=now, last_seen_at=now))
-    return csrf
+def start(conn: Connection, operator: OperatorRecord, *, proxied: bool = False) -> tuple[str, Session]:
+    """Start a session for a signed-in operator; returns the cookie's value (never stored; none is given to a
+    trusted proxy's user, whose session id is ``proxy:<operator id>:<random>``) and the session."""
+    cookie, csrf, now = secrets.token_urlsafe(32), secrets.token_urlsafe(32), dt.datetime.now(dt.UTC)
+    session_id = f"{_PROXY}{operator.id}:{secrets.token_hex(16)}" if proxied else key_hash(cookie)
+    conn.execute(s.insert().values(id=session_id, operator_id=operator.id, csrf_token=csrf, created_at=now,
+                                   last_seen_at=now))  # fmt: skip
+    return cookie, Session(session_id, operator.id, operator.name, operator.role, csrf, now)
 
 
 _LIVE = (
@@ -62,35 +65,26 @@ _LIVE = (
 )
 
 
-def _idle_limit(idle_seconds: float) -> dt.datetime:
-    return dt.datetime.now(dt.UTC) - dt.timedelta(seconds=idle_seconds)
+def _live(conn: Connection, idle_seconds: float, *where: ColumnElement[bool]) -> Session | None:
+    """The most recently used live session matching ``where``, or None."""
+    idle_since = dt.datetime.now(dt.UTC) - dt.timedelta(seconds=idle_seconds)
+    query = _LIVE.where(*where, s.c.last_seen_at > idle_since).order_by(s.c.last_seen_at.desc()).limit(1)
+    row = conn.execute(query).first()
+    return None if row is None else Session(*row)
 
 
 def find(conn: Connection, cookie: str, *, idle_seconds: float) -> Session | None:
     """The live session of a cookie's value, or None (unknown, ended, idle too long, operator revoked).
 
     Looked up by the primary key (the cookie's digest); no comparison of secrets happens in Python."""
-    query = _LIVE.where(s.c.id == key_hash(cookie), s.c.last_seen_at > _idle_limit(idle_seconds))
-    row = conn.execute(query).first()
-    return None if row is None else Session(*row)
+    return _live(conn, idle_seconds, s.c.id == key_hash(cookie))
 
 
 def proxy_session(conn: Connection, operator_id: str, *, idle_seconds: float) -> Session | None:
-    """A trusted proxy's user's live session, or None (then :func:`start_proxy` one).
+    """A trusted proxy's user's live session, or None (then :func:`start` one, ``proxied``).
 
     By ``ix_operator_sessions_operator``: an operator has few sessions."""
-    query = _LIVE.where(
-        s.c.operator_id == operator_id, s.c.id.startswith(_PROXY), s.c.last_seen_at > _idle_limit(idle_seconds)
-    )
-    row = conn.execute(query.order_by(s.c.last_seen_at.desc()).limit(1)).first()
-    return None if row is None else Session(*row)
-
-
-def start_proxy(conn: Connection, operator_id: str) -> str:
-    """Start a session for a trusted proxy's user; returns its id."""
-    session_id = f"{_PROXY}{operator_id}:{secrets.token_hex(16)}"
-    _insert(conn, session_id, operator_id)
-    return session_id
+    return _live(conn, idle_seconds, s.c.operator_id == operator_id, s.c.id.startswith(_PROXY))
 
 
 def needs_touch(session: Session) -> bool:

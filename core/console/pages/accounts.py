@@ -12,16 +12,16 @@ from typing import get_args
 from urllib.parse import urlencode
 
 from fastapi import APIRouter, HTTPException, Request
-from fastapi.responses import RedirectResponse
 from starlette.responses import Response
 
 from calsync.core.console.auth import Acting, SignedIn
 from calsync.core.console.pages.filters import choice, identifier
 from calsync.core.console.services import Console
-from calsync.core.console.templating import render
+from calsync.core.console.templating import redirect, render
 from calsync.core.model.calendar import AccountStatus, ProviderName
 from calsync.core.model.errors import AccountStatusConflict
 from calsync.core.store import account_overview, accounts, audit
+from calsync.core.store.accounts import StatusAction
 from calsync.core.traffic import CircuitState
 
 router = APIRouter()
@@ -66,9 +66,10 @@ def accounts_page(
     return render(request, "accounts.html", context)
 
 
-def _act(
-    request: Request, console: Console, operator: Acting, account_id: str, verb: accounts.StatusAction
-) -> Response:
+@router.post("/accounts/{account_id}/{verb}", name="account_status")
+def set_status(request: Request, console: Console, operator: Acting, account_id: str, verb: StatusAction) -> Response:
+    """``disable``: stop syncing to the account; its queued jobs are dead-lettered as ``account inactive`` when they
+    run. ``enable``: sync to a disabled account again; its dead letters stay for a replay."""
     try:
         with console.api.db.write() as conn:
             changed = accounts.set_status(conn, account_id, verb)
@@ -79,19 +80,4 @@ def _act(
                          count=int(did), detail={"tenant_id": summary.tenant_id, "status": summary.status})  # fmt: skip
     except AccountStatusConflict as exc:
         raise HTTPException(409, str(exc)) from exc
-    back = request.url_for("accounts").include_query_params(
-        tenant_id=summary.tenant_id, done=f"{verb}d" if did else "unchanged"
-    )
-    return RedirectResponse(str(back), status_code=303)
-
-
-@router.post("/accounts/{account_id}/disable")
-def disable(request: Request, console: Console, operator: Acting, account_id: str) -> Response:
-    """Stop syncing to the account; its queued jobs are dead-lettered as ``account inactive`` when they run."""
-    return _act(request, console, operator, account_id, "disable")
-
-
-@router.post("/accounts/{account_id}/enable")
-def enable(request: Request, console: Console, operator: Acting, account_id: str) -> Response:
-    """Sync to a disabled account again; its dead letters stay for a replay."""
-    return _act(request, console, operator, account_id, "enable")
+    return redirect(request.url_for("accounts"), tenant_id=summary.tenant_id, done=f"{verb}d" if did else "unchanged")

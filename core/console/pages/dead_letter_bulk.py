@@ -10,19 +10,31 @@ serve process or a later visit shows the same. An action whose process ended can
 from __future__ import annotations
 
 from collections.abc import Mapping
+from typing import Final, get_args
 
 from fastapi import APIRouter, HTTPException, Request
 from fastapi.responses import RedirectResponse
 from starlette.responses import Response
 
 from calsync.core.console.auth import Acting, SignedIn
-from calsync.core.console.bulk import ACTIONS, Action, BadCriteria, BulkAction, criteria_of, describe, filter_of, number
+from calsync.core.console.bulk import ACTIONS, Action, BulkAction, describe, filter_of, number
+from calsync.core.console.pages.filters import choice
 from calsync.core.console.services import Console
-from calsync.core.console.templating import render
+from calsync.core.console.templating import redirect, render
+from calsync.core.model.calendar import ProviderName
+from calsync.core.model.vocabulary import DEAD_LETTER_KINDS
 from calsync.core.store import dead_letters
 
 router = APIRouter()
 REFRESH_SECONDS = 2
+# The selection's fields: the list page's query, the filter form's inputs. Choices where the values are fixed.
+CRITERIA: Final = ("tenant_id", "account_id", "provider", "kind", "error_class", "q", "status")
+CHOICES: Final[Mapping[str, tuple[str, ...]]] = {
+    "provider": get_args(ProviderName),
+    "kind": DEAD_LETTER_KINDS,
+    "status": ("open", "replayed", "discarded", "all"),
+}
+MAX_LENGTH: Final = {"error_class": 128, "q": 200}  # the others are ids: 128
 
 
 def _action(value: object) -> Action:
@@ -32,17 +44,28 @@ def _action(value: object) -> Action:
     raise HTTPException(400, f"action must be one of {', '.join(ACTIONS)}")
 
 
-def _criteria(values: Mapping[str, object]) -> dict[str, str]:
-    try:
-        return criteria_of({k: v for k, v in values.items() if isinstance(v, str)})
-    except BadCriteria as exc:
-        raise HTTPException(400, str(exc)) from exc
+def selection(values: Mapping[str, object]) -> dict[str, str]:
+    """The selection in ``values`` (a page's query or a form): its non-empty fields; ``status`` defaults to open. A
+    wrong value is 400 naming the field, never dropped: dropping a condition would widen a bulk action."""
+    found: dict[str, str] = {}
+    for name in CRITERIA:
+        given = values.get(name)
+        value = given.strip() if isinstance(given, str) else ""
+        if not value:
+            continue
+        limit = MAX_LENGTH.get(name, 128)
+        if len(value) > limit or "\x00" in value:
+            raise HTTPException(400, f"{name} must be at most {limit} characters, without NUL")
+        if name in CHOICES:
+            choice(name, value, CHOICES[name])  # 400 for any other value
+        found[name] = value
+    return found
 
 
 @router.get("/dead-letters/bulk", name="dead_letters_bulk")
 def confirm_page(request: Request, console: Console, operator: SignedIn) -> Response:
     """How many open records the filter matches now, and (for an operator) the form that acts on exactly them."""
-    action, criteria = _action(request.query_params.get("action")), _criteria(request.query_params)
+    action, criteria = _action(request.query_params.get("action")), selection(request.query_params)
     with console.api.db.read() as conn:
         count, _ = dead_letters.tally(conn, filter_of(criteria, open_only=True))
     context = {
@@ -61,16 +84,15 @@ def confirm_page(request: Request, console: Console, operator: SignedIn) -> Resp
 async def start(request: Request, console: Console, operator: Acting) -> RedirectResponse:
     """Start the confirmed action if the filter still matches the count confirmed; else confirm again."""
     form = await request.form()
-    action, criteria, seen = _action(form.get("action")), _criteria(form), number(form.get("seen"))
+    action, criteria, seen = _action(form.get("action")), selection(form), number(form.get("seen"))
     if seen is None:
         raise HTTPException(400, "seen must be the count the confirmation stated")
     with console.api.db.read() as conn:
         count, up_to_id = dead_letters.tally(conn, filter_of(criteria, open_only=True))
     if count != seen or count == 0:
-        again = request.url_for("dead_letters_bulk").include_query_params(action=action, **criteria)
-        return RedirectResponse(again.include_query_params(changed_from=seen), status_code=303)
+        return redirect(request.url_for("dead_letters_bulk"), action=action, **criteria, changed_from=seen)
     bulk = console.bulk.start(action, operator.name, criteria, total=count, up_to_id=up_to_id)
-    return RedirectResponse(request.url_for("dead_letters_bulk_progress", bulk_id=bulk.id), status_code=303)
+    return redirect(request.url_for("dead_letters_bulk_progress", bulk_id=bulk.id))
 
 
 def _bulk(console: Console, bulk_id: str) -> BulkAction:
@@ -102,4 +124,4 @@ def resume(request: Request, console: Console, operator: Acting, bulk_id: str) -
     """Run a stopped bulk action on from where it stopped (in this process), unless it finished or runs."""
     if _bulk(console, bulk_id).finished_at is None:
         console.bulk.resume(bulk_id)
-    return RedirectResponse(request.url_for("dead_letters_bulk_progress", bulk_id=bulk_id), status_code=303)
+    return redirect(request.url_for("dead_letters_bulk_progress", bulk_id=bulk_id))

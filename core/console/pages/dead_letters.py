@@ -14,21 +14,21 @@ Replay and discard go through ``ApiServices`` (the code of ``POST /v1/dead-lette
 from __future__ import annotations
 
 import json
-from typing import Annotated
 from urllib.parse import urlencode
 
-from fastapi import APIRouter, Depends, HTTPException, Request
-from fastapi.responses import RedirectResponse
+from fastapi import APIRouter, HTTPException, Request
 from sqlalchemy import Connection
 from starlette.datastructures import URL
 from starlette.responses import Response
 
 from calsync.core.api.models import MAX_RECORD_ID
 from calsync.core.console.auth import Acting, SignedIn
-from calsync.core.console.bulk import ACTIONS, CHOICES, Action, BadCriteria, act, criteria_of, filter_of, number
+from calsync.core.console.bulk import ACTIONS, Action, act, filter_of, number
 from calsync.core.console.pages import dead_letter_bulk
+from calsync.core.console.pages.dead_letter_bulk import CHOICES, selection
 from calsync.core.console.services import Console
-from calsync.core.console.templating import render
+from calsync.core.console.target_history import dead_letter_subject
+from calsync.core.console.templating import redirect, render
 from calsync.core.store import audit, dead_letters, targets
 from calsync.core.store.dead_letters import DeadLetter
 from calsync.core.store.targets import TargetKey
@@ -37,26 +37,6 @@ router = APIRouter()
 router.include_router(dead_letter_bulk.router)  # before /dead-letters/{id}: "bulk" is no id
 
 PAGE = 50
-PAST = {"replay": "replayed", "discard": "discarded"}
-
-
-def _record_id(record_id: str) -> int:
-    """The path's record id; anything else is no dead letter (404, an HTML page like every other error here)."""
-    found = number(record_id, most=MAX_RECORD_ID)
-    if not found:
-        raise HTTPException(404, f"There is no dead letter {record_id[:40]}.")
-    return found
-
-
-RecordId = Annotated[int, Depends(_record_id)]
-
-
-def selection(request: Request) -> dict[str, str]:
-    """The page's selection (its query), or 400 naming the field that is wrong."""
-    try:
-        return criteria_of(request.query_params)
-    except BadCriteria as exc:
-        raise HTTPException(400, str(exc)) from exc
 
 
 def _before(request: Request) -> int | None:
@@ -75,7 +55,7 @@ def list_url(request: Request, criteria: dict[str, str], **extra: str | int) -> 
 @router.get("/dead-letters", name="dead_letters")
 def list_page(request: Request, console: Console, operator: SignedIn) -> Response:
     """The records matching the filter, newest first, a page at a time; the bulk actions for open ones."""
-    criteria = selection(request)
+    criteria = selection(request.query_params)
     with console.api.db.read() as conn:
         found = dead_letters.page(
             conn, filter_of(criteria), after_id=_before(request), limit=PAGE + 1, newest_first=True
@@ -95,7 +75,7 @@ def list_page(request: Request, console: Console, operator: SignedIn) -> Respons
 
 
 @router.get("/dead-letters/{record_id}", name="dead_letter")
-def record_page(request: Request, console: Console, operator: SignedIn, record_id: RecordId) -> Response:
+def record_page(request: Request, console: Console, operator: SignedIn, record_id: str) -> Response:
     """One record whole: its error, its history and its target's, its payload and a quarantined message's body."""
     with console.api.db.read() as conn:
         record = _record(conn, record_id)
@@ -115,32 +95,33 @@ def record_page(request: Request, console: Console, operator: SignedIn, record_i
     return render(request, "dead_letter.html", context)
 
 
-def _record(conn: Connection, record_id: int) -> DeadLetter:
-    record = dead_letters.get(conn, record_id)
+def _record(conn: Connection, record_id: str) -> DeadLetter:
+    """The dead letter the path's id names; anything else is no dead letter (404, an HTML page like every other error
+    here)."""
+    found = number(record_id, most=MAX_RECORD_ID)
+    record = dead_letters.get(conn, found) if found else None
     if record is None:
-        raise HTTPException(404, f"There is no dead letter {record_id}.")
+        raise HTTPException(404, f"There is no dead letter {record_id[:40]}.")
     return record
 
 
 @router.post("/dead-letters/{record_id}/{action}", name="dead_letter_action")
-def act_on_one(
-    request: Request, console: Console, operator: Acting, record_id: RecordId, action: str
-) -> RedirectResponse:
+def act_on_one(request: Request, console: Console, operator: Acting, record_id: str, action: str) -> Response:
     """Replay or discard one record, then show the page it was acted on from (the list with its filter, or the
     record's own page: ``?from=record``) with what happened."""
     if action not in ACTIONS:
         raise HTTPException(404, f"No such action: {action}.")
     verb: Action = "replay" if action == "replay" else "discard"
-    if request.query_params.get("from") == "record":
-        back = request.url_for("dead_letter", record_id=record_id)
-    else:
-        back = list_url(request, selection(request))
     with console.api.db.read() as conn:
         record = _record(conn, record_id)
+    if request.query_params.get("from") == "record":
+        back = request.url_for("dead_letter", record_id=record.id)
+    else:
+        back = list_url(request, selection(request.query_params))
     changed, skipped = act(console.api, verb, [record], actor=operator.name)
     why = str(skipped[0]["why"]) if skipped else None
     with console.api.db.write() as conn:
-        audit.record(conn, actor=operator.name, action=f"dead_letters.{verb}", subject=f"dead letter {record_id}",
+        audit.record(conn, actor=operator.name, action=f"dead_letters.{verb}", subject=dead_letter_subject(record.id),
                      count=changed, detail=None if why is None else {"skipped": why})  # fmt: skip
-    said = f"Dead letter {record_id} {PAST[verb]}." if why is None else f"Dead letter {record_id} left: {why}."
-    return RedirectResponse(back.include_query_params(done=console.bulk.flash(said)), status_code=303)
+    said = f"Dead letter {record.id} {verb}ed." if why is None else f"Dead letter {record.id} left: {why}."
+    return redirect(back, done=console.bulk.flash(said))

@@ -19,18 +19,17 @@ from typing import Annotated, Any, get_args
 
 from fastapi import APIRouter, Form, Request
 from fastapi.exceptions import HTTPException
-from fastapi.responses import RedirectResponse
-from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError, field_validator, model_validator
+from pydantic import BaseModel, Field, TypeAdapter, ValidationError, field_serializer, field_validator, model_validator
 from redis import RedisError
 from sqlalchemy import Connection
 from starlette.responses import Response
 
-from calsync.core.api.cursors import cursor_of, key_of
-from calsync.core.api.problems import ProblemError
+from calsync.core.api.cursors import one_page
 from calsync.core.console.auth import Acting, SignedIn
+from calsync.core.console.pages.filters import resume_key
 from calsync.core.console.services import Console, ConsoleServices
 from calsync.core.console.target_history import history, target_subject
-from calsync.core.console.templating import render
+from calsync.core.console.templating import redirect, render
 from calsync.core.model.calendar import ProviderName
 from calsync.core.model.errors import JobNotCancellable
 from calsync.core.model.ids import Identifier
@@ -42,16 +41,13 @@ from calsync.core.store.targets import TargetKey, TargetRow
 router = APIRouter()
 PAGE = 50  # hits per page
 HISTORY = 50  # dead letters, findings and audit rows shown of one event
-_FILTERS = ("tenant_id", "job_id", "trace_id", "account_id", "event_id", "status", "provider", "updated_after",
-            "updated_before")  # fmt: skip
 _ID: TypeAdapter[str] = TypeAdapter(Identifier)
+_BAD_CURSOR = "This page's cursor is not one the console made: start the search again."
 
 
 class EventsQuery(BaseModel):
     """The search form's fields, as a browser sends them (an empty field is no filter; a time without an offset is
-    UTC, as ``<input type="datetime-local">`` sends it)."""
-
-    model_config = ConfigDict(extra="ignore")
+    UTC, as ``<input type="datetime-local">`` sends it; other parameters are ignored, as pydantic ignores them)."""
 
     tenant_id: Identifier | None = None
     job_id: Identifier | None = None
@@ -83,12 +79,13 @@ class EventsQuery(BaseModel):
             provider=self.provider, since=self.updated_after, until=self.updated_before,
         )  # fmt: skip
 
+    @field_serializer("updated_after", "updated_before")
+    def _as_typed(self, value: dt.datetime | None) -> str | None:
+        return None if value is None else f"{value:%Y-%m-%dT%H:%M:%S}"  # as <input type="datetime-local"> shows it
+
     def form(self) -> dict[str, str]:
         """The filters given, as the form shows them back and the next page's link carries them."""
-        values = {name: getattr(self, name) for name in _FILTERS}
-        shown = {name: f"{value:%Y-%m-%dT%H:%M:%S}" if isinstance(value, dt.datetime) else value
-                 for name, value in values.items() if value is not None}  # fmt: skip
-        return {name: str(value) for name, value in shown.items()}
+        return {name: str(value) for name, value in self.model_dump(exclude={"cursor"}, exclude_none=True).items()}
 
 
 def _query(request: Request) -> EventsQuery:
@@ -137,19 +134,17 @@ def _shown(conn: Connection, rows: list[TargetRow]) -> list[dict[str, Any]]:
 def events_page(request: Request, console: Console, operator: SignedIn) -> Response:
     """The search form and a page of hits; a job id or trace id of one target opens its event's page."""
     query = _query(request)
-    after = _cursor(query.cursor)
+    after = resume_key(query.cursor, job_lookup.keyset_of, _BAD_CURSOR)
     missing, cursor = None, None
     with console.api.db.read() as conn:
         if query.job_id is not None or query.trace_id is not None:
             keys, missing = _jump(conn, query)
             if len(keys) == 1:
-                return RedirectResponse(event_url(request, keys[0]), status_code=303)
+                return redirect(event_url(request, keys[0]))
             rows = [row for row in (targets.get_target(conn, key) for key in keys) if row is not None]
         else:
             found = job_lookup.search(conn, query.search(), after=after, limit=PAGE + 1)
-            rows = found[:PAGE]
-            if len(found) > PAGE:
-                cursor = cursor_of(job_lookup.keyset_json(rows[-1]))
+            rows, cursor = one_page(found, PAGE, job_lookup.keyset_json)
         hits = _shown(conn, rows)
     older = f"?{urllib.parse.urlencode({**query.form(), 'cursor': cursor})}" if cursor else None
     context = {"title": "Events and jobs", "query": query.form(), "hits": hits, "older": older, "missing": missing,
@@ -164,13 +159,6 @@ def _paused(console: ConsoleServices) -> PauseState | None:
         return console.pause.state()
     except RedisError:
         return None
-
-
-def _cursor(cursor: str | None) -> job_lookup.Keyset | None:
-    try:
-        return key_of(cursor, job_lookup.keyset_of)
-    except ProblemError as exc:
-        raise HTTPException(400, "This page's cursor is not one the console made: start the search again.") from exc
 
 
 _DONE = {"cancelled": "Job {job} cancelled: its target is dead-lettered; replay its dead letter to run the change."}
@@ -220,19 +208,15 @@ def cancel_job(
     with console.api.db.read() as conn:
         found = job_lookup.find_job(conn, tenant_id, job_id)
     if found is None or found.target is None or found.target.event_id != event_id:
-        return _back(page, failed="unknown", job=job_id)  # not a job of this event's: nothing is cancelled
+        return redirect(page, failed="unknown", job=job_id)  # not a job of this event's: nothing is cancelled
     key = found.target.key
     try:
         record = console.api.cancel(tenant_id, job_id, note.strip() or None)
     except JobNotCancellable:
-        return _back(page, failed="not-cancellable", job=job_id)
+        return redirect(page, failed="not-cancellable", job=job_id)
     if record is None:  # the target was removed meanwhile
-        return _back(page, failed="unknown", job=job_id)
+        return redirect(page, failed="unknown", job=job_id)
     with console.api.db.write() as conn:  # the cancel committed itself: the row records what it reported
         audit.record(conn, actor=operator.name, action="jobs.cancel", subject=target_subject(key), count=1,
                      detail={"job_id": job_id, "dead_letter_id": record.id, "note": note.strip() or None})  # fmt: skip
-    return _back(page, done="cancelled", job=job_id)
-
-
-def _back(page: str, **flash: str) -> RedirectResponse:
-    return RedirectResponse(f"{page}?{urllib.parse.urlencode(flash)}", status_code=303)
+    return redirect(page, done="cancelled", job=job_id)

@@ -4,15 +4,18 @@ refuses) or a silently empty list."""
 
 from __future__ import annotations
 
-from collections.abc import Collection
-from typing import TypeVar
+from collections.abc import Callable, Collection
+from typing import Any, TypeVar
 
 from fastapi import HTTPException
 
+from calsync.core.api.cursors import key_of
+from calsync.core.api.problems import ProblemError
 from calsync.core.model.errors import InvalidChange
 from calsync.core.model.ids import check_identifier
 
 T = TypeVar("T", bound=str)
+K = TypeVar("K")
 
 
 def text(value: str | None) -> str | None:
@@ -49,3 +52,12 @@ def identifier(name: str, value: str | None) -> str | None:
         return check_identifier(given, name)
     except InvalidChange as exc:
         raise HTTPException(400, str(exc)) from None
+
+
+def resume_key(value: str | None, read: Callable[[Any], K], refused: str) -> K | None:
+    """The key a page's cursor resumes after (core.api.cursors; ``read`` makes it of the JSON), None for the first
+    page; a cursor the console did not make is 400 saying ``refused``."""
+    try:
+        return key_of(text(value), read)
+    except ProblemError as exc:
+        raise HTTPException(400, refused) from exc

@@ -48,7 +48,7 @@ from calsync.core.config.settings import Settings
 from calsync.core.console.auth import Acting, SignedIn
 from calsync.core.console.pages.filters import free_text
 from calsync.core.console.services import Console, ConsoleServices
-from calsync.core.console.templating import render
+from calsync.core.console.templating import redirect, render
 from calsync.core.messaging.lanes import lanes_of
 from calsync.core.model.vocabulary import Outcome
 from calsync.core.observability.pipeline_state import PipelineState
@@ -147,15 +147,14 @@ def read_overview(console: ConsoleServices) -> Overview:
     """Read the state once, then the pause switch and the counters unless Redis already failed the reading."""
     state = console.state.read()
     roles = queue_roles(console.state.settings)
-    if "redis" in state.errors:  # a second wait on a Redis that is gone would only slow the page
-        return Overview(state, None, False, None, None, roles)
-    try:
-        paused = console.pause.state()
-        throughput, failure_rate = sparks(console.stats.per_minute(minutes=SPARK_MINUTES, now=state.at))
-    except redis.RedisError as exc:
-        state.errors["redis"] = f"{type(exc).__name__}: {exc}"
-        return Overview(state, None, False, None, None, roles)
-    return Overview(state, paused, True, throughput, failure_rate, roles)
+    if "redis" not in state.errors:  # a second wait on a Redis that is gone would only slow the page
+        try:
+            paused = console.pause.state()
+            throughput, failure_rate = sparks(console.stats.per_minute(minutes=SPARK_MINUTES, now=state.at))
+            return Overview(state, paused, True, throughput, failure_rate, roles)
+        except redis.RedisError as exc:
+            state.errors["redis"] = f"{type(exc).__name__}: {exc}"
+    return Overview(state, None, False, None, None, roles)
 
 
 @router.get("/overview", name="overview")
@@ -172,10 +171,6 @@ def overview_live(request: Request, console: Console, operator: SignedIn) -> Res
     return render(request, "overview_region.html", {"o": read_overview(console), "refresh": REFRESH_SECONDS})
 
 
-def _back(request: Request, done: str) -> RedirectResponse:
-    return RedirectResponse(f"{request.url_for('overview')}?done={done}", status_code=303)
-
-
 @router.post("/overview/pause", name="pause")
 def pause(
     request: Request, console: Console, operator: Acting, reason: Annotated[str, Form(max_length=500)] = ""
@@ -187,7 +182,7 @@ def pause(
         _state, created = pipeline_pause.pause(console.api.db, console.pause, actor=operator.name, reason=why)
     except redis.RedisError as exc:
         raise HTTPException(503, f"Redis unreachable: processing was not paused ({type(exc).__name__})") from exc
-    return _back(request, "paused" if created else "already-paused")
+    return redirect(request.url_for("overview"), done="paused" if created else "already-paused")
 
 
 @router.post("/overview/resume", name="resume")
@@ -197,4 +192,4 @@ def resume(request: Request, console: Console, operator: Acting) -> RedirectResp
         was = pipeline_pause.resume(console.api.db, console.pause, actor=operator.name)
     except redis.RedisError as exc:
         raise HTTPException(503, f"Redis unreachable: processing was not resumed ({type(exc).__name__})") from exc
-    return _back(request, "resumed" if was is not None else "not-paused")
+    return redirect(request.url_for("overview"), done="resumed" if was is not None else "not-paused")

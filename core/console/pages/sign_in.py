@@ -74,7 +74,7 @@ def sign_in(
         operator = operators.find_by_key(conn, presented) if presented else None
         if operator is None:
             return _form(request, target, error=KEY_REFUSED, status=401)
-        cookie, _csrf = sessions.start(conn, operator.id)
+        cookie, _session = sessions.start(conn, operator)
         audit.record(conn, actor=operator.name, action="console.sign_in", subject=f"operator {operator.name}", count=1)
     response = RedirectResponse(target, status_code=303)
     set_cookie(request, response, cookie)
@@ -83,11 +83,11 @@ def sign_in(
 
 
 @router.post("/sign-out")
-def sign_out(request: Request, console: Console, operator: Verified) -> Response:
+def sign_out(request: Request, console: Console, session: Verified) -> Response:
     """End this session (any role may, with the page's CSRF token) and forget the cookie."""
     with console.api.db.write() as conn:
-        sessions.end(conn, request.state.session_id)
-        audit.record(conn, actor=operator.name, action="console.sign_out", subject=f"operator {operator.name}", count=1)
+        sessions.end(conn, session.id)
+        audit.record(conn, actor=session.name, action="console.sign_out", subject=f"operator {session.name}", count=1)
     response = RedirectResponse(f"{console_root(request)}/sign-in?signed_out=1", status_code=303)
     clear_cookie(request, response)
     return response

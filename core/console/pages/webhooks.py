@@ -9,16 +9,15 @@ Endpoints are few per tenant (each one registered by hand) and listed whole, old
 from __future__ import annotations
 
 import datetime as dt
-from typing import Any
 from urllib.parse import urlencode
 
-from fastapi import APIRouter, HTTPException, Request
+from fastapi import APIRouter, Request
+from pydantic import TypeAdapter
 from starlette.responses import Response
 
-from calsync.core.api.cursors import cursor_of, key_of
-from calsync.core.api.problems import ProblemError
+from calsync.core.api.cursors import one_page
 from calsync.core.console.auth import SignedIn
-from calsync.core.console.pages.filters import choice, identifier, text
+from calsync.core.console.pages.filters import choice, identifier, resume_key
 from calsync.core.console.services import Console
 from calsync.core.console.templating import render
 from calsync.core.model.vocabulary import OUTSTANDING_DELIVERY_STATUSES, WEBHOOK_DELIVERY_STATUSES
@@ -27,13 +26,7 @@ from calsync.core.webhooks import recent_deliveries
 router = APIRouter()
 
 PAGE_SIZE = 50
-
-
-def _key(doc: Any) -> tuple[dt.datetime, str, str]:
-    at, notification_id, endpoint_id = doc
-    if not (isinstance(at, str) and isinstance(notification_id, str) and isinstance(endpoint_id, str)):
-        raise TypeError("not a delivery's key")
-    return dt.datetime.fromisoformat(at), notification_id, endpoint_id
+_KEY: TypeAdapter[tuple[dt.datetime, str, str]] = TypeAdapter(tuple[dt.datetime, str, str])  # a delivery's keyset
 
 
 @router.get("/webhooks", name="webhooks")
@@ -51,21 +44,15 @@ def webhooks_page(  # one parameter per field of the filter form
     tenant, endpoint = identifier("tenant_id", tenant_id), identifier("endpoint_id", endpoint_id)
     chosen = choice("status", status, (*WEBHOOK_DELIVERY_STATUSES, "any"))
     statuses = WEBHOOK_DELIVERY_STATUSES if chosen == "any" else (chosen,) if chosen else OUTSTANDING_DELIVERY_STATUSES
-    try:
-        before = key_of(text(cursor), _key)
-    except ProblemError as exc:
-        raise HTTPException(400, "the cursor is not one this page made") from exc
+    before = resume_key(cursor, _KEY.validate_python, "the cursor is not one this page made")
     endpoints = console.api.webhooks.list(tenant)
     with console.api.db.read() as conn:
         found = recent_deliveries(conn, statuses=statuses, endpoint_id=endpoint, before=before, limit=PAGE_SIZE + 1)
-    deliveries = found[:PAGE_SIZE]
-    next_query = None
-    if len(found) > PAGE_SIZE:
-        last = deliveries[-1]
-        key = [last.updated_at.isoformat(), last.notification_id, last.endpoint_id]
-        kept = {"tenant_id": tenant, "endpoint_id": endpoint, "status": chosen}
-        next_query = urlencode({**{k: v for k, v in kept.items() if v}, "cursor": cursor_of(key)})
+    deliveries, after = one_page(
+        found, PAGE_SIZE, lambda d: [d.updated_at.isoformat(), d.notification_id, d.endpoint_id]
+    )
+    filters = {"tenant_id": tenant, "endpoint_id": endpoint, "status": chosen}
+    next_query = urlencode({**{k: v for k, v in filters.items() if v}, "cursor": after}) if after else None
     context = {"title": "Webhooks", "endpoints": endpoints, "deliveries": deliveries, "next_query": next_query,
-               "filters": {"tenant_id": tenant, "endpoint_id": endpoint, "status": chosen},
-               "statuses": ("", *WEBHOOK_DELIVERY_STATUSES, "any")}  # fmt: skip
+               "filters": filters, "statuses": ("", *WEBHOOK_DELIVERY_STATUSES, "any")}  # fmt: skip
     return render(request, "webhooks.html", context)
