@@ -57,7 +57,7 @@ def chunks(items: Sequence[str]) -> Iterable[Sequence[str]]:
         yield items[start : start + _KEYS_PER_STATEMENT]
 
 
-def prune_cancelled(conn: Connection, *, before: dt.datetime, limit: int) -> dict[PrunedTable, int]:
+def prune_cancelled(conn: Connection, limit: int, *, before: dt.datetime) -> dict[PrunedTable, int]:
     """Delete up to ``limit`` prunable events with their targets and records: the rows deleted, by table.
 
     The events are locked first (``FOR UPDATE`` on PostgreSQL; SQLite's writer lock otherwise), so a

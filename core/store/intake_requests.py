@@ -13,7 +13,7 @@ import functools
 from dataclasses import dataclass
 from typing import Any
 
-from sqlalchemy import Connection, and_, bindparam, delete, null, select, update
+from sqlalchemy import Connection, and_, bindparam, null, select, update
 
 from calsync.core.store.database import upsert_insert
 from calsync.core.store.schema import intake_requests as r
@@ -81,9 +81,3 @@ def store_receipt(conn: Connection, tenant_id: str, request_key: str, receipt: d
         return receipt
     stored = find(conn, tenant_id, request_key)
     return None if stored is None else stored.receipt
-
-
-def purge_expired(conn: Connection) -> int:
-    """Delete the expired rows; returns how many went."""
-    result = conn.execute(delete(r).where(r.c.expires_at <= dt.datetime.now(dt.UTC)))
-    return result.rowcount or 0
