@@ -183,11 +183,11 @@ def update_account(
     A move to another provider marks every target of the account as maybe created: the adapter it leaves
     may have sent creates without the marker (Graph, memory), and one it joins (EWS) must look for them.
     """
+    current = get_summary(conn, account_id)
+    if current is None:
+        raise EntityNotFound(f"account {account_id} does not exist")
     values: dict[str, Any] = {"updated_at": dt.datetime.now(dt.UTC)}
     if provider is not None or options is not None:  # the calendar it writes into may change with either
-        current = get_summary(conn, account_id)
-        if current is None:
-            raise EntityNotFound(f"account {account_id} does not exist")
         key = calendar_key(provider or current.provider, current.address,
                            current.options if options is None else options)  # fmt: skip
         check_calendar_free(conn, current.tenant_id, key, account_id=account_id)
@@ -200,11 +200,8 @@ def update_account(
     changes = {"provider": provider, "status": status, "credentials": credentials,
                "options": None if options is None else dict(options)}  # fmt: skip
     values.update({column: value for column, value in changes.items() if value is not None})
-    conn.execute(update(provider_accounts).where(provider_accounts.c.id == account_id).values(**values))
-    summary = get_summary(conn, account_id)
-    if summary is None:
-        raise EntityNotFound(f"account {account_id} does not exist")
-    return summary
+    changed = update(provider_accounts).where(provider_accounts.c.id == account_id).values(**values)
+    return _summary(conn.execute(changed.returning(provider_accounts)).mappings().one())
 
 
 StatusAction = Literal["disable", "enable"]
