@@ -33,7 +33,7 @@ from collections.abc import Collection, Iterator
 from dataclasses import dataclass
 from typing import Any
 
-from sqlalchemy import ColumnElement, Connection, literal, select, tuple_
+from sqlalchemy import Column, ColumnElement, Connection, Table, literal, select, tuple_
 
 from calsync.core.model.calendar import ProviderName
 from calsync.core.model.vocabulary import JobState, SyncStatus
@@ -87,29 +87,30 @@ class FoundJob:
 def find_job(conn: Connection, tenant_id: str | None, job_id: str) -> FoundJob | None:
     """The job ``job_id`` of the tenant (of any tenant when None: an operator's), or None (another tenant's job reads
     as absent). Job ids are unique (uuid4), so a job id names at most one target and one dead letter."""
-    of_target = [t.c.tenant_id == tenant_id] if tenant_id is not None else []
-    of_record = [d.c.tenant_id == tenant_id] if tenant_id is not None else []
-    target = conn.execute(select(t).where(t.c.job_id == job_id, *of_target)).mappings().first()
-    record = conn.execute(select(d).where(d.c.job_id == job_id, *of_record)).mappings().first()
+    target = conn.execute(select(t).where(t.c.job_id == job_id, *_of_tenant(t, tenant_id))).mappings().first()
+    record = conn.execute(select(d).where(d.c.job_id == job_id, *_of_tenant(d, tenant_id))).mappings().first()
     if target is None and record is None:
         return None
     return FoundJob(job_id, TargetRow(**target) if target else None, DeadLetter(**record) if record else None)
 
 
+def _of_tenant(table: Table, tenant_id: str | None) -> list[ColumnElement[bool]]:
+    return [] if tenant_id is None else [table.c.tenant_id == tenant_id]
+
+
+def _by_id(conn: Connection, key: Column[str], value: Column[Any], ids: Collection[str]) -> dict[str, Any]:
+    # ``value`` of the rows whose ``key`` is among ``ids``, by key (no query for none).
+    return dict(conn.execute(select(key, value).where(key.in_(list(ids)))).all()) if ids else {}
+
+
 def attempts_of(conn: Connection, job_ids: Collection[str]) -> dict[str, int]:
     """The attempts the dead letters of ``job_ids`` record, by job id (``dead_letters.job_id``, unique)."""
-    if not job_ids:
-        return {}
-    rows = conn.execute(select(d.c.job_id, d.c.attempts).where(d.c.job_id.in_(list(job_ids))))
-    return {job_id: attempts for job_id, attempts in rows}
+    return _by_id(conn, d.c.job_id, d.c.attempts, job_ids)
 
 
 def providers_of(conn: Connection, account_ids: Collection[str]) -> dict[str, ProviderName]:
     """The provider of each of ``account_ids`` that exists, by account id (the primary key)."""
-    if not account_ids:
-        return {}
-    rows = conn.execute(select(a.c.id, a.c.provider).where(a.c.id.in_(list(account_ids))))
-    return {account_id: provider for account_id, provider in rows}
+    return _by_id(conn, a.c.id, a.c.provider, account_ids)
 
 
 def find_trace(conn: Connection, trace_id: str, *, limit: int) -> list[DeadLetter]:
@@ -135,7 +136,7 @@ class TargetSearch:
 
 def _conditions(conn: Connection, search: TargetSearch) -> list[ColumnElement[bool]] | None:
     """The conditions every range shares; None when no target can match (no event of that id)."""
-    where = [] if search.tenant_id is None else [t.c.tenant_id == search.tenant_id]
+    where = _of_tenant(t, search.tenant_id)
     if search.account_id is not None:
         where.append(t.c.account_id == search.account_id)
     if search.entity_id is not None:
