@@ -37,7 +37,7 @@ from sqlalchemy import Column, ColumnElement, Connection, Table, literal, select
 
 from calsync.core.model.calendar import ProviderName
 from calsync.core.model.vocabulary import JobState, SyncStatus
-from calsync.core.store import events
+from calsync.core.store import dead_letters, events
 from calsync.core.store.dead_letters import DeadLetter
 from calsync.core.store.schema import dead_letters as d
 from calsync.core.store.schema import event_targets as t
@@ -116,8 +116,7 @@ def providers_of(conn: Connection, account_ids: Collection[str]) -> dict[str, Pr
 def find_trace(conn: Connection, trace_id: str, *, limit: int) -> list[DeadLetter]:
     """Up to ``limit`` dead letters of the trace ``trace_id`` (of any tenant), newest first, through
     ``ix_dead_letters_trace``: the one place a trace id is stored (see the module's docstring)."""
-    query = select(d).where(d.c.trace_id == trace_id).order_by(d.c.id.desc()).limit(limit)
-    return [DeadLetter(**row) for row in conn.execute(query).mappings()]
+    return dead_letters.records(conn, select(d).where(d.c.trace_id == trace_id).order_by(d.c.id.desc()).limit(limit))
 
 
 @dataclass(frozen=True)
