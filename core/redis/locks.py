@@ -118,10 +118,8 @@ class LockManager:
         """
         with self._held_lock:
             self._held.pop(lock.token, None)
-        if lock.handover is None:
-            released = self._release([lock.key], [lock.token])
-        else:
-            released = self._release([lock.key, lock.handover], [lock.token, leaves or "", HANDOVER_TTL])
+        keys = [lock.key] if lock.handover is None else [lock.key, lock.handover]
+        released = self._release(keys, [lock.token, leaves or "", HANDOVER_TTL])  # the last two for a handover
         if not released:
             lock.lost = True
         return bool(released)
