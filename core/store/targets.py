@@ -251,10 +251,12 @@ _LOCK_EVENT = (
 _LIVE_OF_EVENT = select(func.count()).select_from(t).where(*_OF_EVENT, t.c.status != "deleted")
 
 
-def all_deleted(conn: Connection, tenant_id: str, event_id: str) -> bool:
-    """Whether every target of the event is deleted, this transaction's writes included (locks the event row)."""
+def all_deleted(conn: Connection, tenant_id: str, event_id: str, *, lock: bool = True) -> bool:
+    """Whether every target of the event is deleted at its provider (an event without targets too), this
+    transaction's writes included; with ``lock``, the event row locked first (see above)."""
     params = {"k_tenant": tenant_id, "k_event": event_id}
-    conn.execute(_LOCK_EVENT, params)
+    if lock:
+        conn.execute(_LOCK_EVENT, params)
     return conn.execute(_LIVE_OF_EVENT, params).scalar_one() == 0
 
 

@@ -9,7 +9,7 @@ from sqlalchemy import func, insert, select
 
 from calsync.core.model.change import EventFields
 from calsync.core.model.payload import idempotency_key
-from calsync.core.store import accounts, cancelled_events, dead_letters, events, idempotency, intake_requests, targets
+from calsync.core.store import accounts, dead_letters, events, idempotency, intake_requests, targets
 from calsync.core.store.database import Database
 from calsync.core.store.dead_letters import DeadLetterRecord
 from calsync.core.store.pruning import Retention, prune
@@ -90,8 +90,8 @@ def test_a_cancelled_event_removed_everywhere_goes_after_retention_with_its_targ
     cancel(db, gone)
     event(db, "e10", [a])  # an id that the other's key prefix would match
     with db.read() as conn:
-        assert cancelled_events.removed_everywhere(conn, "t", "e1")
-        assert not cancelled_events.removed_everywhere(conn, "t", "e10")
+        assert targets.all_deleted(conn, "t", "e1", lock=False)
+        assert not targets.all_deleted(conn, "t", "e10", lock=False)
 
     early = prune(db, RETENTION, now=utcnow() + dt.timedelta(days=6))
     assert early.purged.get("events") == 0 and counts(db)["events"] == 2
@@ -138,7 +138,7 @@ def test_an_event_cancelled_without_targets_is_pruned_too(db: Database) -> None:
     with db.write() as conn:
         events.insert_event(conn, "t", "bare", FIELDS, "none")
         events.bump_event(conn, "t", "bare", status="cancelled", send_updates="none")
-        assert cancelled_events.removed_everywhere(conn, "t", "bare")
+        assert targets.all_deleted(conn, "t", "bare", lock=False)
     assert prune(db, RETENTION, now=utcnow() + dt.timedelta(days=8)).purged["events"] == 1
 
 
