@@ -19,7 +19,7 @@ from sqlalchemy.sql.elements import SQLColumnExpression
 from calsync.core.model.vocabulary import DeadLetterCause, DeadLetterKind, cause_of_reason
 from calsync.core.store.database import Database, upsert_insert
 from calsync.core.store.schema import dead_letters as d
-from calsync.core.store.schema import json_ready, provider_accounts
+from calsync.core.store.schema import given_equal, json_ready, provider_accounts
 
 DeadLetterStatus = Literal["open", "replayed", "discarded"]
 
@@ -105,8 +105,7 @@ class DeadLetterFilter:
 
     def clauses(self) -> list[ColumnElement[bool]]:
         """SQL conditions for this filter."""
-        given = [f.name for f in fields(self) if f.name not in _DERIVED and getattr(self, f.name) is not None]
-        found = [d.c[name] == getattr(self, name) for name in given]
+        found = given_equal(*((d.c[f.name], getattr(self, f.name)) for f in fields(self) if f.name not in _DERIVED))
         if self.provider is not None:
             accounts_of = select(provider_accounts.c.id).where(provider_accounts.c.provider == self.provider)
             found.append(d.c.account_id.in_(accounts_of))

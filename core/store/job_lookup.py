@@ -33,7 +33,7 @@ from collections.abc import Collection, Iterator
 from dataclasses import dataclass
 from typing import Any
 
-from sqlalchemy import Column, ColumnElement, Connection, Table, literal, select, tuple_
+from sqlalchemy import Column, ColumnElement, Connection, literal, select, tuple_
 
 from calsync.core.model.calendar import ProviderName
 from calsync.core.model.vocabulary import JobState, SyncStatus
@@ -41,6 +41,7 @@ from calsync.core.store import dead_letters, events
 from calsync.core.store.dead_letters import DeadLetter
 from calsync.core.store.schema import dead_letters as d
 from calsync.core.store.schema import event_targets as t
+from calsync.core.store.schema import given_equal
 from calsync.core.store.schema import provider_accounts as a
 from calsync.core.store.targets import TargetRow
 
@@ -87,15 +88,12 @@ class FoundJob:
 def find_job(conn: Connection, tenant_id: str | None, job_id: str) -> FoundJob | None:
     """The job ``job_id`` of the tenant (of any tenant when None: an operator's), or None (another tenant's job reads
     as absent). Job ids are unique (uuid4), so a job id names at most one target and one dead letter."""
-    target = conn.execute(select(t).where(t.c.job_id == job_id, *_of_tenant(t, tenant_id))).mappings().first()
-    record = conn.execute(select(d).where(d.c.job_id == job_id, *_of_tenant(d, tenant_id))).mappings().first()
+    of_target = select(t).where(t.c.job_id == job_id, *given_equal((t.c.tenant_id, tenant_id)))
+    of_record = select(d).where(d.c.job_id == job_id, *given_equal((d.c.tenant_id, tenant_id)))
+    target, record = (conn.execute(query).mappings().first() for query in (of_target, of_record))
     if target is None and record is None:
         return None
     return FoundJob(job_id, TargetRow(**target) if target else None, DeadLetter(**record) if record else None)
-
-
-def _of_tenant(table: Table, tenant_id: str | None) -> list[ColumnElement[bool]]:
-    return [] if tenant_id is None else [table.c.tenant_id == tenant_id]
 
 
 def _by_id(conn: Connection, key: Column[str], value: Column[Any], ids: Collection[str]) -> dict[str, Any]:
@@ -135,9 +133,7 @@ class TargetSearch:
 
 def _conditions(conn: Connection, search: TargetSearch) -> list[ColumnElement[bool]] | None:
     """The conditions every range shares; None when no target can match (no event of that id)."""
-    where = _of_tenant(t, search.tenant_id)
-    if search.account_id is not None:
-        where.append(t.c.account_id == search.account_id)
+    where = given_equal((t.c.tenant_id, search.tenant_id), (t.c.account_id, search.account_id))
     if search.entity_id is not None:
         where.append(t.c.event_id == search.entity_id)
         if search.tenant_id is None:  # primary-key ranges: the tenants having such an event (ix_events_id)
