@@ -82,11 +82,6 @@ class PruneReport:
     purged: Counter[PrunedTable] = field(default_factory=Counter)
     caught_up: bool = True
 
-    @property
-    def total(self) -> int:
-        """Rows deleted from every table together."""
-        return sum(self.purged.values())
-
 
 # One batch of a table's pruning, ``(conn, limit, *, before)`` in the caller's transaction: the rows it deleted
 # (of that table, or by table).
