@@ -260,11 +260,6 @@ def all_deleted(conn: Connection, tenant_id: str, event_id: str, *, lock: bool =
     return conn.execute(_LIVE_OF_EVENT, params).scalar_one() == 0
 
 
-def _job(job_id: str | None) -> dict[str, str]:
-    """The ``job_id`` column's new value, when a new job takes the target over (none given: left alone)."""
-    return {} if job_id is None else {"job_id": job_id}
-
-
 def _update(conn: Connection, key: TargetKey, *where: ColumnElement[bool], **values: Any) -> None:
     conn.execute(update(t).where(_BY_KEY, *where).values(**values), _key_params(key))
 
@@ -293,10 +288,10 @@ def record_failed(conn: Connection, key: TargetKey, *, version: int, error_class
             error_class=error_class, due_at=None, wait_reason=None, updated_at=dt.datetime.now(dt.UTC))  # fmt: skip
 
 
-def reopen(conn: Connection, key: TargetKey, *, due_at: dt.datetime, job_id: str | None = None) -> None:
+def reopen(conn: Connection, key: TargetKey, *, due_at: dt.datetime, job_id: str) -> None:
     """Make a failed target pending again, by the job ``job_id`` (DLQ replay); other statuses are left alone."""
     _update(conn, key, t.c.status == "failed", status="pending", due_at=due_at, wait_reason=None,
-            updated_at=dt.datetime.now(dt.UTC), **_job(job_id))  # fmt: skip
+            updated_at=dt.datetime.now(dt.UTC), job_id=job_id)  # fmt: skip
 
 
 def cancel(conn: Connection, key: TargetKey, *, job_id: str, message: str) -> bool:
@@ -325,10 +320,10 @@ def mark_unqueued(conn: Connection, key: TargetKey) -> None:
     _update(conn, key, t.c.status == "pending", due_at=None, wait_reason="not enqueued")
 
 
-def postpone(conn: Connection, key: TargetKey, *, due_at: dt.datetime, job_id: str | None = None) -> None:
+def postpone(conn: Connection, key: TargetKey, *, due_at: dt.datetime, job_id: str) -> None:
     """Move a pending target's due time, now the job of ``job_id`` (after the reconciler re-enqueued it: it waits for
     nothing else now)."""
-    _update(conn, key, t.c.status == "pending", due_at=due_at, wait_reason=None, **_job(job_id))
+    _update(conn, key, t.c.status == "pending", due_at=due_at, wait_reason=None, job_id=job_id)
 
 
 def count_by_status(conn: Connection, statuses: Collection[str] = SYNC_STATUSES) -> dict[str, int]:
