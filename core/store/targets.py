@@ -135,11 +135,9 @@ def get_target(conn: Connection, key: TargetKey) -> TargetRow | None:
 
 
 _LIST = select(t).where(*_OF_EVENT).order_by(t.c.account_id)
-_SHOWN_TARGETS = (
-    select(t, drift_state.c.swept_at)
-    .outerjoin(drift_state, drift_state.c.account_id == t.c.account_id)
-    .where(*_OF_EVENT)
-    .order_by(t.c.account_id)
+# The same, with when each target's account was last swept.
+_SHOWN_TARGETS = _LIST.add_columns(drift_state.c.swept_at).outerjoin(
+    drift_state, drift_state.c.account_id == t.c.account_id
 )
 
 
