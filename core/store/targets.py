@@ -18,9 +18,9 @@ from sqlalchemy import ColumnElement, Connection, and_, bindparam, case, func, o
 
 from calsync.core.model.calendar import Target
 from calsync.core.model.vocabulary import SYNC_STATUSES, SyncStatus, WaitReason, as_wait_reason
+from calsync.core.store import events
 from calsync.core.store.schema import drift_state, json_ready
 from calsync.core.store.schema import event_targets as t
-from calsync.core.store.schema import events as ev
 
 Wanted = Literal["present", "absent"]
 
@@ -241,21 +241,15 @@ def mark_account_create_attempted(conn: Connection, account_id: str) -> None:
 
 # The event row locked (PostgreSQL; SQLite writers are serialized anyway), then its targets not yet deleted: two
 # last deletions committing side by side cannot both miss each other (the event.cancelled notification).
-_LOCK_EVENT = (
-    select(ev.c.version)
-    .where(ev.c.tenant_id == bindparam("k_tenant"), ev.c.id == bindparam("k_event"))
-    .with_for_update()
-)
 _LIVE_OF_EVENT = select(func.count()).select_from(t).where(*_OF_EVENT, t.c.status != "deleted")
 
 
 def all_deleted(conn: Connection, tenant_id: str, event_id: str, *, lock: bool = True) -> bool:
     """Whether every target of the event is deleted at its provider (an event without targets too), this
     transaction's writes included; with ``lock``, the event row locked first (see above)."""
-    params = {"k_tenant": tenant_id, "k_event": event_id}
     if lock:
-        conn.execute(_LOCK_EVENT, params)
-    return conn.execute(_LIVE_OF_EVENT, params).scalar_one() == 0
+        events.get_event(conn, tenant_id, event_id, lock=True)
+    return conn.execute(_LIVE_OF_EVENT, {"k_tenant": tenant_id, "k_event": event_id}).scalar_one() == 0
 
 
 def _update(conn: Connection, key: TargetKey, *where: ColumnElement[bool], **values: Any) -> None:
