@@ -41,8 +41,7 @@ def record(
 
 def page(conn: Connection, *, actor: str | None = None, before: int | None = None, limit: int = 50) -> list[AuditEntry]:
     """Up to ``limit`` entries newest first, older than id ``before`` when given, of one ``actor`` when given."""
-    query = select(a.c.id, a.c.at, a.c.actor, a.c.action, a.c.subject, a.c.count, a.c.detail)
-    query = query.where(*given_equal((a.c.actor, actor)))
+    query = select(a).where(*given_equal((a.c.actor, actor)))
     if before is not None:
         query = query.where(a.c.id < before)
-    return [AuditEntry(*row) for row in conn.execute(query.order_by(a.c.id.desc()).limit(limit))]
+    return [AuditEntry(**row) for row in conn.execute(query.order_by(a.c.id.desc()).limit(limit)).mappings()]
