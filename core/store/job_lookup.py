@@ -31,9 +31,10 @@ import heapq
 import itertools
 from collections.abc import Collection, Iterator
 from dataclasses import dataclass
+from operator import attrgetter
 from typing import Any
 
-from sqlalchemy import Column, ColumnElement, Connection, literal, select, tuple_
+from sqlalchemy import Column, ColumnElement, Connection, literal, select, true, tuple_
 
 from calsync.core.model.calendar import ProviderName
 from calsync.core.model.vocabulary import JobState, SyncStatus
@@ -52,12 +53,12 @@ _PENDING_WAIT: dict[JobState, ColumnElement[bool]] = {
     "retrying": t.c.wait_reason == "retry",
     "deferred": t.c.wait_reason.is_not(None) & (t.c.wait_reason != "retry"),
 }
-# The sync statuses each state reads, with what it asks of the wait reason (None: nothing).
-_RANGES: dict[JobState | None, tuple[tuple[SyncStatus, ColumnElement[bool] | None], ...]] = {
+# The sync statuses each state reads, with what it asks of the wait reason (true(): nothing, dropped from the SQL).
+_RANGES: dict[JobState | None, tuple[tuple[SyncStatus, ColumnElement[bool]], ...]] = {
     **{state: (("pending", wait),) for state, wait in _PENDING_WAIT.items()},
-    "synced": (("synced", None), ("deleted", None)),
-    "dead-lettered": (("failed", None),),
-    None: (("pending", None), ("synced", None), ("deleted", None), ("failed", None)),
+    "synced": (("synced", true()), ("deleted", true())),
+    "dead-lettered": (("failed", true()),),
+    None: (("pending", true()), ("synced", true()), ("deleted", true()), ("failed", true())),
 }
 
 
@@ -153,10 +154,6 @@ def _conditions(conn: Connection, search: TargetSearch) -> list[ColumnElement[bo
     return where
 
 
-def _newest_first(row: TargetRow) -> Keyset:
-    return row.updated_at, row.event_id, row.account_id
-
-
 def keyset_json(row: TargetRow) -> list[str]:
     """The keyset of ``row`` as a page's cursor carries it: ``[updated_at (ISO 8601), event_id, account_id]``."""
     return [row.updated_at.isoformat(), row.event_id, row.account_id]
@@ -187,8 +184,7 @@ def search(conn: Connection, query: TargetSearch, *, after: Keyset | None, limit
     order = (t.c.updated_at.desc(), t.c.event_id.desc(), t.c.account_id.desc())
     ranges: list[Iterator[TargetRow]] = []
     for status, wait in _RANGES[query.state]:
-        extra = [] if wait is None else [wait]
-        statement = select(t).where(*where, t.c.status == status, *extra).order_by(*order).limit(limit)
+        statement = select(t).where(*where, t.c.status == status, wait).order_by(*order).limit(limit)
         ranges.append(iter([TargetRow(**row) for row in conn.execute(statement).mappings()]))
-    merged = heapq.merge(*ranges, key=_newest_first, reverse=True)
+    merged = heapq.merge(*ranges, key=attrgetter("updated_at", "event_id", "account_id"), reverse=True)
     return list(itertools.islice(merged, limit))
