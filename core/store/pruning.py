@@ -31,6 +31,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from pydantic import BaseModel, Field
 from sqlalchemy import Column, ColumnElement, Connection, Table, and_, delete, func, select, tuple_
 from sqlalchemy.exc import IntegrityError
 
@@ -49,30 +50,27 @@ log = logging.getLogger(__name__)
 SESSION_RETENTION = 8 * 86400.0  # seconds; CALSYNC_CONSOLE_SESSION_IDLE_SECONDS is at most 7 days
 
 
-@dataclass(frozen=True)
-class Retention:
-    """How much one pass may delete, and how long resolved dead letters, cancelled events and webhooks are kept."""
+class Retention(BaseModel, frozen=True, populate_by_name=True):
+    """How much one pass may delete, and how long resolved dead letters, cancelled events and webhooks are kept: read
+    from the settings named by each field's alias (:meth:`of`)."""
 
-    batch: int
-    max_batches: int
-    dead_letters: float  # seconds after being resolved; 0 keeps them
-    cancelled_events: float  # seconds after the last change; 0 keeps them
-    webhooks: float = KEEP_FOREVER  # finished notifications, seconds after the last change; 0 keeps them
-    removal_quiet: float = 0  # seconds a removed account's targets stay unchanged before it goes (DELETE_VERIFY_DELAY)
-    drift_findings: float = KEEP_FOREVER  # seconds after being found; 0 keeps them
+    batch: int = Field(validation_alias="maintenance_batch")
+    max_batches: int = Field(validation_alias="maintenance_max_batches")
+    # Seconds after being resolved; 0 keeps them.
+    dead_letters: float = Field(validation_alias="dead_letter_retention")
+    # Seconds after the last change; 0 keeps them.
+    cancelled_events: float = Field(validation_alias="cancelled_event_retention")
+    # Finished notifications, seconds after the last change; 0 keeps them.
+    webhooks: float = Field(KEEP_FOREVER, validation_alias="webhook_retention")
+    # Seconds a removed account's targets stay unchanged before it goes.
+    removal_quiet: float = Field(0, validation_alias="delete_verify_delay")
+    # Seconds after being found; 0 keeps them.
+    drift_findings: float = Field(KEEP_FOREVER, validation_alias="drift_finding_retention")
 
     @classmethod
     def of(cls, settings: HousekeepingSettings) -> Retention:
         """The retention the settings ask for."""
-        return cls(
-            batch=settings.maintenance_batch,
-            max_batches=settings.maintenance_max_batches,
-            dead_letters=settings.dead_letter_retention,
-            cancelled_events=settings.cancelled_event_retention,
-            webhooks=settings.webhook_retention,
-            removal_quiet=settings.delete_verify_delay,
-            drift_findings=settings.drift_finding_retention,
-        )
+        return cls.model_validate(settings, from_attributes=True)
 
 
 @dataclass
