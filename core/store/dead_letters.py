@@ -105,7 +105,8 @@ class DeadLetterFilter:
 
     def clauses(self) -> list[ColumnElement[bool]]:
         """SQL conditions for this filter."""
-        found = given_equal(*((d.c[f.name], getattr(self, f.name)) for f in fields(self) if f.name not in _DERIVED))
+        # A field named after a column of the table asks for that value; the others are conditions of their own.
+        found = given_equal(*((d.c[f.name], getattr(self, f.name)) for f in fields(self) if f.name in d.c))
         if self.provider is not None:
             accounts_of = select(provider_accounts.c.id).where(provider_accounts.c.provider == self.provider)
             found.append(d.c.account_id.in_(accounts_of))
@@ -114,9 +115,6 @@ class DeadLetterFilter:
         if self.up_to_id is not None:
             found.append(d.c.id <= self.up_to_id)
         return found
-
-
-_DERIVED: Final = frozenset({"provider", "q", "up_to_id"})  # filter fields that are no column of the table
 
 
 def error_search(text: str) -> ColumnElement[bool]:
