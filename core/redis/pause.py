@@ -8,23 +8,21 @@ on accepting and enqueueing. The first pause wins: pausing again keeps its time,
 from __future__ import annotations
 
 import datetime as dt
-import json
 import time
-from dataclasses import dataclass
 from typing import Any
 
 import redis
+from pydantic import BaseModel, ValidationError
 
 from calsync.core.redis.keys import RedisKeys
 
 
-@dataclass(frozen=True)
-class PauseState:
-    """Since when processing is paused, by whom (``user@host``) and why."""
+class PauseState(BaseModel, frozen=True):
+    """Since when processing is paused, by whom (``user@host``) and why: the switch's value, as JSON."""
 
-    since: float
-    by: str
-    reason: str | None
+    since: float = 0.0
+    by: str = "unknown"
+    reason: str | None = None
 
     def as_json(self) -> dict[str, Any]:
         """JSON-ready form for ``calsync pause`` and ``calsync status --json``."""
@@ -36,18 +34,9 @@ def _decode(raw: bytes | str | None) -> PauseState | None:
     if raw is None:
         return None
     try:
-        doc = json.loads(raw)
-    except ValueError:
-        doc = None
-    if not isinstance(doc, dict):
-        return PauseState(0.0, "unknown", "unreadable pause switch value")  # still paused: the key is there
-    since = doc.get("since")
-    reason = doc.get("reason")
-    return PauseState(
-        float(since) if isinstance(since, int | float) else 0.0,
-        str(doc.get("by") or "unknown"),
-        reason if isinstance(reason, str) else None,
-    )
+        return PauseState.model_validate_json(raw)
+    except ValidationError:  # still paused: the key is there
+        return PauseState(reason="unreadable pause switch value")
 
 
 class PauseSwitch:
@@ -63,9 +52,9 @@ class PauseSwitch:
 
     def pause(self, by: str, reason: str | None) -> tuple[PauseState, bool]:
         """Set the switch unless it is set; returns the switch and whether this call set it."""
-        since = time.time()
-        created = bool(self.redis.set(self.key, json.dumps({"since": since, "by": by, "reason": reason}), nx=True))
-        return self.state() or PauseState(since, by, reason), created  # resumed in between: what this call wrote
+        wanted = PauseState(since=time.time(), by=by, reason=reason)
+        created = bool(self.redis.set(self.key, wanted.model_dump_json(), nx=True))
+        return self.state() or wanted, created  # resumed in between: what this call wrote
 
     def resume(self) -> PauseState | None:
         """Clear the switch; returns what it was (None: it was not set)."""

@@ -88,7 +88,4 @@ class JobStats:
 
     def totals(self, *, minutes: int = 60, now: float | None = None) -> Counter[str]:
         """Outcome counts over the last ``minutes`` minutes (current minute included)."""
-        totals: Counter[str] = Counter()
-        for bucket in self.per_minute(minutes=minutes, now=now):
-            totals.update(bucket)
-        return totals
+        return sum(self.per_minute(minutes=minutes, now=now), Counter())

@@ -31,20 +31,16 @@ class AccountDebt:
 def debts(conn: Connection, account_ids: Collection[str]) -> dict[str, AccountDebt]:
     """What each of ``account_ids`` owes, by id (every id present: an account that owes nothing reads as zeros)."""
     ids = list(account_ids)
-    counts: dict[str, dict[str, int]] = {account_id: {} for account_id in ids}
     if not ids:
         return {}
+    pending, failed = (func.count().filter(t.c.status == status) for status in ("pending", "failed"))
     outstanding = t.c.account_id.in_(ids) & t.c.status.in_(("pending", "failed"))
-    query = select(t.c.account_id, t.c.status, func.count()).where(outstanding).group_by(t.c.account_id, t.c.status)
-    for account_id, status, n in conn.execute(query):
-        counts[account_id][status] = int(n)
+    query = select(t.c.account_id, pending, failed).where(outstanding).group_by(t.c.account_id)
+    counts: dict[str, tuple[int, int]] = {row.account_id: (row[1], row[2]) for row in conn.execute(query)}
     newest = select(func.max(d.c.id)).where(d.c.account_id.in_(ids), d.c.status == "open").group_by(d.c.account_id)
     errors = {
         row.account_id: (row.last_error, row.failed_at)
         for row in conn.execute(select(d.c.account_id, d.c.last_error, d.c.failed_at).where(d.c.id.in_(newest)))
     }
-    return {
-        account_id: AccountDebt(counts[account_id].get("pending", 0), counts[account_id].get("failed", 0),
-                                *errors.get(account_id, (None, None)))
-        for account_id in ids
-    }  # fmt: skip
+    return {account_id: AccountDebt(*counts.get(account_id, (0, 0)), *errors.get(account_id, (None, None)))
+            for account_id in ids}  # fmt: skip

@@ -18,7 +18,7 @@ from calsync.core.model.redaction import register_secrets
 from calsync.core.store import targets
 from calsync.core.store.crypto import CredentialCipher
 from calsync.core.store.database import Database
-from calsync.core.store.schema import json_ready, provider_accounts
+from calsync.core.store.schema import given_equal, json_ready, provider_accounts
 
 
 @dataclass(frozen=True)
@@ -128,9 +128,8 @@ def get_standings(conn: Connection, account_ids: Collection[str]) -> dict[str, A
 
 def list_accounts(conn: Connection, tenant_id: str | None = None) -> list[AccountSummary]:
     """Accounts of a tenant (or all), oldest first."""
-    query = select(provider_accounts).order_by(provider_accounts.c.created_at, provider_accounts.c.id)
-    if tenant_id is not None:
-        query = query.where(provider_accounts.c.tenant_id == tenant_id)
+    query = select(provider_accounts).where(*given_equal((provider_accounts.c.tenant_id, tenant_id)))
+    query = query.order_by(provider_accounts.c.created_at, provider_accounts.c.id)
     return [_summary(row) for row in conn.execute(query).mappings()]
 
 
@@ -146,10 +145,8 @@ def list_page(
     """Up to ``limit`` accounts in id order after id ``after``, of one tenant, provider or status when given: the
     primary key's range (``ix_provider_accounts_tenant`` for a tenant's)."""
     a = provider_accounts.c
-    query = select(provider_accounts).order_by(a.id).limit(limit)
-    for column, value in ((a.tenant_id, tenant_id), (a.provider, provider), (a.status, status)):
-        if value is not None:
-            query = query.where(column == value)
+    filters = given_equal((a.tenant_id, tenant_id), (a.provider, provider), (a.status, status))
+    query = select(provider_accounts).where(*filters).order_by(a.id).limit(limit)
     if after is not None:
         query = query.where(a.id > after)
     return [_summary(row) for row in conn.execute(query).mappings()]
@@ -183,11 +180,11 @@ def update_account(
     A move to another provider marks every target of the account as maybe created: the adapter it leaves
     may have sent creates without the marker (Graph, memory), and one it joins (EWS) must look for them.
     """
+    current = get_summary(conn, account_id)
+    if current is None:
+        raise EntityNotFound(f"account {account_id} does not exist")
     values: dict[str, Any] = {"updated_at": dt.datetime.now(dt.UTC)}
     if provider is not None or options is not None:  # the calendar it writes into may change with either
-        current = get_summary(conn, account_id)
-        if current is None:
-            raise EntityNotFound(f"account {account_id} does not exist")
         key = calendar_key(provider or current.provider, current.address,
                            current.options if options is None else options)  # fmt: skip
         check_calendar_free(conn, current.tenant_id, key, account_id=account_id)
@@ -200,11 +197,8 @@ def update_account(
     changes = {"provider": provider, "status": status, "credentials": credentials,
                "options": None if options is None else dict(options)}  # fmt: skip
     values.update({column: value for column, value in changes.items() if value is not None})
-    conn.execute(update(provider_accounts).where(provider_accounts.c.id == account_id).values(**values))
-    summary = get_summary(conn, account_id)
-    if summary is None:
-        raise EntityNotFound(f"account {account_id} does not exist")
-    return summary
+    changed = update(provider_accounts).where(provider_accounts.c.id == account_id).values(**values)
+    return _summary(conn.execute(changed.returning(provider_accounts)).mappings().one())
 
 
 StatusAction = Literal["disable", "enable"]

@@ -20,7 +20,7 @@ from sqlalchemy import Connection, bindparam, insert, select, update
 from calsync.core.model.ids import new_id
 from calsync.core.model.vocabulary import ApiScope
 from calsync.core.store.schema import api_keys as k
-from calsync.core.store.schema import json_ready
+from calsync.core.store.schema import given_equal, json_ready
 
 KEY_PREFIX = "csk_"
 
@@ -83,9 +83,7 @@ def touch(conn: Connection, key_id: str, *, older_than: float) -> None:
 
 def list_keys(conn: Connection, tenant_id: str | None = None) -> list[ApiKey]:
     """Every key (of one tenant), oldest first."""
-    query = select(*_COLUMNS).order_by(k.c.created_at, k.c.id)
-    if tenant_id is not None:
-        query = query.where(k.c.tenant_id == tenant_id)
+    query = select(*_COLUMNS).where(*given_equal((k.c.tenant_id, tenant_id))).order_by(k.c.created_at, k.c.id)
     return [ApiKey(*row) for row in conn.execute(query)]
 
 

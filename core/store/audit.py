@@ -15,6 +15,7 @@ from typing import Any
 from sqlalchemy import Connection, insert, select
 
 from calsync.core.store.schema import audit_log as a
+from calsync.core.store.schema import given_equal
 
 
 @dataclass(frozen=True)
@@ -40,9 +41,7 @@ def record(
 
 def page(conn: Connection, *, actor: str | None = None, before: int | None = None, limit: int = 50) -> list[AuditEntry]:
     """Up to ``limit`` entries newest first, older than id ``before`` when given, of one ``actor`` when given."""
-    query = select(a.c.id, a.c.at, a.c.actor, a.c.action, a.c.subject, a.c.count, a.c.detail)
-    if actor is not None:
-        query = query.where(a.c.actor == actor)
+    query = select(a).where(*given_equal((a.c.actor, actor)))
     if before is not None:
         query = query.where(a.c.id < before)
-    return [AuditEntry(*row) for row in conn.execute(query.order_by(a.c.id.desc()).limit(limit))]
+    return [AuditEntry(**row) for row in conn.execute(query.order_by(a.c.id.desc()).limit(limit)).mappings()]

@@ -1,8 +1,8 @@
 """Cancelled events once every target is gone: the condition that says so, and pruning them after retention.
 
 An event is *removed everywhere* when it is cancelled and none of its targets is in any status but
-``deleted`` (an event with no target at all counts too). Workers ask :func:`removed_everywhere` after
-each delete of a cancelled event's target; the maintenance pass prunes such events, once nothing about
+``deleted`` (an event with no target at all counts too): workers ask ``targets.all_deleted`` after each
+delete of a cancelled event's target. The maintenance pass prunes such events, once nothing about
 them changed for ``CANCELLED_EVENT_RETENTION`` seconds, with their targets and their idempotency records.
 A cancelled event with a failed target (its delete is in the DLQ) is kept: something may still be live.
 """
@@ -21,13 +21,6 @@ from calsync.core.store.schema import events as e
 from calsync.core.store.schema import idempotency_records as r
 
 _KEYS_PER_STATEMENT = 500  # an IN list of primary keys: each one an index lookup
-
-
-def removed_everywhere(conn: Connection, tenant_id: str, event_id: str) -> bool:
-    """Whether the event is cancelled and every one of its targets is deleted at its provider."""
-    not_gone = exists().where(t.c.tenant_id == e.c.tenant_id, t.c.event_id == e.c.id, t.c.status != "deleted")
-    cancelled = select(e.c.id).where(e.c.tenant_id == tenant_id, e.c.id == event_id, e.c.status == "cancelled")
-    return conn.execute(cancelled.where(not_(not_gone))).first() is not None
 
 
 def _prunable(before: dt.datetime) -> ColumnElement[bool]:
@@ -57,7 +50,7 @@ def chunks(items: Sequence[str]) -> Iterable[Sequence[str]]:
         yield items[start : start + _KEYS_PER_STATEMENT]
 
 
-def prune_cancelled(conn: Connection, *, before: dt.datetime, limit: int) -> dict[PrunedTable, int]:
+def prune_cancelled(conn: Connection, limit: int, *, before: dt.datetime) -> dict[PrunedTable, int]:
     """Delete up to ``limit`` prunable events with their targets and records: the rows deleted, by table.
 
     The events are locked first (``FOR UPDATE`` on PostgreSQL; SQLite's writer lock otherwise), so a

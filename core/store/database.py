@@ -104,6 +104,17 @@ def upsert_insert(table: Table, dialect: str) -> postgresql.Insert | sqlite.Inse
     return sqlite_insert(table)
 
 
+def take_over_expired(table: Table, dialect: str, **replaced: Any) -> postgresql.Insert | sqlite.Insert:
+    """An ``INSERT`` into ``table`` (with ``expires_at`` and ``created_at`` columns) that takes over a row of the same
+    primary key whose time ran out by the new row's creation, every other column from the new row unless ``replaced``
+    says otherwise, and leaves a live row alone: one statement for "the first, or the first since it expired"."""
+    insert = upsert_insert(table, dialect)
+    key = list(table.primary_key)
+    new = {column.name: insert.excluded[column.name] for column in table.columns if column not in key}
+    expired = table.c.expires_at <= insert.excluded.created_at
+    return insert.on_conflict_do_update(index_elements=key, set_={**new, **replaced}, where=expired)
+
+
 @contextlib.contextmanager
 def _translate_errors() -> Iterator[None]:
     # SQLAlchemy's errors as the store's: StoreUnavailable for a lost or unreachable database.

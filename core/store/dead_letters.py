@@ -13,13 +13,13 @@ import json
 from dataclasses import asdict, dataclass, fields, replace
 from typing import Any, Final, Literal
 
-from sqlalchemy import ColumnElement, Connection, Integer, String, func, select, update
+from sqlalchemy import ColumnElement, Connection, Integer, Select, String, func, select, update
 from sqlalchemy.sql.elements import SQLColumnExpression
 
 from calsync.core.model.vocabulary import DeadLetterCause, DeadLetterKind, cause_of_reason
 from calsync.core.store.database import Database, upsert_insert
 from calsync.core.store.schema import dead_letters as d
-from calsync.core.store.schema import json_ready, provider_accounts
+from calsync.core.store.schema import given_equal, json_ready, provider_accounts
 
 DeadLetterStatus = Literal["open", "replayed", "discarded"]
 
@@ -105,8 +105,8 @@ class DeadLetterFilter:
 
     def clauses(self) -> list[ColumnElement[bool]]:
         """SQL conditions for this filter."""
-        given = [f.name for f in fields(self) if f.name not in _DERIVED and getattr(self, f.name) is not None]
-        found = [d.c[name] == getattr(self, name) for name in given]
+        # A field named after a column of the table asks for that value; the others are conditions of their own.
+        found = given_equal(*((d.c[f.name], getattr(self, f.name)) for f in fields(self) if f.name in d.c))
         if self.provider is not None:
             accounts_of = select(provider_accounts.c.id).where(provider_accounts.c.provider == self.provider)
             found.append(d.c.account_id.in_(accounts_of))
@@ -115,9 +115,6 @@ class DeadLetterFilter:
         if self.up_to_id is not None:
             found.append(d.c.id <= self.up_to_id)
         return found
-
-
-_DERIVED: Final = frozenset({"provider", "q", "up_to_id"})  # filter fields that are no column of the table
 
 
 def error_search(text: str) -> ColumnElement[bool]:
@@ -158,6 +155,11 @@ def _clean(text: str) -> str:
     return text.replace("\x00", "\\0")
 
 
+def records(conn: Connection, query: Select[Any]) -> list[DeadLetter]:
+    """The dead letters ``query`` (a ``select`` of the whole table) reads, in its order."""
+    return [DeadLetter(**row) for row in conn.execute(query).mappings()]
+
+
 def get(conn: Connection, record_id: int, *, tenant_id: str | None = None) -> DeadLetter | None:
     """One record by id; with ``tenant_id``, only if it belongs to that tenant (another tenant's record reads as
     absent)."""
@@ -168,8 +170,7 @@ def get(conn: Connection, record_id: int, *, tenant_id: str | None = None) -> De
 
 def find(conn: Connection, flt: DeadLetterFilter, *, limit: int | None = None) -> list[DeadLetter]:
     """Records matching the filter, oldest failure first."""
-    query = select(d).where(*flt.clauses()).order_by(d.c.failed_at, d.c.id).limit(limit)
-    return [DeadLetter(**row) for row in conn.execute(query).mappings()]
+    return records(conn, select(d).where(*flt.clauses()).order_by(d.c.failed_at, d.c.id).limit(limit))
 
 
 def page(
@@ -183,8 +184,7 @@ def page(
         query = query.where(*([] if after_id is None else [d.c.id < after_id])).order_by(d.c.id.desc())
     else:
         query = query.where(d.c.id > (after_id or 0)).order_by(d.c.id)
-    query = query.limit(limit)
-    return [DeadLetter(**row) for row in conn.execute(query).mappings()]
+    return records(conn, query.limit(limit))
 
 
 def tally(conn: Connection, flt: DeadLetterFilter) -> tuple[int, int]:
@@ -200,8 +200,7 @@ def same_target(conn: Connection, record: DeadLetter, *, limit: int = 20) -> lis
     if record.account_id is None or record.entity_id is None:
         return []
     where = (d.c.account_id == record.account_id, d.c.entity_id == record.entity_id, d.c.tenant_id == record.tenant_id)
-    query = select(d).where(*where, d.c.id != record.id).order_by(d.c.id.desc()).limit(limit)
-    return [DeadLetter(**row) for row in conn.execute(query).mappings()]
+    return records(conn, select(d).where(*where, d.c.id != record.id).order_by(d.c.id.desc()).limit(limit))
 
 
 def _close(conn: Connection, record_id: int, **values: Any) -> bool:

@@ -42,7 +42,7 @@ def _prunable(before: dt.datetime) -> ColumnElement[bool]:
     return and_(n.c.dispatched_at < before, not_(unfinished), _open_dead_letter_ids())
 
 
-def prune_finished(conn: Connection, *, before: dt.datetime, limit: int) -> dict[PrunedTable, int]:
+def prune_finished(conn: Connection, limit: int, *, before: dt.datetime) -> dict[PrunedTable, int]:
     """Delete up to ``limit`` finished notifications unchanged since ``before``: the rows deleted, by table.
 
     The notifications are locked first (``FOR UPDATE`` on PostgreSQL; SQLite's writer lock otherwise).

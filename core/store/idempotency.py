@@ -7,9 +7,9 @@ import functools
 from collections.abc import Mapping
 from typing import Any
 
-from sqlalchemy import ColumnElement, Connection, Insert, and_, bindparam, delete, select
+from sqlalchemy import ColumnElement, Connection, Insert, and_, bindparam, select
 
-from calsync.core.store.database import upsert_insert
+from calsync.core.store.database import take_over_expired
 from calsync.core.store.schema import idempotency_records as r
 
 
@@ -41,15 +41,4 @@ def record_success(conn: Connection, key: str, *, job_id: str, result: Mapping[s
 @functools.cache
 def _upsert_statement(dialect: str) -> Insert:
     """Insert, or take over a record whose TTL ran out, in one statement (built once per dialect)."""
-    insert = upsert_insert(r, dialect)
-    replaced = {c: insert.excluded[c] for c in ("job_id", "outcome", "result", "created_at", "expires_at")}
-    return insert.on_conflict_do_update(
-        index_elements=[r.c.key], set_=replaced, where=r.c.expires_at <= insert.excluded.created_at
-    )
-
-
-def purge_expired(conn: Connection, *, limit: int = 10_000, now: dt.datetime | None = None) -> int:
-    """Delete up to ``limit`` expired records (the housekeeping pass, core/store/pruning.py); returns how many went."""
-    now = now or dt.datetime.now(dt.UTC)
-    expired = select(r.c.key).where(r.c.expires_at <= now).limit(limit).scalar_subquery()
-    return int(conn.execute(delete(r).where(r.c.key.in_(expired))).rowcount)
+    return take_over_expired(r, dialect)

@@ -13,9 +13,9 @@ import functools
 from dataclasses import dataclass
 from typing import Any
 
-from sqlalchemy import Connection, and_, bindparam, delete, null, select, update
+from sqlalchemy import Connection, and_, bindparam, null, select, update
 
-from calsync.core.store.database import upsert_insert
+from calsync.core.store.database import take_over_expired
 from calsync.core.store.schema import intake_requests as r
 
 
@@ -50,15 +50,9 @@ def find(conn: Connection, tenant_id: str, request_key: str) -> IntakeRequest | 
 
 @functools.cache
 def _claim(dialect: str) -> Any:
-    insert = upsert_insert(r, dialect)
-    replaced: dict[str, Any] = {c: insert.excluded[c] for c in ("body_hash", "entity_id", "version", "created_at",
-                                                                "expires_at")}  # fmt: skip
-    replaced["receipt"] = null()  # SQL NULL, not JSON null: store_receipt looks for it
-    return insert.on_conflict_do_update(
-        index_elements=[r.c.tenant_id, r.c.request_key],
-        set_=replaced,
-        where=r.c.expires_at <= insert.excluded.created_at,
-    ).returning(r.c.version)  # a row when claimed: SQLAlchemy keeps no rowcount of an INSERT
+    # The receipt SQL NULL, not JSON null: store_receipt looks for it. A row when claimed: SQLAlchemy keeps no rowcount
+    # of an INSERT.
+    return take_over_expired(r, dialect, receipt=null()).returning(r.c.version)
 
 
 def claim(
@@ -81,9 +75,3 @@ def store_receipt(conn: Connection, tenant_id: str, request_key: str, receipt: d
         return receipt
     stored = find(conn, tenant_id, request_key)
     return None if stored is None else stored.receipt
-
-
-def purge_expired(conn: Connection) -> int:
-    """Delete the expired rows; returns how many went."""
-    result = conn.execute(delete(r).where(r.c.expires_at <= dt.datetime.now(dt.UTC)))
-    return result.rowcount or 0

@@ -31,16 +31,18 @@ import heapq
 import itertools
 from collections.abc import Collection, Iterator
 from dataclasses import dataclass
+from operator import attrgetter
 from typing import Any
 
-from sqlalchemy import ColumnElement, Connection, literal, select, tuple_
+from sqlalchemy import Column, ColumnElement, Connection, literal, select, true, tuple_
 
 from calsync.core.model.calendar import ProviderName
 from calsync.core.model.vocabulary import JobState, SyncStatus
-from calsync.core.store import events
+from calsync.core.store import dead_letters, events
 from calsync.core.store.dead_letters import DeadLetter
 from calsync.core.store.schema import dead_letters as d
 from calsync.core.store.schema import event_targets as t
+from calsync.core.store.schema import given_equal
 from calsync.core.store.schema import provider_accounts as a
 from calsync.core.store.targets import TargetRow
 
@@ -51,12 +53,12 @@ _PENDING_WAIT: dict[JobState, ColumnElement[bool]] = {
     "retrying": t.c.wait_reason == "retry",
     "deferred": t.c.wait_reason.is_not(None) & (t.c.wait_reason != "retry"),
 }
-# The sync statuses each state reads, with what it asks of the wait reason (None: nothing).
-_RANGES: dict[JobState | None, tuple[tuple[SyncStatus, ColumnElement[bool] | None], ...]] = {
+# The sync statuses each state reads, with what it asks of the wait reason (true(): nothing, dropped from the SQL).
+_RANGES: dict[JobState | None, tuple[tuple[SyncStatus, ColumnElement[bool]], ...]] = {
     **{state: (("pending", wait),) for state, wait in _PENDING_WAIT.items()},
-    "synced": (("synced", None), ("deleted", None)),
-    "dead-lettered": (("failed", None),),
-    None: (("pending", None), ("synced", None), ("deleted", None), ("failed", None)),
+    "synced": (("synced", true()), ("deleted", true())),
+    "dead-lettered": (("failed", true()),),
+    None: (("pending", true()), ("synced", true()), ("deleted", true()), ("failed", true())),
 }
 
 
@@ -87,36 +89,33 @@ class FoundJob:
 def find_job(conn: Connection, tenant_id: str | None, job_id: str) -> FoundJob | None:
     """The job ``job_id`` of the tenant (of any tenant when None: an operator's), or None (another tenant's job reads
     as absent). Job ids are unique (uuid4), so a job id names at most one target and one dead letter."""
-    of_target = [t.c.tenant_id == tenant_id] if tenant_id is not None else []
-    of_record = [d.c.tenant_id == tenant_id] if tenant_id is not None else []
-    target = conn.execute(select(t).where(t.c.job_id == job_id, *of_target)).mappings().first()
-    record = conn.execute(select(d).where(d.c.job_id == job_id, *of_record)).mappings().first()
+    of_target = select(t).where(t.c.job_id == job_id, *given_equal((t.c.tenant_id, tenant_id)))
+    of_record = select(d).where(d.c.job_id == job_id, *given_equal((d.c.tenant_id, tenant_id)))
+    target, record = (conn.execute(query).mappings().first() for query in (of_target, of_record))
     if target is None and record is None:
         return None
     return FoundJob(job_id, TargetRow(**target) if target else None, DeadLetter(**record) if record else None)
 
 
+def _by_id(conn: Connection, key: Column[str], value: Column[Any], ids: Collection[str]) -> dict[str, Any]:
+    # ``value`` of the rows whose ``key`` is among ``ids``, by key (no query for none).
+    return dict(conn.execute(select(key, value).where(key.in_(list(ids)))).all()) if ids else {}
+
+
 def attempts_of(conn: Connection, job_ids: Collection[str]) -> dict[str, int]:
     """The attempts the dead letters of ``job_ids`` record, by job id (``dead_letters.job_id``, unique)."""
-    if not job_ids:
-        return {}
-    rows = conn.execute(select(d.c.job_id, d.c.attempts).where(d.c.job_id.in_(list(job_ids))))
-    return {job_id: attempts for job_id, attempts in rows}
+    return _by_id(conn, d.c.job_id, d.c.attempts, job_ids)
 
 
 def providers_of(conn: Connection, account_ids: Collection[str]) -> dict[str, ProviderName]:
     """The provider of each of ``account_ids`` that exists, by account id (the primary key)."""
-    if not account_ids:
-        return {}
-    rows = conn.execute(select(a.c.id, a.c.provider).where(a.c.id.in_(list(account_ids))))
-    return {account_id: provider for account_id, provider in rows}
+    return _by_id(conn, a.c.id, a.c.provider, account_ids)
 
 
 def find_trace(conn: Connection, trace_id: str, *, limit: int) -> list[DeadLetter]:
     """Up to ``limit`` dead letters of the trace ``trace_id`` (of any tenant), newest first, through
     ``ix_dead_letters_trace``: the one place a trace id is stored (see the module's docstring)."""
-    query = select(d).where(d.c.trace_id == trace_id).order_by(d.c.id.desc()).limit(limit)
-    return [DeadLetter(**row) for row in conn.execute(query).mappings()]
+    return dead_letters.records(conn, select(d).where(d.c.trace_id == trace_id).order_by(d.c.id.desc()).limit(limit))
 
 
 @dataclass(frozen=True)
@@ -135,9 +134,7 @@ class TargetSearch:
 
 def _conditions(conn: Connection, search: TargetSearch) -> list[ColumnElement[bool]] | None:
     """The conditions every range shares; None when no target can match (no event of that id)."""
-    where = [] if search.tenant_id is None else [t.c.tenant_id == search.tenant_id]
-    if search.account_id is not None:
-        where.append(t.c.account_id == search.account_id)
+    where = given_equal((t.c.tenant_id, search.tenant_id), (t.c.account_id, search.account_id))
     if search.entity_id is not None:
         where.append(t.c.event_id == search.entity_id)
         if search.tenant_id is None:  # primary-key ranges: the tenants having such an event (ix_events_id)
@@ -155,10 +152,6 @@ def _conditions(conn: Connection, search: TargetSearch) -> list[ColumnElement[bo
     if search.until is not None:
         where.append(t.c.updated_at < search.until)
     return where
-
-
-def _newest_first(row: TargetRow) -> Keyset:
-    return row.updated_at, row.event_id, row.account_id
 
 
 def keyset_json(row: TargetRow) -> list[str]:
@@ -191,8 +184,7 @@ def search(conn: Connection, query: TargetSearch, *, after: Keyset | None, limit
     order = (t.c.updated_at.desc(), t.c.event_id.desc(), t.c.account_id.desc())
     ranges: list[Iterator[TargetRow]] = []
     for status, wait in _RANGES[query.state]:
-        extra = [] if wait is None else [wait]
-        statement = select(t).where(*where, t.c.status == status, *extra).order_by(*order).limit(limit)
+        statement = select(t).where(*where, t.c.status == status, wait).order_by(*order).limit(limit)
         ranges.append(iter([TargetRow(**row) for row in conn.execute(statement).mappings()]))
-    merged = heapq.merge(*ranges, key=_newest_first, reverse=True)
+    merged = heapq.merge(*ranges, key=attrgetter("updated_at", "event_id", "account_id"), reverse=True)
     return list(itertools.islice(merged, limit))

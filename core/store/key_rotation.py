@@ -75,7 +75,7 @@ def require_secret_key(cipher: CredentialCipher, db: Database) -> None:
 
 
 def rotate_credentials(
-    db: Database, cipher: CredentialCipher, *, batch: int = 100, on_progress: Callable[[int], None] | None = None
+    db: Database, cipher: CredentialCipher, *, batch: int, on_progress: Callable[[int], None]
 ) -> RotationReport:
     """Re-encrypt every credential blob not yet under the newest key; ``on_progress`` gets each batch's size."""
     report = RotationReport(accounts_with_credentials=count_credentials(db))
@@ -104,5 +104,4 @@ def rotate_credentials(
         if not rows:
             return report
         after = rows[-1][0]
-        if on_progress is not None:
-            on_progress(len(rows))
+        on_progress(len(rows))

@@ -173,15 +173,13 @@ def require_current(db: Database) -> None:
     if _at_shipped_head(db):
         return
     known, current = known_revisions(), current_revision(db)
-    head = known[-1]
-    if current == head:
-        return
     if current is None or current in known:
         raise ConfigurationError(
-            f"database schema is at {current or 'nothing'} but this calsync needs {head}: run `calsync migrate`"
+            f"database schema is at {current or 'nothing'} but this calsync needs {HEAD_REVISION}: "
+            "run `calsync migrate`"
         )
     if recorded_window(db) not in known:
         raise ConfigurationError(
-            f"database schema is at {current}, newer than this calsync ({head}) and not compatible with it: "
-            f"deploy the release that ships {current}, or downgrade with it (`calsync migrate --to {head}`)"
+            f"database schema is at {current}, newer than this calsync ({HEAD_REVISION}) and not compatible with it: "
+            f"deploy the release that ships {current}, or downgrade with it (`calsync migrate --to {HEAD_REVISION}`)"
         )

@@ -29,47 +29,48 @@ import time
 from collections import Counter
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
+from typing import Any
 
-from sqlalchemy import Connection, delete, func, select
+from pydantic import BaseModel, Field
+from sqlalchemy import Column, ColumnElement, Connection, Table, and_, delete, func, select, tuple_
 from sqlalchemy.exc import IntegrityError
 
 from calsync.core.config.housekeeping import KEEP_FOREVER, HousekeepingSettings
 from calsync.core.model.vocabulary import PrunedTable
-from calsync.core.store import account_removal, cancelled_events, finished_notifications, idempotency, intake_requests
+from calsync.core.store import account_removal, cancelled_events, finished_notifications
 from calsync.core.store.database import Database
 from calsync.core.store.schema import dead_letters as d
 from calsync.core.store.schema import drift_findings as f
+from calsync.core.store.schema import idempotency_records as r
+from calsync.core.store.schema import intake_requests as q
 from calsync.core.store.schema import operator_sessions as o
 
 log = logging.getLogger(__name__)
 
-SESSION_RETENTION = dt.timedelta(days=8)  # CALSYNC_CONSOLE_SESSION_IDLE_SECONDS is at most 7 days
+SESSION_RETENTION = 8 * 86400.0  # seconds; CALSYNC_CONSOLE_SESSION_IDLE_SECONDS is at most 7 days
 
 
-@dataclass(frozen=True)
-class Retention:
-    """How much one pass may delete, and how long resolved dead letters, cancelled events and webhooks are kept."""
+class Retention(BaseModel, frozen=True, populate_by_name=True):
+    """How much one pass may delete, and how long resolved dead letters, cancelled events and webhooks are kept: read
+    from the settings named by each field's alias (:meth:`of`)."""
 
-    batch: int
-    max_batches: int
-    dead_letters: float  # seconds after being resolved; 0 keeps them
-    cancelled_events: float  # seconds after the last change; 0 keeps them
-    webhooks: float = KEEP_FOREVER  # finished notifications, seconds after the last change; 0 keeps them
-    removal_quiet: float = 0  # seconds a removed account's targets stay unchanged before it goes (DELETE_VERIFY_DELAY)
-    drift_findings: float = KEEP_FOREVER  # seconds after being found; 0 keeps them
+    batch: int = Field(validation_alias="maintenance_batch")
+    max_batches: int = Field(validation_alias="maintenance_max_batches")
+    # Seconds after being resolved; 0 keeps them.
+    dead_letters: float = Field(validation_alias="dead_letter_retention")
+    # Seconds after the last change; 0 keeps them.
+    cancelled_events: float = Field(validation_alias="cancelled_event_retention")
+    # Finished notifications, seconds after the last change; 0 keeps them.
+    webhooks: float = Field(KEEP_FOREVER, validation_alias="webhook_retention")
+    # Seconds a removed account's targets stay unchanged before it goes.
+    removal_quiet: float = Field(0, validation_alias="delete_verify_delay")
+    # Seconds after being found; 0 keeps them.
+    drift_findings: float = Field(KEEP_FOREVER, validation_alias="drift_finding_retention")
 
     @classmethod
     def of(cls, settings: HousekeepingSettings) -> Retention:
         """The retention the settings ask for."""
-        return cls(
-            batch=settings.maintenance_batch,
-            max_batches=settings.maintenance_max_batches,
-            dead_letters=settings.dead_letter_retention,
-            cancelled_events=settings.cancelled_event_retention,
-            webhooks=settings.webhook_retention,
-            removal_quiet=settings.delete_verify_delay,
-            drift_findings=settings.drift_finding_retention,
-        )
+        return cls.model_validate(settings, from_attributes=True)
 
 
 @dataclass
@@ -79,37 +80,29 @@ class PruneReport:
     purged: Counter[PrunedTable] = field(default_factory=Counter)
     caught_up: bool = True
 
-    @property
-    def total(self) -> int:
-        """Rows deleted from every table together."""
-        return sum(self.purged.values())
+
+# One batch of a table's pruning, ``(conn, limit, *, before)`` in the caller's transaction: the rows it deleted
+# (of that table, or by table).
+Batch = Callable[..., int | Mapping[PrunedTable, int]]
 
 
-def prune_resolved_dead_letters(conn: Connection, *, before: dt.datetime, limit: int) -> int:
-    """Delete up to ``limit`` dead letters replayed or discarded before ``before``; returns how many went."""
+def _rows_due(table: Table, due: Callable[[dt.datetime], ColumnElement[bool]], *order: Column[Any]) -> Batch:
+    """The batch deleting up to ``limit`` rows of ``table`` due before ``before`` (``due`` of it holds), picked by
+    primary key (in ``order`` when given)."""
+    key = tuple(table.primary_key)
+
+    def batch(conn: Connection, limit: int, *, before: dt.datetime) -> int:
+        picked = select(*key).where(due(before)).order_by(*order).limit(limit)
+        return int(conn.execute(delete(table).where(tuple_(*key).in_(picked))).rowcount)
+
+    return batch
+
+
+def _resolved(before: dt.datetime) -> ColumnElement[bool]:
+    # Replayed or discarded before then: failed_at precedes the resolution, and lets the (status, failed_at) index
+    # narrow the scan.
     resolved_at = func.coalesce(d.c.replayed_at, d.c.discarded_at)
-    # failed_at precedes the resolution: it lets the (status, failed_at) index narrow the scan.
-    picked = (
-        select(d.c.id)
-        .where(d.c.status.in_(("replayed", "discarded")), d.c.failed_at < before, resolved_at < before)
-        .limit(limit)
-        .scalar_subquery()
-    )
-    return int(conn.execute(delete(d).where(d.c.id.in_(picked))).rowcount)
-
-
-def prune_drift_findings(conn: Connection, *, before: dt.datetime, limit: int) -> int:
-    """Delete up to ``limit`` drift findings found before ``before``; returns how many went."""
-    picked = select(f.c.id).where(f.c.found_at < before).order_by(f.c.found_at).limit(limit).scalar_subquery()
-    return int(conn.execute(delete(f).where(f.c.id.in_(picked))).rowcount)
-
-
-def prune_operator_sessions(conn: Connection, *, before: dt.datetime, limit: int) -> int:
-    """Delete up to ``limit`` console sessions last used before ``before`` (ended or not); returns how many went.
-
-    Sessions are a few per operator and day: the table stays small, and this reads it whole without an index."""
-    picked = select(o.c.id).where(o.c.last_seen_at < before).limit(limit).scalar_subquery()
-    return int(conn.execute(delete(o).where(o.c.id.in_(picked))).rowcount)
+    return and_(d.c.status.in_(("replayed", "discarded")), d.c.failed_at < before, resolved_at < before)
 
 
 def prune(
@@ -120,12 +113,12 @@ def prune(
     deadline = time.monotonic() + budget_seconds if budget_seconds is not None else None
     report = PruneReport()
 
-    def repeat(table: PrunedTable, step: Callable[[Connection, int], int | Mapping[PrunedTable, int]]) -> None:
-        # ``step`` (one batch, one transaction: the rows it deleted, of ``table`` or by table) until a batch of
-        # ``table`` comes back short.
+    def repeat(table: PrunedTable, batch: Batch, before: dt.datetime) -> None:
+        # ``batch`` of the rows due before ``before`` (each one its own transaction) until one comes back short of
+        # ``table``'s rows.
         for _ in range(retention.max_batches):
             with db.write() as conn:
-                deleted = step(conn, retention.batch)
+                deleted = batch(conn, retention.batch, before=before)
             counts = deleted if isinstance(deleted, Mapping) else {table: deleted}
             for name, rows in counts.items():
                 report.purged[name] += rows
@@ -135,23 +128,21 @@ def prune(
                 break
         report.caught_up = False
 
-    repeat("idempotency_records", lambda c, n: idempotency.purge_expired(c, limit=n, now=now))
-    with db.write() as conn:
-        report.purged["intake_requests"] += intake_requests.purge_expired(conn)
-    if retention.dead_letters != KEEP_FOREVER:
-        resolved_at = now - dt.timedelta(seconds=retention.dead_letters)
-        repeat("dead_letters", lambda c, n: prune_resolved_dead_letters(c, before=resolved_at, limit=n))
-    if retention.cancelled_events != KEEP_FOREVER:
-        cancelled_before = now - dt.timedelta(seconds=retention.cancelled_events)
-        repeat("events", lambda c, n: cancelled_events.prune_cancelled(c, before=cancelled_before, limit=n))
-    if retention.webhooks != KEEP_FOREVER:
-        finished = now - dt.timedelta(seconds=retention.webhooks)
-        repeat("webhook_notifications", lambda c, n: finished_notifications.prune_finished(c, before=finished, limit=n))
-    if retention.drift_findings != KEEP_FOREVER:
-        found = now - dt.timedelta(seconds=retention.drift_findings)
-        repeat("drift_findings", lambda c, n: prune_drift_findings(c, before=found, limit=n))
-    sessions_before = now - SESSION_RETENTION
-    repeat("operator_sessions", lambda c, n: prune_operator_sessions(c, before=sessions_before, limit=n))
+    # Past their expiry (their TTL after being written).
+    repeat("idempotency_records", _rows_due(r, lambda before: r.c.expires_at <= before), now)
+    repeat("intake_requests", _rows_due(q, lambda before: q.c.expires_at <= before), now)
+    aged: dict[PrunedTable, tuple[float, Batch]] = {  # retention in seconds (KEEP_FOREVER keeps them), batch
+        "dead_letters": (retention.dead_letters, _rows_due(d, _resolved)),
+        "events": (retention.cancelled_events, cancelled_events.prune_cancelled),
+        "webhook_notifications": (retention.webhooks, finished_notifications.prune_finished),
+        "drift_findings": (retention.drift_findings, _rows_due(f, lambda before: f.c.found_at < before, f.c.found_at)),
+        # Last used before then, ended or not: a few per operator and day, so the table stays small and is read
+        # whole without an index.
+        "operator_sessions": (SESSION_RETENTION, _rows_due(o, lambda before: o.c.last_seen_at < before)),
+    }
+    for table, (seconds, batch) in aged.items():
+        if seconds != KEEP_FOREVER:
+            repeat(table, batch, now - dt.timedelta(seconds=seconds))
     report.purged["provider_accounts"] += _remove_accounts(db, retention, now, report)
     return report
 

@@ -18,9 +18,9 @@ from sqlalchemy import ColumnElement, Connection, and_, bindparam, case, func, o
 
 from calsync.core.model.calendar import Target
 from calsync.core.model.vocabulary import SYNC_STATUSES, SyncStatus, WaitReason, as_wait_reason
+from calsync.core.store import events
 from calsync.core.store.schema import drift_state, json_ready
 from calsync.core.store.schema import event_targets as t
-from calsync.core.store.schema import events as ev
 
 Wanted = Literal["present", "absent"]
 
@@ -135,11 +135,9 @@ def get_target(conn: Connection, key: TargetKey) -> TargetRow | None:
 
 
 _LIST = select(t).where(*_OF_EVENT).order_by(t.c.account_id)
-_SHOWN_TARGETS = (
-    select(t, drift_state.c.swept_at)
-    .outerjoin(drift_state, drift_state.c.account_id == t.c.account_id)
-    .where(*_OF_EVENT)
-    .order_by(t.c.account_id)
+# The same, with when each target's account was last swept.
+_SHOWN_TARGETS = _LIST.add_columns(drift_state.c.swept_at).outerjoin(
+    drift_state, drift_state.c.account_id == t.c.account_id
 )
 
 
@@ -243,24 +241,15 @@ def mark_account_create_attempted(conn: Connection, account_id: str) -> None:
 
 # The event row locked (PostgreSQL; SQLite writers are serialized anyway), then its targets not yet deleted: two
 # last deletions committing side by side cannot both miss each other (the event.cancelled notification).
-_LOCK_EVENT = (
-    select(ev.c.version)
-    .where(ev.c.tenant_id == bindparam("k_tenant"), ev.c.id == bindparam("k_event"))
-    .with_for_update()
-)
 _LIVE_OF_EVENT = select(func.count()).select_from(t).where(*_OF_EVENT, t.c.status != "deleted")
 
 
-def all_deleted(conn: Connection, tenant_id: str, event_id: str) -> bool:
-    """Whether every target of the event is deleted, this transaction's writes included (locks the event row)."""
-    params = {"k_tenant": tenant_id, "k_event": event_id}
-    conn.execute(_LOCK_EVENT, params)
-    return conn.execute(_LIVE_OF_EVENT, params).scalar_one() == 0
-
-
-def _job(job_id: str | None) -> dict[str, str]:
-    """The ``job_id`` column's new value, when a new job takes the target over (none given: left alone)."""
-    return {} if job_id is None else {"job_id": job_id}
+def all_deleted(conn: Connection, tenant_id: str, event_id: str, *, lock: bool = True) -> bool:
+    """Whether every target of the event is deleted at its provider (an event without targets too), this
+    transaction's writes included; with ``lock``, the event row locked first (see above)."""
+    if lock:
+        events.get_event(conn, tenant_id, event_id, lock=True)
+    return conn.execute(_LIVE_OF_EVENT, {"k_tenant": tenant_id, "k_event": event_id}).scalar_one() == 0
 
 
 def _update(conn: Connection, key: TargetKey, *where: ColumnElement[bool], **values: Any) -> None:
@@ -291,10 +280,10 @@ def record_failed(conn: Connection, key: TargetKey, *, version: int, error_class
             error_class=error_class, due_at=None, wait_reason=None, updated_at=dt.datetime.now(dt.UTC))  # fmt: skip
 
 
-def reopen(conn: Connection, key: TargetKey, *, due_at: dt.datetime, job_id: str | None = None) -> None:
+def reopen(conn: Connection, key: TargetKey, *, due_at: dt.datetime, job_id: str) -> None:
     """Make a failed target pending again, by the job ``job_id`` (DLQ replay); other statuses are left alone."""
     _update(conn, key, t.c.status == "failed", status="pending", due_at=due_at, wait_reason=None,
-            updated_at=dt.datetime.now(dt.UTC), **_job(job_id))  # fmt: skip
+            updated_at=dt.datetime.now(dt.UTC), job_id=job_id)  # fmt: skip
 
 
 def cancel(conn: Connection, key: TargetKey, *, job_id: str, message: str) -> bool:
@@ -323,10 +312,10 @@ def mark_unqueued(conn: Connection, key: TargetKey) -> None:
     _update(conn, key, t.c.status == "pending", due_at=None, wait_reason="not enqueued")
 
 
-def postpone(conn: Connection, key: TargetKey, *, due_at: dt.datetime, job_id: str | None = None) -> None:
+def postpone(conn: Connection, key: TargetKey, *, due_at: dt.datetime, job_id: str) -> None:
     """Move a pending target's due time, now the job of ``job_id`` (after the reconciler re-enqueued it: it waits for
     nothing else now)."""
-    _update(conn, key, t.c.status == "pending", due_at=due_at, wait_reason=None, **_job(job_id))
+    _update(conn, key, t.c.status == "pending", due_at=due_at, wait_reason=None, job_id=job_id)
 
 
 def count_by_status(conn: Connection, statuses: Collection[str] = SYNC_STATUSES) -> dict[str, int]:

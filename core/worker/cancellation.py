@@ -7,7 +7,7 @@ lock any more (its client gave up at ``PROVIDER_TIMEOUT``; its retry is dropped 
 may still apply it. So the delete runs once more ``DELETE_VERIFY_DELAY`` seconds later (a repair-style
 message whose key ends in ``:verify``; it never schedules another).
 
-Whether every target of a cancelled event is now gone (core/store/cancelled_events.py) is asked for the log
+Whether every target of a cancelled event is now gone (``targets.all_deleted``, unlocked) is asked for the log
 line that says so, after the commit: when the last two deletes commit at the same time both may log it. The
 ``event.cancelled`` webhook is not emitted here: core/webhooks/outbox.py records it inside the last delete's
 result transaction, with the event row locked, so concurrent last deletes serialise and exactly one records it
@@ -24,7 +24,7 @@ import dramatiq
 from calsync.core.messaging.messages import rerun_message
 from calsync.core.model.calendar import EventState
 from calsync.core.model.payload import VERIFY_SUFFIX, JobPayload, verification_key
-from calsync.core.store import cancelled_events
+from calsync.core.store import targets
 from calsync.core.store.database import Database
 from calsync.core.store.targets import TargetRow
 
@@ -51,6 +51,6 @@ def after_delete(
         log.info("delete knew no provider id; it runs again later", extra={"fields": fields})
     if event.status == "cancelled":
         with db.read() as conn:
-            gone = cancelled_events.removed_everywhere(conn, event.tenant_id, event.id)
+            gone = targets.all_deleted(conn, event.tenant_id, event.id, lock=False)
         if gone:
             log.info("cancelled event removed from every account", extra={"fields": {"version": event.version}})

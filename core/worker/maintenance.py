@@ -121,7 +121,7 @@ class Maintenance(dramatiq.Middleware):
         PASSES.labels(result).inc()
         for table, rows in report.purged.items():
             ROWS_PURGED.labels(table).inc(rows)
-        if report.total or requeued or swept or not report.caught_up:
+        if report.purged.total() or requeued or swept or not report.caught_up:
             fields: dict[str, object] = {"result": result, "seconds": round(time.monotonic() - started, 3)}
             fields.update({str(table): rows for table, rows in report.purged.items()})
             if requeued:

@@ -139,7 +139,8 @@ def test_targets_by_status_and_the_most_overdue_pending_one(pipeline: Pipeline) 
     account = pipeline.account()
     late, _fresh, broken = (pipeline.submit([account], title=t).entity_id for t in ("late", "fresh", "broken"))
     with pipeline.clients.db.write() as conn:
-        targets.postpone(conn, TargetKey("tenant-1", late, account), due_at=utcnow() - dt.timedelta(seconds=100))
+        late_key = TargetKey("tenant-1", late, account)
+        targets.postpone(conn, late_key, due_at=utcnow() - dt.timedelta(seconds=100), job_id="re-enqueued")
         targets.record_failed(conn, TargetKey("tenant-1", broken, account), version=1, error_class="X", message="x")
     store = StateReader(pipeline.clients).store(time.time())
     assert store.targets.by_status == {"pending": 2, "failed": 1}

@@ -4,9 +4,11 @@ at the same address."""
 from __future__ import annotations
 
 import json
+import socket
 import subprocess
 import sys
 from pathlib import Path
+from urllib.parse import urlsplit
 
 import redis
 
@@ -66,3 +68,17 @@ def test_a_server_of_another_data_dir_on_the_recorded_port_is_never_taken_for_ou
     finally:
         ours.stop()
         theirs.stop()
+
+
+def test_a_data_dir_whose_port_another_program_holds_moves_to_the_next_free_one(tmp_path: Path) -> None:
+    embedded = EmbeddedRedis(tmp_path)
+    home = home_port(tmp_path / "redis")
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as holder:
+        holder.bind(("127.0.0.1", home))
+        holder.listen()
+        try:
+            port = urlsplit(embedded.ensure()).port
+            # One of the ports after it in the range (20000-31999, wrapping round): the next free one.
+            assert port is not None and 20000 <= port < 32000 and 0 < (port - home) % 12000 < 10
+        finally:
+            embedded.stop()

@@ -115,7 +115,7 @@ def test_the_marker_is_never_cleared_by_planning_syncing_or_failing(db: Database
     with db.write() as conn:
         plan_target(conn, key, wanted="absent", version=3, due_at=now)
         targets.record_failed(conn, key, version=3, error_class="Forbidden", message="no")
-        targets.reopen(conn, key, due_at=now)
+        targets.reopen(conn, key, due_at=now, job_id="replayed")
     assert _row(db, key).create_attempted is True
 
 

@@ -9,13 +9,14 @@ from sqlalchemy import func, insert, select
 
 from calsync.core.model.change import EventFields
 from calsync.core.model.payload import idempotency_key
-from calsync.core.store import accounts, cancelled_events, dead_letters, events, idempotency, targets
+from calsync.core.store import accounts, dead_letters, events, idempotency, intake_requests, targets
 from calsync.core.store.database import Database
 from calsync.core.store.dead_letters import DeadLetterRecord
 from calsync.core.store.pruning import Retention, prune
 from calsync.core.store.schema import dead_letters as dead_letters_table
 from calsync.core.store.schema import event_targets, idempotency_records, operator_sessions, operators
 from calsync.core.store.schema import events as events_table
+from calsync.core.store.schema import intake_requests as intake_requests_table
 from calsync.core.store.targets import TargetKey
 from tests.support import dead_letter_of_job, plan_target
 
@@ -89,8 +90,8 @@ def test_a_cancelled_event_removed_everywhere_goes_after_retention_with_its_targ
     cancel(db, gone)
     event(db, "e10", [a])  # an id that the other's key prefix would match
     with db.read() as conn:
-        assert cancelled_events.removed_everywhere(conn, "t", "e1")
-        assert not cancelled_events.removed_everywhere(conn, "t", "e10")
+        assert targets.all_deleted(conn, "t", "e1", lock=False)
+        assert not targets.all_deleted(conn, "t", "e10", lock=False)
 
     early = prune(db, RETENTION, now=utcnow() + dt.timedelta(days=6))
     assert early.purged.get("events") == 0 and counts(db)["events"] == 2
@@ -137,7 +138,7 @@ def test_an_event_cancelled_without_targets_is_pruned_too(db: Database) -> None:
     with db.write() as conn:
         events.insert_event(conn, "t", "bare", FIELDS, "none")
         events.bump_event(conn, "t", "bare", status="cancelled", send_updates="none")
-        assert cancelled_events.removed_everywhere(conn, "t", "bare")
+        assert targets.all_deleted(conn, "t", "bare", lock=False)
     assert prune(db, RETENTION, now=utcnow() + dt.timedelta(days=8)).purged["events"] == 1
 
 
@@ -197,3 +198,19 @@ def test_console_sessions_unused_for_longer_than_any_idle_expiry_go_live_ones_st
         left = set(conn.execute(select(operator_sessions.c.id)).scalars())
     assert left == {"week", "today"}  # 7 days is the longest idle expiry the console allows
     assert report.purged["operator_sessions"] == 2
+
+
+def test_expired_request_keys_go_in_batches_live_ones_stay(db: Database) -> None:
+    with db.write() as conn:
+        for n in range(5):
+            intake_requests.claim(conn, "t", f"old-{n}", body_hash="h", entity_id=f"e{n}", version=1, ttl=1)
+        intake_requests.claim(conn, "t", "live", body_hash="h", entity_id="e", version=1, ttl=86400)
+    small = Retention(batch=3, max_batches=1, dead_letters=0, cancelled_events=0)
+    later = utcnow() + dt.timedelta(seconds=2)
+
+    first = prune(db, small, now=later)
+    assert (first.purged["intake_requests"], first.caught_up) == (3, False)
+    assert prune(db, small, now=later).purged["intake_requests"] == 2
+    with db.read() as conn:
+        assert intake_requests.find(conn, "t", "live") is not None
+        assert conn.execute(select(func.count()).select_from(intake_requests_table)).scalar_one() == 1

@@ -26,6 +26,7 @@ from calsync.core.model.errors import (
 from calsync.core.model.payload import JobPayload, new_payload
 from calsync.core.model.vocabulary import DeadLetterCause, Outcome
 from calsync.core.store import idempotency, targets
+from calsync.core.store.pruning import Retention, prune
 from calsync.core.store.schema import idempotency_records
 from calsync.core.store.targets import TargetKey
 from calsync.core.worker.delivery import Delivery, current_delivery, start_delivery
@@ -113,14 +114,17 @@ def test_a_job_whose_effect_is_recorded_is_done_without_a_call(pipeline: Pipelin
 def test_an_expired_idempotency_record_no_longer_counts(pipeline: Pipeline) -> None:
     key = _payload("e1").idempotency_key
     db = pipeline.clients.db
+    keep = Retention(batch=100, max_batches=10, dead_letters=0, cancelled_events=0)
     with db.write() as tx:
         idempotency.record_success(tx, key, job_id="old", result={}, ttl_seconds=60)
+    with db.read() as conn:
+        assert idempotency.succeeded(conn, key)
+    assert prune(db, keep).purged["idempotency_records"] == 0  # the housekeeping pass keeps a live record
     with db.write() as conn:
-        assert idempotency.succeeded(conn, key) and idempotency.purge_expired(conn) == 0
         past = dt.datetime.now(dt.UTC) - dt.timedelta(seconds=1)
         conn.execute(update(idempotency_records).values(expires_at=past))  # the TTL elapsed
         assert not idempotency.succeeded(conn, key)
-        assert idempotency.purge_expired(conn) == 1
+    assert prune(db, keep).purged["idempotency_records"] == 1
 
 
 def test_every_worker_thread_gets_a_kept_database_connection(pipeline: Pipeline) -> None:
