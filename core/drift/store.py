@@ -29,7 +29,7 @@ from calsync.core.store.schema import event_targets as t
 from calsync.core.store.schema import events as ev
 from calsync.core.store.schema import json_ready
 from calsync.core.store.schema import provider_accounts as a
-from calsync.core.store.targets import TargetKey, TargetRow
+from calsync.core.store.targets import BY_KEY, TargetKey, TargetRow, key_params, update_target
 
 
 @dataclass(frozen=True)
@@ -202,21 +202,14 @@ def mark_verified(
     conn: Connection, verified: Iterable[tuple[TargetKey, DriftKind | None]], *, now: dt.datetime
 ) -> None:
     """Record, per target, that a sweep compared it now and what it found (None: as calsync wrote it)."""
-    params = [
-        {"k_tenant": key.tenant_id, "k_event": key.event_id, "k_account": key.account_id, "v_kind": kind, "v_now": now}
-        for key, kind in verified
-    ]
+    params = [{**key_params(key), "v_kind": kind, "v_now": now} for key, kind in verified]
     if params:
         conn.execute(_MARK_VERIFIED, params)
 
 
 _MARK_VERIFIED = (
     update(t)
-    .where(
-        t.c.tenant_id == bindparam("k_tenant"),
-        t.c.event_id == bindparam("k_event"),
-        t.c.account_id == bindparam("k_account"),
-    )
+    .where(BY_KEY)
     .values(verified_at=bindparam("v_now", type_=t.c.verified_at.type), drift_kind=bindparam("v_kind"))
 )
 
@@ -263,16 +256,5 @@ def reopen_for_repair(
                               "wait_reason": None, "updated_at": now}  # fmt: skip
     if forget_ref:
         values.update(external_id=None, external_etag=None)
-    reopened = conn.execute(
-        update(t)
-        .where(
-            t.c.tenant_id == key.tenant_id,
-            t.c.event_id == key.event_id,
-            t.c.account_id == key.account_id,
-            t.c.status == "synced",
-            t.c.synced_version == version,
-            t.c.external_id == external_id,
-        )
-        .values(**values)
-    )
-    return reopened.rowcount > 0
+    compared = (t.c.status == "synced", t.c.synced_version == version, t.c.external_id == external_id)
+    return update_target(conn, key, *compared, **values)

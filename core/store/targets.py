@@ -96,8 +96,8 @@ _SHOWN_AS = {"external_etag": "etag", "waiting": "wait_reason"}
 
 # Statements run by every job are built once, with named parameters, rather than per call.
 _OF_EVENT = (t.c.tenant_id == bindparam("k_tenant"), t.c.event_id == bindparam("k_event"))
-_BY_KEY = and_(*_OF_EVENT, t.c.account_id == bindparam("k_account"))
-_GET = select(t).where(_BY_KEY)
+BY_KEY = and_(*_OF_EVENT, t.c.account_id == bindparam("k_account"))
+_GET = select(t).where(BY_KEY)
 _REACHED = t.c.wanted_version <= bindparam("v_version")
 # A drift repair (core/drift/) puts a synced target back to pending at the version it has, with the finding's kind:
 # its re-assertion of that version records like a newer one, once (it leaves the target synced).
@@ -109,7 +109,7 @@ _REASSERTED = and_(
 )
 _RECORD_SYNCED = (
     update(t)
-    .where(_BY_KEY, or_(t.c.synced_version < bindparam("v_version"), _REASSERTED))
+    .where(BY_KEY, or_(t.c.synced_version < bindparam("v_version"), _REASSERTED))
     .values(
         synced_version=bindparam("v_version"),
         external_id=func.coalesce(bindparam("v_external_id", type_=t.c.external_id.type), t.c.external_id),
@@ -124,13 +124,13 @@ _RECORD_SYNCED = (
 )
 
 
-def _key_params(key: TargetKey) -> dict[str, str]:
+def key_params(key: TargetKey) -> dict[str, str]:
     return {"k_tenant": key.tenant_id, "k_event": key.event_id, "k_account": key.account_id}
 
 
 def get_target(conn: Connection, key: TargetKey) -> TargetRow | None:
     """One target, or None."""
-    row = conn.execute(_GET, _key_params(key)).mappings().first()
+    row = conn.execute(_GET, key_params(key)).mappings().first()
     return TargetRow(**row) if row else None
 
 
@@ -172,7 +172,7 @@ _PLANNED: dict[str, Any] = {
     "updated_at": bindparam("v_now", type_=t.c.updated_at.type),
     "job_id": bindparam("v_job", type_=t.c.job_id.type),
 }
-_PLAN = update(t).where(_BY_KEY).values(**_PLANNED, wait_reason=None)
+_PLAN = update(t).where(BY_KEY).values(**_PLANNED, wait_reason=None)
 _PLAN_NEW = t.insert().values(
     **_PLANNED,
     tenant_id=bindparam("k_tenant"),
@@ -198,7 +198,7 @@ def plan_targets(
     updates: list[dict[str, Any]] = []
     inserts: list[dict[str, Any]] = []
     for key, wanted in planned:
-        values = {**_key_params(key), "v_wanted": wanted, "v_version": version, "v_due": due_at, "v_now": now,
+        values = {**key_params(key), "v_wanted": wanted, "v_version": version, "v_due": due_at, "v_now": now,
                   "v_job": (job_ids or {}).get(key)}  # fmt: skip
         (updates if key in existing else inserts).append(values)
     if updates:
@@ -218,7 +218,7 @@ def record_synced(
 ) -> bool:
     """Compare-and-set the sync result; False when a newer version was already recorded (the write lost)."""
     params = {
-        **_key_params(key),
+        **key_params(key),
         "v_version": version,
         "v_external_id": external_id,
         "v_etag": etag,
@@ -230,7 +230,7 @@ def record_synced(
 
 def mark_create_attempted(conn: Connection, key: TargetKey) -> None:
     """Record, before a create is sent, that one may have been: a retry then looks for what it made."""
-    _update(conn, key, create_attempted=True)
+    update_target(conn, key, create_attempted=True)
 
 
 def mark_account_create_attempted(conn: Connection, account_id: str) -> None:
@@ -252,8 +252,9 @@ def all_deleted(conn: Connection, tenant_id: str, event_id: str, *, lock: bool =
     return conn.execute(_LIVE_OF_EVENT, {"k_tenant": tenant_id, "k_event": event_id}).scalar_one() == 0
 
 
-def _update(conn: Connection, key: TargetKey, *where: ColumnElement[bool], **values: Any) -> None:
-    conn.execute(update(t).where(_BY_KEY, *where).values(**values), _key_params(key))
+def update_target(conn: Connection, key: TargetKey, *where: ColumnElement[bool], **values: Any) -> bool:
+    """Set ``values`` on the target of ``key`` if it also meets ``where``; whether it did."""
+    return conn.execute(update(t).where(BY_KEY, *where).values(**values), key_params(key)).rowcount > 0
 
 
 def record_retry(
@@ -271,18 +272,19 @@ def record_retry(
     values: dict[str, Any] = {"wait_reason": wait_reason, "due_at": due_at, "updated_at": dt.datetime.now(dt.UTC)}
     if error_class is not None:
         values.update(last_error=message, error_class=error_class)
-    _update(conn, key, t.c.status == "pending", t.c.wanted_version <= version, **values)
+    update_target(conn, key, t.c.status == "pending", t.c.wanted_version <= version, **values)
 
 
 def record_failed(conn: Connection, key: TargetKey, *, version: int, error_class: str, message: str) -> None:
     """Mark the target failed (dead-lettered), unless a newer version is already pending for it."""
-    _update(conn, key, t.c.status == "pending", t.c.wanted_version <= version, status="failed", last_error=message,
-            error_class=error_class, due_at=None, wait_reason=None, updated_at=dt.datetime.now(dt.UTC))  # fmt: skip
+    update_target(conn, key, t.c.status == "pending", t.c.wanted_version <= version, status="failed",
+                  last_error=message, error_class=error_class, due_at=None, wait_reason=None,
+                  updated_at=dt.datetime.now(dt.UTC))  # fmt: skip
 
 
 def reopen(conn: Connection, key: TargetKey, *, due_at: dt.datetime, job_id: str) -> None:
     """Make a failed target pending again, by the job ``job_id`` (DLQ replay); other statuses are left alone."""
-    _update(conn, key, t.c.status == "failed", status="pending", due_at=due_at, wait_reason=None,
+    update_target(conn, key, t.c.status == "failed", status="pending", due_at=due_at, wait_reason=None,
             updated_at=dt.datetime.now(dt.UTC), job_id=job_id)  # fmt: skip
 
 
@@ -291,8 +293,8 @@ def cancel(conn: Connection, key: TargetKey, *, job_id: str, message: str) -> bo
     False when the target is no longer pending or a newer job took it over."""
     values = {"status": "failed", "last_error": message, "error_class": "JobCancelled", "due_at": None,
               "wait_reason": None, "updated_at": dt.datetime.now(dt.UTC)}  # fmt: skip
-    changed = update(t).where(_BY_KEY, t.c.status == "pending", t.c.job_id == job_id).values(**values)
-    return bool(conn.execute(changed, _key_params(key)).rowcount)
+    changed = update(t).where(BY_KEY, t.c.status == "pending", t.c.job_id == job_id).values(**values)
+    return bool(conn.execute(changed, key_params(key)).rowcount)
 
 
 def overdue(conn: Connection, *, before: dt.datetime, limit: int) -> list[TargetRow]:
@@ -309,13 +311,13 @@ def overdue(conn: Connection, *, before: dt.datetime, limit: int) -> list[Target
 
 def mark_unqueued(conn: Connection, key: TargetKey) -> None:
     """A pending target whose enqueue failed: no due time, so the very next reconcile pass re-enqueues it."""
-    _update(conn, key, t.c.status == "pending", due_at=None, wait_reason="not enqueued")
+    update_target(conn, key, t.c.status == "pending", due_at=None, wait_reason="not enqueued")
 
 
 def postpone(conn: Connection, key: TargetKey, *, due_at: dt.datetime, job_id: str) -> None:
     """Move a pending target's due time, now the job of ``job_id`` (after the reconciler re-enqueued it: it waits for
     nothing else now)."""
-    _update(conn, key, t.c.status == "pending", due_at=due_at, wait_reason=None, job_id=job_id)
+    update_target(conn, key, t.c.status == "pending", due_at=due_at, wait_reason=None, job_id=job_id)
 
 
 def count_by_status(conn: Connection, statuses: Collection[str] = SYNC_STATUSES) -> dict[str, int]:

@@ -150,7 +150,7 @@ MUTATIONS: tuple[Mutation, ...] = (
     Mutation("job-etag-dropped", JOB, "etag=ref.etag if ref else target.external_etag,", "etag=None,",
              "the provider's etag is kept"),
     Mutation("targets-unconditional-cas", TARGETS,
-             '.where(_BY_KEY, or_(t.c.synced_version < bindparam("v_version"), _REASSERTED))', ".where(_BY_KEY)",
+             '.where(BY_KEY, or_(t.c.synced_version < bindparam("v_version"), _REASSERTED))', ".where(BY_KEY)",
              "synced_version only grows (a drift repair re-asserts the synced version once)"),
     Mutation("job-no-repair", JOB, "if latest is None or latest.synced_version <= version:", "if True:",
              "a lost compare-and-set enqueues a repair"),
