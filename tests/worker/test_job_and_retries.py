@@ -31,7 +31,7 @@ from calsync.core.store.targets import TargetKey
 from calsync.core.worker.delivery import Delivery, current_delivery, start_delivery
 from calsync.core.worker.job import run_sync
 from calsync.core.worker.middleware.dead_letters import DeadLetterRecorder, DeadLetterStoreUnavailable
-from calsync.core.worker.middleware.retries import RetryPolicy, ScheduledRetries
+from calsync.core.worker.middleware.retries import ScheduledRetries
 from tests.support import Pipeline, wait_until
 
 
@@ -306,10 +306,7 @@ def test_a_retry_that_can_be_neither_enqueued_nor_marked_owed_is_dead_lettered_n
 
 
 def _retries(pipeline: Pipeline, stub: StubBroker) -> ScheduledRetries:
-    settings = pipeline.settings
-    policy = RetryPolicy(schedule=settings.retry_schedule, jitter=settings.retry_jitter,
-                         defer_delay=settings.lock_retry_delay, max_deferrals=settings.lock_max_waits)  # fmt: skip
-    retries = ScheduledRetries(pipeline.clients.db, policy)
+    retries = ScheduledRetries(pipeline.clients.db, pipeline.settings)
     stub.add_middleware(retries)  # the actor's options (throws) need Retries on the broker
     stub.actors["sync_calendar_event"] = pipeline.actors["sync_calendar_event"]
     return retries
