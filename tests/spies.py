@@ -16,7 +16,7 @@ from calsync.core.config.settings import Settings
 from calsync.core.messaging.messages import sync_message
 from calsync.core.model.payload import JobPayload, parse_payload
 from calsync.core.store.database import Database
-from calsync.core.worker.delivery import Delivery, start_delivery
+from calsync.core.worker.delivery import Delivery, current_delivery
 from calsync.core.worker.middleware.retries import ScheduledRetries
 
 
@@ -80,7 +80,7 @@ def redelivered(
         for error in errors:
             proxy = MessageProxy(message)
             delivery = Delivery(proxy.message_id, proxy.actor_name, proxy.queue_name, payload=payload)
-            start_delivery(delivery)
+            current_delivery.set(delivery)
             retries.after_process_message(stub, proxy, exception=error)
             delivered.append(delivery)
             message = spy.sent[-1].message
