@@ -86,7 +86,7 @@ def _webhook_actors(clients: Clients) -> list[dramatiq.Actor[Any, Any]]:
         """One signed attempt of one (notification, endpoint) delivery; retries and the DLQ are its own, and the
         job's outcome is the attempt's (a dead-lettered delivery is logged and counted as dead-lettered)."""
         attempted = deliverer.deliver(notification_id, endpoint_id)
-        delivery = current_delivery()
+        delivery = current_delivery.get()
         if delivery is not None:
             delivery.outcome, delivery.dead_letter_reason = attempted.job_outcome, attempted.dead_letter_reason
             delivery.result.update(attempted.fields)
@@ -101,7 +101,7 @@ def _sweep(parts: SweepParts) -> Callable[..., None]:
     def sweep_account(arg: Any) -> None:
         """Read one account's calendar back, compare it with what calsync wrote there, apply the tenant's policy."""
         account_id, claim = parse_sweep(arg)
-        delivery = current_delivery()
+        delivery = current_delivery.get()
         result = run_sweep(parts, account_id, claim=claim, sent=delivery.provider_requests if delivery else None)
         if delivery is not None:  # on the delivery's one log line
             delivery.provider = result.provider
@@ -111,13 +111,13 @@ def _sweep(parts: SweepParts) -> Callable[..., None]:
 
 
 def _message_id() -> str | None:
-    delivery = current_delivery()
+    delivery = current_delivery.get()
     return delivery.message_id if delivery is not None else None
 
 
 def _bind_intake(message: IntakeMessage) -> None:
     # Every log line of the delivery carries the ids the message had.
-    delivery = current_delivery()
+    delivery = current_delivery.get()
     if delivery is not None:
         ids = {"tenant_id": message.tenant_id, "request_id": message.request_id, "trace_id": message.trace_id}
         bind_job(delivery.log_fields() | {k: v for k, v in ids.items() if v is not None})

@@ -12,11 +12,12 @@ import pytest
 from dramatiq.broker import MessageProxy
 from dramatiq.brokers.stub import StubBroker
 
+from calsync.core.config.settings import Settings
 from calsync.core.messaging.messages import sync_message
 from calsync.core.model.payload import JobPayload, parse_payload
 from calsync.core.store.database import Database
-from calsync.core.worker.delivery import Delivery, start_delivery
-from calsync.core.worker.middleware.retries import RetryPolicy, ScheduledRetries
+from calsync.core.worker.delivery import Delivery, current_delivery
+from calsync.core.worker.middleware.retries import ScheduledRetries
 
 
 @dataclass(frozen=True)
@@ -62,24 +63,24 @@ class EnqueueSpy:
 
 def redelivered(
     db: Database,
-    queue: str,
+    settings: Settings,
     monkeypatch: pytest.MonkeyPatch,
-    policy: RetryPolicy,
     payload: JobPayload,
     errors: Sequence[BaseException],
 ) -> tuple[list[Delivery], dramatiq.Message[Any]]:
-    """The job delivered once per error, each delivery raising it: what the retry middleware made of each, and the
-    message the last one enqueued (a delivery is the message the previous one re-enqueued: its options carry over)."""
-    retries, stub = ScheduledRetries(db, policy), StubBroker(middleware=[])
-    stub.declare_queue(queue)
+    """The job delivered once per error on ``settings.queue``, each delivery raising it: what the retry middleware
+    (on those settings) made of each, and the message the last one enqueued (a delivery is the message the previous
+    one re-enqueued: its options carry over)."""
+    retries, stub = ScheduledRetries(db, settings), StubBroker(middleware=[])
+    stub.declare_queue(settings.queue)
     spy = EnqueueSpy(stub, monkeypatch)
-    message = sync_message(queue, payload)
+    message = sync_message(settings.queue, payload)
     delivered = []
     try:
         for error in errors:
             proxy = MessageProxy(message)
             delivery = Delivery(proxy.message_id, proxy.actor_name, proxy.queue_name, payload=payload)
-            start_delivery(delivery)
+            current_delivery.set(delivery)
             retries.after_process_message(stub, proxy, exception=error)
             delivered.append(delivery)
             message = spy.sent[-1].message

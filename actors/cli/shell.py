@@ -32,9 +32,10 @@ stdout = Console(soft_wrap=True, width=None if sys.stdout.isatty() else 160)
 stderr = Console(stderr=True, soft_wrap=True)
 
 
-#: The commands that need the queue running: only these start the embedded Redis (docs: README "Command line").
+#: The commands that need the queue running: only these start the embedded Redis when they open the clients (docs:
+#: README "Command line"). ``pause`` and ``resume`` open Redis alone, and start it themselves (actors/cli/pause.py).
 STARTS_EMBEDDED_REDIS = frozenset(
-    {"worker", "serve", "submit", "reconcile", "dlq replay", "retry-now", "pause", "resume", "demo", "accounts remove"}
+    {"worker", "serve", "submit", "reconcile", "dlq replay", "retry-now", "demo", "accounts remove"}
 )
 
 

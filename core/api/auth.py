@@ -26,6 +26,7 @@ from calsync.core.api.services import ApiServices
 from calsync.core.model.vocabulary import ApiScope, OperatorRole
 from calsync.core.store import api_keys, operators
 
+KEY_TOUCH_SECONDS = 60  # a key's last_used_at is written at most once a minute, not on every request
 _RANK: dict[ApiScope, int] = {"read": 0, "submit": 1, "admin": 2}  # a scope grants those ranked at or below it
 _bearer = HTTPBearer(auto_error=False, description="An API key from `calsync api-keys create`.")
 
@@ -109,9 +110,9 @@ def _authenticate(deps: ApiServices, presented: str) -> api_keys.ApiKey:
     if key is None:
         raise _unauthorized("the API key is unknown or revoked", error="invalid_token")
     age = (dt.datetime.now(dt.UTC) - key.last_used_at).total_seconds() if key.last_used_at else None
-    if age is None or age >= deps.key_touch_interval:
+    if age is None or age >= KEY_TOUCH_SECONDS:
         with deps.db.write() as conn:
-            api_keys.touch(conn, key.id, older_than=deps.key_touch_interval)
+            api_keys.touch(conn, key.id, older_than=KEY_TOUCH_SECONDS)
     return key
 
 

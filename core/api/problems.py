@@ -4,8 +4,9 @@ Validation errors (FastAPI's, and the :class:`InvalidChange` messages of the int
 ``field: message; ...`` form) become one entry per bad field in ``errors``. A body sent under another media
 type than JSON (or none) is 415 naming ``application/json``; a body that is not JSON at all, or that JSON
 cannot read (a number of more than 4300 digits), is 400; a body that is JSON but breaks the contract is 422.
-The database being unreachable is 503 with ``Retry-After`` (nothing was saved: the intent transaction did not
-commit). Every ``type`` is one of :data:`ProblemType`, each listed in docs/PROTOCOL.md (a test checks it).
+The database being unreachable is 503 (nothing was saved: the intent transaction did not commit); every 503
+says when to try again in ``Retry-After``. Every ``type`` is one of :data:`ProblemType`, each listed in
+docs/PROTOCOL.md (a test checks it).
 """
 
 from __future__ import annotations
@@ -38,6 +39,8 @@ from calsync.core.model.errors import (
 from calsync.core.model.validation_wording import field_message
 
 log = logging.getLogger(__name__)
+
+RETRY_AFTER_SECONDS = 5  # every 503: a dependency that did not answer is asked again soon
 
 #: Every problem type the API answers with, as ``urn:calsync:problem:<slug>`` (docs/PROTOCOL.md, "Errors").
 ProblemType = Literal[
@@ -83,7 +86,8 @@ class ProblemError(Exception):
     ) -> None:
         super().__init__(detail or title)
         self.problem = Problem(type=_TYPE + slug, title=title, status=status, detail=detail, errors=errors)
-        self.headers = dict(headers or {})
+        retry = {"Retry-After": str(RETRY_AFTER_SECONDS)} if status == 503 else {}
+        self.headers = {**retry, **(headers or {})}
 
     def response(self) -> JSONResponse:
         """The problem as an HTTP response."""
@@ -203,8 +207,7 @@ def _problem_of(request: Request, exc: Exception) -> ProblemError:
         case TemporaryError():
             log.warning("dependency unavailable: %s", exc, extra={"fields": {"error_class": type(exc).__name__}})
             detail = "a dependency is unreachable; nothing was saved"
-            headers = {"Retry-After": str(request.app.state.services.retry_after)}
-            return ProblemError(503, "unavailable", "Service Unavailable", detail, headers=headers)
+            return ProblemError(503, "unavailable", "Service Unavailable", detail)
     raise exc
 
 

@@ -36,9 +36,7 @@ class ApiServices:
     # A readiness check raises when its dependency cannot be reached (the database is always checked).
     checks: Mapping[str, Callable[[], object]] = field(default_factory=dict)
     max_body_bytes: int = 1_048_576
-    key_touch_interval: float = 60
     key_cache_seconds: float = 5
-    retry_after: int = 5
     # Set when several server processes share one port: /metrics then sums their multiprocess files.
     metrics_dir: Path | None = None
 

@@ -22,7 +22,8 @@ from calsync.core.model.provider_io import RequestsSent
 from calsync.core.model.vocabulary import DeadLetterCause, Outcome
 from calsync.core.worker.failures import rejection_cause
 
-_current: contextvars.ContextVar[Delivery | None] = contextvars.ContextVar("calsync_delivery", default=None)
+# The delivery being processed on this thread, if any: set when it opens, cleared (None) when it ends.
+current_delivery: contextvars.ContextVar[Delivery | None] = contextvars.ContextVar("calsync_delivery", default=None)
 
 
 @dataclass
@@ -67,17 +68,7 @@ class Delivery:
         return fields
 
 
-def current_delivery() -> Delivery | None:
-    """The delivery being processed on this thread, if any."""
-    return _current.get()
-
-
-def start_delivery(delivery: Delivery | None) -> None:
-    """Make ``delivery`` the current one of this thread (None clears it)."""
-    _current.set(delivery)
-
-
 def delivery_of(message_id: str) -> Delivery | None:
     """The current delivery if it is this message's (hooks of another message must not touch it)."""
-    delivery = _current.get()
+    delivery = current_delivery.get()
     return delivery if delivery is not None and delivery.message_id == message_id else None

@@ -152,7 +152,7 @@ def sync_actor(parts: JobParts) -> Callable[..., None]:
 
     def sync_calendar_event(*args: Any, **kwargs: Any) -> None:
         """Make one event appear (or disappear) in one account, as its latest version says."""
-        delivery = current_delivery() or Delivery("direct", SYNC_JOB, "")  # called without the worker's middleware
+        delivery = current_delivery.get() or Delivery("direct", SYNC_JOB, "")  # called without the worker's middleware
         delivery.outcome = run_sync(parts, delivery, args, kwargs)
 
     return sync_calendar_event

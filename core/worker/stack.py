@@ -34,7 +34,7 @@ from calsync.core.worker.heartbeat import Heartbeat
 from calsync.core.worker.metrics import WorkerMetrics
 from calsync.core.worker.middleware.dead_letters import DeadLetterRecorder
 from calsync.core.worker.middleware.lifecycle import JobLifecycle
-from calsync.core.worker.middleware.retries import RetryPolicy, ScheduledRetries
+from calsync.core.worker.middleware.retries import ScheduledRetries
 from calsync.core.worker.pause import PauseGate
 
 
@@ -55,13 +55,6 @@ def worker_middleware(
     from dramatiq.middleware.prometheus import Prometheus
 
     pause = PauseGate(PauseSwitch(client, keys), watch=watch)
-    policy = RetryPolicy(
-        schedule=settings.retry_schedule,
-        jitter=settings.retry_jitter,
-        defer_delay=settings.lock_retry_delay,
-        max_deferrals=settings.lock_max_waits,
-        held_note_every=settings.reconcile_after / 2,
-    )
     return [
         Prometheus(),
         WorkerMetrics(),
@@ -72,5 +65,5 @@ def worker_middleware(
         TimeLimit(time_limit=int(settings.job_time_limit * 1000)),
         ShutdownNotifications(),
         DeadLetterRecorder(db, outbox),
-        ScheduledRetries(db, policy),
+        ScheduledRetries(db, settings),
     ]

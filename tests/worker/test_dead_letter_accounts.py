@@ -11,7 +11,7 @@ from calsync.core.model.calendar import AccountStatus
 from calsync.core.model.errors import AuthRevoked
 from calsync.core.model.payload import new_payload
 from calsync.core.store import accounts
-from calsync.core.worker.delivery import Delivery, start_delivery
+from calsync.core.worker.delivery import Delivery, current_delivery
 from calsync.core.worker.middleware.dead_letters import DeadLetterRecorder
 from tests.support import Pipeline
 
@@ -33,11 +33,11 @@ def test_revoked_credentials_mark_only_an_active_account(
     message = MessageProxy(sync_message(pipeline.settings.queue, payload))
     delivery = Delivery(message.message_id, message.actor_name, message.queue_name, payload=payload)
     delivery.error = AuthRevoked("the refresh token was revoked")
-    start_delivery(delivery)
+    current_delivery.set(delivery)
     try:
         DeadLetterRecorder(pipeline.clients.db).before_nack(stub, message)
     finally:
-        start_delivery(None)
+        current_delivery.set(None)
     [record] = pipeline.dead_letters()
     assert record.error_class == "AuthRevoked"
     with pipeline.clients.db.read() as conn:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+from pathlib import Path
 from typing import cast
 
 import pytest
@@ -13,21 +14,24 @@ from calsync.core.messaging.messages import sync_message
 from calsync.core.model.errors import TargetLocked
 from calsync.core.model.payload import new_payload
 from calsync.core.store.database import Database
-from calsync.core.worker.middleware.retries import RetryPolicy, ScheduledRetries
+from calsync.core.worker.middleware.retries import ScheduledRetries
 from tests.spies import EnqueueSpy
+from tests.support import make_settings
 
 DEFERRALS = 8
 
 
-def test_a_deferral_waits_the_lock_retry_delay_spread_by_the_jitter(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_deferral_waits_the_lock_retry_delay_spread_by_the_jitter(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
     """A busy lock's deferral is spread like a retry, so deliveries queued behind one lock do not collide again."""
     delay, jitter = 2.0, 0.2
     broker = StubBroker(middleware=[])
     broker.declare_queue("calendar")
     try:
         spy = EnqueueSpy(broker, monkeypatch)
-        policy = RetryPolicy(schedule=(0.1,), jitter=jitter, defer_delay=delay, max_deferrals=DEFERRALS)
-        retries = ScheduledRetries(cast(Database, None), policy)  # a deferral touches no database
+        settings = make_settings(tmp_path, retry_jitter=jitter, lock_retry_delay=delay, lock_max_waits=DEFERRALS)
+        retries = ScheduledRetries(cast(Database, None), settings)  # a deferral touches no database
         for _ in range(DEFERRALS):
             message = sync_message("calendar", new_payload(tenant_id="tenant-1", entity_id="e1", account_id="acc",
                                                            operation="create", version=1, trace_id="t"))  # fmt: skip

@@ -29,10 +29,10 @@ from calsync.core.store import idempotency, targets
 from calsync.core.store.pruning import Retention, prune
 from calsync.core.store.schema import idempotency_records
 from calsync.core.store.targets import TargetKey
-from calsync.core.worker.delivery import Delivery, current_delivery, start_delivery
+from calsync.core.worker.delivery import Delivery, current_delivery
 from calsync.core.worker.job import run_sync
 from calsync.core.worker.middleware.dead_letters import DeadLetterRecorder, DeadLetterStoreUnavailable
-from calsync.core.worker.middleware.retries import RetryPolicy, ScheduledRetries
+from calsync.core.worker.middleware.retries import ScheduledRetries
 from tests.support import Pipeline, wait_until
 
 
@@ -41,7 +41,7 @@ def _delivery(pipeline: Pipeline, payload: JobPayload | None, **options: Any) ->
     proxy = dramatiq.broker.MessageProxy(message.copy(options=options))
     delivery = Delivery(proxy.message_id, proxy.actor_name, proxy.queue_name, repair=bool(options.get("repair")),
                      payload=payload)  # fmt: skip
-    start_delivery(delivery)
+    current_delivery.set(delivery)
     return proxy
 
 
@@ -86,7 +86,7 @@ def test_a_corrupt_payload_is_invalid_and_dead_lettered_at_once(pipeline: Pipeli
     retries = _retries(pipeline, stub)
     message = _delivery(pipeline, None)
     retries.after_process_message(stub, message, exception=InvalidPayload("corrupt"))
-    delivery = current_delivery()
+    delivery = current_delivery.get()
     assert message.failed and not _queued(stub, "calendar.DQ")
     assert delivery is not None and delivery.dead_letter_cause is DeadLetterCause.INVALID_PAYLOAD
     assert delivery.outcome is Outcome.DEAD_LETTERED and isinstance(delivery.error, InvalidPayload)
@@ -214,7 +214,7 @@ def test_a_deferred_job_is_reenqueued_later_without_using_an_attempt(pipeline: P
     delay = (again.options["eta"] - again.message_timestamp) / 1000
     settings = pipeline.settings
     assert settings.lock_retry_delay * (1 - settings.retry_jitter) - 0.05 <= delay
-    delivery = current_delivery()
+    delivery = current_delivery.get()
     assert (
         delivery is not None
         and delivery.outcome is Outcome.LOCK_BUSY
@@ -233,7 +233,7 @@ def test_after_lock_max_waits_a_busy_lock_is_a_lock_busy_failure_on_the_schedule
     [again] = _queued(stub, "calendar.DQ")
     assert again.options["retries"] == 1 and again.args[0]["attempt"] == 2
     assert again.options["errors"][0]["error_class"] == "LockBusy"
-    delivery = current_delivery()
+    delivery = current_delivery.get()
     assert delivery is not None and delivery.outcome is Outcome.RETRY_SCHEDULED and isinstance(delivery.error, LockBusy)
 
 
@@ -243,7 +243,7 @@ def test_a_lock_busy_to_the_end_is_dead_lettered_as_exhausted_retries(pipeline: 
     settings = pipeline.settings
     message = _delivery(pipeline, payload, lock_waits=settings.lock_max_waits, retries=len(settings.retry_schedule))
     retries.after_process_message(stub, message, exception=TargetLocked("busy"))
-    delivery = current_delivery()
+    delivery = current_delivery.get()
     assert message.failed and not _queued(stub, "calendar.DQ")
     assert (
         delivery is not None
@@ -276,7 +276,7 @@ def test_a_retry_or_deferral_that_cannot_be_enqueued_is_owed_to_the_reconciler_n
     monkeypatch.setattr(stub, "enqueue", down)
     message = _delivery(pipeline, payload)
     retries.after_process_message(stub, message, exception=failure)
-    delivery = current_delivery()
+    delivery = current_delivery.get()
     assert not message.failed and delivery is not None and delivery.dead_letter_cause is None
     assert isinstance(delivery.error, recorded) and message.options["retries"] == 1
     row = pipeline.target(entity, account)
@@ -302,7 +302,7 @@ def test_a_retry_that_can_be_neither_enqueued_nor_marked_owed_is_dead_lettered_n
     monkeypatch.setattr(targets, "mark_unqueued", database_down)
     message = _delivery(pipeline, _payload("e1"))
     retries.after_process_message(stub, message, exception=ProviderUnavailable("503"))
-    delivery = current_delivery()
+    delivery = current_delivery.get()
     assert message.failed and delivery is not None and delivery.dead_letter_cause is DeadLetterCause.ENQUEUE_FAILED
 
 
@@ -310,10 +310,7 @@ def test_a_retry_that_can_be_neither_enqueued_nor_marked_owed_is_dead_lettered_n
 
 
 def _retries(pipeline: Pipeline, stub: StubBroker) -> ScheduledRetries:
-    settings = pipeline.settings
-    policy = RetryPolicy(schedule=settings.retry_schedule, jitter=settings.retry_jitter,
-                         defer_delay=settings.lock_retry_delay, max_deferrals=settings.lock_max_waits)  # fmt: skip
-    retries = ScheduledRetries(pipeline.clients.db, policy)
+    retries = ScheduledRetries(pipeline.clients.db, pipeline.settings)
     stub.add_middleware(retries)  # the actor's options (throws) need Retries on the broker
     stub.actors["sync_calendar_event"] = pipeline.actors["sync_calendar_event"]
     return retries
@@ -331,7 +328,7 @@ def test_a_temporary_error_is_retried_on_schedule_as_the_next_attempt(pipeline: 
     schedule, jitter = pipeline.settings.retry_schedule, pipeline.settings.retry_jitter
     delay = (again.options["eta"] - again.message_timestamp) / 1000
     assert delay >= schedule[0] * (1 - jitter) - 0.05
-    delivery = current_delivery()
+    delivery = current_delivery.get()
     assert delivery is not None and delivery.outcome is Outcome.RETRY_SCHEDULED
     row = pipeline.target(entity, account)
     assert row.error_class == "ProviderUnavailable" and row.due_at is not None
@@ -353,7 +350,7 @@ def test_a_permanent_error_and_exhausted_retries_fail_the_message(pipeline: Pipe
 
     message = _delivery(pipeline, _payload("e1"), retries=len(pipeline.settings.retry_schedule))
     retries.after_process_message(stub, message, exception=ProviderUnavailable("still down"))
-    delivery = current_delivery()
+    delivery = current_delivery.get()
     assert message.failed and delivery is not None and delivery.dead_letter_cause is DeadLetterCause.EXHAUSTED
 
 

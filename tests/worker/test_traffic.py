@@ -20,7 +20,6 @@ from calsync.core.model.payload import new_payload
 from calsync.core.redis import locks
 from calsync.core.store import accounts
 from calsync.core.traffic import Limits, TrafficStore
-from calsync.core.worker.middleware.retries import RetryPolicy
 from calsync.providers.memory import MemoryProvider
 from tests.spies import EnqueueSpy, redelivered
 from tests.support import Pipeline, wait_until
@@ -222,11 +221,12 @@ def test_a_long_held_job_pushes_its_targets_due_time_so_the_reconciler_leaves_it
     account = pipeline.account()
     receipt = pipeline.submit([account])
     due = pipeline.target(receipt.entity_id, account).due_at
-    policy = RetryPolicy(schedule=(1.0,), jitter=0.1, defer_delay=1.0, max_deferrals=3, held_note_every=0.0)
+    # RECONCILE_AFTER 0, not a valid setting (copied unchecked): a held job's due time is pushed at every hold
+    settings = pipeline.settings.model_copy(update={"reconcile_after": 0.0})
     payload = new_payload(tenant_id="tenant-1", entity_id=receipt.entity_id, account_id=account, operation="create",
                           version=1, trace_id="held")  # fmt: skip
     holds = [CircuitOpen("provider_circuit", retry_after=600)] * 2  # the first is noted, and (every 0 s) the second
-    _, last = redelivered(pipeline.clients.db, pipeline.settings.queue, monkeypatch, policy, payload, holds)
+    _, last = redelivered(pipeline.clients.db, settings, monkeypatch, payload, holds)
     row = pipeline.target(receipt.entity_id, account)
     assert row.waiting == "circuit open" and row.error_class is None  # no provider call: no provider error
     assert row.due_at is not None and due is not None and row.due_at > due

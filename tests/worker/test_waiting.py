@@ -20,7 +20,6 @@ from calsync.core.model.payload import new_payload
 from calsync.core.model.vocabulary import WAIT_REASONS
 from calsync.core.store.targets import TargetRow
 from calsync.core.worker.delivery import Delivery
-from calsync.core.worker.middleware.retries import RetryPolicy
 from tests.spies import redelivered
 from tests.support import Pipeline, utcnow, wait_until
 
@@ -92,10 +91,10 @@ def _deliveries(pipeline: Pipeline, monkeypatch: pytest.MonkeyPatch, errors: lis
     """Each error raised by one delivery of the same job in turn."""
     account = pipeline.account()
     receipt = pipeline.submit([account])
-    policy = RetryPolicy(schedule=(1.0,), jitter=0.1, defer_delay=1.0, max_deferrals=50, held_note_every=300.0)
+    settings = pipeline.settings.model_copy(update={"reconcile_after": 600.0})  # a held job noted again after 300 s
     payload = new_payload(tenant_id="tenant-1", entity_id=receipt.entity_id, account_id=account, operation="create",
                           version=1, trace_id="waits")  # fmt: skip
-    return redelivered(pipeline.clients.db, pipeline.settings.queue, monkeypatch, policy, payload, errors)[0]
+    return redelivered(pipeline.clients.db, settings, monkeypatch, payload, errors)[0]
 
 
 def _excused(message: str) -> OutageSuspected:

@@ -34,8 +34,5 @@ def readyz(deps: Services) -> Health:
         except Exception as exc:
             failed.append(f"{name}: {type(exc).__name__}")
     if failed:
-        headers = {"Retry-After": str(deps.retry_after)}
-        raise ProblemError(
-            503, "not-ready", "Service Unavailable", "unreachable: " + ", ".join(failed), headers=headers
-        )
+        raise ProblemError(503, "not-ready", "Service Unavailable", "unreachable: " + ", ".join(failed))
     return Health(status="ok", checks=dict.fromkeys(checks, "ok"))

@@ -27,7 +27,7 @@ def _switch_reachable() -> Iterator[None]:
         yield
     except redis.RedisError as exc:
         detail = f"Redis, which holds the pause switch, is unreachable ({type(exc).__name__})"
-        raise ProblemError(503, "unavailable", "Service Unavailable", detail, headers={"Retry-After": "5"}) from exc
+        raise ProblemError(503, "unavailable", "Service Unavailable", detail) from exc
 
 
 router = APIRouter(tags=["operators"], dependencies=[Depends(_switch_reachable)])

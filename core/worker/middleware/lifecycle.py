@@ -18,7 +18,7 @@ from calsync.core.model.errors import InvalidPayload, error_class_of
 from calsync.core.model.redaction import redact
 from calsync.core.model.vocabulary import Outcome
 from calsync.core.redis.stats import JobStats
-from calsync.core.worker.delivery import Delivery, delivery_of, start_delivery
+from calsync.core.worker.delivery import Delivery, current_delivery, delivery_of
 from calsync.core.worker.metrics import count_job
 
 log = logging.getLogger("calsync.jobs")
@@ -33,7 +33,7 @@ class JobLifecycle(dramatiq.Middleware):
     def before_process_message(self, broker: dramatiq.Broker, message: dramatiq.MessageProxy) -> None:
         repair = bool(message.options.get(REPAIR_OPTION))
         delivery = Delivery(message.message_id, message.actor_name, message.queue_name, repair=repair)
-        start_delivery(delivery)
+        current_delivery.set(delivery)
         bind_job(delivery.log_fields())
 
     def after_ack(self, broker: dramatiq.Broker, message: dramatiq.MessageProxy) -> None:
@@ -73,4 +73,4 @@ class JobLifecycle(dramatiq.Middleware):
             log.warning("could not count job outcome", exc_info=True)
         count_job(delivery, outcome, duration)
         bind_job(None)
-        start_delivery(None)
+        current_delivery.set(None)

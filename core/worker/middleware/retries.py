@@ -5,12 +5,12 @@
   ``LOCK_MAX_WAITS`` waits it becomes a failure (LockBusy) and goes through the schedule below. A job
   traffic control holds (:class:`~core.model.errors.Held`: a limit, a back-off, an open breaker) waits
   the delay it carries ± jitter, as often as it takes, counted apart (``traffic_waits``) and never
-  toward ``LOCK_MAX_WAITS``: it is never dead-lettered for it. Every ``held_note_every`` seconds
-  (RECONCILE_AFTER / 2) a held job pushes its target's due time, so the reconciler does not take a
-  long-held job for a lost one and enqueue it again;
+  toward ``LOCK_MAX_WAITS``: it is never dead-lettered for it. Every ``RECONCILE_AFTER`` / 2 seconds a held
+  job pushes its target's due time, so the reconciler does not take a long-held job for a lost one and enqueue
+  it again;
 - why it waits is told once, not at every deferral: a job's first wait for the lock, its first hold, a hold for
   another reason than the last one told, a hold that carries a provider's error (an excused failure) and then
-  one hold per ``held_note_every`` are noted on the target (``wait_reason``, ``due_at``, the provider's last
+  one hold per ``RECONCILE_AFTER`` / 2 are noted on the target (``wait_reason``, ``due_at``, the provider's last
   error) and logged at INFO; the deferrals between log at DEBUG and write nothing (docs/RUNBOOK.md, "Why is my
   job waiting?");
 - a PermanentError is dead-lettered at once; anything else (unknown exceptions included) is temporary;
@@ -28,11 +28,11 @@ from __future__ import annotations
 import datetime as dt
 import logging
 import time
-from dataclasses import dataclass
 
 import dramatiq
 from dramatiq.middleware import Retries
 
+from calsync.core.config.settings import Settings
 from calsync.core.messaging.messages import redelivery
 from calsync.core.model.backoff import jittered, retry_delay
 from calsync.core.model.errors import Deferred, Held, TemporaryError, error_class_of, is_permanent
@@ -63,24 +63,14 @@ HELD_NOTED_OPTION = "traffic_noted_at"  # unix time a held job last pushed its t
 HELD_REASON_OPTION = "traffic_noted_reason"  # the wait reason then noted (another one is told again)
 
 
-@dataclass(frozen=True)
-class RetryPolicy:
-    """When failed and deferred jobs run again."""
-
-    schedule: tuple[float, ...]  # one retry per entry
-    jitter: float
-    defer_delay: float  # LOCK_RETRY_DELAY
-    max_deferrals: int  # LOCK_MAX_WAITS
-    held_note_every: float = 300.0  # RECONCILE_AFTER / 2
-
-
 class ScheduledRetries(Retries):
-    """Decides defer, retry or dead letter for every delivery that raised."""
+    """Decides defer, retry or dead letter for every delivery that raised, on the settings' schedule, jitter and
+    lock waits."""
 
-    def __init__(self, db: Database, policy: RetryPolicy) -> None:
-        super().__init__(max_retries=len(policy.schedule))
+    def __init__(self, db: Database, settings: Settings) -> None:
+        super().__init__(max_retries=len(settings.retry_schedule))
         self.db = db
-        self.policy = policy
+        self.settings = settings
 
     def after_process_message(
         self,
@@ -98,7 +88,7 @@ class ScheduledRetries(Retries):
         error = exception
         if isinstance(error, Deferred) and not isinstance(error, Held):
             waits = count_option(message.options, DEFERRALS_OPTION)
-            if waits >= self.policy.max_deferrals:
+            if waits >= self.settings.lock_max_waits:
                 error = error.give_up(waits)
         if isinstance(error, Deferred):
             try:
@@ -113,25 +103,25 @@ class ScheduledRetries(Retries):
         self, broker: dramatiq.Broker, message: dramatiq.MessageProxy, delivery: Delivery, error: Deferred
     ) -> None:
         # A busy lock: LOCK_RETRY_DELAY, counted; a hold of traffic control: the wait it answered, noted again
-        # every held_note_every seconds, for another reason, or with a provider's error.
+        # every RECONCILE_AFTER / 2 seconds, for another reason, or with a provider's error.
         now, reason = time.time(), wait_reason_of(error)
         if isinstance(error, Held):
             noted = message.options.get(HELD_NOTED_OPTION)
             told = (
                 not isinstance(noted, int | float)
-                or now - noted >= self.policy.held_note_every
+                or now - noted >= self.settings.reconcile_after / 2
                 or message.options.get(HELD_REASON_OPTION) != reason
                 or provider_error_of(error) is not None
             )
             options: dict[str, int | str] = {HELD_OPTION: count_option(message.options, HELD_OPTION) + 1}
             if told:
                 options.update({HELD_NOTED_OPTION: int(now), HELD_REASON_OPTION: reason})
-            wait, outcome = error.retry_after or self.policy.defer_delay, Outcome.DEFERRED
+            wait, outcome = error.retry_after or self.settings.lock_retry_delay, Outcome.DEFERRED
         else:
             waits = count_option(message.options, DEFERRALS_OPTION)
             told, options = waits == 0, {DEFERRALS_OPTION: waits + 1}
-            wait, outcome = self.policy.defer_delay, Outcome.LOCK_BUSY
-        delay = jittered(wait, self.policy.jitter)
+            wait, outcome = self.settings.lock_retry_delay, Outcome.LOCK_BUSY
+        delay = jittered(wait, self.settings.retry_jitter)
         args = None
         if delivery.payload is not None:
             later = dt.datetime.now(dt.UTC) + dt.timedelta(seconds=delay)
@@ -157,11 +147,13 @@ class ScheduledRetries(Retries):
             self._dead_letter(message, delivery, rejection_cause(error))
         elif is_worker_bug(before, entry, error):  # the same error again, the provider never reached: ours
             self._dead_letter(message, delivery, DeadLetterCause.WORKER_BUG)
-        elif retries >= len(self.policy.schedule):
+        elif retries >= len(self.settings.retry_schedule):
             self._dead_letter(message, delivery, DeadLetterCause.EXHAUSTED)
         else:
             hint = error.retry_after if isinstance(error, TemporaryError) else None
-            delay = retry_delay(self.policy.schedule, retries, jitter=self.policy.jitter, retry_after=hint)
+            delay = retry_delay(
+                self.settings.retry_schedule, retries, jitter=self.settings.retry_jitter, retry_after=hint
+            )
             args = [delivery.payload.next_attempt(delay).to_message_arg()] if delivery.payload else None
             try:
                 broker.enqueue(redelivery(message, args=args), delay=int(delay * 1000))
