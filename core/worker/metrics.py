@@ -110,6 +110,7 @@ BUILD_INFO = _per_process(
     "version",
 )
 
+
 @functools.cache  # the code running is what was installed at start: read once, not at every heartbeat
 def calsync_version() -> str:
     """The installed calsync version, the value of ``calsync_build_info{version}``."""

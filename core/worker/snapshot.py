@@ -115,4 +115,3 @@ def load_snapshot(db: Database, cipher: CredentialCipher, payload: JobPayload) -
         target=targets.TargetRow(**target) if target else None,
         already_done=row["done_key"] is not None,
     )
-
