@@ -39,7 +39,9 @@ def _prepare_sqlite(engine: Engine) -> None:
     @event.listens_for(engine, "begin")
     def _on_begin(connection: Connection) -> None:
         mode = connection.get_execution_options().get("sqlite_begin", "DEFERRED")
-        connection.exec_driver_sql(f"BEGIN {mode}")
+        if mode is not None:  # None: autocommit(), each statement its own transaction
+            # Sent on the driver's connection: the statement needs none of SQLAlchemy's execution machinery.
+            connection.connection.cursor().execute(f"BEGIN {mode}")
 
 
 class Database:
@@ -74,11 +76,13 @@ class Database:
     @contextlib.contextmanager
     def autocommit(self) -> Iterator[Connection]:
         """Each statement its own transaction, no BEGIN and COMMIT around it: a read that is one statement
-        (one consistent snapshot) costs one round trip on PostgreSQL instead of three. On SQLite, where a
-        transaction costs no round trip, a plain read transaction: switching the isolation level there would
-        leave the driver's own implicit transactions on for the connection's next user."""
+        (one consistent snapshot) costs one round trip on PostgreSQL instead of three. On SQLite the "begin"
+        hook sends no BEGIN (the driver's own implicit transactions stay off, as for every connection)."""
         with _translate_errors(), self.engine.connect() as conn:
-            yield conn if self.dialect == "sqlite" else conn.execution_options(isolation_level="AUTOCOMMIT")
+            if self.dialect == "sqlite":
+                yield conn.execution_options(sqlite_begin=None)
+            else:
+                yield conn.execution_options(isolation_level="AUTOCOMMIT")
 
     @contextlib.contextmanager
     def write(self) -> Iterator[Connection]:
@@ -115,3 +119,5 @@ def _translate_errors() -> Iterator[None]:
         if isinstance(exc, OperationalError):
             raise StoreUnavailable(f"database unavailable: {type(exc.orig).__name__}: {exc.orig}") from exc
         raise
+    except sqlite3.OperationalError as exc:  # the "begin" hook's BEGIN, sent without SQLAlchemy (locked, busy)
+        raise StoreUnavailable(f"database unavailable: OperationalError: {exc}") from exc
