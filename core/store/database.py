@@ -79,10 +79,8 @@ class Database:
         (one consistent snapshot) costs one round trip on PostgreSQL instead of three. On SQLite the "begin"
         hook sends no BEGIN (the driver's own implicit transactions stay off, as for every connection)."""
         with _translate_errors(), self.engine.connect() as conn:
-            if self.dialect == "sqlite":
-                yield conn.execution_options(sqlite_begin=None)
-            else:
-                yield conn.execution_options(isolation_level="AUTOCOMMIT")
+            autocommit = {"sqlite_begin": None} if self.dialect == "sqlite" else {"isolation_level": "AUTOCOMMIT"}
+            yield conn.execution_options(**autocommit)
 
     @contextlib.contextmanager
     def write(self) -> Iterator[Connection]:
