@@ -77,9 +77,6 @@ def _no_constants(name: str) -> None:
     raise ValueError(f"{name} is not JSON")
 
 
-_JSON = json.JSONDecoder(parse_constant=_no_constants)  # built once: json.loads with an option builds one per call
-
-
 def _option_problem(options: dict[str, Any], broker_message_id: str | None) -> tuple[Refusal, str] | None:
     if broker_message_id is not None and options.get("redis_message_id") != broker_message_id:
         return Refusal.BROKER_ID, f"options.redis_message_id must equal the queued id {broker_message_id!r}"
@@ -129,7 +126,7 @@ def read_message(
     except UnicodeDecodeError as exc:
         return Refused(Refusal.NOT_UTF8, f"byte {exc.start}: {exc.reason}")
     try:
-        doc = _JSON.decode(text)
+        doc = json.loads(text, parse_constant=_no_constants)
     except ValueError as exc:
         return Refused(Refusal.NOT_JSON, str(exc)[:300])
     try:
