@@ -40,8 +40,7 @@ def _prepare_sqlite(engine: Engine) -> None:
     def _on_begin(connection: Connection) -> None:
         mode = connection.get_execution_options().get("sqlite_begin", "DEFERRED")
         if mode is not None:  # None: autocommit(), each statement its own transaction
-            # Sent on the driver's connection: the statement needs none of SQLAlchemy's execution machinery.
-            connection.connection.cursor().execute(f"BEGIN {mode}")
+            connection.exec_driver_sql(f"BEGIN {mode}")
 
 
 class Database:
@@ -117,5 +116,3 @@ def _translate_errors() -> Iterator[None]:
         if isinstance(exc, OperationalError):
             raise StoreUnavailable(f"database unavailable: {type(exc.orig).__name__}: {exc.orig}") from exc
         raise
-    except sqlite3.OperationalError as exc:  # the "begin" hook's BEGIN, sent without SQLAlchemy (locked, busy)
-        raise StoreUnavailable(f"database unavailable: OperationalError: {exc}") from exc
