@@ -220,9 +220,10 @@ class MemoryProvider:
             self._fail(fault, op, account_id, entity_id)
 
     def _take_fault(self, op: str, account_id: str, entity_id: str, title: str | None) -> MemoryFaultRule | None:
-        if not self._store.has_faults():
-            return None  # the common case, without taking the write lock
-        with self._store.transaction() as tx:
+        rule = next((rule for rule in self._store.faults() if rule.matches(op, account_id, entity_id, title)), None)
+        if rule is None or rule.remaining is None:
+            return rule  # none, or one for every call: nothing to count, so no write lock
+        with self._store.transaction() as tx:  # a counted rule: its calls are taken one at a time
             for rule in tx.faults():
                 if rule.matches(op, account_id, entity_id, title):
                     if rule.remaining is not None:

@@ -112,10 +112,10 @@ class CalendarStore:
             self._conn = conn
         return self._conn
 
-    def has_faults(self) -> bool:
-        """Whether any fault rule exists (another process may have added one): the common call takes no write lock."""
+    def faults(self) -> list[MemoryFaultRule]:
+        """The fault rules, as another process may have just changed them, read without taking the write lock."""
         with self._lock:
-            return self._connection().execute("SELECT 1 FROM fault_rules LIMIT 1").fetchone() is not None
+            return CalendarTx(self._connection()).faults()
 
     @contextlib.contextmanager
     def transaction(self) -> Iterator[CalendarTx]:

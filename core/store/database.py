@@ -39,7 +39,8 @@ def _prepare_sqlite(engine: Engine) -> None:
     @event.listens_for(engine, "begin")
     def _on_begin(connection: Connection) -> None:
         mode = connection.get_execution_options().get("sqlite_begin", "DEFERRED")
-        connection.exec_driver_sql(f"BEGIN {mode}")
+        if mode is not None:  # None: autocommit(), each statement its own transaction
+            connection.exec_driver_sql(f"BEGIN {mode}")
 
 
 class Database:
@@ -74,11 +75,11 @@ class Database:
     @contextlib.contextmanager
     def autocommit(self) -> Iterator[Connection]:
         """Each statement its own transaction, no BEGIN and COMMIT around it: a read that is one statement
-        (one consistent snapshot) costs one round trip on PostgreSQL instead of three. On SQLite, where a
-        transaction costs no round trip, a plain read transaction: switching the isolation level there would
-        leave the driver's own implicit transactions on for the connection's next user."""
+        (one consistent snapshot) costs one round trip on PostgreSQL instead of three. On SQLite the "begin"
+        hook sends no BEGIN (the driver's own implicit transactions stay off, as for every connection)."""
         with _translate_errors(), self.engine.connect() as conn:
-            yield conn if self.dialect == "sqlite" else conn.execution_options(isolation_level="AUTOCOMMIT")
+            autocommit = {"sqlite_begin": None} if self.dialect == "sqlite" else {"isolation_level": "AUTOCOMMIT"}
+            yield conn.execution_options(**autocommit)
 
     @contextlib.contextmanager
     def write(self) -> Iterator[Connection]:
