@@ -17,8 +17,8 @@ from calsync.core.model.ids import new_id
 from calsync.core.model.redaction import register_secrets
 from calsync.core.store import targets
 from calsync.core.store.crypto import CredentialCipher
-from calsync.core.store.database import Database
-from calsync.core.store.schema import given_equal, json_ready, provider_accounts
+from calsync.core.store.database import Database, given_equal
+from calsync.core.store.schema import json_ready, provider_accounts
 
 
 @dataclass(frozen=True)

@@ -19,8 +19,9 @@ from sqlalchemy import Connection, bindparam, insert, select, update
 
 from calsync.core.model.ids import new_id
 from calsync.core.model.vocabulary import ApiScope
+from calsync.core.store.database import given_equal
 from calsync.core.store.schema import api_keys as k
-from calsync.core.store.schema import given_equal, json_ready
+from calsync.core.store.schema import json_ready
 
 KEY_PREFIX = "csk_"
 

@@ -14,8 +14,8 @@ from typing import Any
 
 from sqlalchemy import Connection, insert, select
 
+from calsync.core.store.database import given_equal
 from calsync.core.store.schema import audit_log as a
-from calsync.core.store.schema import given_equal
 
 
 @dataclass(frozen=True)

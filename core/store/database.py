@@ -15,7 +15,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from sqlalchemy import Connection, Engine, Table, create_engine, event
+from sqlalchemy import ColumnElement, Connection, Engine, Table, create_engine, event
 from sqlalchemy.engine import make_url
 from sqlalchemy.exc import DBAPIError, OperationalError
 
@@ -92,6 +92,11 @@ class Database:
     def dispose(self) -> None:
         """Close the pooled connections (end of process or test)."""
         self.engine.dispose()
+
+
+def given_equal(*filters: tuple[ColumnElement[Any], object]) -> list[ColumnElement[bool]]:
+    """``column = value`` for each optional filter ``(column, value)`` whose value is given (not None)."""
+    return [column == value for column, value in filters if value is not None]
 
 
 def upsert_insert(table: Table, dialect: str) -> postgresql.Insert | sqlite.Insert:

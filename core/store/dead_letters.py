@@ -17,9 +17,9 @@ from sqlalchemy import ColumnElement, Connection, Integer, Select, String, func,
 from sqlalchemy.sql.elements import SQLColumnExpression
 
 from calsync.core.model.vocabulary import DeadLetterCause, DeadLetterKind, cause_of_reason
-from calsync.core.store.database import Database, upsert_insert
+from calsync.core.store.database import Database, given_equal, upsert_insert
 from calsync.core.store.schema import dead_letters as d
-from calsync.core.store.schema import given_equal, json_ready, provider_accounts
+from calsync.core.store.schema import json_ready, provider_accounts
 
 DeadLetterStatus = Literal["open", "replayed", "discarded"]
 

@@ -39,10 +39,10 @@ from sqlalchemy import Column, ColumnElement, Connection, literal, select, true,
 from calsync.core.model.calendar import ProviderName
 from calsync.core.model.vocabulary import JobState, SyncStatus
 from calsync.core.store import dead_letters, events
+from calsync.core.store.database import given_equal
 from calsync.core.store.dead_letters import DeadLetter
 from calsync.core.store.schema import dead_letters as d
 from calsync.core.store.schema import event_targets as t
-from calsync.core.store.schema import given_equal
 from calsync.core.store.schema import provider_accounts as a
 from calsync.core.store.targets import TargetRow
 

@@ -15,7 +15,6 @@ from sqlalchemy import (
     Boolean,
     CheckConstraint,
     Column,
-    ColumnElement,
     ForeignKeyConstraint,
     Index,
     Integer,
@@ -46,11 +45,6 @@ metadata = MetaData()
 def _one_of(column: str, values: tuple[str, ...], name: str) -> CheckConstraint:
     """A CHECK that ``column`` holds one of the vocabulary's values (the model defines them once)."""
     return CheckConstraint(f"{column} IN ({', '.join(repr(v) for v in values)})", name=name)
-
-
-def given_equal(*filters: tuple[ColumnElement[Any], object]) -> list[ColumnElement[bool]]:
-    """``column = value`` for each optional filter ``(column, value)`` whose value is given (not None)."""
-    return [column == value for column, value in filters if value is not None]
 
 
 def json_ready(doc: dict[str, Any]) -> dict[str, Any]:
