@@ -73,7 +73,8 @@ def test_a_held_job_keeps_its_attempt_and_is_not_counted_as_a_lock_wait(
     account = governed.account()
     traffic, limits = _traffic(governed), Limits(concurrency=2)
     call = traffic.admit("memory", account, "tenant-1", limits, 2)
-    traffic.settle("memory", account, call, limits, "neutral", ("account", 1.0))  # a back-off another job saw
+    # a back-off another job saw, long enough to outlast the worker's start on a loaded CI machine (1 s did not)
+    traffic.settle("memory", account, call, limits, "neutral", ("account", 5.0))
     spy = EnqueueSpy(governed.broker, monkeypatch)
     receipt = governed.submit([account])
     with governed.worker():
