@@ -28,7 +28,6 @@ from calsync.core.redis.pause import PauseState, PauseSwitch
 from calsync.core.redis.stats import JobStats
 
 THROUGHPUT_WINDOWS = (5, 60)
-OUTCOMES = tuple(outcome.value for outcome in Outcome)
 
 
 @dataclass(frozen=True)
@@ -118,7 +117,7 @@ def render(status: Status) -> RenderableType:
         parts.append(circuits)
     if (throughput := status.throughput) is not None:
         seen: set[str] = set().union(*throughput.values())
-        outcomes = [*OUTCOMES, *sorted(seen - set(OUTCOMES))]
+        outcomes = [*Outcome, *sorted(seen - set(Outcome))]  # StrEnum members are their values
         counts = [(outcome, *(throughput[m][outcome] for m in THROUGHPUT_WINDOWS)) for outcome in outcomes]
         parts.append(_table("job outcomes", ("outcome", *(f"last {m} min" for m in THROUGHPUT_WINDOWS)), counts))
     parts += [Text(f"{source} unavailable: {error}", style="red") for source, error in sorted(state.errors.items())]
