@@ -139,25 +139,22 @@ def status(state: CliState, as_json: bool, watch: bool, interval: float, count: 
     ``--watch``, as its last refresh.
     """
     clients = state.clients
-    reader = StateReader(clients)
     # On a terminal, --watch redraws one view in place; otherwise each refresh is printed (NDJSON with --json).
     live = Live(console=stdout, auto_refresh=False) if watch and not as_json and stdout.is_terminal else None
     last = None
     count = count if watch else 1  # --watch without --count: until Ctrl-C
-    try:
-        with live or contextlib.nullcontext(), contextlib.suppress(KeyboardInterrupt):
-            for refresh in itertools.count() if count is None else range(count):
-                if refresh:
-                    time.sleep(interval)
-                last = read_status(reader, JobStats(clients.redis, clients.keys))
-                if live is not None:
-                    live.update(render(last), refresh=True)
-                elif as_json:
-                    click.echo(json.dumps(last.as_json(), indent=None if watch else 2, default=str))
-                else:
-                    stdout.print(render(last))
-    finally:
-        reader.close()
+    reading = contextlib.closing(StateReader(clients))  # its connections closed however the refreshes end
+    with reading as reader, live or contextlib.nullcontext(), contextlib.suppress(KeyboardInterrupt):
+        for refresh in itertools.count() if count is None else range(count):
+            if refresh:
+                time.sleep(interval)
+            last = read_status(reader, JobStats(clients.redis, clients.keys))
+            if live is not None:
+                live.update(render(last), refresh=True)
+            elif as_json:
+                click.echo(json.dumps(last.as_json(), indent=None if watch else 2, default=str))
+            else:
+                stdout.print(render(last))
     if last is not None and last.state.errors:
         unread = sorted(last.state.errors.items())
         raise CliError("; ".join(f"{source} unavailable: {first_line(error)}" for source, error in unread))
