@@ -35,7 +35,7 @@ def declare(clients: Clients, parts: JobParts, sweeps: SweepParts | None = None)
         """Re-enqueue what the broker lost: pending targets overdue by RECONCILE_AFTER."""
         reconcile_overdue(clients)
 
-    intake = intake_actor(Producer(clients), _message_id, _bind_intake)
+    intake = intake_actor(Producer(clients), _delivered)
     declared = [
         # Our own errors (a busy lock, a provider outage, a permanent refusal) are expected outcomes:
         # Dramatiq logs them at info without a traceback and calsync's one warning line tells the rest.
@@ -110,14 +110,11 @@ def _sweep(parts: SweepParts) -> Callable[..., None]:
     return sweep_account
 
 
-def _message_id() -> str | None:
+def _delivered(message: IntakeMessage) -> str | None:
+    # Every log line of the delivery carries the ids the message had; its message id keys a request without an id.
     delivery = current_delivery.get()
-    return delivery.message_id if delivery is not None else None
-
-
-def _bind_intake(message: IntakeMessage) -> None:
-    # Every log line of the delivery carries the ids the message had.
-    delivery = current_delivery.get()
-    if delivery is not None:
-        ids = {"tenant_id": message.tenant_id, "request_id": message.request_id, "trace_id": message.trace_id}
-        bind_job(delivery.log_fields() | {k: v for k, v in ids.items() if v is not None})
+    if delivery is None:
+        return None
+    ids = {"tenant_id": message.tenant_id, "request_id": message.request_id, "trace_id": message.trace_id}
+    bind_job(delivery.log_fields() | {k: v for k, v in ids.items() if v is not None})
+    return delivery.message_id

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import sys
 from pathlib import Path
 from typing import Any, get_args
@@ -151,14 +152,12 @@ def update(
         current = repo.load_account(conn, account_id, state.clients.cipher)
     if current is None:
         raise EntityNotFound(f"account {account_id} does not exist")
-    if provider is not None or data is not None or parsed is not None or verify:
-        if provider is not None and provider != current.provider and parsed is None:
-            parsed = {}  # the old adapter's options mean nothing to the new one
-        _validated(Account(
-            account_id, current.tenant_id, provider or current.provider, current.address,
-            credentials=current.credentials if data is None else data,
-            options=current.options if parsed is None else parsed,
-        ), state, verify)  # fmt: skip
+    if provider is not None and provider != current.provider and parsed is None:
+        parsed = {}  # the old adapter's options mean nothing to the new one
+    given = {"provider": provider, "credentials": data, "options": parsed}
+    changed = {name: value for name, value in given.items() if value is not None}
+    if changed or verify:  # the account as it would be stored
+        _validated(dataclasses.replace(current, **changed), state, verify)
     blob = None if data is None else state.clients.cipher.encrypt(data)
     if blob is not None and status is None and current.status != "removing":  # a removal goes on, re-authorized
         status = "active"

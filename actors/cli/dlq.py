@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable
 from typing import Any
 
@@ -30,9 +31,7 @@ _FILTERS = (
 
 
 def _filter_options(fn: Callable[..., Any]) -> Callable[..., Any]:
-    for option in reversed(_FILTERS):
-        fn = option(fn)
-    return fn
+    return functools.reduce(lambda decorated, option: option(decorated), reversed(_FILTERS), fn)
 
 
 def _flt(status: str | None, **given: Any) -> DeadLetterFilter:

@@ -13,7 +13,7 @@ import socket
 import sys
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, get_args
 
 import click
 import dramatiq.errors
@@ -218,10 +218,11 @@ def first_line(text: str) -> str:
 
 
 #: What a command may fail with that is said in one line (anything else is a bug: its traceback is shown).
-FAILURES = (CalsyncError, dramatiq.errors.DramatiqError, redis.RedisError, sqlalchemy.exc.SQLAlchemyError, OSError)
+Failure = CalsyncError | dramatiq.errors.DramatiqError | redis.RedisError | sqlalchemy.exc.SQLAlchemyError | OSError
+FAILURES: tuple[type[Failure], ...] = get_args(Failure)
 
 
-def failure(exc: BaseException) -> CliError:
+def failure(exc: Failure) -> CliError:
     """An error as one line in calsync's words (no SQL, no help URLs, no tracebacks) with its exit code."""
     if isinstance(exc, PermanentError):
         return BadInput(str(exc))
@@ -237,7 +238,5 @@ def failure(exc: BaseException) -> CliError:
         return CliError(f"database error: {first_line(str(exc)).split(' (Background on')[0]}")
     if isinstance(exc, redis.RedisError):
         return CliError(f"Redis unavailable: {first_line(str(exc))}")
-    if isinstance(exc, OSError):
-        where = f" ({exc.filename})" if exc.filename else ""
-        return CliError(f"{exc.strerror or type(exc).__name__}{where}")
-    return CliError(f"{type(exc).__name__}: {first_line(str(exc))}")
+    where = f" ({exc.filename})" if exc.filename else ""  # an OSError: the last of the failures
+    return CliError(f"{exc.strerror or type(exc).__name__}{where}")

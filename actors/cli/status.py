@@ -28,7 +28,6 @@ from calsync.core.redis.pause import PauseState, PauseSwitch
 from calsync.core.redis.stats import JobStats
 
 THROUGHPUT_WINDOWS = (5, 60)
-OUTCOMES = tuple(outcome.value for outcome in Outcome)
 
 
 @dataclass(frozen=True)
@@ -118,7 +117,7 @@ def render(status: Status) -> RenderableType:
         parts.append(circuits)
     if (throughput := status.throughput) is not None:
         seen: set[str] = set().union(*throughput.values())
-        outcomes = [*OUTCOMES, *sorted(seen - set(OUTCOMES))]
+        outcomes = [*Outcome, *sorted(seen - set(Outcome))]  # StrEnum members are their values
         counts = [(outcome, *(throughput[m][outcome] for m in THROUGHPUT_WINDOWS)) for outcome in outcomes]
         parts.append(_table("job outcomes", ("outcome", *(f"last {m} min" for m in THROUGHPUT_WINDOWS)), counts))
     parts += [Text(f"{source} unavailable: {error}", style="red") for source, error in sorted(state.errors.items())]
@@ -140,25 +139,22 @@ def status(state: CliState, as_json: bool, watch: bool, interval: float, count: 
     ``--watch``, as its last refresh.
     """
     clients = state.clients
-    reader = StateReader(clients)
     # On a terminal, --watch redraws one view in place; otherwise each refresh is printed (NDJSON with --json).
     live = Live(console=stdout, auto_refresh=False) if watch and not as_json and stdout.is_terminal else None
     last = None
     count = count if watch else 1  # --watch without --count: until Ctrl-C
-    try:
-        with live or contextlib.nullcontext(), contextlib.suppress(KeyboardInterrupt):
-            for refresh in itertools.count() if count is None else range(count):
-                if refresh:
-                    time.sleep(interval)
-                last = read_status(reader, JobStats(clients.redis, clients.keys))
-                if live is not None:
-                    live.update(render(last), refresh=True)
-                elif as_json:
-                    click.echo(json.dumps(last.as_json(), indent=None if watch else 2, default=str))
-                else:
-                    stdout.print(render(last))
-    finally:
-        reader.close()
+    reading = contextlib.closing(StateReader(clients))  # its connections closed however the refreshes end
+    with reading as reader, live or contextlib.nullcontext(), contextlib.suppress(KeyboardInterrupt):
+        for refresh in itertools.count() if count is None else range(count):
+            if refresh:
+                time.sleep(interval)
+            last = read_status(reader, JobStats(clients.redis, clients.keys))
+            if live is not None:
+                live.update(render(last), refresh=True)
+            elif as_json:
+                click.echo(json.dumps(last.as_json(), indent=None if watch else 2, default=str))
+            else:
+                stdout.print(render(last))
     if last is not None and last.state.errors:
         unread = sorted(last.state.errors.items())
         raise CliError("; ".join(f"{source} unavailable: {first_line(error)}" for source, error in unread))

@@ -14,7 +14,7 @@ from __future__ import annotations
 import logging
 import re
 from collections.abc import Mapping, Sequence
-from typing import Any, Literal
+from typing import Any, Literal, TypeVar
 
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
@@ -48,6 +48,7 @@ ProblemType = Literal[
     "unauthorized", "forbidden", "not-found", "conflict", "too-large", "unavailable", "not-ready", "internal", "http",
 ]  # fmt: skip
 
+T = TypeVar("T")
 PROBLEM_JSON = "application/problem+json"
 JSON = "application/json"
 _TYPE = "urn:calsync:problem:"
@@ -125,6 +126,13 @@ def problems(*codes: int) -> dict[int | str, dict[str, Any]]:
 def not_found(what: str) -> ProblemError:
     """The one answer for a resource that does not exist *for this key's tenant* (another tenant's looks the same)."""
     return ProblemError(404, "not-found", "Not Found", f"{what} does not exist")
+
+
+def existing(value: T | None, what: str) -> T:
+    """``value``, or the one answer for a resource that does not exist for this key's tenant (:func:`not_found`)."""
+    if value is None:
+        raise not_found(what)
+    return value
 
 
 def invalid(detail: str, errors: list[FieldError]) -> ProblemError:

@@ -45,10 +45,6 @@ def services_from_clients(clients: Clients, *, metrics_dir: Path | None = None) 
     """Everything the application needs, bound to ``clients`` (which the caller closes)."""
     settings = clients.settings
     reader = StateReader(clients)
-
-    def broker() -> None:
-        reader.queues(time.time())  # Redis: one script on the queue keys; RabbitMQ: a passive declare
-
     return ApiServices(
         db=clients.db,
         intake=Producer(clients),
@@ -57,7 +53,8 @@ def services_from_clients(clients: Clients, *, metrics_dir: Path | None = None) 
         webhooks=Endpoints.from_settings(clients.db, clients.cipher, settings),
         cancel=lambda tenant_id, job_id, note: cancel_job(clients, tenant_id, job_id, note=note),
         pause=PauseSwitch(clients.redis, clients.keys),
-        checks={"broker": broker},
+        # the broker's readiness: Redis, one script on the queue keys; RabbitMQ, a passive declare
+        checks={"broker": lambda: reader.queues(time.time())},
         max_body_bytes=settings.api_max_body_bytes,
         key_cache_seconds=settings.api_key_cache_seconds,
         metrics_dir=metrics_dir,

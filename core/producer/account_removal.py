@@ -50,7 +50,7 @@ def remove_account(
     *,
     quiet_seconds: float,
     send_updates: SendUpdates | None = None,
-    progress: Callable[[int], None] | None = None,
+    progress: Callable[[int], None],
 ) -> RemovalReport:
     """Remove the account, or (with an ``intake``: ``--detach``) first delete calsync's events from its calendar.
 
@@ -81,8 +81,7 @@ def remove_account(
             report.job_ids += receipt.job_ids
             if receipt.deferred_accounts:
                 report.deferred_events.append(event_id)
-            if progress is not None:
-                progress(1)
+            progress(1)
         if len(page) < PAGE:
             break
         after = page[-1]

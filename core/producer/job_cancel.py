@@ -18,6 +18,7 @@ job's id; a replay runs it under a new one.
 
 from __future__ import annotations
 
+import contextlib
 import datetime as dt
 
 from calsync.core.clients import Clients
@@ -42,8 +43,7 @@ def cancel_job(clients: Clients, tenant_id: str, job_id: str, *, note: str | Non
     row = found.target
     if row is None or row.status != "pending":
         raise JobNotCancellable(f"job {job_id} is {found.state}: only a queued or deferred job can be cancelled")
-    locks = LockManager(clients.redis, ttl_seconds=clients.settings.lock_ttl)
-    try:
+    with contextlib.closing(LockManager(clients.redis, ttl_seconds=clients.settings.lock_ttl)) as locks:
         held = locks.acquire(clients.keys.lock(*row.key), handover=clients.keys.handover(*row.key))
         if held is None:
             raise JobNotCancellable(f"job {job_id} is running: cancel it again once it waits")
@@ -51,8 +51,6 @@ def cancel_job(clients: Clients, tenant_id: str, job_id: str, *, note: str | Non
             return _dead_letter(clients, row, job_id, note)
         finally:
             locks.release(held)  # says nothing: the next holder reads the target again
-    finally:
-        locks.close()
 
 
 def _dead_letter(clients: Clients, row: TargetRow, job_id: str, note: str | None) -> DeadLetter:

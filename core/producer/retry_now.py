@@ -92,10 +92,10 @@ def retry_now(clients: Clients, selection: RetrySelection) -> RetryNowReport:
     if broker_kind(clients.broker_url) != "redis":
         raise ConfigurationError("retry-now needs the Redis broker: RabbitMQ holds delayed messages in the workers")
     keys = clients.keys
-    client = clients.redis if clients.broker_url == clients.redis_url else open_redis(clients.broker_url)
-    move = client.register_script(_PULL_FORWARD)
     report = RetryNowReport()
-    try:
+    # A client of its own, closed at the end: the broker's Redis may be another than clients.redis.
+    with open_redis(clients.broker_url) as client:
+        move = client.register_script(_PULL_FORWARD)
         for queue in lanes_of(clients.settings).queues:
             for raw_id, raw_body in client.hscan_iter(keys.delayed_messages(queue), count=500):
                 try:
@@ -118,7 +118,4 @@ def retry_now(clients: Clients, selection: RetrySelection) -> RetryNowReport:
                     report.copied.append(job_id)
                 elif done == -2:
                     report.already_pulled += 1
-    finally:
-        if client is not clients.redis:
-            client.close()
     return report

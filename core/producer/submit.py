@@ -336,17 +336,13 @@ def submit_intake(intake: Intake, message: IntakeMessage, *, message_id: str | N
     return receipt
 
 
-def intake_actor(
-    intake: Intake,
-    delivery: Callable[[], str | None],
-    on_parsed: Callable[[IntakeMessage], None] = lambda _: None,
-) -> Callable[..., None]:
-    """The function the intake actor runs; ``delivery`` tells the current message id, ``on_parsed`` sees the message."""
+def intake_actor(intake: Intake, delivered: Callable[[IntakeMessage], str | None]) -> Callable[..., None]:
+    """The function the intake actor runs; ``delivered`` sees each message once parsed and tells the id of the
+    delivery's message (None: none known)."""
 
     def submit_change(*args: Any, **kwargs: Any) -> None:
         """Accept one change sent as a message: validate, save the intent, enqueue its sync jobs."""
         message = parse_intake(args, kwargs)
-        on_parsed(message)
-        submit_intake(intake, message, message_id=delivery())
+        submit_intake(intake, message, message_id=delivered(message))
 
     return submit_change

@@ -82,7 +82,7 @@ def _http(send: Callable[[str], Any], doc: dict[str, Any]) -> Verdict:
 
 
 def _actor(pipeline: Pipeline, doc: dict[str, Any]) -> Verdict:
-    body = intake_actor(pipeline.producer, lambda: str(uuid.uuid4()))
+    body = intake_actor(pipeline.producer, lambda _message: str(uuid.uuid4()))
     try:
         body(json.loads(json.dumps({"tenant_id": TENANT, "change": doc})))  # as the message arrives
     except PermanentError:  # dead-lettered at once by the retry middleware

@@ -30,12 +30,16 @@ def _effects(pipeline: Pipeline, account_id: str) -> list[str]:
     return [call.effect for call in pipeline.provider.calls() if call.account_id == account_id and call.effect]
 
 
+def _unseen(_detached: int) -> None:
+    """No progress bar: the command's terminal is not these tests' concern."""
+
+
 def test_detaching_deletes_the_event_from_that_account_only_and_then_the_account_goes(pipeline: Pipeline) -> None:
     gone, kept = pipeline.account(account_id="gone"), pipeline.account(account_id="kept")
     receipt = pipeline.submit([gone, kept])
     with pipeline.worker():
         pipeline.wait_idle()
-        report = remove_account(pipeline.clients.db, pipeline.producer, gone, quiet_seconds=0)
+        report = remove_account(pipeline.clients.db, pipeline.producer, gone, quiet_seconds=0, progress=_unseen)
         assert (report.status, report.detached_events, len(report.job_ids)) == ("removing", 1, 1)
         pipeline.wait_target(receipt.entity_id, gone, "deleted")
     assert pipeline.event_version(receipt.entity_id) == 2
@@ -50,17 +54,17 @@ def test_an_account_with_events_is_refused_without_detach_and_nothing_changes(pi
     account = pipeline.account(account_id="busy")
     pipeline.submit([account])
     with pytest.raises(InvalidChange, match=r"still has 1 event\(s\) .*`calsync accounts remove busy --detach`"):
-        remove_account(pipeline.clients.db, None, account, quiet_seconds=0)
+        remove_account(pipeline.clients.db, None, account, quiet_seconds=0, progress=_unseen)
     assert _status(pipeline, account) == "active"
     idle = pipeline.account(account_id="idle")
-    assert remove_account(pipeline.clients.db, None, idle, quiet_seconds=0).status == "removed"
+    assert remove_account(pipeline.clients.db, None, idle, quiet_seconds=0, progress=_unseen).status == "removed"
     assert _status(pipeline, idle) is None
 
 
 def test_a_change_naming_an_account_being_removed_is_refused(pipeline: Pipeline) -> None:
     account = pipeline.account(account_id="leaving")
     pipeline.submit([account])  # no worker: its delete stays to be done, so the account stays
-    remove_account(pipeline.clients.db, pipeline.producer, account, quiet_seconds=0)
+    remove_account(pipeline.clients.db, pipeline.producer, account, quiet_seconds=0, progress=_unseen)
     assert _status(pipeline, account) == "removing"
     with pytest.raises(InvalidChange, match="accounts: account leaving is being removed"):
         pipeline.submit([account])

@@ -13,7 +13,7 @@ from fastapi import APIRouter, Path
 
 from calsync.core.api.auth import Admin, Services
 from calsync.core.api.models import AccountOut
-from calsync.core.api.problems import AUTHENTICATED, not_found, problems
+from calsync.core.api.problems import AUTHENTICATED, existing, problems
 from calsync.core.model.ids import Identifier
 from calsync.core.store import accounts
 
@@ -25,9 +25,8 @@ _ANSWERS = problems(404, 409, *AUTHENTICATED)
 
 def _set_status(deps: Services, tenant_id: str, account_id: str, action: accounts.StatusAction) -> AccountOut:
     with deps.db.write() as conn:
-        changed = accounts.set_status(conn, account_id, action, tenant_id=tenant_id)
-    if changed is None:  # another tenant's account reads as absent
-        raise not_found(f"account {account_id}")
+        # another tenant's account reads as absent
+        changed = existing(accounts.set_status(conn, account_id, action, tenant_id=tenant_id), f"account {account_id}")
     return AccountOut.model_validate(changed[0].as_json())
 
 

@@ -24,7 +24,7 @@ from calsync.core.api.models import (
     ReplayRequest,
     SkippedOut,
 )
-from calsync.core.api.problems import AUTHENTICATED, ProblemError, not_found, problems
+from calsync.core.api.problems import AUTHENTICATED, ProblemError, existing, problems
 from calsync.core.api.services import ApiServices
 from calsync.core.store import dead_letters
 from calsync.core.store.dead_letters import DeadLetter, DeadLetterFilter
@@ -58,9 +58,7 @@ def get_dead_letter(
     """One record of the tenant, whatever its status: payload, error history, what operators did with it. Another
     tenant's record is answered exactly like a missing one (404)."""
     with deps.db.read() as conn:
-        record = dead_letters.get(conn, record_id, tenant_id=principal.tenant_id)
-    if record is None:
-        raise not_found(f"dead letter {record_id}")
+        record = existing(dead_letters.get(conn, record_id, tenant_id=principal.tenant_id), f"dead letter {record_id}")
     return DeadLetterOut.model_validate(record.as_json())
 
 
@@ -124,9 +122,7 @@ def discard_dead_letter(
 ) -> DiscardedOut:
     """Close an open record of the tenant without replaying it."""
     with deps.db.read() as conn:
-        record = dead_letters.get(conn, record_id, tenant_id=principal.tenant_id)
-    if record is None:
-        raise not_found(f"dead letter {record_id}")
+        record = existing(dead_letters.get(conn, record_id, tenant_id=principal.tenant_id), f"dead letter {record_id}")
     if not deps.discard([record], body.note if body else None).discarded:
         raise ProblemError(409, "conflict", "Conflict", f"dead letter {record_id} is not open")
     return DiscardedOut(id=record_id, status="discarded")

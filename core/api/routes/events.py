@@ -8,7 +8,7 @@ from fastapi import APIRouter, Path
 
 from calsync.core.api.auth import Reader, Services
 from calsync.core.api.models import EventOut
-from calsync.core.api.problems import AUTHENTICATED, not_found, problems
+from calsync.core.api.problems import AUTHENTICATED, existing, problems
 from calsync.core.model.ids import Identifier
 from calsync.core.store import events, targets
 
@@ -28,8 +28,6 @@ def get_event(
 ) -> EventOut:
     """The event of the key's tenant; another tenant's event is answered exactly like a missing one (404)."""
     with deps.db.read() as conn:
-        event = events.get_event(conn, principal.tenant_id, entity_id)
-        if event is None:
-            raise not_found(f"event {entity_id}")
+        event = existing(events.get_event(conn, principal.tenant_id, entity_id), f"event {entity_id}")
         rows = targets.shown_targets(conn, principal.tenant_id, entity_id)
     return EventOut.of(event, rows)

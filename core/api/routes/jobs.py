@@ -9,7 +9,7 @@ from fastapi import APIRouter, Body, Path
 
 from calsync.core.api.auth import Admin, Reader, Services
 from calsync.core.api.models import CancelledOut, CancelRequest, DeadLetterOut, JobOut
-from calsync.core.api.problems import AUTHENTICATED, not_found, problems
+from calsync.core.api.problems import AUTHENTICATED, existing, problems
 from calsync.core.model.ids import Identifier
 from calsync.core.store import job_lookup
 
@@ -23,9 +23,7 @@ def get_job(deps: Services, principal: Reader, job_id: JobId) -> JobOut:
     """The tenant's job while it is its target's latest job or has a dead letter; another tenant's job, or one a
     newer job of its target superseded, is 404."""
     with deps.db.read() as conn:
-        found = job_lookup.find_job(conn, principal.tenant_id, job_id)
-    if found is None:
-        raise not_found(f"job {job_id}")
+        found = existing(job_lookup.find_job(conn, principal.tenant_id, job_id), f"job {job_id}")
     return JobOut.of(found)
 
 
@@ -41,9 +39,7 @@ def cancel_job(
     """Dead-letter the job's target with cause ``cancelled`` (reason "cancelled by operator"): the change is kept,
     and replaying the record runs it. 409 when the job is running (cancel again once it waits), synced or
     dead-lettered already; a worker that gets the cancelled job's message acks it as stale."""
-    record = deps.cancel(principal.tenant_id, job_id, body.note if body else None)
-    if record is None:
-        raise not_found(f"job {job_id}")
+    record = existing(deps.cancel(principal.tenant_id, job_id, body.note if body else None), f"job {job_id}")
     return CancelledOut(
         job_id=job_id, state="dead-lettered", dead_letter=DeadLetterOut.model_validate(record.as_json())
     )
