@@ -214,16 +214,12 @@ class Settings(  # the mixins: one module of fields per area (core/config/)
     @model_validator(mode="after")
     def _check_time_budget(self) -> Settings:
         # The lock must outlive the job and the job must outlive one provider call, or the guards overlap.
-        if not self.provider_timeout < self.job_time_limit:
-            raise ValueError(
-                "CALSYNC_JOB_TIME_LIMIT must be greater than CALSYNC_PROVIDER_TIMEOUT "
-                f"({self.job_time_limit} <= {self.provider_timeout})"
-            )
-        if not self.job_time_limit < self.lock_ttl:
-            raise ValueError(
-                "CALSYNC_LOCK_TTL must be greater than CALSYNC_JOB_TIME_LIMIT "
-                f"({self.lock_ttl} <= {self.job_time_limit})"
-            )
+        for inner, outer in (("provider_timeout", "job_time_limit"), ("job_time_limit", "lock_ttl")):
+            short, long = getattr(self, inner), getattr(self, outer)
+            if not short < long:
+                raise ValueError(
+                    f"CALSYNC_{outer.upper()} must be greater than CALSYNC_{inner.upper()} ({long} <= {short})"
+                )
         # A crashed worker's job comes back after the broker heartbeat timeout and then waits for the dead
         # owner's lock at most LOCK_MAX_WAITS deferrals; the lock must be free by then (docs/notes/locks.md).
         wait_budget = self.lock_max_waits * self.lock_retry_delay * (1 - self.retry_jitter)
