@@ -7,8 +7,6 @@ variable, so a bad deployment fails at start-up instead of at the first job.
 
 from __future__ import annotations
 
-import base64
-import binascii
 import difflib
 import os
 from pathlib import Path
@@ -65,13 +63,6 @@ def _default_data_dir() -> Path:
     # XDG base directory spec; read here because this module is the only one allowed to see the environment.
     base = os.environ.get("XDG_DATA_HOME") or str(Path.home() / ".local" / "share")
     return Path(base) / "calsync"
-
-
-def _is_fernet_key(key: str) -> bool:
-    try:
-        return len(base64.urlsafe_b64decode(key.encode())) == 32
-    except (binascii.Error, ValueError):
-        return False
 
 
 class Settings(  # the mixins: one module of fields per area (core/config/)
@@ -197,11 +188,17 @@ class Settings(  # the mixins: one module of fields per area (core/config/)
     @field_validator("secret_key", "secret_keys")
     @classmethod
     def _check_keys(cls, value: Any) -> Any:
+        from cryptography.fernet import Fernet  # only when a key is set: not every command loads cryptography
+
         keys = value if isinstance(value, tuple) else (value,) if value is not None else ()
         for position, key in enumerate(keys, start=1):
-            if not _is_fernet_key(key.get_secret_value()):
+            try:
+                Fernet(key.get_secret_value())  # its ValueError: not 32 url-safe base64-encoded bytes
+            except ValueError:
                 where = f"key {position} " if isinstance(value, tuple) else ""
-                raise ValueError(f"{where}must be 32 url-safe base64-encoded bytes (`calsync secret-key` makes one)")
+                raise ValueError(
+                    f"{where}must be 32 url-safe base64-encoded bytes (`calsync secret-key` makes one)"
+                ) from None
         return value
 
     @field_validator("database_url")
