@@ -50,8 +50,6 @@ def _require(info: Mapping[str, Any], fields: Collection[str], where: str) -> No
 def build_credentials(account: Account) -> Credentials:
     """google-auth credentials for the account, scoped explicitly (else a service account asks for 18 scopes)."""
     info = account.credentials
-    if not isinstance(info, Mapping):
-        raise ConfigurationError(f"Google account {account.id}: credentials must be a JSON object")
     kind = info.get("type", "authorized_user" if "refresh_token" in info else None)
     where = f"Google account {account.id}: {kind} credentials"
     try:
