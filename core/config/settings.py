@@ -249,9 +249,8 @@ class Settings(  # the mixins: one module of fields per area (core/config/)
     @property
     def cipher_keys(self) -> tuple[str, ...]:
         """The credential keys, newest first: ``SECRET_KEYS``, else the single ``SECRET_KEY``."""
-        if self.secret_keys:
-            return tuple(k.get_secret_value() for k in self.secret_keys)
-        return (self.secret_key.get_secret_value(),) if self.secret_key else ()
+        keys = self.secret_keys or ((self.secret_key,) if self.secret_key else ())
+        return tuple(key.get_secret_value() for key in keys)
 
     @property
     def effective_database_url(self) -> str:
@@ -361,9 +360,7 @@ def _problem(err: Any) -> str:
 
 def child_environment(settings: Settings) -> dict[str, str]:
     """A copy of this process's environment with the settings pinned, for worker/emulator subprocesses."""
-    env = dict(os.environ)
-    env.update(settings.as_environment())
-    return env
+    return {**os.environ, **settings.as_environment()}
 
 
 def worker_environment(settings: Settings) -> dict[str, str]:
