@@ -140,8 +140,7 @@ class MemoryProvider:
             since = _CURSOR.match(cursor or "")
             after = tx.last_change()
             if since is not None and int(since.group(1)) <= after:
-                changed = tx.changed_since(account.id, int(since.group(1)))
-                items = [_observed(stored) for stored in changed]
+                items = [_observed(stored) for stored in tx.changed_since(account.id, int(since.group(1)))]
             else:
                 since = None
                 items = [_observed(stored) for stored in tx.events(account.id) if stored.status == "confirmed"]
