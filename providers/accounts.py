@@ -13,7 +13,7 @@ from collections.abc import Callable, Mapping
 from typing import Any, Generic, TypeVar
 from urllib.parse import urlsplit
 
-from pydantic import BaseModel, ConfigDict, TypeAdapter, ValidationError
+from pydantic import BaseModel, ConfigDict, ValidationError
 
 from calsync.core.model.errors import ConfigurationError
 from calsync.core.model.redaction import is_secret_field
@@ -30,15 +30,13 @@ class Fields(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
 
-def validated(model: type[BaseModel] | TypeAdapter[Any], data: Any, where: str, section: str) -> Any:
+def validated(model: type[BaseModel], data: Any, where: str, section: str) -> Any:
     """``data`` validated by ``model``; a failure is a ConfigurationError naming each field (``section.field``).
 
     Built from locations and messages only: pydantic's own text would echo the (secret) input. The tag of a
     discriminated union (``credentials.client_credentials.client_id``) is left out of a location.
     """
     try:
-        if isinstance(model, TypeAdapter):
-            return model.validate_python(data)
         return model.model_validate(data)
     except ValidationError as exc:
         tags = {str(data["type"])} if isinstance(data, Mapping) and "type" in data else set()

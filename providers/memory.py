@@ -140,8 +140,7 @@ class MemoryProvider:
             since = _CURSOR.match(cursor or "")
             after = tx.last_change()
             if since is not None and int(since.group(1)) <= after:
-                changed = tx.changed_since(account.id, int(since.group(1)))
-                items = [_observed(stored) for stored in changed]
+                items = [_observed(stored) for stored in tx.changed_since(account.id, int(since.group(1)))]
             else:
                 since = None
                 items = [_observed(stored) for stored in tx.events(account.id) if stored.status == "confirmed"]
@@ -154,26 +153,23 @@ class MemoryProvider:
 
     # --- as the user did -----------------------------------------------------------------------
 
-    def user_edit(self, account_id: str, external_id: str, **fields: Any) -> StoredEvent:
-        """Change fields of a stored event as its user would (its etag changes), unknown to calsync."""
+    def user_edit(self, account_id: str, external_id: str, *, cancel: bool = False, **fields: Any) -> StoredEvent:
+        """Change fields of a stored event as its user would (its etag changes), unknown to calsync; ``cancel``
+        deletes it as its user would (it is cancelled)."""
         with self._store.transaction() as tx:
             stored = tx.find(account_id, external_id)
             if stored is None:
                 raise KeyError(f"no event {external_id} in account {account_id}")
             body, writes = stored.body | fields, stored.writes + 1
-            edited = dataclasses.replace(stored, body=body, writes=writes, etag=_etag(external_id, body, writes))
+            status = "cancelled" if cancel else stored.status
+            etag = _etag(external_id, body, writes)
+            edited = dataclasses.replace(stored, body=body, status=status, writes=writes, etag=etag)
             tx.save(edited)
         return edited
 
     def user_delete(self, account_id: str, external_id: str) -> None:
         """Delete a stored event as its user would (it is cancelled, its etag changes), unknown to calsync."""
-        with self._store.transaction() as tx:
-            stored = tx.find(account_id, external_id)
-            if stored is None:
-                raise KeyError(f"no event {external_id} in account {account_id}")
-            writes = stored.writes + 1
-            tx.save(dataclasses.replace(stored, status="cancelled", writes=writes,
-                                        etag=_etag(external_id, stored.body, writes)))  # fmt: skip
+        self.user_edit(account_id, external_id, cancel=True)
 
     # --- faults --------------------------------------------------------------------------------
 

@@ -42,25 +42,21 @@ class HousekeepingSettings(BaseModel):
     @model_validator(mode="after")
     def _check_retention(self) -> HousekeepingSettings:
         # A duplicate delivery of a cancelled event's job must still find its event and records (and be
-        # acked as stale or already done) for as long as idempotency is promised.
+        # acked as stale or already done) for as long as idempotency is promised; and the outbox deduplicates a
+        # notification recorded again by its stable id for as long as its job is.
         ttl = getattr(self, "idempotency_ttl", None)  # Settings' own field (this is its mixin)
-        retention = self.cancelled_event_retention
-        if ttl is not None and retention != KEEP_FOREVER and retention < ttl:
-            raise ValueError(
-                "CALSYNC_CANCELLED_EVENT_RETENTION must be 0 (keep) or at least CALSYNC_IDEMPOTENCY_TTL "
-                f"({retention:g} < {ttl})"
-            )
+        for name in ("cancelled_event_retention", "webhook_retention"):
+            kept = getattr(self, name)
+            if ttl is not None and kept != KEEP_FOREVER and kept < ttl:
+                raise ValueError(
+                    f"CALSYNC_{name.upper()} must be 0 (keep) or at least CALSYNC_IDEMPOTENCY_TTL ({kept:g} < {ttl})"
+                )
+        retention, webhooks = self.cancelled_event_retention, self.webhook_retention
         # A delete's re-run must find its event: pruned, it would be dead-lettered as not found.
         if retention != KEEP_FOREVER and retention <= self.delete_verify_delay:
             raise ValueError(
                 "CALSYNC_CANCELLED_EVENT_RETENTION must be 0 (keep) or greater than CALSYNC_DELETE_VERIFY_DELAY "
                 f"({retention:g} <= {self.delete_verify_delay:g})"
-            )
-        # The outbox deduplicates a notification recorded again by its stable id for as long as its job is.
-        webhooks = self.webhook_retention
-        if ttl is not None and webhooks != KEEP_FOREVER and webhooks < ttl:
-            raise ValueError(
-                f"CALSYNC_WEBHOOK_RETENTION must be 0 (keep) or at least CALSYNC_IDEMPOTENCY_TTL ({webhooks:g} < {ttl})"
             )
         # Notification ids are derived from (tenant, event, version): once a cancelled event is pruned its id may
         # be used again, and a notification of the old event still in the outbox would swallow the new one's.

@@ -7,8 +7,6 @@ variable, so a bad deployment fails at start-up instead of at the first job.
 
 from __future__ import annotations
 
-import base64
-import binascii
 import difflib
 import os
 from pathlib import Path
@@ -65,13 +63,6 @@ def _default_data_dir() -> Path:
     # XDG base directory spec; read here because this module is the only one allowed to see the environment.
     base = os.environ.get("XDG_DATA_HOME") or str(Path.home() / ".local" / "share")
     return Path(base) / "calsync"
-
-
-def _is_fernet_key(key: str) -> bool:
-    try:
-        return len(base64.urlsafe_b64decode(key.encode())) == 32
-    except (binascii.Error, ValueError):
-        return False
 
 
 class Settings(  # the mixins: one module of fields per area (core/config/)
@@ -197,11 +188,17 @@ class Settings(  # the mixins: one module of fields per area (core/config/)
     @field_validator("secret_key", "secret_keys")
     @classmethod
     def _check_keys(cls, value: Any) -> Any:
+        from cryptography.fernet import Fernet  # only when a key is set: not every command loads cryptography
+
         keys = value if isinstance(value, tuple) else (value,) if value is not None else ()
         for position, key in enumerate(keys, start=1):
-            if not _is_fernet_key(key.get_secret_value()):
+            try:
+                Fernet(key.get_secret_value())  # its ValueError: not 32 url-safe base64-encoded bytes
+            except ValueError:
                 where = f"key {position} " if isinstance(value, tuple) else ""
-                raise ValueError(f"{where}must be 32 url-safe base64-encoded bytes (`calsync secret-key` makes one)")
+                raise ValueError(
+                    f"{where}must be 32 url-safe base64-encoded bytes (`calsync secret-key` makes one)"
+                ) from None
         return value
 
     @field_validator("database_url")
@@ -214,16 +211,12 @@ class Settings(  # the mixins: one module of fields per area (core/config/)
     @model_validator(mode="after")
     def _check_time_budget(self) -> Settings:
         # The lock must outlive the job and the job must outlive one provider call, or the guards overlap.
-        if not self.provider_timeout < self.job_time_limit:
-            raise ValueError(
-                "CALSYNC_JOB_TIME_LIMIT must be greater than CALSYNC_PROVIDER_TIMEOUT "
-                f"({self.job_time_limit} <= {self.provider_timeout})"
-            )
-        if not self.job_time_limit < self.lock_ttl:
-            raise ValueError(
-                "CALSYNC_LOCK_TTL must be greater than CALSYNC_JOB_TIME_LIMIT "
-                f"({self.lock_ttl} <= {self.job_time_limit})"
-            )
+        for inner, outer in (("provider_timeout", "job_time_limit"), ("job_time_limit", "lock_ttl")):
+            short, long = getattr(self, inner), getattr(self, outer)
+            if not short < long:
+                raise ValueError(
+                    f"CALSYNC_{outer.upper()} must be greater than CALSYNC_{inner.upper()} ({long} <= {short})"
+                )
         # A crashed worker's job comes back after the broker heartbeat timeout and then waits for the dead
         # owner's lock at most LOCK_MAX_WAITS deferrals; the lock must be free by then (docs/notes/locks.md).
         wait_budget = self.lock_max_waits * self.lock_retry_delay * (1 - self.retry_jitter)
@@ -256,9 +249,8 @@ class Settings(  # the mixins: one module of fields per area (core/config/)
     @property
     def cipher_keys(self) -> tuple[str, ...]:
         """The credential keys, newest first: ``SECRET_KEYS``, else the single ``SECRET_KEY``."""
-        if self.secret_keys:
-            return tuple(k.get_secret_value() for k in self.secret_keys)
-        return (self.secret_key.get_secret_value(),) if self.secret_key else ()
+        keys = self.secret_keys or ((self.secret_key,) if self.secret_key else ())
+        return tuple(key.get_secret_value() for key in keys)
 
     @property
     def effective_database_url(self) -> str:
@@ -368,9 +360,7 @@ def _problem(err: Any) -> str:
 
 def child_environment(settings: Settings) -> dict[str, str]:
     """A copy of this process's environment with the settings pinned, for worker/emulator subprocesses."""
-    env = dict(os.environ)
-    env.update(settings.as_environment())
-    return env
+    return {**os.environ, **settings.as_environment()}
 
 
 def worker_environment(settings: Settings) -> dict[str, str]:

@@ -62,9 +62,9 @@ _HELD: Final[dict[HoldReason, type[Held]]] = {
 
 
 def account_concurrency(account: Account, limits: Limits) -> int:
-    """The account's own ``max_concurrency`` option when it has a valid one, else its provider's limit."""
-    own = account.options.get(CONCURRENCY_OPTION)
-    return own if isinstance(own, int) and not isinstance(own, bool) and own >= 1 else limits.concurrency
+    """The account's own ``max_concurrency`` option (a whole number of 1 or more: checked when the account is added,
+    providers/registry.py), else its provider's limit."""
+    return int(account.options.get(CONCURRENCY_OPTION) or limits.concurrency)
 
 
 def ending_of(exc: BaseException) -> Ending:

@@ -182,9 +182,7 @@ class TrafficStore:
         now, blocked, open_until, open_, half, some = self._circuits(keys, [listed])
         now_ms = int(now)
         blocked_for = max(0, int(blocked) - now_ms) / 1000 if blocked else 0.0
-        state: CircuitState = "closed"
-        if open_until:
-            state = "open" if int(open_until) > now_ms else "half_open"
+        state: CircuitState = "closed" if not open_until else "open" if int(open_until) > now_ms else "half_open"
         return CircuitReading(provider, state, blocked_for, int(open_), int(half), tuple(a.decode() for a in some))
 
     def account_circuits(self, provider: str, account_ids: Sequence[str]) -> dict[str, CircuitState]:

@@ -28,11 +28,11 @@ from urllib.parse import urlsplit
 from calsync.core.model.errors import InvalidWebhookUrl
 from calsync.core.model.vocabulary import WebhookEventType
 from calsync.core.model.webhooks import WebhookData
+from calsync.core.webhooks.settings import Network
 
 NOTIFICATION_PREFIX: Final = "msg_"
 SECRET_PREFIX: Final = "whsec_"
 IpAddress = ipaddress.IPv4Address | ipaddress.IPv6Address
-Network = ipaddress.IPv4Network | ipaddress.IPv6Network
 
 _DATA_FIELDS: Final = tuple(WebhookData.model_fields)
 
@@ -57,11 +57,6 @@ def notification(
     fields = {name: data.get(name) for name in _DATA_FIELDS}
     doc = {"type": event_type, "timestamp": dt.datetime.now(dt.UTC).isoformat(), "data": fields}
     return notification_id(event_type, *key), doc
-
-
-def parse_networks(values: Iterable[str]) -> tuple[Network, ...]:
-    """Allow-listed networks (``CALSYNC_WEBHOOK_ALLOWED_NETWORKS``): addresses or CIDRs."""
-    return tuple(ipaddress.ip_network(v.strip(), strict=False) for v in values if v.strip())
 
 
 def refused_address(address: IpAddress, allowed: Iterable[Network] = ()) -> str | None:

@@ -118,14 +118,8 @@ class Outbox:
         """``sync.dead_lettered`` (and ``account.needs_reauth``), inside the DLQ record's transaction."""
         recorded = []
         tenant, job_id = payload.tenant_id, payload.job_id
-        common = {
-            "tenant_id": tenant,
-            "account_id": payload.account_id,
-            "reason": record.reason,
-            "error_class": record.error_class,
-            "job_id": job_id,
-            "trace_id": payload.trace_id,
-        }
+        common = payload.model_dump(include={"tenant_id", "account_id", "job_id", "trace_id"})
+        common |= {"reason": record.reason, "error_class": record.error_class}
         if self.wants(tenant, "sync.dead_lettered"):
             data = {**common, "entity_id": payload.entity_id, "version": payload.target_version, "status": "failed"}
             recorded.append(_record(conn, "sync.dead_lettered", data, (job_id,)))

@@ -7,10 +7,18 @@ that pyproject's contracts allow besides the package's own ``__init__``).
 from __future__ import annotations
 
 import ipaddress
+from collections.abc import Iterable
 from typing import Annotated
 
 from pydantic import BaseModel, Field, field_validator
 from pydantic_settings import NoDecode
+
+Network = ipaddress.IPv4Network | ipaddress.IPv6Network
+
+
+def parse_networks(values: Iterable[str]) -> tuple[Network, ...]:
+    """Allow-listed networks (``CALSYNC_WEBHOOK_ALLOWED_NETWORKS``): addresses or CIDRs."""
+    return tuple(ipaddress.ip_network(v.strip(), strict=False) for v in values if v.strip())
 
 
 class WebhookSettings(BaseModel):
@@ -36,11 +44,7 @@ class WebhookSettings(BaseModel):
     @field_validator("webhook_allowed_networks")
     @classmethod
     def _check_webhook_networks(cls, value: str) -> str:
-        for item in filter(None, map(str.strip, value.split(","))):
-            try:
-                ipaddress.ip_network(item, strict=False)
-            except ValueError:
-                raise ValueError(f"{item!r} is not an IP address or CIDR network") from None
+        parse_networks(value.split(","))  # ipaddress's ValueError names the entry that is no address or network
         return value
 
     @field_validator("webhook_retry_schedule")

@@ -20,8 +20,8 @@ import httpx
 
 from calsync.core.model.errors import InvalidWebhookUrl
 from calsync.core.model.retry_after import parse_retry_after
-from calsync.core.webhooks.model import IpAddress, Network, checked_url, parse_networks, refused_address
-from calsync.core.webhooks.settings import WebhookSettings
+from calsync.core.webhooks.model import IpAddress, checked_url, refused_address
+from calsync.core.webhooks.settings import Network, WebhookSettings, parse_networks
 
 BODY_KEPT = 1024  # how much of a failed answer's body the DLQ record keeps
 

@@ -111,14 +111,9 @@ def classify_error(exc: BaseException, *, operation: str, mailbox: str, secrets:
     name, pattern = found
     error, meaning = CLASSIFICATION[pattern]
     message = f"Exchange {operation} for {mailbox}: {meaning} [{name}]: {detail}"
-    if error is RateLimited:
-        return RateLimited(message, retry_after=_retry_after(exc))
-    return error(message)
-
-
-def _retry_after(exc: BaseException) -> float | None:
+    if error is not RateLimited:
+        return error(message)
     back_off = getattr(exc, "back_off", None)  # ErrorServerBusy: BackOffMilliseconds, in seconds
-    if back_off:
-        return parse_retry_after(float(back_off))
     header = _RETRY_AFTER.search(str(exc))  # a 429 only shows its Retry-After inside the message
-    return parse_retry_after(header.group(1)) if header else None
+    hint = float(back_off) if back_off else header[1] if header else None
+    return RateLimited(message, retry_after=parse_retry_after(hint))

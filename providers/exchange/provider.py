@@ -129,26 +129,23 @@ class ExchangeProvider:
 
     def upsert(self, account: Account, event: EventState, target: Target) -> ExternalRef:
         """Create (adopting an item a lost response already created) or update the target's item."""
-        config = read_account_config(account)
         fields = item_fields(event)
         mode = SEND_MODES[event.send_updates]
         if target.external_id is None:
-            return self._run(account, config, "create", lambda mbx: self._create(mbx, fields, target, mode))
-        return self._run(account, config, "update", lambda mbx: self._update(mbx, fields, target, mode))
+            return self._run(account, "create", lambda mbx: self._create(mbx, fields, target, mode))
+        return self._run(account, "update", lambda mbx: self._update(mbx, fields, target, mode))
 
     def delete(self, account: Account, target: Target, *, send_updates: SendUpdates = "none") -> None:
         """Delete the target's item; an item already gone counts as deleted."""
-        config = read_account_config(account)
         mode = SEND_MODES[send_updates]
-        self._run(account, config, "delete", lambda mbx: self._delete(mbx, target, mode))
+        self._run(account, "delete", lambda mbx: self._delete(mbx, target, mode))
 
     def read_back(self, account: Account, cursor: str | None) -> ReadBack:
         """The calendar's marked items changed since ``cursor`` (a SyncState; all when None or refused).
 
         SyncFolderItems, then GetItem for the marked changes (sync_items.py).
         """
-        config = read_account_config(account)
-        return self._run(account, config, "read_back", lambda m: sync_items.read_back(m.account, m.calendar, cursor))
+        return self._run(account, "read_back", lambda m: sync_items.read_back(m.account, m.calendar, cursor))
 
     def fingerprint(self, account: Account, event: EventState) -> str:
         """The owned fields of what ``upsert`` writes for ``event``, as :meth:`read_back` reduces an item."""
@@ -156,7 +153,7 @@ class ExchangeProvider:
 
     def verify(self, account: Account) -> None:
         """Connect the mailbox: one GetFolder of its calendar (after the token call for OAuth; ``--verify``)."""
-        self._run(account, read_account_config(account), "verify", lambda mbx: None)
+        self._run(account, "verify", lambda mbx: None)
 
     def close(self) -> None:
         """Release pooled connections on worker shutdown (exchangelib keeps them open per credential)."""
@@ -165,9 +162,9 @@ class ExchangeProvider:
 
     # --- plumbing -------------------------------------------------------------------------------
 
-    def _run(
-        self, account: Account, config: AccountConfig, operation: str, action: Callable[[ConnectedMailbox], T]
-    ) -> T:
+    def _run(self, account: Account, operation: str, action: Callable[[ConnectedMailbox], T]) -> T:
+        """``action`` on the account's mailbox (its options and credentials validated first), its failure classified."""
+        config = read_account_config(account)
         try:
             try:
                 return action(self._mailbox(account, config))

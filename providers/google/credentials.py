@@ -50,8 +50,6 @@ def _require(info: Mapping[str, Any], fields: Collection[str], where: str) -> No
 def build_credentials(account: Account) -> Credentials:
     """google-auth credentials for the account, scoped explicitly (else a service account asks for 18 scopes)."""
     info = account.credentials
-    if not isinstance(info, Mapping):
-        raise ConfigurationError(f"Google account {account.id}: credentials must be a JSON object")
     kind = info.get("type", "authorized_user" if "refresh_token" in info else None)
     where = f"Google account {account.id}: {kind} credentials"
     try:
@@ -99,17 +97,13 @@ def check_account(account: Account) -> None:
     subject = account.options.get("subject")
     if subject is not None and not is_smtp_address(subject):
         raise ConfigurationError(f"{where}: option subject {quoted(subject)} is not a user's email address")
-    impersonates = isinstance(build_credentials(account), service_account.Credentials) and account_option(
-        account, "delegate", bool, True
-    )
-    if impersonates and subject is None and not _a_user(account.address):
+    built = build_credentials(account)  # whatever option delegate (a bool: typed above) says, they must be valid
+    impersonates = isinstance(built, service_account.Credentials) and account.options.get("delegate", True)
+    # "primary" and the ids of secondary, resource and public calendars (…@group.calendar.google.com,
+    # …@resource.calendar.google.com, …@group.v.calendar.google.com) name no user to impersonate.
+    a_user = is_smtp_address(account.address) and not account.address.lower().endswith("calendar.google.com")
+    if impersonates and subject is None and not a_user:
         raise ConfigurationError(
             f"{where}: a service account acts as the user named by option subject (default: the address), and "
             f"{quoted(account.address)} is no user: add --option subject=USER (or --option delegate=false)"
         )
-
-
-def _a_user(address: str) -> bool:
-    # "primary" and the ids of secondary, resource and public calendars (…@group.calendar.google.com,
-    # …@resource.calendar.google.com, …@group.v.calendar.google.com) name no user to impersonate.
-    return is_smtp_address(address) and not address.lower().endswith("calendar.google.com")

@@ -57,7 +57,8 @@ def _when(value: dt.date | dt.datetime, all_day: bool, time_zone: str) -> dict[s
 
 def event_body(event: EventState, target: Target) -> dict[str, Any]:
     """The full Calendar v3 resource for ``event``, marked with our keys so a lost create can be recognised."""
-    body: dict[str, Any] = {
+    optional = {"description": event.description, "location": event.location}
+    return {
         "summary": event.title,
         "start": _when(event.start, event.all_day, event.time_zone),
         "end": _when(event.end, event.all_day, event.time_zone),
@@ -66,12 +67,8 @@ def event_body(event: EventState, target: Target) -> dict[str, Any]:
         "extendedProperties": {
             "private": {SYNC_KEY_PROPERTY: target.sync_key, VERSION_PROPERTY: str(event.version)},
         },
+        **{name: text for name, text in optional.items() if text is not None},  # None: left out
     }
-    if event.description is not None:
-        body["description"] = event.description
-    if event.location is not None:
-        body["location"] = event.location
-    return body
 
 
 def reapply(current: Mapping[str, Any], wanted: Mapping[str, Any]) -> dict[str, Any]:

@@ -17,7 +17,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Annotated, Literal
 
-from pydantic import Field, SecretStr, TypeAdapter, field_validator, model_validator
+from pydantic import Field, RootModel, SecretStr, field_validator, model_validator
 
 from calsync.core.model.account_rules import is_smtp_address
 from calsync.core.model.calendar import Account
@@ -64,8 +64,8 @@ class DelegatedLogin(_Base):
     refresh_token: SecretStr = Field(min_length=1)
 
 
-Login = Annotated[AppLogin | DelegatedLogin, Field(discriminator="type")]
-_LOGIN: TypeAdapter[AppLogin | DelegatedLogin] = TypeAdapter(Login)
+class _Login(RootModel[Annotated[AppLogin | DelegatedLogin, Field(discriminator="type")]]):
+    """Either login, told apart by its ``type``."""
 
 
 class _Options(Fields):
@@ -99,7 +99,7 @@ def read_graph_account(account: Account) -> GraphAccount:
     where = f"Graph account {account.id}"
     if not is_smtp_address(account.address):
         raise ConfigurationError(f"{where}: address must be the mailbox's SMTP address or UPN")
-    login = validated(_LOGIN, account.credentials, where, "credentials")
+    login = validated(_Login, account.credentials, where, "credentials").root
     options = validated(_Options, account.options, where, "options")
     fingerprinted = fingerprint(account.address, account.credentials, account.options)
     return GraphAccount(login, options.calendar, fingerprinted, secret_values(account.credentials))

@@ -16,7 +16,7 @@ import datetime as dt
 import uuid
 import zoneinfo
 from collections.abc import Mapping
-from typing import Any
+from typing import Any, TypeGuard
 
 from calsync.core.model.calendar import EventState, ExternalRef, SendUpdates
 from calsync.core.model.content import representing
@@ -93,6 +93,7 @@ def ref_of(resource: Mapping[str, Any]) -> ExternalRef:
     return ExternalRef(external_id=str(resource["id"]), etag=resource.get("@odata.etag"))
 
 
-def is_graph_ref(external_id: str | None, etag: str | None) -> bool:
-    """Whether a stored ref was written by this adapter (a weak ``W/"…"`` etag), not by EWS (a bare ChangeKey)."""
+def is_graph_ref(external_id: str | None, etag: str | None) -> TypeGuard[str]:
+    """Whether a stored ref was written by this adapter (a weak ``W/"…"`` etag), not by EWS (a bare ChangeKey); its
+    id is then known to be there."""
     return external_id is not None and etag is not None and etag.startswith('W/"')

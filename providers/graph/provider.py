@@ -212,7 +212,6 @@ class GraphProvider:
     def _delete(self, s: _Session, target: Target) -> None:
         ids = [target.external_id] if is_graph_ref(target.external_id, target.etag) else []
         for event_id in ids or self._lookup(s, target.sync_key):
-            assert event_id is not None
             try:
                 self._send(s, "DELETE", self._item(s, event_id))
             except GraphHttpError as exc:

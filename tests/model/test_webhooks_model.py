@@ -13,11 +13,11 @@ from calsync.core.webhooks.model import (
     new_secret,
     notification,
     notification_id,
-    parse_networks,
     refused_address,
     request_headers,
     signature,
 )
+from calsync.core.webhooks.settings import parse_networks
 
 
 def test_ids_are_stable_per_logical_notification() -> None:
