@@ -57,6 +57,8 @@ log = logging.getLogger(__name__)
 FETCH_PAIRS: Final = importlib.resources.files(__package__).joinpath("fetch_pairs.lua").read_text()
 #: dispatch.lua's ``max_unpack_size``: how many expired XQ ids its maintenance deletes per Lua ``unpack``.
 UNPACK_CHUNK: Final = 1000
+#: The most free prefetch slots a consumer waits for before it fetches (see ``_SafeRedisConsumer.refill``).
+REFILL_MAX: Final = 8
 
 
 class SafeRedisBroker(RedisBroker):
@@ -106,8 +108,9 @@ class _SafeRedisConsumer(_RedisConsumer):
         self.outage = outage_of(broker)
         # Fetch once a quarter of the prefetch is free, not after every ack: one fetch script (and one beat)
         # per few deliveries while a backlog drains, with every thread busy and more waiting (Dramatiq's
-        # prefetch is 2 x threads). A prefetch of 2 or 3 (one thread) fetches after every ack, as Dramatiq does.
-        self.refill = max(1, prefetch // 4)
+        # prefetch is 2 x threads). A prefetch of 2 or 3 (one thread) fetches after every ack, as Dramatiq does;
+        # a delay queue's (1000 x threads) once REFILL_MAX are free: it seldom holds that many.
+        self.refill = max(1, min(prefetch // 4, REFILL_MAX))
 
     def __next__(self) -> dramatiq.MessageProxy | None:
         try:

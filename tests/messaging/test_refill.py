@@ -1,5 +1,6 @@
 """The Redis consumer fetches once a quarter of its prefetch is free, not after every ack (one fetch script and one
-heartbeat per few deliveries while a backlog drains); a one-thread prefetch still fetches after every ack."""
+heartbeat per few deliveries while a backlog drains); a one-thread prefetch still fetches after every ack, a delay
+queue's large prefetch once a few slots are free."""
 
 from __future__ import annotations
 
@@ -33,7 +34,7 @@ class _Broker:
 
 @pytest.mark.parametrize(
     ("prefetch", "outstanding", "asked"),
-    [(16, 14, []), (16, 12, [4]), (16, 0, [16]), (2, 1, [1]), (2, 2, [])],
+    [(16, 14, []), (16, 12, [4]), (16, 0, [16]), (2, 1, [1]), (2, 2, []), (8000, 7993, []), (8000, 7992, [8])],
 )
 def test_a_fetch_waits_for_a_quarter_of_the_prefetch(
     monkeypatch: pytest.MonkeyPatch, prefetch: int, outstanding: int, asked: list[int]
