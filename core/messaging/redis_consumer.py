@@ -57,6 +57,8 @@ log = logging.getLogger(__name__)
 FETCH_PAIRS: Final = importlib.resources.files(__package__).joinpath("fetch_pairs.lua").read_text()
 #: dispatch.lua's ``max_unpack_size``: how many expired XQ ids its maintenance deletes per Lua ``unpack``.
 UNPACK_CHUNK: Final = 1000
+#: The most free prefetch slots a consumer waits for before it fetches (see ``_SafeRedisConsumer.refill``).
+REFILL_MAX: Final = 8
 
 
 class SafeRedisBroker(RedisBroker):
@@ -104,6 +106,11 @@ class _SafeRedisConsumer(_RedisConsumer):
         super().__init__(broker, queue_name, prefetch, timeout)  # type: ignore[no-untyped-call]
         self.pause = pause_of(broker)  # consumers are built after the middleware
         self.outage = outage_of(broker)
+        # Fetch once a quarter of the prefetch is free, not after every ack: one fetch script (and one beat)
+        # per few deliveries while a backlog drains, with every thread busy and more waiting (Dramatiq's
+        # prefetch is 2 x threads). A prefetch of 2 or 3 (one thread) fetches after every ack, as Dramatiq does;
+        # a delay queue's (1000 x threads) once REFILL_MAX are free: it seldom holds that many.
+        self.refill = max(1, min(prefetch // 4, REFILL_MAX))
 
     def __next__(self) -> dramatiq.MessageProxy | None:
         try:
@@ -117,11 +124,14 @@ class _SafeRedisConsumer(_RedisConsumer):
                     if message is not None:
                         return message
                     continue
-                if self.outstanding_message_count < self.prefetch:
-                    wanted = self.prefetch - self.outstanding_message_count
-                    self.message_cache = self.broker.fetch_pairs(self.queue_name, wanted)
+                free = self.prefetch - self.outstanding_message_count
+                if free >= self.refill:
+                    self.message_cache = self.broker.fetch_pairs(self.queue_name, free)
                 if not self.message_cache:
-                    self.misses, backoff_ms = compute_backoff(self.misses, max_backoff=self.timeout)
+                    if 0 < free < self.refill:  # more slots are about to be free: look again soon, not a miss
+                        backoff_ms = compute_backoff(0, max_backoff=self.timeout)[1]
+                    else:  # the queue is empty, or the prefetch full: Dramatiq's growing back-off
+                        self.misses, backoff_ms = compute_backoff(self.misses, max_backoff=self.timeout)
                     time.sleep(backoff_ms / 1000)
                     return None
         except redis.ConnectionError as e:

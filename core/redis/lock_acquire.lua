@@ -19,6 +19,6 @@ if not redis.call('set', KEYS[1], token, 'NX', 'PX', ARGV[2]) then
   end
 end
 if not KEYS[3] then return {token, over} end
-local left = redis.call('get', KEYS[3]) or ''
-redis.call('set', KEYS[3], 'unknown', 'EX', ARGV[3])
+-- SET ... GET (Redis 6.2+, docs/DEPLOY.md): the old value and the new one in one command.
+local left = redis.call('set', KEYS[3], 'unknown', 'EX', ARGV[3], 'GET') or ''
 return {token, over, left}

@@ -116,6 +116,9 @@ MUTATIONS: tuple[Mutation, ...] = (
              "a release that finds the lock taken marks it lost"),
     Mutation("locks-lost-answer", LOCK_ACQUIRE, "  if current ~= token then", "  if true then",
              "a take whose answer was lost is recognised as ours"),
+    Mutation("locks-handover-kept-while-held", LOCK_ACQUIRE,
+             "redis.call('set', KEYS[3], 'unknown', 'EX', ARGV[3], 'GET')", "redis.call('get', KEYS[3])",
+             "a held lock's handover says unknown until its holder says what it left"),
     # job: guards
     Mutation("job-already-done-ignored", JOB, "        if snapshot.already_done:\n", "        if False:\n",
              "a done effect is never repeated"),
