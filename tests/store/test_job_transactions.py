@@ -122,6 +122,18 @@ def test_a_failed_write_transaction_leaves_nothing_behind(db: Database) -> None:
         assert targets.record_synced(conn, key, version=1, external_id="x", etag="e", final_status="synced")
 
 
+def test_a_read_transaction_is_one_transaction_too(db: Database) -> None:
+    # read() may write what cannot conflict: its statements commit together or not at all, on SQLite as well
+    # (whose driver runs without implicit transactions: database.begin() opens this one).
+    key = _planned(db)
+    with pytest.raises(RuntimeError), db.read() as conn:
+        assert targets.record_synced(conn, key, version=1, external_id="x", etag="e", final_status="synced")
+        raise RuntimeError("crash before commit")
+    with db.read() as conn:
+        row = targets.get_target(conn, key)
+        assert row is not None and row.synced_version == 0
+
+
 def test_a_statement_the_database_refuses_undoes_the_whole_write(db: Database) -> None:
     key = _planned(db)
     duplicate = event_targets.insert().values(tenant_id=bindparam("t"), event_id=bindparam("e"),
@@ -163,7 +175,7 @@ def test_a_connection_lost_mid_job_is_discarded_not_reused(db: Database) -> None
 
 def test_the_job_snapshot_is_read_outside_a_transaction_on_postgresql(db: Database) -> None:
     # One statement is one snapshot: on PostgreSQL without BEGIN and COMMIT (one round trip, not three);
-    # on SQLite, where a transaction costs no round trip, inside a read transaction.
+    # on SQLite without BEGIN either (no isolation level set: the driver's own transactions are off).
     key = _planned(db)
     levels: list[str | None] = []
 
