@@ -46,10 +46,11 @@ def _prepare_sqlite(engine: Engine) -> None:
 @contextlib.contextmanager
 def begin(conn: Connection, sqlite_mode: str = "DEFERRED") -> Iterator[Connection]:
     """A transaction on ``conn`` (``Connection.begin()``), committed on exit and rolled back on any exception; on
-    SQLite one the driver really opens, ``BEGIN`` of ``sqlite_mode`` sent first (see the module's docstring)."""
+    SQLite one the driver really opens, ``BEGIN`` of ``sqlite_mode`` sent first (see the module's docstring), on the
+    driver's cursor: a statement that returns nothing needs no execution context of SQLAlchemy's."""
     with conn.begin():
         if conn.dialect.name == "sqlite":
-            conn.exec_driver_sql(f"BEGIN {sqlite_mode}")
+            conn.connection.cursor().execute(f"BEGIN {sqlite_mode}")
         yield conn
 
 
@@ -133,6 +134,8 @@ def _translate_errors() -> Iterator[None]:
     # SQLAlchemy's errors as the store's: StoreUnavailable for a lost or unreachable database.
     try:
         yield
+    except sqlite3.OperationalError as exc:  # begin()'s BEGIN, sent past SQLAlchemy: the lock's wait ran out
+        raise StoreUnavailable(f"database unavailable: {type(exc).__name__}: {exc}") from exc
     except DBAPIError as exc:
         if exc.connection_invalidated:
             raise StoreUnavailable(f"database connection lost: {exc.orig}") from exc

@@ -4,6 +4,7 @@ a compare-and-set tells whether it won, a failed write leaves nothing, a lost co
 from __future__ import annotations
 
 import datetime as dt
+import sqlite3
 from pathlib import Path
 
 import pytest
@@ -12,7 +13,7 @@ from sqlalchemy import Connection, bindparam, event, func, select, text
 from calsync.core.model.change import EventFields
 from calsync.core.model.errors import StoreUnavailable
 from calsync.core.model.payload import JobPayload, new_payload
-from calsync.core.store import accounts, events, idempotency, targets
+from calsync.core.store import accounts, database, events, idempotency, targets
 from calsync.core.store.crypto import CredentialCipher
 from calsync.core.store.database import Database
 from calsync.core.store.schema import event_targets
@@ -156,6 +157,25 @@ def test_an_unreachable_database_is_a_temporary_store_error(db: Database, tmp_pa
     with pytest.raises(StoreUnavailable), broken.read() as conn:
         conn.execute(select(event_targets.c.event_id))
     broken.dispose()
+
+
+def test_a_write_that_cannot_take_sqlites_write_lock_is_a_temporary_store_error(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # begin() sends BEGIN IMMEDIATE on the driver's cursor, past SQLAlchemy's error wrapping: still StoreUnavailable.
+    monkeypatch.setattr(database, "_SQLITE_BUSY_TIMEOUT_S", 0)  # no wait for the lock
+    path = tmp_path / "locked.sqlite3"
+    lone = Database(f"sqlite:///{path}", pool_size=1)
+    with lone.write():  # its connection open (the database in WAL mode) before another writer holds the lock
+        pass
+    holder = sqlite3.connect(path, isolation_level=None)  # another process' writer, say
+    holder.execute("BEGIN IMMEDIATE")
+    try:
+        with pytest.raises(StoreUnavailable, match="locked"), lone.write():
+            pass
+    finally:
+        holder.close()
+        lone.dispose()
 
 
 @pytest.mark.postgresql_only  # a SQLite connection cannot be cut from outside
