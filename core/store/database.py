@@ -4,6 +4,12 @@
 that takes the write lock up front on SQLite (``BEGIN IMMEDIATE``), because a deferred transaction that
 upgrades to a writer fails at once with "database is locked" when another writer got in first, ignoring
 the busy timeout.
+
+SQLite's driver runs with its own implicit transactions off (``isolation_level = None``), so a transaction
+exists only where :func:`begin` sends ``BEGIN``: ``read()``, ``write()`` and the migrations do. A statement
+run on a connection that did not (``engine.connect()`` alone) is its own transaction, as in ``autocommit()``.
+``BEGIN`` is sent by the code that opens the transaction rather than by a "begin" event listener, because
+any ``ConnectionEvents`` listener makes every statement of every connection dispatch its events.
 """
 
 from __future__ import annotations
@@ -31,16 +37,21 @@ _RECYCLE_S = 1800  # servers and proxies drop idle connections; replace ours bef
 def _prepare_sqlite(engine: Engine) -> None:
     @event.listens_for(engine, "connect")
     def _on_connect(dbapi_connection: sqlite3.Connection, _record: Any) -> None:
-        dbapi_connection.isolation_level = None  # let the "begin" hook below issue BEGIN itself
+        dbapi_connection.isolation_level = None  # no implicit BEGIN: begin() below sends it where one is wanted
         for pragma in ("journal_mode=WAL", "foreign_keys=ON", "synchronous=NORMAL", "mmap_size=268435456",
                        f"busy_timeout={_SQLITE_BUSY_TIMEOUT_S * 1000}"):  # fmt: skip
             dbapi_connection.execute(f"PRAGMA {pragma}")
 
-    @event.listens_for(engine, "begin")
-    def _on_begin(connection: Connection) -> None:
-        mode = connection.get_execution_options().get("sqlite_begin", "DEFERRED")
-        if mode is not None:  # None: autocommit(), each statement its own transaction
-            connection.exec_driver_sql(f"BEGIN {mode}")
+
+@contextlib.contextmanager
+def begin(conn: Connection, sqlite_mode: str = "DEFERRED") -> Iterator[Connection]:
+    """A transaction on ``conn`` (``Connection.begin()``), committed on exit and rolled back on any exception; on
+    SQLite one the driver really opens, ``BEGIN`` of ``sqlite_mode`` sent first (see the module's docstring), on the
+    driver's cursor: a statement that returns nothing needs no execution context of SQLAlchemy's."""
+    with conn.begin():
+        if conn.dialect.name == "sqlite":
+            conn.connection.cursor().execute(f"BEGIN {sqlite_mode}")
+        yield conn
 
 
 class Database:
@@ -69,25 +80,22 @@ class Database:
     @contextlib.contextmanager
     def read(self) -> Iterator[Connection]:
         """A transaction for reads (and writes that cannot conflict)."""
-        with _translate_errors(), self.engine.begin() as conn:
+        with _translate_errors(), self.engine.connect() as conn, begin(conn):
             yield conn
 
     @contextlib.contextmanager
     def autocommit(self) -> Iterator[Connection]:
         """Each statement its own transaction, no BEGIN and COMMIT around it: a read that is one statement
-        (one consistent snapshot) costs one round trip on PostgreSQL instead of three. On SQLite the "begin"
-        hook sends no BEGIN (the driver's own implicit transactions stay off, as for every connection)."""
+        (one consistent snapshot) costs one round trip on PostgreSQL instead of three. On SQLite no BEGIN is sent
+        (the driver's own implicit transactions stay off, as for every connection)."""
         with _translate_errors(), self.engine.connect() as conn:
-            autocommit = {"sqlite_begin": None} if self.dialect == "sqlite" else {"isolation_level": "AUTOCOMMIT"}
-            yield conn.execution_options(**autocommit)
+            yield conn if self.dialect == "sqlite" else conn.execution_options(isolation_level="AUTOCOMMIT")
 
     @contextlib.contextmanager
     def write(self) -> Iterator[Connection]:
         """A transaction that will write: committed on exit, rolled back on any exception."""
-        with _translate_errors(), self._writer, self.engine.connect() as conn:
-            conn = conn.execution_options(sqlite_begin="IMMEDIATE")
-            with conn.begin():
-                yield conn
+        with _translate_errors(), self._writer, self.engine.connect() as conn, begin(conn, "IMMEDIATE"):
+            yield conn
 
     def dispose(self) -> None:
         """Close the pooled connections (end of process or test)."""
@@ -126,6 +134,8 @@ def _translate_errors() -> Iterator[None]:
     # SQLAlchemy's errors as the store's: StoreUnavailable for a lost or unreachable database.
     try:
         yield
+    except sqlite3.OperationalError as exc:  # begin()'s BEGIN, sent past SQLAlchemy: the lock's wait ran out
+        raise StoreUnavailable(f"database unavailable: {type(exc).__name__}: {exc}") from exc
     except DBAPIError as exc:
         if exc.connection_invalidated:
             raise StoreUnavailable(f"database connection lost: {exc.orig}") from exc

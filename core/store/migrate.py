@@ -24,7 +24,7 @@ import sqlalchemy as sa
 from sqlalchemy import Connection
 
 from calsync.core.model.errors import ConfigurationError
-from calsync.core.store.database import Database
+from calsync.core.store.database import Database, begin
 from calsync.core.store.schema import schema_window
 
 if TYPE_CHECKING:
@@ -130,7 +130,7 @@ def _run(db: Database, step: str, revision: str) -> None:
         if raw is not None:
             raw.execute("PRAGMA foreign_keys=OFF")
         try:
-            with conn.begin():
+            with begin(conn):
                 config.attributes["connection"] = conn
                 (command.upgrade if step == "upgrade" else command.downgrade)(config, revision)
                 _record_window(conn)

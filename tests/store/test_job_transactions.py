@@ -4,6 +4,7 @@ a compare-and-set tells whether it won, a failed write leaves nothing, a lost co
 from __future__ import annotations
 
 import datetime as dt
+import sqlite3
 from pathlib import Path
 
 import pytest
@@ -12,7 +13,7 @@ from sqlalchemy import Connection, bindparam, event, func, select, text
 from calsync.core.model.change import EventFields
 from calsync.core.model.errors import StoreUnavailable
 from calsync.core.model.payload import JobPayload, new_payload
-from calsync.core.store import accounts, events, idempotency, targets
+from calsync.core.store import accounts, database, events, idempotency, targets
 from calsync.core.store.crypto import CredentialCipher
 from calsync.core.store.database import Database
 from calsync.core.store.schema import event_targets
@@ -122,6 +123,18 @@ def test_a_failed_write_transaction_leaves_nothing_behind(db: Database) -> None:
         assert targets.record_synced(conn, key, version=1, external_id="x", etag="e", final_status="synced")
 
 
+def test_a_read_transaction_is_one_transaction_too(db: Database) -> None:
+    # read() may write what cannot conflict: its statements commit together or not at all, on SQLite as well
+    # (whose driver runs without implicit transactions: database.begin() opens this one).
+    key = _planned(db)
+    with pytest.raises(RuntimeError), db.read() as conn:
+        assert targets.record_synced(conn, key, version=1, external_id="x", etag="e", final_status="synced")
+        raise RuntimeError("crash before commit")
+    with db.read() as conn:
+        row = targets.get_target(conn, key)
+        assert row is not None and row.synced_version == 0
+
+
 def test_a_statement_the_database_refuses_undoes_the_whole_write(db: Database) -> None:
     key = _planned(db)
     duplicate = event_targets.insert().values(tenant_id=bindparam("t"), event_id=bindparam("e"),
@@ -146,6 +159,25 @@ def test_an_unreachable_database_is_a_temporary_store_error(db: Database, tmp_pa
     broken.dispose()
 
 
+def test_a_write_that_cannot_take_sqlites_write_lock_is_a_temporary_store_error(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # begin() sends BEGIN IMMEDIATE on the driver's cursor, past SQLAlchemy's error wrapping: still StoreUnavailable.
+    monkeypatch.setattr(database, "_SQLITE_BUSY_TIMEOUT_S", 0)  # no wait for the lock
+    path = tmp_path / "locked.sqlite3"
+    lone = Database(f"sqlite:///{path}", pool_size=1)
+    with lone.write():  # its connection open (the database in WAL mode) before another writer holds the lock
+        pass
+    holder = sqlite3.connect(path, isolation_level=None)  # another process' writer, say
+    holder.execute("BEGIN IMMEDIATE")
+    try:
+        with pytest.raises(StoreUnavailable, match="locked"), lone.write():
+            pass
+    finally:
+        holder.close()
+        lone.dispose()
+
+
 @pytest.mark.postgresql_only  # a SQLite connection cannot be cut from outside
 def test_a_connection_lost_mid_job_is_discarded_not_reused(db: Database) -> None:
     lone = Database(str(db.engine.url.render_as_string(hide_password=False)), pool_size=1, pre_ping=False)
@@ -163,7 +195,7 @@ def test_a_connection_lost_mid_job_is_discarded_not_reused(db: Database) -> None
 
 def test_the_job_snapshot_is_read_outside_a_transaction_on_postgresql(db: Database) -> None:
     # One statement is one snapshot: on PostgreSQL without BEGIN and COMMIT (one round trip, not three);
-    # on SQLite, where a transaction costs no round trip, inside a read transaction.
+    # on SQLite without BEGIN either (no isolation level set: the driver's own transactions are off).
     key = _planned(db)
     levels: list[str | None] = []
 
