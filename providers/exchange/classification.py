@@ -8,6 +8,7 @@ ErrorTooManyObjectsOpened and ErrorInternalServerTransientError as ErrorServerBu
 
 from __future__ import annotations
 
+import dataclasses
 import re
 from collections.abc import Iterable
 
@@ -110,5 +111,12 @@ def describe(exc: BaseException) -> Failure:
 
 
 def classify_error(exc: BaseException, *, operation: str, mailbox: str, secrets: Iterable[str] = ()) -> CalsyncError:
-    """Turn an exchangelib/EWS/OAuth failure into the calsync error the retry policy acts on."""
-    return classify_failure(CLASSIFICATION, describe(exc), f"Exchange {operation} for {mailbox}", secrets)
+    """Turn an exchangelib/EWS/OAuth failure into the calsync error the retry policy acts on.
+
+    Only throttling keeps the back-off: on a failure exchangelib re-raised as ErrorServerBusy (a 503, a lost
+    connection) it is exchangelib's own doubling retry delay, which would block the account for nothing.
+    """
+    failure = describe(exc)
+    if not issubclass(next(row for row in CLASSIFICATION if row.matches(failure)).error, RateLimited):
+        failure = dataclasses.replace(failure, retry_after=None)
+    return classify_failure(CLASSIFICATION, failure, f"Exchange {operation} for {mailbox}", secrets)
