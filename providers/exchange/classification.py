@@ -110,7 +110,7 @@ def describe(exc: BaseException) -> Failure:
     return Failure(exc, int(status[1]) if status else None, frozenset(names), text, parse_retry_after(hint))
 
 
-def classify_error(exc: BaseException, *, operation: str, mailbox: str, secrets: Iterable[str] = ()) -> CalsyncError:
+def classify(exc: BaseException, operation: str, mailbox: str, secrets: Iterable[str] = ()) -> CalsyncError:
     """Turn an exchangelib/EWS/OAuth failure into the calsync error the retry policy acts on.
 
     Only throttling keeps the back-off: on a failure exchangelib re-raised as ErrorServerBusy (a 503, a lost
