@@ -1,13 +1,20 @@
-"""The one table from exchangelib/EWS/OAuth failures to calsync errors, and the classifier that reads it."""
+"""The one table from exchangelib/EWS/OAuth failures to calsync errors, on the shared table of every adapter.
+
+A failure's codes are every name it goes by: the exception exchangelib re-raised it from (``Reraised from X(``),
+its type, the TLS error behind a bare ``TransportError``, and its base classes (``OAuth2Error``, ``ConnectionError``).
+Rows are tried in order, so the row of what exchangelib re-raises (connection errors as ErrorTimeoutExpired, those and
+ErrorTooManyObjectsOpened and ErrorInternalServerTransientError as ErrorServerBusy) comes before its wrapper's row.
+"""
 
 from __future__ import annotations
 
+import dataclasses
 import re
 from collections.abc import Iterable
-from fnmatch import fnmatchcase
 
-from exchangelib.errors import MalformedResponseError, TransportError
+from exchangelib.errors import EWSError, MalformedResponseError, ResponseMessageError, TransportError
 
+from calsync.core.model.classification import Failure, Row, classify_failure
 from calsync.core.model.errors import (
     AuthRevoked,
     CalsyncError,
@@ -20,100 +27,96 @@ from calsync.core.model.errors import (
     RateLimited,
     TemporaryError,
 )
-from calsync.core.model.redaction import redact
 from calsync.core.model.retry_after import parse_retry_after
 
-CLASSIFICATION: dict[str, tuple[type[CalsyncError], str]] = {
-    # Throttling: the server tells us when to come back (ErrorServerBusy carries BackOffMilliseconds).
-    "ErrorServerBusy": (RateLimited, "server busy (EWS throttling)"),
-    "ErrorTooManyObjectsOpened": (RateLimited, "too many objects opened (throttling)"),
-    "ErrorExceededConnectionCount": (RateLimited, "too many concurrent connections"),
-    "HTTP 429": (RateLimited, "too many requests (HTTP 429)"),
-    # Our own deadline.
-    "ReadTimeout": (ProviderTimeout, "no answer within PROVIDER_TIMEOUT"),
-    # Infrastructure hiccups, failovers, mailbox moves. Network failures arrive as ErrorTimeoutExpired.
-    "ErrorTimeoutExpired": (ProviderUnavailable, "connection failed or timed out"),
-    "ConnectionError": (ProviderUnavailable, "connection refused or reset"),
-    "ErrorInternalServerTransientError": (ProviderUnavailable, "transient server error"),
-    "ErrorInternalServerError": (ProviderUnavailable, "internal server error"),
-    "ErrorMailboxStoreUnavailable": (ProviderUnavailable, "mailbox store unavailable"),
-    "ErrorConnectionFailed": (ProviderUnavailable, "server-side connection failed"),
-    "ErrorConnectionFailedTransientError": (ProviderUnavailable, "server-side connection failed"),
-    "ErrorMailboxMoveInProgress": (ProviderUnavailable, "mailbox move in progress"),
-    "ErrorADUnavailable": (ProviderUnavailable, "directory unavailable"),
-    "HTTP 500": (ProviderUnavailable, "server error (HTTP 500)"),
-    "HTTP 502": (ProviderUnavailable, "bad gateway (HTTP 502)"),
-    "HTTP 504": (ProviderUnavailable, "gateway timeout (HTTP 504)"),
-    "OAuth2Error": (ProviderUnavailable, "token endpoint failed"),
-    # Someone kept editing the item while we re-resolved and re-applied once.
-    "ErrorIrresolvableConflict": (TemporaryError, "change key conflict persisted"),
-    "ErrorInvalidChangeKey": (TemporaryError, "change key conflict persisted"),
-    "ErrorStaleObject": (TemporaryError, "change key conflict persisted"),
-    # Credentials: never retried, repeating a wrong password can lock the account out.
-    "UnauthorizedError": (AuthRevoked, "credentials rejected"),
-    "InvalidClientError": (AuthRevoked, "client id or secret rejected by the token endpoint"),
-    "UnauthorizedClientError": (AuthRevoked, "application not authorized by the token endpoint"),
-    "InvalidGrantError": (AuthRevoked, "grant rejected by the token endpoint"),
-    # Permissions and policy.
-    "ErrorAccessDenied": (Forbidden, "access denied"),
-    "ErrorImpersonateUserDenied": (Forbidden, "impersonation not granted to this login"),
-    "ErrorImpersonationFailed": (Forbidden, "impersonation failed"),
-    "HTTP 403": (Forbidden, "EWS blocked for this mailbox or tenant (HTTP 403)"),
-    "ErrorQuotaExceeded": (Forbidden, "mailbox quota exceeded"),
-    # Things that do not exist.
-    "ErrorNonExistentMailbox": (EntityNotFound, "mailbox does not exist"),
-    "ErrorFolderNotFound": (EntityNotFound, "calendar folder not found"),
-    "ErrorItemNotFound": (EntityNotFound, "item not found"),
-    # Configuration.
-    "HTTP 404": (ConfigurationError, "no EWS endpoint at server_url (HTTP 404)"),
-    "RedirectError": (ConfigurationError, "server_url redirects; configure the final URL"),
-    "SSLError": (ConfigurationError, "TLS handshake with server_url failed"),
-    "InsecureTransportError": (ConfigurationError, "OAuth2 needs https for server_url and token_url"),
-    "InvalidScopeError": (ConfigurationError, "token endpoint rejected the EWS scope"),
-    "ErrorInvalidExchangeImpersonationHeaderData": (ConfigurationError, "app-only tokens need impersonation"),
-    "ErrorInvalidSchemaVersionForMailboxVersion": (ConfigurationError, "server does not speak the 2016 API"),
-    # The request itself is wrong.
-    "ErrorCalendar*": (InvalidRequest, "calendar validation failed"),
-    "ErrorSchemaValidation": (InvalidRequest, "request failed schema validation"),
-    "ErrorInvalidExtendedProperty*": (InvalidRequest, "extended property rejected"),
-    "ErrorInvalidPropertyRequest": (InvalidRequest, "property rejected"),
-    "ErrorInvalidIdMalformed": (InvalidRequest, "malformed item id"),
-}
+_ANY = (Exception,)
 
+
+class _Prefixes(Row):
+    """A row for families of EWS response codes (``ErrorCalendar...``): any code starting with one of its codes."""
+
+    def matches(self, failure: Failure) -> bool:
+        return isinstance(failure.exc, self.kinds) and any(code.startswith(self.codes) for code in failure.codes)
+
+
+def _codes(name: str, error: type[CalsyncError], *codes: str) -> Row:
+    return Row(name, error, _ANY, codes=codes)
+
+
+CLASSIFICATION: tuple[Row, ...] = (
+    _codes("no answer within PROVIDER_TIMEOUT", ProviderTimeout, "ReadTimeout"),
+    # Never retried: server_url, TLS or the OAuth2 setup has to change first. Before ConnectionError and
+    # OAuth2Error, whose subclasses SSLError, InsecureTransportError and InvalidScopeError are.
+    _codes("server_url redirects; configure the final URL", ConfigurationError, "RedirectError"),
+    _codes("TLS handshake with server_url failed", ConfigurationError, "SSLError"),
+    _codes("OAuth2 needs https for server_url and token_url", ConfigurationError, "InsecureTransportError"),
+    _codes("token endpoint rejected the EWS scope", ConfigurationError, "InvalidScopeError"),
+    _codes("app-only tokens need impersonation", ConfigurationError, "ErrorInvalidExchangeImpersonationHeaderData"),
+    _codes("server does not speak the 2016 API", ConfigurationError, "ErrorInvalidSchemaVersionForMailboxVersion"),
+    Row("no EWS endpoint at server_url (HTTP 404)", ConfigurationError, _ANY, {404}),
+    # Throttling: the server tells us when to come back (ErrorServerBusy carries BackOffMilliseconds). What
+    # exchangelib re-raises as ErrorServerBusy stays what it was, so ErrorServerBusy's row comes after the others.
+    _codes("too many objects opened or connections", RateLimited, "ErrorTooManyObjectsOpened",
+           "ErrorExceededConnectionCount"),
+    # Infrastructure hiccups, failovers, mailbox moves. Network failures arrive as ErrorTimeoutExpired.
+    _codes("connection refused or reset", ProviderUnavailable, "ConnectionError"),
+    _codes("connection failed or timed out", ProviderUnavailable, "ErrorTimeoutExpired"),
+    _codes("server, mailbox store or directory unavailable", ProviderUnavailable, "ErrorInternalServerTransientError",
+           "ErrorInternalServerError", "ErrorMailboxStoreUnavailable", "ErrorConnectionFailed",
+           "ErrorConnectionFailedTransientError", "ErrorMailboxMoveInProgress", "ErrorADUnavailable"),
+    Row("5xx server error", ProviderUnavailable, _ANY, {500, 502, 504}),
+    _codes("server busy (EWS throttling)", RateLimited, "ErrorServerBusy"),
+    Row("429 too many requests", RateLimited, _ANY, {429}),
+    # Someone kept editing the item while we re-resolved and re-applied once.
+    _codes("change key conflict persisted", TemporaryError, "ErrorIrresolvableConflict", "ErrorInvalidChangeKey",
+           "ErrorStaleObject"),
+    # Never retried: repeating a wrong password can lock the account out.
+    _codes("credentials rejected", AuthRevoked, "UnauthorizedError", "InvalidClientError", "UnauthorizedClientError",
+           "InvalidGrantError"),
+    _codes("token endpoint failed", ProviderUnavailable, "OAuth2Error"),
+    _codes("access denied", Forbidden, "ErrorAccessDenied", "ErrorImpersonateUserDenied", "ErrorImpersonationFailed",
+           "ErrorQuotaExceeded"),
+    Row("EWS blocked for this mailbox or tenant (HTTP 403)", Forbidden, _ANY, {403}),
+    _codes("mailbox, calendar folder or item not found", EntityNotFound, "ErrorNonExistentMailbox",
+           "ErrorFolderNotFound", "ErrorItemNotFound"),
+    # The request itself is wrong.
+    _Prefixes("calendar or extended property rejected", InvalidRequest, _ANY,
+              codes=("ErrorCalendar", "ErrorInvalidExtendedProperty")),
+    _codes("request rejected", InvalidRequest, "ErrorSchemaValidation", "ErrorInvalidPropertyRequest",
+           "ErrorInvalidIdMalformed"),
+    Row("anything else", TemporaryError, _ANY),
+)  # fmt: skip
+
+# Bases every EWS error shares: they tell nothing apart, so they stay out of the codes a message lists.
+_BASES = (BaseException, Exception, object, EWSError, TransportError, ResponseMessageError)
 _HTTP_STATUS = re.compile(r"Code: (\d{3})")
 _RERAISED = re.compile(r"^Reraised from (\w+)\(")
 _RETRY_AFTER = re.compile(r"'retry-after': '([^']*)'", re.IGNORECASE)
-_DETAIL_LIMIT = 240
 
 
-def _error_names(exc: BaseException) -> list[str]:
-    names = []
-    text = str(exc)
-    if isinstance(exc, MalformedResponseError) and (status := _HTTP_STATUS.search(text)):
-        names.append(f"HTTP {status.group(1)}")
+def describe(exc: BaseException) -> Failure:
+    """The HTTP status exchangelib only writes into a MalformedResponseError's text, the names (see the module), and
+    the back-off: ErrorServerBusy's BackOffMilliseconds, else the Retry-After a 429 shows only inside its message."""
+    text = " ".join(str(exc).split())
+    status = _HTTP_STATUS.search(text) if isinstance(exc, MalformedResponseError) else None
+    names = {type(exc).__name__, *(k.__name__ for k in type(exc).__mro__[1:] if k not in _BASES)}
     if reraised := _RERAISED.match(text):
-        names.append(reraised.group(1))
-    names.append(type(exc).__name__)
+        names.add(reraised[1])
     # exchangelib turns TLS failures into a bare TransportError raised while handling the SSLError.
     if type(exc) is TransportError and exc.__context__ is not None:
-        names.append(type(exc.__context__).__name__)
-    names += [k.__name__ for k in type(exc).__mro__[1:] if k not in (BaseException, Exception, object)]
-    return names
+        names.add(type(exc.__context__).__name__)
+    header = _RETRY_AFTER.search(text)
+    hint = getattr(exc, "back_off", None) or (header[1] if header else None)
+    return Failure(exc, int(status[1]) if status else None, frozenset(names), text, parse_retry_after(hint))
 
 
-def classify_error(exc: BaseException, *, operation: str, mailbox: str, secrets: Iterable[str] = ()) -> CalsyncError:
-    """Turn an exchangelib/EWS/OAuth failure into the calsync error the retry policy acts on."""
-    names = _error_names(exc)
-    found = next(((name, pattern) for name in names for pattern in CLASSIFICATION if fnmatchcase(name, pattern)), None)
-    detail = " ".join(redact(str(exc), secrets).split())[:_DETAIL_LIMIT]
-    if found is None:
-        return TemporaryError(f"Exchange {operation} for {mailbox}: unclassified {type(exc).__name__}: {detail}")
-    name, pattern = found
-    error, meaning = CLASSIFICATION[pattern]
-    message = f"Exchange {operation} for {mailbox}: {meaning} [{name}]: {detail}"
-    if error is not RateLimited:
-        return error(message)
-    back_off = getattr(exc, "back_off", None)  # ErrorServerBusy: BackOffMilliseconds, in seconds
-    header = _RETRY_AFTER.search(str(exc))  # a 429 only shows its Retry-After inside the message
-    hint = float(back_off) if back_off else header[1] if header else None
-    return RateLimited(message, retry_after=parse_retry_after(hint))
+def classify(exc: BaseException, operation: str, mailbox: str, secrets: Iterable[str] = ()) -> CalsyncError:
+    """Turn an exchangelib/EWS/OAuth failure into the calsync error the retry policy acts on.
+
+    Only throttling keeps the back-off: on a failure exchangelib re-raised as ErrorServerBusy (a 503, a lost
+    connection) it is exchangelib's own doubling retry delay, which would block the account for nothing.
+    """
+    failure = describe(exc)
+    if not issubclass(next(row for row in CLASSIFICATION if row.matches(failure)).error, RateLimited):
+        failure = dataclasses.replace(failure, retry_after=None)
+    return classify_failure(CLASSIFICATION, failure, f"Exchange {operation} for {mailbox}", secrets)

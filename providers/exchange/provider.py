@@ -56,7 +56,7 @@ from calsync.core.model.provider_io import request_sent
 from calsync.providers.accounts import AccountCache
 from calsync.providers.exchange import sync_items
 from calsync.providers.exchange.account_config import AccountConfig, read_account_config
-from calsync.providers.exchange.classification import classify_error
+from calsync.providers.exchange.classification import classify
 from calsync.providers.exchange.items import SEND_MODES, UPDATE_FIELDS, item_fields
 from calsync.providers.exchange.transport import CountingAdapter
 
@@ -178,7 +178,7 @@ class ExchangeProvider:
         except CalsyncError:
             raise
         except Exception as exc:
-            error = classify_error(exc, operation=operation, mailbox=account.address, secrets=config.secrets)
+            error = classify(exc, operation, account.address, config.secrets)
             # Reconnect next time after bad credentials or configuration, and after any OAuth failure outside EWS:
             # a token fetch failing while exchangelib replaces a retired session leaks a pool slot for good.
             if isinstance(error, AuthRevoked | ConfigurationError) or (config.oauth and not isinstance(exc, EWSError)):

@@ -10,7 +10,7 @@ import pytest
 from exchangelib.errors import ErrorServerBusy
 
 from calsync.core.model.errors import AuthRevoked, ConfigurationError, InvalidRequest, RateLimited
-from calsync.providers.exchange.classification import classify_error
+from calsync.providers.exchange.classification import classify
 from tests.providers.exchange.ews_support import ExchangeRig
 
 
@@ -76,7 +76,7 @@ def test_events_exchange_cannot_represent_are_invalid_requests_without_any_call(
 
 
 def test_classified_messages_never_carry_a_secret_even_when_the_library_echoes_one() -> None:
-    error = classify_error(
+    error = classify(
         ErrorServerBusy("proxy said: password=hunter22 rejected", back_off=3),
         operation="create",
         mailbox="alpha@example.com",
