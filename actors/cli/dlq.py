@@ -109,7 +109,7 @@ def replay(state: CliState, /, record_ids: tuple[int, ...], replay_all: bool, as
             records = repo.find(conn, _flt("open", **given))
     with progress("replaying", len(records)) as advance:
         report = ops.replay(state.clients, records, on_progress=lambda _record: advance(1))
-    print_json(report.as_json())
+    print_json(report.model_dump(exclude_defaults=True))
 
 
 @dlq.command("purge-quarantined")
@@ -121,7 +121,7 @@ def purge_quarantined(state: CliState, reason: str | None, note: str | None) -> 
 
     Prints {"discarded": [{"id", "job_id"}], "skipped": [{"id", "job_id", "why"}]}; exit 0 even when none matched.
     """
-    print_json(ops.purge_quarantined(state.clients, reason=reason, note=note).as_json())
+    print_json(ops.purge_quarantined(state.clients, reason=reason, note=note).model_dump())
 
 
 @dlq.command("discard")
@@ -134,4 +134,4 @@ def discard(state: CliState, record_ids: tuple[int, ...], note: str | None) -> N
     Prints {"discarded": [{"id", "job_id"}], "skipped": [{"id", "job_id", "why"}]} (a record no longer open
     is skipped, exit 0); exit 2 when a named id does not exist (nothing is discarded then).
     """
-    print_json(ops.discard_records(state.clients, _get(state, record_ids), note=note).as_json())
+    print_json(ops.discard_records(state.clients, _get(state, record_ids), note=note).model_dump())

@@ -165,29 +165,6 @@ class ReplayRequest(BaseModel):
         return self
 
 
-class ReplayedOut(BaseModel):
-    """A record re-enqueued under a new job id (``deferred``: the enqueue failed; the reconciler retries it)."""
-
-    id: int
-    job_id: str
-    deferred: bool = False
-
-
-class SkippedOut(BaseModel):
-    """A record not replayed, and why."""
-
-    id: int
-    job_id: str | None
-    why: str
-
-
-class ReplayReportOut(BaseModel):
-    """What a replay did, per record."""
-
-    replayed: list[ReplayedOut]
-    skipped: list[SkippedOut]
-
-
 class DiscardRequest(BaseModel):
     """Why the record is dropped (kept on the record)."""
 
@@ -200,20 +177,6 @@ class DiscardSetRequest(ReplayRequest):
     """Discard by ids or by a filter, and why (kept on each record)."""
 
     note: str | None = Field(default=None, max_length=1000)
-
-
-class DiscardedEntryOut(BaseModel):
-    """A record closed without a replay."""
-
-    id: int
-    job_id: str | None
-
-
-class DiscardReportOut(BaseModel):
-    """What a discard did, per record."""
-
-    discarded: list[DiscardedEntryOut]
-    skipped: list[SkippedOut]
 
 
 class DiscardedOut(BaseModel):

@@ -10,9 +10,9 @@ from functools import partial
 from pathlib import Path
 
 from calsync.core.clients import Clients
+from calsync.core.model.dlq_reports import DiscardReportOut, ReplayReportOut
 from calsync.core.observability.pipeline_state import StateReader
 from calsync.core.producer import dead_letters
-from calsync.core.producer.dead_letters import DiscardReport, ReplayReport
 from calsync.core.producer.job_cancel import cancel_job
 from calsync.core.producer.submit import Intake, Producer
 from calsync.core.redis.pause import PauseSwitch
@@ -27,8 +27,8 @@ class ApiServices:
 
     db: Database
     intake: Intake
-    replay: Callable[[list[DeadLetter]], ReplayReport]
-    discard: Callable[[list[DeadLetter], str | None], DiscardReport]
+    replay: Callable[[list[DeadLetter]], ReplayReportOut]
+    discard: Callable[[list[DeadLetter], str | None], DiscardReportOut]
     webhooks: Endpoints  # /v1/webhooks
     # POST /v1/jobs/{job_id}/cancel: (tenant, job id, note) → the job's dead letter, None for no such job
     cancel: Callable[[str, str, str | None], DeadLetter | None]

@@ -31,8 +31,8 @@ from typing import Final, Literal, cast, get_args
 import redis
 
 from calsync.core.api.services import ApiServices
+from calsync.core.model.dlq_reports import SkippedOut
 from calsync.core.model.vocabulary import DeadLetterKind
-from calsync.core.producer.dead_letters import Entry
 from calsync.core.redis.keys import RedisKeys
 from calsync.core.redis.scripts import LuaScript
 from calsync.core.store import audit, dead_letters
@@ -49,7 +49,7 @@ FLASH_SECONDS: Final = 600
 MAX_REASONS: Final = 20  # distinct reasons a bulk action keeps for its progress page
 
 
-def act(api: ApiServices, action: Action, records: list[DeadLetter], *, actor: str) -> tuple[int, list[Entry]]:
+def act(api: ApiServices, action: Action, records: list[DeadLetter], *, actor: str) -> tuple[int, list[SkippedOut]]:
     """Replay or discard ``records`` through the API's own services: how many changed, and the skipped entries
     (``id``, ``job_id``, ``why``)."""
     if action == "replay":
@@ -116,12 +116,11 @@ class BulkAction:
         """Once finished: confirmed records it never came to, closed by someone else meanwhile."""
         return max(0, self.total - self.handled) if self.finished_at is not None else 0
 
-    def count_skipped(self, entries: list[Entry]) -> None:
+    def count_skipped(self, entries: list[SkippedOut]) -> None:
         """Add a batch's skipped entries to the counts, by reason (the first :data:`MAX_REASONS` reasons by name)."""
         self.skipped += len(entries)
         for entry in entries:
-            why = str(entry["why"])
-            key = why if why in self.reasons or len(self.reasons) < MAX_REASONS else "other reasons"
+            key = entry.why if entry.why in self.reasons or len(self.reasons) < MAX_REASONS else "other reasons"
             self.reasons[key] = self.reasons.get(key, 0) + 1
 
 

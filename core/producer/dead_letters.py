@@ -20,7 +20,7 @@ import datetime as dt
 import json
 import logging
 from collections.abc import Callable, Iterable
-from dataclasses import asdict, dataclass, field, replace
+from dataclasses import replace
 from typing import Any
 
 import dramatiq
@@ -28,6 +28,7 @@ import dramatiq
 from calsync.core.clients import Clients
 from calsync.core.messaging.lanes import lanes_of
 from calsync.core.messaging.messages import RECONCILE_JOB, intake_message, reconcile_message, sync_message
+from calsync.core.model.dlq_reports import DiscardedEntryOut, DiscardReportOut, ReplayedOut, ReplayReportOut, SkippedOut
 from calsync.core.model.errors import InvalidChange, InvalidPayload
 from calsync.core.model.ids import new_id
 from calsync.core.model.intake import INTAKE_JOB, parse_intake
@@ -40,47 +41,16 @@ from calsync.core.webhooks import WEBHOOK_JOBS, replay_webhook
 
 log = logging.getLogger(__name__)
 
-Entry = dict[str, object]  # one record in a report: its id and job id (and why it was skipped, or deferred)
-
-
-def skipped_entry(record: DeadLetter, why: str) -> Entry:
-    """One record a replay or discard left alone, and why (the same keys in every report)."""
-    return {"id": record.id, "job_id": record.job_id, "why": why}
-
-
-@dataclass
-class ReplayReport:
-    """Per-record outcome of a replay: ``replayed`` and ``skipped`` entries carry ``id`` and ``job_id``."""
-
-    replayed: list[Entry] = field(default_factory=list)
-    skipped: list[Entry] = field(default_factory=list)
-
-    def as_json(self) -> dict[str, object]:
-        """Printed by ``calsync dlq replay``; the same shape as :class:`DiscardReport`."""
-        return asdict(self)
-
-
-@dataclass
-class DiscardReport:
-    """Per-record outcome of a discard or purge: the shape of :class:`ReplayReport`, ``discarded`` for ``replayed``."""
-
-    discarded: list[Entry] = field(default_factory=list)
-    skipped: list[Entry] = field(default_factory=list)
-
-    def as_json(self) -> dict[str, object]:
-        """Printed by ``calsync dlq discard`` and ``calsync dlq purge-quarantined``."""
-        return asdict(self)
-
 
 def replay(
     clients: Clients, records: Iterable[DeadLetter], *, on_progress: Callable[[DeadLetter], None] | None = None
-) -> ReplayReport:
+) -> ReplayReportOut:
     """Re-enqueue open records whose cause is fixed; reports what was skipped and why."""
-    report = ReplayReport()
+    report = ReplayReportOut(replayed=[], skipped=[])
     for record in records:
         done = _replay_one(clients, record)
         if isinstance(done, str):
-            report.skipped.append(skipped_entry(record, done))
+            report.skipped.append(SkippedOut(id=record.id, job_id=record.job_id, why=done))
         else:
             report.replayed.append(done)
         if on_progress is not None:
@@ -107,7 +77,7 @@ def _recovered(record: DeadLetter) -> DeadLetter | str:
     return replace(record, job_type=SYNC_JOB, payload=args[0] if len(args) == 1 else args)
 
 
-def _replay_one(clients: Clients, record: DeadLetter) -> Entry | str:
+def _replay_one(clients: Clients, record: DeadLetter) -> ReplayedOut | str:
     """The replayed entry, or why the record was skipped."""
     if record.status != "open":
         return f"record is {record.status}"
@@ -145,11 +115,11 @@ def _replay_one(clients: Clients, record: DeadLetter) -> Entry | str:
     except Exception:
         # The target is pending again, so the reconciler will enqueue it once the broker is back.
         log.exception("replay enqueue failed; the reconciler will retry it", extra={"fields": {"record": record.id}})
-        return {"id": record.id, "job_id": fresh.job_id, "deferred": True}
-    return {"id": record.id, "job_id": fresh.job_id}
+        return ReplayedOut(id=record.id, job_id=fresh.job_id, deferred=True)
+    return ReplayedOut(id=record.id, job_id=fresh.job_id)
 
 
-def _replay_intake(clients: Clients, record: DeadLetter) -> Entry | str:
+def _replay_intake(clients: Clients, record: DeadLetter) -> ReplayedOut | str:
     try:
         intake = parse_intake([record.payload], {})
     except (InvalidPayload, InvalidChange) as exc:
@@ -158,31 +128,31 @@ def _replay_intake(clients: Clients, record: DeadLetter) -> Entry | str:
     return _replay_message(clients, record, message)
 
 
-def _replay_message(clients: Clients, record: DeadLetter, message: dramatiq.Message[Any]) -> Entry | str:
+def _replay_message(clients: Clients, record: DeadLetter, message: dramatiq.Message[Any]) -> ReplayedOut | str:
     # Enqueued inside the transaction: if the broker refuses it, the record stays open (no reconciler covers it).
     with clients.db.write() as conn:
         if not dead_letters.mark_replayed(conn, record.id, replay_job_id=message.message_id):
             return "record is no longer open"
         clients.broker.enqueue(message)
-    return {"id": record.id, "job_id": message.message_id}
+    return ReplayedOut(id=record.id, job_id=message.message_id)
 
 
-def purge_quarantined(clients: Clients, *, reason: str | None = None, note: str | None = None) -> DiscardReport:
+def purge_quarantined(clients: Clients, *, reason: str | None = None, note: str | None = None) -> DiscardReportOut:
     """Discard every open quarantined record (of one reason, if given), reporting each."""
     with clients.db.read() as conn:
         found = dead_letters.find(conn, dead_letters.DeadLetterFilter(kind="quarantined", reason=reason, status="open"))
     return discard_records(clients, found, note=note or "purged quarantined messages")
 
 
-def discard_records(clients: Clients, records: Iterable[DeadLetter], *, note: str | None = None) -> DiscardReport:
+def discard_records(clients: Clients, records: Iterable[DeadLetter], *, note: str | None = None) -> DiscardReportOut:
     """Close the open records without replaying them; reports what was skipped and why."""
-    report = DiscardReport()
+    report = DiscardReportOut(discarded=[], skipped=[])
     with clients.db.write() as conn:
         for record in records:
             if record.status != "open":
-                report.skipped.append(skipped_entry(record, f"record is {record.status}"))
+                report.skipped.append(SkippedOut(id=record.id, job_id=record.job_id, why=f"record is {record.status}"))
             elif dead_letters.mark_discarded(conn, record.id, note=note):
-                report.discarded.append({"id": record.id, "job_id": record.job_id})
+                report.discarded.append(DiscardedEntryOut(id=record.id, job_id=record.job_id))
             else:
-                report.skipped.append(skipped_entry(record, "record is no longer open"))
+                report.skipped.append(SkippedOut(id=record.id, job_id=record.job_id, why="record is no longer open"))
     return report

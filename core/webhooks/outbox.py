@@ -44,6 +44,7 @@ from calsync.core.messaging.messages import (
     webhook_dispatch_message,
 )
 from calsync.core.model.calendar import EventState
+from calsync.core.model.dlq_reports import ReplayedOut
 from calsync.core.model.ids import new_id
 from calsync.core.model.payload import JobPayload, Operation
 from calsync.core.model.vocabulary import WebhookEventType
@@ -202,7 +203,7 @@ def _target(record: DeadLetter) -> tuple[str, str | None] | None:
     return None
 
 
-def replay_webhook(db: Database, broker: dramatiq.Broker, queue: str, record: DeadLetter) -> dict[str, object] | str:
+def replay_webhook(db: Database, broker: dramatiq.Broker, queue: str, record: DeadLetter) -> ReplayedOut | str:
     """Replay one webhook record: the replayed entry, or why it was skipped."""
     target = _target(record)
     if target is None:
@@ -228,8 +229,8 @@ def replay_webhook(db: Database, broker: dramatiq.Broker, queue: str, record: De
     try:
         broker.enqueue(message)
     except Exception:
-        return {"id": record.id, "job_id": replay_id, "deferred": True}  # the row is due: the reconciler
-    return {"id": record.id, "job_id": replay_id}
+        return ReplayedOut(id=record.id, job_id=replay_id, deferred=True)  # the row is due: the reconciler
+    return ReplayedOut(id=record.id, job_id=replay_id)
 
 
 def reconcile_webhooks(db: Database, broker: dramatiq.Broker, queue: str, *, before: dt.datetime, limit: int) -> int:

@@ -11,6 +11,7 @@ import pytest
 from sqlalchemy import text
 
 from calsync.core.messaging.messages import intake_message
+from calsync.core.model.dlq_reports import ReplayedOut
 from calsync.core.model.intake import INTAKE_JOB, IntakeMessage
 from calsync.core.producer import dead_letters as dlq
 from calsync.core.producer.submit import MESSAGE_KEY_PREFIX
@@ -120,7 +121,7 @@ def test_an_intake_dead_letter_is_replayed_once_its_cause_is_fixed(intake_pipeli
         assert letter.trace_id == "t-late"
         pipeline.account(account_id="acc-late")  # the operator fixes the cause
         report = dlq.replay(pipeline.clients, [letter])
-        assert report.replayed == [{"id": letter.id, "job_id": message.message_id}]
+        assert report.replayed == [ReplayedOut(id=letter.id, job_id=message.message_id)]
         wait_synced(pipeline, "evt-late", "acc-late")
     assert pipeline.dead_letters(job_type=INTAKE_JOB) == []
     assert _events_of(pipeline) == [("evt-late", 1)]

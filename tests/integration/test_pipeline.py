@@ -226,9 +226,9 @@ def test_permanent_error_is_dead_lettered_completely_then_replayed_once(pipeline
 
     assert [c.effect for c in pipeline.provider.calls() if c.effect] == ["created"]
     [closed] = pipeline.dead_letters(status="replayed")
-    assert closed.replay_job_id == report.replayed[0]["job_id"]
+    assert closed.replay_job_id == report.replayed[0].job_id
     again = dlq.replay(pipeline.clients, [closed])
-    assert not again.replayed and again.skipped[0]["why"] == "record is replayed"
+    assert not again.replayed and again.skipped[0].why == "record is replayed"
 
 
 def test_exhausted_retries_are_dead_lettered_with_their_history(settings_factory: Any) -> None:
@@ -300,7 +300,7 @@ def test_revoked_credentials_mark_the_account_and_replay_waits_for_reauth(pipeli
         assert summary is not None and summary.status == "needs_reauth"
 
         refused = dlq.replay(pipeline.clients, records)
-        assert not refused.replayed and all("re-authorize" in str(s["why"]) for s in refused.skipped)
+        assert not refused.replayed and all("re-authorize" in s.why for s in refused.skipped)
 
         with pipeline.clients.db.write() as conn:
             accounts.update_account(conn, account, status="active")

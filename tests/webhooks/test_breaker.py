@@ -38,7 +38,7 @@ def test_an_endpoint_failing_long_enough_is_disabled_until_the_operator_enables_
         assert ENDPOINTS_DISABLED._value.get() == tripped + 1
         assert len(failing.received) == 2  # never retried forever: the third attempt found it disabled
         assert record.reason == "webhook endpoint disabled"
-        assert replay(pipeline.clients, [record]).skipped[0]["why"].endswith("enable it first")
+        assert replay(pipeline.clients, [record]).skipped[0].why.endswith("enable it first")
 
         failing.answer = lambda n: 200
         enabled = hooks.endpoints.enable(endpoint_id)

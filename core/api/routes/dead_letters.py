@@ -17,15 +17,13 @@ from calsync.core.api.models import (
     DeadLetterPage,
     DeadLetterQuery,
     DiscardedOut,
-    DiscardReportOut,
     DiscardRequest,
     DiscardSetRequest,
-    ReplayReportOut,
     ReplayRequest,
-    SkippedOut,
 )
 from calsync.core.api.problems import AUTHENTICATED, ProblemError, existing, problems
 from calsync.core.api.services import ApiServices
+from calsync.core.model.dlq_reports import DiscardReportOut, ReplayReportOut, SkippedOut
 from calsync.core.store import dead_letters
 from calsync.core.store.dead_letters import DeadLetter, DeadLetterFilter
 
@@ -73,7 +71,7 @@ def replay_dead_letters(
 ) -> ReplayReportOut:
     """Re-enqueue open records of the tenant (at most 1000 per call); ids of other tenants are skipped as not found."""
     records, skipped = _selected(deps, principal.tenant_id, selection)
-    report = ReplayReportOut.model_validate(deps.replay(records).as_json())
+    report = deps.replay(records)
     report.skipped.extend(skipped)
     return report
 
@@ -90,7 +88,7 @@ def discard_dead_letters(
     """Close open records of the tenant without replaying them (at most 1000 per call), with one note on each; ids
     of other tenants are skipped as not found."""
     records, skipped = _selected(deps, principal.tenant_id, selection)
-    report = DiscardReportOut.model_validate(deps.discard(records, selection.note).as_json())
+    report = deps.discard(records, selection.note)
     report.skipped.extend(skipped)
     return report
 

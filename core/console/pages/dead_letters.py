@@ -119,7 +119,7 @@ def act_on_one(request: Request, console: Console, operator: Acting, record_id: 
     else:
         back = list_url(request, selection(request.query_params))
     changed, skipped = act(console.api, verb, [record], actor=operator.name)
-    why = str(skipped[0]["why"]) if skipped else None
+    why = skipped[0].why if skipped else None
     with console.api.db.write() as conn:
         audit.record(conn, actor=operator.name, action=f"dead_letters.{verb}", subject=dead_letter_subject(record.id),
                      count=changed, detail=None if why is None else {"skipped": why})  # fmt: skip
