@@ -26,7 +26,7 @@ import socket
 from collections.abc import Iterable, Iterator
 from importlib import metadata
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, TypeVar, get_args
+from typing import TYPE_CHECKING, get_args
 
 import dramatiq
 from prometheus_client import Counter, Gauge, Histogram, values
@@ -87,21 +87,6 @@ DEAD_LETTERS = Counter(
 )
 
 
-_Metric = TypeVar("_Metric", Counter, Histogram)
-_SERIES: dict[tuple[Any, ...], Any] = {}  # (metric, *label values) -> its series
-
-
-def series(metric: _Metric, *labels: str) -> _Metric:
-    """The series of ``metric`` with ``labels``, looked up once per process: ``labels()`` checks its arguments,
-    builds the key and takes the metric's lock on every call, for the same child every time. A series stays valid
-    across a fork (prometheus_client resets its multiprocess values when the pid changes)."""
-    key = (metric, *labels)
-    child = _SERIES.get(key)
-    if child is None:
-        child = _SERIES[key] = metric.labels(*labels)
-    return child
-
-
 def _per_process(name: str, documentation: str, label: str = "worker") -> Gauge:
     """A gauge with one series per live worker process: dropped when it exits gracefully, stale when killed."""
     return Gauge(name, documentation, [label], multiprocess_mode="livemax")
@@ -147,19 +132,19 @@ def status_class(exc: BaseException) -> str:
 
 def lock_attempt(*, acquired: bool) -> None:
     """Count one attempt to take a per-target lock (every delivery of a sync job with a valid payload makes one)."""
-    series(LOCK_ACQUISITIONS, "acquired" if acquired else "busy").inc()
+    LOCK_ACQUISITIONS.labels("acquired" if acquired else "busy").inc()
 
 
 @contextlib.contextmanager
 def provider_request(provider: str, operation: str) -> Iterator[None]:
     """Count and time one provider adapter call (the one place every provider call goes through)."""
-    with series(PROVIDER_DURATION, provider, operation).time():
+    with PROVIDER_DURATION.labels(provider, operation).time():
         try:
             yield
         except BaseException as exc:
-            series(PROVIDER_REQUESTS, provider, operation, status_class(exc)).inc()
+            PROVIDER_REQUESTS.labels(provider, operation, status_class(exc)).inc()
             raise
-        series(PROVIDER_REQUESTS, provider, operation, "ok").inc()
+        PROVIDER_REQUESTS.labels(provider, operation, "ok").inc()
 
 
 def require_multiprocess(settings: Settings) -> None:
@@ -229,8 +214,8 @@ def count_job(delivery: Delivery, outcome: Outcome, duration: float) -> None:
     """One delivery ended with ``outcome`` after ``duration`` seconds (told by JobLifecycle). Its provider is the
     account's when the job read its state (``unknown`` for a payload it could not read)."""
     try:
-        series(JOBS, delivery.actor, delivery.provider, outcome).inc()
-        series(JOB_DURATION, delivery.actor, delivery.provider).observe(duration)
+        JOBS.labels(delivery.actor, delivery.provider, outcome).inc()
+        JOB_DURATION.labels(delivery.actor, delivery.provider).observe(duration)
         if outcome is Outcome.RETRY_SCHEDULED:
             error_class = error_class_of(delivery.error) if delivery.error is not None else "unknown"
             JOB_RETRIES.labels(delivery.actor, delivery.provider, error_class).inc()
