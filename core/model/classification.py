@@ -47,6 +47,8 @@ class Row:
     retry_after: float | None = None
     # A fragment the provider's message must contain (case-insensitive), for errors told apart only by text.
     text: str | None = None
+    # Whether the failure's own retry hint counts: not where a library's own retry delay arrives as one (EWS).
+    provider_hint: bool = True
 
     def matches(self, failure: Failure) -> bool:
         """True when the failure's type, HTTP status, any of its codes and the text fragment fit this row."""
@@ -69,5 +71,6 @@ def classify_failure(table: Sequence[Row], failure: Failure, subject: str, secre
         message = message[: MESSAGE_LIMIT - 1] + "…"
     if issubclass(row.error, PermanentError):
         return row.error(message)
-    hints = [hint for hint in (failure.retry_after, row.retry_after) if hint is not None]
+    provided = failure.retry_after if row.provider_hint else None
+    hints = [hint for hint in (provided, row.retry_after) if hint is not None]
     return row.error(message, retry_after=max(hints, default=None))

@@ -43,7 +43,7 @@ def _codes(name: str, error: type[CalsyncError], *codes: str) -> Row:
     return Row(name, error, _ANY, codes=codes)
 
 
-CLASSIFICATION: tuple[Row, ...] = (
+_ROWS: tuple[Row, ...] = (
     _codes("no answer within PROVIDER_TIMEOUT", ProviderTimeout, "ReadTimeout"),
     # Never retried: server_url, TLS or the OAuth2 setup has to change first. Before ConnectionError and
     # OAuth2Error, whose subclasses SSLError, InsecureTransportError and InvalidScopeError are.
@@ -86,6 +86,9 @@ CLASSIFICATION: tuple[Row, ...] = (
            "ErrorInvalidIdMalformed"),
     Row("anything else", TemporaryError, _ANY),
 )  # fmt: skip
+# Only throttling keeps the back-off: on a failure exchangelib re-raised as ErrorServerBusy (a 503, a lost connection)
+# it is exchangelib's own doubling retry delay, which would block the account for nothing.
+CLASSIFICATION = tuple(dataclasses.replace(row, provider_hint=issubclass(row.error, RateLimited)) for row in _ROWS)
 
 # Bases every EWS error shares: they tell nothing apart, so they stay out of the codes a message lists.
 _BASES = (BaseException, Exception, object, EWSError, TransportError, ResponseMessageError)
@@ -111,12 +114,5 @@ def describe(exc: BaseException) -> Failure:
 
 
 def classify(exc: BaseException, operation: str, mailbox: str, secrets: Iterable[str] = ()) -> CalsyncError:
-    """Turn an exchangelib/EWS/OAuth failure into the calsync error the retry policy acts on.
-
-    Only throttling keeps the back-off: on a failure exchangelib re-raised as ErrorServerBusy (a 503, a lost
-    connection) it is exchangelib's own doubling retry delay, which would block the account for nothing.
-    """
-    failure = describe(exc)
-    if not issubclass(next(row for row in CLASSIFICATION if row.matches(failure)).error, RateLimited):
-        failure = dataclasses.replace(failure, retry_after=None)
-    return classify_failure(CLASSIFICATION, failure, f"Exchange {operation} for {mailbox}", secrets)
+    """Turn an exchangelib/EWS/OAuth failure into the calsync error the retry policy acts on."""
+    return classify_failure(CLASSIFICATION, describe(exc), f"Exchange {operation} for {mailbox}", secrets)
